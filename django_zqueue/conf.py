@@ -1,0 +1,373 @@
+"""``settings.ZQUEUE`` parsed into frozen dataclasses.
+
+The parsed configuration is cached and dropped whenever Django's ``setting_changed``
+signal fires (``override_settings`` in tests). Nothing here connects to Redis.
+
+Validation produces a list of :class:`Problem` (id, message, hint). The system checks
+(:mod:`django_zqueue.checks`) report them; :func:`get_config` raises
+:class:`~django_zqueue.exceptions.ConfigurationError` with the same text.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from .exceptions import ConfigurationError
+from .keys import NAME_RE
+
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+PRIORITY_MIN = -1000
+PRIORITY_MAX = 1000
+#: ready scores of priority p lie in [-p * 2**42, -p * 2**42 + 2**42) in strict mode
+PRIORITY_BAND = 2**42
+MAX_AGING_SECONDS = 30 * 86400
+MAX_EXACT = 2**53
+
+PriorityMode = Literal["strict", "aging"]
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff: ``min(max, base * 2**(attempt-1))``, then +/- ``jitter`` share."""
+
+    base: float = 1.0
+    max: float = 300.0
+    jitter: float = 0.2
+
+    def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        raw = min(self.max, self.base * (2 ** max(0, min(attempt - 1, 60))))
+        if self.jitter:
+            raw *= 1 - self.jitter + 2 * self.jitter * rand()
+        return float(max(0.0, raw))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOptions:
+    """Options of one queue; every key of ``ZQUEUE["QUEUES"][name]`` maps to a field."""
+
+    visibility_timeout: float = 300.0
+    max_retries: int = 3
+    retry_backoff: Backoff = field(default_factory=Backoff)
+    concurrency: int | None = None
+    qps: float | None = None
+    dead_letter_max: int = 10_000
+    dead_letter_ttl: float = 7 * 86400.0
+    max_payload_bytes: int = 1 << 20
+    priority_mode: PriorityMode = "strict"
+    priority_aging_seconds: float = 60.0
+    scan_batch: int = 500
+
+    @property
+    def visibility_timeout_ms(self) -> int:
+        return int(self.visibility_timeout * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    redis_url: str = DEFAULT_REDIS_URL
+    prefix: str = "zq"
+    queues: Mapping[str, QueueOptions] = field(default_factory=lambda: {"default": QueueOptions()})
+    socket_timeout: float | None = 5.0
+    socket_connect_timeout: float | None = 5.0
+    connection_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    id: str
+    msg: str
+    hint: str
+
+
+TOP_LEVEL_KEYS = {
+    "REDIS_URL",
+    "PREFIX",
+    "QUEUES",
+    "DEFAULTS",
+    "SOCKET_TIMEOUT",
+    "SOCKET_CONNECT_TIMEOUT",
+    "CONNECTION_OPTIONS",
+}
+QUEUE_KEYS = set(QueueOptions.__dataclass_fields__)
+BACKOFF_KEYS = {"base", "max", "jitter"}
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, id: str, msg: str, hint: str) -> None:
+        self.problems.append(Problem(f"django_zqueue.{id}", msg, hint))
+
+
+def _check_url(url: object, out: _Collector) -> None:
+    if not isinstance(url, str) or not url:
+        out.add("E002", "ZQUEUE['REDIS_URL'] must be a non-empty string.", _URL_HINT)
+        return
+    scheme = urlsplit(url).scheme
+    if scheme not in REDIS_SCHEMES:
+        out.add(
+            "E002",
+            f"ZQUEUE['REDIS_URL'] has scheme {scheme!r}; expected one of {REDIS_SCHEMES}.",
+            _URL_HINT,
+        )
+
+
+_URL_HINT = "For example 'redis://user:password@localhost:6379/0', 'rediss://…' or 'unix:///run/redis.sock'."
+
+
+def _timeout(raw: Mapping[str, Any], key: str, out: _Collector) -> float | None:
+    v = raw.get(key, 5.0)
+    if v is None:
+        return None
+    if not _is_number(v) or v <= 0:
+        out.add("E003", f"ZQUEUE[{key!r}] must be a positive number of seconds or None.", "Use 5.")
+        return 5.0
+    return float(v)
+
+
+def _parse_backoff(name: str, v: object, out: _Collector) -> Backoff:
+    if isinstance(v, Backoff):
+        return v
+    if not isinstance(v, Mapping):
+        out.add(
+            "E011",
+            f"Queue {name!r}: retry_backoff must be a dict with base, max, jitter.",
+            "For example {'base': 1, 'max': 300, 'jitter': 0.2}.",
+        )
+        return Backoff()
+    unknown = set(v) - BACKOFF_KEYS
+    if unknown:
+        out.add(
+            "E011",
+            f"Queue {name!r}: unknown retry_backoff keys {sorted(unknown)}.",
+            "Allowed: base, max, jitter.",
+        )
+    base, mx, jit = v.get("base", 1.0), v.get("max", 300.0), v.get("jitter", 0.2)
+    ok = True
+    if not _is_number(base) or base < 0:
+        out.add("E011", f"Queue {name!r}: retry_backoff base must be >= 0 seconds.", "Use 1.")
+        ok = False
+    if not _is_number(mx) or mx < 0:
+        out.add("E011", f"Queue {name!r}: retry_backoff max must be >= 0 seconds.", "Use 300.")
+        ok = False
+    if not _is_number(jit) or not 0 <= jit <= 1:
+        out.add("E011", f"Queue {name!r}: retry_backoff jitter must be in [0, 1].", "Use 0.2.")
+        ok = False
+    return Backoff(float(base), float(mx), float(jit)) if ok else Backoff()
+
+
+def _parse_queue(
+    name: str, raw: object, defaults: Mapping[str, Any], out: _Collector
+) -> QueueOptions:
+    if not isinstance(raw, Mapping):
+        out.add(
+            "E005",
+            f"Queue {name!r}: options must be a dict, not {type(raw).__name__}.",
+            "Use {} for the defaults.",
+        )
+        return QueueOptions()
+    merged = {**defaults, **raw}
+    unknown = set(merged) - QUEUE_KEYS
+    if unknown:
+        out.add(
+            "E006",
+            f"Queue {name!r}: unknown option(s) {sorted(unknown)}.",
+            f"Known options: {', '.join(sorted(QUEUE_KEYS))}.",
+        )
+    base = QueueOptions()
+    kw: dict[str, Any] = {}
+
+    def positive(key: str, *, integer: bool = False, allow_none: bool = False) -> None:
+        if key not in merged:
+            return
+        v = merged[key]
+        if v is None and allow_none:
+            kw[key] = None
+            return
+        good = _is_int(v) if integer else _is_number(v)
+        if not good or v <= 0:
+            kind = "a positive integer" if integer else "a positive number"
+            out.add(
+                "E007",
+                f"Queue {name!r}: {key} must be {kind}{' or None' if allow_none else ''}, "
+                f"got {v!r}.",
+                f"Default: {getattr(base, key)!r}.",
+            )
+            return
+        kw[key] = v if integer else float(v)
+
+    positive("visibility_timeout")
+    positive("concurrency", integer=True, allow_none=True)
+    positive("qps", allow_none=True)
+    positive("dead_letter_max", integer=True)
+    positive("dead_letter_ttl")
+    positive("max_payload_bytes", integer=True)
+    positive("priority_aging_seconds")
+    positive("scan_batch", integer=True)
+    if "max_retries" in merged:
+        v = merged["max_retries"]
+        if not _is_int(v) or v < 0:
+            out.add(
+                "E007", f"Queue {name!r}: max_retries must be an integer >= 0, got {v!r}.", "Use 3."
+            )
+        else:
+            kw["max_retries"] = v
+    if "retry_backoff" in merged:
+        kw["retry_backoff"] = _parse_backoff(name, merged["retry_backoff"], out)
+    if "priority_mode" in merged:
+        v = merged["priority_mode"]
+        if v not in ("strict", "aging"):
+            out.add(
+                "E008",
+                f"Queue {name!r}: priority_mode must be 'strict' or 'aging', got {v!r}.",
+                "'strict': higher priority always first; 'aging': each priority step is worth "
+                "priority_aging_seconds of waiting.",
+            )
+        else:
+            kw["priority_mode"] = v
+    aging = kw.get("priority_aging_seconds", base.priority_aging_seconds)
+    if aging > MAX_AGING_SECONDS:
+        out.add(
+            "E009",
+            f"Queue {name!r}: priority_aging_seconds must be at most {MAX_AGING_SECONDS}.",
+            "Scores must stay below 2**53 to be exact.",
+        )
+        kw.pop("priority_aging_seconds", None)
+    if kw.get("scan_batch", 0) > 5000:
+        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 500.")
+        kw.pop("scan_batch")
+    return QueueOptions(**kw)
+
+
+def queue_options(name: str = "queue", **raw: Any) -> QueueOptions:
+    """Validated :class:`QueueOptions` from settings-style keyword arguments."""
+    out = _Collector()
+    options = _parse_queue(name, raw, {}, out)
+    if out.problems:
+        lines = "; ".join(f"{p.id}: {p.msg}" for p in out.problems)
+        raise ConfigurationError(f"invalid queue options: {lines}")
+    return options
+
+
+def parse(raw: object) -> tuple[Config, list[Problem]]:
+    """Parse a ``ZQUEUE`` value. Returns the config (defaults where invalid) and problems."""
+    out = _Collector()
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        out.add("E001", "settings.ZQUEUE must be a dict.", "See docs/settings.md.")
+        return Config(), out.problems
+    unknown = set(raw) - TOP_LEVEL_KEYS
+    if unknown:
+        out.add(
+            "E001",
+            f"settings.ZQUEUE has unknown key(s) {sorted(unknown)}.",
+            f"Known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}.",
+        )
+    url = raw.get("REDIS_URL", DEFAULT_REDIS_URL)
+    _check_url(url, out)
+    prefix = raw.get("PREFIX", "zq")
+    if not isinstance(prefix, str) or not NAME_RE.match(prefix):
+        out.add(
+            "E004",
+            f"ZQUEUE['PREFIX'] {prefix!r} is invalid.",
+            "Use 1-100 characters from A-Z a-z 0-9 _ . -",
+        )
+        prefix = "zq"
+    defaults = raw.get("DEFAULTS", {})
+    if not isinstance(defaults, Mapping):
+        out.add("E005", "ZQUEUE['DEFAULTS'] must be a dict of queue options.", "Use {}.")
+        defaults = {}
+    queues_raw = raw.get("QUEUES", {"default": {}})
+    queues: dict[str, QueueOptions] = {}
+    if not isinstance(queues_raw, Mapping) or not queues_raw:
+        out.add(
+            "E005",
+            "ZQUEUE['QUEUES'] must be a non-empty dict of queue name -> options.",
+            "For example {'default': {}}.",
+        )
+    else:
+        for name, opts in queues_raw.items():
+            if not isinstance(name, str) or not NAME_RE.match(name):
+                out.add(
+                    "E004",
+                    f"Queue name {name!r} is invalid.",
+                    "Use 1-100 characters from A-Z a-z 0-9 _ . -",
+                )
+                continue
+            queues[name] = _parse_queue(name, opts, defaults, out)
+    conn_opts = raw.get("CONNECTION_OPTIONS", {})
+    if not isinstance(conn_opts, Mapping):
+        out.add(
+            "E003",
+            "ZQUEUE['CONNECTION_OPTIONS'] must be a dict of redis-py connection arguments.",
+            "For example {'ssl_ca_certs': '/etc/ssl/ca.pem'}.",
+        )
+        conn_opts = {}
+    config = Config(
+        redis_url=url if isinstance(url, str) else DEFAULT_REDIS_URL,
+        prefix=prefix,
+        queues=queues,
+        socket_timeout=_timeout(raw, "SOCKET_TIMEOUT", out),
+        socket_connect_timeout=_timeout(raw, "SOCKET_CONNECT_TIMEOUT", out),
+        connection_options=dict(conn_opts),
+    )
+    return config, out.problems
+
+
+@lru_cache(maxsize=1)
+def _cached() -> tuple[Config, list[Problem]]:
+    return parse(getattr(settings, "ZQUEUE", None))
+
+
+def problems() -> list[Problem]:
+    return list(_cached()[1])
+
+
+def get_config() -> Config:
+    """The parsed ``settings.ZQUEUE``; raises ``ConfigurationError`` if it is invalid."""
+    config, found = _cached()
+    if found:
+        lines = "; ".join(f"{p.id}: {p.msg}" for p in found)
+        raise ConfigurationError(f"invalid settings.ZQUEUE: {lines}")
+    return config
+
+
+def reset() -> None:
+    _cached.cache_clear()
+    for hook in _reset_hooks:
+        hook()
+
+
+_reset_hooks: list[Callable[[], None]] = []
+
+
+def on_reset(hook: Callable[[], None]) -> None:
+    """Register a cache to drop whenever ``settings.ZQUEUE`` changes."""
+    _reset_hooks.append(hook)
+
+
+@receiver(setting_changed)
+def _setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "ZQUEUE":
+        reset()

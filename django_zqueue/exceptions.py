@@ -1,0 +1,73 @@
+"""Exceptions raised by django_zqueue.
+
+Every error the package raises derives from :class:`ZQueueError`. Errors about bad input
+also derive from the matching builtin (``ValueError``, ``TypeError``, ``LookupError``) so
+callers that already catch those keep working.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class ZQueueError(Exception):
+    """Base class of every django_zqueue error."""
+
+
+class ConfigurationError(ZQueueError, ImproperlyConfigured):
+    """``settings.ZQUEUE`` is invalid. ``manage.py check`` reports the same problems."""
+
+
+class UnknownQueue(ZQueueError, LookupError):
+    """A queue name that is not configured in ``ZQUEUE["QUEUES"]``."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(
+            f"unknown queue {name!r}; configured queues: {', '.join(sorted(known)) or '(none)'}"
+        )
+
+
+class InvalidArgument(ZQueueError, ValueError):
+    """An argument is out of range or malformed. Nothing was written to Redis."""
+
+
+class PayloadTooLarge(InvalidArgument):
+    """The encoded body is larger than the queue's ``max_payload_bytes``."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"encoded payload is {size} bytes; the queue allows {limit}")
+
+
+class DuplicateJob(ZQueueError):
+    """A job with this tag already exists (waiting, delayed, in flight or dead).
+
+    Nothing was overwritten. ``tags`` lists every clashing tag; ``published`` lists tags
+    of the same ``publish_many`` call that *were* written (only possible when another
+    client published a clashing tag concurrently, between the check and the write of a
+    later chunk).
+    """
+
+    def __init__(
+        self, tags: list[str], states: list[str], published: list[str] | None = None
+    ) -> None:
+        self.tags = tags
+        self.states = states
+        self.published = published or []
+        shown = ", ".join(f"{t!r} ({s})" for t, s in zip(tags[:5], states[:5], strict=False))
+        more = f" and {len(tags) - 5} more" if len(tags) > 5 else ""
+        super().__init__(f"job tag already in use: {shown}{more}")
+
+    @property
+    def tag(self) -> str:
+        return self.tags[0]
+
+
+class QueueUnavailable(ZQueueError):
+    """Redis could not be reached (connection refused, timed out, or dropped).
+
+    The original redis-py exception is chained as ``__cause__``.
+    """

@@ -1,0 +1,64 @@
+"""Every Redis key name of a queue is built here and nowhere else.
+
+All keys of one queue share the hash tag ``{<prefix>:<queue>}`` so that every script
+touches a single Redis Cluster slot. Scripts receive these names in ``KEYS``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    tag: str
+    ready: str  # ZSET id -> dequeue order (rank 0 is claimed next)
+    delayed: str  # ZSET id -> run-at, ms on Redis TIME
+    leased: str  # ZSET id -> lease deadline, ms on Redis TIME
+    dead: str  # ZSET id -> time of death, ms
+    body: str  # HASH id -> encoded body
+    meta: str  # HASH id -> JSON job record (priority, attempts, token, ...)
+    errors: str  # HASH id -> last error text
+    progress: str  # HASH id -> JSON progress reported by the running job
+    ctr: str  # HASH seq / clock / tok: server-side counters
+    rate: str  # HASH tokens / ts: the qps token bucket
+    stats: str  # HASH counters: enqueued, acked, failed, retried, dead, expired, ...
+    notify: str  # LIST wake-up tokens for blocked consumers
+
+    def all(self) -> list[str]:
+        return [
+            self.ready,
+            self.delayed,
+            self.leased,
+            self.dead,
+            self.body,
+            self.meta,
+            self.errors,
+            self.progress,
+            self.ctr,
+            self.rate,
+            self.stats,
+            self.notify,
+        ]
+
+
+def queue_keys(prefix: str, queue: str) -> QueueKeys:
+    tag = "{%s:%s}" % (prefix, queue)  # noqa: UP031 - braces are literal here
+    return QueueKeys(
+        tag=tag,
+        ready=f"{tag}:ready",
+        delayed=f"{tag}:delayed",
+        leased=f"{tag}:leased",
+        dead=f"{tag}:dead",
+        body=f"{tag}:body",
+        meta=f"{tag}:meta",
+        errors=f"{tag}:errors",
+        progress=f"{tag}:progress",
+        ctr=f"{tag}:ctr",
+        rate=f"{tag}:rate",
+        stats=f"{tag}:stats",
+        notify=f"{tag}:notify",
+    )

@@ -1,0 +1,141 @@
+-- _common.lua: helpers prepended to every operation script by scripts.py.
+-- Touches no key by itself: every helper takes the key names it uses as arguments,
+-- and those names always come from the calling script's KEYS.
+
+local PRIORITY_BAND = 4398046511104 -- 2^42: strict mode score = seq - priority * 2^42
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A score as a string Redis parses back exactly (Lua's own tostring keeps 14 digits).
+local function fmt(x)
+  return string.format('%.17g', x)
+end
+
+-- A strictly increasing server clock in microseconds, kept in HASH ctr under `field`:
+-- Redis TIME, or one more than the last value when TIME has not moved on.
+local function tick_us(ctr, field)
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('HGET', ctr, field) or '0')
+  if us <= last then
+    us = last + 1
+  end
+  redis.call('HSET', ctr, field, fmt(us))
+  return us
+end
+
+-- The ready score of a job record: raw score override, or priority + FIFO order.
+-- strict: a server-side sequence inside the priority's band;
+-- aging : the monotonic server clock in microseconds minus priority * aging_us.
+local function ready_score(ctr, meta, mode, aging_us)
+  if meta.s then
+    return tonumber(meta.s)
+  end
+  local p = meta.p or 0
+  if mode == 'aging' then
+    return tick_us(ctr, 'clock') - p * aging_us
+  end
+  local seq = redis.call('HINCRBY', ctr, 'seq', 1)
+  if seq >= PRIORITY_BAND then
+    error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
+  end
+  return seq - p * PRIORITY_BAND
+end
+
+-- Wake up to `n` blocked consumers; the list never holds more than `cap` tokens.
+local function notify(key, n, cap)
+  if n <= 0 then
+    return
+  end
+  if n > cap then
+    n = cap
+  end
+  local tokens = {}
+  for i = 1, n do
+    tokens[i] = '1'
+  end
+  redis.call('LPUSH', key, unpack(tokens))
+  redis.call('LTRIM', key, 0, cap - 1)
+end
+
+local function drop_record(body, meta, errors, progress, id)
+  redis.call('HDEL', body, id)
+  redis.call('HDEL', meta, id)
+  redis.call('HDEL', errors, id)
+  redis.call('HDEL', progress, id)
+end
+
+-- Remove dead letters older than ttl_ms and beyond max_count, at most `limit` in all.
+-- Returns how many were removed and whether more remain to trim.
+local function trim_dead(dead, body, meta, errors, progress, now, max_count, ttl_ms, limit)
+  local removed = 0
+  local old = redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. fmt(now - ttl_ms), 'LIMIT', 0, limit)
+  for _, id in ipairs(old) do
+    redis.call('ZREM', dead, id)
+    drop_record(body, meta, errors, progress, id)
+    removed = removed + 1
+  end
+  local more = (#old == limit)
+  local excess = redis.call('ZCARD', dead) - max_count
+  if excess > 0 then
+    local room = limit - removed
+    if excess > room then
+      more = true
+      excess = room
+    end
+    if excess > 0 then
+      local ids = redis.call('ZRANGE', dead, 0, excess - 1)
+      for _, id in ipairs(ids) do
+        redis.call('ZREM', dead, id)
+        drop_record(body, meta, errors, progress, id)
+        removed = removed + 1
+      end
+    end
+  end
+  return removed, more
+end
+
+-- Move a job that is no longer leased either back to ready (or delayed, after
+-- `retry_ms`), or to dead letters when its attempts are spent or `bury` is set.
+-- Returns 1 for a retry, 2 for dead.
+-- The dead ZSET is scored by time of death in ms, with a microsecond fraction from the
+-- monotonic clock so that deaths keep their exact order.
+local function retry_or_bury(k, id, meta, now, retry_ms, bury, mode, aging_us, dead_max, dead_ttl, limit, cap)
+  meta.t = nil
+  meta.c = nil
+  if bury or (meta.a or 0) > (meta.m or 0) then
+    redis.call('HSET', k.meta, id, cjson.encode(meta))
+    redis.call('HDEL', k.progress, id)
+    redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
+    redis.call('HINCRBY', k.stats, 'dead', 1)
+    trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now, dead_max, dead_ttl, limit)
+    return 2
+  end
+  redis.call('HSET', k.meta, id, cjson.encode(meta))
+  redis.call('HDEL', k.progress, id)
+  redis.call('HINCRBY', k.stats, 'retried', 1)
+  if retry_ms > 0 then
+    redis.call('ZADD', k.delayed, now + retry_ms, id)
+  else
+    redis.call('ZADD', k.ready, fmt(ready_score(k.ctr, meta, mode, aging_us)), id)
+  end
+  notify(k.notify, 1, cap)
+  return 1
+end
+
+-- Move up to `limit` due delayed jobs to ready. Returns how many moved.
+local function promote(delayed, ready, meta, ctr, now, limit, mode, aging_us)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
+  for _, id in ipairs(due) do
+    local raw = redis.call('HGET', meta, id)
+    local m = raw and cjson.decode(raw) or {}
+    redis.call('ZREM', delayed, id)
+    redis.call('ZADD', ready, fmt(ready_score(ctr, m, mode, aging_us)), id)
+  end
+  return #due
+end
+
+-- ===== operation script follows =====

@@ -1,0 +1,22 @@
+-- delete.lua: remove a waiting (ready or delayed) or dead job together with its record.
+-- A job in flight is left alone: its consumer holds a lease on it.
+--
+-- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] dead ZSET  KEYS[4] leased ZSET
+-- KEYS[5] body  HASH  KEYS[6] meta    HASH  KEYS[7] errors HASH  KEYS[8] progress HASH
+-- KEYS[9] stats HASH
+-- ARGV[1] id
+-- Returns: 1 deleted; 0 no such job; -1 in flight (nothing changed).
+-- Work: O(log N).
+
+local id = ARGV[1]
+if redis.call('ZSCORE', KEYS[4], id) then
+  return -1
+end
+local removed = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
+  + redis.call('ZREM', KEYS[3], id)
+if removed == 0 and redis.call('HEXISTS', KEYS[6], id) == 0 then
+  return 0
+end
+drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
+redis.call('HINCRBY', KEYS[9], 'deleted', 1)
+return 1

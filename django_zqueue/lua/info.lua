@@ -1,0 +1,38 @@
+-- info.lua (read-only): a consistent snapshot of one job.
+--
+-- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
+-- KEYS[5] meta  HASH  KEYS[6] errors  HASH  KEYS[7] progress HASH  KEYS[8] body HASH
+-- ARGV[1] id   ARGV[2] with_body (1 = include the body)
+-- Returns: {} when no such job; else {state, state_score, rank, meta, error, progress, body}
+--   state: ready | delayed | leased | dead | orphan (a record in no set: never expected);
+--   state_score: ready score, run-at, lease deadline or time of death;
+--   rank: ZRANK in ready, -1 in any other state; missing values are ''.
+-- Work: O(log N).
+
+local id = ARGV[1]
+local names = {'ready', 'delayed', 'leased', 'dead'}
+local state, score = nil, ''
+for i = 1, 4 do
+  local s = redis.call('ZSCORE', KEYS[i], id)
+  if s then
+    state, score = names[i], s
+    break
+  end
+end
+local meta = redis.call('HGET', KEYS[5], id)
+if not state then
+  if not meta then
+    return {}
+  end
+  state = 'orphan'
+end
+local rank = -1
+if state == 'ready' then
+  rank = redis.call('ZRANK', KEYS[1], id)
+end
+local body = ''
+if ARGV[2] == '1' then
+  body = redis.call('HGET', KEYS[8], id) or ''
+end
+return {state, score, rank, meta or '', redis.call('HGET', KEYS[6], id) or '',
+  redis.call('HGET', KEYS[7], id) or '', body}

@@ -1,0 +1,14 @@
+-- state.lua (read-only): which set holds a job, read atomically.
+--
+-- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
+-- ARGV[1] id
+-- Returns: 'ready' | 'delayed' | 'leased' | 'dead', or '' when no set holds it.
+-- Work: O(1) per set.
+
+local names = {'ready', 'delayed', 'leased', 'dead'}
+for i = 1, 4 do
+  if redis.call('ZSCORE', KEYS[i], ARGV[1]) then
+    return names[i]
+  end
+end
+return ''

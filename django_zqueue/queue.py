@@ -1,0 +1,740 @@
+"""The queue engine: every state change of a job is one atomic Lua script call.
+
+A job lives in exactly one of four sorted sets, or nowhere once finished::
+
+    publish ──► ready ◄─────────────── delayed (run-at on Redis TIME)
+                  │ claim (lease)          ▲ nack with a delay
+                  ▼                        │
+               leased ──► ack: gone ───────┘
+                  │ nack / lease expired, attempts spent
+                  ▼
+                 dead  (bounded by count and age)
+
+``ready`` is ordered exactly by claim order, so ``rank(tag)`` (ZRANK) is the number of
+jobs that will be claimed before it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from . import conf
+from .connection import get_client, unavailable_as_error
+from .exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge, UnknownQueue
+from .keys import QueueKeys, queue_keys
+from .scripts import Arg, Scripts
+
+#: at most this many jobs per publish script call, so one call stays short
+PUBLISH_CHUNK = 1000
+#: most jobs one claim may lease
+MAX_BATCH = 1000
+#: a tag is 1..MAX_TAG_BYTES bytes of UTF-8
+MAX_TAG_BYTES = 256
+#: the notify list never holds more wake-up tokens than this
+NOTIFY_CAP = 64
+#: due delayed jobs promoted by one claim call
+PROMOTE_LIMIT = 100
+#: longest single blocking wait; a wait is also cut to a share of the socket timeout
+MAX_BLOCK = 5.0
+
+STATES = ("ready", "delayed", "leased", "dead")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One delivery of a job to one consumer, valid while its lease lasts.
+
+    ``token`` identifies this delivery: :meth:`Queue.ack`, :meth:`Queue.nack` and
+    :meth:`Queue.touch` are rejected once the job was handed to anyone else.
+    """
+
+    queue: str
+    tag: str
+    body: Any
+    attempt: int
+    token: int
+    priority: int
+    max_retries: int
+    enqueued_at_ms: int
+    lease_deadline_ms: int
+    raw_body: bytes
+
+    @property
+    def enqueued_at(self) -> datetime:
+        return _from_ms(self.enqueued_at_ms)
+
+    @property
+    def lease_deadline(self) -> datetime:
+        return _from_ms(self.lease_deadline_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A consistent snapshot of one job (see :meth:`Queue.info`)."""
+
+    tag: str
+    queue: str
+    state: str  # ready | delayed | leased | dead | orphan
+    rank: int | None  # position in line while ready
+    score: float | None  # ready score while ready
+    run_at: datetime | None  # while delayed
+    lease_deadline: datetime | None  # while leased
+    died_at: datetime | None  # while dead
+    priority: int
+    attempts: int
+    max_retries: int
+    enqueued_at: datetime
+    started_at: datetime | None  # last claim
+    consumer: str | None  # last consumer that claimed it
+    last_error: str | None
+    progress: dict[str, Any] | None
+    body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    promoted: int  # delayed jobs now due, moved to ready
+    recovered: int  # expired leases put back in line
+    buried: int  # expired leases whose attempts were spent, now dead
+    trimmed: int  # dead letters removed by age or count
+    more: bool  # a limit was hit: call again to finish
+
+
+def _from_ms(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def encode_body(body: Any) -> bytes:
+    """JSON-encode a body; ``TypeError``/``ValueError`` (``InvalidArgument``) if it can't be."""
+    try:
+        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:  # NaN / inf, circular reference
+        raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
+    return text.encode("utf-8")
+
+
+def new_tag() -> str:
+    """A fresh random job tag: 22 URL-safe characters (128 random bits)."""
+    return secrets.token_urlsafe(16)
+
+
+def _check_tag(tag: object) -> str:
+    if not isinstance(tag, str):
+        raise InvalidArgument(f"tag must be a str, not {type(tag).__name__}")
+    size = len(tag.encode("utf-8"))
+    if size == 0 or size > MAX_TAG_BYTES:
+        raise InvalidArgument(f"tag must be 1 to {MAX_TAG_BYTES} bytes of UTF-8, got {size}")
+    return tag
+
+
+def _check_priority(priority: object) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidArgument(
+            f"priority must be an int in [{conf.PRIORITY_MIN}, {conf.PRIORITY_MAX}], "
+            f"got {priority!r}"
+        )
+    if not conf.PRIORITY_MIN <= priority <= conf.PRIORITY_MAX:
+        raise InvalidArgument(
+            f"priority must be in [{conf.PRIORITY_MIN}, {conf.PRIORITY_MAX}], got {priority}"
+        )
+    return priority
+
+
+def _check_score(score: object) -> str:
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        raise InvalidArgument(f"score must be a number, got {score!r}")
+    if isinstance(score, float) and not math.isfinite(score):
+        raise InvalidArgument(f"score must be finite, got {score!r}")
+    if abs(score) > conf.MAX_EXACT:
+        raise InvalidArgument(f"score must be within ±2**53 to be exact, got {score!r}")
+    return repr(float(score))
+
+
+def _seconds(value: object, what: str) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{what} must be seconds (int/float) or a timedelta, got {value!r}")
+    if not math.isfinite(value):
+        raise InvalidArgument(f"{what} must be finite, got {value!r}")
+    return float(value)
+
+
+def _when(delay: object, run_at: object) -> tuple[str, str]:
+    """(delay_ms, run_at_ms) script arguments; '' means not given."""
+    if delay is not None and run_at is not None:
+        raise InvalidArgument("give delay or run_at, not both")
+    if delay is not None:
+        ms = _seconds(delay, "delay") * 1000
+        if ms > 1e13:
+            raise InvalidArgument(f"delay is too far in the future: {delay!r}")
+        return (str(int(ms)) if ms >= 1 else ""), ""
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise InvalidArgument(f"run_at must be a datetime, got {run_at!r}")
+        if timezone.is_naive(run_at):
+            if settings.USE_TZ:
+                raise InvalidArgument(
+                    "run_at is a naive datetime while USE_TZ = True; pass an aware datetime"
+                )
+            run_at = timezone.make_aware(run_at, timezone.get_default_timezone())
+        return "", str(int(run_at.timestamp() * 1000))
+    return "", ""
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+class Queue:
+    """A named queue in Redis. Every method is one round trip unless it says otherwise.
+
+    Jobs are identified by a *tag*: given by the caller (and then unique among the
+    queue's live and dead jobs, which gives deduplication) or generated.
+
+    Methods that change state run one Lua script each, atomically. Methods raise
+    :class:`~django_zqueue.exceptions.QueueUnavailable` when Redis cannot be reached,
+    and an ``InvalidArgument`` (a ``ValueError``) or ``TypeError`` for bad input, in
+    which case nothing was written.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        options: conf.QueueOptions | None = None,
+        *,
+        prefix: str = "zq",
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.name = name
+        self.options = options or conf.QueueOptions()
+        self.prefix = prefix
+        self.keys: QueueKeys = queue_keys(prefix, name)
+        self.client: redis.Redis = client if client is not None else get_client()
+        self.scripts = Scripts(self.client)
+        o = self.options
+        self._mode = o.priority_mode
+        self._aging_us = int(o.priority_aging_seconds * 1_000_000)
+        self._vt_ms = o.visibility_timeout_ms
+        self._concurrency = o.concurrency or 0
+        self._qps = o.qps or 0
+        self._dead_ttl_ms = int(o.dead_letter_ttl * 1000)
+        self._ack_notify = NOTIFY_CAP if o.concurrency else 0
+        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        self._max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} keys={self.keys.tag}>"
+
+    # ----------------------------------------------------------------- publishing
+
+    def _job_args(
+        self,
+        body: Any,
+        tag: str | None,
+        priority: int,
+        score: float | None,
+        when: tuple[str, str],
+        max_retries: int | None,
+        visibility_timeout: float | None,
+    ) -> list[Arg]:
+        data = encode_body(body)
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
+        retries = self.options.max_retries if max_retries is None else max_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise InvalidArgument(f"max_retries must be an int >= 0, got {max_retries!r}")
+        vt = ""
+        if visibility_timeout is not None:
+            secs = _seconds(visibility_timeout, "visibility_timeout")
+            if secs <= 0:
+                raise InvalidArgument("visibility_timeout must be > 0 seconds")
+            vt = str(int(secs * 1000))
+        return [
+            _check_tag(tag) if tag is not None else new_tag(),
+            data,
+            _check_priority(priority),
+            "" if score is None else _check_score(score),
+            when[0],
+            when[1],
+            retries,
+            vt,
+        ]
+
+    def publish(
+        self,
+        body: Any,
+        tag: str | None = None,
+        priority: int = 0,
+        score: float | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        *,
+        max_retries: int | None = None,
+        visibility_timeout: float | None = None,
+    ) -> str:
+        """Add one job; return its tag.
+
+        ``body`` is any JSON-serialisable value. ``priority`` (an int in [-1000, 1000],
+        higher first) orders the line, FIFO within a priority by a server-side
+        sequence. ``score`` places the job at that raw ready score instead (lower is
+        claimed sooner; see docs/architecture.md for how scores are made). ``delay``
+        (seconds or timedelta) or ``run_at`` (aware datetime) holds the job back until
+        then, measured on Redis' clock; a delay <= 0 or a past run-at means now.
+        ``max_retries`` and ``visibility_timeout`` override the queue's options.
+
+        Raises :class:`DuplicateJob` (nothing overwritten) when ``tag`` belongs to a
+        ready, delayed, in-flight or dead job of this queue.
+        """
+        job = self._job_args(
+            body, tag, priority, score, _when(delay, run_at), max_retries, visibility_timeout
+        )
+        self._publish_chunk([job])
+        return _s(job[0])  # type: ignore[arg-type]
+
+    def publish_many(
+        self,
+        bodies: Iterable[Any],
+        priority: int = 0,
+        delay: float | timedelta | None = None,
+        *,
+        tags: Iterable[str] | None = None,
+        run_at: datetime | None = None,
+        max_retries: int | None = None,
+    ) -> list[str]:
+        """Add many jobs in one round trip; return their tags in order.
+
+        Every body is validated and encoded before anything is sent. Calls of up to
+        1000 jobs are all-or-nothing. A longer call is sent as chunks of 1000 in one
+        pipeline; its caller-given ``tags`` are checked for clashes first, so a
+        :class:`DuplicateJob` writes nothing unless another client published a clashing
+        tag in the meantime (the exception's ``published`` then lists what was written).
+        """
+        when = _when(delay, run_at)
+        tag_list = list(tags) if tags is not None else None
+        body_list = list(bodies)
+        if tag_list is not None and len(tag_list) != len(body_list):
+            raise InvalidArgument(
+                f"got {len(body_list)} bodies but {len(tag_list)} tags; give one tag per body"
+            )
+        jobs = [
+            self._job_args(
+                b, tag_list[i] if tag_list else None, priority, None, when, max_retries, None
+            )
+            for i, b in enumerate(body_list)
+        ]
+        if not jobs:
+            return []
+        chunks = [jobs[i : i + PUBLISH_CHUNK] for i in range(0, len(jobs), PUBLISH_CHUNK)]
+        if len(chunks) == 1:
+            self._publish_chunk(jobs)
+            return [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
+        if tag_list is not None:
+            self._precheck_tags(tag_list)
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for chunk in chunks:
+                self.scripts.publish(
+                    self.keys, self._mode, self._aging_us, NOTIFY_CAP, chunk, client=pipe
+                )
+            replies = pipe.execute()
+        published: list[str] = []
+        clashes: list[tuple[list[str], list[str]]] = []
+        for chunk, reply in zip(chunks, replies, strict=True):
+            if int(reply[0]) == 0:
+                published.extend(_s(j[0]) for j in chunk)  # type: ignore[arg-type]
+            else:
+                clashes.append(([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]]))
+        if clashes:
+            raise DuplicateJob(
+                [t for ts, _ in clashes for t in ts],
+                [s for _, ss in clashes for s in ss],
+                published,
+            )
+        return published
+
+    def _precheck_tags(self, tags: list[str]) -> None:
+        seen: set[str] = set()
+        dupes = [t for t in tags if t in seen or seen.add(t)]  # type: ignore[func-returns-value]
+        if dupes:
+            raise DuplicateJob(dupes, ["batch"] * len(dupes))
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for i in range(0, len(tags), PUBLISH_CHUNK):
+                pipe.hmget(self.keys.meta, tags[i : i + PUBLISH_CHUNK])
+            found = [t for reply in pipe.execute() for t in reply]
+        taken = [t for t, v in zip(tags, found, strict=True) if v is not None]
+        if taken:
+            raise DuplicateJob(taken, [self.state(t) or "unknown" for t in taken])
+
+    def _publish_chunk(self, jobs: Sequence[Sequence[Arg]]) -> None:
+        with unavailable_as_error():
+            reply = self.scripts.publish(self.keys, self._mode, self._aging_us, NOTIFY_CAP, jobs)
+        if int(reply[0]) != 0:
+            raise DuplicateJob([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]])
+
+    # ----------------------------------------------------------------- consuming
+
+    def claim(self, batch: int = 1, consumer: str = "") -> tuple[list[Message], float | None]:
+        """Lease up to ``batch`` jobs now, without waiting.
+
+        Returns the messages and, when none could be claimed, a hint: seconds until a
+        delayed job is due or the rate limit admits a start (``None``: nothing known,
+        wait for new work). Due delayed jobs are promoted first; the queue's global
+        ``concurrency`` and ``qps`` limits are enforced inside the script.
+        """
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+            raise InvalidArgument(f"batch must be an int in [1, {MAX_BATCH}], got {batch!r}")
+        with unavailable_as_error():
+            reply = self.scripts.claim(
+                self.keys,
+                batch,
+                self._vt_ms,
+                self._concurrency,
+                self._qps,
+                PROMOTE_LIMIT,
+                self._mode,
+                self._aging_us,
+                consumer,
+            )
+        hint = int(reply[0])
+        msgs = [self._message(*reply[i : i + 4]) for i in range(1, len(reply), 4)]
+        if msgs:
+            return msgs, None
+        return msgs, (hint / 1000 if hint >= 0 else None)
+
+    def _message(self, tag: bytes, raw: bytes, meta_raw: bytes, deadline: int) -> Message:
+        meta = json.loads(meta_raw)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None  # an undecodable payload: the consumer sees raw_body and body=None
+        return Message(
+            queue=self.name,
+            tag=_s(tag),
+            body=body,
+            attempt=int(meta.get("a", 1)),
+            token=int(meta["t"]),
+            priority=int(meta.get("p", 0)),
+            max_retries=int(meta.get("m", 0)),
+            enqueued_at_ms=int(meta.get("e", 0)),
+            lease_deadline_ms=int(deadline),
+            raw_body=raw,
+        )
+
+    def wait(self, seconds: float) -> bool:
+        """Block up to ``seconds`` for a wake-up from a publish, retry or ack.
+
+        Returns True when woken. A wait is cut to a share of the socket timeout, so a
+        long wait returns early (False) and the caller simply claims again.
+        """
+        if seconds <= 0:
+            return False
+        seconds = min(seconds, self._max_block)
+        with unavailable_as_error():
+            return self.client.blpop([self.keys.notify], timeout=max(seconds, 0.001)) is not None
+
+    def get(self, timeout: float = 0, consumer: str = "") -> Message | None:
+        """Claim one job, waiting up to ``timeout`` seconds for one; None if none came."""
+        for msg in self.subscribe(batch_size=1, timeout=timeout, consumer=consumer):
+            return msg
+        return None
+
+    def subscribe(
+        self, batch_size: int = 10, timeout: float | None = None, consumer: str = ""
+    ) -> Iterator[Message]:
+        """Yield claimed messages as they come, claiming ``batch_size`` at a time.
+
+        Idle, it blocks on the queue's notify list (no polling) and wakes when a job
+        is published, a delayed job falls due or, with a concurrency limit, a slot
+        frees. Stops after ``timeout`` seconds without a message (None: never).
+        Every yielded message is leased: ack or nack it before its lease runs out.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            msgs, hint = self.claim(batch_size, consumer)
+            if msgs:
+                yield from msgs
+                if deadline is not None:
+                    deadline = time.monotonic() + (timeout or 0)
+                continue
+            remaining = MAX_BLOCK if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if hint is not None:
+                remaining = min(remaining, hint)
+            if hint != 0:
+                self.wait(remaining)
+
+    def ack(self, msg: Message) -> bool:
+        """Finish a delivery: the job and its record are deleted.
+
+        Returns False, changing nothing, when the delivery is stale (its lease was
+        recovered, or the job was handed to another consumer).
+        """
+        with unavailable_as_error():
+            return int(self.scripts.ack(self.keys, msg.tag, msg.token, self._ack_notify)) == 1
+
+    def ack_many(self, msgs: Sequence[Message]) -> list[bool]:
+        """Ack several deliveries in one pipelined round trip."""
+        if not msgs:
+            return []
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for msg in msgs:
+                self.scripts.ack(self.keys, msg.tag, msg.token, self._ack_notify, client=pipe)
+            return [int(r) == 1 for r in pipe.execute()]
+
+    def nack(
+        self,
+        msg: Message,
+        error: str = "",
+        retry_in: float | timedelta | None = None,
+        *,
+        dead: bool = False,
+    ) -> str | None:
+        """A delivery failed. Retry the job, or move it to dead letters.
+
+        ``retry_in``: seconds before the retry (default: the queue's backoff for this
+        attempt, with jitter; 0 = back in line now). The job is dead instead when it
+        has had ``max_retries`` retries, or at once with ``dead=True``. ``error`` (text,
+        e.g. a traceback) is kept on the job record.
+
+        Returns ``"retry"``, ``"dead"``, or None for a stale delivery (nothing changed).
+        """
+        if not isinstance(error, str):
+            raise InvalidArgument(f"error must be a str, got {type(error).__name__}")
+        if retry_in is None:
+            retry_s = self.options.retry_backoff.delay(msg.attempt)
+        else:
+            retry_s = max(0.0, _seconds(retry_in, "retry_in"))
+        with unavailable_as_error():
+            reply = int(
+                self.scripts.nack(
+                    self.keys,
+                    msg.tag,
+                    msg.token,
+                    error[:65536],
+                    int(retry_s * 1000),
+                    dead,
+                    self._mode,
+                    self._aging_us,
+                    self.options.dead_letter_max,
+                    self._dead_ttl_ms,
+                    self.options.scan_batch,
+                    NOTIFY_CAP,
+                )
+            )
+        return {1: "retry", 2: "dead"}.get(reply)
+
+    def touch(
+        self,
+        msg: Message,
+        extend: float | None = None,
+        progress: float | None = None,
+        note: str = "",
+    ) -> datetime | None:
+        """Heartbeat: extend the lease by ``extend`` seconds from now (default: the
+        job's visibility timeout) and/or record progress (0.0-1.0 and a short note).
+
+        Returns the new lease deadline, or None when the delivery is stale.
+        """
+        ext = self._vt_ms if extend is None else int(_seconds(extend, "extend") * 1000)
+        if ext < 0:
+            raise InvalidArgument("extend must be >= 0 seconds")
+        prog = ""
+        if progress is not None:
+            value = _seconds(progress, "progress")
+            if not 0 <= value <= 1:
+                raise InvalidArgument(f"progress must be in [0, 1], got {progress!r}")
+            prog = json.dumps({"v": value, "n": str(note)[:200], "t": _now_ms()})
+        with unavailable_as_error():
+            deadline = int(self.scripts.touch(self.keys, msg.tag, msg.token, ext, prog))
+        return _from_ms(deadline) if deadline else None
+
+    # ----------------------------------------------------------------- inspection
+
+    def rank(self, tag: str) -> int | None:
+        """Position in line: 0 = claimed next. None unless the job is ready."""
+        with unavailable_as_error():
+            r: Any = self.client.zrank(self.keys.ready, _check_tag(tag))
+        return None if r is None else int(r)
+
+    def score(self, tag: str) -> float | None:
+        """The job's ready score (lower = sooner). None unless the job is ready."""
+        with unavailable_as_error():
+            s = self.client.zscore(self.keys.ready, _check_tag(tag))
+        return None if s is None else float(s)
+
+    def state(self, tag: str) -> str | None:
+        """``"ready"``, ``"delayed"``, ``"leased"``, ``"dead"``, or None (no such job)."""
+        with unavailable_as_error():
+            s = _s(self.scripts.state(self.keys, _check_tag(tag)))
+        return s or None
+
+    def exists(self, tag: str) -> bool:
+        """True while the job is ready, delayed or in flight (dead letters excluded)."""
+        return self.state(tag) in ("ready", "delayed", "leased")
+
+    def total_count(self) -> int:
+        """Jobs waiting in line (ready)."""
+        with unavailable_as_error():
+            return int(self.client.zcard(self.keys.ready))
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state: ``ready``, ``delayed``, ``inflight``, ``dead`` (one snapshot)."""
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=True)
+            for key in (self.keys.ready, self.keys.delayed, self.keys.leased, self.keys.dead):
+                pipe.zcard(key)
+            r, d, inflight, dead = pipe.execute()
+        return {"ready": int(r), "delayed": int(d), "inflight": int(inflight), "dead": int(dead)}
+
+    def stats(self) -> dict[str, int]:
+        """Lifetime counters: enqueued, claimed, acked, failed, retried, dead, expired, ..."""
+        with unavailable_as_error():
+            raw = self.client.hgetall(self.keys.stats)
+        return {_s(k): int(v) for k, v in raw.items()}
+
+    def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
+        """Everything known about one job, read atomically; None if there is no such job."""
+        with unavailable_as_error():
+            reply = self.scripts.info(self.keys, _check_tag(tag), with_body)
+        return self._job_info(tag, reply)
+
+    def _job_info(self, tag: str, reply: list[Any]) -> JobInfo | None:
+        if not reply:
+            return None
+        state_raw, score_raw, rank, meta_raw, error, progress, body = reply
+        state = _s(state_raw)
+        meta = json.loads(meta_raw) if meta_raw else {}
+        sc = float(score_raw) if score_raw not in (b"", "") else None
+        decoded: Any = None
+        if body:
+            try:
+                decoded = json.loads(body)
+            except ValueError:
+                decoded = _s(body) if isinstance(body, bytes) else body
+        return JobInfo(
+            tag=tag,
+            queue=self.name,
+            state=state,
+            rank=int(rank) if int(rank) >= 0 else None,
+            score=sc if state == "ready" else None,
+            run_at=_from_ms(sc) if state == "delayed" and sc is not None else None,
+            lease_deadline=_from_ms(sc) if state == "leased" and sc is not None else None,
+            died_at=_from_ms(sc) if state == "dead" and sc is not None else None,
+            priority=int(meta.get("p", 0)),
+            attempts=int(meta.get("a", 0)),
+            max_retries=int(meta.get("m", 0)),
+            enqueued_at=_from_ms(meta.get("e", 0)),
+            started_at=_from_ms(meta["st"]) if "st" in meta else None,
+            consumer=meta.get("c"),
+            last_error=_s(error) or None,
+            progress=json.loads(progress) if progress else None,
+            body=decoded,
+        )
+
+    # ----------------------------------------------------------------- removal
+
+    def delete(self, tag: str) -> bool:
+        """Remove a ready, delayed or dead job with its record.
+
+        Returns False when there is no such job, or when it is in flight (a consumer
+        holds its lease; it is left alone).
+        """
+        with unavailable_as_error():
+            return int(self.scripts.delete(self.keys, _check_tag(tag))) == 1
+
+    def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
+        """Dead jobs, most recent first, with their last error (one page)."""
+        if offset < 0 or not 1 <= limit <= 1000:
+            raise InvalidArgument("offset must be >= 0 and limit in [1, 1000]")
+        with unavailable_as_error():
+            tags: list[bytes] = self.client.zrevrange(self.keys.dead, offset, offset + limit - 1)  # type: ignore[assignment]
+            pipe = self.client.pipeline(transaction=False)
+            for t in tags:
+                self.scripts.info(self.keys, _s(t), True, client=pipe)
+            replies = pipe.execute()
+        infos = (self._job_info(_s(t), r) for t, r in zip(tags, replies, strict=True))
+        return [i for i in infos if i is not None]
+
+    def requeue_dead(self, tag: str) -> bool:
+        """Put a dead job back in line with its attempts reset. False if it isn't dead."""
+        with unavailable_as_error():
+            reply = self.scripts.requeue_dead(
+                self.keys, _check_tag(tag), self._mode, self._aging_us, NOTIFY_CAP
+            )
+        return int(reply) == 1
+
+    def purge_dead(self) -> int:
+        """Delete every dead letter, in bounded script calls. Returns how many."""
+        total = 0
+        limit = self.options.scan_batch
+        while True:
+            with unavailable_as_error():
+                n = int(self.scripts.purge_dead(self.keys, limit))
+            total += n
+            if n < limit:
+                return total
+
+    # ----------------------------------------------------------------- housekeeping
+
+    def scan(self, limit: int | None = None) -> ScanResult:
+        """One bounded housekeeping step (at most ``limit`` jobs per kind, default
+        ``scan_batch``): promote due delayed jobs, recover expired leases, trim dead
+        letters. ``more`` in the result says whether another step has work to do."""
+        limit = self.options.scan_batch if limit is None else limit
+        if not 1 <= limit <= 5000:
+            raise InvalidArgument("limit must be in [1, 5000]")
+        with unavailable_as_error():
+            p, r, b, t, more = self.scripts.scan(
+                self.keys,
+                limit,
+                self._mode,
+                self._aging_us,
+                self.options.dead_letter_max,
+                self._dead_ttl_ms,
+                NOTIFY_CAP,
+            )
+        return ScanResult(int(p), int(r), int(b), int(t), bool(int(more)))
+
+    def clear(self) -> None:
+        """Delete every key of this queue (all jobs, records and counters). For tests
+        and operators; not atomic with concurrent publishers."""
+        with unavailable_as_error():
+            self.client.delete(*self.keys.all())
+
+
+_queues: dict[str, Queue] = {}
+
+
+def get_queue(name: str = "default") -> Queue:
+    """The configured queue ``name`` (cached until ``settings.ZQUEUE`` changes)."""
+    q = _queues.get(name)
+    if q is None:
+        config = conf.get_config()
+        if name not in config.queues:
+            raise UnknownQueue(name, list(config.queues))
+        q = _queues[name] = Queue(
+            name, config.queues[name], prefix=config.prefix, client=get_client(config)
+        )
+    return q
+
+
+conf.on_reset(_queues.clear)

@@ -1,0 +1,211 @@
+"""The Lua scripts, loaded once, with one typed method per script.
+
+Each ``lua/<name>.lua`` file holds one atomic operation and starts with its contract
+(KEYS, ARGV, return value). ``lua/_common.lua`` (helpers only, no key access of its own)
+is prepended to each. Calls go through redis-py's ``Script``, which uses EVALSHA and
+re-sends the source by itself after a ``SCRIPT FLUSH``.
+
+These methods do no validation: :class:`~django_zqueue.queue.Queue` validates first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any, TypeAlias
+
+from redis.commands.core import Script
+
+from .keys import QueueKeys
+
+Client: TypeAlias = Any  # redis.Redis, or a pipeline of one
+Arg: TypeAlias = str | bytes | int | float
+
+SCRIPT_NAMES = (
+    "publish",
+    "claim",
+    "ack",
+    "nack",
+    "touch",
+    "scan",
+    "delete",
+    "requeue_dead",
+    "purge_dead",
+    "info",
+    "state",
+)
+
+
+@cache
+def source(name: str) -> str:
+    """The full source sent to Redis for script ``name`` (common helpers + operation)."""
+    lua = resources.files("django_zqueue") / "lua"
+    common = (lua / "_common.lua").read_text(encoding="utf-8")
+    return common + "\n" + (lua / f"{name}.lua").read_text(encoding="utf-8")
+
+
+class Scripts:
+    """The scripts registered on one redis-py client."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._s = {name: Script(client, source(name)) for name in SCRIPT_NAMES}
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence[Arg], client: Client) -> Any:
+        return self._s[name](keys=keys, args=args, client=client or self.client)
+
+    def publish(
+        self,
+        k: QueueKeys,
+        mode: str,
+        aging_us: int,
+        notify_cap: int,
+        jobs: Sequence[Sequence[Arg]],
+        client: Client = None,
+    ) -> Any:
+        args: list[Arg] = [mode, aging_us, notify_cap, len(jobs)]
+        for job in jobs:
+            args.extend(job)
+        keys = [k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased]
+        return self._run("publish", keys, args, client)
+
+    def claim(
+        self,
+        k: QueueKeys,
+        batch: int,
+        visibility_ms: int,
+        concurrency: int,
+        qps: float,
+        promote_limit: int,
+        mode: str,
+        aging_us: int,
+        consumer: str,
+        client: Client = None,
+    ) -> Any:
+        keys = [k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats]
+        args: list[Arg] = [
+            batch,
+            visibility_ms,
+            concurrency,
+            qps,
+            promote_limit,
+            mode,
+            aging_us,
+            consumer,
+        ]
+        return self._run("claim", keys, args, client)
+
+    def ack(self, k: QueueKeys, id: str, token: int, notify_cap: int, client: Client = None) -> Any:
+        keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
+        return self._run("ack", keys, [id, token, notify_cap], client)
+
+    def nack(
+        self,
+        k: QueueKeys,
+        id: str,
+        token: int,
+        error: str,
+        retry_ms: int,
+        bury: bool,
+        mode: str,
+        aging_us: int,
+        dead_max: int,
+        dead_ttl_ms: int,
+        trim_limit: int,
+        notify_cap: int,
+        client: Client = None,
+    ) -> Any:
+        keys = [
+            k.ready,
+            k.delayed,
+            k.leased,
+            k.dead,
+            k.body,
+            k.meta,
+            k.errors,
+            k.progress,
+            k.ctr,
+            k.stats,
+            k.notify,
+        ]
+        args: list[Arg] = [
+            id,
+            token,
+            error,
+            retry_ms,
+            "1" if bury else "0",
+            mode,
+            aging_us,
+            dead_max,
+            dead_ttl_ms,
+            trim_limit,
+            notify_cap,
+        ]
+        return self._run("nack", keys, args, client)
+
+    def touch(
+        self,
+        k: QueueKeys,
+        id: str,
+        token: int,
+        extend_ms: int,
+        progress: str,
+        client: Client = None,
+    ) -> Any:
+        keys = [k.leased, k.meta, k.progress]
+        return self._run("touch", keys, [id, token, extend_ms, progress], client)
+
+    def scan(
+        self,
+        k: QueueKeys,
+        limit: int,
+        mode: str,
+        aging_us: int,
+        dead_max: int,
+        dead_ttl_ms: int,
+        notify_cap: int,
+        client: Client = None,
+    ) -> Any:
+        keys = [
+            k.ready,
+            k.delayed,
+            k.leased,
+            k.dead,
+            k.body,
+            k.meta,
+            k.errors,
+            k.progress,
+            k.ctr,
+            k.stats,
+            k.notify,
+        ]
+        args: list[Arg] = [limit, mode, aging_us, dead_max, dead_ttl_ms, notify_cap]
+        return self._run("scan", keys, args, client)
+
+    def delete(self, k: QueueKeys, id: str, client: Client = None) -> Any:
+        keys = [k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress, k.stats]
+        return self._run("delete", keys, [id], client)
+
+    def requeue_dead(
+        self,
+        k: QueueKeys,
+        id: str,
+        mode: str,
+        aging_us: int,
+        notify_cap: int,
+        client: Client = None,
+    ) -> Any:
+        keys = [k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify]
+        return self._run("requeue_dead", keys, [id, mode, aging_us, notify_cap], client)
+
+    def purge_dead(self, k: QueueKeys, limit: int, client: Client = None) -> Any:
+        keys = [k.dead, k.body, k.meta, k.errors, k.progress]
+        return self._run("purge_dead", keys, [limit], client)
+
+    def info(self, k: QueueKeys, id: str, with_body: bool, client: Client = None) -> Any:
+        keys = [k.ready, k.delayed, k.leased, k.dead, k.meta, k.errors, k.progress, k.body]
+        return self._run("info", keys, [id, "1" if with_body else "0"], client)
+
+    def state(self, k: QueueKeys, id: str, client: Client = None) -> Any:
+        return self._run("state", [k.ready, k.delayed, k.leased, k.dead], [id], client)

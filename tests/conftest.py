@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.test import override_settings
+
+from django_zqueue import conf
+from django_zqueue.conf import queue_options
+from django_zqueue.queue import Queue
+
+from .redis_server import redis_url
+
+
+@pytest.fixture(scope="session")
+def redis_client() -> redis.Redis:
+    return redis.Redis.from_url(redis_url())
+
+
+@pytest.fixture
+def prefix(redis_client: redis.Redis) -> Iterator[str]:
+    """A key prefix of this test's own; its keys are deleted afterwards (never FLUSHDB)."""
+    p = f"zqt-{uuid.uuid4().hex[:12]}"
+    yield p
+    keys = list(redis_client.scan_iter(match=f"{{{p}:*", count=1000))
+    if keys:
+        redis_client.delete(*keys)
+
+
+QueueFactory = Callable[..., Queue]
+
+
+@pytest.fixture
+def make_queue(prefix: str, redis_client: redis.Redis) -> QueueFactory:
+    """make_queue(name="q", **options) -> a Queue under this test's prefix."""
+
+    def make(name: str = "q", **options: Any) -> Queue:
+        return Queue(name, queue_options(name, **options), prefix=prefix, client=redis_client)
+
+    return make
+
+
+@pytest.fixture
+def q(make_queue: QueueFactory) -> Queue:
+    return make_queue()
+
+
+@pytest.fixture
+def zqueue_settings(prefix: str) -> Iterator[dict[str, Any]]:
+    """Settings pointing the configured queues at the test Redis and prefix."""
+    value = {
+        "REDIS_URL": redis_url(),
+        "PREFIX": prefix,
+        "QUEUES": {"default": {}, "other": {"max_retries": 1}},
+    }
+    with override_settings(ZQUEUE=value):
+        yield value
+    conf.reset()
+
+
+def snapshot(client: redis.Redis, prefix: str) -> dict[bytes, Any]:
+    """Every key under ``prefix`` with its full content, to prove nothing was written."""
+    out: dict[bytes, Any] = {}
+    for key in sorted(client.scan_iter(match=f"{{{prefix}:*", count=1000)):
+        kind = client.type(key)
+        if kind == b"zset":
+            out[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"hash":
+            out[key] = client.hgetall(key)
+        elif kind == b"list":
+            out[key] = client.lrange(key, 0, -1)
+        else:
+            out[key] = client.get(key)
+    return out
