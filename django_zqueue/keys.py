@@ -27,6 +27,11 @@ class QueueKeys:
     rate: str  # HASH tokens / ts: the qps token bucket
     stats: str  # HASH counters: enqueued, acked, failed, retried, dead, expired, ...
     notify: str  # LIST wake-up tokens for blocked consumers
+    workers: str  # HASH worker id -> JSON {threads, seen, host, pid}: live consumers
+
+    def result(self, id: str) -> str:
+        """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
+        return f"{self.tag}:result:{id}"
 
     def all(self) -> list[str]:
         return [
@@ -42,6 +47,7 @@ class QueueKeys:
             self.rate,
             self.stats,
             self.notify,
+            self.workers,
         ]
 
 
@@ -61,4 +67,5 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         rate=f"{tag}:rate",
         stats=f"{tag}:stats",
         notify=f"{tag}:notify",
+        workers=f"{tag}:workers",
     )

@@ -49,6 +49,7 @@ PROMOTE_LIMIT = 100
 MAX_BLOCK = 5.0
 
 STATES = ("ready", "delayed", "leased", "dead")
+_NO_RESULT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,14 +482,36 @@ class Queue:
             if hint != 0:
                 self.wait(remaining)
 
-    def ack(self, msg: Message) -> bool:
+    def ack(self, msg: Message, result: Any = _NO_RESULT, result_ttl: float = 86400) -> bool:
         """Finish a delivery: the job and its record are deleted.
 
-        Returns False, changing nothing, when the delivery is stale (its lease was
-        recovered, or the job was handed to another consumer).
+        With ``result`` (any JSON value), it is kept for ``result_ttl`` seconds and can be
+        read back with :meth:`result`. Returns False, changing nothing, when the delivery
+        is stale (its lease was recovered, or the job was handed to another consumer).
         """
         with unavailable_as_error():
-            return int(self.scripts.ack(self.keys, msg.tag, msg.token, self._ack_notify)) == 1
+            return int(self.ack_pipelined(msg, None, result, result_ttl)) == 1
+
+    def ack_pipelined(
+        self,
+        msg: Message,
+        pipe: Any,
+        result: Any = _NO_RESULT,
+        result_ttl: float = 86400,
+        run_ms: int | None = None,
+    ) -> Any:
+        """Queue the ack of ``msg`` on ``pipe`` (or run it now when ``pipe`` is None)."""
+        stored = "" if result is _NO_RESULT else encode_body(result).decode("utf-8")
+        return self.scripts.ack(
+            self.keys,
+            msg.tag,
+            msg.token,
+            self._ack_notify,
+            stored,
+            int(result_ttl * 1000),
+            run_ms,
+            client=pipe,
+        )
 
     def ack_many(self, msgs: Sequence[Message]) -> list[bool]:
         """Ack several deliveries in one pipelined round trip."""
@@ -497,8 +520,26 @@ class Queue:
         with unavailable_as_error():
             pipe = self.client.pipeline(transaction=False)
             for msg in msgs:
-                self.scripts.ack(self.keys, msg.tag, msg.token, self._ack_notify, client=pipe)
+                self.ack_pipelined(msg, pipe)
             return [int(r) == 1 for r in pipe.execute()]
+
+    def result(self, tag: str) -> Any:
+        """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is
+        kept (never stored, or expired)."""
+        with unavailable_as_error():
+            raw = self.client.get(self.keys.result(_check_tag(tag)))
+        if raw is None:
+            raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
+        return json.loads(raw)
+
+    def release(self, msg: Message) -> bool:
+        """Give a delivery back unrun: the job is back in line at once and this attempt
+        does not count. False for a stale delivery."""
+        with unavailable_as_error():
+            reply = self.scripts.release(
+                self.keys, msg.tag, msg.token, self._mode, self._aging_us, NOTIFY_CAP
+            )
+        return int(reply) == 1
 
     def nack(
         self,
@@ -660,6 +701,11 @@ class Queue:
         """
         with unavailable_as_error():
             return int(self.scripts.delete(self.keys, _check_tag(tag))) == 1
+
+    def cancel(self, tag: str) -> bool:
+        """Remove a job only while it waits (ready or delayed). False otherwise."""
+        with unavailable_as_error():
+            return int(self.scripts.delete(self.keys, _check_tag(tag), waiting_only=True)) == 1
 
     def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
         """Dead jobs, most recent first, with their last error (one page)."""

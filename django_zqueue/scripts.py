@@ -26,6 +26,7 @@ SCRIPT_NAMES = (
     "publish",
     "claim",
     "ack",
+    "release",
     "nack",
     "touch",
     "scan",
@@ -96,9 +97,40 @@ class Scripts:
         ]
         return self._run("claim", keys, args, client)
 
-    def ack(self, k: QueueKeys, id: str, token: int, notify_cap: int, client: Client = None) -> Any:
-        keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
-        return self._run("ack", keys, [id, token, notify_cap], client)
+    def ack(
+        self,
+        k: QueueKeys,
+        id: str,
+        token: int,
+        notify_cap: int,
+        result: str = "",
+        result_ttl_ms: int = 0,
+        run_ms: int | None = None,
+        client: Client = None,
+    ) -> Any:
+        keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify, k.result(id)]
+        args: list[Arg] = [
+            id,
+            token,
+            notify_cap,
+            result,
+            result_ttl_ms,
+            "" if run_ms is None else run_ms,
+        ]
+        return self._run("ack", keys, args, client)
+
+    def release(
+        self,
+        k: QueueKeys,
+        id: str,
+        token: int,
+        mode: str,
+        aging_us: int,
+        notify_cap: int,
+        client: Client = None,
+    ) -> Any:
+        keys = [k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify]
+        return self._run("release", keys, [id, token, mode, aging_us, notify_cap], client)
 
     def nack(
         self,
@@ -183,9 +215,11 @@ class Scripts:
         args: list[Arg] = [limit, mode, aging_us, dead_max, dead_ttl_ms, notify_cap]
         return self._run("scan", keys, args, client)
 
-    def delete(self, k: QueueKeys, id: str, client: Client = None) -> Any:
+    def delete(
+        self, k: QueueKeys, id: str, waiting_only: bool = False, client: Client = None
+    ) -> Any:
         keys = [k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress, k.stats]
-        return self._run("delete", keys, [id], client)
+        return self._run("delete", keys, [id, "1" if waiting_only else "0"], client)
 
     def requeue_dead(
         self,

@@ -599,3 +599,36 @@ def test_script_flush_is_survived(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("a")
     redis_client.script_flush()
     assert q.get() is not None
+
+
+def test_ack_keeps_result_with_ttl(q: Queue, redis_client: redis.Redis) -> None:
+    tag = q.publish("x")
+    msg = q.get()
+    assert msg is not None and q.ack(msg, result={"sum": 3}, result_ttl=60)
+    assert q.result(tag) == {"sum": 3}
+    assert 55_000 < redis_client.pttl(q.keys.result(tag)) <= 60_000
+    with pytest.raises(LookupError):
+        q.result("other")
+
+
+def test_release_returns_job_without_counting_the_attempt(q: Queue) -> None:
+    tag = q.publish("x")
+    msg = q.get()
+    assert msg is not None and q.release(msg)
+    info = q.info(tag)
+    assert info is not None and info.state == "ready" and info.attempts == 0
+    assert q.release(msg) is False
+    again = q.get()
+    assert again is not None and again.attempt == 1
+
+
+def test_cancel_only_waiting_jobs(make_queue: QueueFactory) -> None:
+    q = make_queue(max_retries=0)
+    ready, delayed = q.publish("r"), q.publish("d", delay=60)
+    dead = q.publish("x", priority=5)
+    q.nack(q.get(), "boom")  # type: ignore[arg-type]
+    leased = q.publish("l", priority=5)
+    q.get()
+    assert q.cancel(ready) and q.cancel(delayed)
+    assert not q.cancel(dead) and q.state(dead) == "dead"
+    assert not q.cancel(leased) and q.state(leased) == "leased"

@@ -70,6 +70,9 @@ def test_header_key_count_matches_the_call(name: str, q: Queue) -> None:
     msg = q.get()
     assert msg is not None
     q.touch(msg)
+    q.release(msg)
+    msg = q.get()
+    assert msg is not None
     q.nack(msg, "e", dead=True)
     q.requeue_dead(tag)
     q.delete(tag)

@@ -1,9 +1,13 @@
--- ack.lua: finish a delivery: the job and its record are removed.
+-- ack.lua: finish a delivery: the job and its record are removed; optionally its result
+-- is kept under its own key with a TTL.
 --
 -- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
--- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST
+-- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST KEYS[8] result STRING
+--   (this job's result key; written only when ARGV[4] is not '')
 -- ARGV[1] id   ARGV[2] token (from the claim)   ARGV[3] notify_cap (0 = don't notify;
 --   set when the queue has a concurrency limit, so a consumer waiting for room wakes)
+-- ARGV[4] result JSON ('' = keep none)   ARGV[5] result TTL ms   ARGV[6] run time ms
+--   ('' = not measured; else added to stats run_ms)
 -- Returns: 1 acked; 0 stale (the job is not leased under this token: its lease was
 --   recovered or it was handed to another consumer) and nothing changed.
 -- Work: O(log N).
@@ -16,6 +20,12 @@ end
 redis.call('ZREM', KEYS[1], id)
 drop_record(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id)
 redis.call('HINCRBY', KEYS[6], 'acked', 1)
+if ARGV[6] ~= '' then
+  redis.call('HINCRBY', KEYS[6], 'run_ms', ARGV[6])
+end
+if ARGV[4] ~= '' then
+  redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])
+end
 if cap > 0 then
   notify(KEYS[7], 1, cap)
 end

@@ -4,12 +4,13 @@
 -- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] dead ZSET  KEYS[4] leased ZSET
 -- KEYS[5] body  HASH  KEYS[6] meta    HASH  KEYS[7] errors HASH  KEYS[8] progress HASH
 -- KEYS[9] stats HASH
--- ARGV[1] id
--- Returns: 1 deleted; 0 no such job; -1 in flight (nothing changed).
+-- ARGV[1] id   ARGV[2] waiting_only (1 = refuse dead jobs too: cancel)
+-- Returns: 1 deleted; 0 no such job; -1 in flight, or dead with waiting_only (nothing
+--   changed).
 -- Work: O(log N).
 
 local id = ARGV[1]
-if redis.call('ZSCORE', KEYS[4], id) then
+if redis.call('ZSCORE', KEYS[4], id) or (ARGV[2] == '1' and redis.call('ZSCORE', KEYS[3], id)) then
   return -1
 end
 local removed = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)

@@ -1,0 +1,27 @@
+-- release.lua: give a delivery back unrun (worker shutting down): the job returns to
+-- ready at once and the attempt is not counted.
+--
+-- KEYS[1] leased ZSET  KEYS[2] ready ZSET  KEYS[3] meta HASH  KEYS[4] ctr HASH
+-- KEYS[5] progress HASH  KEYS[6] stats HASH  KEYS[7] notify LIST
+-- ARGV[1] id   ARGV[2] token   ARGV[3] mode   ARGV[4] aging_us   ARGV[5] notify_cap
+-- Returns: 1 released; 0 stale token (nothing changed).
+-- Work: O(log N).
+
+local id, token = ARGV[1], tonumber(ARGV[2])
+local raw = redis.call('HGET', KEYS[3], id)
+if not raw then
+  return 0
+end
+local meta = cjson.decode(raw)
+if meta.t ~= token or redis.call('ZREM', KEYS[1], id) == 0 then
+  return 0
+end
+meta.a = math.max(0, (meta.a or 1) - 1)
+meta.t = nil
+meta.c = nil
+redis.call('HSET', KEYS[3], id, cjson.encode(meta))
+redis.call('HDEL', KEYS[5], id)
+redis.call('ZADD', KEYS[2], fmt(ready_score(KEYS[4], meta, ARGV[3], tonumber(ARGV[4]))), id)
+redis.call('HINCRBY', KEYS[6], 'released', 1)
+notify(KEYS[7], 1, tonumber(ARGV[5]))
+return 1
