@@ -5,24 +5,27 @@ Every waiting job has an exact position in line (rank) and score, read in O(log 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",
     "DuplicateJob",
     "InvalidArgument",
+    "Job",
+    "JobContext",
     "JobInfo",
     "Message",
     "PayloadTooLarge",
     "Queue",
     "QueueUnavailable",
     "ScanResult",
+    "Task",
     "UnknownQueue",
     "ZQueueError",
     "__version__",
+    "current_job",
     "get_queue",
+    "task",
 ]
 
 from .exceptions import (
@@ -35,17 +38,7 @@ from .exceptions import (
     ZQueueError,
 )
 
-if TYPE_CHECKING:
-    from .queue import JobInfo, Message, Queue, ScanResult, get_queue
-
-_LAZY = {"JobInfo", "Message", "Queue", "ScanResult", "get_queue"}
-
-
-def __getattr__(name: str) -> Any:
-    # The queue module imports django.conf.settings users; loading it lazily keeps
-    # "import django_zqueue" cheap and safe before settings are configured.
-    if name in _LAZY:
-        from . import queue
-
-        return getattr(queue, name)
-    raise AttributeError(f"module 'django_zqueue' has no attribute {name!r}")
+# Importing these modules does not touch settings or Redis: safe before django.setup().
+from .queue import JobInfo, Message, Queue, ScanResult, get_queue
+from .task import Job, Task, task
+from .worker import JobContext, current_job

@@ -81,6 +81,7 @@ class Config:
     socket_timeout: float | None = 5.0
     socket_connect_timeout: float | None = 5.0
     connection_options: Mapping[str, Any] = field(default_factory=dict)
+    enqueue_on_commit: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,7 @@ TOP_LEVEL_KEYS = {
     "SOCKET_TIMEOUT",
     "SOCKET_CONNECT_TIMEOUT",
     "CONNECTION_OPTIONS",
+    "ENQUEUE_ON_COMMIT",
 }
 QUEUE_KEYS = set(QueueOptions.__dataclass_fields__)
 BACKOFF_KEYS = {"base", "max", "jitter"}
@@ -324,7 +326,12 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "For example {'ssl_ca_certs': '/etc/ssl/ca.pem'}.",
         )
         conn_opts = {}
+    on_commit = raw.get("ENQUEUE_ON_COMMIT", True)
+    if not isinstance(on_commit, bool):
+        out.add("E010", "ZQUEUE['ENQUEUE_ON_COMMIT'] must be True or False.", "Default: True.")
+        on_commit = True
     config = Config(
+        enqueue_on_commit=on_commit,
         redis_url=url if isinstance(url, str) else DEFAULT_REDIS_URL,
         prefix=prefix,
         queues=queues,

@@ -49,7 +49,8 @@ PROMOTE_LIMIT = 100
 MAX_BLOCK = 5.0
 
 STATES = ("ready", "delayed", "leased", "dead")
-_NO_RESULT: Any = object()
+#: "no result to keep" for :meth:`Queue.ack_pipelined`
+NO_RESULT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,16 +245,21 @@ class Queue:
 
     # ----------------------------------------------------------------- publishing
 
-    def _job_args(
+    def prepare(
         self,
         body: Any,
-        tag: str | None,
-        priority: int,
-        score: float | None,
-        when: tuple[str, str],
-        max_retries: int | None,
-        visibility_timeout: float | None,
+        tag: str | None = None,
+        priority: int = 0,
+        score: float | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        *,
+        max_retries: int | None = None,
+        visibility_timeout: float | None = None,
     ) -> list[Arg]:
+        """Validate and encode one job without sending it (see :meth:`publish_prepared`).
+
+        Raises exactly what :meth:`publish` raises for bad input; touches no Redis."""
         data = encode_body(body)
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
@@ -266,6 +272,7 @@ class Queue:
             if secs <= 0:
                 raise InvalidArgument("visibility_timeout must be > 0 seconds")
             vt = str(int(secs * 1000))
+        when = _when(delay, run_at)
         return [
             _check_tag(tag) if tag is not None else new_tag(),
             data,
@@ -302,11 +309,17 @@ class Queue:
         Raises :class:`DuplicateJob` (nothing overwritten) when ``tag`` belongs to a
         ready, delayed, in-flight or dead job of this queue.
         """
-        job = self._job_args(
-            body, tag, priority, score, _when(delay, run_at), max_retries, visibility_timeout
+        job = self.prepare(
+            body,
+            tag,
+            priority,
+            score,
+            delay,
+            run_at,
+            max_retries=max_retries,
+            visibility_timeout=visibility_timeout,
         )
-        self._publish_chunk([job])
-        return _s(job[0])  # type: ignore[arg-type]
+        return self.publish_prepared([job])[0]
 
     def publish_many(
         self,
@@ -322,11 +335,10 @@ class Queue:
 
         Every body is validated and encoded before anything is sent. Calls of up to
         1000 jobs are all-or-nothing. A longer call is sent as chunks of 1000 in one
-        pipeline; its caller-given ``tags`` are checked for clashes first, so a
-        :class:`DuplicateJob` writes nothing unless another client published a clashing
-        tag in the meantime (the exception's ``published`` then lists what was written).
+        pipeline after its tags are checked for clashes, so a :class:`DuplicateJob`
+        writes nothing unless another client published a clashing tag in the meantime
+        (the exception's ``published`` then lists what was written).
         """
-        when = _when(delay, run_at)
         tag_list = list(tags) if tags is not None else None
         body_list = list(bodies)
         if tag_list is not None and len(tag_list) != len(body_list):
@@ -334,19 +346,34 @@ class Queue:
                 f"got {len(body_list)} bodies but {len(tag_list)} tags; give one tag per body"
             )
         jobs = [
-            self._job_args(
-                b, tag_list[i] if tag_list else None, priority, None, when, max_retries, None
+            self.prepare(
+                b,
+                tag_list[i] if tag_list else None,
+                priority,
+                None,
+                delay,
+                run_at,
+                max_retries=max_retries,
             )
             for i, b in enumerate(body_list)
         ]
+        return self.publish_prepared(jobs)
+
+    def publish_prepared(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
+        """Send jobs made by :meth:`prepare`: one script call per 1000, one round trip."""
         if not jobs:
             return []
+        tags = [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
+        if len(jobs) <= PUBLISH_CHUNK:
+            with unavailable_as_error():
+                reply = self.scripts.publish(
+                    self.keys, self._mode, self._aging_us, NOTIFY_CAP, jobs
+                )
+            if int(reply[0]) != 0:
+                raise DuplicateJob([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]])
+            return tags
         chunks = [jobs[i : i + PUBLISH_CHUNK] for i in range(0, len(jobs), PUBLISH_CHUNK)]
-        if len(chunks) == 1:
-            self._publish_chunk(jobs)
-            return [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
-        if tag_list is not None:
-            self._precheck_tags(tag_list)
+        self._precheck_tags(tags)
         with unavailable_as_error():
             pipe = self.client.pipeline(transaction=False)
             for chunk in chunks:
@@ -382,12 +409,6 @@ class Queue:
         taken = [t for t, v in zip(tags, found, strict=True) if v is not None]
         if taken:
             raise DuplicateJob(taken, [self.state(t) or "unknown" for t in taken])
-
-    def _publish_chunk(self, jobs: Sequence[Sequence[Arg]]) -> None:
-        with unavailable_as_error():
-            reply = self.scripts.publish(self.keys, self._mode, self._aging_us, NOTIFY_CAP, jobs)
-        if int(reply[0]) != 0:
-            raise DuplicateJob([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]])
 
     # ----------------------------------------------------------------- consuming
 
@@ -482,7 +503,7 @@ class Queue:
             if hint != 0:
                 self.wait(remaining)
 
-    def ack(self, msg: Message, result: Any = _NO_RESULT, result_ttl: float = 86400) -> bool:
+    def ack(self, msg: Message, result: Any = NO_RESULT, result_ttl: float = 86400) -> bool:
         """Finish a delivery: the job and its record are deleted.
 
         With ``result`` (any JSON value), it is kept for ``result_ttl`` seconds and can be
@@ -496,12 +517,12 @@ class Queue:
         self,
         msg: Message,
         pipe: Any,
-        result: Any = _NO_RESULT,
+        result: Any = NO_RESULT,
         result_ttl: float = 86400,
         run_ms: int | None = None,
     ) -> Any:
         """Queue the ack of ``msg`` on ``pipe`` (or run it now when ``pipe`` is None)."""
-        stored = "" if result is _NO_RESULT else encode_body(result).decode("utf-8")
+        stored = "" if result is NO_RESULT else encode_body(result).decode("utf-8")
         return self.scripts.ack(
             self.keys,
             msg.tag,
@@ -652,6 +673,19 @@ class Queue:
             raw = self.client.hgetall(self.keys.stats)
         return {_s(k): int(v) for k, v in raw.items()}
 
+    def live_threads(self, within: float = 30.0) -> int:
+        """Worker threads serving this queue, as registered by workers seen in the last
+        ``within`` seconds."""
+        with unavailable_as_error():
+            raw = self.client.hgetall(self.keys.workers)
+        cutoff = _now_ms() - within * 1000
+        total = 0
+        for value in raw.values():
+            entry = json.loads(value)
+            if entry.get("seen", 0) >= cutoff:
+                total += int(entry.get("threads", 1))
+        return total
+
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, read atomically; None if there is no such job."""
         with unavailable_as_error():
@@ -670,7 +704,7 @@ class Queue:
             try:
                 decoded = json.loads(body)
             except ValueError:
-                decoded = _s(body) if isinstance(body, bytes) else body
+                decoded = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         return JobInfo(
             tag=tag,
             queue=self.name,

@@ -8,19 +8,19 @@ is ever imported because a payload names it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from .task import Task
 
-_tasks: dict[str, Task] = {}
+_tasks: dict[str, Task[..., Any]] = {}
 _lock = threading.Lock()
 _discovered = False
 
 
-def register(task: Task) -> None:
+def register(task: Task[..., Any]) -> None:
     with _lock:
         existing = _tasks.get(task.name)
         if existing is not None and existing.func is not task.func:
@@ -32,7 +32,7 @@ def register(task: Task) -> None:
         _tasks[task.name] = task
 
 
-def get(name: str) -> Task | None:
+def get(name: str) -> Task[..., Any] | None:
     task = _tasks.get(name)
     if task is None and not _discovered:
         autodiscover()
@@ -40,7 +40,7 @@ def get(name: str) -> Task | None:
     return task
 
 
-def all_tasks() -> dict[str, Task]:
+def all_tasks() -> dict[str, Task[..., Any]]:
     return dict(_tasks)
 
 

@@ -1,0 +1,40 @@
+"""``manage.py zqueue_job <queue> <tag>``: one job's state, rank, score, attempts, error."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ...queue import get_queue
+
+
+class Command(BaseCommand):
+    help = "Show one django_zqueue job."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("queue")
+        parser.add_argument("tag")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        info = get_queue(options["queue"]).info(options["tag"])
+        if info is None:
+            raise CommandError(f"no job {options['tag']!r} in queue {options['queue']!r}")
+        for field in (
+            "state",
+            "rank",
+            "score",
+            "priority",
+            "attempts",
+            "max_retries",
+            "enqueued_at",
+            "started_at",
+            "run_at",
+            "lease_deadline",
+            "died_at",
+            "consumer",
+            "progress",
+        ):
+            self.stdout.write(f"{field}: {getattr(info, field)}")
+        self.stdout.write(f"last_error: {info.last_error or ''}")

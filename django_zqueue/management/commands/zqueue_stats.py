@@ -1,0 +1,33 @@
+"""``manage.py zqueue_stats``: per-queue counts and lifetime counters."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from ... import conf
+from ...queue import get_queue
+
+
+class Command(BaseCommand):
+    help = "Show django_zqueue queue counts and counters."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        rows = {}
+        for name in conf.get_config().queues:
+            q = get_queue(name)
+            rows[name] = {**q.counts(), **q.stats(), "workers": q.live_threads()}
+        if options["json"]:
+            self.stdout.write(json.dumps(rows, indent=2))
+            return
+        cols = ["ready", "delayed", "inflight", "dead", "enqueued", "acked", "failed", "retried"]
+        self.stdout.write(" ".join(f"{c:>10}" for c in ["queue", *cols, "workers"]))
+        for name, row in rows.items():
+            values = [str(row.get(c, 0)) for c in [*cols, "workers"]]
+            self.stdout.write(" ".join(f"{v:>10}" for v in [name, *values]))

@@ -1,0 +1,102 @@
+"""``manage.py zqueue_worker``: run registered tasks from the given queues."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ... import conf, registry
+from ...worker import Worker, run_processes
+
+
+def positive_int(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return n
+
+
+def queue_list(value: str) -> list[tuple[str, float]]:
+    """'a,b' or 'a:3,b:1' -> [(name, weight)]"""
+    out = []
+    for part in value.split(","):
+        name, _, weight = part.strip().partition(":")
+        if not name:
+            raise argparse.ArgumentTypeError(f"empty queue name in {value!r}")
+        try:
+            w = float(weight) if weight else 1.0
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad weight in {part!r}") from None
+        if w <= 0:
+            raise argparse.ArgumentTypeError(f"weight must be > 0 in {part!r}")
+        out.append((name, w))
+    return out
+
+
+class Command(BaseCommand):
+    help = "Run a django_zqueue worker."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--queues",
+            type=queue_list,
+            default=None,
+            help="Comma-separated queues, in strict priority order (default: all configured). "
+            "With weights, 'a:3,b:1', the first queue tried is drawn by weight.",
+        )
+        parser.add_argument("--concurrency", type=positive_int, default=1, help="Threads.")
+        parser.add_argument(
+            "--processes", type=positive_int, default=1, help="Forked worker processes."
+        )
+        parser.add_argument(
+            "--prefetch",
+            type=positive_int,
+            default=1,
+            help="Jobs each thread claims at once (more = fewer round trips, but jobs "
+            "wait behind a slow one).",
+        )
+        parser.add_argument("--burst", action="store_true", help="Exit when nothing is ready.")
+        parser.add_argument("--max-jobs", type=positive_int, default=None)
+        parser.add_argument("--no-scanner", action="store_true", help="No embedded scanner.")
+        parser.add_argument("--grace", type=float, default=30.0, help="Shutdown grace, seconds.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        config = conf.get_config()
+        pairs = options["queues"] or [(name, 1.0) for name in config.queues]
+        names = [n for n, _ in pairs]
+        unknown = [n for n in names if n not in config.queues]
+        if unknown:
+            raise CommandError(f"unknown queue(s) {unknown}; configured: {sorted(config.queues)}")
+        weighted = any(w != 1.0 for _, w in pairs)
+        if options["verbosity"] >= 2:
+            logging.getLogger("django_zqueue").setLevel(logging.DEBUG)
+        elif options["verbosity"] >= 1:
+            logging.getLogger("django_zqueue").setLevel(logging.INFO)
+        if not logging.getLogger().handlers and not logging.getLogger("django_zqueue").handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            logging.getLogger("django_zqueue").addHandler(handler)
+        registry.autodiscover()
+
+        def make() -> Worker:
+            return Worker(
+                names,
+                concurrency=options["concurrency"],
+                prefetch=options["prefetch"],
+                burst=options["burst"],
+                max_jobs=options["max_jobs"],
+                scanner=not options["no_scanner"],
+                weights=[w for _, w in pairs] if weighted else None,
+                grace=options["grace"],
+            )
+
+        if options["processes"] > 1:
+            run_processes(options["processes"], make)
+            return
+        worker = make()
+        worker.install_signal_handlers()
+        worker.run()

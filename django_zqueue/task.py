@@ -1,0 +1,303 @@
+"""``@task``: a function made enqueueable, and :class:`Job`, a handle on one enqueued call.
+
+::
+
+    @task(queue="emails", priority=10, max_retries=5)
+    def send_welcome(user): ...
+
+    job = send_welcome.enqueue(user)        # after the transaction commits, if in one
+    job.rank(); job.score(); job.status()
+    send_welcome.enqueue_in(60, user)       # delayed; also enqueue_at(datetime, ...)
+    send_welcome.using(priority=50).enqueue(user)
+    send_welcome(user)                      # an ordinary call, in-process
+
+The payload is JSON: ``{"task": name, "args": [...], "kwargs": {...}}`` with arguments
+encoded by :mod:`django_zqueue.serializer` (model instances by reference).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from django.db import transaction
+
+from . import conf, registry
+from .conf import Backoff
+from .exceptions import InvalidArgument
+from .queue import JobInfo, Queue, get_queue, new_tag
+from .serializer import encode_call
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(frozen=True)
+class Task(Generic[P, R]):
+    """A registered task. Frozen: :meth:`using` returns a configured copy."""
+
+    func: Callable[P, R]
+    name: str
+    queue_name: str = "default"
+    priority: int = 0
+    max_retries: int | None = None  # None: the queue's option
+    retry_backoff: Backoff | None = None  # None: the queue's option
+    timeout: float | None = None  # seconds a run may take
+    visibility_timeout: float | None = None  # None: the queue's option
+    tag: Callable[..., str] | None = None  # dedup tag from the call's arguments
+    store_result: bool = False
+    result_ttl: float = 86400.0
+    on_commit: bool | None = None  # None: ZQUEUE["ENQUEUE_ON_COMMIT"]
+    on_failure: Callable[..., Any] | None = None  # called as on_failure(job, exc) when dead
+    using_db: str | None = None  # database whose transaction to wait for
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    @property
+    def queue(self) -> Queue:
+        return get_queue(self.queue_name)
+
+    def using(
+        self,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        tag: Callable[..., str] | str | None = None,
+        on_commit: bool | None = None,
+        using_db: str | None = None,
+        max_retries: int | None = None,
+        visibility_timeout: float | None = None,
+    ) -> Task[P, R]:
+        """A copy with other enqueue options (the registered task is unchanged).
+
+        ``tag`` may be a fixed string for the next enqueue or a function of the call's
+        arguments."""
+        changes: dict[str, Any] = {}
+        if queue is not None:
+            changes["queue_name"] = queue
+        if priority is not None:
+            changes["priority"] = priority
+        if tag is not None:
+            changes["tag"] = (lambda *a, **k: tag) if isinstance(tag, str) else tag
+        if on_commit is not None:
+            changes["on_commit"] = on_commit
+        if using_db is not None:
+            changes["using_db"] = using_db
+        if max_retries is not None:
+            changes["max_retries"] = max_retries
+        if visibility_timeout is not None:
+            changes["visibility_timeout"] = visibility_timeout
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------ enqueueing
+
+    def _body(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        return {"task": self.name, **encode_call(args, dict(kwargs))}
+
+    def _tag(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+        if self.tag is None:
+            return new_tag()
+        value = self.tag(*args, **kwargs)
+        if not isinstance(value, str):
+            raise InvalidArgument(f"tag function of task {self.name!r} returned {value!r}")
+        return value
+
+    def _submit(
+        self,
+        calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+    ) -> list[Job]:
+        queue = self.queue
+        # Everything is validated and encoded now, inside the caller's transaction: a
+        # bad call raises here and writes nothing, whenever the jobs are sent.
+        jobs = [
+            queue.prepare(
+                self._body(a, k),
+                self._tag(a, k),
+                self.priority,
+                None,
+                delay,
+                run_at,
+                max_retries=self.max_retries,
+                visibility_timeout=self.visibility_timeout,
+            )
+            for a, k in calls
+        ]
+        on_commit = self.on_commit
+        if on_commit is None:
+            on_commit = conf.get_config().enqueue_on_commit
+        if on_commit and transaction.get_connection(self.using_db).in_atomic_block:
+            transaction.on_commit(lambda: queue.publish_prepared(jobs), using=self.using_db)
+        else:
+            queue.publish_prepared(jobs)
+        return [Job(str(j[0]), queue.name, self.name) for j in jobs]
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
+        the job is published when the transaction commits (and never on rollback),
+        unless ``on_commit`` is off for this task or in settings."""
+        return self._submit([(args, kwargs)])[0]
+
+    def enqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Like :meth:`enqueue`, to run ``delay`` seconds (or a timedelta) from now."""
+        return self._submit([(args, kwargs)], delay=delay)[0]
+
+    def enqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Like :meth:`enqueue`, to run at ``when`` (an aware datetime under USE_TZ)."""
+        return self._submit([(args, kwargs)], run_at=when)[0]
+
+    def enqueue_many(
+        self,
+        calls: Iterable[
+            tuple[Any, ...] | Mapping[str, Any] | tuple[tuple[Any, ...], Mapping[str, Any]]
+        ],
+    ) -> list[Job]:
+        """Enqueue many calls in one round trip. Each call is a tuple of positional
+        arguments, a dict of keyword arguments, or an ``(args, kwargs)`` pair."""
+        normalised: list[tuple[tuple[Any, ...], Mapping[str, Any]]] = []
+        for call in calls:
+            if isinstance(call, Mapping):
+                normalised.append(((), call))
+            elif (
+                isinstance(call, tuple)
+                and len(call) == 2
+                and isinstance(call[0], tuple)
+                and isinstance(call[1], Mapping)
+            ):
+                normalised.append((call[0], call[1]))
+            elif isinstance(call, tuple):
+                normalised.append((call, {}))
+            else:
+                raise InvalidArgument(
+                    f"enqueue_many takes tuples of arguments, dicts of keyword arguments or "
+                    f"(args, kwargs) pairs; got {call!r}"
+                )
+        if not normalised:
+            return []
+        return self._submit(normalised)
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A handle on one enqueued call: ``id`` (its tag in the queue) and ``queue``."""
+
+    id: str
+    queue_name: str
+    task_name: str = ""
+
+    @property
+    def queue(self) -> Queue:
+        return get_queue(self.queue_name)
+
+    def rank(self) -> int | None:
+        """Position in line (0 = next); None unless waiting ready."""
+        return self.queue.rank(self.id)
+
+    def score(self) -> float | None:
+        return self.queue.score(self.id)
+
+    def exists(self) -> bool:
+        """True while ready, delayed or running."""
+        return self.queue.exists(self.id)
+
+    def info(self) -> JobInfo | None:
+        return self.queue.info(self.id)
+
+    def status(self) -> str:
+        """``ready``, ``delayed``, ``running``, ``dead``, ``finished`` (a result is kept),
+        or ``unknown`` (finished without a kept result, cancelled, or never published:
+        e.g. its transaction rolled back)."""
+        state = self.queue.state(self.id)
+        if state == "leased":
+            return "running"
+        if state is not None:
+            return state
+        try:
+            self.queue.result(self.id)
+        except LookupError:
+            return "unknown"
+        return "finished"
+
+    def eta(self) -> float | None:
+        """Estimated seconds until this job starts: rank x mean run time / live worker
+        threads, from the queue's counters. An estimate, not a promise; None when the
+        job is not waiting ready or nothing has run yet to measure."""
+        rank = self.rank()
+        if rank is None:
+            return None
+        q = self.queue
+        stats = q.stats()
+        done, run_ms = stats.get("acked", 0), stats.get("run_ms", 0)
+        if not done:
+            return None
+        threads = max(1, q.live_threads())
+        return (rank + 1) * (run_ms / done / 1000) / threads
+
+    def cancel(self) -> bool:
+        """Remove the job if it is still waiting (ready or delayed)."""
+        return self.queue.cancel(self.id)
+
+    def result(self) -> Any:
+        """The return value, when the task has ``store_result=True`` and has finished;
+        ``LookupError`` otherwise."""
+        return self.queue.result(self.id)
+
+    def wait(self, timeout: float = 10.0, interval: float = 0.05) -> Any:
+        """Poll for the result for up to ``timeout`` seconds (for scripts and tests)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.result()
+            except LookupError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(interval)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def task(func: Callable[P, R], /) -> Task[P, R]: ...
+
+
+@overload
+def task(
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    max_retries: int | None = None,
+    retry_backoff: Mapping[str, float] | Backoff | None = None,
+    timeout: float | None = None,
+    visibility_timeout: float | None = None,
+    tag: Callable[..., str] | None = None,
+    store_result: bool = False,
+    result_ttl: float = 86400.0,
+    on_commit: bool | None = None,
+    on_failure: Callable[..., Any] | None = None,
+) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+
+def task(func: Any = None, /, **options: Any) -> Any:
+    """Register a function as a task; usable bare (``@task``) or with options."""
+
+    def wrap(f: Callable[P, R]) -> Task[P, R]:
+        name = options.pop("name", None) or f"{f.__module__}.{f.__qualname__}"
+        backoff = options.pop("retry_backoff", None)
+        if isinstance(backoff, Mapping):
+            backoff = conf.queue_options(name, retry_backoff=backoff).retry_backoff
+        if "queue" in options:
+            options["queue_name"] = options.pop("queue")
+        t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **options)
+        registry.register(t)
+        return t
+
+    if func is not None:
+        return wrap(func)
+    return wrap

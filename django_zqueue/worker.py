@@ -1,0 +1,661 @@
+"""The worker: claim -> run -> ack/nack, with leases, heartbeats and graceful shutdown.
+
+Each of ``concurrency`` threads is a consumer loop. A loop sends the acks of the jobs it
+finished and its next claim in one pipelined round trip, and holds at most ``prefetch``
+claimed jobs. Idle, it blocks on the queues' notify lists (no sleep-polling), so a new
+job starts within milliseconds. A heartbeat thread extends the leases of every held job,
+enforces task timeouts, registers the worker, and runs the embedded scanner step.
+
+SIGTERM/SIGINT: stop claiming, give back held-but-unstarted jobs at once, let running
+jobs finish within ``grace`` seconds, then give back what still runs, and exit 0. A
+second signal gives back everything held and exits at once. SIGKILL loses nothing
+either: the leases expire and the jobs run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import close_old_connections
+
+from . import registry, signals
+from .exceptions import QueueUnavailable
+from .queue import NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
+from .serializer import decode_call
+
+log = logging.getLogger("django_zqueue.worker")
+
+_current = threading.local()
+
+
+class JobTimeout(Exception):
+    """Raised inside a job that ran past its task's ``timeout``."""
+
+
+@dataclass
+class JobContext:
+    """What a running job knows about itself (``django_zqueue.current_job()``)."""
+
+    message: Message
+    queue: Queue
+    task_name: str
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def id(self) -> str:
+        return self.message.tag
+
+    @property
+    def attempt(self) -> int:
+        return self.message.attempt
+
+    def progress(self, value: float, note: str = "") -> None:
+        """Record progress (0.0-1.0 and a short note) on the job record; extends the lease."""
+        self.queue.touch(self.message, progress=value, note=note)
+
+
+def current_job() -> JobContext | None:
+    """The job running in this thread, or None outside a job."""
+    return getattr(_current, "job", None)
+
+
+def _kv(**fields: Any) -> str:
+    return " ".join(
+        f"{k}={json.dumps(v) if isinstance(v, str) and ' ' in v else v}" for k, v in fields.items()
+    )
+
+
+@dataclass
+class _Held:
+    message: Message
+    queue: Queue
+    thread: int | None = None  # ident of the thread running it; None while buffered
+    started: float = 0.0
+    timeout: float | None = None
+    timed_out: bool = False
+
+
+class Worker:
+    """Runs registered tasks from ``queues``. ``run()`` returns when stopped or, with
+    ``burst``, when the queues have nothing ready."""
+
+    def __init__(
+        self,
+        queues: Sequence[str] = ("default",),
+        *,
+        concurrency: int = 1,
+        prefetch: int = 1,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        scanner: bool = True,
+        scan_interval: float = 2.0,
+        weights: Sequence[float] | None = None,
+        grace: float = 30.0,
+        name: str | None = None,
+    ) -> None:
+        if concurrency < 1 or prefetch < 1:
+            raise ValueError("concurrency and prefetch must be >= 1")
+        if weights is not None and len(weights) != len(queues):
+            raise ValueError("give one weight per queue")
+        self.queues = [get_queue(q) for q in queues]
+        self.concurrency = concurrency
+        self.prefetch = prefetch
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.scanner = scanner
+        self.scan_interval = scan_interval
+        self.weights = list(weights) if weights is not None else None
+        self.grace = grace
+        self.id = name or f"{socket.gethostname()}:{os.getpid()}:{random.randrange(16**4):04x}"
+        self.stopping = threading.Event()
+        self.processed = 0
+        self.failed = 0
+        self._claimed = 0  # claimed and not given back: what max_jobs counts
+        self._count_lock = threading.Lock()
+        self._held: dict[tuple[str, str], _Held] = {}
+        self._held_lock = threading.Lock()
+        self._signals = 0
+        vt = min(q.options.visibility_timeout for q in self.queues)
+        self.heartbeat_interval = max(0.05, min(vt / 3, 10.0))
+        self._notify_keys = [q.keys.notify for q in self.queues]
+        self._client = self.queues[0].client
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            log.info(_kv(event="worker_stopping", worker=self.id, signal=signum))
+            self.stopping.set()
+        else:
+            log.warning(_kv(event="worker_exit_now", worker=self.id, signal=signum))
+            self._release_held(only_unstarted=False)
+            os._exit(1)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> int:
+        """Run until stopped (or idle, with ``burst``). Returns the number of jobs run."""
+        log.info(
+            _kv(
+                event="worker_start",
+                worker=self.id,
+                queues=",".join(q.name for q in self.queues),
+                concurrency=self.concurrency,
+                prefetch=self.prefetch,
+                burst=self.burst,
+            )
+        )
+        threads = [
+            threading.Thread(target=self._consume, name=f"zqueue-consumer-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        beat = threading.Thread(target=self._heartbeat_loop, name="zqueue-heartbeat", daemon=True)
+        for t in threads:
+            t.start()
+        beat.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                if self.stopping.wait(0.1):
+                    break
+            # stopping: wait for running jobs up to the grace period
+            deadline = time.monotonic() + self.grace
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+        finally:
+            self.stopping.set()
+            self._release_held(only_unstarted=False)
+            beat.join(2.0)
+            self._unregister()
+        log.info(
+            _kv(event="worker_stop", worker=self.id, processed=self.processed, failed=self.failed)
+        )
+        return self.processed
+
+    # ------------------------------------------------------------------ consuming
+
+    def _order(self) -> list[Queue]:
+        if self.weights is None or len(self.queues) == 1:
+            return self.queues
+        # weighted: draw the first queue by weight, the others after it in order
+        first = random.choices(range(len(self.queues)), weights=self.weights)[0]
+        return [self.queues[first]] + [q for i, q in enumerate(self.queues) if i != first]
+
+    def _budget(self) -> int:
+        if self.max_jobs is None:
+            return self.prefetch
+        with self._count_lock:
+            left = self.max_jobs - self._claimed
+        return max(0, min(self.prefetch, left))
+
+    def _consume(self) -> None:
+        done: list[tuple[Queue, Message, dict[str, Any]]] = []
+        backoff = 0.0
+        while True:
+            try:
+                if self.stopping.is_set():
+                    self._flush(done)
+                    return
+                budget = self._budget()
+                msgs: list[Message] = []
+                queue: Queue | None = None
+                hints: list[float] = []
+                if budget == 0:
+                    self._flush(done)
+                    if self.max_jobs is not None and self._claimed >= self.max_jobs:
+                        self.stopping.set()
+                    return
+                for i, q in enumerate(self._order()):
+                    if i == 0:
+                        msgs, hint = self._flush_and_claim(done, q, budget)
+                    else:
+                        msgs, hint = q.claim(budget, self.id)
+                    if msgs:
+                        queue = q
+                        break
+                    if hint is not None:
+                        hints.append(hint)
+                backoff = 0.0
+                if queue is None:
+                    if self.burst and not any(h == 0 for h in hints):
+                        return
+                    wait = min([*hints, 1.0])
+                    if wait > 0:
+                        self._wait(wait)
+                    continue
+                self._hold(queue, msgs)
+                for n, msg in enumerate(msgs):
+                    if self.stopping.is_set():
+                        # give back what this loop holds but has not started
+                        for rest in msgs[n:]:
+                            self._give_back(queue, rest)
+                        break
+                    done.append((queue, msg, self._execute(queue, msg)))
+                    if time.monotonic() - self._held_since(done) > 0.05:
+                        self._flush(done)
+            except Exception as exc:  # Redis down, or a bug: never let the loop die
+                backoff = min(5.0, max(0.1, backoff * 2))
+                if not isinstance(exc, QueueUnavailable):
+                    log.exception(_kv(event="consumer_error", worker=self.id))
+                log.warning(
+                    _kv(event="redis_unavailable", worker=self.id, retry_in=backoff, error=str(exc))
+                )
+                if self.stopping.wait(backoff * (0.5 + random.random() / 2)):
+                    continue
+
+    def _held_since(self, done: list[tuple[Queue, Message, dict[str, Any]]]) -> float:
+        return done[0][2]["finished"] if done else time.monotonic()
+
+    def _wait(self, seconds: float) -> None:
+        try:
+            self._client.blpop(self._notify_keys, timeout=max(0.01, min(seconds, 1.0)))
+        except Exception as exc:  # a dropped connection while idle: retried by the loop
+            raise QueueUnavailable(str(exc)) from exc
+
+    def _hold(self, queue: Queue, msgs: list[Message]) -> None:
+        with self._count_lock:
+            self._claimed += len(msgs)
+        with self._held_lock:
+            for m in msgs:
+                self._held[(queue.name, m.tag)] = _Held(m, queue)
+
+    def _unhold(self, queue: Queue, msg: Message) -> None:
+        with self._held_lock:
+            self._held.pop((queue.name, msg.tag), None)
+
+    def _give_back(self, queue: Queue, msg: Message) -> None:
+        with self._count_lock:
+            self._claimed -= 1
+        try:
+            queue.release(msg)
+        finally:
+            self._unhold(queue, msg)
+
+    def _flush_and_claim(
+        self, done: list[tuple[Queue, Message, dict[str, Any]]], q: Queue, budget: int
+    ) -> tuple[list[Message], float | None]:
+        """Send the finished jobs' acks/nacks and the next claim in one round trip."""
+        if not done:
+            return q.claim(budget, self.id)
+        pipe = self._client.pipeline(transaction=False)
+        self._queue_outcomes(done, pipe)
+        q.scripts.claim(
+            q.keys,
+            budget,
+            q._vt_ms,
+            q._concurrency,
+            q._qps,
+            100,
+            q._mode,
+            q._aging_us,
+            self.id,
+            client=pipe,
+        )
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+        self._outcomes_sent(done, replies[:-1])
+        reply = replies[-1]
+        if isinstance(reply, Exception):
+            raise QueueUnavailable(str(reply))
+        msgs = [q._message(*reply[i : i + 4]) for i in range(1, len(reply), 4)]
+        hint = int(reply[0])
+        return msgs, (None if msgs or hint < 0 else hint / 1000)
+
+    def _flush(self, done: list[tuple[Queue, Message, dict[str, Any]]]) -> None:
+        if not done:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        self._queue_outcomes(done, pipe)
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+        self._outcomes_sent(done, replies)
+
+    def _queue_outcomes(self, done: list[tuple[Queue, Message, dict[str, Any]]], pipe: Any) -> None:
+        for q, msg, out in done:
+            if out["ok"]:
+                q.ack_pipelined(
+                    msg, pipe, out.get("result", NO_RESULT), out["result_ttl"], out["run_ms"]
+                )
+            else:
+                q.scripts.nack(
+                    q.keys,
+                    msg.tag,
+                    msg.token,
+                    out["error"][:65536],
+                    int(out["retry_in"] * 1000),
+                    out["dead"],
+                    q._mode,
+                    q._aging_us,
+                    q.options.dead_letter_max,
+                    q._dead_ttl_ms,
+                    q.options.scan_batch,
+                    NOTIFY_CAP,
+                    client=pipe,
+                )
+
+    def _outcomes_sent(
+        self, done: list[tuple[Queue, Message, dict[str, Any]]], replies: list[Any]
+    ) -> None:
+        for (q, msg, out), reply in zip(done, replies, strict=True):
+            self._unhold(q, msg)
+            if isinstance(reply, Exception):
+                log.error(_kv(event="ack_failed", queue=q.name, job=msg.tag, error=str(reply)))
+            elif int(reply) == 0:
+                log.warning(
+                    _kv(event="stale_delivery", queue=q.name, job=msg.tag, attempt=msg.attempt)
+                )
+            elif not out["ok"] and int(reply) == 2 and out.get("on_failure"):
+                try:
+                    out["on_failure"](out["context"], out["exception"])
+                except Exception:
+                    log.exception(_kv(event="failure_hook_error", queue=q.name, job=msg.tag))
+        done.clear()
+
+    # ------------------------------------------------------------------ running a job
+
+    def _execute(self, queue: Queue, msg: Message) -> dict[str, Any]:
+        body = msg.body
+        name = body.get("task") if isinstance(body, dict) else None
+        task = registry.get(name) if isinstance(name, str) else None
+        ctx = JobContext(msg, queue, name or "")
+        if task is None:
+            reason = (
+                f"unknown task {name!r}: no task of that name is registered in this worker"
+                if isinstance(name, str)
+                else f"undecodable payload: {msg.raw_body[:200]!r}"
+            )
+            return self._failure(queue, msg, ctx, None, reason, None, dead=True)
+        held = self._held.get((queue.name, msg.tag))
+        if held is not None:
+            held.thread = threading.get_ident()
+            held.started = time.monotonic()
+            held.timeout = task.timeout
+        close_old_connections()
+        _current.job = ctx
+        t0 = time.perf_counter()
+        try:
+            args, kwargs = decode_call(body)
+            signals.job_started.send(sender=task, job=ctx)
+            log.debug(
+                _kv(
+                    event="job_start", queue=queue.name, job=msg.tag, task=name, attempt=msg.attempt
+                )
+            )
+            result = task.func(*args, **kwargs)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt | SystemExit) and not isinstance(exc, JobTimeout):
+                raise
+            tb = traceback.format_exc()
+            permanent = type(exc).__name__ == "ModelInstanceMissing"
+            return self._failure(
+                queue,
+                msg,
+                ctx,
+                task,
+                f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}\n{tb}",
+                exc,
+                dead=permanent,
+            )
+        finally:
+            _current.job = None
+            close_old_connections()
+        duration = time.perf_counter() - t0
+        if task.store_result:
+            try:
+                encode_body(result)
+            except (TypeError, ValueError) as exc:
+                error = f"return value of {name} cannot be stored as JSON: {exc}"
+                return self._failure(queue, msg, ctx, task, error, exc, dead=False)
+        with self._count_lock:
+            self.processed += 1
+        signals.job_finished.send(sender=task, job=ctx, result=result, duration=duration)
+        log.info(
+            _kv(
+                event="job_done",
+                queue=queue.name,
+                job=msg.tag,
+                task=name,
+                attempt=msg.attempt,
+                ms=round(duration * 1000, 2),
+            )
+        )
+        out: dict[str, Any] = {
+            "ok": True,
+            "result_ttl": task.result_ttl,
+            "run_ms": int(duration * 1000),
+            "finished": time.monotonic(),
+        }
+        if task.store_result:
+            out["result"] = result
+        return out
+
+    def _failure(
+        self,
+        queue: Queue,
+        msg: Message,
+        ctx: JobContext,
+        task: Any,
+        error: str,
+        exc: BaseException | None,
+        *,
+        dead: bool,
+    ) -> dict[str, Any]:
+        will_retry = not dead and msg.attempt <= msg.max_retries
+        backoff = (task.retry_backoff if task is not None else None) or queue.options.retry_backoff
+        with self._count_lock:
+            self.processed += 1
+            self.failed += 1
+        signals.job_failed.send(
+            sender=task, job=ctx, exception=exc, traceback=error, will_retry=will_retry
+        )
+        log.warning(
+            _kv(
+                event="job_failed",
+                queue=queue.name,
+                job=msg.tag,
+                task=ctx.task_name,
+                attempt=msg.attempt,
+                retry=will_retry,
+                error=error.splitlines()[0][:200],
+            )
+        )
+        return {
+            "ok": False,
+            "error": error,
+            "retry_in": backoff.delay(msg.attempt),
+            "dead": dead,
+            "on_failure": getattr(task, "on_failure", None),
+            "context": ctx,
+            "exception": exc,
+            "finished": time.monotonic(),
+        }
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def _heartbeat_loop(self) -> None:
+        next_beat = 0.0
+        next_scan = 0.0
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            try:
+                self._enforce_timeouts(now)
+                if now >= next_beat:
+                    self._beat()
+                    next_beat = now + self.heartbeat_interval
+                if self.scanner and now >= next_scan:
+                    self.scan_once()
+                    next_scan = now + self.scan_interval
+            except QueueUnavailable as exc:
+                log.warning(_kv(event="heartbeat_failed", worker=self.id, error=str(exc)))
+            except Exception:
+                log.exception(_kv(event="heartbeat_error", worker=self.id))
+            self.stopping.wait(0.05)
+
+    def _beat(self) -> None:
+        with self._held_lock:
+            held = list(self._held.values())
+        pipe = self._client.pipeline(transaction=False)
+        for h in held:
+            vt = h.queue._vt_ms
+            h.queue.scripts.touch(h.queue.keys, h.message.tag, h.message.token, vt, "", client=pipe)
+        entry = json.dumps(
+            {
+                "threads": self.concurrency,
+                "seen": int(time.time() * 1000),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+            }
+        )
+        for q in self.queues:
+            pipe.hset(q.keys.workers, self.id, entry)
+        try:
+            pipe.execute()
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+
+    def _unregister(self) -> None:
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for q in self.queues:
+                pipe.hdel(q.keys.workers, self.id)
+            pipe.execute()
+        except Exception:
+            log.warning(_kv(event="unregister_failed", worker=self.id))
+
+    def _enforce_timeouts(self, now: float) -> None:
+        with self._held_lock:
+            late = [
+                h
+                for h in self._held.values()
+                if h.thread is not None
+                and h.timeout is not None
+                and not h.timed_out
+                and now - h.started > h.timeout
+            ]
+        for h in late:
+            h.timed_out = True
+            log.warning(
+                _kv(event="job_timeout", queue=h.queue.name, job=h.message.tag, timeout=h.timeout)
+            )
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(h.thread or 0), ctypes.py_object(JobTimeout)
+            )
+
+    def scan_once(self, max_steps: int = 20) -> None:
+        """Run the scanner step on every queue until it reports no more work (bounded)."""
+        for q in self.queues:
+            for _ in range(max_steps):
+                result = q.scan()
+                if result.promoted or result.recovered or result.buried or result.trimmed:
+                    log.info(
+                        _kv(
+                            event="scan",
+                            queue=q.name,
+                            promoted=result.promoted,
+                            recovered=result.recovered,
+                            buried=result.buried,
+                            trimmed=result.trimmed,
+                        )
+                    )
+                if not result.more:
+                    break
+
+    def _release_held(self, *, only_unstarted: bool) -> None:
+        with self._held_lock:
+            held = [h for h in self._held.values() if not only_unstarted or h.thread is None]
+        if not held:
+            return
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for h in held:
+                q = h.queue
+                q.scripts.release(
+                    q.keys,
+                    h.message.tag,
+                    h.message.token,
+                    q._mode,
+                    q._aging_us,
+                    NOTIFY_CAP,
+                    client=pipe,
+                )
+            pipe.execute(raise_on_error=False)
+            log.info(_kv(event="released", worker=self.id, jobs=len(held)))
+        except Exception:
+            log.warning(_kv(event="release_failed", worker=self.id, jobs=len(held)))
+
+
+def run_processes(processes: int, make_worker: Any) -> int:
+    """Fork ``processes`` children, each running ``make_worker().run()``; restart a child
+    that dies unexpectedly; forward SIGTERM/SIGINT. Returns 0 after a clean stop."""
+    from django.db import connections
+
+    connections.close_all()
+    children: dict[int, int] = {}
+    stopping = False
+
+    def spawn(slot: int) -> None:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                w = make_worker()
+                w.install_signal_handlers()
+                w.run()
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        children[pid] = slot
+
+    def forward(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    for slot in range(processes):
+        spawn(slot)
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    restarts = 0
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        slot = children.pop(pid, -1)
+        if slot < 0:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        if not stopping and code != 0 and restarts < 100:
+            restarts += 1
+            log.warning(_kv(event="child_died", pid=pid, code=code, restarting=True))
+            time.sleep(min(5.0, 0.1 * restarts))
+            spawn(slot)
+    return 0

@@ -1,0 +1,1 @@
+"""Demo app of the test project: models that tasks and tests refer to by reference."""

@@ -1,0 +1,87 @@
+"""Demo tasks: they sleep, fail, report progress and touch a model.
+
+The tests run them in real worker processes; each writes what it did to a ledger file
+(one line per run) so a test can count runs from outside Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from django.db.models import F
+
+from django_zqueue import current_job, task
+
+from .models import Article
+
+
+def _ledger(path: str | None, line: str) -> None:
+    if path:
+        with Path(path).open("a") as f:
+            f.write(line + "\n")
+
+
+@task
+def noop() -> None:
+    """Does nothing: for throughput figures."""
+
+
+@task(store_result=True, result_ttl=300)
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task(queue="default")
+def record(ledger: str, value: Any) -> None:
+    """Append ``value`` and this job's attempt to the ledger file."""
+    job = current_job()
+    _ledger(ledger, f"{value} attempt={job.attempt if job else 0} pid={os.getpid()}")
+
+
+@task
+def sleep(seconds: float, ledger: str | None = None, value: Any = None) -> None:
+    _ledger(ledger, f"start {value}")
+    time.sleep(seconds)
+    _ledger(ledger, f"done {value}")
+
+
+@task(max_retries=2, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+def always_fails(ledger: str | None = None) -> None:
+    job = current_job()
+    _ledger(ledger, f"fail attempt={job.attempt if job else 0}")
+    raise RuntimeError("this task always fails")
+
+
+@task(max_retries=3, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+def flaky(ledger: str, succeed_on: int) -> str:
+    job = current_job()
+    attempt = job.attempt if job else 1
+    _ledger(ledger, f"flaky attempt={attempt}")
+    if attempt < succeed_on:
+        raise ValueError(f"not yet (attempt {attempt})")
+    return "ok"
+
+
+@task
+def with_progress(steps: int = 4) -> None:
+    job = current_job()
+    for i in range(steps):
+        if job:
+            job.progress((i + 1) / steps, f"step {i + 1} of {steps}")
+
+
+@task
+def bump_views(article: Article) -> None:
+    """Touches a model passed by reference."""
+    Article.objects.filter(pk=article.pk).update(views=F("views") + 1)
+
+
+@task(timeout=0.5, max_retries=0)
+def too_slow(ledger: str | None = None) -> None:
+    _ledger(ledger, "too_slow start")
+    for _ in range(100):
+        time.sleep(0.05)
+    _ledger(ledger, "too_slow finished")

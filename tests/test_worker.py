@@ -1,0 +1,439 @@
+"""@task, the Worker and the management commands, against a real Redis.
+
+In-process tests drive Worker(burst=True) directly; process tests start
+``manage.py zqueue_worker`` as a subprocess and send it real signals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.db import transaction
+from django.test import override_settings
+
+from django_zqueue import conf, get_queue, signals
+from django_zqueue.task import Job
+from django_zqueue.worker import Worker
+from testproject.demo import tasks
+from testproject.demo.models import Article
+
+from .redis_server import redis_url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project(prefix: str) -> Iterator[dict[str, str]]:
+    """The testproject's queues under this test's prefix; returns the env for subprocesses."""
+    value = {**settings.ZQUEUE, "REDIS_URL": redis_url(), "PREFIX": prefix}
+    with override_settings(ZQUEUE=value):
+        yield {
+            **os.environ,
+            "ZQUEUE_REDIS_URL": redis_url(),
+            "ZQUEUE_PREFIX": prefix,
+            "PYTHONPATH": str(ROOT),
+            "DJANGO_SETTINGS_MODULE": "testproject.settings",
+        }
+    conf.reset()
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def burst(**kwargs: Any) -> Worker:
+    w = Worker(["default"], burst=True, scan_interval=0.05, **kwargs)
+    w.run()
+    return w
+
+
+# ------------------------------------------------------------------ @task
+
+
+def test_task_is_registered_and_callable_in_process() -> None:
+    from django_zqueue import registry
+
+    assert registry.get("testproject.demo.tasks.add") is tasks.add
+    assert tasks.add(2, 3) == 5
+
+
+def test_enqueue_returns_a_job_with_rank(project: dict[str, str]) -> None:
+    first = tasks.add.enqueue(1, 2)
+    second = tasks.add.enqueue(3, 4)
+    urgent = tasks.add.using(priority=10).enqueue(5, 6)
+    assert isinstance(first, Job) and first.queue_name == "default"
+    assert (urgent.rank(), first.rank(), second.rank()) == (0, 1, 2)
+    assert first.status() == "ready" and first.exists()
+    info = first.info()
+    assert info is not None and info.body["task"] == "testproject.demo.tasks.add"
+
+
+def test_enqueue_in_at_many_and_cancel(project: dict[str, str]) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    later = tasks.noop.enqueue_in(60)
+    at = tasks.noop.enqueue_at(datetime.now(UTC) + timedelta(hours=1))
+    assert later.status() == "delayed" and at.status() == "delayed"
+    jobs = tasks.add.enqueue_many([(1, 2), {"a": 3, "b": 4}, ((5,), {"b": 6})])
+    assert [j.rank() for j in jobs] == [0, 1, 2]
+    assert later.cancel() and not later.exists() and later.status() == "unknown"
+
+
+def test_unsupported_argument_fails_at_enqueue_and_writes_nothing(
+    project: dict[str, str],
+) -> None:
+    q = get_queue("default")
+    with pytest.raises(TypeError, match="set"):
+        tasks.record.enqueue("ledger", {1, 2})
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+
+
+def test_dedup_tag_function(project: dict[str, str]) -> None:
+    from django_zqueue import DuplicateJob
+
+    t = tasks.add.using(tag=lambda a, b: f"add:{a}:{b}")
+    job = t.enqueue(1, 2)
+    assert job.id == "add:1:2"
+    with pytest.raises(DuplicateJob):
+        t.enqueue(1, 2)
+
+
+# ------------------------------------------------------------------ transactions
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_waits_for_commit(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    with transaction.atomic():
+        job = tasks.noop.enqueue()
+        assert q.total_count() == 0  # not yet
+    assert q.total_count() == 1 and job.rank() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rollback_publishes_nothing(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            tasks.noop.enqueue()
+            raise RuntimeError("rollback")
+
+    with pytest.raises(RuntimeError):
+        enqueue_then_fail()
+    assert q.total_count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_commit_opt_out_per_call_and_setting(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    with transaction.atomic():
+        tasks.noop.using(on_commit=False).enqueue()
+        assert q.total_count() == 1
+    with override_settings(ZQUEUE={**settings.ZQUEUE, "ENQUEUE_ON_COMMIT": False}):
+        with transaction.atomic():
+            tasks.noop.enqueue()
+            assert get_queue("default").total_count() == 2
+
+
+# ------------------------------------------------------------------ in-process worker
+
+
+def test_worker_runs_jobs_and_stores_results(project: dict[str, str]) -> None:
+    jobs = [tasks.add.enqueue(i, i) for i in range(20)]
+    w = burst(concurrency=2, prefetch=5)
+    assert w.processed == 20 and w.failed == 0
+    assert [j.result() for j in jobs] == [2 * i for i in range(20)]
+    assert jobs[0].status() == "finished"
+    q = get_queue("default")
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+    assert q.stats()["acked"] == 20
+
+
+def test_failures_retry_then_dead_letter(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    job = tasks.always_fails.enqueue(str(ledger))
+    seen: list[bool] = []
+
+    def on_failed(sender: Any, will_retry: bool, **kw: Any) -> None:
+        seen.append(will_retry)
+
+    signals.job_failed.connect(on_failed)
+    try:
+        burst()
+    finally:
+        signals.job_failed.disconnect(on_failed)
+    assert lines(ledger) == [f"fail attempt={i}" for i in (1, 2, 3)]  # max_retries=2
+    assert seen == [True, True, False]
+    info = job.info()
+    assert info is not None and info.state == "dead"
+    assert info.last_error is not None and "RuntimeError: this task always fails" in info.last_error
+    assert "Traceback" in info.last_error
+
+
+def test_flaky_task_succeeds_on_retry(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    job = tasks.flaky.enqueue(str(ledger), 3)
+    burst()
+    assert lines(ledger) == ["flaky attempt=1", "flaky attempt=2", "flaky attempt=3"]
+    assert not job.exists()
+
+
+def test_unknown_task_goes_to_dead_letters(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    tag = q.publish({"task": "no.such.task", "args": [], "kwargs": {}})
+    bad = q.publish("not a task payload")
+    q.client.hset(q.keys.body, bad, b"\xff\xfe")
+    w = burst()
+    assert w.failed == 2
+    info = q.info(tag)
+    assert info is not None and info.state == "dead"
+    assert "unknown task 'no.such.task'" in (info.last_error or "")
+    bad_info = q.info(bad)
+    assert bad_info is not None and bad_info.state == "dead"
+    assert "undecodable payload" in (bad_info.last_error or "")
+
+
+def test_signals_and_progress(project: dict[str, str]) -> None:
+    events: list[str] = []
+    signals.job_started.connect(
+        lambda sender, job, **kw: events.append(f"start {job.task_name}"),
+        weak=False,
+        dispatch_uid="t1",
+    )
+    signals.job_finished.connect(
+        lambda sender, job, **kw: events.append("finish"), weak=False, dispatch_uid="t2"
+    )
+    try:
+        tasks.with_progress.enqueue(4)
+        burst()
+    finally:
+        signals.job_started.disconnect(dispatch_uid="t1")
+        signals.job_finished.disconnect(dispatch_uid="t2")
+    assert events == ["start testproject.demo.tasks.with_progress", "finish"]
+    assert get_queue("default").stats()["acked"] == 1
+
+
+def test_progress_is_visible_while_running(project: dict[str, str]) -> None:
+    import threading
+
+    from django_zqueue.worker import current_job
+
+    seen: dict[str, Any] = {}
+    gate = threading.Event()
+
+    def on_start(sender: Any, job: Any, **kw: Any) -> None:
+        if job.task_name.endswith("sleep"):
+            ctx = current_job()
+            assert ctx is not None
+            ctx.progress(0.5, "halfway")
+            info = ctx.queue.info(ctx.id)
+            seen["progress"] = info.progress if info else None
+            gate.set()
+
+    signals.job_started.connect(on_start, weak=False, dispatch_uid="p")
+    try:
+        tasks.sleep.enqueue(0.01)
+        burst()
+    finally:
+        signals.job_started.disconnect(dispatch_uid="p")
+    assert gate.is_set()
+    assert seen["progress"]["v"] == 0.5 and seen["progress"]["n"] == "halfway"
+
+
+def test_timeout_is_enforced(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    job = tasks.too_slow.enqueue(str(ledger))
+    burst()
+    assert lines(ledger) == ["too_slow start"]
+    info = job.info()
+    assert info is not None and info.state == "dead" and "JobTimeout" in (info.last_error or "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_model_instance_by_reference(project: dict[str, str]) -> None:
+    article = Article.objects.create(title="hello")
+    tasks.bump_views.enqueue(article)
+    burst()
+    article.refresh_from_db()
+    assert article.views == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleted_instance_fails_clearly(project: dict[str, str]) -> None:
+    article = Article.objects.create(title="gone")
+    job = tasks.bump_views.enqueue(article)
+    Article.objects.filter(pk=article.pk).delete()
+    burst()
+    info = job.info()
+    assert info is not None and info.state == "dead"
+    assert "ModelInstanceMissing" in (info.last_error or "")
+
+
+def test_max_jobs_stops_the_worker(project: dict[str, str]) -> None:
+    for _ in range(10):
+        tasks.noop.enqueue()
+    w = Worker(["default"], max_jobs=3, prefetch=2)
+    w.run()
+    assert w.processed == 3 and get_queue("default").total_count() == 7
+
+
+def test_strict_order_across_queues(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    for i in range(3):
+        tasks.record.using(queue="reports").enqueue(str(ledger), f"reports{i}")
+        tasks.record.using(queue="emails").enqueue(str(ledger), f"emails{i}")
+    Worker(["emails", "reports"], burst=True).run()
+    assert [line.split()[0] for line in lines(ledger)] == [
+        "emails0",
+        "emails1",
+        "emails2",
+        "reports0",
+        "reports1",
+        "reports2",
+    ]
+
+
+def test_expired_lease_recovered_by_embedded_scanner(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    q = get_queue("default")
+    tasks.record.enqueue(str(ledger), "x")
+    lost = q.get()  # a consumer that "crashed" holding the job
+    assert lost is not None
+    q.client.zadd(q.keys.leased, {lost.tag: 0}, xx=True)  # its lease runs out
+    w = Worker(["default"], burst=False, scan_interval=0.05)
+    import threading
+
+    threading.Timer(1.0, w.stop).start()
+    w.run()
+    assert lines(ledger)[0].startswith("x attempt=2")
+
+
+# ------------------------------------------------------------------ processes
+
+
+def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "testproject" / "manage.py"), "zqueue_worker", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.slow
+def test_worker_process_burst(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    for i in range(30):
+        tasks.record.enqueue(str(ledger), i)
+    delayed = tasks.record.enqueue_in(30, str(ledger), "delayed")
+    proc = start_worker(project, "--burst", "--concurrency", "2", "--prefetch", "3")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert sorted(int(x.split()[0]) for x in lines(ledger)) == list(range(30))
+    # burst does not wait for a delayed job; once it is due, the next run takes it
+    assert delayed.status() == "delayed"
+    q = get_queue("default")
+    q.client.zadd(q.keys.delayed, {delayed.id: 0}, xx=True)
+    proc = start_worker(project, "--burst")
+    proc.communicate(timeout=30)
+    assert lines(ledger)[-1].startswith("delayed")
+
+
+@pytest.mark.slow
+def test_sigterm_finishes_running_job_and_loses_nothing(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    q = get_queue("default")
+    tasks.sleep.enqueue(1.0, str(ledger), "long")
+    for i in range(5):
+        tasks.sleep.enqueue(0.0, str(ledger), f"short{i}")
+    proc = start_worker(project, "--prefetch", "3", "--grace", "10")
+    assert wait_for(lambda: "start long" in lines(ledger))
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
+    assert "done long" in lines(ledger)  # the running job finished within the grace
+    counts = q.counts()
+    assert counts["inflight"] == 0  # prefetched ones were given back at once
+    started = {x.split()[1] for x in lines(ledger) if x.startswith("start")}
+    assert counts["ready"] + len(started) == 6  # nothing lost
+
+
+@pytest.mark.slow
+def test_sigkill_mid_job_runs_again_after_the_lease(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    q = get_queue("default")
+    job = tasks.sleep.using(visibility_timeout=1).enqueue(2.0, str(ledger), "victim")
+    proc = start_worker(project)
+    assert wait_for(lambda: "start victim" in lines(ledger))
+    proc.kill()
+    proc.wait(5)
+    assert q.state(job.id) == "leased"
+    survivor = start_worker(project, "--grace", "5")
+    try:
+        assert wait_for(lambda: lines(ledger).count("done victim") == 1, timeout=15)
+    finally:
+        survivor.send_signal(signal.SIGTERM)
+        survivor.communicate(timeout=15)
+    assert lines(ledger).count("start victim") == 2
+    assert not q.exists(job.id)
+
+
+@pytest.mark.slow
+def test_two_processes(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    tasks.record.enqueue_many([(str(ledger), i) for i in range(40)])
+    proc = start_worker(project, "--burst", "--processes", "2")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert sorted(int(x.split()[0]) for x in lines(ledger)) == list(range(40))
+    assert len({x.split()[2] for x in lines(ledger)}) >= 1
+
+
+# ------------------------------------------------------------------ operator commands
+
+
+def test_operator_commands(project: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    from django.core.management.base import CommandError
+
+    job = tasks.always_fails.enqueue()
+    ready = tasks.noop.enqueue()
+    burst()
+    call_command("zqueue_stats")
+    out = capsys.readouterr().out
+    assert "default" in out and "dead" in out
+    call_command("zqueue_job", "default", job.id)
+    assert "state: dead" in capsys.readouterr().out
+    with pytest.raises(CommandError):
+        call_command("zqueue_job", "default", "missing")
+    call_command("zqueue_dead", "default", "list")
+    assert job.id in capsys.readouterr().out
+    call_command("zqueue_dead", "default", "requeue", job.id)
+    assert job.status() == "ready"
+    call_command("zqueue_scanner", "--once")
+    assert ready.status() in ("unknown", "finished")
