@@ -612,12 +612,13 @@ class Queue:
         note: str = "",
     ) -> datetime | None:
         """Heartbeat: extend the lease by ``extend`` seconds from now (default: the
-        job's visibility timeout) and/or record progress (0.0-1.0 and a short note).
+        job's own visibility timeout, else the queue's) and/or record progress
+        (0.0-1.0 and a short note).
 
         Returns the new lease deadline, or None when the delivery is stale.
         """
-        ext = self._vt_ms if extend is None else int(_seconds(extend, "extend") * 1000)
-        if ext < 0:
+        ext = -1 if extend is None else int(_seconds(extend, "extend") * 1000)
+        if extend is not None and ext < 0:
             raise InvalidArgument("extend must be >= 0 seconds")
         prog = ""
         if progress is not None:
@@ -626,7 +627,9 @@ class Queue:
                 raise InvalidArgument(f"progress must be in [0, 1], got {progress!r}")
             prog = json.dumps({"v": value, "n": str(note)[:200], "t": _now_ms()})
         with unavailable_as_error():
-            deadline = int(self.scripts.touch(self.keys, msg.tag, msg.token, ext, prog))
+            deadline = int(
+                self.scripts.touch(self.keys, msg.tag, msg.token, ext, prog, self._vt_ms)
+            )
         return _from_ms(deadline) if deadline else None
 
     # ----------------------------------------------------------------- inspection

@@ -183,10 +183,12 @@ class Scripts:
         token: int,
         extend_ms: int,
         progress: str,
+        default_visibility_ms: int = 0,
         client: Client = None,
     ) -> Any:
         keys = [k.leased, k.meta, k.progress]
-        return self._run("touch", keys, [id, token, extend_ms, progress], client)
+        args: list[Arg] = [id, token, extend_ms, progress, default_visibility_ms]
+        return self._run("touch", keys, args, client)
 
     def scan(
         self,

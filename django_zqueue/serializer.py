@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import reprlib
 from collections.abc import Callable, Iterable, Mapping
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, NoReturn, TypedDict, TypeVar
 from uuid import UUID
@@ -245,7 +245,8 @@ def _enc_zone(value: datetime | time, out: dict[str, Any]) -> dict[str, Any]:
 
 def _enc_datetime(value: datetime) -> dict[str, Any]:
     out = {MARKER: "datetime", "v": value.isoformat()}
-    if value.tzinfo is None and not value.fold:
+    tz = value.tzinfo
+    if (tz is None or tz is UTC) and not value.fold:  # naive, or django.utils.timezone.now()
         return out
     return _enc_zone(value, out)
 
@@ -359,9 +360,9 @@ def encode_call(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> EncodedCall
     infinite floats and for arguments nested too deeply (or holding a reference cycle).
     Either message starts with the path of the value, such as ``kwargs['user'][2]``.
     """
-    if not isinstance(args, tuple | list):
+    if type(args) is not tuple and not isinstance(args, tuple | list):
         raise UnsupportedArgument("args", f"must be a tuple, not {type(args).__name__!r}")
-    if not isinstance(kwargs, Mapping):
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
         raise UnsupportedArgument("kwargs", f"must be a dict, not {type(kwargs).__name__!r}")
     root = "args"
     try:

@@ -518,8 +518,8 @@ class Worker:
             held = list(self._held.values())
         pipe = self._client.pipeline(transaction=False)
         for h in held:
-            vt = h.queue._vt_ms
-            h.queue.scripts.touch(h.queue.keys, h.message.tag, h.message.token, vt, "", client=pipe)
+            q = h.queue
+            q.scripts.touch(q.keys, h.message.tag, h.message.token, -1, "", q._vt_ms, client=pipe)
         entry = json.dumps(
             {
                 "threads": self.concurrency,

@@ -632,3 +632,23 @@ def test_cancel_only_waiting_jobs(make_queue: QueueFactory) -> None:
     assert q.cancel(ready) and q.cancel(delayed)
     assert not q.cancel(dead) and q.state(dead) == "dead"
     assert not q.cancel(leased) and q.state(leased) == "leased"
+
+
+def test_touch_default_uses_the_jobs_own_visibility_timeout(q: Queue) -> None:
+    q.publish("short", visibility_timeout=2)
+    q.publish("default")
+    short, default = q.claim(2)[0]
+    d1, d2 = q.touch(short), q.touch(default)
+    assert d1 is not None and d2 is not None
+    assert d1 < datetime.now(UTC) + timedelta(seconds=3)
+    assert d2 > datetime.now(UTC) + timedelta(seconds=290)
+
+
+def test_death_under_concurrency_limit_wakes_a_waiter(make_queue: QueueFactory) -> None:
+    q = make_queue(concurrency=1, max_retries=0)
+    q.publish_many(range(2))
+    first = q.get()
+    assert first is not None
+    q.client.delete(q.keys.notify)
+    q.nack(first, "boom")
+    assert q.client.llen(q.keys.notify) == 1

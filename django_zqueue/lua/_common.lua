@@ -99,7 +99,8 @@ local function trim_dead(dead, body, meta, errors, progress, now, max_count, ttl
 end
 
 -- Move a job that is no longer leased either back to ready (or delayed, after
--- `retry_ms`), or to dead letters when its attempts are spent or `bury` is set.
+-- `retry_ms`), or to dead letters when its attempts are spent or `bury` is set; a death
+-- trims at most `limit` dead letters (0: leave trimming to the caller).
 -- Returns 1 for a retry, 2 for dead.
 -- The dead ZSET is scored by time of death in ms, with a microsecond fraction from the
 -- monotonic clock so that deaths keep their exact order.
@@ -111,7 +112,11 @@ local function retry_or_bury(k, id, meta, now, retry_ms, bury, mode, aging_us, d
     redis.call('HDEL', k.progress, id)
     redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
     redis.call('HINCRBY', k.stats, 'dead', 1)
-    trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now, dead_max, dead_ttl, limit)
+    if limit > 0 then
+      trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now, dead_max, dead_ttl, limit)
+    end
+    -- a slot is free: wake a consumer waiting under a concurrency limit
+    notify(k.notify, 1, cap)
     return 2
   end
   redis.call('HSET', k.meta, id, cjson.encode(meta))

@@ -31,7 +31,7 @@ for _, id in ipairs(expired) do
   local total = (meta.m or 0) + 1
   redis.call('HSET', k.errors, id, 'lease expired (consumer ' .. tostring(meta.c or '?') ..
     ', attempt ' .. tostring(meta.a or 0) .. ' of ' .. tostring(total) .. ')')
-  if retry_or_bury(k, id, meta, now, 0, false, mode, aging_us, dead_max, dead_ttl, limit, cap) == 2 then
+  if retry_or_bury(k, id, meta, now, 0, false, mode, aging_us, dead_max, dead_ttl, 0, cap) == 2 then
     buried = buried + 1
   else
     recovered = recovered + 1

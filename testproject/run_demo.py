@@ -1,0 +1,85 @@
+#!/usr/bin/env python
+"""The demo, from a fresh machine: python testproject/run_demo.py
+
+1. Redis: $ZQUEUE_REDIS_URL if set; else redis://127.0.0.1:6379/0 if it answers; else a
+   private, non-persistent server (redis-server from PATH, or valkey-server from the
+   'embedded' extra's wheel), stopped when the demo ends.
+2. Migrates the demo database (SQLite), enqueues demo tasks and shows their ranks.
+3. Runs a burst worker (2 threads) and prints what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
+
+
+def ensure_redis() -> None:
+    from django_zqueue import embedded
+
+    if os.environ.get("ZQUEUE_REDIS_URL"):
+        print(f"redis: using ZQUEUE_REDIS_URL={os.environ['ZQUEUE_REDIS_URL']}")
+        return
+    local = os.environ.get("ZQUEUE_DEMO_LOCAL_URL", "redis://127.0.0.1:6379/0")  # tests
+    if embedded.answers(local):
+        os.environ["ZQUEUE_REDIS_URL"] = local
+        print(f"redis: using {local}")
+        return
+    server = embedded.start()
+    os.environ["ZQUEUE_REDIS_URL"] = server.url
+    print(
+        f"redis: nothing on localhost:6379; started a private, NON-PERSISTENT server "
+        f"({server.binary}) at {server.url}; it stops when the demo ends"
+    )
+
+
+def main() -> None:
+    ensure_redis()
+    os.environ.setdefault("ZQUEUE_PREFIX", "zqdemo")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from django_zqueue import get_queue
+    from django_zqueue.worker import Worker
+    from testproject.demo import tasks
+    from testproject.demo.models import Article
+
+    call_command("migrate", verbosity=0)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    q = get_queue("default")
+    q.clear()
+    article = Article.objects.create(title="Hello, queue")
+    jobs = [tasks.add.enqueue(i, i) for i in range(3)]
+    urgent = tasks.add.using(priority=10).enqueue(100, 1)
+    tasks.with_progress.enqueue(4)
+    tasks.bump_views.enqueue(article)
+    tasks.always_fails.enqueue()
+    later = tasks.noop.enqueue_in(0.5)
+    print("\nin line:")
+    for job in [urgent, *jobs]:
+        print(f"  job {job.id}  rank={job.rank()}  score={job.score()}")
+    print(f"  delayed job {later.id}: {later.status()}")
+    print(f"counts: {q.counts()}\n")
+    time.sleep(1.0)  # let the delayed job fall due: a burst worker does not wait for it
+    Worker(["default"], concurrency=2, burst=True, scan_interval=0.2).run()
+    article.refresh_from_db()
+    print(f"\nresults: {[j.result() for j in [urgent, *jobs]]}")
+    print(f"article views: {article.views}")
+    print(f"counts: {q.counts()}  (the always-failing job is a dead letter)")
+    for info in q.dead_letters():
+        print(f"dead: {info.tag}: {(info.last_error or '').splitlines()[0]}")
+    print(f"stats: {q.stats()}")
+    q.clear()
+
+
+if __name__ == "__main__":
+    main()
