@@ -75,7 +75,11 @@ class UnsupportedArgument(ZQueueError, TypeError):
 
     def __init__(self, path: str, message: str) -> None:
         self.path = path
+        self.message = message
         super().__init__(f"{path}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # survives pickling (multiprocessing, logging)
+        return (type(self), (self.path, self.message))
 
 
 class MalformedPayload(ZQueueError, ValueError):
@@ -92,6 +96,9 @@ class ModelInstanceMissing(ZQueueError, LookupError):
         super().__init__(
             f"{model} with pk={pk!r} no longer exists (deleted after the task was enqueued?)"
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.model, self.pk))
 
 
 class EncodedCall(TypedDict):

@@ -34,7 +34,7 @@ from django.db import close_old_connections
 from . import registry, signals
 from .exceptions import QueueUnavailable
 from .queue import NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
-from .serializer import decode_call
+from .serializer import MalformedPayload, ModelInstanceMissing, decode_call
 
 log = logging.getLogger("django_zqueue.worker")
 
@@ -398,17 +398,23 @@ class Worker:
         try:
             args, kwargs = decode_call(body)
             signals.job_started.send(sender=task, job=ctx)
-            log.debug(
-                _kv(
-                    event="job_start", queue=queue.name, job=msg.tag, task=name, attempt=msg.attempt
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    _kv(
+                        event="job_start",
+                        queue=queue.name,
+                        job=msg.tag,
+                        task=name,
+                        attempt=msg.attempt,
+                    )
                 )
-            )
             result = task.func(*args, **kwargs)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | SystemExit) and not isinstance(exc, JobTimeout):
                 raise
             tb = traceback.format_exc()
-            permanent = type(exc).__name__ == "ModelInstanceMissing"
+            # a rerun cannot help these
+            permanent = isinstance(exc, ModelInstanceMissing | MalformedPayload)
             return self._failure(
                 queue,
                 msg,
@@ -431,16 +437,17 @@ class Worker:
         with self._count_lock:
             self.processed += 1
         signals.job_finished.send(sender=task, job=ctx, result=result, duration=duration)
-        log.info(
-            _kv(
-                event="job_done",
-                queue=queue.name,
-                job=msg.tag,
-                task=name,
-                attempt=msg.attempt,
-                ms=round(duration * 1000, 2),
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                _kv(
+                    event="job_done",
+                    queue=queue.name,
+                    job=msg.tag,
+                    task=name,
+                    attempt=msg.attempt,
+                    ms=round(duration * 1000, 2),
+                )
             )
-        )
         out: dict[str, Any] = {
             "ok": True,
             "result_ttl": task.result_ttl,

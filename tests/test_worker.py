@@ -111,6 +111,7 @@ def test_dedup_tag_function(project: dict[str, str]) -> None:
 # ------------------------------------------------------------------ transactions
 
 
+@pytest.mark.orm
 @pytest.mark.django_db(transaction=True)
 def test_enqueue_waits_for_commit(project: dict[str, str]) -> None:
     q = get_queue("default")
@@ -120,9 +121,11 @@ def test_enqueue_waits_for_commit(project: dict[str, str]) -> None:
     assert q.total_count() == 1 and job.rank() == 0
 
 
+@pytest.mark.orm
 @pytest.mark.django_db(transaction=True)
 def test_rollback_publishes_nothing(project: dict[str, str]) -> None:
     q = get_queue("default")
+
     def enqueue_then_fail() -> None:
         with transaction.atomic():
             tasks.noop.enqueue()
@@ -133,6 +136,7 @@ def test_rollback_publishes_nothing(project: dict[str, str]) -> None:
     assert q.total_count() == 0
 
 
+@pytest.mark.orm
 @pytest.mark.django_db(transaction=True)
 def test_on_commit_opt_out_per_call_and_setting(project: dict[str, str]) -> None:
     q = get_queue("default")
@@ -259,6 +263,7 @@ def test_timeout_is_enforced(project: dict[str, str], tmp_path: Path) -> None:
     assert info is not None and info.state == "dead" and "JobTimeout" in (info.last_error or "")
 
 
+@pytest.mark.orm
 @pytest.mark.django_db(transaction=True)
 def test_model_instance_by_reference(project: dict[str, str]) -> None:
     article = Article.objects.create(title="hello")
@@ -268,6 +273,7 @@ def test_model_instance_by_reference(project: dict[str, str]) -> None:
     assert article.views == 1
 
 
+@pytest.mark.orm
 @pytest.mark.django_db(transaction=True)
 def test_deleted_instance_fails_clearly(project: dict[str, str]) -> None:
     article = Article.objects.create(title="gone")

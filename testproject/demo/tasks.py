@@ -85,3 +85,11 @@ def too_slow(ledger: str | None = None) -> None:
     for _ in range(100):
         time.sleep(0.05)
     _ledger(ledger, "too_slow finished")
+
+
+@task
+def latency_probe(key: str, sent_at: float) -> None:
+    """Benchmark probe: push (start time - enqueue time) to the Redis list ``key``."""
+    job = current_job()
+    if job is not None:
+        job.queue.client.rpush(key, time.time() - sent_at)
