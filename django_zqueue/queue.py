@@ -71,6 +71,7 @@ class Message:
     enqueued_at_ms: int
     lease_deadline_ms: int
     raw_body: bytes
+    visibility_timeout_ms: int | None = None  # the job's own lease length, if it has one
 
     @property
     def enqueued_at(self) -> datetime:
@@ -457,6 +458,7 @@ class Queue:
             enqueued_at_ms=int(meta.get("e", 0)),
             lease_deadline_ms=int(deadline),
             raw_body=raw,
+            visibility_timeout_ms=int(meta["v"]) if "v" in meta else None,
         )
 
     def wait(self, seconds: float) -> bool:

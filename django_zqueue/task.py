@@ -18,6 +18,7 @@ encoded by :mod:`django_zqueue.serializer` (model instances by reference).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -31,6 +32,7 @@ from .exceptions import InvalidArgument
 from .queue import JobInfo, Queue, get_queue, new_tag
 from .serializer import encode_call
 
+log = logging.getLogger("django_zqueue.task")
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -132,7 +134,22 @@ class Task(Generic[P, R]):
         if on_commit is None:
             on_commit = conf.get_config().enqueue_on_commit
         if on_commit and transaction.get_connection(self.using_db).in_atomic_block:
-            transaction.on_commit(lambda: queue.publish_prepared(jobs), using=self.using_db)
+
+            def send() -> None:
+                try:
+                    queue.publish_prepared(jobs)
+                except Exception:
+                    # The transaction has committed: nothing can be undone. Log loudly
+                    # with what was lost; robust=True lets later callbacks still run.
+                    log.exception(
+                        "event=publish_after_commit_failed task=%s queue=%s jobs=%s",
+                        self.name,
+                        queue.name,
+                        ",".join(str(j[0]) for j in jobs),
+                    )
+                    raise
+
+            transaction.on_commit(send, using=self.using_db, robust=True)
         else:
             queue.publish_prepared(jobs)
         return [Job(str(j[0]), queue.name, self.name) for j in jobs]
@@ -224,8 +241,8 @@ class Job:
         return "finished"
 
     def eta(self) -> float | None:
-        """Estimated seconds until this job starts: rank x mean run time / live worker
-        threads, from the queue's counters. An estimate, not a promise; None when the
+        """Estimated seconds until this job finishes: (rank + 1) x mean run time / live
+        worker threads, from the queue's counters. An estimate, not a promise; None when the
         job is not waiting ready or nothing has run yet to measure."""
         rank = self.rank()
         if rank is None:
@@ -288,13 +305,20 @@ def task(func: Any = None, /, **options: Any) -> Any:
     """Register a function as a task; usable bare (``@task``) or with options."""
 
     def wrap(f: Callable[P, R]) -> Task[P, R]:
-        name = options.pop("name", None) or f"{f.__module__}.{f.__qualname__}"
-        backoff = options.pop("retry_backoff", None)
+        opts = dict(options)  # the same decorator may wrap several functions
+        name = opts.pop("name", None) or f"{f.__module__}.{f.__qualname__}"
+        backoff = opts.pop("retry_backoff", None)
         if isinstance(backoff, Mapping):
             backoff = conf.queue_options(name, retry_backoff=backoff).retry_backoff
-        if "queue" in options:
-            options["queue_name"] = options.pop("queue")
-        t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **options)
+        if "queue" in opts:
+            opts["queue_name"] = opts.pop("queue")
+        ttl = opts.get("result_ttl", 1.0)
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl >= 0.001:
+            raise InvalidArgument(f"task {name!r}: result_ttl must be a positive number of seconds")
+        timeout = opts.get("timeout")
+        if timeout is not None and (not isinstance(timeout, int | float) or not timeout > 0):
+            raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
+        t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
         registry.register(t)
         return t
 

@@ -80,12 +80,17 @@ def _kv(**fields: Any) -> str:
 
 @dataclass
 class _Held:
+    """A job this worker holds a lease on: buffered (thread None), running, or finished
+    and waiting for its ack to be sent (finished True)."""
+
     message: Message
     queue: Queue
+    next_beat: float  # monotonic time of its next lease extension
     thread: int | None = None  # ident of the thread running it; None while buffered
     started: float = 0.0
     timeout: float | None = None
     timed_out: bool = False
+    finished: bool = False
 
 
 class Worker:
@@ -128,8 +133,8 @@ class Worker:
         self._held: dict[tuple[str, str], _Held] = {}
         self._held_lock = threading.Lock()
         self._signals = 0
-        vt = min(q.options.visibility_timeout for q in self.queues)
-        self.heartbeat_interval = max(0.05, min(vt / 3, 10.0))
+        self._first_signal = 0.0
+        self._done = threading.Event()  # set once running jobs are finished or released
         self._notify_keys = [q.keys.notify for q in self.queues]
         self._client = self.queues[0].client
 
@@ -140,8 +145,12 @@ class Worker:
         signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        now = time.monotonic()
+        if self._signals and now - self._first_signal < 1.0:
+            return  # the same stop delivered twice (terminal + parent, or systemd + parent)
         self._signals += 1
         if self._signals == 1:
+            self._first_signal = now
             log.info(_kv(event="worker_stopping", worker=self.id, signal=signum))
             self.stopping.set()
         else:
@@ -176,13 +185,16 @@ class Worker:
             while any(t.is_alive() for t in threads):
                 if self.stopping.wait(0.1):
                     break
-            # stopping: wait for running jobs up to the grace period
+            # stopping: buffered jobs go back at once; running ones get the grace period,
+            # during which the heartbeat keeps extending their leases
+            self._release_held(only_unstarted=True)
             deadline = time.monotonic() + self.grace
             for t in threads:
                 t.join(max(0.0, deadline - time.monotonic()))
         finally:
             self.stopping.set()
             self._release_held(only_unstarted=False)
+            self._done.set()
             beat.join(2.0)
             self._unregister()
         log.info(
@@ -248,7 +260,10 @@ class Worker:
                         for rest in msgs[n:]:
                             self._give_back(queue, rest)
                         break
+                    if not self._start(queue, msg):
+                        continue  # given back already by the stopping worker
                     done.append((queue, msg, self._execute(queue, msg)))
+                    self._finish(queue, msg)
                     if time.monotonic() - self._held_since(done) > 0.05:
                         self._flush(done)
             except Exception as exc:  # Redis down, or a bug: never let the loop die
@@ -265,17 +280,35 @@ class Worker:
         return done[0][2]["finished"] if done else time.monotonic()
 
     def _wait(self, seconds: float) -> None:
+        block = min(seconds, 1.0, self.queues[0]._max_block)
         try:
-            self._client.blpop(self._notify_keys, timeout=max(0.01, min(seconds, 1.0)))
+            self._client.blpop(self._notify_keys, timeout=max(0.01, block))
         except Exception as exc:  # a dropped connection while idle: retried by the loop
             raise QueueUnavailable(str(exc)) from exc
 
     def _hold(self, queue: Queue, msgs: list[Message]) -> None:
         with self._count_lock:
             self._claimed += len(msgs)
+        now = time.monotonic()
         with self._held_lock:
             for m in msgs:
-                self._held[(queue.name, m.tag)] = _Held(m, queue)
+                self._held[(queue.name, m.tag)] = _Held(m, queue, now + _beat_every(queue, m))
+
+    def _start(self, queue: Queue, msg: Message) -> bool:
+        """Mark a held job as running in this thread; False if it was given back."""
+        with self._held_lock:
+            h = self._held.get((queue.name, msg.tag))
+            if h is None:
+                return False
+            h.thread = threading.get_ident()
+            h.started = time.monotonic()
+            return True
+
+    def _finish(self, queue: Queue, msg: Message) -> None:
+        with self._held_lock:
+            h = self._held.get((queue.name, msg.tag))
+            if h is not None:
+                h.finished = True
 
     def _unhold(self, queue: Queue, msg: Message) -> None:
         with self._held_lock:
@@ -389,15 +422,13 @@ class Worker:
             return self._failure(queue, msg, ctx, None, reason, None, dead=True)
         held = self._held.get((queue.name, msg.tag))
         if held is not None:
-            held.thread = threading.get_ident()
-            held.started = time.monotonic()
             held.timeout = task.timeout
         close_old_connections()
         _current.job = ctx
         t0 = time.perf_counter()
         try:
             args, kwargs = decode_call(body)
-            signals.job_started.send(sender=task, job=ctx)
+            _send(signals.job_started, sender=task, job=ctx)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     _kv(
@@ -409,9 +440,7 @@ class Worker:
                     )
                 )
             result = task.func(*args, **kwargs)
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt | SystemExit) and not isinstance(exc, JobTimeout):
-                raise
+        except BaseException as exc:  # SystemExit from a task is a failure of that job too
             tb = traceback.format_exc()
             # a rerun cannot help these
             permanent = isinstance(exc, ModelInstanceMissing | MalformedPayload)
@@ -432,11 +461,12 @@ class Worker:
             try:
                 encode_body(result)
             except (TypeError, ValueError) as exc:
+                # dead, not retried: a rerun would repeat the task's side effects
                 error = f"return value of {name} cannot be stored as JSON: {exc}"
-                return self._failure(queue, msg, ctx, task, error, exc, dead=False)
+                return self._failure(queue, msg, ctx, task, error, exc, dead=True)
         with self._count_lock:
             self.processed += 1
-        signals.job_finished.send(sender=task, job=ctx, result=result, duration=duration)
+        _send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
         if log.isEnabledFor(logging.INFO):
             log.info(
                 _kv(
@@ -474,8 +504,13 @@ class Worker:
         with self._count_lock:
             self.processed += 1
             self.failed += 1
-        signals.job_failed.send(
-            sender=task, job=ctx, exception=exc, traceback=error, will_retry=will_retry
+        _send(
+            signals.job_failed,
+            sender=task,
+            job=ctx,
+            exception=exc,
+            traceback=error,
+            will_retry=will_retry,
         )
         log.warning(
             _kv(
@@ -502,43 +537,67 @@ class Worker:
     # ------------------------------------------------------------------ heartbeat
 
     def _heartbeat_loop(self) -> None:
-        next_beat = 0.0
+        """Extend leases, enforce timeouts, register the worker, run the scanner; until
+        the running jobs are finished or given back (through the grace period too)."""
+        next_register = 0.0
         next_scan = 0.0
-        while not self.stopping.is_set():
+        while not self._done.is_set():
             now = time.monotonic()
             try:
                 self._enforce_timeouts(now)
-                if now >= next_beat:
-                    self._beat()
-                    next_beat = now + self.heartbeat_interval
-                if self.scanner and now >= next_scan:
+                self._extend_leases(now)
+                if now >= next_register:
+                    self._register()
+                    next_register = now + REGISTER_EVERY
+                if self.scanner and now >= next_scan and not self.stopping.is_set():
                     self.scan_once()
                     next_scan = now + self.scan_interval
             except QueueUnavailable as exc:
                 log.warning(_kv(event="heartbeat_failed", worker=self.id, error=str(exc)))
             except Exception:
                 log.exception(_kv(event="heartbeat_error", worker=self.id))
-            self.stopping.wait(0.05)
+            self._done.wait(0.05)
 
-    def _beat(self) -> None:
+    def _extend_leases(self, now: float) -> None:
         with self._held_lock:
-            held = list(self._held.values())
+            due = [h for h in self._held.values() if h.next_beat <= now]
+            for h in due:
+                h.next_beat = now + _beat_every(h.queue, h.message)
+        if not due:
+            return
         pipe = self._client.pipeline(transaction=False)
-        for h in held:
+        for h in due:
             q = h.queue
             q.scripts.touch(q.keys, h.message.tag, h.message.token, -1, "", q._vt_ms, client=pipe)
+        try:
+            pipe.execute()
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+
+    def _register(self) -> None:
+        """Record this worker on each queue; drop entries of workers long gone (a killed
+        worker cannot remove its own)."""
+        now_ms = int(time.time() * 1000)
         entry = json.dumps(
             {
                 "threads": self.concurrency,
-                "seen": int(time.time() * 1000),
+                "seen": now_ms,
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
             }
         )
+        pipe = self._client.pipeline(transaction=False)
         for q in self.queues:
             pipe.hset(q.keys.workers, self.id, entry)
+            pipe.hgetall(q.keys.workers)
         try:
-            pipe.execute()
+            replies = pipe.execute()
+            stale = self._client.pipeline(transaction=False)
+            for q, entries in zip(self.queues, replies[1::2], strict=True):
+                for wid, raw in entries.items():
+                    if json.loads(raw).get("seen", 0) < now_ms - WORKER_FORGOTTEN_MS:
+                        stale.hdel(q.keys.workers, wid)
+            stale.execute()
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
 
@@ -557,6 +616,7 @@ class Worker:
                 h
                 for h in self._held.values()
                 if h.thread is not None
+                and not h.finished
                 and h.timeout is not None
                 and not h.timed_out
                 and now - h.started > h.timeout
@@ -592,6 +652,8 @@ class Worker:
     def _release_held(self, *, only_unstarted: bool) -> None:
         with self._held_lock:
             held = [h for h in self._held.values() if not only_unstarted or h.thread is None]
+            for h in held:  # a consumer will not start what is no longer held
+                del self._held[(h.queue.name, h.message.tag)]
         if not held:
             return
         try:
@@ -611,6 +673,26 @@ class Worker:
             log.info(_kv(event="released", worker=self.id, jobs=len(held)))
         except Exception:
             log.warning(_kv(event="release_failed", worker=self.id, jobs=len(held)))
+
+
+REGISTER_EVERY = 10.0  # seconds between worker registrations
+WORKER_FORGOTTEN_MS = 300_000  # a registration older than this is removed
+
+
+def _beat_every(queue: Queue, msg: Message) -> float:
+    """Seconds between lease extensions of ``msg``: a third of its lease, at most 10 s."""
+    lease_ms = msg.visibility_timeout_ms or queue._vt_ms
+    return max(0.05, min(lease_ms / 3000, 10.0))
+
+
+def _send(signal: Any, **kwargs: Any) -> None:
+    """Send a signal; a failing receiver is logged and does not fail or strand the job."""
+    for receiver, result in signal.send_robust(**kwargs):
+        if isinstance(result, Exception):
+            log.error(
+                _kv(event="signal_receiver_error", receiver=repr(receiver), error=repr(result)),
+                exc_info=result,
+            )
 
 
 def run_processes(processes: int, make_worker: Any) -> int:

@@ -443,3 +443,113 @@ def test_operator_commands(project: dict[str, str], capsys: pytest.CaptureFixtur
     assert job.status() == "ready"
     call_command("zqueue_scanner", "--once")
     assert ready.status() in ("unknown", "finished")
+
+
+def test_worker_survives_killed_connections(prefix: str, tmp_path: Path) -> None:
+    """CLIENT KILL every worker connection repeatedly: it reconnects and loses nothing."""
+    import threading
+
+    import redis as redis_py
+
+    name = f"zqkill-{prefix}"
+    value = {
+        **settings.ZQUEUE,
+        "REDIS_URL": redis_url(),
+        "PREFIX": prefix,
+        "CONNECTION_OPTIONS": {"client_name": name},
+    }
+    admin = redis_py.Redis.from_url(redis_url())
+    ledger = tmp_path / "ledger"
+    with override_settings(ZQUEUE=value):
+        try:
+            jobs = tasks.sleep.enqueue_many([(0.01, str(ledger), i) for i in range(60)])
+            w = Worker(["default"], concurrency=2, scan_interval=0.05)
+            runner = threading.Thread(target=w.run)
+            runner.start()
+            deadline = time.monotonic() + 30
+            kills = 0
+            while time.monotonic() < deadline and not all(
+                f"done {i}" in lines(ledger) for i in range(60)
+            ):
+                for c in admin.client_list():
+                    if c.get("name") == name:
+                        admin.client_kill_filter(_id=c["id"])
+                        kills += 1
+                time.sleep(0.1)
+            w.stop()
+            runner.join(15)
+            done = [x for x in lines(ledger) if x.startswith("done")]
+            assert sorted(int(x.split()[1]) for x in set(done)) == list(range(60))
+            assert kills > 0
+            assert not any(j.exists() for j in jobs)
+        finally:
+            conf.reset()
+
+
+# ------------------------------------------------------------------ review regressions
+
+
+def test_timeout_does_not_leak_to_the_next_job(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    tasks.quick_with_timeout.enqueue()
+    slow = tasks.sleep.enqueue(1.0, str(ledger), "slow")
+    burst(prefetch=2)
+    assert lines(ledger) == ["start slow", "done slow"]
+    assert not slow.exists()
+
+
+def test_short_per_task_lease_is_extended_while_running(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    tasks.sleep.using(visibility_timeout=0.6).enqueue(2.0, str(ledger), "long")
+    w = burst()
+    assert lines(ledger) == ["start long", "done long"]  # ran once, never reclaimed
+    assert w.failed == 0 and get_queue("default").stats().get("expired", 0) == 0
+
+
+def test_failing_signal_receiver_does_not_strand_the_job(project: dict[str, str]) -> None:
+    def broken(**kw: Any) -> None:
+        raise RuntimeError("receiver bug")
+
+    signals.job_finished.connect(broken, weak=False, dispatch_uid="broken")
+    try:
+        job = tasks.add.enqueue(1, 1)
+        burst()
+    finally:
+        signals.job_finished.disconnect(dispatch_uid="broken")
+    assert job.result() == 2 and not job.exists()
+
+
+def test_stop_gives_back_prefetched_jobs_at_once(project: dict[str, str], tmp_path: Path) -> None:
+    import threading
+
+    ledger = tmp_path / "ledger"
+    q = get_queue("default")
+    tasks.sleep.enqueue_many([(1.0, str(ledger), i) for i in range(4)])
+    w = Worker(["default"], prefetch=4, grace=5)
+    runner = threading.Thread(target=w.run)
+    runner.start()
+    assert wait_for(lambda: "start 0" in lines(ledger))
+    w.stop()
+    time.sleep(0.3)  # the first job is still running
+    assert q.counts()["inflight"] == 1 and q.total_count() == 3
+    runner.join(10)
+    assert lines(ledger) == ["start 0", "done 0"]
+    assert q.total_count() == 3 and q.counts()["inflight"] == 0
+
+
+@pytest.mark.orm
+@pytest.mark.django_db(transaction=True)
+def test_failed_publish_after_commit_does_not_drop_other_callbacks(
+    project: dict[str, str],
+) -> None:
+    q = get_queue("default")
+    q.publish("x", tag="taken")
+    ran: list[str] = []
+    with transaction.atomic():
+        tasks.noop.using(tag="taken").enqueue()  # will clash at commit
+        transaction.on_commit(lambda: ran.append("later callback"))
+        second = tasks.noop.enqueue()
+    assert ran == ["later callback"]
+    assert second.exists()

@@ -93,3 +93,8 @@ def latency_probe(key: str, sent_at: float) -> None:
     job = current_job()
     if job is not None:
         job.queue.client.rpush(key, time.time() - sent_at)
+
+
+@task(timeout=0.5, max_retries=0)
+def quick_with_timeout() -> None:
+    """Finishes well within its timeout (a timeout must not leak to the next job)."""

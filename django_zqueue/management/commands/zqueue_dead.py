@@ -7,7 +7,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...queue import get_queue
+from ...exceptions import UnknownQueue
+from ...queue import Queue, get_queue
+
+
+def page_size(value: str) -> int:
+    n = int(value)
+    if not 1 <= n <= 1000:
+        raise argparse.ArgumentTypeError("must be in [1, 1000]")
+    return n
 
 
 class Command(BaseCommand):
@@ -17,10 +25,16 @@ class Command(BaseCommand):
         parser.add_argument("queue")
         parser.add_argument("action", choices=["list", "requeue", "purge"])
         parser.add_argument("tags", nargs="*", help="requeue: these tags (default: all listed)")
-        parser.add_argument("--limit", type=int, default=50)
+        parser.add_argument("--limit", type=page_size, default=50, help="1 to 1000")
+
+    def _queue(self, name: str) -> Queue:
+        try:
+            return get_queue(name)
+        except UnknownQueue as exc:
+            raise CommandError(str(exc)) from exc
 
     def handle(self, *args: Any, **options: Any) -> None:
-        q = get_queue(options["queue"])
+        q = self._queue(options["queue"])
         action = options["action"]
         if action == "purge":
             self.stdout.write(f"purged {q.purge_dead()} dead letters")

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...queue import get_queue
+from ...exceptions import UnknownQueue
+from ...queue import Queue, get_queue
 
 
 class Command(BaseCommand):
@@ -17,8 +18,14 @@ class Command(BaseCommand):
         parser.add_argument("queue")
         parser.add_argument("tag")
 
+    def _queue(self, name: str) -> Queue:
+        try:
+            return get_queue(name)
+        except UnknownQueue as exc:
+            raise CommandError(str(exc)) from exc
+
     def handle(self, *args: Any, **options: Any) -> None:
-        info = get_queue(options["queue"]).info(options["tag"])
+        info = self._queue(options["queue"]).info(options["tag"])
         if info is None:
             raise CommandError(f"no job {options['tag']!r} in queue {options['queue']!r}")
         for field in (

@@ -8,7 +8,7 @@ import signal
 import threading
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from ... import conf
 from ...queue import get_queue
@@ -23,9 +23,15 @@ class Command(BaseCommand):
         parser.add_argument("--queues", default=None, help="Comma-separated (default: all).")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        configured = conf.get_config().queues
         names = (
-            options["queues"].split(",") if options["queues"] else list(conf.get_config().queues)
+            [n.strip() for n in options["queues"].split(",") if n.strip()]
+            if options["queues"]
+            else list(configured)
         )
+        unknown = [n for n in names if n not in configured]
+        if unknown:
+            raise CommandError(f"unknown queue(s) {unknown}; configured: {sorted(configured)}")
         queues = [get_queue(n) for n in names]
         stop = threading.Event()
         if not options["once"]:
