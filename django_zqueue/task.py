@@ -313,10 +313,16 @@ def task(func: Any = None, /, **options: Any) -> Any:
         if "queue" in opts:
             opts["queue_name"] = opts.pop("queue")
         ttl = opts.get("result_ttl", 1.0)
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl >= 0.001:
+        if (
+            isinstance(ttl, bool)
+            or not isinstance(ttl, int | float)
+            or not 0.001 <= ttl <= 10 * 365 * 86400
+        ):
             raise InvalidArgument(f"task {name!r}: result_ttl must be a positive number of seconds")
         timeout = opts.get("timeout")
-        if timeout is not None and (not isinstance(timeout, int | float) or not timeout > 0):
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
             raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
         t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
         registry.register(t)

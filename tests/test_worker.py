@@ -553,3 +553,14 @@ def test_failed_publish_after_commit_does_not_drop_other_callbacks(
         second = tasks.noop.enqueue()
     assert ran == ["later callback"]
     assert second.exists()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"timeout": True}, {"timeout": 0}, {"result_ttl": 0}, {"result_ttl": float("inf")}],
+)
+def test_task_options_are_validated(options: dict[str, Any]) -> None:
+    from django_zqueue import InvalidArgument, task
+
+    with pytest.raises(InvalidArgument):
+        task(name=f"bad-{options}", **options)(lambda: None)
