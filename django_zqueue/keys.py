@@ -33,6 +33,22 @@ class QueueKeys:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
         return f"{self.tag}:result:{id}"
 
+    def lifecycle(self) -> list[str]:
+        """The KEYS of the scripts that can move a job anywhere (nack, scan), in order."""
+        return [
+            self.ready,
+            self.delayed,
+            self.leased,
+            self.dead,
+            self.body,
+            self.meta,
+            self.errors,
+            self.progress,
+            self.ctr,
+            self.stats,
+            self.notify,
+        ]
+
     def all(self) -> list[str]:
         return [
             self.ready,

@@ -823,3 +823,14 @@ def get_queue(name: str = "default") -> Queue:
 
 
 conf.on_reset(_queues.clear)
+
+
+def command_queue(name: str) -> Queue:
+    """The configured queue ``name`` for a management command: an unknown name is a
+    ``CommandError`` (a clear message, no traceback)."""
+    from django.core.management.base import CommandError
+
+    try:
+        return get_queue(name)
+    except UnknownQueue as exc:
+        raise CommandError(str(exc)) from exc

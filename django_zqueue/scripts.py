@@ -148,19 +148,7 @@ class Scripts:
         notify_cap: int,
         client: Client = None,
     ) -> Any:
-        keys = [
-            k.ready,
-            k.delayed,
-            k.leased,
-            k.dead,
-            k.body,
-            k.meta,
-            k.errors,
-            k.progress,
-            k.ctr,
-            k.stats,
-            k.notify,
-        ]
+        keys = k.lifecycle()
         args: list[Arg] = [
             id,
             token,
@@ -201,19 +189,7 @@ class Scripts:
         notify_cap: int,
         client: Client = None,
     ) -> Any:
-        keys = [
-            k.ready,
-            k.delayed,
-            k.leased,
-            k.dead,
-            k.body,
-            k.meta,
-            k.errors,
-            k.progress,
-            k.ctr,
-            k.stats,
-            k.notify,
-        ]
+        keys = k.lifecycle()
         args: list[Arg] = [limit, mode, aging_us, dead_max, dead_ttl_ms, notify_cap]
         return self._run("scan", keys, args, client)
 

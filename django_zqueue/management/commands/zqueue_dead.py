@@ -7,8 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...exceptions import UnknownQueue
-from ...queue import Queue, get_queue
+from ...queue import command_queue
 
 
 def page_size(value: str) -> int:
@@ -27,14 +26,8 @@ class Command(BaseCommand):
         parser.add_argument("tags", nargs="*", help="requeue: these tags (default: all listed)")
         parser.add_argument("--limit", type=page_size, default=50, help="1 to 1000")
 
-    def _queue(self, name: str) -> Queue:
-        try:
-            return get_queue(name)
-        except UnknownQueue as exc:
-            raise CommandError(str(exc)) from exc
-
     def handle(self, *args: Any, **options: Any) -> None:
-        q = self._queue(options["queue"])
+        q = command_queue(options["queue"])
         action = options["action"]
         if action == "purge":
             self.stdout.write(f"purged {q.purge_dead()} dead letters")

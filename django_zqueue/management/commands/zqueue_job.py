@@ -7,8 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...exceptions import UnknownQueue
-from ...queue import Queue, get_queue
+from ...queue import command_queue
 
 
 class Command(BaseCommand):
@@ -18,14 +17,8 @@ class Command(BaseCommand):
         parser.add_argument("queue")
         parser.add_argument("tag")
 
-    def _queue(self, name: str) -> Queue:
-        try:
-            return get_queue(name)
-        except UnknownQueue as exc:
-            raise CommandError(str(exc)) from exc
-
     def handle(self, *args: Any, **options: Any) -> None:
-        info = self._queue(options["queue"]).info(options["tag"])
+        info = command_queue(options["queue"]).info(options["tag"])
         if info is None:
             raise CommandError(f"no job {options['tag']!r} in queue {options['queue']!r}")
         for field in (
