@@ -49,6 +49,7 @@ PROMOTE_LIMIT = 100
 MAX_BLOCK = 5.0
 
 STATES = ("ready", "delayed", "leased", "dead")
+_SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_ms", "r": "ready"}
 #: "no result to keep" for :meth:`Queue.ack_pipelined`
 NO_RESULT: Any = object()
 
@@ -676,7 +677,33 @@ class Queue:
         """Lifetime counters: enqueued, claimed, acked, failed, retried, dead, expired, ..."""
         with unavailable_as_error():
             raw = self.client.hgetall(self.keys.stats)
-        return {_s(k): int(v) for k, v in raw.items()}
+        return {name: int(v) for k, v in raw.items() if not (name := _s(k))[-1:].isdigit()}
+
+    def minutes(self, last: int = 60) -> list[dict[str, int]]:
+        """Per-minute figures for the ``last`` minutes (at most 63), oldest first: minute
+        (since the epoch, Redis time), enqueued, acked, failed, dead, run_ms, and ready
+        (depth, last sample in that minute; -1 when none was taken). Minutes with no
+        activity are zeros. One round trip."""
+        if not 1 <= last <= 63:
+            raise InvalidArgument("last must be in [1, 63]")
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.time()
+            pipe.hgetall(self.keys.stats)
+            (secs, micros), raw = pipe.execute()
+        fields = {_s(k): int(v) for k, v in raw.items()}
+        now_minute = (int(secs) * 1000 + int(micros) // 1000) // 60000
+        out = []
+        for minute in range(now_minute - last + 1, now_minute + 1):
+            slot = minute % 64
+            live = fields.get(f"m{slot}") == minute
+            row = {"minute": minute}
+            for short, name in _SERIES.items():
+                row[name] = fields.get(f"{short}{slot}", 0) if live else 0
+            if not live or f"r{slot}" not in fields:
+                row["ready"] = -1
+            out.append(row)
+        return out
 
     def live_threads(self, within: float = 30.0) -> int:
         """Worker threads serving this queue, as registered by workers seen in the last

@@ -652,3 +652,28 @@ def test_death_under_concurrency_limit_wakes_a_waiter(make_queue: QueueFactory) 
     q.client.delete(q.keys.notify)
     q.nack(first, "boom")
     assert q.client.llen(q.keys.notify) == 1
+
+
+def test_per_minute_series(make_queue: QueueFactory) -> None:
+    q = make_queue(max_retries=0)
+    q.publish_many(range(5))
+    for m in q.claim(3)[0][:2]:
+        q.ack(m)
+    q.nack(q.get() or q.claim(1)[0][0], "x")  # type: ignore[arg-type]
+    rows = q.minutes(3)
+    assert [r["minute"] for r in rows] == sorted(r["minute"] for r in rows)
+    now = rows[-1]
+    assert now["enqueued"] == 5 and now["acked"] == 2 and now["failed"] == 1
+    assert now["dead"] == 1 and now["ready"] == 5  # depth sampled at publish
+    assert "e" not in q.stats() and q.stats()["enqueued"] == 5
+    # the ring stays bounded: at most 64 slots x 7 fields besides the counters
+    assert q.client.hlen(q.keys.stats) <= 64 * 7 + 20
+
+
+def test_series_slot_is_reset_when_reused(q: Queue, redis_client: redis.Redis) -> None:
+    q.publish("x")
+    rows = q.minutes(1)
+    slot = rows[-1]["minute"] % 64
+    redis_client.hset(q.keys.stats, mapping={f"m{slot}": rows[-1]["minute"] - 64, f"e{slot}": 99})
+    q.publish("y")
+    assert q.minutes(1)[-1]["enqueued"] == 1  # stale slot of an hour ago was reset

@@ -45,6 +45,34 @@ local function ready_score(ctr, meta, mode, aging_us)
   return seq - p * PRIORITY_BAND
 end
 
+-- Per-minute counters for the last hour, kept in the stats HASH as a ring of 64 slots:
+-- field 'm<slot>' holds the minute a slot counts for; 'e' enqueued, 'a' acked, 'f' failed,
+-- 'd' dead, 'r' ready depth (last sample), 't' run ms. A slot is reset when reused, so
+-- the ring never grows.
+local SERIES = {'e', 'a', 'f', 'd', 'r', 't'}
+local function series_slot(stats, now)
+  local minute = math.floor(now / 60000)
+  local slot = minute % 64
+  local owner = redis.call('HGET', stats, 'm' .. slot)
+  if owner ~= string.format('%d', minute) then
+    local fields = {'m' .. slot, string.format('%d', minute)}
+    for _, name in ipairs(SERIES) do
+      fields[#fields + 1] = name .. slot
+      fields[#fields + 1] = 0
+    end
+    redis.call('HSET', stats, unpack(fields))
+  end
+  return slot
+end
+
+local function bump(stats, name, n, now)
+  redis.call('HINCRBY', stats, name .. series_slot(stats, now), n)
+end
+
+local function sample_depth(stats, ready, now)
+  redis.call('HSET', stats, 'r' .. series_slot(stats, now), redis.call('ZCARD', ready))
+end
+
 -- Wake up to `n` blocked consumers; the list never holds more than `cap` tokens.
 local function notify(key, n, cap)
   if n <= 0 then
@@ -112,6 +140,7 @@ local function retry_or_bury(k, id, meta, now, retry_ms, bury, mode, aging_us, d
     redis.call('HDEL', k.progress, id)
     redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
     redis.call('HINCRBY', k.stats, 'dead', 1)
+    bump(k.stats, 'd', 1, now)
     if limit > 0 then
       trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now, dead_max, dead_ttl, limit)
     end

@@ -20,8 +20,11 @@ end
 redis.call('ZREM', KEYS[1], id)
 drop_record(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id)
 redis.call('HINCRBY', KEYS[6], 'acked', 1)
+local now = now_ms()
+bump(KEYS[6], 'a', 1, now)
 if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[6], 'run_ms', ARGV[6])
+  bump(KEYS[6], 't', tonumber(ARGV[6]), now)
 end
 if ARGV[4] ~= '' then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])

@@ -29,5 +29,6 @@ if ARGV[3] ~= '' then
 end
 redis.call('HINCRBY', k.stats, 'failed', 1)
 local now = now_ms()
+bump(k.stats, 'f', 1, now)
 return retry_or_bury(k, id, meta, now, tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6],
   tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]))

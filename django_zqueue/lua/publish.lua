@@ -69,6 +69,8 @@ for i = 0, n - 1 do
   woken = woken + 1
 end
 redis.call('HINCRBY', k.stats, 'enqueued', n)
+bump(k.stats, 'e', n, now)
+sample_depth(k.stats, k.ready, now)
 -- Delayed jobs wake consumers too: a sleeping consumer re-reads the earliest run-at.
 notify(k.notify, woken, cap)
 return {0}

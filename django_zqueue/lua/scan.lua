@@ -38,6 +38,8 @@ for _, id in ipairs(expired) do
   end
 end
 
+sample_depth(k.stats, k.ready, now)
+
 local trimmed, more_dead = trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now,
   dead_max, dead_ttl, limit)
 local more = 0
