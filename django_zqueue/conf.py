@@ -82,6 +82,7 @@ class Config:
     socket_connect_timeout: float | None = 5.0
     connection_options: Mapping[str, Any] = field(default_factory=dict)
     enqueue_on_commit: bool = True
+    admin_actions: bool = True  # dead-letter requeue/delete/purge in the admin (POST only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,7 @@ TOP_LEVEL_KEYS = {
     "SOCKET_CONNECT_TIMEOUT",
     "CONNECTION_OPTIONS",
     "ENQUEUE_ON_COMMIT",
+    "ADMIN_ACTIONS",
 }
 QUEUE_KEYS = set(QueueOptions.__dataclass_fields__)
 BACKOFF_KEYS = {"base", "max", "jitter"}
@@ -330,8 +332,13 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
     if not isinstance(on_commit, bool):
         out.add("E010", "ZQUEUE['ENQUEUE_ON_COMMIT'] must be True or False.", "Default: True.")
         on_commit = True
+    admin_actions = raw.get("ADMIN_ACTIONS", True)
+    if not isinstance(admin_actions, bool):
+        out.add("E010", "ZQUEUE['ADMIN_ACTIONS'] must be True or False.", "Default: True.")
+        admin_actions = True
     config = Config(
         enqueue_on_commit=on_commit,
+        admin_actions=admin_actions,
         redis_url=url if isinstance(url, str) else DEFAULT_REDIS_URL,
         prefix=prefix,
         queues=queues,
