@@ -173,6 +173,9 @@ class Worker:
                 burst=self.burst,
             )
         )
+        if self.burst and self.scanner:
+            # recover expired leases and promote due jobs before deciding "nothing left"
+            self.scan_once()
         threads = [
             threading.Thread(target=self._consume, name=f"zqueue-consumer-{i}", daemon=True)
             for i in range(self.concurrency)
@@ -399,18 +402,43 @@ class Worker:
                 log.warning(
                     _kv(event="stale_delivery", queue=q.name, job=msg.tag, attempt=msg.attempt)
                 )
-            elif not out["ok"] and int(reply) == 2 and out.get("on_failure"):
-                try:
-                    out["on_failure"](out["context"], out["exception"])
-                except Exception:
-                    log.exception(_kv(event="failure_hook_error", queue=q.name, job=msg.tag))
+            else:
+                if not out["ok"] and int(reply) == 2 and out.get("on_failure"):
+                    try:
+                        out["on_failure"](out["context"], out["exception"])
+                    except Exception:
+                        log.exception(_kv(event="failure_hook_error", queue=q.name, job=msg.tag))
+                if "django_record" in out:
+                    self._django_outcome_sent(q, msg, out, int(reply))
         done.clear()
+
+    def _django_outcome_sent(self, q: Queue, msg: Message, out: dict[str, Any], reply: int) -> None:
+        """A Django task's failure: its record says READY (retry) or FAILED (dead)."""
+        from . import backends
+
+        record = out["django_record"]
+        if out["ok"]:
+            backends.send_finished(msg.tag, record)
+            return
+        if reply == 2:
+            record["status"] = "FAILED"
+            record["finished_at"] = backends.now_iso()
+        else:
+            record["status"] = "READY"
+        try:
+            backends.store_record(q, msg.tag, record, out["result_ttl"])
+        except Exception:
+            log.exception(_kv(event="record_failed", queue=q.name, job=msg.tag))
+        if reply == 2:
+            backends.send_finished(msg.tag, record)
 
     # ------------------------------------------------------------------ running a job
 
     def _execute(self, queue: Queue, msg: Message) -> dict[str, Any]:
         body = msg.body
         name = body.get("task") if isinstance(body, dict) else None
+        if isinstance(body, dict) and "django_task" in body and isinstance(name, str):
+            return self._execute_django(queue, msg, body, name)
         task = registry.get(name) if isinstance(name, str) else None
         ctx = JobContext(msg, queue, name or "")
         if task is None:
@@ -487,6 +515,68 @@ class Worker:
         if task.store_result:
             out["result"] = result
         return out
+
+    def _execute_django(
+        self, queue: Queue, msg: Message, body: dict[str, Any], name: str
+    ) -> dict[str, Any]:
+        """Run a job enqueued through Django's Tasks framework (ZQueueBackend)."""
+        from . import backends
+
+        ctx = JobContext(msg, queue, name)
+        task = backends.resolve(name)
+        if task is None:
+            reason = (
+                f"unknown task {name!r}: not a django.tasks Task in a module of an installed app"
+            )
+            return self._failure(queue, msg, ctx, None, reason, None, dead=True)
+        backend = task.get_backend()
+        if not isinstance(backend, backends.ZQueueBackend):
+            reason = f"task {name!r} uses backend {backend.alias!r}, not a ZQueueBackend"
+            return self._failure(queue, msg, ctx, None, reason, None, dead=True)
+        record = backends.start_record(queue, msg.tag, body, self.id, backend.result_ttl)
+        task_result = backends.result_from_record(msg.tag, record)
+        close_old_connections()
+        _current.job = ctx
+        t0 = time.perf_counter()
+        try:
+            backends.send_started(task_result)
+            args, kwargs = body.get("args", []), body.get("kwargs", {})
+            if task.takes_context:
+                from ._django_tasks import TaskContext
+
+                raw = task.call(TaskContext(task_result=task_result), *args, **kwargs)
+            else:
+                raw = task.call(*args, **kwargs)
+            value = json.loads(json.dumps(raw))
+        except BaseException as exc:
+            error = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+            record["errors"].append(
+                {
+                    "exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                    "traceback": traceback.format_exc(),
+                }
+            )
+            out = self._failure(
+                queue, msg, ctx, None, error + "\n" + traceback.format_exc(), exc, dead=False
+            )
+            out["django_record"] = record
+            out["result_ttl"] = backend.result_ttl
+            return out
+        finally:
+            _current.job = None
+            close_old_connections()
+        duration = time.perf_counter() - t0
+        with self._count_lock:
+            self.processed += 1
+        record.update(status="SUCCESSFUL", finished_at=backends.now_iso(), return_value=value)
+        return {
+            "ok": True,
+            "result": record,
+            "result_ttl": backend.result_ttl,
+            "run_ms": int(duration * 1000),
+            "finished": time.monotonic(),
+            "django_record": record,
+        }
 
     def _failure(
         self,

@@ -60,6 +60,24 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 STATIC_URL = "static/"
 
+TASKS = {
+    "default": {
+        "BACKEND": "django_zqueue.backends.ZQueueBackend",
+        "QUEUES": ["default", "emails", "reports"],
+        "OPTIONS": {"RESULT_TTL": 3600},
+    }
+}
+
+try:  # Django 5.2: Django's Tasks framework comes from the django-tasks backport
+    import django.tasks  # noqa: F401
+except ImportError:
+    try:
+        import django_tasks  # noqa: F401
+
+        INSTALLED_APPS.append("django_tasks")
+    except ImportError:
+        pass
+
 ZQUEUE = {
     "REDIS_URL": env("ZQUEUE_REDIS_URL", default="redis://127.0.0.1:6379/0"),
     "PREFIX": env("ZQUEUE_PREFIX", default="zq"),

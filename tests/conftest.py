@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from django.conf import settings
 from django.test import override_settings
 
 from django_zqueue import conf
@@ -75,3 +78,18 @@ def snapshot(client: redis.Redis, prefix: str) -> dict[bytes, Any]:
         else:
             out[key] = client.get(key)
     return out
+
+
+@pytest.fixture
+def project(prefix: str) -> Iterator[dict[str, str]]:
+    """The testproject's queues under this test's prefix; returns the env for subprocesses."""
+    value = {**settings.ZQUEUE, "REDIS_URL": redis_url(), "PREFIX": prefix}
+    with override_settings(ZQUEUE=value):
+        yield {
+            **os.environ,
+            "ZQUEUE_REDIS_URL": redis_url(),
+            "ZQUEUE_PREFIX": prefix,
+            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+            "DJANGO_SETTINGS_MODULE": "testproject.settings",
+        }
+    conf.reset()

@@ -6,12 +6,10 @@ In-process tests drive Worker(burst=True) directly; process tests start
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +28,6 @@ from testproject.demo.models import Article
 from .redis_server import redis_url
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def project(prefix: str) -> Iterator[dict[str, str]]:
-    """The testproject's queues under this test's prefix; returns the env for subprocesses."""
-    value = {**settings.ZQUEUE, "REDIS_URL": redis_url(), "PREFIX": prefix}
-    with override_settings(ZQUEUE=value):
-        yield {
-            **os.environ,
-            "ZQUEUE_REDIS_URL": redis_url(),
-            "ZQUEUE_PREFIX": prefix,
-            "PYTHONPATH": str(ROOT),
-            "DJANGO_SETTINGS_MODULE": "testproject.settings",
-        }
-    conf.reset()
 
 
 def lines(path: Path) -> list[str]:
