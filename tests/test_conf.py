@@ -91,8 +91,15 @@ def test_check_command_reports_problems_with_hints() -> None:
 
 
 def test_check_command_passes_on_valid_settings() -> None:
-    with override_settings(ZQUEUE={"QUEUES": {"q": {}}}):
+    queues = {"default": {}, "emails": {}, "reports": {}}  # the ones TASKS names
+    with override_settings(ZQUEUE={"QUEUES": queues}):
         call_command("check")
+
+
+def test_check_command_reports_tasks_queues_missing_from_zqueue() -> None:
+    with override_settings(ZQUEUE={"QUEUES": {"default": {}}}):
+        with pytest.raises(SystemCheckError, match="django_zqueue.E104"):
+            call_command("check")
 
 
 def test_get_config_raises_and_reset_on_change() -> None:
