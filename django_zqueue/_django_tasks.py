@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 
     AnyTask: TypeAlias = Task[..., Any]
     AnyResult: TypeAlias = TaskResult[..., Any]
@@ -41,6 +42,7 @@ else:
         from django.tasks.base import TaskError
         from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
         from django.tasks.signals import task_enqueued, task_finished, task_started
+        from django.utils.json import normalize_json
 
         AVAILABLE = True
     except ImportError:
@@ -57,6 +59,7 @@ else:
             from django_tasks.exceptions import InvalidTaskError as InvalidTask
             from django_tasks.exceptions import TaskResultDoesNotExist
             from django_tasks.signals import task_enqueued, task_finished, task_started
+            from django_tasks.utils import normalize_json
 
             AVAILABLE = True
         except ImportError:
@@ -65,6 +68,7 @@ else:
             Task = TaskContext = TaskResult = TaskError = TaskResultStatus = None
             InvalidTask = TaskResultDoesNotExist = LookupError
             task_enqueued = task_finished = task_started = task_backends = None
+            normalize_json = None
             DEFAULT_TASK_QUEUE_NAME = "default"
 
 __all__ = [
@@ -80,6 +84,7 @@ __all__ = [
     "TaskResult",
     "TaskResultDoesNotExist",
     "TaskResultStatus",
+    "normalize_json",
     "task_backends",
     "task_enqueued",
     "task_finished",

@@ -117,15 +117,14 @@ class ZQueueBackend(BaseTaskBackend):
                 id="django_zqueue.E104",
             )
 
-    def validate_task(self, task: AnyTask) -> None:
-        super().validate_task(task)
-        if task.queue_name not in conf.get_config().queues:
-            raise InvalidTask(f"Queue {task.queue_name!r} is not configured in ZQUEUE['QUEUES'].")
-
     # ------------------------------------------------------------------ enqueue
 
     def enqueue(self, task: AnyTask, args: Any, kwargs: Any) -> AnyResult:  # type: ignore[override]
         self.validate_task(task)
+        # QUEUES = [] lets any queue name through validate_task, as Django specifies; a
+        # name must still be a django_zqueue queue to be enqueued.
+        if task.queue_name not in conf.get_config().queues:
+            raise InvalidTask(f"Queue {task.queue_name!r} is not configured in ZQUEUE['QUEUES'].")
         queue = get_queue(task.queue_name)
         result = TaskResult(
             task=task,
@@ -171,7 +170,9 @@ class ZQueueBackend(BaseTaskBackend):
     def get_result(self, result_id: str) -> AnyResult:
         if not isinstance(result_id, str) or not result_id:
             raise TaskResultDoesNotExist(result_id)
-        queues = [get_queue(name) for name in sorted(self.queues)]
+        # QUEUES = [] accepts any configured queue, so the result may be in any of them
+        names = self.queues or set(conf.get_config().queues)
+        queues = [get_queue(name) for name in sorted(names)]
         client = queues[0].client
         pipe = client.pipeline(transaction=False)
         for q in queues:

@@ -422,14 +422,15 @@ class Worker:
             return
         if reply == 2:
             record["status"] = "FAILED"
-            record["finished_at"] = backends.now_iso()
+            record["finished_at"] = record.get("finished_at") or backends.now_iso()
         else:
             record["status"] = "READY"
+            record["finished_at"] = None
         try:
             backends.store_record(q, msg.tag, record, out["result_ttl"])
         except Exception:
             log.exception(_kv(event="record_failed", queue=q.name, job=msg.tag))
-        if reply == 2:
+        if reply == 2 and not out.get("django_signalled"):
             backends.send_finished(msg.tag, record)
 
     # ------------------------------------------------------------------ running a job
@@ -547,7 +548,9 @@ class Worker:
                 raw = task.call(TaskContext(task_result=task_result), *args, **kwargs)
             else:
                 raw = task.call(*args, **kwargs)
-            value = json.loads(json.dumps(raw))
+            from ._django_tasks import normalize_json
+
+            value = normalize_json(raw)
         except BaseException as exc:
             error = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
             record["errors"].append(
@@ -561,6 +564,13 @@ class Worker:
             )
             out["django_record"] = record
             out["result_ttl"] = backend.result_ttl
+            if msg.attempt > msg.max_retries:
+                # Final (the nack will bury it): signal now, inside the handler, so that
+                # receivers see the exception (Django's own logging receiver does).
+                record["status"] = "FAILED"
+                record["finished_at"] = backends.now_iso()
+                backends.send_finished(msg.tag, record)
+                out["django_signalled"] = True
             return out
         finally:
             _current.job = None

@@ -17,6 +17,10 @@ from django_zqueue.queue import Queue
 
 from .redis_server import redis_url
 
+# Django's own tests/tasks suite runs separately, with its own settings
+# (see tests/conformance/ and .ci/run).
+collect_ignore = ["conformance"]
+
 
 @pytest.fixture(scope="session")
 def redis_client() -> redis.Redis:

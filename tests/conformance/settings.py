@@ -1,0 +1,31 @@
+"""Settings for running Django's own tests/tasks suite against ZQueueBackend.
+
+Django's test package ``tasks`` (fetched by tests/conformance/fetch.py, never committed)
+must be importable: tests/conformance/run puts its parent folder on sys.path.
+"""
+
+import os
+import sys
+import uuid
+
+from testproject.settings import *  # noqa: F403
+from testproject.settings import INSTALLED_APPS, ZQUEUE
+
+sys.path.insert(0, os.environ["ZQUEUE_DJANGO_TESTS"])  # the folder holding Django's "tasks"
+INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "django.contrib.admin"] + ["tasks"]
+USE_TZ = True
+# Django's immediate-backend tests expect one attempt: no retries.
+ZQUEUE = {
+    **ZQUEUE,
+    "PREFIX": f"zqconf-{uuid.uuid4().hex[:8]}",
+    "QUEUES": {
+        name: {"max_retries": 0}
+        for name in ("default", "queue_1", "queue-1", "queue-2", "high", "emails", "reports")
+    },
+}
+TASKS = {
+    "default": {
+        "BACKEND": "tests.conformance.backend.ConformanceBackend",
+        "QUEUES": [],
+    }
+}
