@@ -102,6 +102,7 @@ TOP_LEVEL_KEYS = {
     "CONNECTION_OPTIONS",
     "ENQUEUE_ON_COMMIT",
     "ADMIN_ACTIONS",
+    "SCHEDULES",
 }
 QUEUE_KEYS = set(QueueOptions.__dataclass_fields__)
 BACKOFF_KEYS = {"base", "max", "jitter"}
@@ -332,6 +333,15 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
     if not isinstance(on_commit, bool):
         out.add("E010", "ZQUEUE['ENQUEUE_ON_COMMIT'] must be True or False.", "Default: True.")
         on_commit = True
+    schedules = raw.get("SCHEDULES", {})
+    if not isinstance(schedules, Mapping) or not all(
+        isinstance(v, Mapping) and isinstance(v.get("task"), str) for v in schedules.values()
+    ):
+        out.add(
+            "E012",
+            "ZQUEUE['SCHEDULES'] must map schedule names to dicts with a 'task' name.",
+            "For example {'nightly': {'task': 'app.tasks.report', 'cron': '0 3 * * *'}}.",
+        )
     admin_actions = raw.get("ADMIN_ACTIONS", True)
     if not isinstance(admin_actions, bool):
         out.add("E010", "ZQUEUE['ADMIN_ACTIONS'] must be True or False.", "Default: True.")

@@ -28,6 +28,9 @@ class QueueKeys:
     stats: str  # HASH counters: enqueued, acked, failed, retried, dead, expired, ...
     notify: str  # LIST wake-up tokens for blocked consumers
     workers: str  # HASH worker id -> JSON {threads, seen, host, pid}: live consumers
+    sched: str  # ZSET periodic schedule name -> next tick, ms (paused ones are absent)
+    sched_defs: str  # HASH schedule name -> JSON definition (and "paused")
+    sched_last: str  # HASH schedule name -> "tick_ms job_tag" of its last firing
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -64,6 +67,9 @@ class QueueKeys:
             self.stats,
             self.notify,
             self.workers,
+            self.sched,
+            self.sched_defs,
+            self.sched_last,
         ]
 
 
@@ -84,4 +90,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         stats=f"{tag}:stats",
         notify=f"{tag}:notify",
         workers=f"{tag}:workers",
+        sched=f"{tag}:sched",
+        sched_defs=f"{tag}:sched_defs",
+        sched_last=f"{tag}:sched_last",
     )

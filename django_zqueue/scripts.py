@@ -35,6 +35,7 @@ SCRIPT_NAMES = (
     "purge_dead",
     "info",
     "state",
+    "fire",
 )
 
 
@@ -221,3 +222,41 @@ class Scripts:
 
     def state(self, k: QueueKeys, id: str, client: Client = None) -> Any:
         return self._run("state", [k.ready, k.delayed, k.leased, k.dead], [id], client)
+
+    def fire(
+        self,
+        k: QueueKeys,
+        name: str,
+        expected_tick: int,
+        next_tick: int | None,
+        fire: bool,
+        mode: str,
+        aging_us: int,
+        notify_cap: int,
+        job: Sequence[Arg],
+        client: Client = None,
+    ) -> Any:
+        keys = [
+            k.ready,
+            k.delayed,
+            k.body,
+            k.meta,
+            k.ctr,
+            k.notify,
+            k.stats,
+            k.dead,
+            k.leased,
+            k.sched,
+            k.sched_last,
+        ]
+        args: list[Arg] = [
+            name,
+            expected_tick,
+            "" if next_tick is None else next_tick,
+            "1" if fire else "0",
+            mode,
+            aging_us,
+            notify_cap,
+            *job,
+        ]
+        return self._run("fire", keys, args, client)

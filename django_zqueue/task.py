@@ -298,6 +298,7 @@ def task(
     result_ttl: float = 86400.0,
     on_commit: bool | None = None,
     on_failure: Callable[..., Any] | None = None,
+    cron: str | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -324,8 +325,17 @@ def task(func: Any = None, /, **options: Any) -> Any:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
         ):
             raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
+        cron = opts.pop("cron", None)
         t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
         registry.register(t)
+        if cron is not None:
+            from .schedules import Schedule, declare
+
+            declare(
+                Schedule(
+                    name=t.name, task=t.name, queue=t.queue_name, cron=cron, priority=t.priority
+                )
+            )
         return t
 
     if func is not None:

@@ -135,6 +135,7 @@ class Worker:
         self._signals = 0
         self._first_signal = 0.0
         self._done = threading.Event()  # set once running jobs are finished or released
+        self.scheduler: Any = None  # a schedules.Scheduler once run() starts
         self._notify_keys = [q.keys.notify for q in self.queues]
         self._client = self.queues[0].client
 
@@ -173,6 +174,13 @@ class Worker:
                 burst=self.burst,
             )
         )
+        if self.scanner:
+            from .schedules import Scheduler
+
+            self.scheduler = Scheduler([q.name for q in self.queues])
+            changes = self.scheduler.sync()
+            if any(changes.values()):
+                log.info(_kv(event="schedules_synced", worker=self.id, **changes))
         if self.burst and self.scanner:
             # recover expired leases and promote due jobs before deciding "nothing left"
             self.scan_once()
@@ -731,7 +739,10 @@ class Worker:
             )
 
     def scan_once(self, max_steps: int = 20) -> None:
-        """Run the scanner step on every queue until it reports no more work (bounded)."""
+        """Run the scanner step on every queue until it reports no more work (bounded),
+        and fire due periodic schedules."""
+        if self.scheduler is not None:
+            self.scheduler.step()
         for q in self.queues:
             for _ in range(max_steps):
                 result = q.scan()

@@ -172,4 +172,45 @@ local function promote(delayed, ready, meta, ctr, now, limit, mode, aging_us)
   return #due
 end
 
+-- The state of a tag already in use: ready | delayed | leased | dead | unknown (a record in
+-- no set), or nil when the tag is free.
+local function tag_state(k, id)
+  if redis.call('HEXISTS', k.meta, id) == 0 then
+    return nil
+  end
+  for _, name in ipairs({'ready', 'delayed', 'leased', 'dead'}) do
+    if redis.call('ZSCORE', k[name], id) then
+      return name
+    end
+  end
+  return 'unknown'
+end
+
+-- Write one new job from 8 consecutive arguments starting at a[b]: id, body, priority,
+-- score ('' = computed), delay_ms ('' = none), run_at_ms ('' = none; absolute),
+-- max_retries, visibility_ms ('' = the queue's). The caller has checked the tag is free.
+local function add_job(k, a, b, now, mode, aging_us)
+  local id, body = a[b], a[b + 1]
+  local meta = {p = tonumber(a[b + 2]), a = 0, m = tonumber(a[b + 6]), e = now}
+  if a[b + 3] ~= '' then
+    meta.s = a[b + 3]
+  end
+  if a[b + 7] ~= '' then
+    meta.v = tonumber(a[b + 7])
+  end
+  local run_at = nil
+  if a[b + 4] ~= '' then
+    run_at = now + tonumber(a[b + 4])
+  elseif a[b + 5] ~= '' then
+    run_at = tonumber(a[b + 5])
+  end
+  redis.call('HSET', k.body, id, body)
+  redis.call('HSET', k.meta, id, cjson.encode(meta))
+  if run_at and run_at > now then
+    redis.call('ZADD', k.delayed, run_at, id)
+  else
+    redis.call('ZADD', k.ready, fmt(ready_score(k.ctr, meta, mode, aging_us)), id)
+  end
+end
+
 -- ===== operation script follows =====

@@ -23,16 +23,12 @@ for i = 0, n - 1 do
   if seen[id] then
     clash[#clash + 1] = id
     clash[#clash + 1] = 'batch'
-  elseif redis.call('HEXISTS', k.meta, id) == 1 then
-    local state = 'unknown'
-    for _, name in ipairs({'ready', 'delayed', 'leased', 'dead'}) do
-      if redis.call('ZSCORE', k[name], id) then
-        state = name
-        break
-      end
+  else
+    local state = tag_state(k, id)
+    if state then
+      clash[#clash + 1] = id
+      clash[#clash + 1] = state
     end
-    clash[#clash + 1] = id
-    clash[#clash + 1] = state
   end
   seen[id] = true
 end
@@ -42,35 +38,12 @@ if #clash > 0 then
 end
 
 local now = now_ms()
-local woken = 0
 for i = 0, n - 1 do
-  local b = 5 + 8 * i
-  local id, body = ARGV[b], ARGV[b + 1]
-  local meta = {p = tonumber(ARGV[b + 2]), a = 0, m = tonumber(ARGV[b + 6]), e = now}
-  if ARGV[b + 3] ~= '' then
-    meta.s = ARGV[b + 3]
-  end
-  if ARGV[b + 7] ~= '' then
-    meta.v = tonumber(ARGV[b + 7])
-  end
-  local run_at = nil
-  if ARGV[b + 4] ~= '' then
-    run_at = now + tonumber(ARGV[b + 4])
-  elseif ARGV[b + 5] ~= '' then
-    run_at = tonumber(ARGV[b + 5])
-  end
-  redis.call('HSET', k.body, id, body)
-  redis.call('HSET', k.meta, id, cjson.encode(meta))
-  if run_at and run_at > now then
-    redis.call('ZADD', k.delayed, run_at, id)
-  else
-    redis.call('ZADD', k.ready, fmt(ready_score(k.ctr, meta, mode, aging_us)), id)
-  end
-  woken = woken + 1
+  add_job(k, ARGV, 5 + 8 * i, now, mode, aging_us)
 end
 redis.call('HINCRBY', k.stats, 'enqueued', n)
 bump(k.stats, 'e', n, now)
 sample_depth(k.stats, k.ready, now)
 -- Delayed jobs wake consumers too: a sleeping consumer re-reads the earliest run-at.
-notify(k.notify, woken, cap)
+notify(k.notify, n, cap)
 return {0}

@@ -98,3 +98,8 @@ def latency_probe(key: str, sent_at: float) -> None:
 @task(timeout=0.5, max_retries=0)
 def quick_with_timeout() -> None:
     """Finishes well within its timeout (a timeout must not leak to the next job)."""
+
+
+@task(cron="*/10 * * * *")
+def heartbeat() -> None:
+    """A periodic demo task: every ten minutes."""

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ... import conf
 from ...queue import get_queue
+from ...schedules import Scheduler
 
 
 class Command(BaseCommand):
@@ -33,11 +34,16 @@ class Command(BaseCommand):
         if unknown:
             raise CommandError(f"unknown queue(s) {unknown}; configured: {sorted(configured)}")
         queues = [get_queue(n) for n in names]
+        scheduler = Scheduler(names)
+        scheduler.sync()
         stop = threading.Event()
         if not options["once"]:
             signal.signal(signal.SIGTERM, lambda *a: stop.set())
             signal.signal(signal.SIGINT, lambda *a: stop.set())
         while True:
+            fired = scheduler.step()
+            if fired or options["verbosity"] >= 2:
+                self.stdout.write(f"schedules fired={fired}")
             for q in queues:
                 totals = [0, 0, 0, 0]
                 for _ in range(1000):  # bounded: at most 1000 steps per queue per pass

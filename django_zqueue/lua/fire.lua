@@ -1,0 +1,42 @@
+-- fire.lua: fire one tick of a periodic schedule, exactly once: compare-and-set on the
+-- schedule's next tick, enqueue the tick's job (its tag is derived from schedule name and
+-- tick, so even a repeated call cannot add a second one), and move the schedule on.
+-- Any number of scanners may call it for the same tick; one wins.
+--
+-- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] body HASH  KEYS[4] meta HASH
+-- KEYS[5] ctr HASH    KEYS[6] notify LIST   KEYS[7] stats HASH KEYS[8] dead ZSET
+-- KEYS[9] leased ZSET KEYS[10] sched ZSET (schedule name -> next tick, ms)
+-- KEYS[11] sched_last HASH (schedule name -> "tick_ms job_tag" of its last firing)
+-- ARGV[1] name   ARGV[2] expected tick (the score the caller read)
+-- ARGV[3] next tick ('' = take the schedule out of the due set)
+-- ARGV[4] fire (1 = enqueue the job; 0 = only move on: a tick skipped by catch-up policy)
+-- ARGV[5] mode   ARGV[6] aging_us   ARGV[7] notify_cap
+-- ARGV[8..15] the job, as in publish.lua: id, body, priority, score, delay_ms, run_at_ms,
+--   max_retries, visibility_ms
+-- Returns: 1 fired (or moved on); 0 the tick was already handled (nothing changed).
+-- Work: O(log N).
+
+local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
+local name, expected = ARGV[1], ARGV[2]
+local current = redis.call('ZSCORE', KEYS[10], name)
+if not current or tonumber(current) ~= tonumber(expected) then
+  return 0
+end
+if ARGV[3] == '' then
+  redis.call('ZREM', KEYS[10], name)
+else
+  redis.call('ZADD', KEYS[10], ARGV[3], name)
+end
+if ARGV[4] == '1' then
+  local id = ARGV[8]
+  if not tag_state(k, id) then
+    local now = now_ms()
+    add_job(k, ARGV, 8, now, ARGV[5], tonumber(ARGV[6]))
+    redis.call('HINCRBY', k.stats, 'enqueued', 1)
+    bump(k.stats, 'e', 1, now)
+    notify(k.notify, 1, tonumber(ARGV[7]))
+  end
+  redis.call('HSET', KEYS[11], name, expected .. ' ' .. id)
+end
+return 1

@@ -1,0 +1,391 @@
+"""Periodic tasks: cron or interval schedules fired exactly once per tick.
+
+Declared in code (``@task(cron=...)`` or ``@periodic(...)``) or in
+``ZQUEUE["SCHEDULES"]``; kept in Redis per queue (the schedule's keys share the queue's
+hash tag): a ZSET of next ticks and a HASH of definitions. Every scanner (embedded in each
+worker, and ``zqueue_scanner``) runs :meth:`Scheduler.step`: for each due schedule it
+computes the next tick in Python (croniter, time-zone aware) and calls ``fire.lua``,
+which compare-and-sets the tick, enqueues the job with the tag ``cron:<name>:<tick ms>``
+and moves the schedule on, atomically. With N scanners each tick fires once.
+
+Catch-up after an outage, per schedule (``catch_up``):
+
+- ``"last"`` (default): one job for the most recent missed tick, then on schedule;
+- ``"none"``: missed ticks older than ``grace`` seconds are skipped;
+- ``"all"``: every missed tick fires, oldest first, at most ``max_catch_up`` of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import zoneinfo
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from croniter import croniter
+from django.conf import settings
+
+from . import conf, registry
+from .exceptions import ConfigurationError, InvalidArgument
+from .queue import NOTIFY_CAP, Queue, get_queue
+from .serializer import encode_call
+
+log = logging.getLogger("django_zqueue.schedules")
+
+CatchUp = Literal["none", "last", "all"]
+#: ticks looked at, at most, when working out what an outage missed
+MAX_TICK_SCAN = 10_000
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One periodic schedule. Exactly one of ``cron`` and ``interval`` is set."""
+
+    name: str
+    task: str  # registered task name
+    queue: str = "default"
+    cron: str | None = None
+    interval: float | None = None  # seconds
+    timezone: str | None = None  # default: settings.TIME_ZONE
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    catch_up: CatchUp = "last"
+    max_catch_up: int = 100
+    grace: float = 60.0
+
+    def __post_init__(self) -> None:
+        if (self.cron is None) == (self.interval is None):
+            raise InvalidArgument(f"schedule {self.name!r}: give exactly one of cron, interval")
+        if self.cron is not None and not croniter.is_valid(self.cron):
+            raise InvalidArgument(f"schedule {self.name!r}: invalid cron {self.cron!r}")
+        if self.interval is not None and not self.interval > 0:
+            raise InvalidArgument(f"schedule {self.name!r}: interval must be > 0 seconds")
+        if self.catch_up not in ("none", "last", "all"):
+            raise InvalidArgument(f"schedule {self.name!r}: catch_up must be none, last or all")
+        if not 1 <= self.max_catch_up <= 1000:
+            raise InvalidArgument(f"schedule {self.name!r}: max_catch_up must be in [1, 1000]")
+        try:
+            self.zone()
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise InvalidArgument(f"schedule {self.name!r}: unknown time zone") from exc
+
+    def zone(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.timezone or settings.TIME_ZONE or "UTC")
+
+    def definition(self) -> dict[str, Any]:
+        """What is stored in Redis (JSON), with a digest to notice changes."""
+        data = asdict(self)
+        data["args"] = list(self.args)
+        data["kwargs"] = dict(self.kwargs)
+        data["digest"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        return data
+
+    def next_after(self, tick_ms: int) -> int:
+        """The first tick strictly after ``tick_ms`` (ms since the epoch)."""
+        if self.interval is not None:
+            step = int(self.interval * 1000)
+            return tick_ms + step
+        assert self.cron is not None
+        zone = self.zone()
+        start = datetime.fromtimestamp(tick_ms / 1000, tz=UTC).astimezone(zone)
+        nxt = croniter(self.cron, start).get_next(datetime)
+        if self._fixed_hours() and _wall(nxt, zone) == _wall(start, zone):
+            # the clock went back (DST overlap) and repeats this wall time: a job at a
+            # fixed hour runs once, as cron does; wildcard-hour jobs keep real hours
+            nxt = croniter(self.cron, nxt).get_next(datetime)
+        return int(nxt.timestamp() * 1000)
+
+    def _fixed_hours(self) -> bool:
+        hours = (self.cron or "").split()[1:2]
+        return bool(hours) and not hours[0].startswith("*")
+
+    def first_tick(self, now_ms: int) -> int:
+        """The first tick after ``now_ms`` (an interval schedule starts one interval on)."""
+        return self.next_after(now_ms)
+
+    def ticks(self, start_ms: int, until_ms: int) -> Iterator[int]:
+        """Ticks from ``start_ms`` (itself a tick) up to ``until_ms``, at most MAX_TICK_SCAN."""
+        t = start_ms
+        for _ in range(MAX_TICK_SCAN):
+            if t > until_ms:
+                return
+            yield t
+            t = self.next_after(t)
+
+
+def _wall(moment: datetime, zone: zoneinfo.ZoneInfo) -> tuple[int, ...]:
+    local = moment.astimezone(zone)
+    return (local.year, local.month, local.day, local.hour, local.minute)
+
+
+_declared: dict[str, Schedule] = {}
+
+
+def declare(schedule: Schedule) -> Schedule:
+    """Register a schedule declared in code (by ``@task(cron=...)`` or ``@periodic``)."""
+    existing = _declared.get(schedule.name)
+    if existing is not None and existing != schedule:
+        raise ConfigurationError(f"schedule name {schedule.name!r} is declared twice")
+    _declared[schedule.name] = schedule
+    return schedule
+
+
+def periodic(
+    *,
+    cron: str | None = None,
+    interval: float | None = None,
+    name: str | None = None,
+    timezone: str | None = None,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    catch_up: CatchUp = "last",
+    max_catch_up: int = 100,
+    grace: float = 60.0,
+) -> Callable[[Any], Any]:
+    """Run a task on a schedule: ``@periodic(cron="0 3 * * *")`` above ``@task``."""
+
+    def wrap(task_obj: Any) -> Any:
+        from .task import Task
+
+        if not isinstance(task_obj, Task):
+            raise ConfigurationError("@periodic goes above @task (it schedules a Task)")
+        declare(
+            Schedule(
+                name=name or task_obj.name,
+                task=task_obj.name,
+                queue=task_obj.queue_name,
+                cron=cron,
+                interval=interval,
+                timezone=timezone,
+                args=tuple(args),
+                kwargs=dict(kwargs or {}),
+                priority=task_obj.priority,
+                catch_up=catch_up,
+                max_catch_up=max_catch_up,
+                grace=grace,
+            )
+        )
+        return task_obj
+
+    return wrap
+
+
+def from_settings(raw: Mapping[str, Any]) -> list[Schedule]:
+    """Schedules from ``ZQUEUE["SCHEDULES"]`` (name -> options)."""
+    out = []
+    for sched_name, options in raw.items():
+        if not isinstance(options, Mapping) or "task" not in options:
+            raise ConfigurationError(f"ZQUEUE['SCHEDULES'][{sched_name!r}] needs a 'task'")
+        opts = dict(options)
+        opts["args"] = tuple(opts.get("args", ()))
+        try:
+            out.append(Schedule(name=sched_name, **opts))
+        except TypeError as exc:
+            raise ConfigurationError(f"ZQUEUE['SCHEDULES'][{sched_name!r}]: {exc}") from exc
+    return out
+
+
+def all_schedules() -> dict[str, Schedule]:
+    """Every schedule: declared in code (after autodiscovery) and in settings."""
+    registry.autodiscover()
+    found = dict(_declared)
+    raw = (getattr(settings, "ZQUEUE", None) or {}).get("SCHEDULES", {})
+    for schedule in from_settings(raw):
+        found[schedule.name] = schedule
+    return found
+
+
+def _redis_now_ms(q: Queue) -> int:
+    secs, micros = q.client.time()
+    return int(secs) * 1000 + int(micros) // 1000
+
+
+class Scheduler:
+    """Keeps the schedules of ``queues`` in Redis and fires their due ticks.
+
+    ``now_ms`` (default: Redis TIME) can be replaced to drive time in tests; ticks and
+    the compare-and-set in fire.lua do not depend on any clock.
+    """
+
+    def __init__(
+        self,
+        queues: Sequence[str] | None = None,
+        schedules: Mapping[str, Schedule] | None = None,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.schedules = dict(all_schedules() if schedules is None else schedules)
+        names = list(conf.get_config().queues) if queues is None else list(queues)
+        self.queues = {n: get_queue(n) for n in names}
+        for s in self.schedules.values():
+            if s.queue not in conf.get_config().queues:
+                raise ConfigurationError(
+                    f"schedule {s.name!r} uses queue {s.queue!r}, not in ZQUEUE['QUEUES']"
+                )
+        self._now = now_ms
+
+    def now_ms(self) -> int:
+        if self._now is not None:
+            return self._now()
+        return _redis_now_ms(next(iter(self.queues.values())))
+
+    def sync(self) -> dict[str, int]:
+        """Write the schedules of these queues to Redis: new or changed definitions are
+        stored (a changed one restarts from its next tick; pause state is kept), and
+        schedules no longer declared are removed. Returns counts."""
+        added = removed = changed = 0
+        now = self.now_ms()
+        for qname, q in self.queues.items():
+            wanted = {s.name: s for s in self.schedules.values() if s.queue == qname}
+            raw_defs: Any = q.client.hgetall(q.keys.sched_defs)
+            stored = {k.decode(): json.loads(v) for k, v in raw_defs.items()}
+            pipe = q.client.pipeline(transaction=True)
+            for name in stored.keys() - wanted.keys():
+                pipe.hdel(q.keys.sched_defs, name)
+                pipe.zrem(q.keys.sched, name)
+                pipe.hdel(q.keys.sched_last, name)
+                removed += 1
+                log.info("event=schedule_removed queue=%s schedule=%s", qname, name)
+            for name, s in wanted.items():
+                definition = s.definition()
+                old = stored.get(name)
+                if old is not None and old.get("digest") == definition["digest"]:
+                    continue
+                paused = bool(old and old.get("paused"))
+                definition["paused"] = paused
+                pipe.hset(q.keys.sched_defs, name, json.dumps(definition))
+                if not paused:
+                    pipe.zadd(q.keys.sched, {name: s.first_tick(now)})
+                if old is None:
+                    added += 1
+                else:
+                    changed += 1
+            pipe.execute()
+        return {"added": added, "changed": changed, "removed": removed}
+
+    def step(self, limit: int = 100) -> int:
+        """Fire what is due now (at most ``limit`` ticks per queue). Returns jobs fired."""
+        fired = 0
+        now = self.now_ms()
+        for q in self.queues.values():
+            due: Any = q.client.zrangebyscore(
+                q.keys.sched, "-inf", now, start=0, num=limit, withscores=True
+            )
+            for raw_name, score in due:
+                name = raw_name.decode()
+                s = self.schedules.get(name)
+                if s is None:
+                    continue  # declared by another deployment; its scanners fire it
+                fired += self._fire(q, s, int(score), now)
+        return fired
+
+    def _fire(self, q: Queue, s: Schedule, tick: int, now: int) -> int:
+        fire_tick: int | None = tick
+        nxt = s.next_after(tick)
+        if s.catch_up == "last" and nxt <= now:
+            missed = list(s.ticks(tick, now))
+            fire_tick = missed[-1]
+            nxt = s.next_after(fire_tick)
+        elif s.catch_up == "none" and now - tick > s.grace * 1000:
+            fire_tick = None
+            nxt = s.next_after(list(s.ticks(tick, now))[-1])
+        elif s.catch_up == "all" and nxt <= now:
+            missed = list(s.ticks(tick, now))
+            if len(missed) > s.max_catch_up:
+                # too many: skip the oldest, keep the most recent max_catch_up
+                fire_tick = None
+                nxt = missed[-s.max_catch_up]
+        job: list[Any] = []
+        if fire_tick is not None:
+            body = {"task": s.task, "schedule": s.name, **encode_call(s.args, dict(s.kwargs))}
+            job = q.prepare(body, f"cron:{s.name}:{fire_tick}", s.priority)
+        ok = q.scripts.fire(
+            q.keys,
+            s.name,
+            tick,
+            nxt,
+            fire_tick is not None,
+            q._mode,
+            q._aging_us,
+            NOTIFY_CAP,
+            job or [""] * 8,
+        )
+        if int(ok) == 1 and fire_tick is not None:
+            log.info(
+                "event=schedule_fired queue=%s schedule=%s tick=%s next=%s",
+                q.name,
+                s.name,
+                fire_tick,
+                nxt,
+            )
+            return 1
+        return 0
+
+    # ------------------------------------------------------------------ operators
+
+    def pause(self, name: str) -> bool:
+        return self._set_paused(name, True)
+
+    def resume(self, name: str) -> bool:
+        return self._set_paused(name, False)
+
+    def _set_paused(self, name: str, paused: bool) -> bool:
+        for q in self.queues.values():
+            raw = q.client.hget(q.keys.sched_defs, name)
+            if raw is None:
+                continue
+            definition = json.loads(raw)
+            definition["paused"] = paused
+            pipe = q.client.pipeline(transaction=True)
+            pipe.hset(q.keys.sched_defs, name, json.dumps(definition))
+            if paused:
+                pipe.zrem(q.keys.sched, name)
+            else:
+                s = self.schedules.get(name) or _from_definition(definition)
+                pipe.zadd(q.keys.sched, {name: s.first_tick(self.now_ms())})
+            pipe.execute()
+            return True
+        return False
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every stored schedule with next tick, last firing and the last job's state."""
+        rows = []
+        for q in self.queues.values():
+            defs: Any = q.client.hgetall(q.keys.sched_defs)
+            if not defs:
+                continue
+            pipe = q.client.pipeline(transaction=False)
+            names = sorted(k.decode() for k in defs)
+            for name in names:
+                pipe.zscore(q.keys.sched, name)
+                pipe.hget(q.keys.sched_last, name)
+            replies = pipe.execute()
+            for i, name in enumerate(names):
+                definition = json.loads(defs[name.encode()])
+                nxt, last = replies[2 * i], replies[2 * i + 1]
+                last_tick, last_job = last.decode().split(" ", 1) if last else (None, None)
+                rows.append(
+                    {
+                        "name": name,
+                        "queue": q.name,
+                        "task": definition["task"],
+                        "cron": definition.get("cron"),
+                        "interval": definition.get("interval"),
+                        "paused": bool(definition.get("paused")),
+                        "next_ms": int(nxt) if nxt is not None else None,
+                        "last_ms": int(last_tick) if last_tick else None,
+                        "last_job": last_job,
+                        "last_job_state": ((q.state(last_job) or "finished") if last_job else None),
+                    }
+                )
+        return rows
+
+
+def _from_definition(definition: Mapping[str, Any]) -> Schedule:
+    fields = {k: v for k, v in definition.items() if k not in ("digest", "paused")}
+    fields["args"] = tuple(fields.get("args", ()))
+    return Schedule(**fields)
