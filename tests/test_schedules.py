@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from datetime import UTC, datetime
@@ -114,7 +115,7 @@ def test_dst_gap_hourly_keeps_real_hours() -> None:
     s = sched(cron="0 * * * *", timezone="Europe/Paris")
     start = int(datetime(2026, 3, 29, 0, 0, tzinfo=UTC).timestamp() * 1000)
     ticks = list(s.ticks(s.first_tick(start - 1), start + 4 * 3600_000))
-    gaps = {b - a for a, b in zip(ticks, ticks[1:], strict=False)}
+    gaps = {b - a for a, b in itertools.pairwise(ticks)}
     assert gaps == {3600_000}  # one hour apart in real time across the jump
 
 
@@ -224,5 +225,5 @@ def test_dst_overlap_hourly_keeps_real_hours() -> None:
     s = sched(cron="0 * * * *", timezone="Europe/Paris")
     start = int(datetime(2026, 10, 24, 23, 0, tzinfo=UTC).timestamp() * 1000)
     ticks = list(s.ticks(s.first_tick(start - 1), start + 5 * 3600_000))
-    gaps = {b - a for a, b in zip(ticks, ticks[1:], strict=False)}
+    gaps = {b - a for a, b in itertools.pairwise(ticks)}
     assert gaps == {3600_000}  # 02:00 CEST and 02:00 CET both run: they are an hour apart

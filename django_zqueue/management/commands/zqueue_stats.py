@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from ... import conf
 from ...queue import get_queue
@@ -16,9 +16,24 @@ class Command(BaseCommand):
     help = "Show django_zqueue queue counts and counters."
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--json", action="store_true")
+        fmt = parser.add_mutually_exclusive_group()
+        fmt.add_argument("--json", action="store_true")
+        fmt.add_argument(
+            "--prometheus",
+            action="store_true",
+            help="print the Prometheus text format (needs the 'prometheus' extra)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["prometheus"]:
+            from ...metrics import exposition
+
+            try:
+                text = exposition()
+            except ImportError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(text.decode("utf-8"), ending="")
+            return
         rows = {}
         for name in conf.get_config().queues:
             q = get_queue(name)
