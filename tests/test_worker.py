@@ -547,3 +547,27 @@ def test_task_options_are_validated(options: dict[str, Any]) -> None:
 
     with pytest.raises(InvalidArgument):
         task(name=f"bad-{options}", **options)(lambda: None)
+
+
+@pytest.mark.slow
+def test_delayed_jobs_run_on_time_in_a_worker_process(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    """Never early; and started soon after it is due (a generous bound, not a benchmark)."""
+    ledger = tmp_path / "ledger"
+    proc = start_worker(project, "--grace", "5")
+    try:
+        time.sleep(1.0)  # the worker is up and idle, blocked on the notify list
+        sent = {}
+        for delay in (0.5, 1.0, 1.5):
+            sent[delay] = time.time()
+            tasks.stamp.enqueue_in(delay, str(ledger), delay)
+        assert wait_for(lambda: len(lines(ledger)) == 3, timeout=15)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
+    for line in lines(ledger):
+        delay_s, started = line.split()
+        due = sent[float(delay_s)] + float(delay_s)
+        assert float(started) >= due - 0.005  # not early (Redis and this host share a clock)
+        assert float(started) - due < 2.0  # woken by its due time, not by a slow poll

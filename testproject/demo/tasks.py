@@ -103,3 +103,9 @@ def quick_with_timeout() -> None:
 @task(cron="*/10 * * * *")
 def heartbeat() -> None:
     """A periodic demo task: every ten minutes."""
+
+
+@task
+def stamp(ledger: str, value: Any) -> None:
+    """Append ``value`` and the wall-clock start time (for on-time checks)."""
+    _ledger(ledger, f"{value} {time.time():.6f}")
