@@ -1,7 +1,7 @@
 """Settings for running Django's own tests/tasks suite against ZQueueBackend.
 
 Django's test package ``tasks`` (fetched by tests/conformance/fetch.py, never committed)
-must be importable: tests/conformance/run puts its parent folder on sys.path.
+must be importable: $ZQUEUE_DJANGO_TESTS (set by .ci/run) names the folder holding it.
 """
 
 import os
@@ -10,6 +10,10 @@ import uuid
 
 from testproject.settings import *  # noqa: F403
 from testproject.settings import INSTALLED_APPS, ZQUEUE
+
+from .alias import install
+
+BACKPORT = install()  # Django 5.2: django.tasks -> the django-tasks backport
 
 sys.path.insert(0, os.environ["ZQUEUE_DJANGO_TESTS"])  # the folder holding Django's "tasks"
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "django.contrib.admin"] + ["tasks"]
