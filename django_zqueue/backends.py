@@ -23,6 +23,7 @@ kept for ``RESULT_TTL`` seconds.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -50,6 +51,8 @@ from ._django_tasks import (
 )
 from .queue import Queue, get_queue, new_tag
 
+log = logging.getLogger("django_zqueue.backends")
+
 #: marks a payload as a Django Tasks call (the worker dispatches on it)
 MARKER = "django_task"
 OPTION_KEYS = {"RESULT_TTL", "ENQUEUE_ON_COMMIT"}
@@ -74,7 +77,9 @@ class ZQueueBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.result_ttl = float(self.options.get("RESULT_TTL", 86400))
+        ttl = self.options.get("RESULT_TTL", 86400)
+        # a bad value is reported by check() (E102); construction must not fail
+        self.result_ttl = float(ttl) if isinstance(ttl, int | float) and ttl > 0 else 86400.0
         self.enqueue_on_commit = bool(self.options.get("ENQUEUE_ON_COMMIT", False))
 
     # ------------------------------------------------------------------ checks
@@ -203,7 +208,7 @@ class ZQueueBackend(BaseTaskBackend):
         else:
             raise TaskResultDoesNotExist(result_id)
         record = record or {}
-        if info is not None and record.get("status") not in ("SUCCESSFUL", "FAILED"):
+        if info is not None:  # while the job is in a queue, its state there is the truth
             status = {
                 "ready": TaskResultStatus.READY,
                 "delayed": TaskResultStatus.READY,
@@ -325,11 +330,18 @@ def store_record(q: Queue, result_id: str, record: Mapping[str, Any], ttl: float
 def send_started(task_result: AnyResult) -> None:
     from ._django_tasks import task_started
 
-    task_started.send(type(task_result.task.get_backend()), task_result=task_result)
+    _robust(task_started, type(task_result.task.get_backend()), task_result=task_result)
 
 
 def send_finished(result_id: str, record: Mapping[str, Any]) -> None:
     from ._django_tasks import task_finished
 
     result = result_from_record(result_id, record)
-    task_finished.send(type(result.task.get_backend()), task_result=result)
+    _robust(task_finished, type(result.task.get_backend()), task_result=result)
+
+
+def _robust(signal: Any, sender: Any, **kwargs: Any) -> None:
+    """Send a signal; a failing receiver is logged and cannot strand the job."""
+    for receiver, outcome in signal.send_robust(sender, **kwargs):
+        if isinstance(outcome, Exception):
+            log.error("event=signal_receiver_error receiver=%r error=%r", receiver, outcome)

@@ -44,6 +44,10 @@ def all_tasks() -> dict[str, Task[..., Any]]:
     return dict(_tasks)
 
 
+def discovered() -> bool:
+    return _discovered
+
+
 def autodiscover() -> None:
     """Import ``<app>.tasks`` for every installed app (once)."""
     global _discovered

@@ -94,11 +94,27 @@ class Schedule:
         zone = self.zone()
         start = datetime.fromtimestamp(tick_ms / 1000, tz=UTC).astimezone(zone)
         nxt = croniter(self.cron, start).get_next(datetime)
-        if self._fixed_hours() and _wall(nxt, zone) == _wall(start, zone):
-            # the clock went back (DST overlap) and repeats this wall time: a job at a
-            # fixed hour runs once, as cron does; wildcard-hour jobs keep real hours
-            nxt = croniter(self.cron, nxt).get_next(datetime)
+        if self._fixed_hours():
+            # the clock went back (DST overlap): the repeated hour's wall times (fold=1)
+            # already ran in the first pass, so a job at fixed hours runs once, as cron
+            # does; wildcard-hour jobs keep real hours and run in both passes
+            for _ in range(200):
+                if nxt.astimezone(zone).fold == 0 and _wall(nxt, zone) != _wall(start, zone):
+                    break
+                nxt = croniter(self.cron, nxt).get_next(datetime)
         return int(nxt.timestamp() * 1000)
+
+    def last_at_or_before(self, tick_ms: int, now_ms: int) -> int:
+        """The latest tick <= ``now_ms``, given that ``tick_ms`` is a tick <= now_ms;
+        found directly, however long ago ``tick_ms`` was."""
+        if self.interval is not None:
+            step = int(self.interval * 1000)
+            return tick_ms + (now_ms - tick_ms) // step * step
+        assert self.cron is not None
+        zone = self.zone()
+        end = datetime.fromtimestamp((now_ms + 1) / 1000, tz=UTC).astimezone(zone)
+        prev = int(croniter(self.cron, end).get_prev(datetime).timestamp() * 1000)
+        return max(tick_ms, prev)
 
     def _fixed_hours(self) -> bool:
         hours = (self.cron or "").split()[1:2]
@@ -183,6 +199,10 @@ def from_settings(raw: Mapping[str, Any]) -> list[Schedule]:
             raise ConfigurationError(f"ZQUEUE['SCHEDULES'][{sched_name!r}] needs a 'task'")
         opts = dict(options)
         opts["args"] = tuple(opts.get("args", ()))
+        task = registry.get(opts["task"]) if registry.discovered() else None
+        if task is not None:
+            opts.setdefault("queue", task.queue_name)
+            opts.setdefault("priority", task.priority)
         try:
             out.append(Schedule(name=sched_name, **opts))
         except TypeError as exc:
@@ -287,12 +307,11 @@ class Scheduler:
         fire_tick: int | None = tick
         nxt = s.next_after(tick)
         if s.catch_up == "last" and nxt <= now:
-            missed = list(s.ticks(tick, now))
-            fire_tick = missed[-1]
+            fire_tick = s.last_at_or_before(tick, now)
             nxt = s.next_after(fire_tick)
         elif s.catch_up == "none" and now - tick > s.grace * 1000:
             fire_tick = None
-            nxt = s.next_after(list(s.ticks(tick, now))[-1])
+            nxt = s.next_after(s.last_at_or_before(tick, now))
         elif s.catch_up == "all" and nxt <= now:
             missed = list(s.ticks(tick, now))
             if len(missed) > s.max_catch_up:
@@ -302,7 +321,14 @@ class Scheduler:
         job: list[Any] = []
         if fire_tick is not None:
             body = {"task": s.task, "schedule": s.name, **encode_call(s.args, dict(s.kwargs))}
-            job = q.prepare(body, f"cron:{s.name}:{fire_tick}", s.priority)
+            task = registry.get(s.task)
+            job = q.prepare(
+                body,
+                f"cron:{s.name}:{fire_tick}",
+                s.priority,
+                max_retries=task.max_retries if task is not None else None,
+                visibility_timeout=task.visibility_timeout if task is not None else None,
+            )
         ok = q.scripts.fire(
             q.keys,
             s.name,
@@ -367,7 +393,9 @@ class Scheduler:
             for i, name in enumerate(names):
                 definition = json.loads(defs[name.encode()])
                 nxt, last = replies[2 * i], replies[2 * i + 1]
-                last_tick, last_job = last.decode().split(" ", 1) if last else (None, None)
+                last_job = last.decode().split(" ", 1)[1] if last else None
+                # the tick that fired is in the job's tag (catch-up may fire a later one)
+                last_tick = last_job.rsplit(":", 1)[1] if last_job else None
                 rows.append(
                     {
                         "name": name,

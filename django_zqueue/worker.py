@@ -136,6 +136,7 @@ class Worker:
         self._first_signal = 0.0
         self._done = threading.Event()  # set once running jobs are finished or released
         self.scheduler: Any = None  # a schedules.Scheduler once run() starts
+        self._schedules_synced = False
         self._notify_keys = [q.keys.notify for q in self.queues]
         self._client = self.queues[0].client
 
@@ -178,9 +179,7 @@ class Worker:
             from .schedules import Scheduler
 
             self.scheduler = Scheduler([q.name for q in self.queues])
-            changes = self.scheduler.sync()
-            if any(changes.values()):
-                log.info(_kv(event="schedules_synced", worker=self.id, **changes))
+            self._sync_schedules()
         if self.burst and self.scanner:
             # recover expired leases and promote due jobs before deciding "nothing left"
             self.scan_once()
@@ -273,7 +272,7 @@ class Worker:
                         break
                     if not self._start(queue, msg):
                         continue  # given back already by the stopping worker
-                    done.append((queue, msg, self._execute(queue, msg)))
+                    done.append((queue, msg, self._execute_safely(queue, msg)))
                     self._finish(queue, msg)
                     if time.monotonic() - self._held_since(done) > 0.05:
                         self._flush(done)
@@ -525,6 +524,19 @@ class Worker:
             out["result"] = result
         return out
 
+    def _execute_safely(self, queue: Queue, msg: Message) -> dict[str, Any]:
+        """Run a job; a failure of the machinery around it (not of the task) still ends
+        in a nack, so the job is never left leased by a live worker."""
+        try:
+            return self._execute(queue, msg)
+        except Exception as exc:
+            log.exception(_kv(event="job_machinery_error", queue=queue.name, job=msg.tag))
+            ctx = JobContext(msg, queue, "")
+            error = f"worker error around the job: {type(exc).__name__}: {exc}\n"
+            return self._failure(
+                queue, msg, ctx, None, error + traceback.format_exc(), exc, dead=False
+            )
+
     def _execute_django(
         self, queue: Queue, msg: Message, body: dict[str, Any], name: str
     ) -> dict[str, Any]:
@@ -547,6 +559,7 @@ class Worker:
         close_old_connections()
         _current.job = ctx
         t0 = time.perf_counter()
+        permanent = False  # a failure that a rerun cannot fix (and would repeat)
         try:
             backends.send_started(task_result)
             args, kwargs = body.get("args", []), body.get("kwargs", {})
@@ -558,6 +571,7 @@ class Worker:
                 raw = task.call(*args, **kwargs)
             from ._django_tasks import normalize_json
 
+            permanent = True  # from here on, the task has run: only its result is checked
             value = normalize_json(raw)
         except BaseException as exc:
             error = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
@@ -568,11 +582,11 @@ class Worker:
                 }
             )
             out = self._failure(
-                queue, msg, ctx, None, error + "\n" + traceback.format_exc(), exc, dead=False
+                queue, msg, ctx, None, error + "\n" + traceback.format_exc(), exc, dead=permanent
             )
             out["django_record"] = record
             out["result_ttl"] = backend.result_ttl
-            if msg.attempt > msg.max_retries:
+            if permanent or msg.attempt > msg.max_retries:
                 # Final (the nack will bury it): signal now, inside the handler, so that
                 # receivers see the exception (Django's own logging receiver does).
                 record["status"] = "FAILED"
@@ -738,11 +752,26 @@ class Worker:
                 ctypes.c_ulong(h.thread or 0), ctypes.py_object(JobTimeout)
             )
 
+    def _sync_schedules(self) -> None:
+        """Write the schedules to Redis; with Redis down, retried by the scanner step."""
+        try:
+            changes = self.scheduler.sync()
+        except Exception as exc:
+            self._schedules_synced = False
+            log.warning(_kv(event="schedules_sync_failed", worker=self.id, error=str(exc)))
+            return
+        self._schedules_synced = True
+        if any(changes.values()):
+            log.info(_kv(event="schedules_synced", worker=self.id, **changes))
+
     def scan_once(self, max_steps: int = 20) -> None:
         """Run the scanner step on every queue until it reports no more work (bounded),
         and fire due periodic schedules."""
         if self.scheduler is not None:
-            self.scheduler.step()
+            if not self._schedules_synced:
+                self._sync_schedules()
+            if self._schedules_synced:
+                self.scheduler.step()
         for q in self.queues:
             for _ in range(max_steps):
                 result = q.scan()

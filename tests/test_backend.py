@@ -221,14 +221,16 @@ def test_enqueue_is_immediate_in_a_transaction_unless_configured(ft: Any) -> Non
 def test_killed_worker_task_is_recovered(ft: Any, project: dict[str, str]) -> None:
     q = get_queue("default")
     result = ft.sleepy.enqueue(2.0)
-    # short lease so recovery is quick: rewrite the job's meta visibility is not public,
-    # so let the worker claim, kill it, then expire the lease as time would
+    # let the worker claim and start it, kill the worker, then expire the lease as time would
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "testproject/manage.py"), "zqueue_worker", "-v", "0"],
         env=project,
     )
     deadline = time.monotonic() + 15
-    while ft.sleepy.get_result(result.id).status != TaskResultStatus.RUNNING:
+    while True:  # running, and its worker id recorded (the record is written before the run)
+        seen = ft.sleepy.get_result(result.id)
+        if seen.status == TaskResultStatus.RUNNING and seen.worker_ids:
+            break
         assert time.monotonic() < deadline
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)

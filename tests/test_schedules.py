@@ -227,3 +227,41 @@ def test_dst_overlap_hourly_keeps_real_hours() -> None:
     ticks = list(s.ticks(s.first_tick(start - 1), start + 5 * 3600_000))
     gaps = {b - a for a, b in itertools.pairwise(ticks)}
     assert gaps == {3600_000}  # 02:00 CEST and 02:00 CET both run: they are an hour apart
+
+
+def test_dst_overlap_fixed_hour_every_15_minutes_runs_once() -> None:
+    paris = ZoneInfo("Europe/Paris")
+    s = sched(cron="*/15 2 * * *", timezone="Europe/Paris")
+    start = int(datetime(2026, 10, 25, 0, 0, tzinfo=paris).timestamp() * 1000)
+    ticks = list(s.ticks(s.first_tick(start), start + 6 * 3600_000))
+    assert len(ticks) == 4  # 02:00, 02:15, 02:30, 02:45 once, not again after 03:00 -> 02:00
+
+
+def test_last_policy_after_a_very_long_outage_fires_one_job(project: dict[str, str]) -> None:
+    clock = {"now": T0}
+    s = Scheduler(["default"], {"s": sched(interval=60)}, now_ms=lambda: clock["now"])
+    s.sync()
+    clock["now"] = T0 + 30 * 24 * 60 * MIN  # 30 days = 43,200 missed ticks
+    for _ in range(5):
+        s.step()
+    assert sum(fired_ticks().values()) == 1
+    assert s.listing()[0]["last_ms"] == clock["now"]  # the tick that fired, not the stale one
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"task": "t", "cron": "not a cron"},
+        {"task": "t", "cron": "* * * * *", "colour": "red"},
+        {"task": "t", "interval": 60, "queue": "nope"},
+    ],
+)
+def test_bad_settings_schedules_fail_the_check(entry: dict[str, Any]) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+    from django.test import override_settings
+
+    queues = {"default": {}, "emails": {}, "reports": {}}
+    with override_settings(ZQUEUE={"QUEUES": queues, "SCHEDULES": {"bad": entry}}):
+        with pytest.raises(SystemCheckError, match=r"django_zqueue\.E013"):
+            call_command("check")
