@@ -98,7 +98,7 @@ def test_check_command_passes_on_valid_settings() -> None:
 
 def test_check_command_reports_tasks_queues_missing_from_zqueue() -> None:
     with override_settings(ZQUEUE={"QUEUES": {"default": {}}}):
-        with pytest.raises(SystemCheckError, match="django_zqueue.E104"):
+        with pytest.raises(SystemCheckError, match=r"django_zqueue\.E104"):
             call_command("check")
 
 
