@@ -80,6 +80,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue) -> None:
     q.ack(q.get())  # type: ignore[arg-type]
     q.scan()
     q.purge_dead()
+    q.scripts.fire(q.keys, "no-such-schedule", 1, None, False, "strict", 0, 64, [""] * 8)
     assert seen, f"{name} was not called"
     assert set(seen) == {max(declared)} and declared == set(range(1, max(declared) + 1))
 

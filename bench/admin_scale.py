@@ -1,0 +1,302 @@
+"""The admin dashboard on a big queue: render time and Redis commands per page.
+
+    python -m bench.admin_scale [--url redis://127.0.0.1:6379/0] [--ready 1000000]
+                                [--dead 100000] [--n 30] [--json]
+
+Fills one queue under a key prefix of its own with ``--ready`` waiting jobs (plus 10,000
+delayed and 200 in flight with progress) and ``--dead`` dead letters (published, claimed
+and nacked with ``dead=True`` through the queue's scripts, pipelined), then renders every
+dashboard page ``--n`` times with Django's test client (without the test runner's
+template instrumentation), logged in as a superuser (so payloads and errors are read
+too), and reports p50/p95 render time, Redis commands and
+round trips per page. Commands are counted in this process by wrapping redis-py's
+connection, so other clients of the same Redis don't disturb the figures.
+
+Targets: p95 <= 150 ms and <= 50 commands for every page, whatever the queue size.
+The fill is bounded by the arguments; the queue's keys are UNLINKed at the end (also
+after an error or Ctrl-C). Uses an in-memory test database for the admin user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TARGET_P95_MS = 150.0
+TARGET_COMMANDS = 50
+
+
+class Counter:
+    """Counts commands and round trips sent by this process through redis-py."""
+
+    def __init__(self) -> None:
+        self.commands = 0
+        self.round_trips = 0
+        self.names: dict[str, int] = {}
+
+    @contextmanager
+    def installed(self) -> Iterator[Counter]:
+        from redis.connection import AbstractConnection
+
+        send, pack, packed = (
+            AbstractConnection.send_command,
+            AbstractConnection.pack_commands,
+            AbstractConnection.send_packed_command,
+        )
+        counter = self
+
+        def note(args: Any) -> None:
+            first = args[0]
+            name = (first.decode() if isinstance(first, bytes) else str(first)).upper()
+            counter.commands += 1
+            counter.names[name] = counter.names.get(name, 0) + 1
+
+        def send_command(conn: Any, *args: Any, **kwargs: Any) -> Any:
+            note(args)
+            return send(conn, *args, **kwargs)
+
+        def pack_commands(conn: Any, commands: Any) -> Any:
+            commands = list(commands)
+            for c in commands:
+                note(c)
+            return pack(conn, commands)
+
+        def send_packed_command(conn: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+            counter.round_trips += 1
+            return packed(conn, command, *args, **kwargs)
+
+        AbstractConnection.send_command = send_command  # type: ignore[method-assign]
+        AbstractConnection.pack_commands = pack_commands  # type: ignore[method-assign]
+        AbstractConnection.send_packed_command = send_packed_command  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            AbstractConnection.send_command = send  # type: ignore[method-assign]
+            AbstractConnection.pack_commands = pack  # type: ignore[method-assign]
+            AbstractConnection.send_packed_command = packed  # type: ignore[method-assign]
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def fill(q: Any, ready: int, dead: int) -> dict[str, Any]:
+    """Publish ``dead`` jobs at priority 10, bury them, then ``ready`` jobs at priorities
+    0 and 5, 10,000 delayed jobs and 200 leased ones with progress."""
+    from django_zqueue.queue import NOTIFY_CAP
+
+    o = q.options
+    chunk = 20_000
+    t = time.perf_counter()
+    for i in range(0, dead, chunk):
+        n = min(chunk, dead - i)
+        q.publish_many(
+            [{"task": "bench.tasks.charge", "args": [i + j], "kwargs": {}} for j in range(n)],
+            priority=10,
+        )
+    error = "builtins.RuntimeError: card declined\nTraceback (most recent call last):\n" + (
+        '  File "bench/tasks.py", line 12, in charge\n    raise RuntimeError("card declined")\n'
+    )
+    buried = 0
+    while buried < dead:
+        msgs, _ = q.claim(min(1000, dead - buried), consumer="bench")
+        if not msgs:
+            break
+        pipe = q.client.pipeline(transaction=False)
+        for m in msgs:
+            q.scripts.nack(
+                q.keys,
+                m.tag,
+                m.token,
+                error,
+                0,
+                True,
+                o.priority_mode,
+                int(o.priority_aging_seconds * 1_000_000),
+                o.dead_letter_max,
+                int(o.dead_letter_ttl * 1000),
+                o.scan_batch,
+                NOTIFY_CAP,
+                client=pipe,
+            )
+        pipe.execute()
+        buried += len(msgs)
+    t_dead = time.perf_counter() - t
+    t = time.perf_counter()
+    for i in range(0, ready, chunk):
+        n = min(chunk, ready - i)
+        q.publish_many(
+            [
+                {"task": "bench.tasks.process", "args": [i + j], "kwargs": {"user": (i + j) % 997}}
+                for j in range(n)
+            ],
+            priority=5 if (i // chunk) % 10 == 3 else 0,
+        )
+        if (i // chunk) % 10 == 9:
+            log(f"  {i + n:,} ready")
+    t_ready = time.perf_counter() - t
+    q.publish_many([{"task": "bench.tasks.later", "args": [j]} for j in range(10_000)], delay=3600)
+    leased = q.claim(200, consumer="bench-worker:1:abcd")[0]
+    pipe = q.client.pipeline(transaction=False)
+    for j, m in enumerate(leased):
+        progress = json.dumps(
+            {"v": (j % 100) / 100, "n": f"step {j}", "t": int(time.time() * 1000)}
+        )
+        q.scripts.touch(q.keys, m.tag, m.token, -1, progress, o.visibility_timeout_ms, client=pipe)
+    pipe.execute()
+    return {"fill_dead_s": round(t_dead, 1), "fill_ready_s": round(t_ready, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", default=os.environ.get("ZQUEUE_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    ap.add_argument("--ready", type=int, default=1_000_000)
+    ap.add_argument("--dead", type=int, default=100_000)
+    ap.add_argument("--n", type=int, default=30, help="renders per page (after one warm-up)")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    a = ap.parse_args()
+    if not (0 <= a.ready <= 5_000_000 and 0 <= a.dead <= 1_000_000 and 1 <= a.n <= 1000):
+        ap.error("--ready <= 5,000,000, --dead <= 1,000,000, 1 <= --n <= 1000")
+
+    sys.path.insert(0, ROOT)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.test.runner import DiscoverRunner
+    from django.test.utils import override_settings
+
+    from django_zqueue import get_queue
+
+    prefix = f"zqbench-{uuid.uuid4().hex[:8]}"
+    zq = {
+        "REDIS_URL": a.url,
+        "PREFIX": prefix,
+        "ENQUEUE_ON_COMMIT": False,
+        "QUEUES": {
+            "bench": {"dead_letter_max": max(10_000, 2 * a.dead), "dead_letter_ttl": 30 * 86400},
+            "emails": {},
+            "reports": {},
+        },
+    }
+    # No setup_test_environment(): its instrumented template rendering (a signal with a
+    # copy of the context per template) is test-only overhead that a real request lacks.
+    runner = DiscoverRunner(verbosity=0)
+    old_db = runner.setup_databases()
+    override = override_settings(ZQUEUE=zq, DEBUG=False)
+    override.enable()
+    q = get_queue("bench")
+    results: dict[str, Any] = {"ready": a.ready, "dead": a.dead, "n": a.n, "prefix": prefix}
+    try:
+        mem0 = q.client.info("memory")["used_memory"]
+        log(f"filling {a.ready:,} ready and {a.dead:,} dead jobs under {prefix!r} ...")
+        results.update(fill(q, a.ready, a.dead))
+        counts = q.counts()
+        results["counts"] = counts
+        results["redis_memory_mb"] = round((q.client.info("memory")["used_memory"] - mem0) / 2**20)
+        log(f"filled: {counts} in {results['fill_dead_s'] + results['fill_ready_s']:.0f} s")
+
+        ready_mid = q.client.zrange(q.keys.ready, a.ready // 2, a.ready // 2)[0].decode()
+        dead_mid = q.client.zrevrange(q.keys.dead, a.dead // 2, a.dead // 2)[0].decode()
+        base = "/admin/django_zqueue/queue/"
+        mid_page = max(1, a.ready // 2 // 50)
+        pages = {
+            "overview": base,
+            "ready p1": f"{base}q/bench/",
+            f"ready p{mid_page} (offset {a.ready // 2:,})": f"{base}q/bench/?page={mid_page}",
+            "ready last page": f"{base}q/bench/?page=999999999",
+            "ready p1, 200 per page": f"{base}q/bench/?per_page=200",
+            "delayed p1": f"{base}q/bench/?state=delayed",
+            "in flight p1": f"{base}q/bench/?state=leased",
+            "dead p1": f"{base}q/bench/?state=dead",
+            "dead p1000": f"{base}q/bench/?state=dead&page=1000",
+            "job (ready, mid-queue)": f"{base}q/bench/job/?id={ready_mid}",
+            "job (dead)": f"{base}q/bench/job/?id={dead_mid}",
+            "search -> redirect": f"{base}search/?q={ready_mid}",
+            "metrics": f"{base}metrics/",
+        }
+        client = Client()
+        client.force_login(User.objects.create_superuser("bench", "bench@example.com", "pw"))
+        rows = []
+        for label, url in pages.items():
+            first = client.get(url)  # warm-up: templates, connection, scripts
+            assert first.status_code in (200, 302), (label, first.status_code)
+            times = []
+            counter = Counter()
+            with counter.installed():
+                for _ in range(a.n):
+                    t = time.perf_counter()
+                    r = client.get(url)
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert r.status_code == first.status_code
+            row = {
+                "page": label,
+                "p50_ms": round(statistics.median(times), 1),
+                "p95_ms": round(pct(times, 0.95), 1),
+                "commands": counter.commands / a.n,
+                "round_trips": counter.round_trips / a.n,
+                "kinds": sorted(counter.names),
+            }
+            rows.append(row)
+            log(
+                f"  {label:34} p50 {row['p50_ms']:6.1f} ms  p95 {row['p95_ms']:6.1f} ms  "
+                f"{row['commands']:4.0f} commands  {row['round_trips']:3.0f} round trips"
+            )
+        results["pages"] = rows
+        results["load_average_1m"] = round(os.getloadavg()[0], 2)
+        results["ok"] = all(
+            r["p95_ms"] <= TARGET_P95_MS and r["commands"] <= TARGET_COMMANDS for r in rows
+        )
+        forbidden = {"KEYS", "SCAN", "HSCAN", "ZSCAN", "EVAL"} & {
+            k for r in rows for k in r["kinds"]
+        }
+        results["forbidden_commands"] = sorted(forbidden)
+    finally:
+        for name in zq["QUEUES"]:  # type: ignore[union-attr]
+            qq = get_queue(name)
+            qq.client.unlink(*qq.keys.all())
+        override.disable()
+        runner.teardown_databases(old_db)
+    if a.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(
+            f"\nadmin dashboard, {a.ready:,} ready + {a.dead:,} dead jobs, {a.n} renders per page"
+        )
+        print(
+            f"fill: dead {results['fill_dead_s']} s, ready {results['fill_ready_s']} s; "
+            f"Redis memory for the queue ~{results['redis_memory_mb']} MB"
+        )
+        print(f"{'page':36} {'p50 ms':>7} {'p95 ms':>7} {'commands':>9} {'round trips':>12}")
+        for r in results["pages"]:
+            print(
+                f"{r['page']:36} {r['p50_ms']:7.1f} {r['p95_ms']:7.1f} "
+                f"{r['commands']:9.0f} {r['round_trips']:12.0f}"
+            )
+        print(f"load average (1 min) at the end: {results['load_average_1m']}")
+        verdict = "met" if results["ok"] else "NOT met"
+        print(
+            f"targets (p95 <= {TARGET_P95_MS:.0f} ms, <= {TARGET_COMMANDS} commands): {verdict}; "
+            f"KEYS/SCAN/EVAL used: {results['forbidden_commands'] or 'none'}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,435 @@
+"""The read-only dashboard in the Django admin, built on :mod:`django_zqueue.dashboard`.
+
+The unmanaged :class:`~django_zqueue.models.Queue` model gives the admin an entry and the
+permissions; adding, changing and deleting are off. The entry's changelist is the
+overview; the other pages come from :meth:`QueueAdmin.get_urls`, each wrapped in
+``admin_site.admin_view`` (login as staff, CSRF protection, no caching):
+
+==========================================  ===================================
+``<admin>/django_zqueue/queue/``            overview of every configured queue
+``…/q/<queue>/?state=ready&page=N``         one page of a queue's jobs (tabs:
+                                            ready, delayed, leased, dead)
+``…/q/<queue>/job/?id=<tag>``               one job
+``…/search/?q=<tag>[&queue=<queue>]``       find a job by tag: redirect to it
+``…/q/<queue>/dead/{requeue,delete,purge}/``  dead-letter actions (POST only)
+``…/metrics/``                              Prometheus text format
+==========================================  ===================================
+
+Permissions: ``view_queue`` for every page (403 without it); ``view_payload`` to see
+job arguments and error text; ``manage_dead_letters`` for the actions, which also need
+``ZQUEUE["ADMIN_ACTIONS"]`` (404 when it is False). GET requests only read Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.loader import get_template
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.decorators import method_decorator
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.views.decorators.http import require_POST
+
+from . import conf, dashboard
+from .exceptions import QueueUnavailable, UnknownQueue
+from .models import Queue as QueueModel
+from .queue import Queue, get_queue
+
+PER_PAGE_CHOICES = (25, 50, 100, 200)
+DEFAULT_PER_PAGE = 50
+#: at most this many tags per requeue/delete request
+MAX_TAGS = dashboard.MAX_PER_PAGE
+
+V = TypeVar("V", bound=Callable[..., HttpResponse])
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+@cache
+def _admin_layout() -> dict[str, bool]:
+    """What the admin's base template looks like, so our pages match it: Django 6 writes
+    breadcrumbs as ``<ol class="breadcrumbs">`` and renders the object tools outside the
+    ``content`` block; Django 5.2 uses ``<div class="breadcrumbs">`` and renders them
+    inside it."""
+    template = get_template("admin/base.html")
+    source = str(getattr(getattr(template, "template", None), "source", ""))
+    return {
+        "ol_breadcrumbs": 'ol class="breadcrumbs"' in source,
+        "tools_outside_content": "titles-and-tools" in source,
+    }
+
+
+def _queues() -> list[Queue]:
+    return [get_queue(name) for name in conf.get_config().queues]
+
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[QueueModel]
+else:  # ModelAdmin is generic only in django-stubs
+    _ModelAdmin = admin.ModelAdmin
+
+
+@admin.register(QueueModel)
+class QueueAdmin(_ModelAdmin):
+    """Overview, queue, job and search pages, and the dead-letter actions."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    # ------------------------------------------------------------ plumbing
+
+    def _name(self, view: str) -> str:
+        return f"{self.opts.app_label}_{self.opts.model_name}_{view}"
+
+    def url(self, view: str, *args: Any, **query: Any) -> str:
+        """The URL of one of this admin's pages (``query`` becomes the query string)."""
+        base = reverse(f"{self.admin_site.name}:{self._name(view)}", args=args)
+        query = {k: v for k, v in query.items() if v is not None}
+        return f"{base}?{urlencode(query)}" if query else base
+
+    def get_urls(self) -> list[URLPattern]:
+        def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+            return self.admin_site.admin_view(self._unavailable_as_503(view))
+
+        return [
+            path("", wrap(self.changelist_view), name=self._name("changelist")),
+            path("search/", wrap(self.search_view), name=self._name("search")),
+            path("metrics/", wrap(self.metrics_view), name=self._name("metrics")),
+            path("q/<str:queue>/", wrap(self.queue_view), name=self._name("queue")),
+            path("q/<str:queue>/job/", wrap(self.job_view), name=self._name("job")),
+            path(
+                "q/<str:queue>/dead/requeue/",
+                wrap(self.requeue_dead_view),
+                name=self._name("requeue"),
+            ),
+            path(
+                "q/<str:queue>/dead/delete/", wrap(self.delete_dead_view), name=self._name("delete")
+            ),
+            path("q/<str:queue>/dead/purge/", wrap(self.purge_dead_view), name=self._name("purge")),
+        ]
+
+    def _unavailable_as_503(self, view: V) -> V:
+        @wraps(view)
+        def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                return view(request, *args, **kwargs)
+            except QueueUnavailable as exc:
+                ctx = self._context(request, "Redis is unavailable", error=str(exc))
+                return TemplateResponse(
+                    request, "admin/django_zqueue/unavailable.html", ctx, status=503
+                )
+
+        return cast(V, inner)
+
+    def _require_view(self, request: HttpRequest) -> None:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+
+    def _queue(self, name: str) -> Queue:
+        try:
+            return get_queue(name)
+        except UnknownQueue as exc:
+            raise Http404(str(exc)) from exc
+
+    def _perms(self, request: HttpRequest) -> dict[str, bool]:
+        label = self.opts.app_label
+        manage = request.user.has_perm(f"{label}.manage_dead_letters")
+        actions_on = conf.get_config().admin_actions
+        return {
+            "payload": request.user.has_perm(f"{label}.view_payload"),
+            "manage": manage,
+            "actions_on": actions_on,
+            "actions": manage and actions_on,
+        }
+
+    def _context(
+        self,
+        request: HttpRequest,
+        title: str,
+        *crumbs: tuple[str, str | None],
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """The admin's context plus ``crumbs``: (label, url) after Home and ZQueue; the
+        overview is always the first, the last one has no URL (the current page)."""
+        trail = [("Queues", self.url("changelist") if crumbs else None), *crumbs]
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": title,
+            "crumbs": trail,
+            "zq_layout": _admin_layout(),
+            **extra,
+        }
+
+    # ------------------------------------------------------------ pages
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The overview: every configured queue, with its last hour."""
+        self._require_view(request)
+        queues = _queues()
+        summaries = dashboard.overview(queues)
+        rows = [
+            {
+                "s": s,
+                "url": self.url("queue", s.name),
+                "depth": s.depth_chart(),
+                "throughput": s.throughput_chart(),
+            }
+            for s in summaries
+        ]
+        ctx = self._context(
+            request,
+            "Queues",
+            rows=rows,
+            perms=self._perms(request),
+            metrics_url=self.url("metrics"),
+            search_url=self.url("search"),
+            **(extra_context or {}),
+        )
+        return TemplateResponse(request, "admin/django_zqueue/overview.html", ctx)
+
+    def queue_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """One page of one state of a queue."""
+        self._require_view(request)
+        q = self._queue(queue)
+        state = request.GET.get("state", "ready")
+        if state not in dashboard.TABS:
+            state = "ready"
+        per_page = _int(request.GET.get("per_page"), DEFAULT_PER_PAGE)
+        if per_page not in PER_PAGE_CHOICES:
+            per_page = DEFAULT_PER_PAGE
+        perms = self._perms(request)
+        pg = dashboard.page(
+            q,
+            state,
+            _int(request.GET.get("page"), 1),
+            per_page,
+            payload=perms["payload"],
+        )
+
+        def link(number: int) -> str:
+            return self.url(
+                "queue",
+                queue,
+                state=state,
+                page=number,
+                per_page=per_page if per_page != DEFAULT_PER_PAGE else None,
+            )
+
+        numbers = sorted(
+            {
+                n
+                for n in (1, 2, pg.pages - 1, pg.pages, *range(pg.number - 2, pg.number + 3))
+                if 1 <= n <= pg.pages
+            }
+        )
+        pages: list[dict[str, Any]] = []
+        for n in numbers:
+            if pages and n - pages[-1]["number"] > 1:
+                pages.append({"number": None})
+            pages.append({"number": n, "url": link(n), "current": n == pg.number})
+        tabs = [
+            {
+                "state": s,
+                "label": {"leased": "in flight", "dead": "dead letters"}.get(s, s),
+                "count": pg.counts[s],
+                "url": self.url("queue", queue, state=s if s != "ready" else None),
+                "current": s == state,
+            }
+            for s in dashboard.TABS
+        ]
+        ctx = self._context(
+            request,
+            f"Queue {queue}",
+            (queue, None),
+            queue=queue,
+            page=pg,
+            tabs=tabs,
+            pages=pages,
+            prev_url=link(pg.number - 1) if pg.number > 1 else None,
+            next_url=link(pg.number + 1) if pg.number < pg.pages else None,
+            per_page_choices=[
+                {
+                    "n": n,
+                    "current": n == per_page,
+                    "url": self.url(
+                        "queue",
+                        queue,
+                        state=state,
+                        per_page=n if n != DEFAULT_PER_PAGE else None,
+                    ),
+                }
+                for n in PER_PAGE_CHOICES
+            ],
+            perms=perms,
+            search_url=self.url("search"),
+            job_url=self.url("job", queue),
+            actions={v: self.url(v, queue) for v in ("requeue", "delete", "purge")},
+            here=link(pg.number),
+        )
+        return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
+
+    def job_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """Everything known about one job (``?id=<tag>``)."""
+        self._require_view(request)
+        q = self._queue(queue)
+        tag = request.GET.get("id", "")
+        perms = self._perms(request)
+        detail = dashboard.job(q, tag, payload=perms["payload"])
+        if detail is None:
+            ctx = self._context(
+                request,
+                "No such job",
+                (queue, self.url("queue", queue)),
+                ("not found", None),
+                queue=queue,
+                tag=tag,
+                queue_url=self.url("queue", queue),
+                search_url=self.url("search"),
+            )
+            return TemplateResponse(
+                request, "admin/django_zqueue/job_missing.html", ctx, status=404
+            )
+        state_tab = {"orphan": "ready"}.get(detail.info.state, detail.info.state)
+        ctx = self._context(
+            request,
+            f"Job {tag}",
+            (queue, self.url("queue", queue)),
+            (tag, None),
+            queue=queue,
+            job=detail,
+            perms=perms,
+            queue_url=self.url("queue", queue),
+            state_url=self.url("queue", queue, state=state_tab),
+            actions={v: self.url(v, queue) for v in ("requeue", "delete")},
+            here=self.url("job", queue, id=tag),
+        )
+        return TemplateResponse(request, "admin/django_zqueue/job.html", ctx)
+
+    def search_view(self, request: HttpRequest) -> HttpResponse:
+        """Find job ``?q=<tag>`` (in ``?queue=<name>``, or in every queue): redirect to its
+        page when one queue has it, else list the matches or say none was found."""
+        self._require_view(request)
+        tag = request.GET.get("q", "").strip()
+        only = request.GET.get("queue")
+        queues = [self._queue(only)] if only else _queues()
+        found = dashboard.locate(queues, tag) if tag else []
+        if len(found) == 1:
+            return HttpResponseRedirect(self.url("job", found[0].queue, id=found[0].tag))
+        ctx = self._context(
+            request,
+            "Find a job",
+            ("find a job", None),
+            tag=tag,
+            searched=[q.name for q in queues],
+            found=[{"loc": loc, "url": self.url("job", loc.queue, id=loc.tag)} for loc in found],
+            valid=dashboard.valid_tag(tag),
+            search_url=self.url("search"),
+            only=only,
+        )
+        return TemplateResponse(request, "admin/django_zqueue/search.html", ctx)
+
+    def metrics_view(self, request: HttpRequest) -> HttpResponse:
+        """The Prometheus text format for every configured queue (staff with view)."""
+        self._require_view(request)
+        from .metrics import metrics_response
+
+        return metrics_response()
+
+    # ------------------------------------------------------------ dead-letter actions
+
+    def _require_actions(self, request: HttpRequest, queue: str) -> Queue:
+        self._require_view(request)
+        perms = self._perms(request)
+        if not perms["actions_on"]:
+            raise Http404("dead-letter actions are off (ZQUEUE['ADMIN_ACTIONS'] = False)")
+        if not perms["manage"]:
+            raise PermissionDenied
+        return self._queue(queue)
+
+    def _tags(self, request: HttpRequest) -> list[str]:
+        tags = [t for t in request.POST.getlist("tags") if dashboard.valid_tag(t)]
+        return list(dict.fromkeys(tags))[:MAX_TAGS]
+
+    def _back(self, request: HttpRequest, queue: str) -> HttpResponseRedirect:
+        target = request.POST.get("next", "")
+        if not target or not url_has_allowed_host_and_scheme(
+            target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        ):
+            target = self.url("queue", queue, state="dead")
+        return HttpResponseRedirect(target)
+
+    @staticmethod
+    def _plural(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    @method_decorator(require_POST)
+    def requeue_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """Put the dead letters ``tags`` back in line (attempts reset)."""
+        q = self._require_actions(request, queue)
+        tags = self._tags(request)
+        done = sum(q.requeue_dead(t) for t in tags)
+        self._report(request, done, len(tags), "requeued")
+        return self._back(request, queue)
+
+    @method_decorator(require_POST)
+    def delete_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """Delete the dead letters ``tags`` (a job that is not dead is left alone)."""
+        q = self._require_actions(request, queue)
+        tags = self._tags(request)
+        done = 0
+        for t in tags:
+            if q.state(t) == "dead":
+                done += q.delete(t)
+        self._report(request, done, len(tags), "deleted")
+        return HttpResponseRedirect(self.url("queue", queue, state="dead"))
+
+    @method_decorator(require_POST)
+    def purge_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """Delete every dead letter of the queue, after a confirmation page."""
+        q = self._require_actions(request, queue)
+        if request.POST.get("confirm") != "yes":
+            ctx = self._context(
+                request,
+                f"Purge the dead letters of {queue}?",
+                (queue, self.url("queue", queue, state="dead")),
+                ("purge dead letters", None),
+                queue=queue,
+                count=q.counts()["dead"],
+                queue_url=self.url("queue", queue, state="dead"),
+                purge_url=self.url("purge", queue),
+            )
+            return TemplateResponse(request, "admin/django_zqueue/purge_confirm.html", ctx)
+        n = q.purge_dead()
+        messages.success(request, f"Purged {self._plural(n, 'dead letter')} of {queue}.")
+        return HttpResponseRedirect(self.url("queue", queue, state="dead"))
+
+    def _report(self, request: HttpRequest, done: int, asked: int, verb: str) -> None:
+        if done:
+            messages.success(request, f"{self._plural(done, 'dead letter')} {verb}.")
+        if asked - done:
+            messages.warning(
+                request,
+                f"{self._plural(asked - done, 'job')} not {verb}: no longer dead letters.",
+            )
+        if not asked:
+            messages.warning(request, "No dead letter selected.")

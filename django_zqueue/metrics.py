@@ -1,0 +1,136 @@
+"""Prometheus metrics of the configured queues (needs the ``prometheus`` extra).
+
+One scrape reads Redis in two pipelined round trips, a fixed number of O(1) or
+O(log N) commands per queue (see :func:`django_zqueue.dashboard.overview`): its cost
+grows with the number of queues, never with their length.
+
+Three ways to expose them:
+
+- the admin page ``<admin>/django_zqueue/queue/metrics/`` (staff with ``view_queue``);
+- :func:`metrics_view`, to mount in a project's URLconf behind its own protection
+  (it checks nothing itself)::
+
+      path("metrics/zqueue/", django_zqueue.metrics.metrics_view)
+
+- ``manage.py zqueue_stats --prometheus``, or :class:`ZQueueCollector` registered in a
+  registry of the project's own (``REGISTRY.register(ZQueueCollector())``).
+
+Metrics, each labelled ``queue``::
+
+    zqueue_jobs{state="ready|delayed|inflight|dead"}  gauge
+    zqueue_lag_seconds          age of the job at the head of the line (0 when empty)
+    zqueue_workers              live worker threads serving the queue
+    zqueue_jobs_<event>_total   counters: enqueued, claimed, acked, failed, retried,
+                                dead, expired, deleted, requeued, released
+    zqueue_run_seconds_total    run time reported by acks
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.http import HttpRequest, HttpResponse
+
+from . import conf, dashboard
+from .queue import Queue, get_queue
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+COUNTERS = (
+    ("enqueued", "Jobs published."),
+    ("claimed", "Deliveries: jobs leased by a consumer."),
+    ("acked", "Jobs finished (acked)."),
+    ("failed", "Failed deliveries (nacks)."),
+    ("retried", "Failed deliveries that were retried."),
+    ("dead", "Jobs moved to dead letters."),
+    ("expired", "Leases that expired and were recovered by scan."),
+    ("deleted", "Jobs deleted or cancelled."),
+    ("requeued", "Dead letters put back in line."),
+    ("released", "Deliveries given back unrun."),
+)
+INSTALL_HINT = "Prometheus metrics need prometheus-client: pip install 'django-zqueue[prometheus]'"
+
+
+def available() -> bool:
+    """Whether prometheus-client is installed."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class ZQueueCollector:
+    """A prometheus-client collector of the queues (default: every configured queue,
+    looked up at each scrape so settings changes are followed)."""
+
+    def __init__(self, queues: Sequence[Queue] | None = None) -> None:
+        self._queues = queues
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        queues = self._queues
+        if queues is None:
+            queues = [get_queue(name) for name in conf.get_config().queues]
+        summaries = dashboard.overview(queues, last=1)
+        jobs = GaugeMetricFamily("zqueue_jobs", "Jobs in each state.", labels=["queue", "state"])
+        lag = GaugeMetricFamily(
+            "zqueue_lag_seconds",
+            "Seconds since the job at the head of the line was enqueued (0: none waiting).",
+            labels=["queue"],
+        )
+        workers = GaugeMetricFamily(
+            "zqueue_workers", "Live worker threads serving the queue.", labels=["queue"]
+        )
+        counters = {
+            name: CounterMetricFamily(f"zqueue_jobs_{name}", doc, labels=["queue"])
+            for name, doc in COUNTERS
+        }
+        run = CounterMetricFamily(
+            "zqueue_run_seconds", "Run time of acked jobs, as reported.", labels=["queue"]
+        )
+        for s in summaries:
+            for state in ("ready", "delayed", "inflight", "dead"):
+                jobs.add_metric([s.name, state], getattr(s, state))
+            lag.add_metric([s.name], s.lag_seconds or 0.0)
+            workers.add_metric([s.name], s.workers)
+            for name, family in counters.items():
+                family.add_metric([s.name], s.counters.get(name, 0))
+            run.add_metric([s.name], s.counters.get("run_ms", 0) / 1000)
+        yield jobs
+        yield lag
+        yield workers
+        yield from counters.values()
+        yield run
+
+    def describe(self) -> list[Any]:
+        return []  # no Redis read at registration time
+
+
+def exposition(queues: Sequence[Queue] | None = None) -> bytes:
+    """The metrics in the Prometheus text format. ``ImportError`` without prometheus-client."""
+    try:
+        from prometheus_client import CollectorRegistry, generate_latest
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ZQueueCollector(queues))
+    return generate_latest(registry)
+
+
+def metrics_response(queues: Sequence[Queue] | None = None) -> HttpResponse:
+    """An ``HttpResponse`` with :func:`exposition`, or 501 without prometheus-client."""
+    if not available():
+        return HttpResponse(INSTALL_HINT + "\n", status=501, content_type="text/plain")
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    return HttpResponse(exposition(queues), content_type=CONTENT_TYPE_LATEST)
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """A plain view of the metrics of every configured queue. It checks no permission:
+    mount it behind whatever protects your scrape endpoints."""
+    return metrics_response()

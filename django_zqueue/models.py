@@ -1,0 +1,32 @@
+"""An unmanaged model: it gives the app its admin entry and its permissions, and no table.
+
+The admin pages (:mod:`django_zqueue.admin`) read Redis; nothing is stored in the
+database. Besides the default ``view_queue`` permission, two finer ones exist:
+
+``view_payload``
+    see job arguments (bodies) and error text, which may hold personal data or secrets;
+``manage_dead_letters``
+    requeue, delete and purge dead letters (POST only, and only while
+    ``ZQUEUE["ADMIN_ACTIONS"]`` is on).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Queue(models.Model):
+    """The admin's handle on the configured queues (no rows, no table)."""
+
+    class Meta:
+        managed = False
+        default_permissions = ("view",)
+        permissions = [
+            ("view_payload", "Can see job arguments and errors"),
+            ("manage_dead_letters", "Can requeue, delete and purge dead letters"),
+        ]
+        verbose_name = "queue"
+        verbose_name_plural = "queues"
+
+    def __str__(self) -> str:
+        return "queue"
