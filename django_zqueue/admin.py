@@ -200,6 +200,7 @@ class QueueAdmin(_ModelAdmin):
             request,
             "Queues",
             rows=rows,
+            schedules=dashboard.schedules(queues),
             perms=self._perms(request),
             metrics_url=self.url("metrics"),
             search_url=self.url("search"),

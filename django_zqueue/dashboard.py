@@ -790,3 +790,62 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
         eta_seconds=eta,
         now_ms=_redis_ms(now_raw),
     )
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    name: str
+    queue: str
+    task: str
+    every: str
+    paused: bool
+    next_at: datetime | None
+    last_at: datetime | None
+    last_job: str | None
+    last_job_state: str | None  # ready | delayed | leased | dead | None (gone: finished)
+
+
+def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
+    """Periodic schedules of ``queues`` with next and last firing and the last job's state.
+
+    Per queue: one HGETALL of the definitions, then one pipeline of ZSCORE + HGET per
+    schedule and one state read per last job: O(schedules), never O(jobs)."""
+    rows: list[ScheduleRow] = []
+    for q in queues:
+        with unavailable_as_error():
+            defs: Any = q.client.hgetall(q.keys.sched_defs)
+            if not defs:
+                continue
+            names = sorted(k.decode() for k in defs)
+            pipe = q.client.pipeline(transaction=False)
+            for name in names:
+                pipe.zscore(q.keys.sched, name)
+                pipe.hget(q.keys.sched_last, name)
+            replies = pipe.execute()
+            lasts = [r.decode().split(" ", 1)[1] if r else None for r in replies[1::2]]
+            pipe = q.client.pipeline(transaction=False)
+            for job in lasts:
+                if job:
+                    q.scripts.state(q.keys, job, client=pipe)
+            states = iter(pipe.execute())
+        for name, nxt, job in zip(names, replies[0::2], lasts, strict=True):
+            definition = json.loads(defs[name.encode()])
+            state = (next(states).decode() or None) if job else None
+            rows.append(
+                ScheduleRow(
+                    name=name,
+                    queue=q.name,
+                    task=definition.get("task", ""),
+                    every=definition.get("cron") or f"every {definition.get('interval')} s",
+                    paused=bool(definition.get("paused")),
+                    next_at=_dt(nxt) if nxt is not None else None,
+                    last_at=_dt(int(job.rsplit(":", 1)[1])) if job else None,
+                    last_job=job,
+                    last_job_state=state,
+                )
+            )
+    return rows
+
+
+def _dt(ms: float) -> datetime:
+    return datetime.fromtimestamp(float(ms) / 1000, tz=UTC)

@@ -625,3 +625,24 @@ def test_orphan_and_vanished_rows(q: Queue, redis_client: redis.Redis) -> None:
     redis_client.zadd(q.keys.ready, {"ghost": 1})  # a member without a record
     (row,) = dashboard.page(q, "ready", payload=True).rows
     assert row.tag == "ghost" and row.gone
+
+
+def test_overview_lists_schedules(project: dict[str, Any], superuser: Client) -> None:
+    from django_zqueue.schedules import Schedule, Scheduler
+
+    clock = {"now": 1_800_000_000_000}
+    s = Scheduler(
+        ["default"],
+        {
+            "nightly": Schedule(
+                name="nightly", task="testproject.demo.tasks.noop", cron="0 3 * * *", timezone="UTC"
+            )
+        },
+        now_ms=lambda: clock["now"],
+    )
+    s.sync()
+    clock["now"] += 86_400_000
+    s.step()
+    html = superuser.get("/admin/django_zqueue/queue/").content.decode()
+    assert "Periodic schedules" in html and "nightly" in html and "0 3 * * *" in html
+    assert ">ready<" in html  # the last job's state
