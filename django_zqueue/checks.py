@@ -23,6 +23,7 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
     """Each ZQUEUE["SCHEDULES"] entry must make a valid schedule on a configured queue."""
     from django.conf import settings
 
+    from . import registry
     from .exceptions import ZQueueError
     from .schedules import from_settings
 
@@ -30,6 +31,8 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
     if not isinstance(raw, dict):
         return []  # E012 reports the shape
     config, _ = conf.parse(getattr(settings, "ZQUEUE", None))
+    if raw:
+        registry.autodiscover()  # an entry's queue and priority default to its task's
     errors: list[checks.CheckMessage] = []
     for name, options in raw.items():
         try:

@@ -67,6 +67,19 @@ class Schedule:
             raise InvalidArgument(f"schedule {self.name!r}: interval must be > 0 seconds")
         if self.catch_up not in ("none", "last", "all"):
             raise InvalidArgument(f"schedule {self.name!r}: catch_up must be none, last or all")
+        if (
+            isinstance(self.priority, bool)
+            or not isinstance(self.priority, int)
+            or not conf.PRIORITY_MIN <= self.priority <= conf.PRIORITY_MAX
+        ):
+            raise InvalidArgument(
+                f"schedule {self.name!r}: priority must be an int in "
+                f"[{conf.PRIORITY_MIN}, {conf.PRIORITY_MAX}]"
+            )
+        try:
+            encode_call(tuple(self.args), dict(self.kwargs))
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"schedule {self.name!r}: arguments: {exc}") from exc
         if not 1 <= self.max_catch_up <= 1000:
             raise InvalidArgument(f"schedule {self.name!r}: max_catch_up must be in [1, 1000]")
         try:

@@ -265,3 +265,9 @@ def test_bad_settings_schedules_fail_the_check(entry: dict[str, Any]) -> None:
     with override_settings(ZQUEUE={"QUEUES": queues, "SCHEDULES": {"bad": entry}}):
         with pytest.raises(SystemCheckError, match=r"django_zqueue\.E013"):
             call_command("check")
+
+
+@pytest.mark.parametrize("bad", [{"priority": 5000}, {"args": ({1, 2},)}, {"priority": True}])
+def test_schedule_rejects_bad_priority_and_arguments(bad: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument):
+        sched(interval=60, **bad)
