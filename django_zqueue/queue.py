@@ -542,10 +542,10 @@ class Queue:
         if not msgs:
             return []
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.scripts.pipeline()
             for msg in msgs:
                 self.ack_pipelined(msg, pipe)
-            return [int(r) == 1 for r in pipe.execute()]
+            return [int(r) == 1 for r in self.scripts.execute(pipe)]
 
     def result(self, tag: str) -> Any:
         """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is

@@ -338,7 +338,7 @@ class Worker:
         """Send the finished jobs' acks/nacks and the next claim in one round trip."""
         if not done:
             return q.claim(budget, self.id)
-        pipe = self._client.pipeline(transaction=False)
+        pipe = q.scripts.pipeline()
         self._queue_outcomes(done, pipe)
         q.scripts.claim(
             q.keys,
@@ -353,7 +353,7 @@ class Worker:
             client=pipe,
         )
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = q.scripts.execute(pipe, raise_on_error=False)
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
         self._outcomes_sent(done, replies[:-1])
@@ -367,10 +367,11 @@ class Worker:
     def _flush(self, done: list[tuple[Queue, Message, dict[str, Any]]]) -> None:
         if not done:
             return
-        pipe = self._client.pipeline(transaction=False)
+        scripts = done[0][0].scripts
+        pipe = scripts.pipeline()
         self._queue_outcomes(done, pipe)
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = scripts.execute(pipe, raise_on_error=False)
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
         self._outcomes_sent(done, replies)
@@ -503,8 +504,8 @@ class Worker:
         with self._count_lock:
             self.processed += 1
         _send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
-        if log.isEnabledFor(logging.INFO):
-            log.info(
+        if log.isEnabledFor(logging.DEBUG):  # one line per job: DEBUG (-v 2), not INFO
+            log.debug(
                 _kv(
                     event="job_done",
                     queue=queue.name,
@@ -687,12 +688,13 @@ class Worker:
                 h.next_beat = now + _beat_every(h.queue, h.message)
         if not due:
             return
-        pipe = self._client.pipeline(transaction=False)
+        scripts = due[0].queue.scripts
+        pipe = scripts.pipeline()
         for h in due:
             q = h.queue
             q.scripts.touch(q.keys, h.message.tag, h.message.token, -1, "", q._vt_ms, client=pipe)
         try:
-            pipe.execute()
+            scripts.execute(pipe)
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
 

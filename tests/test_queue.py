@@ -677,3 +677,23 @@ def test_series_slot_is_reset_when_reused(q: Queue, redis_client: redis.Redis) -
     redis_client.hset(q.keys.stats, mapping={f"m{slot}": rows[-1]["minute"] - 64, f"e{slot}": 99})
     q.publish("y")
     assert q.minutes(1)[-1]["enqueued"] == 1  # stale slot of an hour ago was reset
+
+
+def test_pipelines_survive_script_flush_without_running_twice(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    q.publish_many(range(3))
+    msgs, _ = q.claim(3)
+    redis_client.script_flush()
+    assert q.ack_many(msgs) == [True, True, True]  # replayed once after NOSCRIPT
+    assert q.stats()["acked"] == 3  # each ack ran exactly once
+    assert q.ack_many(msgs) == [False, False, False]
+
+
+def test_plain_evalsha_pipeline_sends_no_script_exists(q: Queue, redis_client: redis.Redis) -> None:
+    q.publish_many(range(5))
+    msgs, _ = q.claim(5)
+    before = redis_client.info("commandstats").get("cmdstat_script|exists", {}).get("calls", 0)
+    q.ack_many(msgs)
+    after = redis_client.info("commandstats").get("cmdstat_script|exists", {}).get("calls", 0)
+    assert after == before

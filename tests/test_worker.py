@@ -571,3 +571,10 @@ def test_delayed_jobs_run_on_time_in_a_worker_process(
         due = sent[float(delay_s)] + float(delay_s)
         assert float(started) >= due - 0.005  # not early (Redis and this host share a clock)
         assert float(started) - due < 2.0  # woken by its due time, not by a slow poll
+
+
+def test_worker_survives_script_flush(project: dict[str, str], redis_client: Any) -> None:
+    jobs = [tasks.add.enqueue(i, 1) for i in range(10)]
+    redis_client.script_flush()
+    burst(prefetch=3)
+    assert [j.result() for j in jobs] == [i + 1 for i in range(10)]
