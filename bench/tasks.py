@@ -1,0 +1,59 @@
+"""Benchmark tasks, imported by the worker's autodiscovery (``bench`` is an installed app
+under :mod:`bench.django_settings`).
+
+``zqbench.noop(t)`` is the job of ``python -m bench``. It does what the shared harness's
+``benchlib.job_record(t)`` does, on keys under this run's prefix instead of ``bench:*``
+in a db of its own (so a run on a shared Redis touches only its own keys): with ``t == 0``
+one INCR of the done counter; with ``t > 0`` also an RPUSH of ``now - t`` to the latency
+list, in one round trip.
+
+``ZQBENCH_TASK_MODULES`` (comma-separated) names more modules to import here: the shared
+harness's peer folder (``bench/peers/zqueue``) sets it to ``tasks``, its own
+``@task`` whose body is ``benchlib.job_record(t)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+
+import redis
+
+from django_zqueue import task
+
+_clients: dict[int, redis.Redis] = {}
+
+
+def counter_keys(prefix: str) -> tuple[str, str]:
+    """(done counter, latency list) of a run with ZQUEUE_PREFIX ``prefix``."""
+    return f"{{{prefix}}}:bench:done", f"{{{prefix}}}:bench:lat"
+
+
+def _client() -> redis.Redis:
+    """One connection per process (fork-safe), like benchlib's job connection."""
+    pid = os.getpid()
+    r = _clients.get(pid)
+    if r is None:
+        r = redis.Redis.from_url(os.environ["ZQUEUE_REDIS_URL"])
+        _clients.clear()
+        _clients[pid] = r
+    return r
+
+
+@task(name="zqbench.noop")
+def noop(t: float = 0.0) -> None:
+    now = time.time()
+    done, lat = counter_keys(os.environ.get("ZQUEUE_PREFIX", "zq"))
+    r = _client()
+    if t:
+        p = r.pipeline(transaction=False)
+        p.rpush(lat, now - t)
+        p.incr(done)
+        p.execute()
+    else:
+        r.incr(done)
+
+
+for _name in filter(None, os.environ.get("ZQBENCH_TASK_MODULES", "").split(",")):
+    importlib.import_module(_name.strip())
