@@ -1,0 +1,755 @@
+"""Stateful property test of the queue engine against a real Redis.
+
+A hypothesis ``RuleBasedStateMachine`` drives one fresh queue per example through random
+interleavings of every state-changing operation (publish, publish_many, get, claim, ack,
+nack, touch, scan, delete, requeue_dead, purge_dead) plus two harness moves that stand in
+for time passing: a lease runs out, a delayed job falls due. A plain-Python model predicts
+the outcome of each call and, after every step, the complete content of the queue in
+Redis: which of the four sorted sets holds each job, the exact order of the ready line,
+job records, errors, progress and the lifetime counters.
+
+Time is never waited for. Delays, backoffs and leases are an hour or more (or five minutes
+for leases), so nothing falls due by the clock during an example; the harness moves write
+a score in the past straight into the ``delayed`` / ``leased`` ZSET. Each such score is a
+distinct small number (1, 2, 3, ... ms after the epoch) rather than 0, so that promotion
+and lease recovery, which go by score, happen in an order the model knows (equal scores
+would be broken by member bytes, i.e. by the random tags).
+
+The test can fail: each of these one-line changes to a Lua script was caught (checked by
+running the machine against mutated script text patched into ``scripts.source`` from a
+throwaway pytest plugin; no package file was edited): ack, nack or touch accepting a stale
+token; ``>=`` instead of ``>`` in the max-retries check; LIFO instead of FIFO within a
+priority; a retry put at the front of the line; a promotion that leaves the job in
+``delayed`` too; claim not counting the attempt, or not promoting due jobs first;
+``requeue_dead`` keeping the attempts; ``delete`` removing a leased job; publish
+overwriting a live tag; nack ignoring ``dead=True``; the dead-letter bound off by one;
+scan's ``more`` flag ignoring the lease limit; claim letting one job too many in flight
+under a ``concurrency`` limit. A failing run shrinks its example before
+reporting, which can take a minute or more.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from django_zqueue.conf import Backoff, QueueOptions
+from django_zqueue.exceptions import DuplicateJob
+from django_zqueue.queue import NOTIFY_CAP, Message, Queue, _from_ms
+
+READY, DELAYED, LEASED, DEAD = "ready", "delayed", "leased", "dead"
+MAX_RETRIES = 2
+#: caller-given tags; a small pool so that tags clash and are reused after a job is gone
+POOL = ["u0", "u1", "u2", "u3", "u4", "u5"]
+PRIORITIES = st.sampled_from([-1, 0, 0, 1, 5])
+BODIES = st.one_of(st.integers(-5, 5), st.text("ab", max_size=3), st.just({"k": [1, None]}))
+INDEX = st.integers(0, 63)
+#: how a publish says when: the ones that are "now" must land in ready, the rest in delayed
+WHEN = {
+    "default": ({}, False),
+    "delay_0": ({"delay": 0}, False),
+    "delay_negative": ({"delay": -5}, False),
+    "delay_sub_ms": ({"delay": 0.0004}, False),
+    "delay_hour": ({"delay": 3600}, True),
+    "delay_timedelta": ({"delay": timedelta(hours=2)}, True),
+    "run_at_past": ("past", False),
+    "run_at_future": ("future", True),
+}
+WHENS = st.sampled_from(sorted(WHEN))
+#: nack variants: (kwargs, goes to delayed when it retries)
+NACKS = {
+    "now": ({"retry_in": 0}, False),
+    "sub_ms": ({"retry_in": 0.0004}, False),  # rounds down to 0 ms: back in line now
+    "timedelta_0": ({"retry_in": timedelta(0)}, False),
+    "later": ({"retry_in": 3600}, True),
+    "backoff": ({}, True),  # the queue's backoff: base 3600 s, so always delayed
+    "dead": ({"retry_in": 0, "dead": True}, False),
+}
+#: "dead" twice: a forced burial must often meet a job that still has retries left
+NACK_HOWS = st.sampled_from(["now", "sub_ms", "timedelta_0", "later", "backoff", "dead", "dead"])
+STALE_OPS = st.sampled_from(["ack", "ack_many", "nack", "nack_dead", "touch"])
+#: the lifetime counters the model keeps (the stats hash may hold more, e.g. time series)
+COUNTERS = (
+    "enqueued",
+    "claimed",
+    "acked",
+    "failed",
+    "retried",
+    "dead",
+    "expired",
+    "deleted",
+    "requeued",
+)
+
+_names = itertools.count()
+
+
+@dataclass
+class Job:
+    """The model of one job incarnation (a tag may be reused once its job is gone)."""
+
+    jid: int
+    tag: str
+    body: Any
+    priority: int
+    max_retries: int
+    vt_ms: int  # lease length: the job's own visibility timeout, else the queue's
+    state: str
+    attempts: int = 0
+    token: int | None = None  # current delivery, while leased
+    msg: Message | None = None  # that delivery
+    consumer: str | None = None
+    deadline: int = 0  # while leased: the lease deadline handed out (ms, Redis clock)
+    order: int = 0  # while ready: when it entered the line (FIFO within a priority)
+    past: int | None = None  # delayed made due / lease expired: the past score written
+    buried: bool = False  # nacked with dead=True
+    died: int = 0  # while dead: order of death (dead letters are trimmed oldest first)
+    error: str | None = None
+    progress: bool = False
+
+
+def _when_kwargs(name: str) -> dict[str, Any]:
+    spec = WHEN[name][0]
+    if spec == "past":
+        return {"run_at": datetime.now(UTC) - timedelta(hours=1)}
+    if spec == "future":
+        return {"run_at": datetime.now(UTC) + timedelta(hours=1)}
+    assert isinstance(spec, dict)
+    return spec
+
+
+def _s(v: bytes | str) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class QueueMachine(RuleBasedStateMachine):
+    def __init__(
+        self, client: redis.Redis, prefix: str, mode: str, dead_max: int, concurrency: int | None
+    ) -> None:
+        super().__init__()
+        self.client = client
+        options = QueueOptions(
+            max_retries=MAX_RETRIES,
+            retry_backoff=Backoff(base=3600, max=7200, jitter=0.2),
+            priority_mode=mode,  # type: ignore[arg-type]
+            dead_letter_max=dead_max,
+            concurrency=concurrency,
+        )
+        # a fresh, empty queue per example (its keys are deleted in teardown)
+        self.q = Queue(
+            f"sm{next(_names)}-{uuid.uuid4().hex[:6]}", options, prefix=prefix, client=client
+        )
+        self.jobs: dict[str, Job] = {}
+        self.msgs: list[tuple[Message, int]] = []  # every delivery: (message, job incarnation)
+        self.tokens: set[int] = set()
+        self.acked: Counter[int] = Counter()  # job incarnation -> successful acks
+        self.stats: Counter[str] = Counter()
+        self._jid = itertools.count()
+        self._order = itertools.count()
+        self._past = itertools.count(1)
+        self._died = itertools.count()
+        self.dead_max = dead_max
+        self.concurrency = concurrency
+        self._consumer = itertools.count()
+
+    def teardown(self) -> None:
+        self.q.clear()
+
+    # ------------------------------------------------------------------ model helpers
+
+    def _in(self, state: str) -> list[Job]:
+        return [j for j in self._known() if j.state == state]
+
+    def _known(self) -> list[Job]:
+        """The model's jobs in a reproducible order (generated tags are random, so
+        ordering by tag would make hypothesis' choices depend on chance)."""
+        return sorted(self.jobs.values(), key=lambda j: j.jid)
+
+    def _pick(self, jobs: list[Job], idx: int) -> Job:
+        return jobs[idx % len(jobs)]
+
+    def _ready_order(self) -> list[str]:
+        """Claim order: higher priority first, FIFO (order of entering the line) within."""
+        return [j.tag for j in sorted(self._in(READY), key=lambda j: (-j.priority, j.order))]
+
+    def _to_ready(self, job: Job) -> None:
+        job.state = READY
+        job.order = next(self._order)
+        job.past = None
+        job.token = job.msg = job.consumer = None
+        job.progress = False
+
+    def _promote(self, limit: int) -> int:
+        due = sorted((j for j in self._in(DELAYED) if j.past is not None), key=lambda j: j.past)
+        for job in due[:limit]:
+            self._to_ready(job)
+        return len(due[:limit])
+
+    def _trim_dead(self, limit: int) -> tuple[int, bool]:
+        """Dead letters are bounded by count: the oldest beyond dead_letter_max go, at
+        most ``limit`` at a time. Returns (how many went, whether more must go)."""
+        dead = sorted(self._in(DEAD), key=lambda j: j.died)
+        excess = max(0, len(dead) - self.dead_max)
+        for old in dead[: min(excess, limit)]:
+            del self.jobs[old.tag]
+        return min(excess, limit), excess > limit
+
+    def _retry_or_bury(self, job: Job, later: bool, bury: bool, trim: bool = True) -> str:
+        job.token = job.msg = job.consumer = None
+        job.progress = False
+        job.past = None
+        if bury or job.attempts > job.max_retries:
+            job.state = DEAD
+            job.buried = bury
+            job.died = next(self._died)
+            self.stats["dead"] += 1
+            if trim:
+                self._trim_dead(self.q.options.scan_batch)
+            return "dead"
+        self.stats["retried"] += 1
+        if later:
+            job.state = DELAYED
+        else:
+            self._to_ready(job)
+        return "retry"
+
+    def _is_current(self, msg: Message, jid: int) -> bool:
+        job = self.jobs.get(msg.tag)
+        return job is not None and job.jid == jid and job.state == LEASED and job.token == msg.token
+
+    def _stale(self) -> list[Message]:
+        return [m for m, jid in self.msgs if not self._is_current(m, jid)]
+
+    def _add(
+        self,
+        tag: str,
+        body: Any,
+        priority: int,
+        max_retries: int | None,
+        later: bool,
+        vt: int | None = None,
+    ):
+        job = Job(
+            jid=next(self._jid),
+            tag=tag,
+            body=body,
+            priority=priority,
+            max_retries=MAX_RETRIES if max_retries is None else max_retries,
+            vt_ms=self.q.options.visibility_timeout_ms if vt is None else vt * 1000,
+            state=DELAYED,
+        )
+        self.jobs[tag] = job
+        if not later:
+            self._to_ready(job)
+
+    def _snapshot(self) -> dict[str, Any]:
+        """Every key of the queue with its content, to prove a call wrote nothing."""
+        keys = self.q.keys.all()
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.type(key)
+        read = {
+            b"zset": lambda p, k: p.zrange(k, 0, -1, withscores=True),
+            b"hash": lambda p, k: p.hgetall(k),
+            b"list": lambda p, k: p.lrange(k, 0, -1),
+            b"set": lambda p, k: p.smembers(k),
+            b"string": lambda p, k: p.get(k),
+            b"none": lambda p, k: p.exists(k),
+        }
+        for key, kind in zip(keys, pipe.execute(), strict=True):
+            read[kind](pipe, key)
+        return dict(zip(keys, pipe.execute(), strict=True))
+
+    def _redis_now(self) -> int:
+        sec, usec = self.client.time()
+        return sec * 1000 + usec // 1000
+
+    def _claim_model(self, batch: int, consumer: str) -> list[str]:
+        self._promote(100)
+        if self.concurrency is not None:  # a global limit on jobs in flight
+            batch = max(0, min(batch, self.concurrency - len(self._in(LEASED))))
+        tags = self._ready_order()[:batch]
+        for tag in tags:
+            job = self.jobs[tag]
+            job.state = LEASED
+            job.attempts += 1
+            job.consumer = consumer
+            job.past = None
+        self.stats["claimed"] += len(tags)
+        return tags
+
+    def _check_delivered(self, msgs: list[Message], expected: list[str], t0: int, t1: int) -> None:
+        """Check a claim's messages; t0/t1: Redis time before and after the call."""
+        assert [m.tag for m in msgs] == expected, "claim must hand out the front of the line"
+        for m in msgs:
+            job = self.jobs[m.tag]
+            assert t0 + job.vt_ms <= m.lease_deadline_ms <= t1 + job.vt_ms
+            assert m.token not in self.tokens, "a delivery token was reused"
+            self.tokens.add(m.token)
+            job.token, job.msg, job.deadline = m.token, m, m.lease_deadline_ms
+            assert m.attempt == job.attempts
+            assert m.priority == job.priority
+            assert m.max_retries == job.max_retries
+            assert m.body == job.body
+            assert m.queue == self.q.name
+            self.msgs.append((m, job.jid))
+
+    # ------------------------------------------------------------------ publishing
+
+    @initialize(jobs=st.lists(st.tuples(BODIES, PRIORITIES), max_size=6))
+    def seed_jobs(self, jobs):
+        """Some work from the start (the queue itself starts empty)."""
+        for body, priority in jobs:
+            tag = self.q.publish(body, priority=priority)
+            self._add(tag, body, priority, None, later=False)
+        self.stats["enqueued"] += len(jobs)
+
+    @rule(
+        body=BODIES,
+        priority=PRIORITIES,
+        tag_kind=st.sampled_from(["auto", "pool", "existing"]),
+        idx=INDEX,
+        when=WHENS,
+        max_retries=st.sampled_from([None, 0, 0, 1, 2]),
+        vt=st.sampled_from([None, None, 600]),
+    )
+    def publish(self, body, priority, tag_kind, idx, when, max_retries, vt):
+        tag: str | None = None
+        if tag_kind == "pool" or (tag_kind == "existing" and not self.jobs):
+            tag = POOL[idx % len(POOL)]
+        elif tag_kind == "existing":
+            tag = self._known()[idx % len(self.jobs)].tag
+        kwargs = {
+            "priority": priority,
+            "max_retries": max_retries,
+            "visibility_timeout": vt,
+            **_when_kwargs(when),
+        }
+        if tag is not None and tag in self.jobs:
+            before = self._snapshot()
+            with pytest.raises(DuplicateJob) as exc:
+                self.q.publish(body, tag, **kwargs)
+            assert exc.value.tags == [tag]
+            assert exc.value.states == [self.jobs[tag].state]
+            assert self._snapshot() == before, "a duplicate publish must write nothing"
+            return
+        got = self.q.publish(body, tag, **kwargs)
+        if tag is not None:
+            assert got == tag
+        else:
+            assert got not in self.jobs
+        self._add(got, body, priority, max_retries, WHEN[when][1], vt)
+        self.stats["enqueued"] += 1
+
+    @rule(
+        bodies=st.lists(BODIES, max_size=4),
+        priority=PRIORITIES,
+        tag_mode=st.sampled_from(["auto", "pool", "mixed"]),
+        idxs=st.lists(INDEX, min_size=4, max_size=4),
+        when=WHENS,
+        max_retries=st.sampled_from([None, 0, 2]),
+    )
+    def publish_many(self, bodies, priority, tag_mode, idxs, when, max_retries):
+        tags: list[str] | None = None
+        if tag_mode != "auto":
+            pool = POOL + ([j.tag for j in self._known()] if tag_mode == "mixed" else [])
+            tags = [pool[i % len(pool)] for i in idxs[: len(bodies)]]
+        kwargs = {"priority": priority, "max_retries": max_retries, **_when_kwargs(when)}
+        clashes: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for t in tags or []:
+            if t in seen:
+                clashes.append((t, "batch"))
+            elif t in self.jobs:
+                clashes.append((t, self.jobs[t].state))
+            seen.add(t)
+        if clashes:
+            before = self._snapshot()
+            with pytest.raises(DuplicateJob) as exc:
+                self.q.publish_many(bodies, tags=tags, **kwargs)
+            assert list(zip(exc.value.tags, exc.value.states, strict=True)) == clashes
+            assert exc.value.published == []
+            assert self._snapshot() == before, "a clashing publish_many must write nothing"
+            return
+        got = self.q.publish_many(bodies, tags=tags, **kwargs)
+        assert len(got) == len(bodies) == len(set(got))
+        if tags is not None:
+            assert got == tags
+        for tag, body in zip(got, bodies, strict=True):
+            assert tag not in self.jobs
+            self._add(tag, body, priority, max_retries, WHEN[when][1])
+        self.stats["enqueued"] += len(got)
+
+    # ------------------------------------------------------------------ consuming
+
+    @rule(worker=st.sampled_from(["a", "b", "c"]))
+    def get(self, worker):
+        consumer = f"{worker}{next(self._consumer)}"
+        t0 = self._redis_now()
+        msg = self.q.get(timeout=0, consumer=consumer)
+        t1 = self._redis_now()
+        expected = self._claim_model(1, consumer)
+        self._check_delivered([] if msg is None else [msg], expected, t0, t1)
+
+    @rule(batch=st.integers(1, 4))
+    def claim(self, batch):
+        consumer = f"x{next(self._consumer)}"
+        t0 = self._redis_now()
+        msgs, hint = self.q.claim(batch, consumer=consumer)
+        t1 = self._redis_now()
+        expected = self._claim_model(batch, consumer)
+        self._check_delivered(msgs, expected, t0, t1)
+        if msgs:
+            assert hint is None
+        elif self._in(DELAYED):
+            assert hint is not None and hint >= 0, "hint: time until the next delayed job"
+        else:
+            assert hint is None, "nothing is known to come: wait for a notify"
+
+    @precondition(lambda self: any(j.state == LEASED for j in self.jobs.values()))
+    @rule(idx=INDEX)
+    def ack(self, idx):
+        job = self._pick(self._in(LEASED), idx)
+        assert job.msg is not None
+        assert self.q.ack(job.msg) is True
+        self.acked[job.jid] += 1
+        self.stats["acked"] += 1
+        del self.jobs[job.tag]
+
+    def _superseded(self) -> list[Message]:
+        """Stale deliveries of a tag that is leased again, to another consumer."""
+        return [m for m in self._stale() if getattr(self.jobs.get(m.tag), "state", "") == LEASED]
+
+    @precondition(lambda self: bool(self._stale()))
+    @rule(idx=INDEX, first=STALE_OPS)
+    def stale_delivery(self, idx, first):
+        """A delivery that is no longer current (acked, retried, recovered, re-claimed,
+        buried, deleted, requeued) can neither finish nor fail nor extend the job."""
+        self._use_stale(self._pick(self._stale(), idx), first)
+
+    @precondition(lambda self: bool(self._superseded()))
+    @rule(idx=INDEX, first=STALE_OPS)
+    def superseded_delivery(self, idx, first):
+        """The same while the job is leased again under a newer token: the old consumer
+        must not finish, fail or extend the new delivery."""
+        self._use_stale(self._pick(self._superseded(), idx), first)
+
+    def _use_stale(self, msg: Message, first: str) -> None:
+        """Every way a consumer can use a delivery, ``first`` first: each must be
+        rejected and write nothing."""
+        ops = {
+            "ack": lambda: self.q.ack(msg) is False,
+            "ack_many": lambda: self.q.ack_many([msg]) == [False],
+            "nack": lambda: self.q.nack(msg, "late", retry_in=0) is None,
+            "nack_dead": lambda: self.q.nack(msg, "late", dead=True) is None,
+            "touch": lambda: self.q.touch(msg, extend=60, progress=0.5) is None,
+        }
+        for op in [first, *(o for o in ops if o != first)]:
+            before = self._snapshot()
+            assert ops[op](), f"a stale {op} must be rejected"
+            assert self._snapshot() == before, f"a stale {op} must change nothing"
+
+    @precondition(lambda self: any(j.state == LEASED for j in self.jobs.values()))
+    @rule(idx=INDEX, how=NACK_HOWS, error=st.sampled_from(["", "boom"]))
+    def nack(self, idx, how, error):
+        job = self._pick(self._in(LEASED), idx)
+        assert job.msg is not None
+        kwargs, later = NACKS[how]
+        got = self.q.nack(job.msg, error, **kwargs)
+        self.stats["failed"] += 1
+        if error:
+            job.error = error
+        expected = self._retry_or_bury(job, later, bool(kwargs.get("dead")))
+        assert got == expected
+
+    @precondition(lambda self: any(j.state == LEASED for j in self.jobs.values()))
+    @rule(
+        idx=INDEX,
+        extend=st.sampled_from([None, 0, 60]),
+        progress=st.sampled_from([None, 0.5]),
+    )
+    def touch(self, idx, extend, progress):
+        job = self._pick(self._in(LEASED), idx)
+        assert job.msg is not None
+        t0 = self._redis_now()
+        got = self.q.touch(job.msg, extend=extend, progress=progress)
+        t1 = self._redis_now()
+        assert got is not None
+        if progress is not None:
+            job.progress = True
+        if extend == 0:  # the deadline stays; an expired lease stays expired
+            assert got == _from_ms(job.deadline if job.past is None else job.past)
+            return
+        ext_ms = job.vt_ms if extend is None else extend * 1000
+        assert _from_ms(t0 + ext_ms) <= got <= _from_ms(t1 + ext_ms)
+        job.past = None  # a heartbeat revives an expired (not yet recovered) lease
+        job.deadline = round(got.timestamp() * 1000)
+
+    # ------------------------------------------------------------------ time passing
+
+    @precondition(
+        lambda self: any(j.state == LEASED and j.past is None for j in self.jobs.values())
+    )
+    @rule(idx=INDEX)
+    def expire_lease(self, idx):
+        job = self._pick([j for j in self._in(LEASED) if j.past is None], idx)
+        job.past = next(self._past)
+        assert self.client.zadd(self.q.keys.leased, {job.tag: job.past}, xx=True, ch=True) == 1
+
+    @precondition(
+        lambda self: any(j.state == DELAYED and j.past is None for j in self.jobs.values())
+    )
+    @rule(idx=INDEX)
+    def make_due(self, idx):
+        job = self._pick([j for j in self._in(DELAYED) if j.past is None], idx)
+        job.past = next(self._past)
+        assert self.client.zadd(self.q.keys.delayed, {job.tag: job.past}, xx=True, ch=True) == 1
+
+    @rule(limit=st.sampled_from([None, None, 1, 2]))
+    def scan(self, limit):
+        """Housekeeping, by default in one step; a small limit leaves work for the next."""
+        result = self.q.scan(limit)
+        limit = limit or self.q.options.scan_batch
+        promoted = self._promote(limit)
+        recovered = buried = 0
+        expired = sorted((j for j in self._in(LEASED) if j.past is not None), key=lambda j: j.past)
+        for job in expired[:limit]:
+            self.stats["expired"] += 1
+            job.error = "lease expired"
+            if self._retry_or_bury(job, later=False, bury=False, trim=False) == "dead":
+                buried += 1
+            else:
+                recovered += 1
+        # the dead letters beyond the bound (e.g. just buried) are trimmed at the end
+        trimmed, more_dead = self._trim_dead(limit)
+        assert (result.promoted, result.recovered, result.buried) == (promoted, recovered, buried)
+        assert result.trimmed == trimmed
+        assert result.more == (promoted == limit or len(expired) >= limit or more_dead)
+
+    # ------------------------------------------------------------------ operators
+
+    def _any_tag(self, idx: int) -> str:
+        tags = POOL + [j.tag for j in self._known() if j.tag not in POOL]
+        return tags[idx % len(tags)]
+
+    @rule(
+        op=st.sampled_from(["delete", "delete", "requeue_dead", "purge_dead", "inspect"]),
+        idx=INDEX,
+    )
+    def operator(self, op, idx):
+        """Operator calls on any tag (one rule, so that the lease rules run more often)."""
+        getattr(self, f"_{op}")(idx)
+
+    @precondition(lambda self: any(j.state == DEAD for j in self.jobs.values()))
+    @rule(op=st.sampled_from(["requeue_dead", "requeue_dead", "purge_dead"]), idx=INDEX)
+    def dead_letters(self, op, idx):
+        """Operator calls while there are dead letters."""
+        getattr(self, f"_{op}")(idx)
+
+    def _delete(self, idx: int) -> None:
+        tag = self._any_tag(idx)
+        job = self.jobs.get(tag)
+        if job is None or job.state == LEASED:
+            before = self._snapshot()
+            assert self.q.delete(tag) is False
+            assert self._snapshot() == before, "delete of a leased/unknown job changes nothing"
+            return
+        assert self.q.delete(tag) is True
+        self.stats["deleted"] += 1
+        del self.jobs[tag]
+
+    def _requeue_dead(self, idx: int) -> None:
+        dead = self._in(DEAD)
+        tag = self._pick(dead, idx).tag if dead and idx % 3 else self._any_tag(idx)
+        job = self.jobs.get(tag)
+        if job is None or job.state != DEAD:
+            before = self._snapshot()
+            assert self.q.requeue_dead(tag) is False
+            assert self._snapshot() == before
+            return
+        assert self.q.requeue_dead(tag) is True
+        self.stats["requeued"] += 1
+        job.attempts = 0
+        job.buried = False
+        self._to_ready(job)
+
+    def _purge_dead(self, idx: int) -> None:
+        dead = self._in(DEAD)
+        assert self.q.purge_dead() == len(dead)
+        for job in dead:
+            del self.jobs[job.tag]
+
+    def _inspect(self, idx: int) -> None:
+        """The read API agrees with the model: info, state, exists, rank, score."""
+        tag = self._any_tag(idx)
+        job = self.jobs.get(tag)
+        info = self.q.info(tag)
+        if job is None:
+            assert info is None
+            assert self.q.state(tag) is None
+            assert self.q.rank(tag) is None
+            assert not self.q.exists(tag)
+            return
+        assert info is not None
+        assert info.state == job.state == self.q.state(tag)
+        assert self.q.exists(tag) == (job.state != DEAD)
+        assert (info.attempts, info.priority, info.max_retries) == (
+            job.attempts,
+            job.priority,
+            job.max_retries,
+        )
+        assert info.body == job.body
+        assert (info.progress is not None) == job.progress
+        assert (info.last_error is not None) == (job.error is not None)
+        assert info.consumer == job.consumer
+        rank = self._ready_order().index(tag) if job.state == READY else None
+        assert info.rank == rank == self.q.rank(tag)
+        assert (self.q.score(tag) is None) == (job.state != READY)
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def redis_matches_model(self):
+        k = self.q.keys
+        pipe = self.client.pipeline(transaction=True)
+        for key in (k.ready, k.delayed, k.leased, k.dead):
+            pipe.zrange(key, 0, -1, withscores=True)
+        pipe.hkeys(k.body)
+        pipe.hgetall(k.meta)
+        pipe.hgetall(k.errors)
+        pipe.hkeys(k.progress)
+        pipe.llen(k.notify)
+        pipe.time()
+        ready, delayed, leased, dead, body, meta, errors, progress, notify, now = pipe.execute()
+        now_ms = now[0] * 1000 + now[1] // 1000
+        sets = {
+            READY: {_s(t): s for t, s in ready},
+            DELAYED: {_s(t): s for t, s in delayed},
+            LEASED: {_s(t): s for t, s in leased},
+            DEAD: {_s(t): s for t, s in dead},
+        }
+
+        # every job in exactly one set; no set member the model doesn't know
+        for state, members in sets.items():
+            assert set(members) == {j.tag for j in self._in(state)}, f"{state} set differs"
+        assert sum(len(m) for m in sets.values()) == len(self.jobs), "a job in two sets"
+        # records exist exactly for jobs in some set
+        assert {_s(t) for t in body} == set(self.jobs), "body records differ"
+        assert {_s(t) for t in meta} == set(self.jobs), "meta records differ"
+
+        # ready order = claim order: higher priority first, FIFO within a priority
+        order = [_s(t) for t, _ in ready]
+        assert order == self._ready_order(), "ready line out of order"
+        scores = [s for _, s in ready]
+        assert all(a < b for a, b in itertools.pairwise(scores)), "ready scores must not tie"
+        # so rank(tag) is the number of jobs claimed before it (rank 0 = the next get())
+        pipe = self.client.pipeline(transaction=False)
+        for tag in order:
+            pipe.zrank(k.ready, tag)
+        assert pipe.execute() == list(range(len(order)))
+        assert notify <= NOTIFY_CAP, "the wake-up list is bounded"
+        if self.concurrency is not None:
+            assert len(sets[LEASED]) <= self.concurrency, "global in-flight limit"
+
+        # scores: harness-written past scores as written, everything else in the future
+        for state in (DELAYED, LEASED):
+            for job in self._in(state):
+                score = sets[state][job.tag]
+                if job.past is None:
+                    assert score > now_ms, f"{job.tag} {state} in the past by itself"
+                    if state == LEASED:
+                        assert score == job.deadline, "lease deadline as handed out"
+                else:
+                    assert score == job.past
+        for score in sets[DEAD].values():
+            assert score <= now_ms + 1  # time of death (a monotonic clock may run ahead)
+        # dead letters in order of death (the oldest are trimmed first)
+        died = sorted(self._in(DEAD), key=lambda j: j.died)
+        assert [_s(t) for t, _ in dead] == [j.tag for j in died], "dead letters out of order"
+
+        # job records
+        for tag, job in self.jobs.items():
+            m = json.loads(meta[tag.encode()])
+            assert m["p"] == job.priority
+            assert m["a"] == job.attempts
+            assert m["m"] == job.max_retries
+            assert m.get("t") == job.token, "a token must be set exactly while leased"
+            assert ("t" in m) == (job.state == LEASED)
+            # dead exactly when attempts exceed max retries, or buried on purpose
+            if job.state == DEAD:
+                assert m["a"] > m["m"] or job.buried
+            elif job.state in (READY, DELAYED):
+                assert m["a"] <= m["m"]
+            else:
+                assert 1 <= m["a"] <= m["m"] + 1
+
+        want_errors = {t: j.error for t, j in self.jobs.items() if j.error is not None}
+        got_errors = {_s(t): _s(e) for t, e in errors.items()}
+        assert set(got_errors) == set(want_errors)
+        for tag, err in want_errors.items():
+            assert got_errors[tag].startswith(err)
+        assert {_s(t) for t in progress} == {t for t, j in self.jobs.items() if j.progress}
+
+        # counters, and the count APIs
+        lifetime = self.q.stats()
+        assert {n: lifetime.get(n, 0) for n in COUNTERS} == {n: self.stats[n] for n in COUNTERS}
+        assert self.q.counts() == {
+            "ready": len(sets[READY]),
+            "delayed": len(sets[DELAYED]),
+            "inflight": len(sets[LEASED]),
+            "dead": len(sets[DEAD]),
+        }
+
+        # no job acked twice (token fencing makes this strict: even after a lease
+        # expired and the job was handed out again, only the current delivery acks)
+        assert all(n == 1 for n in self.acked.values())
+
+
+@pytest.mark.parametrize(
+    ("mode", "dead_max", "concurrency", "examples"),
+    [
+        ("strict", 10_000, None, 60),
+        ("strict", 1, None, 40),  # one dead letter kept: each death trims the one before
+        ("strict", 10_000, 2, 30),  # at most two jobs in flight across all consumers
+        ("aging", 10_000, None, 40),
+    ],
+)
+def test_queue_state_machine(
+    redis_client: redis.Redis,
+    prefix: str,
+    mode: str,
+    dead_max: int,
+    concurrency: int | None,
+    examples: int,
+) -> None:
+    # In "aging" mode one priority step is worth 60 s of waiting; an example lasts well
+    # under a second, so the claim order is the same as in strict mode.
+    run_state_machine_as_test(
+        lambda: QueueMachine(redis_client, prefix, mode, dead_max, concurrency),
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=50,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+            report_multiple_bugs=False,
+            phases=[p for p in Phase if p is not Phase.explain],
+        ),
+    )
