@@ -12,7 +12,6 @@ import hashlib
 import io
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,14 +22,10 @@ from urllib.parse import urlsplit
 
 import redis
 
+from django_zqueue.embedded import free_port
+
 #: the ceiling's script: one ZADD, as in the shared harness (ceiling/py_ceiling.py)
 ZADD_LUA = "redis.call('zadd',KEYS[1],ARGV[1],ARGV[2]) return 1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
