@@ -37,7 +37,8 @@ class Command(BaseCommand):
         rows = {}
         for name in conf.get_config().queues:
             q = get_queue(name)
-            rows[name] = {**q.counts(), **q.stats(), "workers": q.live_threads()}
+            # counts() last: "dead" is the dead letters now, not the lifetime counter
+            rows[name] = {**q.stats(), **q.counts(), "workers": q.live_threads()}
         if options["json"]:
             self.stdout.write(json.dumps(rows, indent=2))
             return
