@@ -32,10 +32,9 @@ from django.utils import timezone
 
 from .connection import unavailable_as_error
 from .exceptions import InvalidArgument
-from .queue import MAX_TAG_BYTES, JobInfo, Queue
+from .queue import MAX_TAG_BYTES, JobInfo, Queue, live_thread_count, minute_rows
+from .queue import SERIES as SERIES  # the per-minute series of the stats ring
 
-#: the per-minute series of the stats ring: field prefix -> name (see _common.lua)
-SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_ms", "r": "ready"}
 #: tabs of the queue page: state -> the ZSET that holds it
 TABS = ("ready", "delayed", "leased", "dead")
 #: a worker entry older than this no longer counts (as Queue.live_threads' default)
@@ -130,13 +129,7 @@ def _live_threads(raw: dict[Any, Any], now_ms: int) -> int:
     """As :meth:`Queue.live_threads`: threads of the entries seen in the last 30 s.
 
     ``seen`` is the worker's clock, compared with this host's clock as the queue does."""
-    cutoff = now_ms - WORKER_WITHIN_MS
-    total = 0
-    for value in raw.values():
-        entry = _json(value)
-        if isinstance(entry, dict) and entry.get("seen", 0) >= cutoff:
-            total += int(entry.get("threads", 1))
-    return total
+    return live_thread_count(raw, now_ms - WORKER_WITHIN_MS)
 
 
 # ---------------------------------------------------------------- the minute series
@@ -161,18 +154,7 @@ class Minute:
 
 def minutes_from_stats(fields: dict[str, int], now_ms: int, last: int = 60) -> list[Minute]:
     """The last ``last`` minutes, oldest first, from the decoded stats hash."""
-    now_minute = now_ms // 60_000
-    out = []
-    for minute in range(now_minute - last + 1, now_minute + 1):
-        slot = minute % 64
-        live = fields.get(f"m{slot}") == minute
-        row = {
-            name: (fields.get(f"{short}{slot}", 0) if live else 0) for short, name in SERIES.items()
-        }
-        if not live or f"r{slot}" not in fields:
-            row["ready"] = -1
-        out.append(Minute(minute=minute, **row))
-    return out
+    return [Minute(**row) for row in minute_rows(fields, now_ms // 60_000, last)]
 
 
 def _stats_fields(raw: dict[Any, Any]) -> dict[str, int]:

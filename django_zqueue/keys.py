@@ -53,19 +53,10 @@ class QueueKeys:
         ]
 
     def all(self) -> list[str]:
+        """Every fixed key of the queue (result keys are per job and expire by themselves)."""
         return [
-            self.ready,
-            self.delayed,
-            self.leased,
-            self.dead,
-            self.body,
-            self.meta,
-            self.errors,
-            self.progress,
-            self.ctr,
+            *self.lifecycle(),
             self.rate,
-            self.stats,
-            self.notify,
             self.workers,
             self.sched,
             self.sched_defs,

@@ -20,7 +20,7 @@ import json
 import math
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -49,7 +49,7 @@ PROMOTE_LIMIT = 100
 MAX_BLOCK = 5.0
 
 STATES = ("ready", "delayed", "leased", "dead")
-_SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_ms", "r": "ready"}
+SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_ms", "r": "ready"}
 #: "no result to keep" for :meth:`Queue.ack_pipelined`
 NO_RESULT: Any = object()
 
@@ -113,6 +113,34 @@ class ScanResult:
     buried: int  # expired leases whose attempts were spent, now dead
     trimmed: int  # dead letters removed by age or count
     more: bool  # a limit was hit: call again to finish
+
+
+def minute_rows(fields: Mapping[str, int], now_minute: int, last: int) -> list[dict[str, int]]:
+    """Rows of :meth:`Queue.minutes` from the decoded stats hash (the 64-slot ring)."""
+    out = []
+    for minute in range(now_minute - last + 1, now_minute + 1):
+        slot = minute % 64
+        live = fields.get(f"m{slot}") == minute
+        row = {"minute": minute}
+        for short, name in SERIES.items():
+            row[name] = fields.get(f"{short}{slot}", 0) if live else 0
+        if not live or f"r{slot}" not in fields:
+            row["ready"] = -1
+        out.append(row)
+    return out
+
+
+def live_thread_count(workers: Mapping[Any, Any], cutoff_ms: float) -> int:
+    """Threads of the worker registrations (the workers hash) seen since ``cutoff_ms``."""
+    total = 0
+    for value in workers.values():
+        try:
+            entry = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("seen", 0) >= cutoff_ms:
+            total += int(entry.get("threads", 1))
+    return total
 
 
 def _from_ms(ms: float) -> datetime:
@@ -692,31 +720,14 @@ class Queue:
             pipe.hgetall(self.keys.stats)
             (secs, micros), raw = pipe.execute()
         fields = {_s(k): int(v) for k, v in raw.items()}
-        now_minute = (int(secs) * 1000 + int(micros) // 1000) // 60000
-        out = []
-        for minute in range(now_minute - last + 1, now_minute + 1):
-            slot = minute % 64
-            live = fields.get(f"m{slot}") == minute
-            row = {"minute": minute}
-            for short, name in _SERIES.items():
-                row[name] = fields.get(f"{short}{slot}", 0) if live else 0
-            if not live or f"r{slot}" not in fields:
-                row["ready"] = -1
-            out.append(row)
-        return out
+        return minute_rows(fields, (int(secs) * 1000 + int(micros) // 1000) // 60000, last)
 
     def live_threads(self, within: float = 30.0) -> int:
         """Worker threads serving this queue, as registered by workers seen in the last
         ``within`` seconds."""
         with unavailable_as_error():
             raw = self.client.hgetall(self.keys.workers)
-        cutoff = _now_ms() - within * 1000
-        total = 0
-        for value in raw.values():
-            entry = json.loads(value)
-            if entry.get("seen", 0) >= cutoff:
-                total += int(entry.get("threads", 1))
-        return total
+        return live_thread_count(raw, _now_ms() - within * 1000)
 
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, read atomically; None if there is no such job."""
