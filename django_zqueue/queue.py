@@ -161,8 +161,12 @@ def encode_body(body: Any) -> bytes:
 
 
 def new_tag() -> str:
-    """A fresh random job tag: 22 URL-safe characters (128 random bits)."""
-    return secrets.token_urlsafe(16)
+    """A fresh random job tag: 22 URL-safe characters (about 128 random bits), never
+    starting with "-"."""
+    while True:
+        tag = secrets.token_urlsafe(16)
+        if tag[0] != "-":  # a leading "-" would read as an option on a command line
+            return tag
 
 
 def _check_tag(tag: object) -> str:

@@ -697,3 +697,11 @@ def test_plain_evalsha_pipeline_sends_no_script_exists(q: Queue, redis_client: r
     q.ack_many(msgs)
     after = redis_client.info("commandstats").get("cmdstat_script|exists", {}).get("calls", 0)
     assert after == before
+
+
+def test_generated_tags_never_start_with_a_dash() -> None:
+    from django_zqueue.queue import new_tag
+
+    tags = [new_tag() for _ in range(3000)]  # ~1 in 64 raw tokens starts with "-"
+    assert all(len(t) == 22 and not t.startswith("-") for t in tags)
+    assert len(set(tags)) == 3000
