@@ -663,6 +663,15 @@ def test_release_returns_job_without_counting_the_attempt(q: Queue) -> None:
     assert again is not None and again.attempt == 1
 
 
+def test_release_keeps_the_place_in_line(q: Queue) -> None:
+    tags = q.publish_many(range(5))
+    msgs, _ = q.claim(3, "c")
+    q.publish("later")
+    assert all(q.release(m) for m in reversed(msgs))
+    assert [q.rank(t) for t in tags] == [0, 1, 2, 3, 4]
+    assert [m.tag for m in q.claim(5, "c")[0]] == tags
+
+
 def test_cancel_only_waiting_jobs(make_queue: QueueFactory) -> None:
     q = make_queue(max_retries=0)
     ready, delayed = q.publish("r"), q.publish("d", delay=60)

@@ -136,6 +136,7 @@ end
 local function retry_or_bury(k, id, meta, now, retry_ms, bury, mode, aging_us, dead_max, dead_ttl, limit, cap)
   meta.t = nil
   meta.c = nil
+  meta.q = nil
   if bury or (meta.a or 0) > (meta.m or 0) then
     redis.call('HSET', k.meta, id, cjson.encode(meta))
     redis.call('HDEL', k.progress, id)

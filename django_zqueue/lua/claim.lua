@@ -67,6 +67,7 @@ if n > 0 then
       m.t = first + i - 1
       m.c = consumer
       m.st = now
+      m.q = popped[2 * i] -- its place in line, for release()
       local enc = cjson.encode(m)
       local deadline = now + (m.v or vt)
       new_meta[#new_meta + 1] = id

@@ -39,6 +39,7 @@ if #expired > 0 then
       ', attempt ' .. tostring(meta.a or 0) .. ' of ' .. tostring(total) .. ')'
     meta.t = nil
     meta.c = nil
+    meta.q = nil
     metas[#metas + 1] = id
     metas[#metas + 1] = cjson.encode(meta)
     if (meta.a or 0) > (meta.m or 0) then
