@@ -241,7 +241,10 @@ end
 -- max_retries, visibility_ms ('' = the queue's). The caller has checked the tag is free.
 local function add_job(k, a, b, now, mode, aging_us)
   local id, body = a[b], a[b + 1]
-  local meta = {p = tonumber(a[b + 2]), a = 0, m = tonumber(a[b + 6]), e = now}
+  local meta = {m = tonumber(a[b + 6]), e = now} -- as in publish.lua: p and a absent = 0
+  if a[b + 2] ~= '0' then
+    meta.p = tonumber(a[b + 2])
+  end
   if a[b + 3] ~= '' then
     meta.s = a[b + 3]
   end

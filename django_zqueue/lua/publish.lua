@@ -47,7 +47,11 @@ local queued = {} -- {id, meta} of jobs ready now, in call order
 for i = 0, n - 1 do
   local b = 5 + 8 * i
   local id = ARGV[b]
-  local meta = {p = tonumber(ARGV[b + 2]), a = 0, m = tonumber(ARGV[b + 6]), e = now}
+  -- priority 0 and attempts 0 are left out (absent = 0): 16 bytes less per waiting job
+  local meta = {m = tonumber(ARGV[b + 6]), e = now}
+  if ARGV[b + 2] ~= '0' then
+    meta.p = tonumber(ARGV[b + 2])
+  end
   if ARGV[b + 3] ~= '' then
     meta.s = ARGV[b + 3]
   end
