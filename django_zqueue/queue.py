@@ -36,11 +36,11 @@ from .keys import QueueKeys, queue_keys
 from .scripts import Arg, Scripts
 
 #: at most this many jobs per publish script call, so one call stays short
-PUBLISH_CHUNK = 250
+PUBLISH_CHUNK = 100
 #: most jobs one claim may lease
 MAX_BATCH = 1000
 #: at most this many jobs per claim script call (a bigger claim sends several, pipelined)
-CLAIM_CHUNK = 250
+CLAIM_CHUNK = 100
 #: a tag is 1..MAX_TAG_BYTES bytes of UTF-8
 MAX_TAG_BYTES = 256
 #: the notify list never holds more wake-up tokens than this
@@ -375,7 +375,7 @@ class Queue:
         """Add many jobs in one round trip; return their tags in order.
 
         Every body is validated and encoded before anything is sent. Calls of up to
-        250 jobs are all-or-nothing. A longer call is sent as chunks of 250 in one
+        100 jobs are all-or-nothing. A longer call is sent as chunks of 100 in one
         pipeline after its tags are checked for clashes, so a :class:`DuplicateJob`
         writes nothing unless another client published a clashing tag in the meantime
         (the exception's ``published`` then lists what was written).
@@ -401,7 +401,7 @@ class Queue:
         return self.publish_prepared(jobs)
 
     def publish_prepared(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
-        """Send jobs made by :meth:`prepare`: one script call per 250, one round trip."""
+        """Send jobs made by :meth:`prepare`: one script call per 100, one round trip."""
         if not jobs:
             return []
         tags = [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
