@@ -27,9 +27,25 @@ local function tick_us(ctr, field)
   return us
 end
 
+-- The sequence of a partitioned queue in strict mode ('tstrict'): milliseconds of Redis
+-- TIME since 2025-01-01T00:00:00Z, or one more than the last value when TIME has not
+-- moved on, kept in HASH ctr field 'tseq'. Comparable across the queue's partitions (one
+-- clock), strictly increasing within one (FIFO).
+local TSEQ_EPOCH_MS = 1735689600000
+local function tick_seq(ctr)
+  local seq = now_ms() - TSEQ_EPOCH_MS
+  local last = tonumber(redis.call('HGET', ctr, 'tseq') or '0')
+  if seq <= last then
+    seq = last + 1
+  end
+  redis.call('HSET', ctr, 'tseq', fmt(seq))
+  return seq
+end
+
 -- The ready score of a job record: raw score override, or priority + FIFO order.
--- strict: a server-side sequence inside the priority's band;
--- aging : the monotonic server clock in microseconds minus priority * aging_us.
+-- strict : a server-side sequence inside the priority's band;
+-- tstrict: the same bands, the sequence from tick_seq (partitioned queues);
+-- aging  : the monotonic server clock in microseconds minus priority * aging_us.
 local function ready_score(ctr, meta, mode, aging_us)
   if meta.s then
     return tonumber(meta.s)
@@ -38,7 +54,12 @@ local function ready_score(ctr, meta, mode, aging_us)
   if mode == 'aging' then
     return tick_us(ctr, 'clock') - p * aging_us
   end
-  local seq = redis.call('HINCRBY', ctr, 'seq', 1)
+  local seq
+  if mode == 'tstrict' then
+    seq = tick_seq(ctr)
+  else
+    seq = redis.call('HINCRBY', ctr, 'seq', 1)
+  end
   if seq >= PRIORITY_BAND then
     error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
   end
