@@ -526,9 +526,9 @@ class Queue:
         return published
 
     def _publish_partitioned(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
-        """Publish on a partitioned queue: one script call per partition (and per 1000
-        jobs), each on that partition's keys only, in one pipeline. A call that spans
-        partitions is checked for clashes first, like a chunked call."""
+        """Publish on a partitioned queue: one script call per partition (and per
+        ``PUBLISH_CHUNK`` jobs), each on that partition's keys only, in one round trip. A
+        call that spans partitions is checked for clashes first, like a chunked call."""
         self._layout()
         tags = [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
         groups: dict[int, list[Sequence[Arg]]] = {}
@@ -542,12 +542,16 @@ class Queue:
         if len(calls) > 1:
             self._precheck_tags(tags)
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for p, chunk in calls:
-                self.scripts.publish(
-                    self.part_keys[p], self._mode, self._aging_us, NOTIFY_CAP, chunk, client=pipe
-                )
-            replies = pipe.execute()
+            if len(calls) == 1:  # one partition: a plain call
+                p, chunk = calls[0]
+                args = (self._mode, self._aging_us, NOTIFY_CAP, chunk)
+                replies = [self.scripts.publish(self.part_keys[p], *args)]
+            else:  # plain EVALSHA calls in one round trip
+                pipe = self.scripts.pipeline()
+                for p, chunk in calls:
+                    args = (self._mode, self._aging_us, NOTIFY_CAP, chunk)
+                    self.scripts.publish(self.part_keys[p], *args, client=pipe)
+                replies = self.scripts.execute(pipe)
         published: set[str] = set()
         clashes: list[tuple[list[str], list[str]]] = []
         for (_, chunk), reply in zip(calls, replies, strict=True):
@@ -1165,10 +1169,10 @@ class Queue:
             if self.partitions == 1:
                 replies = [self.scripts.scan(self.keys, *args, self._dead_ttl_ms, NOTIFY_CAP)]
             else:
-                pipe = self.client.pipeline(transaction=False)
+                pipe = self.scripts.pipeline()
                 for k in self.part_keys:  # one script call per partition, on its own keys
                     self.scripts.scan(k, *args, self._dead_ttl_ms, NOTIFY_CAP, client=pipe)
-                replies = pipe.execute()
+                replies = self.scripts.execute(pipe)
         p, r, b, t, more = (sum(int(x[i]) for x in replies) for i in range(5))
         return ScanResult(p, r, b, t, bool(more))
 
