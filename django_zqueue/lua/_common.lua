@@ -30,15 +30,19 @@ end
 -- The sequence of a partitioned queue in strict mode ('tstrict'): milliseconds of Redis
 -- TIME since 2025-01-01T00:00:00Z, or one more than the last value when TIME has not
 -- moved on, kept in HASH ctr field 'tseq'. Comparable across the queue's partitions (one
--- clock), strictly increasing within one (FIFO).
+-- clock), strictly increasing within one (FIFO). Reserves `n` numbers and returns the
+-- first; raises ZQ_SEQUENCE_EXHAUSTED, writing nothing, past 2^42 - 1.
 local TSEQ_EPOCH_MS = 1735689600000
-local function tick_seq(ctr)
+local function tick_seq(ctr, n)
   local seq = now_ms() - TSEQ_EPOCH_MS
   local last = tonumber(redis.call('HGET', ctr, 'tseq') or '0')
   if seq <= last then
     seq = last + 1
   end
-  redis.call('HSET', ctr, 'tseq', fmt(seq))
+  if seq + n - 1 >= PRIORITY_BAND then
+    error('ZQ_SEQUENCE_EXHAUSTED: the partition has used 2^42 sequence numbers')
+  end
+  redis.call('HSET', ctr, 'tseq', fmt(seq + n - 1))
   return seq
 end
 
@@ -56,7 +60,7 @@ local function ready_score(ctr, meta, mode, aging_us)
   end
   local seq
   if mode == 'tstrict' then
-    seq = tick_seq(ctr)
+    seq = tick_seq(ctr, 1)
   else
     seq = redis.call('HINCRBY', ctr, 'seq', 1)
   end
@@ -201,13 +205,7 @@ local function ready_scores(ctr, entries, mode, aging_us)
         redis.call('HSET', ctr, 'clock', fmt(value + need - 1))
       end
     elseif mode == 'tstrict' then
-      value = tick_seq(ctr)
-      if need > 1 then
-        redis.call('HSET', ctr, 'tseq', fmt(value + need - 1))
-      end
-      if value + need - 1 >= PRIORITY_BAND then
-        error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
-      end
+      value = tick_seq(ctr, need)
     else
       value = redis.call('HINCRBY', ctr, 'seq', need) - need + 1
       if value + need - 1 >= PRIORITY_BAND then
