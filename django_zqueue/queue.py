@@ -798,7 +798,7 @@ class Queue:
         """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is
         kept (never stored, or expired)."""
         with unavailable_as_error():
-            raw = self.client.get(self.keys_for(tag).result(_check_tag(tag)))
+            raw = self.client.get(self.keys_for(_check_tag(tag)).result(tag))
         if raw is None:
             raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
         return json.loads(raw)

@@ -204,6 +204,10 @@ def test_exists_score_state_info_delete_route_directly(
             if j != 5:
                 assert q.part_keys[j].tag not in cmd
     assert not q.exists(tag) and q.info(tag) is None and q.score(tag) is None
+    for bad in (b"bytes", 5, "", "x" * 257):  # checked before routing: a clear error
+        for method in (q.rank, q.score, q.state, q.exists, q.info, q.delete, q.result):
+            with pytest.raises((InvalidArgument, TypeError)):
+                method(bad)  # type: ignore[arg-type]
 
 
 def test_unpartitioned_queue_keeps_its_key_names(
