@@ -268,7 +268,6 @@ def test_global_rank_matches_a_model(n: int, redis_client: redis.Redis, prefix: 
         q.clear()
         ready: dict[str, tuple[float, int]] = {}  # tag -> (score, partition)
         leased: dict[str, Any] = {}
-        prio: dict[str, int] = {}
         claimed_at: dict[str, float] = {}  # tag -> its ready score when claimed
         last_computed: dict[int, float] = {}  # partition -> last computed seq (FIFO)
         for op in ops:
@@ -291,7 +290,6 @@ def test_global_rank_matches_a_model(n: int, redis_client: redis.Redis, prefix: 
                 else:
                     assert score == raw
                 ready[tag] = (score, p)
-                prio[tag] = priority
             elif op[0] == "claim":
                 _, part, batch = op
                 p = part % n
@@ -678,3 +676,22 @@ def test_periodic_schedule_on_a_partitioned_queue(
 def test_a_queue_name_cannot_hold_the_partition_separator() -> None:
     _, problems = conf.parse({"QUEUES": {"a#1": {}}})
     assert [p.id for p in problems] == ["django_zqueue.E004"]
+
+
+def test_stats_and_minutes_sum_the_partitions(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    q = make_queue(partitions=2)
+    minute = redis_ms(redis_client) // 60000
+    slot, before = minute % 64, (minute - 1) % 64
+    p0, p1 = (k.stats for k in q.part_keys)
+    redis_client.hset(p0, mapping={"enqueued": 3, f"m{slot}": minute, f"e{slot}": 3})
+    redis_client.hset(p0, mapping={f"m{before}": minute - 1, f"e{before}": 2})
+    # partition 1's slot still counts for the minute 64 minutes ago: not summed in
+    redis_client.hset(p1, mapping={"enqueued": 5, f"m{slot}": minute - 64, f"e{slot}": 100})
+    redis_client.hset(p1, mapping={f"m{before}": minute - 1, f"e{before}": 7, "acked": 1})
+    assert q.stats() == {"enqueued": 8, "acked": 1}
+    rows = q.minutes(2)
+    if rows[-1]["minute"] != minute:  # the minute turned between the two reads
+        return
+    assert [r["enqueued"] for r in rows] == [9, 3]
