@@ -423,10 +423,9 @@ def test_clock_sequence_budget_is_enforced(
     redis_client.hset(q.part_keys[1].ctr, "tseq", BAND - 1)
     with pytest.raises(redis.exceptions.ResponseError, match="ZQ_SEQUENCE_EXHAUSTED"):
         q.publish("x", tag=tag)
-    # no number used, the job not in line (publish.lua writes the record first: an
-    # orphan, as for strict mode's counter, see architecture.md)
+    # no number used, nothing written (the scores are computed before any write)
     assert redis_client.hget(q.part_keys[1].ctr, "tseq") == str(BAND - 1).encode()
-    assert q.state(tag) is None and q.rank(tag) is None
+    assert q.state(tag) is None and q.rank(tag) is None and q.info(tag) is None
     q.publish("other partition", tag=tag_in(0, 2))  # each partition has its own clock
 
 

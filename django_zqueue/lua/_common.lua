@@ -63,9 +63,10 @@ local function ready_score(ctr, meta, mode, aging_us)
     seq = tick_seq(ctr, 1)
   else
     seq = redis.call('HINCRBY', ctr, 'seq', 1)
-  end
-  if seq >= PRIORITY_BAND then
-    error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
+    if seq >= PRIORITY_BAND then
+      redis.call('HINCRBY', ctr, 'seq', -1) -- give the number back: nothing changed
+      error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
+    end
   end
   return seq - p * PRIORITY_BAND
 end
@@ -209,6 +210,7 @@ local function ready_scores(ctr, entries, mode, aging_us)
     else
       value = redis.call('HINCRBY', ctr, 'seq', need) - need + 1
       if value + need - 1 >= PRIORITY_BAND then
+        redis.call('HINCRBY', ctr, 'seq', -need) -- give the numbers back: nothing changed
         error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
       end
     end
@@ -244,8 +246,9 @@ local function promote(delayed, ready, meta, ctr, now, limit, mode, aging_us)
   for i, id in ipairs(due) do
     entries[i] = {id, raws[i] and cjson.decode(raws[i]) or {}}
   end
+  local scored = ready_scores(ctr, entries, mode, aging_us) -- may raise: before any write
   redis.call('ZREM', delayed, unpack(due))
-  redis.call('ZADD', ready, unpack(ready_scores(ctr, entries, mode, aging_us)))
+  redis.call('ZADD', ready, unpack(scored))
   return #due
 end
 
