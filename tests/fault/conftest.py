@@ -86,7 +86,8 @@ class Fault:
         )
 
     def start_worker(self, *args: str, skew: float = 0.0) -> subprocess.Popen[str]:
-        proc = self.command("zqueue_worker", "--queues", "default", "--grace", "5", *args, skew=skew)
+        args = ("--queues", "default", "--grace", "5", *args)
+        proc = self.command("zqueue_worker", *args, skew=skew)
         self.workers.append(proc)
         return proc
 

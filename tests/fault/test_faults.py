@@ -313,8 +313,12 @@ def test_r8_scanner_flood(
     chunk = 1000
     setup = time.monotonic()
     # leases that run out: claimed under a 1 ms visibility timeout
-    short = Queue("default", queue_options("default", visibility_timeout=0.001),
-                  prefix=f.prefix, client=q.client)
+    short = Queue(
+        "default",
+        queue_options("default", visibility_timeout=0.001),
+        prefix=f.prefix,
+        client=q.client,
+    )
     for i in range(0, n_expired, chunk):
         q.publish_many([{"k": j} for j in range(i, min(i + chunk, n_expired))])
     claimed = 0
@@ -347,13 +351,13 @@ def test_r8_scanner_flood(
     pinger.start()
     start = time.monotonic()
     scanners = [
-        f.command("zqueue_scanner", "--queues", "default", "--interval", "0.05")
-        for _ in range(3)
+        f.command("zqueue_scanner", "--queues", "default", "--interval", "0.05") for _ in range(3)
     ]
     try:
         done = wait_for(
-            lambda: q.counts() == {"ready": n_due + n_expired, "delayed": 0, "inflight": 0,
-                                   "dead": 0},
+            lambda: (
+                q.counts() == {"ready": n_due + n_expired, "delayed": 0, "inflight": 0, "dead": 0}
+            ),
             timeout=1200 if long_run else 120,
             step=0.1,
         )
@@ -366,7 +370,7 @@ def test_r8_scanner_flood(
         pinger.join(10)
     assert done, q.counts()
     stats = q.stats()
-    slow = [e for e in admin.slowlog_get(100000)]
+    slow = list(admin.slowlog_get(100000))
     scripts = [e for e in slow if e["command"].split()[0].upper() in (b"EVALSHA", b"EVAL")]
     others = [e for e in slow if e not in scripts]
     pings.sort()
@@ -375,7 +379,8 @@ def test_r8_scanner_flood(
         f"\nFAULT R8 due={n_due} expired={n_expired} setup_s={setup:.1f} "
         f"scanners=3 drain_s={elapsed:.1f} script_calls_over_1ms={len(scripts)} "
         f"max_script_ms={max((e['duration'] for e in scripts), default=0) / 1000:.2f} "
-        f"other_over_1ms={len(others)} pings={len(pings)} ping_p50_ms={pings[len(pings) // 2] * 1000:.2f} "
+        f"other_over_1ms={len(others)} pings={len(pings)} "
+        f"ping_p50_ms={pings[len(pings) // 2] * 1000:.2f} "
         f"ping_p99_ms={p99 * 1000:.2f} ping_max_ms={pings[-1] * 1000:.2f}"
     )
     # each lease recovered once (a counter per recovery); each delayed job promoted once
