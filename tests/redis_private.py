@@ -27,7 +27,12 @@ def binary() -> str:
 
 
 class PrivateRedis:
-    def __init__(self, workdir: Path, *args: str, port: int | None = None) -> None:
+    def __init__(
+        self, workdir: Path, *args: str, port: int | None = None, tls_ca: Path | None = None
+    ) -> None:
+        """``tls_ca``: the server listens with TLS on ``port`` (give ``--tls-port`` and
+        ``--port 0`` in ``args``); clients verify it with this CA file."""
+        self.tls_ca = tls_ca
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.args = list(args)
@@ -37,9 +42,12 @@ class PrivateRedis:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        scheme = "rediss" if self.tls_ca else "redis"
+        return f"{scheme}://127.0.0.1:{self.port}/0"
 
     def client(self, **kwargs: object) -> redis.Redis:
+        if self.tls_ca:
+            kwargs.setdefault("ssl_ca_certs", str(self.tls_ca))
         return redis.Redis.from_url(self.url, **kwargs)  # type: ignore[arg-type]
 
     def start(self, timeout: float = 15.0) -> None:
