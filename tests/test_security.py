@@ -265,3 +265,22 @@ def test_tls(tmp_path: Path) -> None:
                 conf.reset()
     finally:
         server.stop()
+
+
+def test_arguments_stay_out_of_the_logs(
+    project: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Job arguments may hold secrets: the worker's log lines name the job and task, not
+    the arguments (the admin shows them only with view_payload: test_admin.py)."""
+    import logging
+
+    secret = "s3cr3t-api-token-4c2f"
+    ledger = tmp_path / secret
+    tasks.always_fails.enqueue(str(ledger))
+    tasks.record.enqueue(str(tmp_path / "ok"), secret)
+    with caplog.at_level(logging.DEBUG, logger="django_zqueue"):
+        Worker(["default"], burst=True, scan_interval=0.05).run()
+    assert ledger.exists()  # the jobs ran
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "event=job_failed" in text
+    assert secret not in text
