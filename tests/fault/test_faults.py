@@ -9,6 +9,7 @@ docs/reliability.md. Each test prints one ``FAULT Rn ...`` line with its figures
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import threading
@@ -402,7 +403,8 @@ def test_r8_scanner_flood(
     pings.sort()
     p99 = pings[int(len(pings) * 0.99)]
     print(
-        f"\nFAULT R8 due={n_due} expired={n_expired} scan_batch={q.options.scan_batch} "
+        f"\nFAULT R8 due={n_due} expired={n_expired} "
+        f"scan_batch={os.environ.get('ZQ_FAULT_SCAN_BATCH') or q.options.scan_batch} "
         f"setup_s={setup:.1f} scanners=3 drain_s={elapsed:.1f} script_calls={total} "
         f"mean_us={evalsha.get('usec_per_call', 0)} over_1ms={len(calls)} over_5ms={over_5ms} "
         f"max_us={max(calls, default=0)} slowest_other={others[-2:]} pings={len(pings)} "
