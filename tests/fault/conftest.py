@@ -61,6 +61,7 @@ class Fault:
     skew: float = 0.0
     workers: list[subprocess.Popen[str]] = field(default_factory=list)
     killed: dict[int, float] = field(default_factory=dict)  # pid -> time of its SIGKILL
+    started: int = 0  # commands started (numbers their log files)
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
@@ -77,13 +78,18 @@ class Fault:
         return get_queue("default")
 
     def command(self, *args: str, skew: float = 0.0) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, str(ROOT / "testproject" / "manage.py"), *args],
-            env=self.env(ZQ_FAULT_SKEW=str(skew)),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+        """Start a management command; its output goes to ``<ledger dir>/<n>-<name>.log``
+        (kept with the test's tmp_path, for a post-mortem)."""
+        logs = Path(self.ledger).parent
+        self.started += 1
+        with (logs / f"{self.started:03d}-{args[0]}.log").open("w") as out:
+            return subprocess.Popen(
+                [sys.executable, str(ROOT / "testproject" / "manage.py"), *args],
+                env=self.env(ZQ_FAULT_SKEW=str(skew)),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
 
     def start_worker(self, *args: str, skew: float = 0.0) -> subprocess.Popen[str]:
         args = ("--queues", "default", "--grace", "5", *args)
