@@ -48,6 +48,16 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
                 )
             )
             continue
+        if registry.get(schedule.task) is None:
+            errors.append(
+                checks.Error(
+                    f"ZQUEUE['SCHEDULES'][{name!r}] names task {schedule.task!r}, which is not "
+                    "a registered @task: every tick would be a dead letter.",
+                    hint="Use the dotted name of a function decorated with "
+                    "django_zqueue.task (module.function).",
+                    id="django_zqueue.E013",
+                )
+            )
         if schedule.queue not in config.queues:
             errors.append(
                 checks.Error(
