@@ -142,7 +142,7 @@ class Worker:
         self._done = threading.Event()  # set once running jobs are finished or released
         self.scheduler: Any = None  # a schedules.Scheduler once run() starts
         self._schedules_synced = False
-        self._notify_keys = [q.keys.notify for q in self.queues]
+        self._notify_keys = [key for q in self.queues for key in q.notify_keys]
         self._client = self.queues[0].client
 
     # ------------------------------------------------------------------ lifecycle
@@ -180,6 +180,9 @@ class Worker:
                 burst=self.burst,
             )
         )
+        for q in self.queues:  # refuse a changed 'partitions' before running anything
+            with contextlib.suppress(QueueUnavailable):  # down: checked at first claim
+                q.check_layout()
         if self.scanner:
             from .schedules import Scheduler
 
@@ -368,8 +371,9 @@ class Worker:
             return q.claim(budget, self.id)
         pipe = q.scripts.pipeline()
         self._queue_outcomes(done, pipe)
+        start = q.next_partition() if q.partitions > 1 else 0
         q.scripts.claim(
-            q.keys,
+            q.part_keys[start],
             budget,
             q._vt_ms,
             q._concurrency,
@@ -388,8 +392,9 @@ class Worker:
         reply = replies[-1]
         if isinstance(reply, Exception):
             raise QueueUnavailable(str(reply))
-        msgs = [q._message(*reply[i : i + 4]) for i in range(1, len(reply), 4)]
-        hint = int(reply[0])
+        msgs, hint = q.claim_reply(reply)
+        if q.partitions > 1 and len(msgs) < budget:  # go on round-robin
+            return q._claim_partitioned(budget, self.id, (start, msgs, hint))
         return msgs, (None if msgs or hint < 0 else hint / 1000)
 
     def _flush(self, done: list[tuple[Queue, Message, dict[str, Any]]]) -> None:
@@ -412,7 +417,7 @@ class Worker:
                 )
             else:
                 q.scripts.nack(
-                    q.keys,
+                    q.keys_for(msg.tag),
                     msg.tag,
                     msg.token,
                     out["error"][:65536],
@@ -722,7 +727,15 @@ class Worker:
         pipe = scripts.pipeline()
         for h in due:
             q = h.queue
-            q.scripts.touch(q.keys, h.message.tag, h.message.token, -1, "", q._vt_ms, client=pipe)
+            q.scripts.touch(
+                q.keys_for(h.message.tag),
+                h.message.tag,
+                h.message.token,
+                -1,
+                "",
+                q._vt_ms,
+                client=pipe,
+            )
         try:
             scripts.execute(pipe)
         except Exception as exc:
@@ -856,7 +869,7 @@ class Worker:
             for h in held:
                 q = h.queue
                 q.scripts.release(
-                    q.keys,
+                    q.keys_for(h.message.tag),
                     h.message.tag,
                     h.message.token,
                     q._mode,

@@ -4,7 +4,7 @@
 -- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
 -- ARGV[1] mode ('strict' | 'aging')     ARGV[2] aging_us (µs one priority step is worth)
--- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..250)
+-- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
 -- ARGV[5 + 8*(i-1) ..] per job i:
 --   id, body, priority, score ('' = computed), delay_ms ('' = none),
 --   run_at_ms ('' = none; absolute, Redis TIME), max_retries, visibility_ms ('' = queue's)
