@@ -8,7 +8,8 @@ processes never share a socket with their parent.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,6 +23,39 @@ from .exceptions import QueueUnavailable
 _clients: dict[tuple[Any, ...], redis.Redis] = {}
 _lock = threading.Lock()
 
+#: Waits before each retry of a command refused with READONLY (about 3 s in all).
+READONLY_WAITS = (0.1, 0.2, 0.4, 0.8, 1.6)
+
+
+class _Retry(Retry):
+    """redis-py's retry, plus a bounded retry of commands refused with ``READONLY``.
+
+    ``READONLY`` means the node is (now) a replica and the command was not run (a script
+    is refused at its first write, before any write), so sending it again is safe. After
+    a failover behind one address (a managed Redis, a proxy, a DNS name) the connection
+    is closed and the next attempt reaches the new primary. Connection errors keep their
+    own budget (one immediate retry)."""
+
+    def call_with_retry(
+        self,
+        do: Callable[[], Any],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> Any:
+        for wait in (*READONLY_WAITS, None):
+            try:
+                return super().call_with_retry(do, fail, is_retryable, with_failure_count)
+            except redis.ReadOnlyError as exc:
+                if wait is None:
+                    raise
+                if with_failure_count:
+                    fail(exc, 0)  # closes the connection (a count of 0 records no retry)
+                else:
+                    fail(exc)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
+
 
 def make_client(config: conf.Config) -> redis.Redis:
     """A new client for ``config`` (no connection is opened until the first command)."""
@@ -33,7 +67,7 @@ def make_client(config: conf.Config) -> redis.Redis:
         # script call may have run, and re-running a publish would add a second job.
         # redis-py's default (10 retries with backoff, timeouts included) would also make
         # an unreachable Redis take many socket timeouts to report.
-        "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+        "retry": _Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
     }
     options.update(config.connection_options)
     return redis.Redis.from_url(config.redis_url, **options)
@@ -69,8 +103,9 @@ conf.on_reset(_reset)
 
 @contextmanager
 def unavailable_as_error(what: str = "Redis") -> Iterator[None]:
-    """Turn redis-py's connection and timeout errors into :class:`QueueUnavailable`."""
+    """Turn redis-py's connection and timeout errors, and ``READONLY`` refusals that
+    outlasted their retries, into :class:`QueueUnavailable`."""
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError) as exc:
         raise QueueUnavailable(f"{what} is unavailable: {exc}") from exc

@@ -22,6 +22,14 @@ from .redis_server import redis_url
 collect_ignore = ["conformance"]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fault-long",
+        action="store_true",
+        help="run the fault suite's long variants (tests/fault): more jobs, time and faults",
+    )
+
+
 @pytest.fixture(scope="session")
 def redis_client() -> redis.Redis:
     return redis.Redis.from_url(redis_url())
