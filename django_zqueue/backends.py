@@ -178,13 +178,12 @@ class ZQueueBackend(BaseTaskBackend):
         # QUEUES = [] accepts any configured queue, so the result may be in any of them
         names = self.queues or set(conf.get_config().queues)
         queues = [get_queue(name) for name in sorted(names)]
-        client = queues[0].client
-        pipe = client.pipeline(transaction=False)
+        pipe = queues[0].scripts.pipeline()
         for q in queues:
             q.scripts.info(q.keys, result_id, True, client=pipe)
             pipe.get(q.keys.result(result_id))
         try:
-            replies = pipe.execute()
+            replies = queues[0].scripts.execute(pipe)
         except Exception as exc:
             from .exceptions import QueueUnavailable
 

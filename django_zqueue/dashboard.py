@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from django.utils import timezone
 
-from .connection import unavailable_as_error
+from .connection import is_cluster, server_time_ms, unavailable_as_error
 from .exceptions import InvalidArgument
 from .queue import MAX_TAG_BYTES, JobInfo, Queue, live_thread_count, minute_rows
 from .queue import SERIES as SERIES  # the per-minute series of the stats ring
@@ -57,6 +57,25 @@ def _ms_dt(ms: float) -> datetime:
 def _redis_ms(reply: Any) -> int:
     secs, micros = reply
     return int(secs) * 1000 + int(micros) // 1000
+
+
+def _timed_pipeline(client: Any, key: str, transaction: bool = False) -> tuple[Any, int | None]:
+    """A pipeline whose first command is ``TIME``. A cluster pipeline takes no ``TIME``
+    (nor does a cluster transaction): there the time of ``key``'s node is read first, on
+    its own, and returned; :func:`_execute_timed` puts it in front of the replies."""
+    pipe = client.pipeline(transaction=transaction)
+    if is_cluster(client):
+        return pipe, server_time_ms(client, key)
+    pipe.time()
+    return pipe, None
+
+
+def _execute_timed(pipe: Any, now_ms: int | None) -> tuple[int, list[Any]]:
+    """(Redis time in ms, replies with the ``TIME`` reply first) of a timed pipeline."""
+    replies = list(pipe.execute())
+    if now_ms is None:
+        return _redis_ms(replies[0]), replies
+    return now_ms, [None, *replies]
 
 
 def _json(raw: Any) -> Any:
@@ -350,8 +369,7 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
     for group in _by_client(queues).values():
         client = group[0].client
         with unavailable_as_error():
-            pipe = client.pipeline(transaction=False)
-            pipe.time()
+            pipe, now = _timed_pipeline(client, group[0].keys.ready)
             for q in group:
                 k = q.keys
                 for key in (k.ready, k.delayed, k.leased, k.dead):
@@ -359,8 +377,7 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
                 pipe.hgetall(k.stats)
                 pipe.hgetall(k.workers)
                 pipe.zrange(k.ready, 0, 0)
-            replies = pipe.execute()
-            now_ms = _redis_ms(replies[0])
+            now_ms, replies = _execute_timed(pipe, now)
             rows = [replies[1 + 7 * i : 8 + 7 * i] for i in range(len(group))]
             firsts = [(q, row[6][0]) for q, row in zip(group, rows, strict=True) if row[6]]
             metas: dict[str, Any] = {}
@@ -533,8 +550,8 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     k = q.keys
     zset = {"ready": k.ready, "delayed": k.delayed, "leased": k.leased, "dead": k.dead}[state]
     with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=True)  # counts and page from one snapshot
-        pipe.time()
+        # counts and page from one snapshot (one slot: a transaction on a cluster too)
+        pipe, now = _timed_pipeline(q.client, k.ready, transaction=True)
         for key in (k.ready, k.delayed, k.leased, k.dead):
             pipe.zcard(key)
         start = (number - 1) * per_page
@@ -545,8 +562,7 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
         if state == "ready":
             pipe.hmget(k.stats, ["acked", "run_ms"])
             pipe.hgetall(k.workers)
-        replies = pipe.execute()
-        now_ms = _redis_ms(replies[0])
+        now_ms, replies = _execute_timed(pipe, now)
         counts = dict(zip(TABS, (int(c) for c in replies[1:5]), strict=True))
         members: list[tuple[bytes, float]] = replies[5]
         total = counts[state]
@@ -754,11 +770,10 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
     if info is None:
         return None
     with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=False)
-        pipe.time()
+        pipe, now = _timed_pipeline(q.client, q.keys.stats)
         pipe.hmget(q.keys.stats, ["acked", "run_ms"])
         pipe.hgetall(q.keys.workers)
-        now_raw, (acked, run_ms), workers_raw = pipe.execute()
+        now_ms, (_, (acked, run_ms), workers_raw) = _execute_timed(pipe, now)
     eta = None
     if info.rank is not None and acked and int(acked):
         threads = max(1, _live_threads(workers_raw, int(time.time() * 1000)))
@@ -770,7 +785,7 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
         last_error=info.last_error if payload else None,
         error_hidden=bool(info.last_error) and not payload,
         eta_seconds=eta,
-        now_ms=_redis_ms(now_raw),
+        now_ms=now_ms,
     )
 
 
@@ -805,11 +820,11 @@ def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
                 pipe.hget(q.keys.sched_last, name)
             replies = pipe.execute()
             lasts = [r.decode().split(" ", 1)[1] if r else None for r in replies[1::2]]
-            pipe = q.client.pipeline(transaction=False)
+            pipe = q.scripts.pipeline()
             for job in lasts:
                 if job:
                     q.scripts.state(q.keys, job, client=pipe)
-            states = iter(pipe.execute())
+            states = iter(q.scripts.execute(pipe))
         for name, nxt, job in zip(names, replies[0::2], lasts, strict=True):
             definition = json.loads(defs[name.encode()])
             state = (next(states).decode() or None) if job else None

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from . import conf
-from .connection import get_client, unavailable_as_error
+from .connection import get_client, is_cluster, server_time_ms, socket_timeout, unavailable_as_error
 from .exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge, UnknownQueue
 from .keys import QueueKeys, queue_keys
 from .scripts import Arg, Scripts
@@ -271,7 +271,7 @@ class Queue:
         self._qps = o.qps or 0
         self._dead_ttl_ms = int(o.dead_letter_ttl * 1000)
         self._ack_notify = NOTIFY_CAP if o.concurrency else 0
-        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        timeout = socket_timeout(self.client)
         self._max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
 
     def __repr__(self) -> str:
@@ -409,12 +409,12 @@ class Queue:
         chunks = [jobs[i : i + PUBLISH_CHUNK] for i in range(0, len(jobs), PUBLISH_CHUNK)]
         self._precheck_tags(tags)
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.scripts.pipeline()
             for chunk in chunks:
                 self.scripts.publish(
                     self.keys, self._mode, self._aging_us, NOTIFY_CAP, chunk, client=pipe
                 )
-            replies = pipe.execute()
+            replies = self.scripts.execute(pipe)
         published: list[str] = []
         clashes: list[tuple[list[str], list[str]]] = []
         for chunk, reply in zip(chunks, replies, strict=True):
@@ -715,16 +715,21 @@ class Queue:
         """Per-minute figures for the ``last`` minutes (at most 63), oldest first: minute
         (since the epoch, Redis time), enqueued, acked, failed, dead, run_ms, and ready
         (depth, last sample in that minute; -1 when none was taken). Minutes with no
-        activity are zeros. One round trip."""
+        activity are zeros. One round trip (two on a Redis Cluster)."""
         if not 1 <= last <= 63:
             raise InvalidArgument("last must be in [1, 63]")
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.time()
-            pipe.hgetall(self.keys.stats)
-            (secs, micros), raw = pipe.execute()
+            if is_cluster(self.client):  # a cluster pipeline takes no TIME: two calls
+                now_ms = server_time_ms(self.client, self.keys.stats)
+                raw = self.client.hgetall(self.keys.stats)
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.time()
+                pipe.hgetall(self.keys.stats)
+                (secs, micros), raw = pipe.execute()
+                now_ms = int(secs) * 1000 + int(micros) // 1000
         fields = {_s(k): int(v) for k, v in raw.items()}
-        return minute_rows(fields, (int(secs) * 1000 + int(micros) // 1000) // 60000, last)
+        return minute_rows(fields, now_ms // 60000, last)
 
     def live_threads(self, within: float = 30.0) -> int:
         """Worker threads serving this queue, as registered by workers seen in the last
@@ -794,10 +799,10 @@ class Queue:
             raise InvalidArgument("offset must be >= 0 and limit in [1, 1000]")
         with unavailable_as_error():
             tags: list[bytes] = self.client.zrevrange(self.keys.dead, offset, offset + limit - 1)  # type: ignore[assignment]
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.scripts.pipeline()
             for t in tags:
                 self.scripts.info(self.keys, _s(t), True, client=pipe)
-            replies = pipe.execute()
+            replies = self.scripts.execute(pipe)
         infos = (self._job_info(_s(t), r) for t, r in zip(tags, replies, strict=True))
         return [i for i in infos if i is not None]
 

@@ -5,6 +5,12 @@ Each ``lua/<name>.lua`` file holds one atomic operation and starts with its cont
 is prepended to each. Calls go through redis-py's ``Script``, which uses EVALSHA and
 re-sends the source by itself after a ``SCRIPT FLUSH``.
 
+On a Redis Cluster, redis-py routes each EVALSHA by its first key (all keys of a queue
+share one slot) and ``SCRIPT LOAD`` goes to every master. A cluster pipeline refuses
+``evalsha()`` (and redis-py's ``Script`` with it), so script calls in any pipeline are
+queued as plain ``EVALSHA`` commands, and :meth:`Scripts.execute` loads the scripts and
+resends what got NOSCRIPT: a replica promoted by a failover has no scripts loaded.
+
 These methods do no validation: :class:`~django_zqueue.queue.Queue` validates first.
 """
 
@@ -15,8 +21,9 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeAlias
 
+from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from .keys import QueueKeys
 
@@ -48,6 +55,25 @@ def source(name: str) -> str:
     return common + "\n" + (lua / f"{name}.lua").read_text(encoding="utf-8")
 
 
+def is_cluster_pipeline(client: Any) -> bool:
+    return isinstance(client, ClusterPipeline)
+
+
+def _command(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(args, options) of a queued pipeline command (a tuple, or redis-py's cluster
+    ``PipelineCommand``)."""
+    if isinstance(entry, tuple):
+        return entry[0], entry[1]
+    return tuple(entry.args), dict(entry.options)
+
+
+def _is_noscript(reply: Any) -> bool:
+    # a cluster pipeline may wrap the server's error in a plain ResponseError
+    return isinstance(reply, NoScriptError) or (
+        isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT")
+    )
+
+
 class Scripts:
     """The scripts registered on one redis-py client."""
 
@@ -56,10 +82,11 @@ class Scripts:
         self._s = {name: Script(client, source(name)) for name in SCRIPT_NAMES}
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Arg], client: Client) -> Any:
-        if getattr(client, "_zq_plain_evalsha", False):
+        if getattr(client, "_zq_plain_evalsha", False) or is_cluster_pipeline(client):
             # a pipeline from self.pipeline(): no SCRIPT EXISTS round trip before it;
             # self.execute() loads the scripts and resends what got NOSCRIPT
-            return client.evalsha(self._s[name].sha, len(keys), *keys, *args)
+            sha = self._s[name].sha
+            return client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
         return self._s[name](keys=keys, args=args, client=client or self.client)
 
     def pipeline(self) -> Any:
@@ -76,9 +103,10 @@ class Scripts:
         """Execute a pipeline from :meth:`pipeline`. After a ``SCRIPT FLUSH``, the calls
         that got NOSCRIPT (Redis ran nothing for them) are sent again, alone, once the
         scripts are loaded; every other reply is kept as it came."""
-        stack = list(pipe.command_stack)
+        queued = pipe._execution_strategy.command_queue if is_cluster_pipeline(pipe) else None
+        stack = [_command(c) for c in (pipe.command_stack if queued is None else queued)]
         replies = list(pipe.execute(raise_on_error=False))
-        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        missing = [i for i, r in enumerate(replies) if _is_noscript(r)]
         if missing:
             for script in self._s.values():
                 self.client.script_load(script.script)

@@ -32,6 +32,7 @@ from typing import Any
 from django.db import close_old_connections
 
 from . import registry, signals
+from .connection import is_cluster
 from .exceptions import QueueUnavailable
 from .queue import NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
 from .serializer import MalformedPayload, ModelInstanceMissing, decode_call
@@ -93,6 +94,16 @@ class _Held:
     finished: bool = False
 
 
+def _notify_groups(client: Any, keys: list[str]) -> list[list[str]]:
+    """``keys`` grouped by cluster slot, in order; ``[keys]`` off a cluster."""
+    if not is_cluster(client):
+        return [keys]
+    groups: dict[int, list[str]] = {}
+    for key in keys:
+        groups.setdefault(client.keyslot(key), []).append(key)
+    return list(groups.values())
+
+
 class Worker:
     """Runs registered tasks from ``queues``. ``run()`` returns when stopped or, with
     ``burst``, when the queues have nothing ready."""
@@ -139,6 +150,10 @@ class Worker:
         self._schedules_synced = False
         self._notify_keys = [q.keys.notify for q in self.queues]
         self._client = self.queues[0].client
+        # One BLPOP may only name keys of one slot on a Redis Cluster: group the notify
+        # keys by slot (one group, all the keys, elsewhere)
+        self._notify_groups = _notify_groups(self._client, self._notify_keys)
+        self._wait_turn = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -291,8 +306,23 @@ class Worker:
 
     def _wait(self, seconds: float) -> None:
         block = min(seconds, 1.0, self.queues[0]._max_block)
+        groups = self._notify_groups
         try:
-            self._client.blpop(self._notify_keys, timeout=max(0.01, block))
+            if len(groups) == 1:
+                self._client.blpop(groups[0], timeout=max(0.01, block))
+                return
+            # Queues on several cluster slots: take a wake-up token already waiting in any
+            # of them (one pipelined LPOP per queue, a round trip per node), else block on
+            # one slot's keys for a share of the wait, the slots in turn; a token for
+            # another slot is then seen within block / len(groups) seconds.
+            pipe = self._client.pipeline(transaction=False)
+            for key in self._notify_keys:
+                pipe.lpop(key)
+            if any(token is not None for token in pipe.execute()):
+                return
+            group = groups[self._wait_turn % len(groups)]
+            self._wait_turn += 1
+            self._client.blpop(group, timeout=max(0.01, block / len(groups)))
         except Exception as exc:  # a dropped connection while idle: retried by the loop
             raise QueueUnavailable(str(exc)) from exc
 
@@ -799,7 +829,8 @@ class Worker:
         if not held:
             return
         try:
-            pipe = self._client.pipeline(transaction=False)
+            scripts = held[0].queue.scripts
+            pipe = scripts.pipeline()
             for h in held:
                 q = h.queue
                 q.scripts.release(
@@ -811,7 +842,7 @@ class Worker:
                     NOTIFY_CAP,
                     client=pipe,
                 )
-            pipe.execute(raise_on_error=False)
+            scripts.execute(pipe, raise_on_error=False)
             log.info(_kv(event="released", worker=self.id, jobs=len(held)))
         except Exception:
             log.warning(_kv(event="release_failed", worker=self.id, jobs=len(held)))
