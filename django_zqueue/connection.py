@@ -21,6 +21,12 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.exceptions import (
+    ClusterDownError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -73,7 +79,10 @@ def _cluster_client(config: conf.Config, target: conf.RedisTarget) -> redis.Redi
         "retry": Retry(ExponentialWithJitterBackoff(base=0.1, cap=1.0), 5),
     }
     options.update(config.connection_options)
-    client: Any = RedisCluster(**options)
+    try:  # RedisCluster reads the slot map from a startup node at once
+        client: Any = RedisCluster(**options)
+    except RedisClusterException as exc:
+        raise QueueUnavailable(f"Redis Cluster is unavailable: {exc}") from exc
     return client  # type: ignore[no-any-return]
 
 
@@ -158,10 +167,22 @@ def _reset() -> None:
 conf.on_reset(_reset)
 
 
+#: errors that mean "Redis cannot serve this now": connection and timeout errors (the
+#: Sentinel's "no master found" among them), and a cluster's failover states
+UNAVAILABLE_ERRORS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    ClusterDownError,
+    TryAgainError,
+    SlotNotCoveredError,
+)
+
+
 @contextmanager
 def unavailable_as_error(what: str = "Redis") -> Iterator[None]:
-    """Turn redis-py's connection and timeout errors into :class:`QueueUnavailable`."""
+    """Turn redis-py's connection and timeout errors (and a cluster's failover states)
+    into :class:`QueueUnavailable`."""
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except UNAVAILABLE_ERRORS as exc:
         raise QueueUnavailable(f"{what} is unavailable: {exc}") from exc

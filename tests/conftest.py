@@ -26,9 +26,11 @@ collect_ignore = ["conformance"]
 @pytest.fixture(scope="session", autouse=True)
 def _private_topology() -> Iterator[None]:
     """With ZQUEUE_TEST_TOPOLOGY=cluster|sentinel: the session's private servers are
-    stopped (processes killed, directory removed) when the session ends."""
+    stopped (processes killed, directory removed) when the session ends. On a cluster
+    the session must end without a single CROSSSLOT error from any node."""
     yield
-    redis_server.stop_private()
+    crossslot = redis_server.stop_private()
+    assert crossslot == 0, f"the cluster replied {crossslot} CROSSSLOT errors"
 
 
 @pytest.fixture(scope="session")

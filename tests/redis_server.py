@@ -47,9 +47,14 @@ def redis_url() -> str:
     return _url
 
 
-def stop_private() -> None:
-    """Stop the session's cluster or sentinel setup, if one was started."""
+def stop_private() -> int:
+    """Stop the session's cluster or sentinel setup, if one was started. Returns the
+    CROSSSLOT errors the cluster's nodes replied during the session (0 otherwise)."""
     global _url, _private
+    crossslot = 0
     if _private is not None:
+        if TOPOLOGY == "cluster":
+            crossslot = _private.crossslot_errors()
         _private.stop()
         _private = _url = None
+    return crossslot

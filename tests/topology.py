@@ -28,6 +28,11 @@ import redis
 from django_zqueue.embedded import find_binary, free_port
 
 
+def available() -> bool:
+    """True when a server binary and redis-cli (for ``--cluster create``) are at hand."""
+    return find_binary() is not None and shutil.which("redis-cli") is not None
+
+
 def _cli() -> str:
     found = shutil.which("redis-cli")
     if found is None:
@@ -124,6 +129,15 @@ class Cluster:
             ]
         raise RuntimeError("no live cluster node")
 
+    def crossslot_errors(self) -> int:
+        """CROSSSLOT errors the live nodes have replied since they started."""
+        total = 0
+        for port, proc in self.servers.procs.items():
+            if proc.poll() is None:
+                stats = redis.Redis(port=port, socket_timeout=2).info("errorstats")
+                total += int(stats.get("errorstat_CROSSSLOT", {}).get("count", 0))
+        return total
+
     def stop(self) -> None:
         self.servers.stop()
 
@@ -180,18 +194,18 @@ def start_cluster(masters: int = 3, replicas: int = 1, node_timeout_ms: int = 50
         _until("the cluster to be ok on every node", lambda: _cluster_ok(ports, len(ports)), 60)
         if replicas:
             cluster = Cluster(servers, ports)
-            _until(
-                "every replica to sync",
-                lambda: all(
+
+            def replicas_synced() -> bool:
+                found = [n for n in cluster.nodes() if "slave" in n["flags"]]
+                return len(found) == masters * replicas and all(
                     redis.Redis(port=int(n["addr"].rsplit(":", 1)[1]), socket_timeout=2)
                     .info("replication")
                     .get("master_link_status")
                     == "up"
-                    for n in cluster.nodes()
-                    if "slave" in n["flags"]
-                ),
-                60,
-            )
+                    for n in found
+                )
+
+            _until("every replica to sync", replicas_synced, 60)
         return Cluster(servers, ports)
     except BaseException:
         servers.stop()
