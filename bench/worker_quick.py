@@ -1,7 +1,9 @@
 """Quick worker figures: no-op jobs/s drained by 1 and 2 worker processes, and the
 enqueue->start latency with an idle worker (200 jobs, 20 ms apart).
 
-    python -m bench.worker_quick [--n 20000] [--prefetch 20]
+    python -m bench.worker_quick [--n 20000] [--prefetch auto]
+
+Drains with --prefetch (default: auto, the worker's default), then 1 and 20 for comparison.
 
 Uses the testproject settings under a private key prefix; deletes only its own keys.
 """
@@ -38,7 +40,7 @@ def worker(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def drain(n: int, processes: int, prefetch: int) -> float:
+def drain(n: int, processes: int, prefetch: str) -> float:
     q = get_queue("default")
     q.clear()
     for i in range(0, n, 1000):
@@ -81,13 +83,14 @@ def latency(count: int = 200, gap: float = 0.02) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20000)
-    ap.add_argument("--prefetch", type=int, default=20)
+    ap.add_argument("--prefetch", default="auto")
     a = ap.parse_args()
     out: dict[str, float] = {}
     try:
         out["noop_per_s_1_process"] = drain(a.n, 1, a.prefetch)
         out["noop_per_s_2_processes"] = drain(a.n, 2, a.prefetch)
-        out["noop_per_s_1_process_prefetch1"] = drain(min(a.n, 5000), 1, 1)
+        out["noop_per_s_1_process_prefetch1"] = drain(min(a.n, 5000), 1, "1")
+        out["noop_per_s_1_process_prefetch20"] = drain(a.n, 1, "20")
         out.update(latency())
     finally:
         get_queue("default").clear()

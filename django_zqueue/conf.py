@@ -160,7 +160,7 @@ class QueueOptions:
     max_payload_bytes: int = 1 << 20
     priority_mode: PriorityMode = "strict"
     priority_aging_seconds: float = 60.0
-    scan_batch: int = 500
+    scan_batch: int = 200
 
     @property
     def visibility_timeout_ms(self) -> int:
@@ -371,7 +371,7 @@ def _parse_queue(
         )
         kw.pop("priority_aging_seconds", None)
     if kw.get("scan_batch", 0) > 5000:
-        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 500.")
+        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 200.")
         kw.pop("scan_batch")
     return QueueOptions(**kw)
 

@@ -164,16 +164,19 @@ class Minute:
     failed: int
     dead: int
     run_ms: int
-    ready: int  # depth sampled in that minute; -1 when none was taken
+    ready: int  # depth sampled in that minute (-1: none taken); the current minute: now
 
     @property
     def start(self) -> datetime:
         return _ms_dt(self.minute * 60_000)
 
 
-def minutes_from_stats(fields: dict[str, int], now_ms: int, last: int = 60) -> list[Minute]:
-    """The last ``last`` minutes, oldest first, from the decoded stats hash."""
-    return [Minute(**row) for row in minute_rows(fields, now_ms // 60_000, last)]
+def minutes_from_stats(
+    fields: dict[str, int], now_ms: int, last: int = 60, ready_now: int | None = None
+) -> list[Minute]:
+    """The last ``last`` minutes, oldest first, from the decoded stats hash (the current
+    minute's depth is ``ready_now`` when given)."""
+    return [Minute(**row) for row in minute_rows(fields, now_ms // 60_000, last, ready_now)]
 
 
 def _stats_fields(raw: dict[Any, Any]) -> dict[str, int]:
@@ -403,7 +406,7 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
                 lag_seconds=lag,
                 workers=_live_threads(workers_raw, local_ms),
                 counters=_counters(fields),
-                minutes=minutes_from_stats(fields, now_ms, last),
+                minutes=minutes_from_stats(fields, now_ms, last, int(ready)),
                 now_ms=now_ms,
             )
     return [out[q.name] for q in queues]

@@ -36,9 +36,11 @@ from .keys import QueueKeys, queue_keys
 from .scripts import Arg, Scripts
 
 #: at most this many jobs per publish script call, so one call stays short
-PUBLISH_CHUNK = 1000
+PUBLISH_CHUNK = 250
 #: most jobs one claim may lease
 MAX_BATCH = 1000
+#: at most this many jobs per claim script call (a bigger claim sends several, pipelined)
+CLAIM_CHUNK = 250
 #: a tag is 1..MAX_TAG_BYTES bytes of UTF-8
 MAX_TAG_BYTES = 256
 #: the notify list never holds more wake-up tokens than this
@@ -115,8 +117,11 @@ class ScanResult:
     more: bool  # a limit was hit: call again to finish
 
 
-def minute_rows(fields: Mapping[str, int], now_minute: int, last: int) -> list[dict[str, int]]:
-    """Rows of :meth:`Queue.minutes` from the decoded stats hash (the 64-slot ring)."""
+def minute_rows(
+    fields: Mapping[str, int], now_minute: int, last: int, ready_now: int | None = None
+) -> list[dict[str, int]]:
+    """Rows of :meth:`Queue.minutes` from the decoded stats hash (the 64-slot ring);
+    ``ready_now``, when given, is the current minute's depth (the live ZCARD)."""
     out = []
     for minute in range(now_minute - last + 1, now_minute + 1):
         slot = minute % 64
@@ -127,6 +132,8 @@ def minute_rows(fields: Mapping[str, int], now_minute: int, last: int) -> list[d
         if not live or f"r{slot}" not in fields:
             row["ready"] = -1
         out.append(row)
+    if ready_now is not None and out:
+        out[-1]["ready"] = ready_now
     return out
 
 
@@ -368,7 +375,7 @@ class Queue:
         """Add many jobs in one round trip; return their tags in order.
 
         Every body is validated and encoded before anything is sent. Calls of up to
-        1000 jobs are all-or-nothing. A longer call is sent as chunks of 1000 in one
+        250 jobs are all-or-nothing. A longer call is sent as chunks of 250 in one
         pipeline after its tags are checked for clashes, so a :class:`DuplicateJob`
         writes nothing unless another client published a clashing tag in the meantime
         (the exception's ``published`` then lists what was written).
@@ -394,7 +401,7 @@ class Queue:
         return self.publish_prepared(jobs)
 
     def publish_prepared(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
-        """Send jobs made by :meth:`prepare`: one script call per 1000, one round trip."""
+        """Send jobs made by :meth:`prepare`: one script call per 250, one round trip."""
         if not jobs:
             return []
         tags = [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
@@ -456,23 +463,36 @@ class Queue:
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise InvalidArgument(f"batch must be an int in [1, {MAX_BATCH}], got {batch!r}")
+        sizes = [min(CLAIM_CHUNK, batch - i) for i in range(0, batch, CLAIM_CHUNK)]
         with unavailable_as_error():
-            reply = self.scripts.claim(
-                self.keys,
-                batch,
-                self._vt_ms,
-                self._concurrency,
-                self._qps,
-                PROMOTE_LIMIT,
-                self._mode,
-                self._aging_us,
-                consumer,
-            )
-        hint = int(reply[0])
-        msgs = [self._message(*reply[i : i + 4]) for i in range(1, len(reply), 4)]
+            if len(sizes) == 1:
+                replies = [self._claim_call(batch, consumer, self.client)]
+            else:  # one short script call per chunk, all in one round trip
+                pipe = self.scripts.pipeline()
+                for size in sizes:
+                    self._claim_call(size, consumer, pipe)
+                replies = self.scripts.execute(pipe)
+        msgs = [
+            self._message(*reply[i : i + 4]) for reply in replies for i in range(1, len(reply), 4)
+        ]
         if msgs:
             return msgs, None
+        hint = int(replies[0][0])
         return msgs, (hint / 1000 if hint >= 0 else None)
+
+    def _claim_call(self, batch: int, consumer: str, client: Any) -> Any:
+        return self.scripts.claim(
+            self.keys,
+            batch,
+            self._vt_ms,
+            self._concurrency,
+            self._qps,
+            PROMOTE_LIMIT,
+            self._mode,
+            self._aging_us,
+            consumer,
+            client=client,
+        )
 
     def _message(self, tag: bytes, raw: bytes, meta_raw: bytes, deadline: int) -> Message:
         meta = json.loads(meta_raw)
@@ -714,22 +734,25 @@ class Queue:
     def minutes(self, last: int = 60) -> list[dict[str, int]]:
         """Per-minute figures for the ``last`` minutes (at most 63), oldest first: minute
         (since the epoch, Redis time), enqueued, acked, failed, dead, run_ms, and ready
-        (depth, last sample in that minute; -1 when none was taken). Minutes with no
-        activity are zeros. One round trip (two on a Redis Cluster)."""
+        (depth: the last sample the scanner took in that minute, -1 when none was
+        taken; for the current minute, the depth now). Minutes with no activity are
+        zeros. One round trip (two on a Redis Cluster)."""
         if not 1 <= last <= 63:
             raise InvalidArgument("last must be in [1, 63]")
         with unavailable_as_error():
-            if is_cluster(self.client):  # a cluster pipeline takes no TIME: two calls
+            pipe = self.client.pipeline(transaction=False)
+            if is_cluster(self.client):  # a cluster pipeline takes no TIME: read it first
                 now_ms = server_time_ms(self.client, self.keys.stats)
-                raw = self.client.hgetall(self.keys.stats)
             else:
-                pipe = self.client.pipeline(transaction=False)
                 pipe.time()
-                pipe.hgetall(self.keys.stats)
-                (secs, micros), raw = pipe.execute()
-                now_ms = int(secs) * 1000 + int(micros) // 1000
+            pipe.hgetall(self.keys.stats)
+            pipe.zcard(self.keys.ready)
+            *time_reply, raw, depth = pipe.execute()
+        if time_reply:
+            secs, micros = time_reply[0]
+            now_ms = int(secs) * 1000 + int(micros) // 1000
         fields = {_s(k): int(v) for k, v in raw.items()}
-        return minute_rows(fields, now_ms // 60000, last)
+        return minute_rows(fields, now_ms // 60000, last, int(depth))
 
     def live_threads(self, within: float = 30.0) -> int:
         """Worker threads serving this queue, as registered by workers seen in the last

@@ -2,8 +2,9 @@
 
 Each ``lua/<name>.lua`` file holds one atomic operation and starts with its contract
 (KEYS, ARGV, return value). ``lua/_common.lua`` (helpers only, no key access of its own)
-is prepended to each. Calls go through redis-py's ``Script``, which uses EVALSHA and
-re-sends the source by itself after a ``SCRIPT FLUSH``.
+is prepended to each. A call is a plain ``EVALSHA`` (no ``SCRIPT EXISTS`` round trip);
+after a ``SCRIPT FLUSH`` the NOSCRIPT reply makes it load the source and send the call
+once more (Redis ran nothing for a NOSCRIPT, so nothing runs twice).
 
 On a Redis Cluster, redis-py routes each EVALSHA by its first key (all keys of a queue
 share one slot) and ``SCRIPT LOAD`` goes to every master. A cluster pipeline refuses
@@ -82,12 +83,21 @@ class Scripts:
         self._s = {name: Script(client, source(name)) for name in SCRIPT_NAMES}
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Arg], client: Client) -> Any:
+        script = self._s[name]
         if getattr(client, "_zq_plain_evalsha", False) or is_cluster_pipeline(client):
-            # a pipeline from self.pipeline(): no SCRIPT EXISTS round trip before it;
+            # a pipeline from self.pipeline(), or a cluster pipeline (which refuses
+            # evalsha() and redis-py's Script): no SCRIPT EXISTS round trip before it;
             # self.execute() loads the scripts and resends what got NOSCRIPT
-            sha = self._s[name].sha
-            return client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-        return self._s[name](keys=keys, args=args, client=client or self.client)
+            return client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        if client is not None and client is not self.client:
+            return script(keys=keys, args=args, client=client)  # another pipeline
+        # one call: plain EVALSHA; after a SCRIPT FLUSH (NOSCRIPT: Redis ran nothing),
+        # load the source and send the call once more
+        try:
+            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            self.client.script_load(script.script)
+            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
     def pipeline(self) -> Any:
         """A non-transactional pipeline whose script calls are plain EVALSHA.

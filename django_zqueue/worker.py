@@ -2,9 +2,11 @@
 
 Each of ``concurrency`` threads is a consumer loop. A loop sends the acks of the jobs it
 finished and its next claim in one pipelined round trip, and holds at most ``prefetch``
-claimed jobs. Idle, it blocks on the queues' notify lists (no sleep-polling), so a new
-job starts within milliseconds. A heartbeat thread extends the leases of every held job,
-enforces task timeouts, registers the worker, and runs the embedded scanner step.
+claimed jobs (by default an adaptive number: 1 when the line is short or jobs are slow,
+up to 20 short jobs when the line is long). Idle, it blocks on the queues' notify lists
+(no sleep-polling), so a new job starts within milliseconds. A heartbeat thread extends
+the leases of every held job, enforces task timeouts, registers the worker, and runs the
+embedded scanner step.
 
 SIGTERM/SIGINT: stop claiming, give back held-but-unstarted jobs at once, let running
 jobs finish within ``grace`` seconds, then give back what still runs, and exit 0. A
@@ -88,6 +90,7 @@ class _Held:
     queue: Queue
     next_beat: float  # monotonic time of its next lease extension
     thread: int | None = None  # ident of the thread running it; None while buffered
+    owner: int | None = None  # ident of the consumer thread that claimed it
     started: float = 0.0
     timeout: float | None = None
     timed_out: bool = False
@@ -113,7 +116,7 @@ class Worker:
         queues: Sequence[str] = ("default",),
         *,
         concurrency: int = 1,
-        prefetch: int = 1,
+        prefetch: int | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
         scanner: bool = True,
@@ -122,13 +125,15 @@ class Worker:
         grace: float = 30.0,
         name: str | None = None,
     ) -> None:
-        if concurrency < 1 or prefetch < 1:
+        if concurrency < 1 or (prefetch is not None and prefetch < 1):
             raise ValueError("concurrency and prefetch must be >= 1")
         if weights is not None and len(weights) != len(queues):
             raise ValueError("give one weight per queue")
         self.queues = [get_queue(q) for q in queues]
         self.concurrency = concurrency
-        self.prefetch = prefetch
+        # None: adaptive ("auto"), 1 to AUTO_PREFETCH_MAX jobs per claim (see _next_batch)
+        self.auto_prefetch = prefetch is None
+        self.prefetch = AUTO_PREFETCH_MAX if prefetch is None else prefetch
         self.burst = burst
         self.max_jobs = max_jobs
         self.scanner = scanner
@@ -186,7 +191,7 @@ class Worker:
                 worker=self.id,
                 queues=",".join(q.name for q in self.queues),
                 concurrency=self.concurrency,
-                prefetch=self.prefetch,
+                prefetch="auto" if self.auto_prefetch else self.prefetch,
                 burst=self.burst,
             )
         )
@@ -236,22 +241,38 @@ class Worker:
         first = random.choices(range(len(self.queues)), weights=self.weights)[0]
         return [self.queues[first]] + [q for i, q in enumerate(self.queues) if i != first]
 
-    def _budget(self) -> int:
+    def _budget(self, want: int) -> int:
         if self.max_jobs is None:
-            return self.prefetch
+            return want
         with self._count_lock:
             left = self.max_jobs - self._claimed
-        return max(0, min(self.prefetch, left))
+        return max(0, min(want, left))
+
+    def _next_batch(self, want: int, got: int, per_job: float) -> int:
+        """Adaptive prefetch: the next claim's size after a claim of ``want`` brought
+        ``got`` jobs that ran ``per_job`` seconds each on average (recent jobs).
+
+        A full claim (the line is long) doubles the size, a short one (the line is
+        short) goes back to 1, and the size never holds more than AUTO_HOLD_SECONDS of
+        work: short jobs are claimed by the dozen, slow ones one at a time."""
+        if not self.auto_prefetch:
+            return self.prefetch
+        size = min(self.prefetch, want * 2) if got >= want else 1
+        if per_job < 0:  # nothing ran yet: no estimate
+            return 1
+        return max(1, min(size, int(AUTO_HOLD_SECONDS / max(per_job, 1e-4))))
 
     def _consume(self) -> None:
         done: list[tuple[Queue, Message, dict[str, Any]]] = []
         backoff = 0.0
+        want = 1 if self.auto_prefetch else self.prefetch
+        per_job = -1.0  # moving average of this thread's job run times, s (-1: none yet)
         while True:
             try:
                 if self.stopping.is_set():
                     self._flush(done)
                     return
-                budget = self._budget()
+                budget = self._budget(want)
                 msgs: list[Message] = []
                 queue: Queue | None = None
                 hints: list[float] = []
@@ -286,11 +307,15 @@ class Worker:
                             self._give_back(queue, rest)
                         break
                     if not self._start(queue, msg):
-                        continue  # given back already by the stopping worker
+                        continue  # given back already (stopping, or a slow job before it)
+                    t0 = time.monotonic()
                     done.append((queue, msg, self._execute_safely(queue, msg)))
                     self._finish(queue, msg)
+                    ran = time.monotonic() - t0
+                    per_job = ran if per_job < 0 else per_job + (ran - per_job) * 0.2
                     if time.monotonic() - self._held_since(done) > 0.05:
                         self._flush(done)
+                want = self._next_batch(budget, len(msgs), per_job)
             except Exception as exc:  # Redis down, or a bug: never let the loop die
                 backoff = min(5.0, max(0.1, backoff * 2))
                 if not isinstance(exc, QueueUnavailable):
@@ -330,9 +355,12 @@ class Worker:
         with self._count_lock:
             self._claimed += len(msgs)
         now = time.monotonic()
+        owner = threading.get_ident()
         with self._held_lock:
             for m in msgs:
-                self._held[(queue.name, m.tag)] = _Held(m, queue, now + _beat_every(queue, m))
+                self._held[(queue.name, m.tag)] = _Held(
+                    m, queue, now + _beat_every(queue, m), owner=owner
+                )
 
     def _start(self, queue: Queue, msg: Message) -> bool:
         """Mark a held job as running in this thread; False if it was given back."""
@@ -698,6 +726,8 @@ class Worker:
             now = time.monotonic()
             try:
                 self._enforce_timeouts(now)
+                if self.auto_prefetch:
+                    self._hand_back_waiting(now)
                 self._extend_leases(now)
                 if now >= next_register:
                     self._register()
@@ -821,11 +851,34 @@ class Worker:
                 if not result.more:
                     break
 
+    def _hand_back_waiting(self, now: float) -> None:
+        """Adaptive prefetch: when a job has run for GIVE_BACK_AFTER seconds, the jobs its
+        thread claimed with it and has not started go back in line, at their place, for
+        other threads and workers (the attempt is not counted)."""
+        with self._held_lock:
+            slow = {
+                h.thread
+                for h in self._held.values()
+                if h.thread is not None and not h.finished and now - h.started > GIVE_BACK_AFTER
+            }
+            if not slow:
+                return
+            back = [h for h in self._held.values() if h.thread is None and h.owner in slow]
+            for h in back:  # its consumer will not start what is no longer held
+                del self._held[(h.queue.name, h.message.tag)]
+        if back:
+            with self._count_lock:
+                self._claimed -= len(back)
+            self._send_releases(back)
+
     def _release_held(self, *, only_unstarted: bool) -> None:
         with self._held_lock:
             held = [h for h in self._held.values() if not only_unstarted or h.thread is None]
             for h in held:  # a consumer will not start what is no longer held
                 del self._held[(h.queue.name, h.message.tag)]
+        self._send_releases(held)
+
+    def _send_releases(self, held: list[_Held]) -> None:
         if not held:
             return
         try:
@@ -849,6 +902,9 @@ class Worker:
 
 
 REGISTER_EVERY = 10.0  # seconds between worker registrations
+AUTO_PREFETCH_MAX = 20  # adaptive prefetch: most jobs one claim takes
+AUTO_HOLD_SECONDS = 0.05  # adaptive prefetch: most work (estimated) one claim takes
+GIVE_BACK_AFTER = 1.0  # adaptive prefetch: a job this slow hands its thread's waiting ones back
 WORKER_FORGOTTEN_MS = 300_000  # a registration older than this is removed
 
 

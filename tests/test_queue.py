@@ -409,6 +409,47 @@ def test_expired_lease_is_recovered_or_buried(
     assert q.stats()["expired"] == 2
 
 
+def test_one_scan_step_recovers_and_buries_many(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    q = make_queue(max_retries=1)
+    tags = q.publish_many(range(6))
+    q.claim(4, "c")  # attempt 1 of 2: retried after expiry
+    expire_leases(redis_client, q)
+    result = q.scan()
+    assert (result.recovered, result.buried) == (4, 0)
+    assert sorted(q.rank(t) for t in tags) == list(range(6))  # one line, no gaps
+    assert [q.rank(t) for t in tags[4:]] == [0, 1]  # the untouched ones stay ahead
+    for t in tags[:4]:
+        info = q.info(t)
+        assert info is not None and info.state == "ready" and info.attempts == 1
+        assert info.last_error is not None and "attempt 1 of 2" in info.last_error
+    q.claim(2, "c")  # the two untouched jobs: attempt 1
+    claimed, _ = q.claim(4, "c")  # the four retried ones: attempt 2 of 2
+    assert {m.tag for m in claimed} == set(tags[:4])
+    expire_leases(redis_client, q)
+    result = q.scan()
+    assert (result.recovered, result.buried) == (2, 4)
+    dead = q.dead_letters(limit=10)
+    assert {j.tag for j in dead} == set(tags[:4])
+    scores = [s for _, s in redis_client.zrange(q.keys.dead, 0, -1, withscores=True)]
+    assert len(set(scores)) == 4  # each death keeps its own place in order
+    assert q.counts() == {"ready": 2, "delayed": 0, "inflight": 0, "dead": 4}
+    assert q.stats()["expired"] == 10 and q.stats()["dead"] == 4
+    assert q.stats()["retried"] == 6
+
+
+def test_big_claim_is_sent_as_short_calls_in_rank_order(q: Queue) -> None:
+    tags = q.publish_many(range(600))
+    msgs, hint = q.claim(555, "c")
+    assert hint is None and [m.tag for m in msgs] == tags[:555]
+    assert len({m.token for m in msgs}) == 555
+    assert q.counts()["inflight"] == 555 and q.rank(tags[555]) == 0
+    rest, _ = q.claim(1000, "c")
+    assert [m.tag for m in rest] == tags[555:]
+    assert q.claim(1000, "c") == ([], None)
+
+
 def test_real_lease_expiry(make_queue: QueueFactory) -> None:
     q = make_queue(visibility_timeout=0.2)
     tag = q.publish("x")
@@ -622,6 +663,15 @@ def test_release_returns_job_without_counting_the_attempt(q: Queue) -> None:
     assert again is not None and again.attempt == 1
 
 
+def test_release_keeps_the_place_in_line(q: Queue) -> None:
+    tags = q.publish_many(range(5))
+    msgs, _ = q.claim(3, "c")
+    q.publish("later")
+    assert all(q.release(m) for m in reversed(msgs))
+    assert [q.rank(t) for t in tags] == [0, 1, 2, 3, 4]
+    assert [m.tag for m in q.claim(5, "c")[0]] == tags
+
+
 def test_cancel_only_waiting_jobs(make_queue: QueueFactory) -> None:
     q = make_queue(max_retries=0)
     ready, delayed = q.publish("r"), q.publish("d", delay=60)
@@ -664,7 +714,12 @@ def test_per_minute_series(make_queue: QueueFactory) -> None:
     assert [r["minute"] for r in rows] == sorted(r["minute"] for r in rows)
     now = rows[-1]
     assert now["enqueued"] == 5 and now["acked"] == 2 and now["failed"] == 1
-    assert now["dead"] == 1 and now["ready"] == 5  # depth sampled at publish
+    assert now["dead"] == 1 and now["ready"] == 1  # the current minute: the depth now
+    q.scan()  # the scanner samples the depth into the ring
+    secs, _ = q.client.time()
+    raw = {k.decode(): int(v) for k, v in q.client.hgetall(q.keys.stats).items()}
+    slot = (int(secs) // 60) % 64
+    assert raw[f"m{slot}"] == int(secs) // 60 and raw[f"r{slot}"] == 1
     assert "e" not in q.stats() and q.stats()["enqueued"] == 5
     # the ring stays bounded: at most 64 slots x 7 fields besides the counters
     assert q.client.hlen(q.keys.stats) <= 64 * 7 + 20

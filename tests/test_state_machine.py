@@ -693,6 +693,9 @@ class QueueMachine(RuleBasedStateMachine):
         # job records
         for tag, job in self.jobs.items():
             m = json.loads(meta[tag.encode()])
+            # priority 0 and attempts 0 are left out at publish (absent = 0)
+            assert ("p" in m) == (job.priority != 0)
+            m = {"p": 0, "a": 0, **m}
             assert m["p"] == job.priority
             assert m["a"] == job.attempts
             assert m["m"] == job.max_retries

@@ -583,3 +583,57 @@ def test_worker_survives_script_flush(project: dict[str, str], redis_client: Any
     redis_client.script_flush()
     burst(prefetch=3)
     assert [j.result() for j in jobs] == [i + 1 for i in range(10)]
+
+
+# ------------------------------------------------------------------ adaptive prefetch
+
+
+def test_adaptive_batch_size() -> None:
+    w = Worker(["default"])  # prefetch None: auto
+    assert w.auto_prefetch and w.prefetch == 20
+    assert w._next_batch(1, 1, -1.0) == 1  # nothing ran yet
+    assert w._next_batch(1, 1, 0.0005) == 2  # a full claim of short jobs doubles
+    assert w._next_batch(16, 16, 0.0005) == 20  # up to the maximum
+    assert w._next_batch(20, 7, 0.0005) == 1  # a short claim: the line is short
+    assert w._next_batch(8, 8, 0.01) == 5  # never more than ~50 ms of work
+    assert w._next_batch(8, 8, 2.0) == 1  # slow jobs: one at a time
+    fixed = Worker(["default"], prefetch=4)
+    assert not fixed.auto_prefetch and fixed._next_batch(1, 0, 5.0) == 4
+
+
+def test_adaptive_prefetch_grows_on_a_long_line(
+    project: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes: list[int] = []
+    real = Worker._next_batch
+
+    def record(self: Worker, want: int, got: int, per_job: float) -> int:
+        sizes.append(real(self, want, got, per_job))
+        return sizes[-1]
+
+    monkeypatch.setattr(Worker, "_next_batch", record)
+    ledger = tmp_path / "ledger"
+    tasks.record.enqueue_many([(str(ledger), i) for i in range(120)])
+    w = burst()
+    runs = sorted(int(x.split()[0]) for x in lines(ledger))
+    assert w.processed == 120 and runs == list(range(120))
+    assert 20 in sizes  # reached the maximum batch on a line of short jobs
+    assert get_queue("default").counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+
+
+def test_a_slow_job_hands_its_prefetched_jobs_back(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    tags = q.publish_many([{"task": "x"}] * 4)
+    q.publish({"task": "x"}, tag="behind")
+    msgs, _ = q.claim(4, "me")
+    w = Worker(["default"])
+    w._hold(q, msgs)
+    assert w._start(q, msgs[0])  # running for 2 s, the other three waiting behind it
+    w._held[(q.name, msgs[0].tag)].started -= 2.0
+    w._hand_back_waiting(time.monotonic())
+    assert [q.rank(t) for t in tags[1:]] == [0, 1, 2]  # at their place, ahead of "behind"
+    assert q.rank("behind") == 3 and q.state(tags[0]) == "leased"
+    assert not any(w._start(q, m) for m in msgs[1:])  # the consumer will not run them
+    assert all(i is not None and i.attempts == 0 for i in map(q.info, tags[1:]))
+    assert w._claimed == 1
+

@@ -85,8 +85,9 @@ local function notify(key, n, cap)
   for i = 1, n do
     tokens[i] = '1'
   end
-  redis.call('LPUSH', key, unpack(tokens))
-  redis.call('LTRIM', key, 0, cap - 1)
+  if redis.call('LPUSH', key, unpack(tokens)) > cap then
+    redis.call('LTRIM', key, 0, cap - 1)
+  end
 end
 
 local function drop_record(body, meta, errors, progress, id)
@@ -135,6 +136,7 @@ end
 local function retry_or_bury(k, id, meta, now, retry_ms, bury, mode, aging_us, dead_max, dead_ttl, limit, cap)
   meta.t = nil
   meta.c = nil
+  meta.q = nil
   if bury or (meta.a or 0) > (meta.m or 0) then
     redis.call('HSET', k.meta, id, cjson.encode(meta))
     redis.call('HDEL', k.progress, id)
@@ -160,15 +162,63 @@ local function retry_or_bury(k, id, meta, now, retry_ms, bury, mode, aging_us, d
   return 1
 end
 
--- Move up to `limit` due delayed jobs to ready. Returns how many moved.
+-- Ready scores for several jobs at once, as ready_score() would give them one by one in
+-- this order, with one counter update: `entries` is a list of {id, meta}; returns the
+-- flat {score1, id1, score2, id2, ...} that ZADD takes.
+local function ready_scores(ctr, entries, mode, aging_us)
+  local need = 0
+  for _, e in ipairs(entries) do
+    if not e[2].s then
+      need = need + 1
+    end
+  end
+  local value = 0 -- the first sequence number (strict) or clock value (aging)
+  if need > 0 then
+    if mode == 'aging' then
+      value = tick_us(ctr, 'clock')
+      if need > 1 then
+        redis.call('HSET', ctr, 'clock', fmt(value + need - 1))
+      end
+    else
+      value = redis.call('HINCRBY', ctr, 'seq', need) - need + 1
+      if value + need - 1 >= PRIORITY_BAND then
+        error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
+      end
+    end
+  end
+  local out = {}
+  for _, e in ipairs(entries) do
+    local meta, score = e[2], nil
+    if meta.s then
+      score = tonumber(meta.s)
+    else
+      local step = PRIORITY_BAND
+      if mode == 'aging' then
+        step = aging_us
+      end
+      score = value - (meta.p or 0) * step
+      value = value + 1
+    end
+    out[#out + 1] = fmt(score)
+    out[#out + 1] = e[1]
+  end
+  return out
+end
+
+-- Move up to `limit` due delayed jobs to ready, in a constant number of commands.
+-- Returns how many moved.
 local function promote(delayed, ready, meta, ctr, now, limit, mode, aging_us)
   local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
-  for _, id in ipairs(due) do
-    local raw = redis.call('HGET', meta, id)
-    local m = raw and cjson.decode(raw) or {}
-    redis.call('ZREM', delayed, id)
-    redis.call('ZADD', ready, fmt(ready_score(ctr, m, mode, aging_us)), id)
+  if #due == 0 then
+    return 0
   end
+  local raws = redis.call('HMGET', meta, unpack(due))
+  local entries = {}
+  for i, id in ipairs(due) do
+    entries[i] = {id, raws[i] and cjson.decode(raws[i]) or {}}
+  end
+  redis.call('ZREM', delayed, unpack(due))
+  redis.call('ZADD', ready, unpack(ready_scores(ctr, entries, mode, aging_us)))
   return #due
 end
 
@@ -191,7 +241,10 @@ end
 -- max_retries, visibility_ms ('' = the queue's). The caller has checked the tag is free.
 local function add_job(k, a, b, now, mode, aging_us)
   local id, body = a[b], a[b + 1]
-  local meta = {p = tonumber(a[b + 2]), a = 0, m = tonumber(a[b + 6]), e = now}
+  local meta = {m = tonumber(a[b + 6]), e = now} -- as in publish.lua: p and a absent = 0
+  if a[b + 2] ~= '0' then
+    meta.p = tonumber(a[b + 2])
+  end
   if a[b + 3] ~= '' then
     meta.s = a[b + 3]
   end

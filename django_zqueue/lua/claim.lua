@@ -3,14 +3,15 @@
 --
 -- KEYS[1] ready   ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] body HASH
 -- KEYS[5] meta    HASH   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
--- ARGV[1] batch (1..1000)                ARGV[2] visibility_ms (queue default lease)
+-- ARGV[1] batch (1..250)                 ARGV[2] visibility_ms (queue default lease)
 -- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
 -- ARGV[5] promote_limit                  ARGV[6] mode    ARGV[7] aging_us
 -- ARGV[8] consumer id (free text, shown to operators)
 -- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...}
 --   hint_ms when nothing was claimed: ms until the next delayed job is due or the rate
 --   limit admits a start; -1 = nothing known (wait for a notify); 0 otherwise.
--- Work: O((batch + promote_limit) log N).
+-- Work: O((batch + promote_limit) log N); the claimed jobs take a constant number of
+--   Redis commands (multi-key HMGET, HSET, ZADD), the promoted ones 3 each.
 
 local ready, delayed, leased, body, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local ctr, rate, stats = KEYS[6], KEYS[7], KEYS[8]
@@ -50,24 +51,37 @@ end
 local out = {0}
 if n > 0 then
   local popped = redis.call('ZPOPMIN', ready, n)
-  for i = 1, #popped, 2 do
-    local id = popped[i]
-    local raw = redis.call('HGET', meta, id)
-    local m = raw and cjson.decode(raw) or {p = 0, a = 0, m = 0, e = now}
-    m.a = (m.a or 0) + 1
-    m.t = redis.call('HINCRBY', ctr, 'tok', 1)
-    m.c = consumer
-    m.st = now
-    local enc = cjson.encode(m)
-    redis.call('HSET', meta, id, enc)
-    local deadline = now + (m.v or vt)
-    redis.call('ZADD', leased, deadline, id)
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HGET', body, id) or ''
-    out[#out + 1] = enc
-    out[#out + 1] = deadline
+  local got = #popped / 2
+  if got > 0 then
+    local ids = {}
+    for i = 1, got do
+      ids[i] = popped[2 * i - 1]
+    end
+    local metas = redis.call('HMGET', meta, unpack(ids))
+    local bodies = redis.call('HMGET', body, unpack(ids))
+    local first = redis.call('HINCRBY', ctr, 'tok', got) - got + 1
+    local new_meta, lease = {}, {}
+    for i, id in ipairs(ids) do
+      local m = metas[i] and cjson.decode(metas[i]) or {p = 0, a = 0, m = 0, e = now}
+      m.a = (m.a or 0) + 1
+      m.t = first + i - 1
+      m.c = consumer
+      m.st = now
+      m.q = popped[2 * i] -- its place in line, for release()
+      local enc = cjson.encode(m)
+      local deadline = now + (m.v or vt)
+      new_meta[#new_meta + 1] = id
+      new_meta[#new_meta + 1] = enc
+      lease[#lease + 1] = deadline
+      lease[#lease + 1] = id
+      out[#out + 1] = id
+      out[#out + 1] = bodies[i] or ''
+      out[#out + 1] = enc
+      out[#out + 1] = deadline
+    end
+    redis.call('HSET', meta, unpack(new_meta))
+    redis.call('ZADD', leased, unpack(lease))
   end
-  local got = (#out - 1) / 4
   if qps > 0 then
     redis.call('HSET', rate, 'tokens', fmt(tokens - got), 'ts', now)
   end

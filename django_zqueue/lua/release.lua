@@ -1,5 +1,7 @@
--- release.lua: give a delivery back unrun (worker shutting down): the job returns to
--- ready at once and the attempt is not counted.
+-- release.lua: give a delivery back unrun (a worker shutting down, or handing back jobs
+-- it prefetched): the job returns to ready at once, at the place in line it had when
+-- claimed (its ready score then, kept in the record as `q`), and the attempt is not
+-- counted.
 --
 -- KEYS[1] leased ZSET  KEYS[2] ready ZSET  KEYS[3] meta HASH  KEYS[4] ctr HASH
 -- KEYS[5] progress HASH  KEYS[6] stats HASH  KEYS[7] notify LIST
@@ -19,9 +21,14 @@ end
 meta.a = math.max(0, (meta.a or 1) - 1)
 meta.t = nil
 meta.c = nil
+local score = meta.q
+meta.q = nil
+if not score then -- a record claimed before `q` was kept
+  score = fmt(ready_score(KEYS[4], meta, ARGV[3], tonumber(ARGV[4])))
+end
 redis.call('HSET', KEYS[3], id, cjson.encode(meta))
 redis.call('HDEL', KEYS[5], id)
-redis.call('ZADD', KEYS[2], fmt(ready_score(KEYS[4], meta, ARGV[3], tonumber(ARGV[4]))), id)
+redis.call('ZADD', KEYS[2], score, id)
 redis.call('HINCRBY', KEYS[6], 'released', 1)
 notify(KEYS[7], 1, tonumber(ARGV[5]))
 return 1

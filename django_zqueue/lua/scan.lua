@@ -9,7 +9,7 @@
 -- ARGV[4] dead_max   ARGV[5] dead_ttl_ms   ARGV[6] notify_cap
 -- Returns: {promoted, recovered, buried, trimmed, more}; more = 1 when a step hit `limit`
 --   (call again), else 0.
--- Work: O(limit log N) per kind.
+-- Work: O(limit log N) per kind, in a constant number of Redis commands per kind.
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
@@ -21,21 +21,57 @@ local now = now_ms()
 local promoted = promote(k.delayed, k.ready, k.meta, k.ctr, now, limit, mode, aging_us)
 notify(k.notify, promoted, cap)
 
+-- Expired leases, in a constant number of commands for the whole step: each goes back
+-- in line (as retry_or_bury() with no delay) or, with its attempts spent, to dead letters.
 local expired = redis.call('ZRANGEBYSCORE', k.leased, '-inf', '(' .. fmt(now), 'LIMIT', 0, limit)
 local recovered, buried = 0, 0
-for _, id in ipairs(expired) do
-  redis.call('ZREM', k.leased, id)
-  redis.call('HINCRBY', k.stats, 'expired', 1)
-  local raw = redis.call('HGET', k.meta, id)
-  local meta = raw and cjson.decode(raw) or {p = 0, a = 1, m = 0, e = now}
-  local total = (meta.m or 0) + 1
-  redis.call('HSET', k.errors, id, 'lease expired (consumer ' .. tostring(meta.c or '?') ..
-    ', attempt ' .. tostring(meta.a or 0) .. ' of ' .. tostring(total) .. ')')
-  if retry_or_bury(k, id, meta, now, 0, false, mode, aging_us, dead_max, dead_ttl, 0, cap) == 2 then
-    buried = buried + 1
-  else
-    recovered = recovered + 1
+if #expired > 0 then
+  redis.call('ZREM', k.leased, unpack(expired))
+  redis.call('HDEL', k.progress, unpack(expired))
+  redis.call('HINCRBY', k.stats, 'expired', #expired)
+  local raws = redis.call('HMGET', k.meta, unpack(expired))
+  local errors, metas, again, dead = {}, {}, {}, {}
+  for i, id in ipairs(expired) do
+    local meta = raws[i] and cjson.decode(raws[i]) or {p = 0, a = 1, m = 0, e = now}
+    local total = (meta.m or 0) + 1
+    errors[#errors + 1] = id
+    errors[#errors + 1] = 'lease expired (consumer ' .. tostring(meta.c or '?') ..
+      ', attempt ' .. tostring(meta.a or 0) .. ' of ' .. tostring(total) .. ')'
+    meta.t = nil
+    meta.c = nil
+    meta.q = nil
+    metas[#metas + 1] = id
+    metas[#metas + 1] = cjson.encode(meta)
+    if (meta.a or 0) > (meta.m or 0) then
+      dead[#dead + 1] = id
+    else
+      again[#again + 1] = {id, meta}
+    end
   end
+  redis.call('HSET', k.errors, unpack(errors))
+  redis.call('HSET', k.meta, unpack(metas))
+  recovered, buried = #again, #dead
+  if recovered > 0 then
+    redis.call('ZADD', k.ready, unpack(ready_scores(k.ctr, again, mode, aging_us)))
+    redis.call('HINCRBY', k.stats, 'retried', recovered)
+  end
+  if buried > 0 then
+    -- time of death in ms with a µs fraction from the monotonic clock, as retry_or_bury()
+    local us = tick_us(k.ctr, 'dclock')
+    if buried > 1 then
+      redis.call('HSET', k.ctr, 'dclock', fmt(us + buried - 1))
+    end
+    local scored = {}
+    for i, id in ipairs(dead) do
+      scored[#scored + 1] = fmt((us + i - 1) / 1000)
+      scored[#scored + 1] = id
+    end
+    redis.call('ZADD', k.dead, unpack(scored))
+    redis.call('HINCRBY', k.stats, 'dead', buried)
+    bump(k.stats, 'd', buried, now)
+  end
+  -- a retried job waits in line; a buried one frees a slot under a concurrency limit
+  notify(k.notify, #expired, cap)
 end
 
 sample_depth(k.stats, k.ready, now)

@@ -20,6 +20,16 @@ def positive_int(value: str) -> int:
     return n
 
 
+def prefetch_value(value: str) -> int | None:
+    """'auto' -> None (adaptive), or an int >= 1."""
+    if value == "auto":
+        return None
+    try:
+        return positive_int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be 'auto' or an int >= 1") from None
+
+
 def queue_list(value: str) -> list[tuple[str, float]]:
     """'a,b' or 'a:3,b:1' -> [(name, weight)]"""
     out = []
@@ -54,10 +64,10 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--prefetch",
-            type=positive_int,
-            default=1,
-            help="Jobs each thread claims at once (more = fewer round trips, but jobs "
-            "wait behind a slow one).",
+            type=prefetch_value,
+            default=None,
+            help="Jobs each thread claims at once: 'auto' (default: 1 to 20, by the "
+            "length of the line and the run time of recent jobs) or a fixed N.",
         )
         parser.add_argument("--burst", action="store_true", help="Exit when nothing is ready.")
         parser.add_argument("--max-jobs", type=positive_int, default=None)
