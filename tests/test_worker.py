@@ -636,4 +636,3 @@ def test_a_slow_job_hands_its_prefetched_jobs_back(project: dict[str, str]) -> N
     assert not any(w._start(q, m) for m in msgs[1:])  # the consumer will not run them
     assert all(i is not None and i.attempts == 0 for i in map(q.info, tags[1:]))
     assert w._claimed == 1
-
