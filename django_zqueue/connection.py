@@ -38,7 +38,9 @@ _lock = threading.Lock()
 
 
 def make_client(config: conf.Config) -> redis.Redis:
-    """A new client for ``config`` (no connection is opened until the first command).
+    """A new client for ``config``. No connection is opened until the first command,
+    except on a Redis Cluster: ``RedisCluster`` reads the slot map at once, and
+    :class:`QueueUnavailable` is raised if no startup node answers.
 
     For a Redis Cluster this is a ``redis.cluster.RedisCluster``: it has the commands
     django_zqueue uses, routed by key, and is typed as ``redis.Redis`` here so callers
@@ -106,6 +108,9 @@ def _sentinel_client(config: conf.Config, target: conf.RedisTarget) -> redis.Red
         sentinel_kwargs = {
             "socket_timeout": config.socket_timeout,
             "socket_connect_timeout": config.socket_connect_timeout,
+            # no retry with backoff on one sentinel (redis-py's default for a client):
+            # the pool asks the next sentinel at once instead
+            "retry": Retry(NoBackoff(), 0),
         }
     sentinel: Any = Sentinel(  # type: ignore[no-untyped-call]
         list(target.nodes), sentinel_kwargs=sentinel_kwargs
@@ -144,6 +149,7 @@ def get_client(config: conf.Config | None = None) -> redis.Redis:
     config = config or conf.get_config()
     key = (
         config.redis_url,
+        config.cluster,
         config.socket_timeout,
         config.socket_connect_timeout,
         tuple(sorted((k, repr(v)) for k, v in config.connection_options.items())),
