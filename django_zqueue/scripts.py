@@ -60,6 +60,38 @@ def is_cluster_pipeline(client: Any) -> bool:
     return isinstance(client, ClusterPipeline)
 
 
+try:  # redis-py >= 8: command routing policies
+    from redis._parsers.commands import CommandPolicies, RequestPolicy, ResponsePolicy
+    from redis.commands.policies import BasePolicyResolver
+
+    _KEYED = CommandPolicies(
+        request_policy=RequestPolicy.DEFAULT_KEYED, response_policy=ResponsePolicy.DEFAULT_KEYED
+    )
+
+    class _EvalshaIsKeyed(BasePolicyResolver):
+        """EVALSHA is routed by its keys: redis-py's own ``determine_slot`` (first key)."""
+
+        def __init__(self, fallback: Any = None) -> None:
+            super().__init__({"core": {"evalsha": _KEYED}}, fallback)
+
+        def with_fallback(self, fallback: Any) -> Any:
+            return _EvalshaIsKeyed(fallback)
+
+except ImportError:  # older redis-py: its cluster pipeline routes EVALSHA by key already
+    _EvalshaIsKeyed = None  # type: ignore[assignment,misc]
+
+
+def _route_evalsha_by_key(pipe: Any) -> None:
+    """redis-py 8's cluster pipeline looks up a routing policy for each command and,
+    finding none for EVALSHA, asks a node for the call's keys (``COMMAND GETKEYS``): one
+    more round trip per script call in a pipeline (outside pipelines it routes EVALSHA by
+    its first key, as here). Its ``RedisCluster.pipeline()`` does not pass on a client's
+    resolver, so the pipeline is given one that knows EVALSHA is keyed."""
+    resolver = getattr(pipe, "_policy_resolver", None)
+    if _EvalshaIsKeyed is not None and resolver is not None:
+        pipe._policy_resolver = _EvalshaIsKeyed(fallback=resolver)
+
+
 def _command(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """(args, options) of a queued pipeline command (a tuple, or redis-py's cluster
     ``PipelineCommand``)."""
@@ -107,6 +139,8 @@ class Scripts:
         Run it with :meth:`execute`."""
         pipe = self.client.pipeline(transaction=False)
         pipe._zq_plain_evalsha = True
+        if is_cluster_pipeline(pipe):
+            _route_evalsha_by_key(pipe)
         return pipe
 
     def execute(self, pipe: Any, raise_on_error: bool = True) -> list[Any]:

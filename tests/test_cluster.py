@@ -329,6 +329,24 @@ def test_dashboard_and_stats_on_a_cluster(
                 call_command("zqueue_stats")
                 out = capsys.readouterr().out
                 assert all(n in out for n in names)
+
+                # a worker's pipeline of script calls on several masters: each EVALSHA is
+                # routed by its key, with no COMMAND GETKEYS round trip per call
+                for port in cluster.ports:
+                    redis.Redis(port=port).config_resetstat()
+                msgs = [m for q in queues for m in q.claim(3)[0]]
+                pipe = queues[0].scripts.pipeline()
+                for m in msgs:
+                    get_queue(m.queue).ack_pipelined(m, pipe)
+                assert queues[0].scripts.execute(pipe) == [1] * 6
+                calls = {
+                    port: redis.Redis(port=port).info("commandstats") for port in cluster.ports
+                }
+                ran = [c["cmdstat_evalsha"] for c in calls.values() if "cmdstat_evalsha" in c]
+                # 3 claims and 6 acks ran (and the first call of each script on a fresh
+                # node failed with NOSCRIPT, then was sent again)
+                assert sum(x["calls"] - x["failed_calls"] for x in ran) == 9
+                assert not any("cmdstat_command|getkeys" in c for c in calls.values()), calls
             finally:
                 conf.reset()
         assert cluster.crossslot_errors() == 0
