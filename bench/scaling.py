@@ -89,8 +89,9 @@ def pick_queues(cluster: topology.Cluster, prefix: str, per_master: int) -> list
     raise RuntimeError("could not place 6 queues evenly")
 
 
-def drain(cluster: topology.Cluster, names: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    prefix = f"zqscale-{uuid.uuid4().hex[:8]}"
+def drain(
+    cluster: topology.Cluster, prefix: str, names: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
     value = {
         **settings.ZQUEUE,
         "REDIS_URL": cluster.url,
@@ -178,10 +179,11 @@ def scenario_masters(masters: int) -> Callable[[argparse.Namespace], dict[str, A
         log(f"starting a {masters}-master cluster")
         cluster = topology.start_cluster(masters=masters, replicas=0)
         try:
-            names = pick_queues(cluster, "probe", 6 // masters)
+            prefix = f"zqscale-{uuid.uuid4().hex[:8]}"  # the hash tags: placement
+            names = pick_queues(cluster, prefix, 6 // masters)
             rounds = []
             for r in range(args.rounds):
-                result = drain(cluster, names, args)
+                result = drain(cluster, prefix, names, args)
                 log(f"{masters} master(s), round {r + 1}: {result}")
                 rounds.append(result)
         finally:
