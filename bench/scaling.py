@@ -1,6 +1,6 @@
 """Scaling across Redis Cluster masters: no-op jobs/s on 6 queues, 1 master vs 3 masters.
 
-    python -m bench.scaling [--jobs 12000] [--rounds 2] [--prefetch 20] [--out FILE]
+    python -m bench.scaling [--jobs 36000] [--rounds 4] [--prefetch 20] [--out FILE]
 
 Starts its own servers (tests/topology.py: redis-server and redis-cli must be on PATH):
 a one-master cluster (all 16384 slots on one node) and a three-master cluster (no
@@ -17,9 +17,11 @@ On a machine with N cores, 2 worker processes plus k busy redis-servers compete 
 those N cores: more masters can only help while Redis, not the workers or the cores,
 is the bottleneck. Read the CPU columns before the jobs/s.
 
-Adding a scenario: write a function ``(args) -> dict`` and list it in ``SCENARIOS``.
-The "one partitioned queue (6 partitions) vs 6 plain queues" scenario belongs there once
-partitioned queues (``partitions: N``) exist; it is not written yet.
+Rounds of the scenarios are interleaved, so that each meets about the same load from
+whatever else runs. Adding a scenario: a ``Scenario`` subclass (start, round, stop)
+listed in ``SCENARIOS``. The "one partitioned queue (6 partitions) vs 6 plain queues"
+scenario belongs there once partitioned queues (``partitions: N``) exist; it is not
+written yet.
 
 Every wait is bounded (``--timeout`` per drain); only this run's servers are touched.
 """
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,41 +177,64 @@ def drain(
     }
 
 
-def scenario_masters(masters: int) -> Callable[[argparse.Namespace], dict[str, Any]]:
-    def run(args: argparse.Namespace) -> dict[str, Any]:
-        log(f"starting a {masters}-master cluster")
-        cluster = topology.start_cluster(masters=masters, replicas=0)
-        try:
-            prefix = f"zqscale-{uuid.uuid4().hex[:8]}"  # the hash tags: placement
-            names = pick_queues(cluster, prefix, 6 // masters)
-            rounds = []
-            for r in range(args.rounds):
-                result = drain(cluster, prefix, names, args)
-                log(f"{masters} master(s), round {r + 1}: {result}")
-                rounds.append(result)
-        finally:
-            cluster.stop()
-        return {
-            "masters": masters,
-            "queues": names,
-            "rounds": rounds,
-            "median_jobs_per_s": statistics.median(x["jobs_per_s"] for x in rounds),
-        }
+class Scenario(ABC):
+    """Servers started once; ``round()`` drains once and returns the figures."""
 
-    return run
+    name = ""
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def round(self, args: argparse.Namespace) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        return {"scenario": self.name}
 
 
-SCENARIOS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "1-master": scenario_masters(1),
-    "3-masters": scenario_masters(3),
-    # "partitioned": one queue with partitions=6 vs 6 plain queues, once partitions exist
+class Masters(Scenario):
+    """6 queues on a cluster of ``masters`` masters (no replicas)."""
+
+    def __init__(self, masters: int) -> None:
+        self.masters = masters
+        self.name = f"{masters}-master" + ("s" if masters > 1 else "")
+        self.cluster: topology.Cluster | None = None
+        self.prefix = f"zqscale-{uuid.uuid4().hex[:8]}"  # with the names: the placement
+        self.names: list[str] = []
+
+    def start(self) -> None:
+        log(f"starting a {self.masters}-master cluster")
+        self.cluster = topology.start_cluster(masters=self.masters, replicas=0)
+        self.names = pick_queues(self.cluster, self.prefix, 6 // self.masters)
+
+    def round(self, args: argparse.Namespace) -> dict[str, Any]:
+        assert self.cluster is not None
+        return drain(self.cluster, self.prefix, self.names, args)
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    def describe(self) -> dict[str, Any]:
+        return {"scenario": self.name, "masters": self.masters, "queues": self.names}
+
+
+# A scenario "one queue with partitions=6 vs 6 plain queues" belongs here once
+# partitioned queues (``partitions: N``) exist: a Scenario whose round() drains one
+# partitioned queue on the 3-master cluster. It is not written yet.
+SCENARIOS: dict[str, Callable[[], Scenario]] = {
+    "1-master": lambda: Masters(1),
+    "3-masters": lambda: Masters(3),
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=int, default=12000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=36000)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--prefetch", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
@@ -216,18 +242,40 @@ def main() -> None:
     args = parser.parse_args()
     if not topology.available():
         sys.exit("bench.scaling needs redis-server and redis-cli on PATH")
+    scenarios = [SCENARIOS[name]() for name in args.scenario or list(SCENARIOS)]
+    rounds: dict[str, list[dict[str, Any]]] = {s.name: [] for s in scenarios}
+    try:
+        for s in scenarios:
+            s.start()
+        # rounds interleaved (and the order reversed every other round), so that the
+        # scenarios share the machine's other load as evenly as possible
+        for r in range(args.rounds):
+            for s in scenarios if r % 2 == 0 else scenarios[::-1]:
+                result = s.round(args)
+                log(f"{s.name}, round {r + 1}: {result}")
+                rounds[s.name].append(result)
+    finally:
+        for s in scenarios:
+            s.stop()
     results = {
         "cores": os.cpu_count(),
         "jobs": args.jobs,
         "prefetch": args.prefetch,
-        "scenarios": [SCENARIOS[name](args) for name in args.scenario or list(SCENARIOS)],
+        "scenarios": [
+            {
+                **s.describe(),
+                "rounds": rounds[s.name],
+                "median_jobs_per_s": round(
+                    statistics.median(x["jobs_per_s"] for x in rounds[s.name])
+                ),
+            }
+            for s in scenarios
+        ],
     }
     text = json.dumps(results, indent=2)
     print(text)
     print()
-    print(
-        "| masters | jobs/s (median) | per round: jobs/s, worker CPU s, redis CPU s, machine busy |"
-    )
+    print("| scenario | jobs/s (median) | per round: jobs/s, worker CPU s, redis CPU s, busy |")
     print("|---|---|---|")
     for s in results["scenarios"]:
         rounds = "; ".join(
@@ -235,7 +283,7 @@ def main() -> None:
             f"{r['machine_busy']:.0%}"
             for r in s["rounds"]
         )
-        print(f"| {s['masters']} | {s['median_jobs_per_s']} | {rounds} |")
+        print(f"| {s['scenario']} | {s['median_jobs_per_s']} | {rounds} |")
     if args.out:
         args.out.write_text(text + "\n")
 
