@@ -309,7 +309,7 @@ class Slowlog:
         self.client_name = client_name  # on a shared server: count only these clients
         self.threshold_us = threshold_us
         self.by_sha = {hashlib.sha1(src.encode()).hexdigest(): n for n, src in sources.items()}
-        self.per_script: dict[str, dict[str, float]] = {}
+        self.per_script: dict[str, dict[str, Any]] = {}
         self.other_max = 0.0
         self.last_id = -1
         self.since = time.time()
@@ -347,9 +347,14 @@ class Slowlog:
                     self.other_max = max(self.other_max, ms)
                 continue
             got.append((name, ms))
-            s = self.per_script.setdefault(name, {"count_logged": 0, "max_ms": 0.0})
+            s = self.per_script.setdefault(
+                name, {"count_logged": 0, "max_ms": 0.0, "over_5ms": 0, "top_ms": []}
+            )
             s["count_logged"] += 1
             s["max_ms"] = max(s["max_ms"], ms)
+            if ms > 5.0:
+                s["over_5ms"] += 1
+            s["top_ms"] = sorted([*s["top_ms"], ms], reverse=True)[:5]
         if self.own:
             self.client.slowlog_reset()
         else:

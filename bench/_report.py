@@ -471,9 +471,19 @@ def markdown(out: dict[str, Any], h: list[str], rows: list[list[Any]], tr: list[
             f"{fmt(sc.get('max_other_command_ms'), 2)} ms.",
             "",
             table(
-                ["script", "calls logged (over the threshold, or timed at 0 µs)", "max ms"],
                 [
-                    [k, x["count_logged"], fmt(x["max_ms"], 2)]
+                    "script",
+                    "calls logged (over the threshold, or timed at 0 µs)",
+                    "over 5 ms",
+                    "longest 5, ms",
+                ],
+                [
+                    [
+                        k,
+                        x["count_logged"],
+                        x.get("over_5ms", "?"),
+                        ", ".join(fmt(v, 2) for v in x.get("top_ms", [x["max_ms"]])),
+                    ]
                     for k, x in sc.get("per_script", {}).items()
                 ],
             ),

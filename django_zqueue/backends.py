@@ -180,8 +180,9 @@ class ZQueueBackend(BaseTaskBackend):
         queues = [get_queue(name) for name in sorted(names)]
         pipe = queues[0].scripts.pipeline()
         for q in queues:
-            q.scripts.info(q.keys, result_id, True, client=pipe)
-            pipe.get(q.keys.result(result_id))
+            k = q.keys_for(result_id)  # the job's partition (the queue's keys if one)
+            q.scripts.info(k, result_id, True, client=pipe)
+            pipe.get(k.result(result_id))
         try:
             replies = queues[0].scripts.execute(pipe)
         except Exception as exc:
@@ -250,6 +251,8 @@ def task_rank(result: AnyResult | str, backend: str = "default") -> tuple[int | 
     if isinstance(result, str):
         result = task_backends[backend].get_result(result)
     q = get_queue(result.task.queue_name)
+    if q.partitions > 1:  # the global rank: one read per partition
+        return q.rank(result.id), q.score(result.id)
     pipe = q.client.pipeline(transaction=False)
     pipe.zrank(q.keys.ready, result.id)
     pipe.zscore(q.keys.ready, result.id)
@@ -311,7 +314,7 @@ def start_record(
 ) -> dict[str, Any]:
     """Mark a run as started: worker id appended, times set, status RUNNING; stored
     before the task runs."""
-    previous_raw = q.client.get(q.keys.result(result_id))
+    previous_raw = q.client.get(q.keys_for(result_id).result(result_id))
     record = record_for(body, json.loads(previous_raw) if previous_raw else None)
     now = now_iso()
     record["started_at"] = record["started_at"] or now
@@ -323,7 +326,9 @@ def start_record(
 
 
 def store_record(q: Queue, result_id: str, record: Mapping[str, Any], ttl: float) -> None:
-    q.client.set(q.keys.result(result_id), json.dumps(record), px=max(1, int(ttl * 1000)))
+    q.client.set(
+        q.keys_for(result_id).result(result_id), json.dumps(record), px=max(1, int(ttl * 1000))
+    )
 
 
 def send_started(task_result: AnyResult) -> None:

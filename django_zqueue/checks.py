@@ -1,7 +1,8 @@
 """System checks for ``settings.ZQUEUE`` (ids ``django_zqueue.E001`` ...).
 
 ``manage.py check`` reports every problem at once, each with a hint. These checks read
-settings only; they never connect to Redis.
+settings only; they never connect to Redis. The one exception is registered for
+``check --deploy`` only: it reads the Redis eviction policy (W001, W002).
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
                 )
             )
             continue
+        if registry.get(schedule.task) is None:
+            errors.append(
+                checks.Error(
+                    f"ZQUEUE['SCHEDULES'][{name!r}] names task {schedule.task!r}, which is not "
+                    "a registered @task: every tick would be a dead letter.",
+                    hint="Use the dotted name of a function decorated with "
+                    "django_zqueue.task (module.function).",
+                    id="django_zqueue.E013",
+                )
+            )
         if schedule.queue not in config.queues:
             errors.append(
                 checks.Error(
@@ -57,3 +68,51 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
                 )
             )
     return errors
+
+
+def eviction_warning(client: Any) -> str | None:
+    """A warning when the Redis behind ``client`` may evict keys, else None.
+
+    Reads ``INFO memory`` (allowed to an ACL user without ``CONFIG``). Eviction deletes
+    whole keys, such as the hash of every job's body, without an error to anyone."""
+    policy = client.info("memory").get("maxmemory_policy")
+    if policy is None or policy == "noeviction":
+        return None
+    return (
+        f"Redis maxmemory-policy is {policy!r}: Redis may delete django_zqueue's keys "
+        "(whole queues of jobs) when it runs out of memory. Set maxmemory-policy "
+        "noeviction."
+    )
+
+
+@checks.register("django_zqueue", deploy=True)
+def check_redis_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``manage.py check --deploy`` only: the Redis eviction policy (connects to Redis)."""
+    import redis
+    from django.conf import settings
+
+    from .connection import get_client
+
+    config, problems = conf.parse(getattr(settings, "ZQUEUE", None))
+    if problems:
+        return []  # E0xx reports them
+    try:
+        warning = eviction_warning(get_client(config))
+    except redis.RedisError as exc:
+        return [
+            checks.Warning(
+                f"Could not read Redis' eviction policy: {exc}",
+                hint="Check REDIS_URL; the ACL user needs INFO.",
+                id="django_zqueue.W002",
+            )
+        ]
+    if warning is None:
+        return []
+    return [
+        checks.Warning(
+            warning,
+            hint="CONFIG SET maxmemory-policy noeviction (and in redis.conf), with a maxmemory "
+            "that fits your queues.",
+            id="django_zqueue.W001",
+        )
+    ]

@@ -38,6 +38,8 @@ PRIORITY_MAX = 1000
 PRIORITY_BAND = 2**42
 MAX_AGING_SECONDS = 30 * 86400
 MAX_EXACT = 2**53
+#: most partitions one queue may have (option ``partitions``)
+MAX_PARTITIONS = 256
 
 PriorityMode = Literal["strict", "aging"]
 Topology = Literal["standalone", "cluster", "sentinel"]
@@ -161,6 +163,7 @@ class QueueOptions:
     priority_mode: PriorityMode = "strict"
     priority_aging_seconds: float = 60.0
     scan_batch: int = 200
+    partitions: int = 1  # > 1: the queue is spread over this many hash tags
 
     @property
     def visibility_timeout_ms(self) -> int:
@@ -373,6 +376,25 @@ def _parse_queue(
     if kw.get("scan_batch", 0) > 5000:
         out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 200.")
         kw.pop("scan_batch")
+    if "partitions" in merged:
+        v = merged["partitions"]
+        if not _is_int(v) or not 1 <= v <= MAX_PARTITIONS:
+            out.add(
+                "E007",
+                f"Queue {name!r}: partitions must be an integer in [1, {MAX_PARTITIONS}], "
+                f"got {v!r}.",
+                "Use 1 (one hash tag, the default) unless the queue must spread over cluster "
+                "nodes.",
+            )
+        elif v > 1 and (kw.get("concurrency") or kw.get("qps")):
+            out.add(
+                "E007",
+                f"Queue {name!r}: concurrency and qps cannot be combined with partitions > 1.",
+                "Both limits are enforced atomically on one hash tag; a partitioned queue has "
+                "several. Use partitions = 1, or drop the limit.",
+            )
+        else:
+            kw["partitions"] = v
     return QueueOptions(**kw)
 
 

@@ -14,7 +14,8 @@ each script call, and each transaction, touches one node.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,6 +36,39 @@ from .exceptions import QueueUnavailable
 
 _clients: dict[tuple[Any, ...], redis.Redis] = {}
 _lock = threading.Lock()
+
+#: Waits before each retry of a command refused with READONLY (about 3 s in all).
+READONLY_WAITS = (0.1, 0.2, 0.4, 0.8, 1.6)
+
+
+class _Retry(Retry):
+    """redis-py's retry, plus a bounded retry of commands refused with ``READONLY``.
+
+    ``READONLY`` means the node is (now) a replica and the command was not run (a script
+    is refused at its first write, before any write), so sending it again is safe. After
+    a failover behind one address (a managed Redis, a proxy, a DNS name) the connection
+    is closed and the next attempt reaches the new primary. Connection errors keep their
+    own budget (one immediate retry)."""
+
+    def call_with_retry(
+        self,
+        do: Callable[[], Any],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> Any:
+        for wait in (*READONLY_WAITS, None):
+            try:
+                return super().call_with_retry(do, fail, is_retryable, with_failure_count)
+            except redis.ReadOnlyError as exc:
+                if wait is None:
+                    raise
+                if with_failure_count:
+                    fail(exc, 0)  # closes the connection (a count of 0 records no retry)
+                else:
+                    fail(exc)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
 
 
 def make_client(config: conf.Config) -> redis.Redis:
@@ -58,7 +92,7 @@ def make_client(config: conf.Config) -> redis.Redis:
         # script call may have run, and re-running a publish would add a second job.
         # redis-py's default (10 retries with backoff, timeouts included) would also make
         # an unreachable Redis take many socket timeouts to report.
-        "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+        "retry": _Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
     }
     options.update(config.connection_options)
     return redis.Redis.from_url(config.redis_url, **options)
@@ -96,9 +130,10 @@ def _sentinel_client(config: conf.Config, target: conf.RedisTarget) -> redis.Red
         "socket_timeout": config.socket_timeout,
         "socket_connect_timeout": config.socket_connect_timeout,
         "health_check_interval": 30,
-        # as for a standalone server; after a failover the pool asks the sentinels for
-        # the new master on the next connection
-        "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+        # as for a standalone server (READONLY included: an old master back as a replica
+        # closes the connection); after a failover the pool asks the sentinels for the
+        # new master on the next connection
+        "retry": _Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
     }
     if target.ssl:
         options["ssl"] = True
@@ -132,6 +167,39 @@ def socket_timeout(client: Any) -> float | None:
         kwargs = client.connection_pool.connection_kwargs
     value = kwargs.get("socket_timeout")
     return None if value is None else float(value)
+
+
+def slot_groups(client: Any, keys: list[str]) -> list[list[str]]:
+    """``keys`` grouped by cluster slot, in order; ``[keys]`` off a cluster."""
+    if not is_cluster(client):
+        return [keys]
+    groups: dict[int, list[str]] = {}
+    for key in keys:
+        groups.setdefault(client.keyslot(key), []).append(key)
+    return list(groups.values())
+
+
+def wait_any(client: Any, groups: list[list[str]], seconds: float, turn: list[int]) -> bool:
+    """Block up to ``seconds`` for a wake-up token on any of the lists of ``groups`` (from
+    :func:`slot_groups`) and take it; True if one came.
+
+    One ``BLPOP`` over every list, except on a Redis Cluster with the lists on several
+    slots, where one ``BLPOP`` may only name keys of one slot: then a token already
+    waiting in any list is taken first (one pipelined ``LPOP`` per list, a round trip per
+    node), else the wait blocks on one slot's lists for ``seconds / len(groups)``, the
+    slots in turn (``turn`` holds the caller's position); a token on another slot is
+    seen by the next wait, so within that share of the time."""
+    if len(groups) == 1:
+        return client.blpop(groups[0], timeout=seconds) is not None
+    pipe = client.pipeline(transaction=False)
+    for group in groups:
+        for key in group:
+            pipe.lpop(key)
+    if any(token is not None for token in pipe.execute()):
+        return True
+    group = groups[turn[0] % len(groups)]
+    turn[0] += 1
+    return client.blpop(group, timeout=max(0.01, seconds / len(groups))) is not None
 
 
 def server_time_ms(client: Any, key: str) -> int:
@@ -178,6 +246,7 @@ conf.on_reset(_reset)
 UNAVAILABLE_ERRORS = (
     redis.ConnectionError,
     redis.TimeoutError,
+    redis.ReadOnlyError,
     ClusterDownError,
     TryAgainError,
     SlotNotCoveredError,
@@ -186,8 +255,8 @@ UNAVAILABLE_ERRORS = (
 
 @contextmanager
 def unavailable_as_error(what: str = "Redis") -> Iterator[None]:
-    """Turn redis-py's connection and timeout errors (and a cluster's failover states)
-    into :class:`QueueUnavailable`."""
+    """Turn redis-py's connection and timeout errors, a cluster's failover states, and
+    ``READONLY`` refusals that outlasted their retries, into :class:`QueueUnavailable`."""
     try:
         yield
     except UNAVAILABLE_ERRORS as exc:

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from .connection import is_cluster, server_time_ms, unavailable_as_error
 from .exceptions import InvalidArgument
-from .queue import MAX_TAG_BYTES, JobInfo, Queue, live_thread_count, minute_rows
+from .queue import MAX_MERGED, MAX_TAG_BYTES, JobInfo, Queue, live_thread_count, minute_rows
 from .queue import SERIES as SERIES  # the per-minute series of the stats ring
 
 #: tabs of the queue page: state -> the ZSET that holds it
@@ -369,7 +369,10 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
     if not 1 <= last <= 63:
         raise InvalidArgument("last must be in [1, 63]")
     out: dict[str, QueueSummary] = {}
-    for group in _by_client(queues).values():
+    for q in queues:
+        if q.partitions > 1:
+            out[q.name] = _partitioned_summary(q, last)
+    for group in _by_client([q for q in queues if q.partitions == 1]).values():
         client = group[0].client
         with unavailable_as_error():
             pipe, now = _timed_pipeline(client, group[0].keys.ready)
@@ -410,6 +413,38 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
                 now_ms=now_ms,
             )
     return [out[q.name] for q in queues]
+
+
+def _partitioned_summary(q: Queue, last: int) -> QueueSummary:
+    """The summary of a partitioned queue: the sums over its partitions (counts, stats
+    and minute ring), the lag of the first job in global order. A few round trips, each
+    O(partitions)."""
+    counts = q.counts()
+    first = q.merged_page("ready", 0, 1)
+    with unavailable_as_error():
+        fields = q._stats_fields()
+        pipe, now = _timed_pipeline(q.client, q.keys.workers)
+        pipe.hgetall(q.keys.workers)
+        if first:
+            tag, _, p = first[0]
+            pipe.hget(q.part_keys[p].meta, tag)
+        now_ms, replies = _execute_timed(pipe, now)
+    meta = _json(replies[2]) if first else None
+    lag = None
+    if isinstance(meta, dict) and "e" in meta:
+        lag = max(0.0, (now_ms - int(meta["e"])) / 1000)
+    return QueueSummary(
+        name=q.name,
+        ready=counts["ready"],
+        delayed=counts["delayed"],
+        inflight=counts["inflight"],
+        dead=counts["dead"],
+        lag_seconds=lag,
+        workers=_live_threads(replies[1], int(time.time() * 1000)),
+        counters=_counters(fields),
+        minutes=minutes_from_stats(fields, now_ms, last),
+        now_ms=now_ms,
+    )
 
 
 # ---------------------------------------------------------------- one queue, one page
@@ -511,6 +546,7 @@ class Page:
     now_ms: int
     workers: int = 0
     mean_run_ms: float | None = None  # from the lifetime counters
+    max_pages: int | None = None  # a partitioned queue lists its first MAX_MERGED jobs
 
     @property
     def total(self) -> int:
@@ -518,7 +554,8 @@ class Page:
 
     @property
     def pages(self) -> int:
-        return max(1, math.ceil(self.total / self.per_page))
+        pages = max(1, math.ceil(self.total / self.per_page))
+        return pages if self.max_pages is None else min(pages, self.max_pages)
 
     @property
     def offset(self) -> int:
@@ -550,6 +587,8 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     if not 1 <= per_page <= MAX_PER_PAGE:
         raise InvalidArgument(f"per_page must be in [1, {MAX_PER_PAGE}]")
     number = min(max(1, number), MAX_PAGE)
+    if q.partitions > 1:
+        return _partitioned_page(q, state, number, per_page, payload=payload)
     k = q.keys
     zset = {"ready": k.ready, "delayed": k.delayed, "leased": k.leased, "dead": k.dead}[state]
     with unavailable_as_error():
@@ -590,6 +629,100 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
         acked, run_ms = (int(x or 0) for x in replies[6])
         mean_run_ms = run_ms / acked if acked else None
         workers = _live_threads(replies[7], int(time.time() * 1000))
+    return _page(
+        q,
+        state,
+        number,
+        per_page,
+        counts,
+        members,
+        values,
+        now_ms,
+        workers,
+        mean_run_ms,
+        payload=payload,
+    )
+
+
+def _partitioned_page(q: Queue, state: str, number: int, per_page: int, *, payload: bool) -> Page:
+    """:func:`page` for a partitioned queue: the partitions' pages merged in global
+    order (:meth:`Queue.merged_page`). Only the first ``MAX_MERGED`` jobs of a state
+    can be listed; a later page number gives the last reachable page. Round trips: the
+    counts, ``TIME`` and the merged page; one ``HMGET`` per hash and partition of the
+    page; for ready jobs the partitions' stats and the workers hash."""
+    max_pages = max(1, MAX_MERGED // per_page)
+    counts = q.counts()
+    counts = {
+        "ready": counts["ready"],
+        "delayed": counts["delayed"],
+        "leased": counts["inflight"],
+        "dead": counts["dead"],
+    }
+    last_page = min(max_pages, max(1, math.ceil(counts[state] / per_page)))
+    number = min(number, last_page)
+    entries = q.merged_page(state, (number - 1) * per_page, per_page)
+    hashes = ["meta", "body"]
+    if state == "leased":
+        hashes.append("progress")
+    if state == "dead" and payload:
+        hashes.append("errors")
+    by_part: dict[int, list[str]] = {}
+    for tag, _, p in entries:
+        by_part.setdefault(p, []).append(tag)
+    with unavailable_as_error():
+        pipe, now = _timed_pipeline(q.client, q.keys.workers)
+        for p, tags in by_part.items():
+            for name in hashes:
+                pipe.hmget(getattr(q.part_keys[p], name), tags)
+        now_ms, replies = _execute_timed(pipe, now)
+        found: dict[tuple[int, str], list[Any]] = {}
+        i = 1
+        for p, tags in by_part.items():
+            for tag_index, tag in enumerate(tags):
+                found[(p, tag)] = [replies[i + h][tag_index] for h in range(len(hashes))]
+            i += len(hashes)
+        values = [[found[(p, tag)][h] for tag, _, p in entries] for h in range(len(hashes))]
+        workers = 0
+        mean_run_ms = None
+        if state == "ready":
+            fields = q._stats_fields()
+            acked, run_ms = fields.get("acked", 0), fields.get("run_ms", 0)
+            mean_run_ms = run_ms / acked if acked else None
+            workers = _live_threads(q.client.hgetall(q.keys.workers), int(time.time() * 1000))
+    members = [(tag.encode("utf-8"), score) for tag, score, _ in entries]
+    return _page(
+        q,
+        state,
+        number,
+        per_page,
+        counts,
+        members,
+        values,
+        now_ms,
+        workers,
+        mean_run_ms,
+        max_pages=max_pages,
+        payload=payload,
+    )
+
+
+def _page(
+    q: Queue,
+    state: str,
+    number: int,
+    per_page: int,
+    counts: dict[str, int],
+    members: list[tuple[bytes, float]],
+    values: list[list[Any]],
+    now_ms: int,
+    workers: int,
+    mean_run_ms: float | None,
+    max_pages: int | None = None,
+    *,
+    payload: bool,
+) -> Page:
+    """The page's rows, from the members of the state's set and the values of the
+    hashes read for them (meta, body, then progress or errors)."""
     rows = []
     for i, (tag_raw, score) in enumerate(members):
         meta = _json(values[0][i])
@@ -639,6 +772,7 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
         now_ms=now_ms,
         workers=workers,
         mean_run_ms=mean_run_ms,
+        max_pages=max_pages,
     )
 
 
@@ -672,7 +806,24 @@ def locate(queues: Sequence[Queue], tag: str) -> list[Location]:
     if not valid_tag(tag):
         return []
     found: dict[str, Location] = {}
-    for group in _by_client(queues).values():
+    for q in queues:
+        if q.partitions > 1:  # the job's partition, read directly; the global rank
+            info = q.info(tag, with_body=False)
+            if info is not None:
+                score = {
+                    "ready": info.score,
+                    "delayed": info.run_at,
+                    "leased": info.lease_deadline,
+                    "dead": info.died_at,
+                }.get(info.state)
+                found[q.name] = Location(
+                    q.name,
+                    tag,
+                    info.state,
+                    score.timestamp() * 1000 if isinstance(score, datetime) else score,
+                    info.rank,
+                )
+    for group in _by_client([q for q in queues if q.partitions == 1]).values():
         with unavailable_as_error():
             pipe = group[0].client.pipeline(transaction=False)
             for q in group:
@@ -774,9 +925,15 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
         return None
     with unavailable_as_error():
         pipe, now = _timed_pipeline(q.client, q.keys.stats)
-        pipe.hmget(q.keys.stats, ["acked", "run_ms"])
-        pipe.hgetall(q.keys.workers)
-        now_ms, (_, (acked, run_ms), workers_raw) = _execute_timed(pipe, now)
+        if q.partitions > 1:
+            fields = q._stats_fields()
+            pipe.hgetall(q.keys.workers)
+            now_ms, (_, workers_raw) = _execute_timed(pipe, now)
+            acked, run_ms = fields.get("acked", 0), fields.get("run_ms", 0)
+        else:
+            pipe.hmget(q.keys.stats, ["acked", "run_ms"])
+            pipe.hgetall(q.keys.workers)
+            now_ms, (_, (acked, run_ms), workers_raw) = _execute_timed(pipe, now)
     eta = None
     if info.rank is not None and acked and int(acked):
         threads = max(1, _live_threads(workers_raw, int(time.time() * 1000)))
@@ -813,20 +970,20 @@ def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
     rows: list[ScheduleRow] = []
     for q in queues:
         with unavailable_as_error():
-            defs: Any = q.client.hgetall(q.keys.sched_defs)
+            defs: Any = q.client.hgetall(q.sched_keys.sched_defs)
             if not defs:
                 continue
             names = sorted(k.decode() for k in defs)
             pipe = q.client.pipeline(transaction=False)
             for name in names:
-                pipe.zscore(q.keys.sched, name)
-                pipe.hget(q.keys.sched_last, name)
+                pipe.zscore(q.sched_keys.sched, name)
+                pipe.hget(q.sched_keys.sched_last, name)
             replies = pipe.execute()
             lasts = [r.decode().split(" ", 1)[1] if r else None for r in replies[1::2]]
             pipe = q.scripts.pipeline()
             for job in lasts:
                 if job:
-                    q.scripts.state(q.keys, job, client=pipe)
+                    q.scripts.state(q.sched_keys, job, client=pipe)
             states = iter(q.scripts.execute(pipe))
         for name, nxt, job in zip(names, replies[0::2], lasts, strict=True):
             definition = json.loads(defs[name.encode()])

@@ -71,3 +71,19 @@ class QueueUnavailable(ZQueueError):
 
     The original redis-py exception is chained as ``__cause__``.
     """
+
+
+class PartitionMismatch(ConfigurationError):
+    """The queue's ``partitions`` option differs from the layout its jobs were written with.
+
+    Drain the queue (or ``Queue.clear()`` it) before changing ``partitions``."""
+
+    def __init__(self, queue: str, recorded: int | None, configured: int) -> None:
+        self.queue = queue
+        self.recorded = recorded
+        self.configured = configured
+        super().__init__(
+            f"queue {queue!r} is configured with partitions={configured} but its jobs in "
+            f"Redis use partitions={recorded}; drain or clear the queue before changing "
+            "'partitions' (nothing was written)"
+        )

@@ -7,6 +7,7 @@ touches a single Redis Cluster slot. Scripts receive these names in ``KEYS``.
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -85,3 +86,30 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         sched_defs=f"{tag}:sched_defs",
         sched_last=f"{tag}:sched_last",
     )
+
+
+def partition_keys(prefix: str, queue: str, partitions: int) -> list[QueueKeys]:
+    """The keys of each partition of a queue: ``{<prefix>:<queue>#<i>}``, i in [0, N).
+
+    One partition (the default) is the queue's own keys, ``{<prefix>:<queue>}``, unchanged.
+    Queue names cannot contain ``#``, so a partition's tag never collides with a queue's."""
+    if partitions == 1:
+        return [queue_keys(prefix, queue)]
+    return [queue_keys(prefix, f"{queue}#{i}") for i in range(partitions)]
+
+
+def layout_key(prefix: str, queue: str) -> str:
+    """STRING: the number of partitions the queue's jobs were published with (written
+    only by partitioned queues, so a change of ``partitions`` is detected)."""
+    return "{%s:%s}:partitions" % (prefix, queue)  # noqa: UP031 - braces are literal here
+
+
+def partition_of(tag: str, partitions: int) -> int:
+    """The partition of job ``tag``: CRC-32 of its UTF-8 bytes modulo ``partitions``.
+
+    Stable across processes and Python versions (never ``hash()``). Tags starting with
+    ``cron:`` (periodic jobs) live in partition 0, with the queue's schedules, so
+    ``fire.lua`` touches one hash tag."""
+    if partitions == 1 or tag.startswith("cron:"):
+        return 0
+    return zlib.crc32(tag.encode("utf-8")) % partitions

@@ -21,7 +21,7 @@ import math
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -30,17 +30,31 @@ from django.conf import settings
 from django.utils import timezone
 
 from . import conf
-from .connection import get_client, is_cluster, server_time_ms, socket_timeout, unavailable_as_error
-from .exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge, UnknownQueue
-from .keys import QueueKeys, queue_keys
+from .connection import (
+    get_client,
+    is_cluster,
+    server_time_ms,
+    slot_groups,
+    socket_timeout,
+    unavailable_as_error,
+    wait_any,
+)
+from .exceptions import (
+    DuplicateJob,
+    InvalidArgument,
+    PartitionMismatch,
+    PayloadTooLarge,
+    UnknownQueue,
+)
+from .keys import QueueKeys, layout_key, partition_keys, partition_of, queue_keys
 from .scripts import Arg, Scripts
 
 #: at most this many jobs per publish script call, so one call stays short
-PUBLISH_CHUNK = 250
+PUBLISH_CHUNK = 100
 #: most jobs one claim may lease
 MAX_BATCH = 1000
 #: at most this many jobs per claim script call (a bigger claim sends several, pipelined)
-CLAIM_CHUNK = 250
+CLAIM_CHUNK = 100
 #: a tag is 1..MAX_TAG_BYTES bytes of UTF-8
 MAX_TAG_BYTES = 256
 #: the notify list never holds more wake-up tokens than this
@@ -49,6 +63,9 @@ NOTIFY_CAP = 64
 PROMOTE_LIMIT = 100
 #: longest single blocking wait; a wait is also cut to a share of the socket timeout
 MAX_BLOCK = 5.0
+#: on a partitioned queue, a merged listing (dead letters, admin pages) reads at most
+#: this many entries per partition: offset + limit must stay within it
+MAX_MERGED = 10_000
 
 STATES = ("ready", "delayed", "leased", "dead")
 SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_ms", "r": "ready"}
@@ -267,11 +284,31 @@ class Queue:
         self.name = name
         self.options = options or conf.QueueOptions()
         self.prefix = prefix
+        #: the queue's own hash tag: its jobs when unpartitioned; always its workers hash
         self.keys: QueueKeys = queue_keys(prefix, name)
+        o = self.options
+        n = o.partitions
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= conf.MAX_PARTITIONS:
+            raise InvalidArgument(f"partitions must be an int in [1, {conf.MAX_PARTITIONS}]")
+        if n > 1 and (o.concurrency or o.qps):
+            raise InvalidArgument("concurrency and qps cannot be combined with partitions > 1")
+        #: number of partitions (hash tags) the queue's jobs are spread over
+        self.partitions = n
+        #: the keys of each partition; ``[self.keys]`` for an unpartitioned queue
+        self.part_keys: list[QueueKeys] = partition_keys(prefix, name, n)
+        #: the keys of the queue's periodic schedules (partition 0, with the cron jobs)
+        self.sched_keys: QueueKeys = self.part_keys[0]
+        #: the notify lists a waiting consumer blocks on
+        self.notify_keys: list[str] = [k.notify for k in self.part_keys]
+        self._rr = secrets.randbelow(n)  # round-robin start partition of the next claim
+        self._layout_ok = n == 1
         self.client: redis.Redis = client if client is not None else get_client()
         self.scripts = Scripts(self.client)
-        o = self.options
-        self._mode = o.priority_mode
+        # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)
+        self._notify_groups = slot_groups(self.client, self.notify_keys)
+        self._wait_turn = [0]
+        # partitions share one clock-based sequence so scores compare across them
+        self._mode = "tstrict" if n > 1 and o.priority_mode == "strict" else o.priority_mode
         self._aging_us = int(o.priority_aging_seconds * 1_000_000)
         self._vt_ms = o.visibility_timeout_ms
         self._concurrency = o.concurrency or 0
@@ -282,7 +319,67 @@ class Queue:
         self._max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
 
     def __repr__(self) -> str:
+        if self.partitions > 1:
+            return f"<Queue {self.name!r} keys={self.keys.tag} partitions={self.partitions}>"
         return f"<Queue {self.name!r} keys={self.keys.tag}>"
+
+    # ----------------------------------------------------------------- partitions
+
+    def keys_for(self, tag: str) -> QueueKeys:
+        """The keys of the partition that holds job ``tag`` (:func:`keys.partition_of`)."""
+        if self.partitions == 1:
+            return self.keys
+        return self.part_keys[partition_of(tag, self.partitions)]
+
+    def check_layout(self) -> None:
+        """Refuse a change of ``partitions`` while the queue holds jobs.
+
+        A partitioned queue records its number of partitions in ``{p:q}:partitions`` at
+        first use (``SET NX``); it checks this once per :class:`Queue` object, at its
+        first publish or claim (a worker checks every queue at start). Raises
+        :class:`PartitionMismatch`, writing nothing, when the unpartitioned keys still
+        hold jobs, or when the recorded number differs and the partitions of that
+        layout still hold jobs; once they are drained the new number is recorded.
+        ``clear()`` removes the record. One or two round trips (more on a change).
+        Only the check is atomic per read: a process still running with the old
+        setting can write between the check and its own next check."""
+        layout = layout_key(self.prefix, self.name)
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(layout)
+            k = queue_keys(self.prefix, self.name)
+            for key in (k.ready, k.delayed, k.leased, k.dead):
+                pipe.exists(key)
+            replies = pipe.execute()
+            if self.partitions > 1 and any(int(r) for r in replies[-4:]):
+                raise PartitionMismatch(self.name, 1, self.partitions)
+            if self.partitions > 1 and replies[0] is None:
+                # first use: record the layout (SET NX GET: a concurrent first use wins)
+                replies[0] = self.client.set(layout, self.partitions, nx=True, get=True)
+                replies[0] = replies[0] if replies[0] is not None else self.partitions
+        recorded = int(replies[0]) if replies[0] is not None else None
+        if recorded is not None and recorded != self.partitions:
+            if not 1 < recorded <= conf.MAX_PARTITIONS or self._holds_jobs(recorded):
+                raise PartitionMismatch(self.name, recorded, self.partitions)
+            with unavailable_as_error():  # the old layout is drained: take the new one
+                if self.partitions > 1:
+                    self.client.set(layout, self.partitions)
+                else:
+                    self.client.delete(layout)
+        self._layout_ok = True
+
+    def _holds_jobs(self, partitions: int) -> bool:
+        """Whether any partition of the ``partitions`` layout holds a job (one pipeline)."""
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for k in partition_keys(self.prefix, self.name, partitions):
+                for key in (k.ready, k.delayed, k.leased, k.dead):
+                    pipe.exists(key)
+            return any(int(r) for r in pipe.execute())
+
+    def _layout(self) -> None:
+        if not self._layout_ok:
+            self.check_layout()
 
     # ----------------------------------------------------------------- publishing
 
@@ -375,7 +472,7 @@ class Queue:
         """Add many jobs in one round trip; return their tags in order.
 
         Every body is validated and encoded before anything is sent. Calls of up to
-        250 jobs are all-or-nothing. A longer call is sent as chunks of 250 in one
+        100 jobs are all-or-nothing. A longer call is sent as chunks of 100 in one
         pipeline after its tags are checked for clashes, so a :class:`DuplicateJob`
         writes nothing unless another client published a clashing tag in the meantime
         (the exception's ``published`` then lists what was written).
@@ -401,9 +498,11 @@ class Queue:
         return self.publish_prepared(jobs)
 
     def publish_prepared(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
-        """Send jobs made by :meth:`prepare`: one script call per 250, one round trip."""
+        """Send jobs made by :meth:`prepare`: one script call per 100, one round trip."""
         if not jobs:
             return []
+        if self.partitions > 1:
+            return self._publish_partitioned(jobs)
         tags = [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
         if len(jobs) <= PUBLISH_CHUNK:
             with unavailable_as_error():
@@ -437,17 +536,77 @@ class Queue:
             )
         return published
 
+    def _publish_partitioned(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
+        """Publish on a partitioned queue: one script call per partition (and per
+        ``PUBLISH_CHUNK`` jobs), each on that partition's keys only, in one round trip. A
+        call that spans partitions is checked for clashes first, like a chunked call."""
+        self._layout()
+        tags = [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
+        groups: dict[int, list[Sequence[Arg]]] = {}
+        for tag, job in zip(tags, jobs, strict=True):
+            groups.setdefault(partition_of(tag, self.partitions), []).append(job)
+        calls = [
+            (p, group[i : i + PUBLISH_CHUNK])
+            for p, group in sorted(groups.items())
+            for i in range(0, len(group), PUBLISH_CHUNK)
+        ]
+        if len(calls) > 1:
+            self._precheck_tags(tags)
+        with unavailable_as_error():
+            if len(calls) == 1:  # one partition: a plain call
+                p, chunk = calls[0]
+                args = (self._mode, self._aging_us, NOTIFY_CAP, chunk)
+                replies = [self.scripts.publish(self.part_keys[p], *args)]
+            else:  # plain EVALSHA calls in one round trip
+                pipe = self.scripts.pipeline()
+                for p, chunk in calls:
+                    args = (self._mode, self._aging_us, NOTIFY_CAP, chunk)
+                    self.scripts.publish(self.part_keys[p], *args, client=pipe)
+                replies = self.scripts.execute(pipe)
+        published: set[str] = set()
+        clashes: list[tuple[list[str], list[str]]] = []
+        for (_, chunk), reply in zip(calls, replies, strict=True):
+            if int(reply[0]) == 0:
+                published.update(_s(j[0]) for j in chunk)  # type: ignore[arg-type]
+            else:
+                clashes.append(([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]]))
+        if clashes:
+            raise DuplicateJob(
+                [t for ts, _ in clashes for t in ts],
+                [s for _, ss in clashes for s in ss],
+                [t for t in tags if t in published],
+            )
+        return tags
+
     def _precheck_tags(self, tags: list[str]) -> None:
         seen: set[str] = set()
         dupes = [t for t in tags if t in seen or seen.add(t)]  # type: ignore[func-returns-value]
         if dupes:
             raise DuplicateJob(dupes, ["batch"] * len(dupes))
+        if self.partitions > 1:
+            by_part: dict[int, list[str]] = {}
+            for t in tags:
+                by_part.setdefault(partition_of(t, self.partitions), []).append(t)
+            batches = [
+                (self.part_keys[p], ts[i : i + PUBLISH_CHUNK])
+                for p, ts in by_part.items()
+                for i in range(0, len(ts), PUBLISH_CHUNK)
+            ]
+        else:
+            batches = [
+                (self.keys, tags[i : i + PUBLISH_CHUNK]) for i in range(0, len(tags), PUBLISH_CHUNK)
+            ]
         with unavailable_as_error():
             pipe = self.client.pipeline(transaction=False)
-            for i in range(0, len(tags), PUBLISH_CHUNK):
-                pipe.hmget(self.keys.meta, tags[i : i + PUBLISH_CHUNK])
-            found = [t for reply in pipe.execute() for t in reply]
-        taken = [t for t, v in zip(tags, found, strict=True) if v is not None]
+            for k, ts in batches:
+                pipe.hmget(k.meta, ts)
+            found = pipe.execute()
+        taken = [
+            t
+            for (_, ts), vs in zip(batches, found, strict=True)
+            for t, v in zip(ts, vs, strict=True)
+            if v is not None
+        ]
         if taken:
             raise DuplicateJob(taken, [self.state(t) or "unknown" for t in taken])
 
@@ -463,6 +622,8 @@ class Queue:
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise InvalidArgument(f"batch must be an int in [1, {MAX_BATCH}], got {batch!r}")
+        if self.partitions > 1:
+            return self._claim_partitioned(batch, consumer)
         sizes = [min(CLAIM_CHUNK, batch - i) for i in range(0, batch, CLAIM_CHUNK)]
         with unavailable_as_error():
             if len(sizes) == 1:
@@ -479,6 +640,51 @@ class Queue:
             return msgs, None
         hint = int(replies[0][0])
         return msgs, (hint / 1000 if hint >= 0 else None)
+
+    def next_partition(self) -> int:
+        """The partition the next claim starts at; advances round-robin."""
+        p = self._rr
+        self._rr = (p + 1) % self.partitions
+        return p
+
+    def claim_reply(self, reply: list[Any]) -> tuple[list[Message], int]:
+        """Messages and raw hint (ms, -1 = none known) of one claim script reply."""
+        msgs = [self._message(*reply[i : i + 4]) for i in range(1, len(reply), 4)]
+        return msgs, int(reply[0])
+
+    def _claim_partitioned(
+        self, batch: int, consumer: str, first: tuple[int, list[Message], int] | None = None
+    ) -> tuple[list[Message], float | None]:
+        """Claim round-robin: start at the next partition, go on to the following ones
+        while the batch is not full; at most one script call per partition (of at most
+        ``CLAIM_CHUNK`` jobs), each on one partition's keys. ``first``: the reply of the
+        start partition, already claimed."""
+        self._layout()
+        start, msgs, hint = first if first is not None else (self.next_partition(), [], -1)
+        hints = [hint] if first is not None else []
+        for i in range(1 if first is not None else 0, self.partitions):
+            if len(msgs) >= batch:
+                break
+            k = self.part_keys[(start + i) % self.partitions]
+            with unavailable_as_error():
+                reply = self.scripts.claim(
+                    k,
+                    min(CLAIM_CHUNK, batch - len(msgs)),
+                    self._vt_ms,
+                    0,
+                    0,
+                    PROMOTE_LIMIT,
+                    self._mode,
+                    self._aging_us,
+                    consumer,
+                )
+            got, h = self.claim_reply(reply)
+            msgs.extend(got)
+            hints.append(h)
+        if msgs:
+            return msgs, None
+        known = [h for h in hints if h >= 0]
+        return msgs, (min(known) / 1000 if known else None)
 
     def _claim_call(self, batch: int, consumer: str, client: Any) -> Any:
         return self.scripts.claim(
@@ -524,7 +730,7 @@ class Queue:
             return False
         seconds = min(seconds, self._max_block)
         with unavailable_as_error():
-            return self.client.blpop([self.keys.notify], timeout=max(seconds, 0.001)) is not None
+            return wait_any(self.client, self._notify_groups, max(seconds, 0.001), self._wait_turn)
 
     def get(self, timeout: float = 0, consumer: str = "") -> Message | None:
         """Claim one job, waiting up to ``timeout`` seconds for one; None if none came."""
@@ -579,7 +785,7 @@ class Queue:
         """Queue the ack of ``msg`` on ``pipe`` (or run it now when ``pipe`` is None)."""
         stored = "" if result is NO_RESULT else encode_body(result).decode("utf-8")
         return self.scripts.ack(
-            self.keys,
+            self.keys_for(msg.tag),
             msg.tag,
             msg.token,
             self._ack_notify,
@@ -603,7 +809,7 @@ class Queue:
         """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is
         kept (never stored, or expired)."""
         with unavailable_as_error():
-            raw = self.client.get(self.keys.result(_check_tag(tag)))
+            raw = self.client.get(self.keys_for(_check_tag(tag)).result(tag))
         if raw is None:
             raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
         return json.loads(raw)
@@ -613,7 +819,7 @@ class Queue:
         does not count. False for a stale delivery."""
         with unavailable_as_error():
             reply = self.scripts.release(
-                self.keys, msg.tag, msg.token, self._mode, self._aging_us, NOTIFY_CAP
+                self.keys_for(msg.tag), msg.tag, msg.token, self._mode, self._aging_us, NOTIFY_CAP
             )
         return int(reply) == 1
 
@@ -643,7 +849,7 @@ class Queue:
         with unavailable_as_error():
             reply = int(
                 self.scripts.nack(
-                    self.keys,
+                    self.keys_for(msg.tag),
                     msg.tag,
                     msg.token,
                     error[:65536],
@@ -683,28 +889,55 @@ class Queue:
             prog = json.dumps({"v": value, "n": str(note)[:200], "t": _now_ms()})
         with unavailable_as_error():
             deadline = int(
-                self.scripts.touch(self.keys, msg.tag, msg.token, ext, prog, self._vt_ms)
+                self.scripts.touch(
+                    self.keys_for(msg.tag), msg.tag, msg.token, ext, prog, self._vt_ms
+                )
             )
         return _from_ms(deadline) if deadline else None
 
     # ----------------------------------------------------------------- inspection
 
     def rank(self, tag: str) -> int | None:
-        """Position in line: 0 = claimed next. None unless the job is ready."""
+        """Position in line: 0 = claimed next. None unless the job is ready.
+
+        On a partitioned queue, the exact position in the global order (score, then
+        partition, then tag): the job's rank in its partition plus, in every other
+        partition, the jobs with a lower score, and those with an equal score in a
+        lower-numbered partition. Two round trips, O(partitions · log N)."""
+        _check_tag(tag)
+        if self.partitions == 1:
+            with unavailable_as_error():
+                r: Any = self.client.zrank(self.keys.ready, tag)
+            return None if r is None else int(r)
+        p = partition_of(tag, self.partitions)
         with unavailable_as_error():
-            r: Any = self.client.zrank(self.keys.ready, _check_tag(tag))
-        return None if r is None else int(r)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zscore(self.part_keys[p].ready, tag)
+            pipe.zrank(self.part_keys[p].ready, tag)
+            score, own = pipe.execute()
+            if score is None or own is None:
+                return None
+            return int(own) + self._ahead(float(score), p)
+
+    def _ahead(self, score: float, p: int) -> int:
+        """Jobs of the other partitions ahead of score ``score`` in partition ``p``."""
+        bound = f"{score:.17g}"
+        pipe = self.client.pipeline(transaction=False)
+        for j, k in enumerate(self.part_keys):
+            if j != p:  # ties: a lower-numbered partition goes first
+                pipe.zcount(k.ready, "-inf", bound if j < p else "(" + bound)
+        return sum(int(c) for c in pipe.execute())
 
     def score(self, tag: str) -> float | None:
         """The job's ready score (lower = sooner). None unless the job is ready."""
         with unavailable_as_error():
-            s = self.client.zscore(self.keys.ready, _check_tag(tag))
+            s = self.client.zscore(self.keys_for(_check_tag(tag)).ready, tag)
         return None if s is None else float(s)
 
     def state(self, tag: str) -> str | None:
         """``"ready"``, ``"delayed"``, ``"leased"``, ``"dead"``, or None (no such job)."""
         with unavailable_as_error():
-            s = _s(self.scripts.state(self.keys, _check_tag(tag)))
+            s = _s(self.scripts.state(self.keys_for(_check_tag(tag)), tag))
         return s or None
 
     def exists(self, tag: str) -> bool:
@@ -713,20 +946,57 @@ class Queue:
 
     def total_count(self) -> int:
         """Jobs waiting in line (ready)."""
+        if self.partitions > 1:
+            return self.counts()["ready"]
         with unavailable_as_error():
             return int(self.client.zcard(self.keys.ready))
 
     def counts(self) -> dict[str, int]:
-        """Jobs per state: ``ready``, ``delayed``, ``inflight``, ``dead`` (one snapshot)."""
+        """Jobs per state: ``ready``, ``delayed``, ``inflight``, ``dead`` (one snapshot;
+        on a partitioned queue, the sums of one read of each partition)."""
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=True)
-            for key in (self.keys.ready, self.keys.delayed, self.keys.leased, self.keys.dead):
-                pipe.zcard(key)
-            r, d, inflight, dead = pipe.execute()
-        return {"ready": int(r), "delayed": int(d), "inflight": int(inflight), "dead": int(dead)}
+            pipe = self.client.pipeline(transaction=self.partitions == 1)
+            for k in self.part_keys:
+                for key in (k.ready, k.delayed, k.leased, k.dead):
+                    pipe.zcard(key)
+            replies = pipe.execute()
+        r, d, inflight, dead = (sum(int(x) for x in replies[i::4]) for i in range(4))
+        return {"ready": r, "delayed": d, "inflight": inflight, "dead": dead}
+
+    def _stats_fields(self) -> dict[str, int]:
+        """The stats hash, decoded; on a partitioned queue, summed over the partitions:
+        lifetime counters field by field, and each slot of the minute ring over the
+        partitions whose slot counts for the newest minute (the caller handles errors)."""
+        pipe = self.client.pipeline(transaction=False)
+        for k in self.part_keys:
+            pipe.hgetall(k.stats)
+        parts = [{_s(k): int(v) for k, v in raw.items()} for raw in pipe.execute()]
+        fields: dict[str, int] = {}
+        for part in parts:
+            for name, v in part.items():
+                if not name[-1:].isdigit():
+                    fields[name] = fields.get(name, 0) + v
+        for slot in range(64):
+            owners = [part for part in parts if f"m{slot}" in part]
+            if not owners:
+                continue
+            minute = max(part[f"m{slot}"] for part in owners)
+            fields[f"m{slot}"] = minute
+            for part in owners:
+                if part[f"m{slot}"] != minute:
+                    continue
+                for short in SERIES:
+                    if f"{short}{slot}" in part:
+                        key = f"{short}{slot}"
+                        fields[key] = fields.get(key, 0) + part[key]
+        return fields
 
     def stats(self) -> dict[str, int]:
         """Lifetime counters: enqueued, claimed, acked, failed, retried, dead, expired, ..."""
+        if self.partitions > 1:
+            with unavailable_as_error():
+                fields = self._stats_fields()
+            return {name: v for name, v in fields.items() if not name[-1:].isdigit()}
         with unavailable_as_error():
             raw = self.client.hgetall(self.keys.stats)
         return {name: int(v) for k, v in raw.items() if not (name := _s(k))[-1:].isdigit()}
@@ -740,18 +1010,23 @@ class Queue:
         if not 1 <= last <= 63:
             raise InvalidArgument("last must be in [1, 63]")
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            if is_cluster(self.client):  # a cluster pipeline takes no TIME: read it first
+            if self.partitions > 1:
                 now_ms = server_time_ms(self.client, self.keys.stats)
+                fields = self._stats_fields()
+                depth = self.counts()["ready"]
             else:
-                pipe.time()
-            pipe.hgetall(self.keys.stats)
-            pipe.zcard(self.keys.ready)
-            *time_reply, raw, depth = pipe.execute()
-        if time_reply:
-            secs, micros = time_reply[0]
-            now_ms = int(secs) * 1000 + int(micros) // 1000
-        fields = {_s(k): int(v) for k, v in raw.items()}
+                pipe = self.client.pipeline(transaction=False)
+                if is_cluster(self.client):  # a cluster pipeline takes no TIME: read it first
+                    now_ms = server_time_ms(self.client, self.keys.stats)
+                else:
+                    pipe.time()
+                pipe.hgetall(self.keys.stats)
+                pipe.zcard(self.keys.ready)
+                *time_reply, raw, depth = pipe.execute()
+                if time_reply:
+                    secs, micros = time_reply[0]
+                    now_ms = int(secs) * 1000 + int(micros) // 1000
+                fields = {_s(k): int(v) for k, v in raw.items()}
         return minute_rows(fields, now_ms // 60000, last, int(depth))
 
     def live_threads(self, within: float = 30.0) -> int:
@@ -764,8 +1039,14 @@ class Queue:
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, read atomically; None if there is no such job."""
         with unavailable_as_error():
-            reply = self.scripts.info(self.keys, _check_tag(tag), with_body)
-        return self._job_info(tag, reply)
+            reply = self.scripts.info(self.keys_for(_check_tag(tag)), tag, with_body)
+            info = self._job_info(tag, reply)
+            if info is not None and info.rank is not None and self.partitions > 1:
+                # the script ranks within the partition; add the other partitions' share
+                assert info.score is not None
+                p = partition_of(tag, self.partitions)
+                info = replace(info, rank=info.rank + self._ahead(info.score, p))
+        return info
 
     def _job_info(self, tag: str, reply: list[Any]) -> JobInfo | None:
         if not reply:
@@ -809,17 +1090,20 @@ class Queue:
         holds its lease; it is left alone).
         """
         with unavailable_as_error():
-            return int(self.scripts.delete(self.keys, _check_tag(tag))) == 1
+            return int(self.scripts.delete(self.keys_for(_check_tag(tag)), tag)) == 1
 
     def cancel(self, tag: str) -> bool:
         """Remove a job only while it waits (ready or delayed). False otherwise."""
         with unavailable_as_error():
-            return int(self.scripts.delete(self.keys, _check_tag(tag), waiting_only=True)) == 1
+            k = self.keys_for(_check_tag(tag))
+            return int(self.scripts.delete(k, tag, waiting_only=True)) == 1
 
     def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
         """Dead jobs, most recent first, with their last error (one page)."""
         if offset < 0 or not 1 <= limit <= 1000:
             raise InvalidArgument("offset must be >= 0 and limit in [1, 1000]")
+        if self.partitions > 1:
+            return self._dead_letters_merged(offset, limit)
         with unavailable_as_error():
             tags: list[bytes] = self.client.zrevrange(self.keys.dead, offset, offset + limit - 1)  # type: ignore[assignment]
             pipe = self.scripts.pipeline()
@@ -829,11 +1113,48 @@ class Queue:
         infos = (self._job_info(_s(t), r) for t, r in zip(tags, replies, strict=True))
         return [i for i in infos if i is not None]
 
+    def merged_page(self, state: str, offset: int, limit: int) -> list[tuple[str, float, int]]:
+        """One page of a state's sorted set over all partitions, in global order:
+        ``(tag, score, partition)``. Ready, delayed, leased ascend by (score, partition,
+        tag); dead descends (most recent first). Reads ``offset + limit`` entries of
+        each partition, so ``offset + limit`` must be at most ``MAX_MERGED`` on a
+        partitioned queue. One round trip."""
+        if offset < 0 or limit < 1 or offset + limit > MAX_MERGED:
+            raise InvalidArgument(
+                f"offset + limit must be at most {MAX_MERGED} on a partitioned queue "
+                f"(got offset={offset}, limit={limit})"
+            )
+        newest = state == "dead"
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for k in self.part_keys:
+                key = getattr(k, {"inflight": "leased"}.get(state, state))
+                if newest:
+                    pipe.zrevrange(key, 0, offset + limit - 1, withscores=True)
+                else:
+                    pipe.zrange(key, 0, offset + limit - 1, withscores=True)
+            replies = pipe.execute()
+        entries = [
+            (_s(tag), float(score), p) for p, rows in enumerate(replies) for tag, score in rows
+        ]
+        entries.sort(key=lambda e: (e[1], e[2], e[0].encode("utf-8")), reverse=newest)
+        return entries[offset : offset + limit]
+
+    def _dead_letters_merged(self, offset: int, limit: int) -> list[JobInfo]:
+        page = self.merged_page("dead", offset, limit)
+        with unavailable_as_error():
+            pipe = self.scripts.pipeline()
+            for tag, _, p in page:
+                self.scripts.info(self.part_keys[p], tag, True, client=pipe)
+            replies = self.scripts.execute(pipe)
+        infos = (self._job_info(t, r) for (t, _, _), r in zip(page, replies, strict=True))
+        return [i for i in infos if i is not None]
+
     def requeue_dead(self, tag: str) -> bool:
         """Put a dead job back in line with its attempts reset. False if it isn't dead."""
         with unavailable_as_error():
             reply = self.scripts.requeue_dead(
-                self.keys, _check_tag(tag), self._mode, self._aging_us, NOTIFY_CAP
+                self.keys_for(_check_tag(tag)), tag, self._mode, self._aging_us, NOTIFY_CAP
             )
         return int(reply) == 1
 
@@ -841,12 +1162,14 @@ class Queue:
         """Delete every dead letter, in bounded script calls. Returns how many."""
         total = 0
         limit = self.options.scan_batch
-        while True:
-            with unavailable_as_error():
-                n = int(self.scripts.purge_dead(self.keys, limit))
-            total += n
-            if n < limit:
-                return total
+        for k in self.part_keys:
+            while True:
+                with unavailable_as_error():
+                    n = int(self.scripts.purge_dead(k, limit))
+                total += n
+                if n < limit:
+                    break
+        return total
 
     # ----------------------------------------------------------------- housekeeping
 
@@ -857,23 +1180,29 @@ class Queue:
         limit = self.options.scan_batch if limit is None else limit
         if not 1 <= limit <= 5000:
             raise InvalidArgument("limit must be in [1, 5000]")
+        args = (limit, self._mode, self._aging_us, self.options.dead_letter_max)
         with unavailable_as_error():
-            p, r, b, t, more = self.scripts.scan(
-                self.keys,
-                limit,
-                self._mode,
-                self._aging_us,
-                self.options.dead_letter_max,
-                self._dead_ttl_ms,
-                NOTIFY_CAP,
-            )
-        return ScanResult(int(p), int(r), int(b), int(t), bool(int(more)))
+            if self.partitions == 1:
+                replies = [self.scripts.scan(self.keys, *args, self._dead_ttl_ms, NOTIFY_CAP)]
+            else:
+                pipe = self.scripts.pipeline()
+                for k in self.part_keys:  # one script call per partition, on its own keys
+                    self.scripts.scan(k, *args, self._dead_ttl_ms, NOTIFY_CAP, client=pipe)
+                replies = self.scripts.execute(pipe)
+        p, r, b, t, more = (sum(int(x[i]) for x in replies) for i in range(5))
+        return ScanResult(p, r, b, t, bool(more))
 
     def clear(self) -> None:
         """Delete every key of this queue (all jobs, records and counters). For tests
         and operators; not atomic with concurrent publishers."""
         with unavailable_as_error():
-            self.client.delete(*self.keys.all())
+            if self.partitions == 1:
+                self.client.delete(*self.keys.all())
+                return
+            for k in [self.keys, *self.part_keys]:  # one DEL per hash tag (one slot each)
+                self.client.delete(*k.all())
+            self.client.delete(layout_key(self.prefix, self.name))
+        self._layout_ok = False
 
 
 _queues: dict[str, Queue] = {}

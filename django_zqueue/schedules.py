@@ -275,13 +275,13 @@ class Scheduler:
         now = self.now_ms()
         for qname, q in self.queues.items():
             wanted = {s.name: s for s in self.schedules.values() if s.queue == qname}
-            raw_defs: Any = q.client.hgetall(q.keys.sched_defs)
+            raw_defs: Any = q.client.hgetall(q.sched_keys.sched_defs)
             stored = {k.decode(): json.loads(v) for k, v in raw_defs.items()}
             pipe = q.client.pipeline(transaction=True)
             for name in stored.keys() - wanted.keys():
-                pipe.hdel(q.keys.sched_defs, name)
-                pipe.zrem(q.keys.sched, name)
-                pipe.hdel(q.keys.sched_last, name)
+                pipe.hdel(q.sched_keys.sched_defs, name)
+                pipe.zrem(q.sched_keys.sched, name)
+                pipe.hdel(q.sched_keys.sched_last, name)
                 removed += 1
                 log.info("event=schedule_removed queue=%s schedule=%s", qname, name)
             for name, s in wanted.items():
@@ -291,9 +291,9 @@ class Scheduler:
                     continue
                 paused = bool(old and old.get("paused"))
                 definition["paused"] = paused
-                pipe.hset(q.keys.sched_defs, name, json.dumps(definition))
+                pipe.hset(q.sched_keys.sched_defs, name, json.dumps(definition))
                 if not paused:
-                    pipe.zadd(q.keys.sched, {name: s.first_tick(now)})
+                    pipe.zadd(q.sched_keys.sched, {name: s.first_tick(now)})
                 if old is None:
                     added += 1
                 else:
@@ -307,7 +307,7 @@ class Scheduler:
         now = self.now_ms()
         for q in self.queues.values():
             due: Any = q.client.zrangebyscore(
-                q.keys.sched, "-inf", now, start=0, num=limit, withscores=True
+                q.sched_keys.sched, "-inf", now, start=0, num=limit, withscores=True
             )
             for raw_name, score in due:
                 name = raw_name.decode()
@@ -344,7 +344,7 @@ class Scheduler:
                 visibility_timeout=task.visibility_timeout if task is not None else None,
             )
         ok = q.scripts.fire(
-            q.keys,
+            q.sched_keys,
             s.name,
             tick,
             nxt,
@@ -375,18 +375,18 @@ class Scheduler:
 
     def _set_paused(self, name: str, paused: bool) -> bool:
         for q in self.queues.values():
-            raw = q.client.hget(q.keys.sched_defs, name)
+            raw = q.client.hget(q.sched_keys.sched_defs, name)
             if raw is None:
                 continue
             definition = json.loads(raw)
             definition["paused"] = paused
             pipe = q.client.pipeline(transaction=True)
-            pipe.hset(q.keys.sched_defs, name, json.dumps(definition))
+            pipe.hset(q.sched_keys.sched_defs, name, json.dumps(definition))
             if paused:
-                pipe.zrem(q.keys.sched, name)
+                pipe.zrem(q.sched_keys.sched, name)
             else:
                 s = self.schedules.get(name) or _from_definition(definition)
-                pipe.zadd(q.keys.sched, {name: s.first_tick(self.now_ms())})
+                pipe.zadd(q.sched_keys.sched, {name: s.first_tick(self.now_ms())})
             pipe.execute()
             return True
         return False
@@ -395,14 +395,14 @@ class Scheduler:
         """Every stored schedule with next tick, last firing and the last job's state."""
         rows = []
         for q in self.queues.values():
-            defs: Any = q.client.hgetall(q.keys.sched_defs)
+            defs: Any = q.client.hgetall(q.sched_keys.sched_defs)
             if not defs:
                 continue
             pipe = q.client.pipeline(transaction=False)
             names = sorted(k.decode() for k in defs)
             for name in names:
-                pipe.zscore(q.keys.sched, name)
-                pipe.hget(q.keys.sched_last, name)
+                pipe.zscore(q.sched_keys.sched, name)
+                pipe.hget(q.sched_keys.sched_last, name)
             replies = pipe.execute()
             for i, name in enumerate(names):
                 definition = json.loads(defs[name.encode()])

@@ -34,7 +34,7 @@ from typing import Any
 from django.db import close_old_connections
 
 from . import registry, signals
-from .connection import is_cluster
+from .connection import slot_groups, wait_any
 from .exceptions import QueueUnavailable
 from .queue import NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
 from .serializer import MalformedPayload, ModelInstanceMissing, decode_call
@@ -97,16 +97,6 @@ class _Held:
     finished: bool = False
 
 
-def _notify_groups(client: Any, keys: list[str]) -> list[list[str]]:
-    """``keys`` grouped by cluster slot, in order; ``[keys]`` off a cluster."""
-    if not is_cluster(client):
-        return [keys]
-    groups: dict[int, list[str]] = {}
-    for key in keys:
-        groups.setdefault(client.keyslot(key), []).append(key)
-    return list(groups.values())
-
-
 class Worker:
     """Runs registered tasks from ``queues``. ``run()`` returns when stopped or, with
     ``burst``, when the queues have nothing ready."""
@@ -153,12 +143,12 @@ class Worker:
         self._done = threading.Event()  # set once running jobs are finished or released
         self.scheduler: Any = None  # a schedules.Scheduler once run() starts
         self._schedules_synced = False
-        self._notify_keys = [q.keys.notify for q in self.queues]
+        self._notify_keys = [key for q in self.queues for key in q.notify_keys]
         self._client = self.queues[0].client
         # One BLPOP may only name keys of one slot on a Redis Cluster: group the notify
         # keys by slot (one group, all the keys, elsewhere)
-        self._notify_groups = _notify_groups(self._client, self._notify_keys)
-        self._wait_turn = 0
+        self._notify_groups = slot_groups(self._client, self._notify_keys)
+        self._wait_turn = [0]
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -195,6 +185,9 @@ class Worker:
                 burst=self.burst,
             )
         )
+        for q in self.queues:  # refuse a changed 'partitions' before running anything
+            with contextlib.suppress(QueueUnavailable):  # down: checked at first claim
+                q.check_layout()
         if self.scanner:
             from .schedules import Scheduler
 
@@ -331,23 +324,8 @@ class Worker:
 
     def _wait(self, seconds: float) -> None:
         block = min(seconds, 1.0, self.queues[0]._max_block)
-        groups = self._notify_groups
         try:
-            if len(groups) == 1:
-                self._client.blpop(groups[0], timeout=max(0.01, block))
-                return
-            # Queues on several cluster slots: take a wake-up token already waiting in any
-            # of them (one pipelined LPOP per queue, a round trip per node), else block on
-            # one slot's keys for a share of the wait, the slots in turn; a token for
-            # another slot is then seen within block / len(groups) seconds.
-            pipe = self._client.pipeline(transaction=False)
-            for key in self._notify_keys:
-                pipe.lpop(key)
-            if any(token is not None for token in pipe.execute()):
-                return
-            group = groups[self._wait_turn % len(groups)]
-            self._wait_turn += 1
-            self._client.blpop(group, timeout=max(0.01, block / len(groups)))
+            wait_any(self._client, self._notify_groups, max(0.01, block), self._wait_turn)
         except Exception as exc:  # a dropped connection while idle: retried by the loop
             raise QueueUnavailable(str(exc)) from exc
 
@@ -398,8 +376,9 @@ class Worker:
             return q.claim(budget, self.id)
         pipe = q.scripts.pipeline()
         self._queue_outcomes(done, pipe)
+        start = q.next_partition() if q.partitions > 1 else 0
         q.scripts.claim(
-            q.keys,
+            q.part_keys[start],
             budget,
             q._vt_ms,
             q._concurrency,
@@ -418,8 +397,9 @@ class Worker:
         reply = replies[-1]
         if isinstance(reply, Exception):
             raise QueueUnavailable(str(reply))
-        msgs = [q._message(*reply[i : i + 4]) for i in range(1, len(reply), 4)]
-        hint = int(reply[0])
+        msgs, hint = q.claim_reply(reply)
+        if q.partitions > 1 and len(msgs) < budget:  # go on round-robin
+            return q._claim_partitioned(budget, self.id, (start, msgs, hint))
         return msgs, (None if msgs or hint < 0 else hint / 1000)
 
     def _flush(self, done: list[tuple[Queue, Message, dict[str, Any]]]) -> None:
@@ -442,7 +422,7 @@ class Worker:
                 )
             else:
                 q.scripts.nack(
-                    q.keys,
+                    q.keys_for(msg.tag),
                     msg.tag,
                     msg.token,
                     out["error"][:65536],
@@ -752,7 +732,15 @@ class Worker:
         pipe = scripts.pipeline()
         for h in due:
             q = h.queue
-            q.scripts.touch(q.keys, h.message.tag, h.message.token, -1, "", q._vt_ms, client=pipe)
+            q.scripts.touch(
+                q.keys_for(h.message.tag),
+                h.message.tag,
+                h.message.token,
+                -1,
+                "",
+                q._vt_ms,
+                client=pipe,
+            )
         try:
             scripts.execute(pipe)
         except Exception as exc:
@@ -887,7 +875,7 @@ class Worker:
             for h in held:
                 q = h.queue
                 q.scripts.release(
-                    q.keys,
+                    q.keys_for(h.message.tag),
                     h.message.tag,
                     h.message.token,
                     q._mode,

@@ -23,6 +23,14 @@ from .redis_server import redis_url
 collect_ignore = ["conformance"]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fault-long",
+        action="store_true",
+        help="run the fault suite's long variants (tests/fault): more jobs, time and faults",
+    )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_topology() -> Iterator[None]:
     """With ZQUEUE_TEST_TOPOLOGY=cluster|sentinel: the session's private servers are

@@ -646,3 +646,16 @@ def test_overview_lists_schedules(project: dict[str, Any], superuser: Client) ->
     html = superuser.get("/admin/django_zqueue/queue/").content.decode()
     assert "Periodic schedules" in html and "nightly" in html and "0 3 * * *" in html
     assert ">ready<" in html  # the last job's state
+
+
+def test_other_methods_on_read_pages_write_nothing(
+    superuser: Client, jobs: dict[str, str], redis_client: redis.Redis, prefix: str
+) -> None:
+    """POST, PUT, PATCH and DELETE to every read-only page (as a superuser, CSRF checks
+    off) change nothing; HEAD and OPTIONS neither. Only the three actions write."""
+    before = snapshot(redis_client, prefix)
+    for url in pages(jobs):
+        for method in ("post", "put", "patch", "delete", "head", "options"):
+            r = getattr(superuser, method)(url)
+            assert r.status_code in (200, 302, 405), (method, url, r.status_code)
+    assert snapshot(redis_client, prefix) == before

@@ -180,6 +180,25 @@ def test_publish_many_is_all_or_nothing(q: Queue, redis_client: redis.Redis, pre
     assert snapshot(redis_client, prefix) == before
 
 
+def test_spent_sequence_raises_and_writes_nothing(
+    q: Queue, redis_client: redis.Redis, prefix: str
+) -> None:
+    band = 2**42
+    q.publish("warm")
+    q.publish("later", delay=0.001)
+    redis_client.hset(q.keys.ctr, "seq", band - 2)
+    q.publish("last number")
+    before = snapshot(redis_client, prefix)
+    for call in (lambda: q.publish("x"), lambda: q.publish_many(["y", "z"])):
+        with pytest.raises(redis.exceptions.ResponseError, match="ZQ_SEQUENCE_EXHAUSTED"):
+            call()
+        assert snapshot(redis_client, prefix) == before
+    time.sleep(0.01)
+    with pytest.raises(redis.exceptions.ResponseError, match="ZQ_SEQUENCE_EXHAUSTED"):
+        q.scan()  # the due delayed job cannot be given a number: it stays delayed
+    assert q.counts()["delayed"] == 1 and q.counts()["ready"] == 2
+
+
 def test_publish_many_over_one_chunk(q: Queue, redis_client: redis.Redis, prefix: str) -> None:
     tags = q.publish_many(range(2500))
     assert len(tags) == 2500 == q.total_count()

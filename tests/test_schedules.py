@@ -254,6 +254,7 @@ def test_last_policy_after_a_very_long_outage_fires_one_job(project: dict[str, s
         {"task": "t", "cron": "not a cron"},
         {"task": "t", "cron": "* * * * *", "colour": "red"},
         {"task": "t", "interval": 60, "queue": "nope"},
+        {"task": "no.such.task", "interval": 60},  # not a registered @task
     ],
 )
 def test_bad_settings_schedules_fail_the_check(entry: dict[str, Any]) -> None:

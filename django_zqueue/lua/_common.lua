@@ -27,9 +27,29 @@ local function tick_us(ctr, field)
   return us
 end
 
+-- The sequence of a partitioned queue in strict mode ('tstrict'): milliseconds of Redis
+-- TIME since 2025-01-01T00:00:00Z, or one more than the last value when TIME has not
+-- moved on, kept in HASH ctr field 'tseq'. Comparable across the queue's partitions (one
+-- clock), strictly increasing within one (FIFO). Reserves `n` numbers and returns the
+-- first; raises ZQ_SEQUENCE_EXHAUSTED, writing nothing, past 2^42 - 1.
+local TSEQ_EPOCH_MS = 1735689600000
+local function tick_seq(ctr, n)
+  local seq = now_ms() - TSEQ_EPOCH_MS
+  local last = tonumber(redis.call('HGET', ctr, 'tseq') or '0')
+  if seq <= last then
+    seq = last + 1
+  end
+  if seq + n - 1 >= PRIORITY_BAND then
+    error('ZQ_SEQUENCE_EXHAUSTED: the partition has used 2^42 sequence numbers')
+  end
+  redis.call('HSET', ctr, 'tseq', fmt(seq + n - 1))
+  return seq
+end
+
 -- The ready score of a job record: raw score override, or priority + FIFO order.
--- strict: a server-side sequence inside the priority's band;
--- aging : the monotonic server clock in microseconds minus priority * aging_us.
+-- strict : a server-side sequence inside the priority's band;
+-- tstrict: the same bands, the sequence from tick_seq (partitioned queues);
+-- aging  : the monotonic server clock in microseconds minus priority * aging_us.
 local function ready_score(ctr, meta, mode, aging_us)
   if meta.s then
     return tonumber(meta.s)
@@ -38,9 +58,15 @@ local function ready_score(ctr, meta, mode, aging_us)
   if mode == 'aging' then
     return tick_us(ctr, 'clock') - p * aging_us
   end
-  local seq = redis.call('HINCRBY', ctr, 'seq', 1)
-  if seq >= PRIORITY_BAND then
-    error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
+  local seq
+  if mode == 'tstrict' then
+    seq = tick_seq(ctr, 1)
+  else
+    seq = redis.call('HINCRBY', ctr, 'seq', 1)
+    if seq >= PRIORITY_BAND then
+      redis.call('HINCRBY', ctr, 'seq', -1) -- give the number back: nothing changed
+      error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
+    end
   end
   return seq - p * PRIORITY_BAND
 end
@@ -179,9 +205,12 @@ local function ready_scores(ctr, entries, mode, aging_us)
       if need > 1 then
         redis.call('HSET', ctr, 'clock', fmt(value + need - 1))
       end
+    elseif mode == 'tstrict' then
+      value = tick_seq(ctr, need)
     else
       value = redis.call('HINCRBY', ctr, 'seq', need) - need + 1
       if value + need - 1 >= PRIORITY_BAND then
+        redis.call('HINCRBY', ctr, 'seq', -need) -- give the numbers back: nothing changed
         error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')
       end
     end
@@ -217,8 +246,9 @@ local function promote(delayed, ready, meta, ctr, now, limit, mode, aging_us)
   for i, id in ipairs(due) do
     entries[i] = {id, raws[i] and cjson.decode(raws[i]) or {}}
   end
+  local scored = ready_scores(ctr, entries, mode, aging_us) -- may raise: before any write
   redis.call('ZREM', delayed, unpack(due))
-  redis.call('ZADD', ready, unpack(ready_scores(ctr, entries, mode, aging_us)))
+  redis.call('ZADD', ready, unpack(scored))
   return #due
 end
 

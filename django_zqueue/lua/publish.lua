@@ -3,8 +3,8 @@
 -- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH
 -- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
--- ARGV[1] mode ('strict' | 'aging')     ARGV[2] aging_us (µs one priority step is worth)
--- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..250)
+-- ARGV[1] mode ('strict' | 'tstrict' | 'aging')   ARGV[2] aging_us (µs one priority step is worth)
+-- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
 -- ARGV[5 + 8*(i-1) ..] per job i:
 --   id, body, priority, score ('' = computed), delay_ms ('' = none),
 --   run_at_ms ('' = none; absolute, Redis TIME), max_retries, visibility_ms ('' = queue's)
@@ -75,15 +75,20 @@ for i = 0, n - 1 do
     queued[#queued + 1] = {id, meta}
   end
 end
+-- 3. ready scores first (a spent sequence raises before anything is written), as
+-- ready_score() would give them job by job, with one counter update
+local scored = nil
+if #queued > 0 then
+  scored = ready_scores(k.ctr, queued, mode, aging_us)
+end
 redis.call('HSET', k.body, unpack(bodies))
 redis.call('HSET', k.meta, unpack(metas))
 if #later > 0 then
   redis.call('ZADD', k.delayed, unpack(later))
 end
 
--- 3. ready scores: as ready_score() would give them job by job, one counter update
-if #queued > 0 then
-  redis.call('ZADD', k.ready, unpack(ready_scores(k.ctr, queued, mode, aging_us)))
+if scored then
+  redis.call('ZADD', k.ready, unpack(scored))
 end
 
 redis.call('HINCRBY', k.stats, 'enqueued', n)

@@ -26,9 +26,6 @@ notify(k.notify, promoted, cap)
 local expired = redis.call('ZRANGEBYSCORE', k.leased, '-inf', '(' .. fmt(now), 'LIMIT', 0, limit)
 local recovered, buried = 0, 0
 if #expired > 0 then
-  redis.call('ZREM', k.leased, unpack(expired))
-  redis.call('HDEL', k.progress, unpack(expired))
-  redis.call('HINCRBY', k.stats, 'expired', #expired)
   local raws = redis.call('HMGET', k.meta, unpack(expired))
   local errors, metas, again, dead = {}, {}, {}, {}
   for i, id in ipairs(expired) do
@@ -48,11 +45,18 @@ if #expired > 0 then
       again[#again + 1] = {id, meta}
     end
   end
+  recovered, buried = #again, #dead
+  local scored = nil
+  if recovered > 0 then
+    scored = ready_scores(k.ctr, again, mode, aging_us) -- may raise: before any write
+  end
+  redis.call('ZREM', k.leased, unpack(expired))
+  redis.call('HDEL', k.progress, unpack(expired))
+  redis.call('HINCRBY', k.stats, 'expired', #expired)
   redis.call('HSET', k.errors, unpack(errors))
   redis.call('HSET', k.meta, unpack(metas))
-  recovered, buried = #again, #dead
-  if recovered > 0 then
-    redis.call('ZADD', k.ready, unpack(ready_scores(k.ctr, again, mode, aging_us)))
+  if scored then
+    redis.call('ZADD', k.ready, unpack(scored))
     redis.call('HINCRBY', k.stats, 'retried', recovered)
   end
   if buried > 0 then

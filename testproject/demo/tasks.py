@@ -109,3 +109,39 @@ def heartbeat() -> None:
 def stamp(ledger: str, value: Any) -> None:
     """Append ``value`` and the wall-clock start time (for on-time checks)."""
     _ledger(ledger, f"{value} {time.time():.6f}")
+
+
+# ------------------------------------------------------------------ fault suite (tests/fault)
+# Each run is recorded in a SQLite ledger (testproject/demo/ledger.py), outside Redis.
+
+
+def _fault_start(ledger: str, key: str) -> int:
+    from . import ledger as db
+
+    job = current_job()
+    return db.start(ledger, job.id if job else "", key, job.attempt if job else 0, os.getpid())
+
+
+@task(max_retries=100, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+def fault_run(ledger: str, key: str, seconds: float = 0.0) -> None:
+    """Record the run's start, sleep ``seconds``, record its end."""
+    from . import ledger as db
+
+    run = _fault_start(ledger, key)
+    if seconds:
+        time.sleep(seconds)
+    db.finish(ledger, run)
+
+
+@task(max_retries=3, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+def fault_raise(ledger: str, key: str) -> None:
+    """Poison: always raises (dead after max_retries + 1 = 4 runs)."""
+    _fault_start(ledger, key)
+    raise RuntimeError("poison job")
+
+
+@task(max_retries=2, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+def fault_exit(ledger: str, key: str) -> None:
+    """Poison: kills its own worker process (dead after max_retries + 1 = 3 leases expire)."""
+    _fault_start(ledger, key)
+    os._exit(17)

@@ -7,9 +7,12 @@ import logging
 import sys
 from typing import Any
 
+import redis
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import conf, registry
+from ...checks import eviction_warning
+from ...connection import get_client
 from ...worker import Worker, run_processes
 
 
@@ -91,6 +94,12 @@ class Command(BaseCommand):
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             logging.getLogger("django_zqueue").addHandler(handler)
         registry.autodiscover()
+        try:
+            warning = eviction_warning(get_client(config))
+        except redis.RedisError:
+            warning = None  # Redis down: the worker reports it and retries
+        if warning:
+            logging.getLogger("django_zqueue.worker").warning("event=redis_eviction %s", warning)
 
         def make() -> Worker:
             return Worker(

@@ -1,0 +1,38 @@
+"""Settings for the fault suite's worker processes: the testproject's, plus
+
+ZQ_FAULT_LEASE   visibility_timeout of the "default" queue, seconds (default 300)
+ZQ_FAULT_SKEW    seconds added to this process's ``time.time``/``time.time_ns`` (clock skew)
+
+Every connection is named ``zqfault-<pid>`` so a test can find (and CLIENT KILL) the
+connections of one worker process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from testproject.settings import *  # noqa: F403
+from testproject.settings import ZQUEUE as _BASE
+
+_skew = float(os.environ.get("ZQ_FAULT_SKEW", "0") or 0)
+if _skew:
+    _real_time, _real_time_ns = time.time, time.time_ns
+    time.time = lambda: _real_time() + _skew
+    time.time_ns = lambda: _real_time_ns() + int(_skew * 1e9)
+
+ZQUEUE = {
+    **_BASE,
+    "QUEUES": {
+        **_BASE["QUEUES"],
+        "default": {
+            "visibility_timeout": float(os.environ.get("ZQ_FAULT_LEASE", "300")),
+            **(
+                {"scan_batch": int(os.environ["ZQ_FAULT_SCAN_BATCH"])}
+                if os.environ.get("ZQ_FAULT_SCAN_BATCH")
+                else {}
+            ),
+        },
+    },
+    "CONNECTION_OPTIONS": {"client_name": f"zqfault-{os.getpid()}"},
+}

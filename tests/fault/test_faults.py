@@ -1,0 +1,425 @@
+"""The fault suite: workers killed, connections dropped, Redis restarted, clocks skewed,
+poison jobs, a flood of due work for several scanners at once.
+
+Every run of a task is recorded in a SQLite ledger outside Redis
+(testproject/demo/ledger.py), and each test checks the ledger against the guarantees in
+docs/reliability.md. Each test prints one ``FAULT Rn ...`` line with its figures (run with
+``-s`` to see them). Short variants run by default; ``--fault-long`` runs long ones.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import pytest
+
+from testproject.demo import ledger, tasks
+
+from ..redis_private import PrivateRedis
+from .conftest import Fault, wait_for
+
+pytestmark = [pytest.mark.fault, pytest.mark.slow]
+
+
+def by_key(runs: list[ledger.Run]) -> dict[str, list[ledger.Run]]:
+    out: dict[str, list[ledger.Run]] = defaultdict(list)
+    for r in runs:
+        out[r.key].append(r)
+    return out
+
+
+def all_finished(f: Fault, keys: list[str]) -> bool:
+    done = {r.key for r in f.runs() if r.finished is not None}
+    return all(k in done for k in keys)
+
+
+# ------------------------------------------------------------------ R1 kill
+
+
+def test_r1_sigkill_a_random_worker_every_two_seconds(
+    fault: Callable[..., Fault], long_run: bool
+) -> None:
+    n, workers, kill_for = (2000, 4, 90.0) if long_run else (150, 3, 12.0)
+    f = fault(lease=1.0)
+    rng = random.Random(1)
+    keys = [str(i) for i in range(n)]
+    tasks.fault_run.enqueue_many([(f.ledger, k, rng.uniform(0.05, 0.3)) for k in keys])
+    for _ in range(workers):
+        f.start_worker("--concurrency", "2")
+    q = f.queue()
+    back_in_line: list[float] = []  # kill -> every job its victim held is out of `leased`
+
+    def watch(pid: int, killed_at: float) -> None:
+        held = {r.job for r in f.runs() if r.pid == pid and r.finished is None}
+        if held and wait_for(lambda: all(q.state(j) != "leased" for j in held), timeout=60):
+            back_in_line.append(time.monotonic() - killed_at)
+
+    watchers: list[threading.Thread] = []
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < kill_for and not all_finished(f, keys):
+        time.sleep(rng.uniform(1.5, 2.5))
+        pid = f.kill_random(rng, "--concurrency", "2")
+        watchers.append(threading.Thread(target=watch, args=(pid, time.monotonic())))
+        watchers[-1].start()
+    assert wait_for(lambda: all_finished(f, keys), timeout=300, step=0.2)
+    for t in watchers:
+        t.join(70)
+    assert wait_for(lambda: q.total_count() == 0, timeout=30)
+    f.stop_all()
+
+    runs = by_key(f.runs())
+    assert sorted(runs) == sorted(keys)  # every job ran at least once: nothing lost
+    assert q.counts()["dead"] == 0
+    mid_run = after_finish = 0
+    rerun: list[float] = []
+    for key, rs in runs.items():
+        last = max((r for r in rs if r.finished is not None), key=lambda r: r.id)
+        for r in rs:
+            if r is last:
+                continue
+            # a second run only follows a run whose worker was SIGKILLed
+            assert r.pid in f.killed, (key, rs, f.killed)
+            if r.finished is None:
+                mid_run += 1
+                later = [x.started for x in rs if x.id > r.id]
+                rerun.append(min(later) - f.killed[r.pid])
+            else:
+                after_finish += 1  # finished, killed before its ack was sent
+    dups = sum(len(rs) - 1 for rs in runs.values())
+    assert dups == mid_run + after_finish
+    stats = q.stats()
+    print(
+        f"\nFAULT R1 jobs={n} workers={workers} kills={len(f.killed)} duplicates={dups} "
+        f"(killed mid-run {mid_run}, finished but unacked {after_finish}) "
+        f"expired={stats.get('expired', 0)} acked={stats.get('acked', 0)} "
+        f"back_in_line_s median={statistics.median(back_in_line):.2f} "
+        f"max={max(back_in_line):.2f} rerun_after_kill_s median={statistics.median(rerun):.2f} "
+        f"max={max(rerun):.2f} (lease 1 s, scanner every 2 s)"
+    )
+    assert len(f.killed) >= 3 and back_in_line and rerun
+    assert stats["acked"] == n  # one accepted ack per job
+    # a killed worker's jobs are back in line once the lease runs out and a scanner
+    # pass sees them: lease + scan interval, plus room for a loaded host
+    assert max(back_in_line) < 1.0 + 2.0 + 10
+
+
+# ------------------------------------------------------------------ R2 connection loss
+
+
+def test_r2_client_kill_worker_connections(fault: Callable[..., Fault], long_run: bool) -> None:
+    import redis
+
+    n, workers, duration = (3000, 3, 60.0) if long_run else (300, 2, 8.0)
+    f = fault(lease=5.0)
+    keys = [str(i) for i in range(n)]
+    tasks.fault_run.enqueue_many([(f.ledger, k, 0.03) for k in keys])
+    procs = [f.start_worker("--concurrency", "2") for _ in range(workers)]
+    admin = redis.Redis.from_url(f.url)
+    names = {f"zqfault-{p.pid}" for p in procs}
+
+    def connected() -> set[str]:
+        return {c["name"] for c in admin.client_list() if c.get("name") in names}
+
+    assert wait_for(lambda: connected() == names, timeout=30)
+    reconnect: list[float] = []
+    rounds = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < duration:  # busy at first, then idle
+        for c in admin.client_list():
+            if c.get("name") in names:
+                admin.client_kill_filter(_id=c["id"])
+        killed_at = time.monotonic()
+        rounds += 1
+        # every worker process has a connection again (its next command reconnects)
+        assert wait_for(lambda: connected() == names, timeout=10, step=0.01), connected()
+        reconnect.append(time.monotonic() - killed_at)
+        time.sleep(0.3)
+    assert wait_for(lambda: all_finished(f, keys), timeout=120, step=0.2)
+    q = f.queue()
+    assert wait_for(lambda: q.total_count() == 0, timeout=30)
+    assert all(p.poll() is None for p in procs)  # nobody died of it
+    f.stop_all()
+    runs = by_key(f.runs())
+    stats = q.stats()
+    dups = sum(len(rs) - 1 for rs in runs.values())
+    print(
+        f"\nFAULT R2 jobs={n} workers={workers} kill_rounds={rounds} duplicates={dups} "
+        f"expired={stats.get('expired', 0)} acked={stats.get('acked', 0)} "
+        f"reconnect_s median={statistics.median(reconnect):.3f} max={max(reconnect):.3f}"
+    )
+    assert sorted(runs) == sorted(keys)  # nothing lost
+    assert stats["acked"] == n  # each job acked exactly once: no double ack
+    assert dups <= stats.get("expired", 0)  # a second run only after a lease ran out
+    assert rounds >= 5
+    assert max(reconnect) <= 2.0
+
+
+# ------------------------------------------------------------------ R3 Redis restart
+
+
+def test_r3_redis_killed_and_restarted_with_aof_always(
+    fault: Callable[..., Fault], private_redis: Callable[..., PrivateRedis], long_run: bool
+) -> None:
+    server = private_redis("--appendonly", "yes", "--appendfsync", "always")
+    n, restarts = (1500, 5) if long_run else (200, 1)
+    f = fault(url=server.url, lease=30.0)
+    keys = [str(i) for i in range(n)]
+    tasks.fault_run.enqueue_many([(f.ledger, k, 0.03) for k in keys])
+    procs = [f.start_worker("--concurrency", "2") for _ in range(2)]
+    q = f.queue()
+    downtime: list[float] = []
+    resumed: list[float] = []
+    for _ in range(restarts):
+        before = len(f.runs())
+        assert wait_for(lambda b=before: len(f.runs()) >= b + n // (2 * restarts), timeout=60)
+        server.kill()  # SIGKILL: a crash
+        down = time.monotonic()
+        time.sleep(1.0)
+        server.start()  # replays the AOF
+        downtime.append(time.monotonic() - down)
+        up = ledger.now()
+        # workers resume by themselves: a run starts after the restart
+        assert wait_for(lambda u=up: any(r.started > u for r in f.runs()), timeout=30)
+        resumed.append(min(r.started for r in f.runs() if r.started > up) - up)
+    assert wait_for(lambda: all_finished(f, keys), timeout=120, step=0.2)
+    assert wait_for(lambda: q.total_count() == 0, timeout=30)
+    assert all(p.poll() is None for p in procs)
+    f.stop_all()
+    runs = by_key(f.runs())
+    assert sorted(runs) == sorted(keys)  # nothing lost
+    rerun_after_finish = [
+        k
+        for k, rs in runs.items()
+        if any(a.finished is not None and b.id > a.id for a in rs for b in rs)
+    ]
+    dups = sum(len(rs) - 1 for rs in runs.values())
+    print(
+        f"\nFAULT R3 jobs={n} restarts={restarts} duplicates={dups} "
+        f"acked_jobs_rerun={len(rerun_after_finish)} "
+        f"downtime_s={max(downtime):.2f} first_run_after_restart_s max={max(resumed):.2f}"
+    )
+    assert rerun_after_finish == []  # no finished (acked) job ran again
+    assert q.stats()["acked"] >= n
+
+
+# ------------------------------------------------------------------ R5 clock skew
+
+
+@pytest.mark.parametrize("skew", [0.0, 300.0, -300.0])
+def test_r5_worker_clock_skew(fault: Callable[..., Fault], skew: float, long_run: bool) -> None:
+    """A worker whose time.time is off by ±300 s starts delayed jobs on Redis' time.
+
+    The ledger reads CLOCK_REALTIME, which the skew does not patch; Redis runs on this
+    host, so its clock is the real one."""
+    delays = [0.5 + 0.25 * i for i in range(20 if long_run else 6)]
+    f = fault(lease=30.0)
+    proc = f.start_worker(skew=skew)
+    time.sleep(1.5)  # idle, waiting for work
+    due: dict[str, float] = {}
+    for d in delays:
+        sent = ledger.now()
+        tasks.fault_run.enqueue_in(d, f.ledger, str(d))
+        due[str(d)] = sent + d
+    assert wait_for(lambda: all_finished(f, list(due)), timeout=30 + max(delays))
+    assert proc.poll() is None
+    f.stop_all()
+    late = []
+    for r in f.runs():
+        assert r.started >= due[r.key] - 0.005, (r, due[r.key])  # never early
+        late.append(r.started - due[r.key])
+    print(
+        f"\nFAULT R5 skew={skew:+.0f}s jobs={len(delays)} "
+        f"late_s median={statistics.median(late):.3f} max={max(late):.3f}"
+    )
+    assert len(f.runs()) == len(delays)
+    # late by no more than the wake-up latency of an unskewed worker (bench/ and the
+    # skew=0 case measure it well under 0.1 s on an idle host; generous for a loaded one)
+    assert max(late) < 1.0
+
+
+# ------------------------------------------------------------------ R6 long jobs
+
+
+def test_r6_jobs_three_times_the_lease_are_never_reclaimed(
+    fault: Callable[..., Fault], long_run: bool
+) -> None:
+    n, seconds = (24, 3.0) if long_run else (6, 3.0)
+    f = fault(lease=1.0)
+    keys = [str(i) for i in range(n)]
+    tasks.fault_run.enqueue_many([(f.ledger, k, seconds) for k in keys])
+    for _ in range(2):
+        f.start_worker("--concurrency", "3")
+    assert wait_for(lambda: all_finished(f, keys), timeout=30 + n * seconds, step=0.2)
+    q = f.queue()
+    assert wait_for(lambda: q.total_count() == 0, timeout=10)
+    f.stop_all()
+    runs = by_key(f.runs())
+    stats = q.stats()
+    print(
+        f"\nFAULT R6 jobs={n} job_s={seconds} lease_s=1.0 runs={len(f.runs())} "
+        f"expired={stats.get('expired', 0)}"
+    )
+    assert {k: len(rs) for k, rs in runs.items()} == dict.fromkeys(keys, 1)
+    assert stats.get("expired", 0) == 0 and stats["acked"] == n
+
+
+# ------------------------------------------------------------------ R7 poison
+
+
+def test_r7_poison_jobs(fault: Callable[..., Fault]) -> None:
+    f = fault(lease=1.0)
+    q = f.queue()
+    raises = tasks.fault_raise.enqueue(f.ledger, "raise")
+    exits = tasks.fault_exit.enqueue(f.ledger, "exit")
+    bad = q.publish("placeholder")
+    q.client.hset(q.keys.body, bad, b"\xff\xfe not json")  # undecodable, straight into Redis
+    for _ in range(2):
+        f.start_worker()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+        q.state(t) == "dead" for t in (raises.id, exits.id, bad)
+    ):
+        f.restart_dead()  # a supervisor restarts workers that died
+        time.sleep(0.1)
+    runs = by_key(f.runs())
+    # the worker that met the undecodable payload keeps running and takes new work
+    after = tasks.fault_run.enqueue(f.ledger, "after")
+    assert wait_for(lambda: all_finished(f, ["after"]), timeout=30)
+    exits_seen = len([p for p in f.workers if p.poll() is not None])
+    f.stop_all()
+    print(
+        f"\nFAULT R7 raise_runs={len(runs['raise'])} exit_runs={len(runs['exit'])} "
+        f"worker_exits={exits_seen}"
+    )
+    info = {t: q.info(t) for t in (raises.id, exits.id, bad)}
+    assert all(i is not None and i.state == "dead" for i in info.values())
+    assert [r.attempt for r in runs["raise"]] == [1, 2, 3, 4]  # max_retries=3
+    assert "RuntimeError: poison job" in (info[raises.id].last_error or "")  # type: ignore[union-attr]
+    assert [r.attempt for r in runs["exit"]] == [1, 2, 3]  # max_retries=2: 3 leases expire
+    assert "lease expired" in (info[exits.id].last_error or "")  # type: ignore[union-attr]
+    assert exits_seen == 3
+    assert "undecodable payload" in (info[bad].last_error or "")  # type: ignore[union-attr]
+    assert not q.exists(after.id)
+
+
+# ------------------------------------------------------------------ R8 scanner flood
+
+
+def test_r8_scanner_flood(
+    fault: Callable[..., Fault], private_redis: Callable[..., PrivateRedis], long_run: bool
+) -> None:
+    """Due delayed jobs and expired leases by the thousand (a million with --fault-long),
+    three scanner processes at once: each job moved exactly once, no script call over
+    5 ms (SLOWLOG, server-side), PING p99 within 5 ms from a separate thread."""
+    from django_zqueue.conf import queue_options
+    from django_zqueue.queue import MAX_BATCH, Queue
+
+    n_due, n_expired = (1_000_000, 100_000) if long_run else (20_000, 2_000)
+    server = private_redis()
+    admin = server.client()
+    f = fault(url=server.url, lease=300.0)
+    q = f.queue()
+    chunk = 1000
+    setup = time.monotonic()
+    # leases that run out: claimed under a 1 ms visibility timeout
+    short = Queue(
+        "default",
+        queue_options("default", visibility_timeout=0.001),
+        prefix=f.prefix,
+        client=q.client,
+    )
+    for i in range(0, n_expired, chunk):
+        q.publish_many([{"k": j} for j in range(i, min(i + chunk, n_expired))])
+    claimed = 0
+    while claimed < n_expired:
+        msgs, _ = short.claim(min(MAX_BATCH, n_expired - claimed), "gone")
+        assert msgs
+        claimed += len(msgs)
+    # delayed jobs, all due by the time the scanners start
+    for i in range(0, n_due, chunk):
+        q.publish_many([{"d": j} for j in range(i, min(i + chunk, n_due))], delay=0.2)
+    setup = time.monotonic() - setup
+    time.sleep(0.5)
+    assert q.counts() == {"ready": 0, "delayed": n_due, "inflight": n_expired, "dead": 0}
+    # log every call over 1 ms (a threshold of 0 would log each command a script runs,
+    # and slow Redis down doing so)
+    admin.config_set("slowlog-log-slower-than", 1000)
+    admin.config_set("slowlog-max-len", 1_000_000)
+    admin.slowlog_reset()
+    admin.config_resetstat()  # INFO commandstats counts the scanners' script calls
+
+    pings: list[float] = []
+    stop = threading.Event()
+
+    def ping() -> None:
+        c = server.client()
+        while not stop.is_set() and len(pings) < 1_000_000:
+            t = time.perf_counter()
+            c.ping()
+            pings.append(time.perf_counter() - t)
+            time.sleep(0.002)
+
+    pinger = threading.Thread(target=ping)
+    pinger.start()
+    start = time.monotonic()
+    scanners = [
+        f.command("zqueue_scanner", "--queues", "default", "--interval", "0.05") for _ in range(3)
+    ]
+    try:
+        done = wait_for(
+            lambda: (
+                q.counts() == {"ready": n_due + n_expired, "delayed": 0, "inflight": 0, "dead": 0}
+            ),
+            timeout=1200 if long_run else 120,
+            step=0.1,
+        )
+        elapsed = time.monotonic() - start
+    finally:
+        for s in scanners:
+            s.terminate()
+            s.wait(20)
+        stop.set()
+        pinger.join(10)
+    assert done, q.counts()
+    stats = q.stats()
+    logged = admin.slowlog_len()
+    slow = admin.slowlog_get(logged)
+    assert len(slow) < 1_000_000  # none dropped from the log
+    calls = sorted(
+        e["duration"] for e in slow if e["command"].split()[0].upper() in (b"EVALSHA", b"EVAL")
+    )
+    others = sorted(
+        (e["duration"], e["command"][:40]) for e in slow if not e["command"].startswith(b"EVAL")
+    )
+    evalsha = admin.info("commandstats").get("cmdstat_evalsha", {})
+    total = int(evalsha.get("calls", 0))
+    over_5ms = sum(d > 5000 for d in calls)
+    pings.sort()
+    p99 = pings[int(len(pings) * 0.99)]
+    print(
+        f"\nFAULT R8 due={n_due} expired={n_expired} "
+        f"scan_batch={os.environ.get('ZQ_FAULT_SCAN_BATCH') or q.options.scan_batch} "
+        f"setup_s={setup:.1f} scanners=3 drain_s={elapsed:.1f} script_calls={total} "
+        f"mean_us={evalsha.get('usec_per_call', 0)} over_1ms={len(calls)} over_5ms={over_5ms} "
+        f"max_us={max(calls, default=0)} slowest_other={others[-2:]} pings={len(pings)} "
+        f"ping_ms p50={pings[len(pings) // 2] * 1000:.2f} "
+        f"p99={p99 * 1000:.2f} max={pings[-1] * 1000:.2f}"
+    )
+    # each lease recovered once (a counter per recovery); each delayed job promoted once
+    # (a ZSET member cannot be in ready twice, and the totals add up exactly)
+    assert stats["expired"] == n_expired and stats.get("retried", 0) == n_expired
+    assert q.counts()["ready"] == n_due + n_expired
+    # bounded work: a call moves at most scan_batch jobs of each kind
+    assert total >= max(n_due, n_expired) / q.options.scan_batch
+    if long_run:
+        # the latency targets, asserted in the long variant only: they measure the host
+        # as much as the scripts (an O(1) HGET inside a script was logged at 5 ms on a
+        # loaded 2-core host), so the CI variant reports them without asserting
+        assert max(calls, default=0) <= 5000, calls[-10:]
+        assert p99 <= 0.005
