@@ -17,11 +17,13 @@ On a machine with N cores, 2 worker processes plus k busy redis-servers compete 
 those N cores: more masters can only help while Redis, not the workers or the cores,
 is the bottleneck. Read the CPU columns before the jobs/s.
 
+A third scenario, ``partitioned``, drains the same jobs from ONE queue with
+``partitions: 6`` on a three-master cluster (the prefix picked so that each master holds
+two partitions), against the 6 plain queues of ``3-masters``.
+
 Rounds of the scenarios are interleaved, so that each meets about the same load from
 whatever else runs. Adding a scenario: a ``Scenario`` subclass (start, round, stop)
-listed in ``SCENARIOS``. The "one partitioned queue (6 partitions) vs 6 plain queues"
-scenario belongs there once partitioned queues (``partitions: N``) exist; it is not
-written yet.
+listed in ``SCENARIOS``.
 
 Every wait is bounded (``--timeout`` per drain); only this run's servers are touched.
 """
@@ -93,13 +95,18 @@ def pick_queues(cluster: topology.Cluster, prefix: str, per_master: int) -> list
 
 
 def drain(
-    cluster: topology.Cluster, prefix: str, names: list[str], args: argparse.Namespace
+    cluster: topology.Cluster,
+    prefix: str,
+    names: list[str],
+    args: argparse.Namespace,
+    partitions: int = 1,
 ) -> dict[str, Any]:
+    options = {"partitions": partitions} if partitions > 1 else {}
     value = {
         **settings.ZQUEUE,
         "REDIS_URL": cluster.url,
         "PREFIX": prefix,
-        "QUEUES": {"default": {}, **{n: {} for n in names}},
+        "QUEUES": {"default": {}, **dict.fromkeys(names, options)},
     }
     with override_settings(ZQUEUE=value):
         try:
@@ -114,6 +121,7 @@ def drain(
                 "PYTHONPATH": str(ROOT),
                 "DJANGO_SETTINGS_MODULE": "bench.scaling_settings",
                 "ZQBENCH_QUEUES": ",".join(names),
+                "ZQBENCH_PARTITIONS": str(partitions),
                 "ZQUEUE_REDIS_URL": cluster.url,
                 "ZQUEUE_PREFIX": prefix,
             }
@@ -222,12 +230,48 @@ class Masters(Scenario):
         return {"scenario": self.name, "masters": self.masters, "queues": self.names}
 
 
-# A scenario "one queue with partitions=6 vs 6 plain queues" belongs here once
-# partitioned queues (``partitions: N``) exist: a Scenario whose round() drains one
-# partitioned queue on the 3-master cluster. It is not written yet.
+class Partitioned(Scenario):
+    """One queue with 6 partitions on a 3-master cluster, two partitions per master."""
+
+    name = "3-masters-1-queue-6-partitions"
+
+    def __init__(self) -> None:
+        self.cluster: topology.Cluster | None = None
+        self.prefix = ""
+
+    def start(self) -> None:
+        log("starting a 3-master cluster")
+        self.cluster = topology.start_cluster(masters=3, replicas=0)
+        client = self.cluster.client()
+        try:
+            for _ in range(2000):  # bounded: a prefix that puts 2 partitions on each master
+                prefix = f"zqscale-{uuid.uuid4().hex[:8]}"
+                nodes = [
+                    client.get_node_from_key(f"{{{prefix}:p#{i}}}:ready").name for i in range(6)
+                ]
+                if all(nodes.count(n) == 2 for n in set(nodes)) and len(set(nodes)) == 3:
+                    self.prefix = prefix
+                    return
+        finally:
+            client.close()
+        raise RuntimeError("no prefix puts two partitions on each master")
+
+    def round(self, args: argparse.Namespace) -> dict[str, Any]:
+        assert self.cluster is not None
+        return drain(self.cluster, self.prefix, ["p"], args, partitions=6)
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    def describe(self) -> dict[str, Any]:
+        return {"scenario": self.name, "masters": 3, "queues": ["p"], "partitions": 6}
+
+
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "1-master": lambda: Masters(1),
     "3-masters": lambda: Masters(3),
+    "partitioned": Partitioned,
 }
 
 
