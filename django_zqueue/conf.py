@@ -162,7 +162,7 @@ class QueueOptions:
     max_payload_bytes: int = 1 << 20
     priority_mode: PriorityMode = "strict"
     priority_aging_seconds: float = 60.0
-    scan_batch: int = 200
+    scan_batch: int = 100
     partitions: int = 1  # > 1: the queue is spread over this many hash tags
 
     @property
@@ -374,7 +374,7 @@ def _parse_queue(
         )
         kw.pop("priority_aging_seconds", None)
     if kw.get("scan_batch", 0) > 5000:
-        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 200.")
+        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 100.")
         kw.pop("scan_batch")
     if "partitions" in merged:
         v = merged["partitions"]

@@ -346,6 +346,13 @@ def test_dashboard_and_stats_on_a_cluster(
                 # 3 claims and 6 acks ran (and the first call of each script on a fresh
                 # node failed with NOSCRIPT, then was sent again)
                 assert sum(x["calls"] - x["failed_calls"] for x in ran) == 9
+
+                # check --deploy reads every master's eviction policy
+                assert checks.eviction_warning(queues[0].client) is None
+                port = cluster.ports[1]
+                redis.Redis(port=port).config_set("maxmemory-policy", "allkeys-lru")
+                warning = checks.eviction_warning(queues[0].client)
+                assert warning is not None and f"allkeys-lru' on 127.0.0.1:{port}" in warning
                 assert not any("cmdstat_command|getkeys" in c for c in calls.values()), calls
             finally:
                 conf.reset()

@@ -1,6 +1,6 @@
 """Settings for the fault suite's worker processes: the testproject's, plus
 
-ZQ_FAULT_LEASE   visibility_timeout of the "default" queue, seconds (default 300)
+ZQ_FAULT_LEASE   visibility_timeout of the "fault" queue, seconds (default 300)
 ZQ_FAULT_SKEW    seconds added to this process's ``time.time``/``time.time_ns`` (clock skew)
 
 Every connection is named ``zqfault-<pid>`` so a test can find (and CLIENT KILL) the
@@ -25,7 +25,9 @@ ZQUEUE = {
     **_BASE,
     "QUEUES": {
         **_BASE["QUEUES"],
-        "default": {
+        # a queue of its own: no periodic task of the test project fires into it, so
+        # every job the suite counts is one it enqueued
+        "fault": {
             "visibility_timeout": float(os.environ.get("ZQ_FAULT_LEASE", "300")),
             **(
                 {"scan_batch": int(os.environ["ZQ_FAULT_SCAN_BATCH"])}

@@ -22,7 +22,7 @@ import pytest
 from testproject.demo import ledger, tasks
 
 from ..redis_private import PrivateRedis
-from .conftest import Fault, wait_for
+from .conftest import QUEUE, Fault, wait_for
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -49,7 +49,9 @@ def test_r1_sigkill_a_random_worker_every_two_seconds(
     f = fault(lease=1.0)
     rng = random.Random(1)
     keys = [str(i) for i in range(n)]
-    tasks.fault_run.enqueue_many([(f.ledger, k, rng.uniform(0.05, 0.3)) for k in keys])
+    tasks.fault_run.using(queue=QUEUE).enqueue_many(
+        [(f.ledger, k, rng.uniform(0.05, 0.3)) for k in keys]
+    )
     for _ in range(workers):
         f.start_worker("--concurrency", "2")
     q = f.queue()
@@ -118,7 +120,7 @@ def test_r2_client_kill_worker_connections(fault: Callable[..., Fault], long_run
     n, workers, duration = (3000, 3, 60.0) if long_run else (300, 2, 8.0)
     f = fault(lease=5.0)
     keys = [str(i) for i in range(n)]
-    tasks.fault_run.enqueue_many([(f.ledger, k, 0.03) for k in keys])
+    tasks.fault_run.using(queue=QUEUE).enqueue_many([(f.ledger, k, 0.03) for k in keys])
     procs = [f.start_worker("--concurrency", "2") for _ in range(workers)]
     admin = redis.Redis.from_url(f.url)
     names = {f"zqfault-{p.pid}" for p in procs}
@@ -170,7 +172,7 @@ def test_r3_redis_killed_and_restarted_with_aof_always(
     n, restarts = (1500, 5) if long_run else (200, 1)
     f = fault(url=server.url, lease=30.0)
     keys = [str(i) for i in range(n)]
-    tasks.fault_run.enqueue_many([(f.ledger, k, 0.03) for k in keys])
+    tasks.fault_run.using(queue=QUEUE).enqueue_many([(f.ledger, k, 0.03) for k in keys])
     procs = [f.start_worker("--concurrency", "2") for _ in range(2)]
     q = f.queue()
     downtime: list[float] = []
@@ -224,7 +226,7 @@ def test_r5_worker_clock_skew(fault: Callable[..., Fault], skew: float, long_run
     due: dict[str, float] = {}
     for d in delays:
         sent = ledger.now()
-        tasks.fault_run.enqueue_in(d, f.ledger, str(d))
+        tasks.fault_run.using(queue=QUEUE).enqueue_in(d, f.ledger, str(d))
         due[str(d)] = sent + d
     assert wait_for(lambda: all_finished(f, list(due)), timeout=30 + max(delays))
     assert proc.poll() is None
@@ -252,7 +254,7 @@ def test_r6_jobs_three_times_the_lease_are_never_reclaimed(
     n, seconds = (24, 3.0) if long_run else (6, 3.0)
     f = fault(lease=1.0)
     keys = [str(i) for i in range(n)]
-    tasks.fault_run.enqueue_many([(f.ledger, k, seconds) for k in keys])
+    tasks.fault_run.using(queue=QUEUE).enqueue_many([(f.ledger, k, seconds) for k in keys])
     for _ in range(2):
         f.start_worker("--concurrency", "3")
     assert wait_for(lambda: all_finished(f, keys), timeout=30 + n * seconds, step=0.2)
@@ -275,8 +277,8 @@ def test_r6_jobs_three_times_the_lease_are_never_reclaimed(
 def test_r7_poison_jobs(fault: Callable[..., Fault]) -> None:
     f = fault(lease=1.0)
     q = f.queue()
-    raises = tasks.fault_raise.enqueue(f.ledger, "raise")
-    exits = tasks.fault_exit.enqueue(f.ledger, "exit")
+    raises = tasks.fault_raise.using(queue=QUEUE).enqueue(f.ledger, "raise")
+    exits = tasks.fault_exit.using(queue=QUEUE).enqueue(f.ledger, "exit")
     bad = q.publish("placeholder")
     q.client.hset(q.keys.body, bad, b"\xff\xfe not json")  # undecodable, straight into Redis
     for _ in range(2):
@@ -289,7 +291,7 @@ def test_r7_poison_jobs(fault: Callable[..., Fault]) -> None:
         time.sleep(0.1)
     runs = by_key(f.runs())
     # the worker that met the undecodable payload keeps running and takes new work
-    after = tasks.fault_run.enqueue(f.ledger, "after")
+    after = tasks.fault_run.using(queue=QUEUE).enqueue(f.ledger, "after")
     assert wait_for(lambda: all_finished(f, ["after"]), timeout=30)
     exits_seen = len([p for p in f.workers if p.poll() is not None])
     f.stop_all()
@@ -329,8 +331,8 @@ def test_r8_scanner_flood(
     setup = time.monotonic()
     # leases that run out: claimed under a 1 ms visibility timeout
     short = Queue(
-        "default",
-        queue_options("default", visibility_timeout=0.001),
+        QUEUE,
+        queue_options(QUEUE, visibility_timeout=0.001),
         prefix=f.prefix,
         client=q.client,
     )
@@ -369,7 +371,7 @@ def test_r8_scanner_flood(
     pinger.start()
     start = time.monotonic()
     scanners = [
-        f.command("zqueue_scanner", "--queues", "default", "--interval", "0.05") for _ in range(3)
+        f.command("zqueue_scanner", "--queues", QUEUE, "--interval", "0.05") for _ in range(3)
     ]
     try:
         done = wait_for(
