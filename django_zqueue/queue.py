@@ -515,26 +515,34 @@ class Queue:
         chunks = [jobs[i : i + PUBLISH_CHUNK] for i in range(0, len(jobs), PUBLISH_CHUNK)]
         self._precheck_tags(tags)
         with unavailable_as_error():
-            pipe = self.scripts.pipeline()
+            pipe = self.scripts.pipeline()  # plain EVALSHA calls in one round trip
             for chunk in chunks:
                 self.scripts.publish(
                     self.keys, self._mode, self._aging_us, NOTIFY_CAP, chunk, client=pipe
                 )
             replies = self.scripts.execute(pipe)
-        published: list[str] = []
+        return self._published(chunks, replies, tags)
+
+    @staticmethod
+    def _published(
+        chunks: Sequence[Sequence[Sequence[Arg]]], replies: Sequence[Any], tags: list[str]
+    ) -> list[str]:
+        """``tags``, once every chunk's publish reply says written; else DuplicateJob with
+        the clashes and the tags that the other chunks did write."""
+        published: set[str] = set()
         clashes: list[tuple[list[str], list[str]]] = []
         for chunk, reply in zip(chunks, replies, strict=True):
             if int(reply[0]) == 0:
-                published.extend(_s(j[0]) for j in chunk)  # type: ignore[arg-type]
+                published.update(_s(j[0]) for j in chunk)  # type: ignore[arg-type]
             else:
                 clashes.append(([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]]))
         if clashes:
             raise DuplicateJob(
                 [t for ts, _ in clashes for t in ts],
                 [s for _, ss in clashes for s in ss],
-                published,
+                [t for t in tags if t in published],
             )
-        return published
+        return tags
 
     def _publish_partitioned(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
         """Publish on a partitioned queue: one script call per partition (and per
@@ -563,20 +571,7 @@ class Queue:
                     args = (self._mode, self._aging_us, NOTIFY_CAP, chunk)
                     self.scripts.publish(self.part_keys[p], *args, client=pipe)
                 replies = self.scripts.execute(pipe)
-        published: set[str] = set()
-        clashes: list[tuple[list[str], list[str]]] = []
-        for (_, chunk), reply in zip(calls, replies, strict=True):
-            if int(reply[0]) == 0:
-                published.update(_s(j[0]) for j in chunk)  # type: ignore[arg-type]
-            else:
-                clashes.append(([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]]))
-        if clashes:
-            raise DuplicateJob(
-                [t for ts, _ in clashes for t in ts],
-                [s for _, ss in clashes for s in ss],
-                [t for t in tags if t in published],
-            )
-        return tags
+        return self._published([chunk for _, chunk in calls], replies, tags)
 
     def _precheck_tags(self, tags: list[str]) -> None:
         seen: set[str] = set()

@@ -266,12 +266,13 @@ local function tag_state(k, id)
   return 'unknown'
 end
 
--- Write one new job from 8 consecutive arguments starting at a[b]: id, body, priority,
+-- A new job is given as 8 consecutive arguments starting at a[b]: id, body, priority,
 -- score ('' = computed), delay_ms ('' = none), run_at_ms ('' = none; absolute),
--- max_retries, visibility_ms ('' = the queue's). The caller has checked the tag is free.
-local function add_job(k, a, b, now, mode, aging_us)
-  local id, body = a[b], a[b + 1]
-  local meta = {m = tonumber(a[b + 6]), e = now} -- as in publish.lua: p and a absent = 0
+-- max_retries, visibility_ms ('' = the queue's).
+-- new_record: its record and its run-at (nil: ready now). Priority 0 and attempts 0 are
+-- left out (absent = 0): 16 bytes less per waiting job.
+local function new_record(a, b, now)
+  local meta = {m = tonumber(a[b + 6]), e = now}
   if a[b + 2] ~= '0' then
     meta.p = tonumber(a[b + 2])
   end
@@ -287,6 +288,13 @@ local function add_job(k, a, b, now, mode, aging_us)
   elseif a[b + 5] ~= '' then
     run_at = tonumber(a[b + 5])
   end
+  return meta, run_at
+end
+
+-- add_job: write one new job; the caller has checked the tag is free.
+local function add_job(k, a, b, now, mode, aging_us)
+  local id, body = a[b], a[b + 1]
+  local meta, run_at = new_record(a, b, now)
   redis.call('HSET', k.body, id, body)
   redis.call('HSET', k.meta, id, cjson.encode(meta))
   if run_at and run_at > now then

@@ -47,23 +47,7 @@ local queued = {} -- {id, meta} of jobs ready now, in call order
 for i = 0, n - 1 do
   local b = 5 + 8 * i
   local id = ARGV[b]
-  -- priority 0 and attempts 0 are left out (absent = 0): 16 bytes less per waiting job
-  local meta = {m = tonumber(ARGV[b + 6]), e = now}
-  if ARGV[b + 2] ~= '0' then
-    meta.p = tonumber(ARGV[b + 2])
-  end
-  if ARGV[b + 3] ~= '' then
-    meta.s = ARGV[b + 3]
-  end
-  if ARGV[b + 7] ~= '' then
-    meta.v = tonumber(ARGV[b + 7])
-  end
-  local run_at = nil
-  if ARGV[b + 4] ~= '' then
-    run_at = now + tonumber(ARGV[b + 4])
-  elseif ARGV[b + 5] ~= '' then
-    run_at = tonumber(ARGV[b + 5])
-  end
+  local meta, run_at = new_record(ARGV, b, now)
   bodies[#bodies + 1] = id
   bodies[#bodies + 1] = ARGV[b + 1]
   metas[#metas + 1] = id
