@@ -178,14 +178,13 @@ class ZQueueBackend(BaseTaskBackend):
         # QUEUES = [] accepts any configured queue, so the result may be in any of them
         names = self.queues or set(conf.get_config().queues)
         queues = [get_queue(name) for name in sorted(names)]
-        client = queues[0].client
-        pipe = client.pipeline(transaction=False)
+        pipe = queues[0].scripts.pipeline()
         for q in queues:
             k = q.keys_for(result_id)  # the job's partition (the queue's keys if one)
             q.scripts.info(k, result_id, True, client=pipe)
             pipe.get(k.result(result_id))
         try:
-            replies = pipe.execute()
+            replies = queues[0].scripts.execute(pipe)
         except Exception as exc:
             from .exceptions import QueueUnavailable
 

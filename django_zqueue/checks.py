@@ -74,14 +74,24 @@ def eviction_warning(client: Any) -> str | None:
     """A warning when the Redis behind ``client`` may evict keys, else None.
 
     Reads ``INFO memory`` (allowed to an ACL user without ``CONFIG``). Eviction deletes
-    whole keys, such as the hash of every job's body, without an error to anyone."""
-    policy = client.info("memory").get("maxmemory_policy")
-    if policy is None or policy == "noeviction":
+    whole keys, such as the hash of every job's body, without an error to anyone. On a
+    Redis Cluster every master is read."""
+    from .connection import is_cluster
+
+    if is_cluster(client):
+        replies = client.info("memory", target_nodes=client.PRIMARIES)
+        policies = {node: info.get("maxmemory_policy") for node, info in replies.items()}
+    else:
+        policies = {"": client.info("memory").get("maxmemory_policy")}
+    bad = {node: p for node, p in sorted(policies.items()) if p not in (None, "noeviction")}
+    if not bad:
         return None
+    node, policy = next(iter(bad.items()))
+    where = f" on {node}" + (f" (and {len(bad) - 1} more masters)" if len(bad) > 1 else "")
     return (
-        f"Redis maxmemory-policy is {policy!r}: Redis may delete django_zqueue's keys "
-        "(whole queues of jobs) when it runs out of memory. Set maxmemory-policy "
-        "noeviction."
+        f"Redis maxmemory-policy is {policy!r}{where if node else ''}: Redis may delete "
+        "django_zqueue's keys (whole queues of jobs) when it runs out of memory. Set "
+        "maxmemory-policy noeviction."
     )
 
 
@@ -92,13 +102,14 @@ def check_redis_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     from django.conf import settings
 
     from .connection import get_client
+    from .exceptions import QueueUnavailable
 
     config, problems = conf.parse(getattr(settings, "ZQUEUE", None))
     if problems:
         return []  # E0xx reports them
     try:
         warning = eviction_warning(get_client(config))
-    except redis.RedisError as exc:
+    except (redis.RedisError, QueueUnavailable) as exc:
         return [
             checks.Warning(
                 f"Could not read Redis' eviction policy: {exc}",

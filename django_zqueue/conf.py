@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -27,6 +28,10 @@ from .keys import NAME_RE
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+#: redis-py's RedisCluster runs MULTI/EXEC pipelines (one slot) from 6.1 on
+MIN_REDIS_PY_FOR_CLUSTER = (6, 1)
 PRIORITY_MIN = -1000
 PRIORITY_MAX = 1000
 #: ready scores of priority p lie in [-p * 2**42, -p * 2**42 + 2**42) in strict mode
@@ -37,6 +42,95 @@ MAX_EXACT = 2**53
 MAX_PARTITIONS = 256
 
 PriorityMode = Literal["strict", "aging"]
+Topology = Literal["standalone", "cluster", "sentinel"]
+
+
+@dataclass(frozen=True, slots=True)
+class RedisTarget:
+    """Where Redis is, from ``REDIS_URL`` (and ``CLUSTER``). For a standalone server the
+    URL goes to redis-py's ``Redis.from_url`` as it is; the other fields serve Cluster
+    (startup nodes) and Sentinel (sentinel addresses, service name, database)."""
+
+    topology: Topology
+    url: str
+    nodes: tuple[tuple[str, int], ...] = ()
+    service: str = ""
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    ssl: bool = False
+
+
+_HOST_RE = re.compile(
+    r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\[\]/]+))(?::(?P<port>\d{1,5}))?$"
+)
+
+
+def _nodes(netloc: str, default_port: int, what: str) -> tuple[tuple[str, int], ...]:
+    out = []
+    for part in netloc.split(","):
+        m = _HOST_RE.match(part.strip())
+        port = int(m["port"]) if m and m["port"] else default_port
+        if m is None or not 0 < port < 65536:
+            raise ValueError(f"{what} address {part!r} is not host[:port]")
+        out.append((m["v6"] or m["host"], port))
+    return tuple(out)
+
+
+def parse_redis_url(url: str, cluster: bool = False) -> RedisTarget:
+    """The :class:`RedisTarget` of a ``REDIS_URL``; ``ValueError`` with the reason if the
+    URL cannot be used. ``cluster=True`` (setting ``CLUSTER``) reads a ``redis://`` or
+    ``rediss://`` URL as the startup nodes of a Redis Cluster."""
+    parts = urlsplit(url)
+    scheme = parts.scheme
+    if scheme not in (*REDIS_SCHEMES, *CLUSTER_SCHEMES, *SENTINEL_SCHEMES):
+        known = REDIS_SCHEMES + CLUSTER_SCHEMES + SENTINEL_SCHEMES
+        raise ValueError(f"scheme {scheme!r} is not one of {known}")
+    if cluster and scheme not in ("redis", "rediss", *CLUSTER_SCHEMES):
+        raise ValueError(
+            f"CLUSTER=True needs a redis://, rediss:// or redis+cluster:// URL, not {scheme}://"
+        )
+    if scheme in REDIS_SCHEMES and not cluster:
+        if "," in parts.netloc:
+            raise ValueError(
+                "several hosts need redis+cluster:// (or CLUSTER=True) or redis+sentinel://"
+            )
+        return RedisTarget("standalone", url)
+    if parts.query or parts.fragment:
+        raise ValueError(
+            "Cluster and Sentinel URLs take no query string: put redis-py options in "
+            "CONNECTION_OPTIONS"
+        )
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    username = password = None
+    if userinfo:
+        user, colon, pw = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if colon else None
+    if not hosts:
+        raise ValueError("no host given")
+    ssl = scheme.startswith("rediss")
+    path = [p for p in parts.path.split("/") if p]
+    if scheme in SENTINEL_SCHEMES:
+        nodes = _nodes(hosts, 26379, "sentinel")
+        if not path:
+            raise ValueError(
+                "a Sentinel URL names the service: redis+sentinel://host:26379/<service>[/<db>]"
+            )
+        if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+            raise ValueError(f"path {parts.path!r} is not /<service>[/<db>]")
+        db = int(path[1]) if len(path) == 2 else 0
+        return RedisTarget("sentinel", url, nodes, unquote(path[0]), db, username, password, ssl)
+    nodes = _nodes(hosts, 6379, "cluster node")
+    if path not in ([], ["0"]):
+        raise ValueError("a Redis Cluster has database 0 only")
+    return RedisTarget("cluster", url, nodes, "", 0, username, password, ssl)
+
+
+def redis_py_version() -> tuple[int, ...]:
+    import redis
+
+    return tuple(int(p) for p in re.findall(r"\d+", redis.__version__)[:2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +180,11 @@ class Config:
     connection_options: Mapping[str, Any] = field(default_factory=dict)
     enqueue_on_commit: bool = True
     admin_actions: bool = True  # dead-letter requeue/delete/purge in the admin (POST only)
+    cluster: bool = False  # REDIS_URL names the startup nodes of a Redis Cluster
+
+    def target(self) -> RedisTarget:
+        """Where Redis is (``ValueError`` for a URL that :func:`parse` reports)."""
+        return parse_redis_url(self.redis_url, self.cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +205,7 @@ TOP_LEVEL_KEYS = {
     "ENQUEUE_ON_COMMIT",
     "ADMIN_ACTIONS",
     "SCHEDULES",
+    "CLUSTER",
 }
 QUEUE_KEYS = set(QueueOptions.__dataclass_fields__)
 BACKOFF_KEYS = {"base", "max", "jitter"}
@@ -127,20 +227,32 @@ class _Collector:
         self.problems.append(Problem(f"django_zqueue.{id}", msg, hint))
 
 
-def _check_url(url: object, out: _Collector) -> None:
+def _check_url(
+    url: object, cluster: bool, out: _Collector, version: tuple[int, ...] | None = None
+) -> None:
     if not isinstance(url, str) or not url:
         out.add("E002", "ZQUEUE['REDIS_URL'] must be a non-empty string.", _URL_HINT)
         return
-    scheme = urlsplit(url).scheme
-    if scheme not in REDIS_SCHEMES:
+    try:
+        target = parse_redis_url(url, cluster)
+    except ValueError as exc:
+        out.add("E002", f"ZQUEUE['REDIS_URL'] cannot be used: {exc}.", _URL_HINT)
+        return
+    version = version or redis_py_version()
+    if target.topology == "cluster" and version < MIN_REDIS_PY_FOR_CLUSTER:
+        need = ".".join(map(str, MIN_REDIS_PY_FOR_CLUSTER))
         out.add(
-            "E002",
-            f"ZQUEUE['REDIS_URL'] has scheme {scheme!r}; expected one of {REDIS_SCHEMES}.",
-            _URL_HINT,
+            "E014",
+            f"A Redis Cluster needs redis-py >= {need} (installed: {'.'.join(map(str, version))}).",
+            f"pip install 'redis>={need}'",
         )
 
 
-_URL_HINT = "For example 'redis://user:password@localhost:6379/0', 'rediss://…' or 'unix:///run/redis.sock'."
+_URL_HINT = (
+    "For example 'redis://user:password@localhost:6379/0', 'rediss://…', "
+    "'unix:///run/redis.sock', 'redis+cluster://10.0.0.1:7000,10.0.0.2:7000' or "
+    "'redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster/0' (see docs/settings.md)."
+)
 
 
 def _timeout(raw: Mapping[str, Any], key: str, out: _Collector) -> float | None:
@@ -312,7 +424,15 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             f"Known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}.",
         )
     url = raw.get("REDIS_URL", DEFAULT_REDIS_URL)
-    _check_url(url, out)
+    cluster = raw.get("CLUSTER", False)
+    if not isinstance(cluster, bool):
+        out.add(
+            "E002",
+            "ZQUEUE['CLUSTER'] must be True or False.",
+            "True reads REDIS_URL as the startup node(s) of a Redis Cluster.",
+        )
+        cluster = False
+    _check_url(url, cluster, out)
     prefix = raw.get("PREFIX", "zq")
     if not isinstance(prefix, str) or not NAME_RE.match(prefix):
         out.add(
@@ -377,6 +497,7 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
         socket_timeout=_timeout(raw, "SOCKET_TIMEOUT", out),
         socket_connect_timeout=_timeout(raw, "SOCKET_CONNECT_TIMEOUT", out),
         connection_options=dict(conn_opts),
+        cluster=cluster,
     )
     return config, out.problems
 

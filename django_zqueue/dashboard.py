@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from django.utils import timezone
 
-from .connection import unavailable_as_error
+from .connection import is_cluster, server_time_ms, unavailable_as_error
 from .exceptions import InvalidArgument
 from .queue import MAX_MERGED, MAX_TAG_BYTES, JobInfo, Queue, live_thread_count, minute_rows
 from .queue import SERIES as SERIES  # the per-minute series of the stats ring
@@ -57,6 +57,25 @@ def _ms_dt(ms: float) -> datetime:
 def _redis_ms(reply: Any) -> int:
     secs, micros = reply
     return int(secs) * 1000 + int(micros) // 1000
+
+
+def _timed_pipeline(client: Any, key: str, transaction: bool = False) -> tuple[Any, int | None]:
+    """A pipeline whose first command is ``TIME``. A cluster pipeline takes no ``TIME``
+    (nor does a cluster transaction): there the time of ``key``'s node is read first, on
+    its own, and returned; :func:`_execute_timed` puts it in front of the replies."""
+    pipe = client.pipeline(transaction=transaction)
+    if is_cluster(client):
+        return pipe, server_time_ms(client, key)
+    pipe.time()
+    return pipe, None
+
+
+def _execute_timed(pipe: Any, now_ms: int | None) -> tuple[int, list[Any]]:
+    """(Redis time in ms, replies with the ``TIME`` reply first) of a timed pipeline."""
+    replies = list(pipe.execute())
+    if now_ms is None:
+        return _redis_ms(replies[0]), replies
+    return now_ms, [None, *replies]
 
 
 def _json(raw: Any) -> Any:
@@ -356,8 +375,7 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
     for group in _by_client([q for q in queues if q.partitions == 1]).values():
         client = group[0].client
         with unavailable_as_error():
-            pipe = client.pipeline(transaction=False)
-            pipe.time()
+            pipe, now = _timed_pipeline(client, group[0].keys.ready)
             for q in group:
                 k = q.keys
                 for key in (k.ready, k.delayed, k.leased, k.dead):
@@ -365,8 +383,7 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
                 pipe.hgetall(k.stats)
                 pipe.hgetall(k.workers)
                 pipe.zrange(k.ready, 0, 0)
-            replies = pipe.execute()
-            now_ms = _redis_ms(replies[0])
+            now_ms, replies = _execute_timed(pipe, now)
             rows = [replies[1 + 7 * i : 8 + 7 * i] for i in range(len(group))]
             firsts = [(q, row[6][0]) for q, row in zip(group, rows, strict=True) if row[6]]
             metas: dict[str, Any] = {}
@@ -406,14 +423,12 @@ def _partitioned_summary(q: Queue, last: int) -> QueueSummary:
     first = q.merged_page("ready", 0, 1)
     with unavailable_as_error():
         fields = q._stats_fields()
-        pipe = q.client.pipeline(transaction=False)
-        pipe.time()
+        pipe, now = _timed_pipeline(q.client, q.keys.workers)
         pipe.hgetall(q.keys.workers)
         if first:
             tag, _, p = first[0]
             pipe.hget(q.part_keys[p].meta, tag)
-        replies = pipe.execute()
-    now_ms = _redis_ms(replies[0])
+        now_ms, replies = _execute_timed(pipe, now)
     meta = _json(replies[2]) if first else None
     lag = None
     if isinstance(meta, dict) and "e" in meta:
@@ -577,8 +592,8 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     k = q.keys
     zset = {"ready": k.ready, "delayed": k.delayed, "leased": k.leased, "dead": k.dead}[state]
     with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=True)  # counts and page from one snapshot
-        pipe.time()
+        # counts and page from one snapshot (one slot: a transaction on a cluster too)
+        pipe, now = _timed_pipeline(q.client, k.ready, transaction=True)
         for key in (k.ready, k.delayed, k.leased, k.dead):
             pipe.zcard(key)
         start = (number - 1) * per_page
@@ -589,8 +604,7 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
         if state == "ready":
             pipe.hmget(k.stats, ["acked", "run_ms"])
             pipe.hgetall(k.workers)
-        replies = pipe.execute()
-        now_ms = _redis_ms(replies[0])
+        now_ms, replies = _execute_timed(pipe, now)
         counts = dict(zip(TABS, (int(c) for c in replies[1:5]), strict=True))
         members: list[tuple[bytes, float]] = replies[5]
         total = counts[state]
@@ -656,13 +670,11 @@ def _partitioned_page(q: Queue, state: str, number: int, per_page: int, *, paylo
     for tag, _, p in entries:
         by_part.setdefault(p, []).append(tag)
     with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=False)
-        pipe.time()
+        pipe, now = _timed_pipeline(q.client, q.keys.workers)
         for p, tags in by_part.items():
             for name in hashes:
                 pipe.hmget(getattr(q.part_keys[p], name), tags)
-        replies = pipe.execute()
-        now_ms = _redis_ms(replies[0])
+        now_ms, replies = _execute_timed(pipe, now)
         found: dict[tuple[int, str], list[Any]] = {}
         i = 1
         for p, tags in by_part.items():
@@ -912,17 +924,16 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
     if info is None:
         return None
     with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=False)
-        pipe.time()
+        pipe, now = _timed_pipeline(q.client, q.keys.stats)
         if q.partitions > 1:
             fields = q._stats_fields()
             pipe.hgetall(q.keys.workers)
-            now_raw, workers_raw = pipe.execute()
+            now_ms, (_, workers_raw) = _execute_timed(pipe, now)
             acked, run_ms = fields.get("acked", 0), fields.get("run_ms", 0)
         else:
             pipe.hmget(q.keys.stats, ["acked", "run_ms"])
             pipe.hgetall(q.keys.workers)
-            now_raw, (acked, run_ms), workers_raw = pipe.execute()
+            now_ms, (_, (acked, run_ms), workers_raw) = _execute_timed(pipe, now)
     eta = None
     if info.rank is not None and acked and int(acked):
         threads = max(1, _live_threads(workers_raw, int(time.time() * 1000)))
@@ -934,7 +945,7 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
         last_error=info.last_error if payload else None,
         error_hidden=bool(info.last_error) and not payload,
         eta_seconds=eta,
-        now_ms=_redis_ms(now_raw),
+        now_ms=now_ms,
     )
 
 
@@ -969,11 +980,11 @@ def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
                 pipe.hget(q.sched_keys.sched_last, name)
             replies = pipe.execute()
             lasts = [r.decode().split(" ", 1)[1] if r else None for r in replies[1::2]]
-            pipe = q.client.pipeline(transaction=False)
+            pipe = q.scripts.pipeline()
             for job in lasts:
                 if job:
                     q.scripts.state(q.sched_keys, job, client=pipe)
-            states = iter(pipe.execute())
+            states = iter(q.scripts.execute(pipe))
         for name, nxt, job in zip(names, replies[0::2], lasts, strict=True):
             definition = json.loads(defs[name.encode()])
             state = (next(states).decode() or None) if job else None

@@ -30,7 +30,15 @@ from django.conf import settings
 from django.utils import timezone
 
 from . import conf
-from .connection import get_client, unavailable_as_error
+from .connection import (
+    get_client,
+    is_cluster,
+    server_time_ms,
+    slot_groups,
+    socket_timeout,
+    unavailable_as_error,
+    wait_any,
+)
 from .exceptions import (
     DuplicateJob,
     InvalidArgument,
@@ -296,6 +304,9 @@ class Queue:
         self._layout_ok = n == 1
         self.client: redis.Redis = client if client is not None else get_client()
         self.scripts = Scripts(self.client)
+        # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)
+        self._notify_groups = slot_groups(self.client, self.notify_keys)
+        self._wait_turn = [0]
         # partitions share one clock-based sequence so scores compare across them
         self._mode = "tstrict" if n > 1 and o.priority_mode == "strict" else o.priority_mode
         self._aging_us = int(o.priority_aging_seconds * 1_000_000)
@@ -304,7 +315,7 @@ class Queue:
         self._qps = o.qps or 0
         self._dead_ttl_ms = int(o.dead_letter_ttl * 1000)
         self._ack_notify = NOTIFY_CAP if o.concurrency else 0
-        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        timeout = socket_timeout(self.client)
         self._max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
 
     def __repr__(self) -> str:
@@ -714,7 +725,7 @@ class Queue:
             return False
         seconds = min(seconds, self._max_block)
         with unavailable_as_error():
-            return self.client.blpop(self.notify_keys, timeout=max(seconds, 0.001)) is not None
+            return wait_any(self.client, self._notify_groups, max(seconds, 0.001), self._wait_turn)
 
     def get(self, timeout: float = 0, consumer: str = "") -> Message | None:
         """Claim one job, waiting up to ``timeout`` seconds for one; None if none came."""
@@ -990,23 +1001,28 @@ class Queue:
         (since the epoch, Redis time), enqueued, acked, failed, dead, run_ms, and ready
         (depth: the last sample the scanner took in that minute, -1 when none was
         taken; for the current minute, the depth now). Minutes with no activity are
-        zeros. One round trip."""
+        zeros. One round trip (two on a Redis Cluster)."""
         if not 1 <= last <= 63:
             raise InvalidArgument("last must be in [1, 63]")
         with unavailable_as_error():
             if self.partitions > 1:
-                secs, micros = self.client.time()
+                now_ms = server_time_ms(self.client, self.keys.stats)
                 fields = self._stats_fields()
                 depth = self.counts()["ready"]
             else:
                 pipe = self.client.pipeline(transaction=False)
-                pipe.time()
+                if is_cluster(self.client):  # a cluster pipeline takes no TIME: read it first
+                    now_ms = server_time_ms(self.client, self.keys.stats)
+                else:
+                    pipe.time()
                 pipe.hgetall(self.keys.stats)
                 pipe.zcard(self.keys.ready)
-                (secs, micros), raw, depth = pipe.execute()
+                *time_reply, raw, depth = pipe.execute()
+                if time_reply:
+                    secs, micros = time_reply[0]
+                    now_ms = int(secs) * 1000 + int(micros) // 1000
                 fields = {_s(k): int(v) for k, v in raw.items()}
-        now_minute = (int(secs) * 1000 + int(micros) // 1000) // 60000
-        return minute_rows(fields, now_minute, last, int(depth))
+        return minute_rows(fields, now_ms // 60000, last, int(depth))
 
     def live_threads(self, within: float = 30.0) -> int:
         """Worker threads serving this queue, as registered by workers seen in the last
@@ -1085,10 +1101,10 @@ class Queue:
             return self._dead_letters_merged(offset, limit)
         with unavailable_as_error():
             tags: list[bytes] = self.client.zrevrange(self.keys.dead, offset, offset + limit - 1)  # type: ignore[assignment]
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.scripts.pipeline()
             for t in tags:
                 self.scripts.info(self.keys, _s(t), True, client=pipe)
-            replies = pipe.execute()
+            replies = self.scripts.execute(pipe)
         infos = (self._job_info(_s(t), r) for t, r in zip(tags, replies, strict=True))
         return [i for i in infos if i is not None]
 
@@ -1122,10 +1138,10 @@ class Queue:
     def _dead_letters_merged(self, offset: int, limit: int) -> list[JobInfo]:
         page = self.merged_page("dead", offset, limit)
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.scripts.pipeline()
             for tag, _, p in page:
                 self.scripts.info(self.part_keys[p], tag, True, client=pipe)
-            replies = pipe.execute()
+            replies = self.scripts.execute(pipe)
         infos = (self._job_info(t, r) for (t, _, _), r in zip(page, replies, strict=True))
         return [i for i in infos if i is not None]
 

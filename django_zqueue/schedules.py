@@ -30,6 +30,7 @@ from croniter import croniter
 from django.conf import settings
 
 from . import conf, registry
+from .connection import server_time_ms
 from .exceptions import ConfigurationError, InvalidArgument
 from .queue import NOTIFY_CAP, Queue, get_queue
 from .serializer import encode_call
@@ -234,8 +235,8 @@ def all_schedules() -> dict[str, Schedule]:
 
 
 def _redis_now_ms(q: Queue) -> int:
-    secs, micros = q.client.time()
-    return int(secs) * 1000 + int(micros) // 1000
+    """Redis time, ms, on the queue's node (on a cluster: the master of its slot)."""
+    return server_time_ms(q.client, q.keys.sched)
 
 
 class Scheduler:

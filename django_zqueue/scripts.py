@@ -6,6 +6,12 @@ is prepended to each. A call is a plain ``EVALSHA`` (no ``SCRIPT EXISTS`` round 
 after a ``SCRIPT FLUSH`` the NOSCRIPT reply makes it load the source and send the call
 once more (Redis ran nothing for a NOSCRIPT, so nothing runs twice).
 
+On a Redis Cluster, redis-py routes each EVALSHA by its first key (all keys of a queue
+share one slot) and ``SCRIPT LOAD`` goes to every master. A cluster pipeline refuses
+``evalsha()`` (and redis-py's ``Script`` with it), so script calls in any pipeline are
+queued as plain ``EVALSHA`` commands, and :meth:`Scripts.execute` loads the scripts and
+resends what got NOSCRIPT: a replica promoted by a failover has no scripts loaded.
+
 These methods do no validation: :class:`~django_zqueue.queue.Queue` validates first.
 """
 
@@ -16,8 +22,9 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeAlias
 
+from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from .keys import QueueKeys
 
@@ -49,6 +56,57 @@ def source(name: str) -> str:
     return common + "\n" + (lua / f"{name}.lua").read_text(encoding="utf-8")
 
 
+def is_cluster_pipeline(client: Any) -> bool:
+    return isinstance(client, ClusterPipeline)
+
+
+try:  # redis-py >= 8: command routing policies
+    from redis._parsers.commands import CommandPolicies, RequestPolicy, ResponsePolicy
+    from redis.commands.policies import BasePolicyResolver
+
+    _KEYED = CommandPolicies(
+        request_policy=RequestPolicy.DEFAULT_KEYED, response_policy=ResponsePolicy.DEFAULT_KEYED
+    )
+
+    class _EvalshaIsKeyed(BasePolicyResolver):
+        """EVALSHA is routed by its keys: redis-py's own ``determine_slot`` (first key)."""
+
+        def __init__(self, fallback: Any = None) -> None:
+            super().__init__({"core": {"evalsha": _KEYED}}, fallback)
+
+        def with_fallback(self, fallback: Any) -> Any:
+            return _EvalshaIsKeyed(fallback)
+
+except ImportError:  # older redis-py: its cluster pipeline routes EVALSHA by key already
+    _EvalshaIsKeyed = None  # type: ignore[assignment,misc]
+
+
+def _route_evalsha_by_key(pipe: Any) -> None:
+    """redis-py 8's cluster pipeline looks up a routing policy for each command and,
+    finding none for EVALSHA, asks a node for the call's keys (``COMMAND GETKEYS``): one
+    more round trip per script call in a pipeline (outside pipelines it routes EVALSHA by
+    its first key, as here). Its ``RedisCluster.pipeline()`` does not pass on a client's
+    resolver, so the pipeline is given one that knows EVALSHA is keyed."""
+    resolver = getattr(pipe, "_policy_resolver", None)
+    if _EvalshaIsKeyed is not None and resolver is not None:
+        pipe._policy_resolver = _EvalshaIsKeyed(fallback=resolver)
+
+
+def _command(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(args, options) of a queued pipeline command (a tuple, or redis-py's cluster
+    ``PipelineCommand``)."""
+    if isinstance(entry, tuple):
+        return entry[0], entry[1]
+    return tuple(entry.args), dict(entry.options)
+
+
+def _is_noscript(reply: Any) -> bool:
+    # a cluster pipeline may wrap the server's error in a plain ResponseError
+    return isinstance(reply, NoScriptError) or (
+        isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT")
+    )
+
+
 class Scripts:
     """The scripts registered on one redis-py client."""
 
@@ -58,10 +116,11 @@ class Scripts:
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Arg], client: Client) -> Any:
         script = self._s[name]
-        if getattr(client, "_zq_plain_evalsha", False):
-            # a pipeline from self.pipeline(): no SCRIPT EXISTS round trip before it;
+        if getattr(client, "_zq_plain_evalsha", False) or is_cluster_pipeline(client):
+            # a pipeline from self.pipeline(), or a cluster pipeline (which refuses
+            # evalsha() and redis-py's Script): no SCRIPT EXISTS round trip before it;
             # self.execute() loads the scripts and resends what got NOSCRIPT
-            return client.evalsha(script.sha, len(keys), *keys, *args)
+            return client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         if client is not None and client is not self.client:
             return script(keys=keys, args=args, client=client)  # another pipeline
         # one call: plain EVALSHA; after a SCRIPT FLUSH (NOSCRIPT: Redis ran nothing),
@@ -80,15 +139,18 @@ class Scripts:
         Run it with :meth:`execute`."""
         pipe = self.client.pipeline(transaction=False)
         pipe._zq_plain_evalsha = True
+        if is_cluster_pipeline(pipe):
+            _route_evalsha_by_key(pipe)
         return pipe
 
     def execute(self, pipe: Any, raise_on_error: bool = True) -> list[Any]:
         """Execute a pipeline from :meth:`pipeline`. After a ``SCRIPT FLUSH``, the calls
         that got NOSCRIPT (Redis ran nothing for them) are sent again, alone, once the
         scripts are loaded; every other reply is kept as it came."""
-        stack = list(pipe.command_stack)
+        queued = pipe._execution_strategy.command_queue if is_cluster_pipeline(pipe) else None
+        stack = [_command(c) for c in (pipe.command_stack if queued is None else queued)]
         replies = list(pipe.execute(raise_on_error=False))
-        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        missing = [i for i, r in enumerate(replies) if _is_noscript(r)]
         if missing:
             for script in self._s.values():
                 self.client.script_load(script.script)

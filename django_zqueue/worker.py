@@ -34,6 +34,7 @@ from typing import Any
 from django.db import close_old_connections
 
 from . import registry, signals
+from .connection import slot_groups, wait_any
 from .exceptions import QueueUnavailable
 from .queue import NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
 from .serializer import MalformedPayload, ModelInstanceMissing, decode_call
@@ -144,6 +145,10 @@ class Worker:
         self._schedules_synced = False
         self._notify_keys = [key for q in self.queues for key in q.notify_keys]
         self._client = self.queues[0].client
+        # One BLPOP may only name keys of one slot on a Redis Cluster: group the notify
+        # keys by slot (one group, all the keys, elsewhere)
+        self._notify_groups = slot_groups(self._client, self._notify_keys)
+        self._wait_turn = [0]
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -320,7 +325,7 @@ class Worker:
     def _wait(self, seconds: float) -> None:
         block = min(seconds, 1.0, self.queues[0]._max_block)
         try:
-            self._client.blpop(self._notify_keys, timeout=max(0.01, block))
+            wait_any(self._client, self._notify_groups, max(0.01, block), self._wait_turn)
         except Exception as exc:  # a dropped connection while idle: retried by the loop
             raise QueueUnavailable(str(exc)) from exc
 
@@ -865,7 +870,8 @@ class Worker:
         if not held:
             return
         try:
-            pipe = self._client.pipeline(transaction=False)
+            scripts = held[0].queue.scripts
+            pipe = scripts.pipeline()
             for h in held:
                 q = h.queue
                 q.scripts.release(
@@ -877,7 +883,7 @@ class Worker:
                     NOTIFY_CAP,
                     client=pipe,
                 )
-            pipe.execute(raise_on_error=False)
+            scripts.execute(pipe, raise_on_error=False)
             log.info(_kv(event="released", worker=self.id, jobs=len(held)))
         except Exception:
             log.warning(_kv(event="release_failed", worker=self.id, jobs=len(held)))

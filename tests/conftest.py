@@ -11,10 +11,11 @@ import redis
 from django.conf import settings
 from django.test import override_settings
 
-from django_zqueue import conf
+from django_zqueue import conf, connection
 from django_zqueue.conf import queue_options
 from django_zqueue.queue import Queue
 
+from . import redis_server
 from .redis_server import redis_url
 
 # Django's own tests/tasks suite runs separately, with its own settings
@@ -30,9 +31,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_topology() -> Iterator[None]:
+    """With ZQUEUE_TEST_TOPOLOGY=cluster|sentinel: the session's private servers are
+    stopped (processes killed, directory removed) when the session ends. On a cluster
+    the session must end without a single CROSSSLOT error from any node."""
+    yield
+    crossslot = redis_server.stop_private()
+    assert crossslot == 0, f"the cluster replied {crossslot} CROSSSLOT errors"
+
+
 @pytest.fixture(scope="session")
 def redis_client() -> redis.Redis:
-    return redis.Redis.from_url(redis_url())
+    """A client of the test Redis: redis-py's RedisCluster on a cluster, the Sentinel
+    master's client with Sentinel, as django_zqueue itself would make."""
+    if redis_server.TOPOLOGY == "standalone":
+        return redis.Redis.from_url(redis_url())
+    config, problems = conf.parse({"REDIS_URL": redis_url()})
+    assert not problems, problems
+    return connection.make_client(config)
 
 
 @pytest.fixture

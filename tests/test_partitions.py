@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from django_zqueue import conf, dashboard, get_queue
 from django_zqueue.conf import QueueOptions, queue_options
+from django_zqueue.connection import is_cluster
 from django_zqueue.exceptions import (
     ConfigurationError,
     DuplicateJob,
@@ -188,7 +189,13 @@ def test_exists_score_state_info_delete_route_directly(
     # the script calls touch partition 5's keys only: watch the server's command log
     # (the shared server also logs other clients' commands: keep this test's own)
     evalshas: list[str] = []
-    with redis_client.monitor() as m:
+    # on a Redis Cluster: MONITOR of the master that holds partition 5
+    monitor = (
+        redis_client.monitor(target_node=redis_client.get_node_from_key(k.ready))
+        if is_cluster(redis_client)
+        else redis_client.monitor()
+    )
+    with monitor as m:
         q.exists(tag)
         q.delete(tag)
         for _ in range(10_000):

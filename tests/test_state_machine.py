@@ -52,6 +52,7 @@ from hypothesis.stateful import (
 )
 
 from django_zqueue.conf import Backoff, QueueOptions
+from django_zqueue.connection import is_cluster, server_time_ms
 from django_zqueue.exceptions import DuplicateJob
 from django_zqueue.queue import NOTIFY_CAP, Message, Queue, _from_ms
 
@@ -637,9 +638,13 @@ class QueueMachine(RuleBasedStateMachine):
         pipe.hgetall(k.errors)
         pipe.hkeys(k.progress)
         pipe.llen(k.notify)
-        pipe.time()
-        ready, delayed, leased, dead, body, meta, errors, progress, notify, now = pipe.execute()
-        now_ms = now[0] * 1000 + now[1] // 1000
+        if is_cluster(self.client):  # no TIME in a cluster transaction; nothing else runs
+            now_ms = server_time_ms(self.client, k.ready)
+        else:
+            pipe.time()
+        ready, delayed, leased, dead, body, meta, errors, progress, notify, *now = pipe.execute()
+        if now:
+            now_ms = now[0][0] * 1000 + now[0][1] // 1000
         sets = {
             READY: {_s(t): s for t, s in ready},
             DELAYED: {_s(t): s for t, s in delayed},

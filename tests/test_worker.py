@@ -428,12 +428,18 @@ def test_operator_commands(project: dict[str, str], capsys: pytest.CaptureFixtur
     assert ready.status() in ("unknown", "finished")
 
 
-def test_worker_survives_killed_connections(prefix: str, tmp_path: Path) -> None:
+def test_worker_survives_killed_connections(prefix: str, tmp_path: Path, redis_client: Any) -> None:
     """CLIENT KILL every worker connection repeatedly: it reconnects and loses nothing."""
     import threading
 
-    import redis as redis_py
+    from django_zqueue.connection import is_cluster
 
+    # every server the test's client talks to (each node of a cluster)
+    admins = (
+        [n.redis_connection for n in redis_client.get_nodes()]
+        if is_cluster(redis_client)
+        else [redis_client]
+    )
     name = f"zqkill-{prefix}"
     value = {
         **settings.ZQUEUE,
@@ -441,7 +447,6 @@ def test_worker_survives_killed_connections(prefix: str, tmp_path: Path) -> None
         "PREFIX": prefix,
         "CONNECTION_OPTIONS": {"client_name": name},
     }
-    admin = redis_py.Redis.from_url(redis_url())
     ledger = tmp_path / "ledger"
     with override_settings(ZQUEUE=value):
         try:
@@ -454,10 +459,11 @@ def test_worker_survives_killed_connections(prefix: str, tmp_path: Path) -> None
             while time.monotonic() < deadline and not all(
                 f"done {i}" in lines(ledger) for i in range(60)
             ):
-                for c in admin.client_list():
-                    if c.get("name") == name:
-                        admin.client_kill_filter(_id=c["id"])
-                        kills += 1
+                for admin in admins:
+                    for c in admin.client_list():
+                        if c.get("name") == name:
+                            admin.client_kill_filter(_id=c["id"])
+                            kills += 1
                 time.sleep(0.1)
             w.stop()
             runner.join(15)
