@@ -446,6 +446,10 @@ def test_worker_survives_killed_connections(prefix: str, tmp_path: Path, redis_c
         "REDIS_URL": redis_url(),
         "PREFIX": prefix,
         "CONNECTION_OPTIONS": {"client_name": name},
+        # a claim whose reply dies with its connection leaves its jobs leased to nobody
+        # until the lease runs out (then the scanner puts them back): a short lease keeps
+        # that within the test's time (the heartbeat extends the leases of held jobs)
+        "QUEUES": {**settings.ZQUEUE["QUEUES"], "default": {"visibility_timeout": 3.0}},
     }
     ledger = tmp_path / "ledger"
     with override_settings(ZQUEUE=value):
