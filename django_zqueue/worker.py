@@ -34,9 +34,9 @@ from typing import Any
 from django.db import close_old_connections
 
 from . import registry, signals
-from .connection import slot_groups, wait_any
+from .connection import is_cluster, slot_groups, wait_any
 from .exceptions import QueueUnavailable
-from .queue import NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
+from .queue import CLAIM_CHUNK, NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
 from .serializer import MalformedPayload, ModelInstanceMissing, decode_call
 
 log = logging.getLogger("django_zqueue.worker")
@@ -289,9 +289,10 @@ class Worker:
                     if self.burst and not any(h == 0 for h in hints):
                         return
                     wait = min([*hints, 1.0])
-                    if wait > 0:
-                        self._wait(wait)
-                    continue
+                    woke = self._wait(wait, budget) if wait > 0 else None
+                    if woke is None:
+                        continue
+                    queue, msgs = woke  # claimed in the wake-up's own round trip
                 self._hold(queue, msgs)
                 for n, msg in enumerate(msgs):
                     if self.stopping.is_set():
@@ -322,12 +323,30 @@ class Worker:
     def _held_since(self, done: list[tuple[Queue, Message, dict[str, Any]]]) -> float:
         return done[0][2]["finished"] if done else time.monotonic()
 
-    def _wait(self, seconds: float) -> None:
-        block = min(seconds, 1.0, self.queues[0]._max_block)
+    def _wait(self, seconds: float, budget: int) -> tuple[Queue, list[Message]] | None:
+        """Block until a wake-up token comes (or ``seconds``, at most 1 s, pass).
+
+        On a single Redis, the claim of the first queue in order goes in the same
+        pipeline, right behind the BLPOP: Redis runs it as soon as the BLPOP returns, so
+        a woken thread has its job one round trip after the publish, not two. Returns
+        that queue and what it claimed, or None (then the loop claims as usual)."""
+        block = max(0.01, min(seconds, 1.0, self.queues[0]._max_block))
+        first = self._order()[0]
         try:
-            wait_any(self._client, self._notify_groups, max(0.01, block), self._wait_turn)
+            if len(self._notify_groups) > 1 or is_cluster(self._client) or first.partitions > 1:
+                wait_any(self._client, self._notify_groups, block, self._wait_turn)
+                return None
+            pipe = first.scripts.pipeline()
+            pipe.blpop(self._notify_groups[0], timeout=block)
+            first._claim_call(min(budget, CLAIM_CHUNK), self.id, pipe)
+            replies = first.scripts.execute(pipe, raise_on_error=False)
         except Exception as exc:  # a dropped connection while idle: retried by the loop
             raise QueueUnavailable(str(exc)) from exc
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise QueueUnavailable(str(reply))
+        msgs, _ = first.claim_reply(replies[-1])
+        return (first, msgs) if msgs else None
 
     def _hold(self, queue: Queue, msgs: list[Message]) -> None:
         with self._count_lock:
@@ -379,7 +398,7 @@ class Worker:
         start = q.next_partition() if q.partitions > 1 else 0
         q.scripts.claim(
             q.part_keys[start],
-            budget,
+            min(budget, CLAIM_CHUNK),
             q._vt_ms,
             q._concurrency,
             q._qps,

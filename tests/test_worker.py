@@ -643,3 +643,23 @@ def test_a_slow_job_hands_its_prefetched_jobs_back(project: dict[str, str]) -> N
     assert not any(w._start(q, m) for m in msgs[1:])  # the consumer will not run them
     assert all(i is not None and i.attempts == 0 for i in map(q.info, tags[1:]))
     assert w._claimed == 1
+
+
+def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -> None:
+    import threading
+
+    q = get_queue("default")
+    w = Worker(["default"])
+    assert w._wait(0.2, 1) is None  # no wake-up token: nothing claimed
+    timer = threading.Timer(0.2, lambda: q.publish({"task": "x"}, tag="late"))
+    timer.start()
+    woke = w._wait(1.0, 5)
+    timer.join()
+    assert woke is not None
+    queue, msgs = woke
+    assert queue.name == "default" and [m.tag for m in msgs] == ["late"]
+    assert q.state("late") == "leased" and q.counts()["inflight"] == 1
+    # a token with nothing left to claim: None, and the token is used up
+    assert q.ack(msgs[0])
+    q.client.lpush(q.notify_keys[0], "1")
+    assert w._wait(1.0, 1) is None and q.client.llen(q.notify_keys[0]) == 0
