@@ -662,17 +662,7 @@ class Queue:
                 break
             k = self.part_keys[(start + i) % self.partitions]
             with unavailable_as_error():
-                reply = self.scripts.claim(
-                    k,
-                    min(CLAIM_CHUNK, batch - len(msgs)),
-                    self._vt_ms,
-                    0,
-                    0,
-                    PROMOTE_LIMIT,
-                    self._mode,
-                    self._aging_us,
-                    consumer,
-                )
+                reply = self._claim_call(min(CLAIM_CHUNK, batch - len(msgs)), consumer, keys=k)
             got, h = self.claim_reply(reply)
             msgs.extend(got)
             hints.append(h)
@@ -681,9 +671,13 @@ class Queue:
         known = [h for h in hints if h >= 0]
         return msgs, (min(known) / 1000 if known else None)
 
-    def _claim_call(self, batch: int, consumer: str, client: Any) -> Any:
+    def _claim_call(
+        self, batch: int, consumer: str, client: Any = None, keys: QueueKeys | None = None
+    ) -> Any:
+        """One claim script call (at most ``CLAIM_CHUNK`` jobs) on ``keys`` (default: the
+        queue's; a partition's keys on a partitioned queue), sent on ``client``."""
         return self.scripts.claim(
-            self.keys,
+            keys or self.keys,
             batch,
             self._vt_ms,
             self._concurrency,

@@ -396,18 +396,7 @@ class Worker:
         pipe = q.scripts.pipeline()
         self._queue_outcomes(done, pipe)
         start = q.next_partition() if q.partitions > 1 else 0
-        q.scripts.claim(
-            q.part_keys[start],
-            min(budget, CLAIM_CHUNK),
-            q._vt_ms,
-            q._concurrency,
-            q._qps,
-            100,
-            q._mode,
-            q._aging_us,
-            self.id,
-            client=pipe,
-        )
+        q._claim_call(min(budget, CLAIM_CHUNK), self.id, pipe, keys=q.part_keys[start])
         try:
             replies = q.scripts.execute(pipe, raise_on_error=False)
         except Exception as exc:
