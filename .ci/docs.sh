@@ -14,18 +14,8 @@ WORK=${ZQ_CI_WORK:-$ROOT/.ci/work}
 VENV=$WORK/venv-docs
 mkdir -p "$WORK"
 
-find_python() {  # $PYTHON, else a working CPython >= 3.11 (python3.11 first, as .ci/run)
-  local c root
-  root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
-  if [ -n "${PYTHON:-}" ]; then set -- "$PYTHON"
-  else set -- python3.11 "$root"/versions/3.11.*/bin/python3.11 /usr/bin/python3.11 python3; fi
-  for c in "$@"; do
-    if "$c" -c 'import sys; assert sys.version_info >= (3, 11)' >/dev/null 2>&1; then
-      echo "$c"; return 0
-    fi
-  done
-  echo "no Python >= 3.11 found (set PYTHON)" >&2; return 1
-}
+# shellcheck source=find_python.sh
+source "$ROOT/.ci/find_python.sh"
 PY=$(find_python)
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"

@@ -24,18 +24,8 @@ log() { printf '\n=== package: %s\n' "$*"; }
 quiet_pip() { "$1" -m pip -q --disable-pip-version-check "${@:2}" 2>&1 \
   | { grep -v '^WARNING: Location' || true; }; }
 
-find_python() {  # $PYTHON, else a working CPython >= 3.11 (python3.11 first, as .ci/run)
-  local c root
-  root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
-  if [ -n "${PYTHON:-}" ]; then set -- "$PYTHON"
-  else set -- python3.11 "$root"/versions/3.11.*/bin/python3.11 /usr/bin/python3.11 python3; fi
-  for c in "$@"; do
-    if "$c" -c 'import sys; assert sys.version_info >= (3, 11)' >/dev/null 2>&1; then
-      echo "$c"; return 0
-    fi
-  done
-  echo "no Python >= 3.11 found (set PYTHON)" >&2; return 1
-}
+# shellcheck source=find_python.sh
+source "$ROOT/.ci/find_python.sh"
 PY=$(find_python)
 
 log "build tools ($PKG)"
