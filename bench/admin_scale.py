@@ -98,9 +98,6 @@ def log(msg: str) -> None:
 def fill(q: Any, ready: int, dead: int) -> dict[str, Any]:
     """Publish ``dead`` jobs at priority 10, bury them, then ``ready`` jobs at priorities
     0 and 5, 10,000 delayed jobs and 200 leased ones with progress."""
-    from django_zqueue.queue import NOTIFY_CAP
-
-    o = q.options
     chunk = 20_000
     t = time.perf_counter()
     for i in range(0, dead, chunk):
@@ -117,24 +114,10 @@ def fill(q: Any, ready: int, dead: int) -> dict[str, Any]:
         msgs, _ = q.claim(min(1000, dead - buried), consumer="bench")
         if not msgs:
             break
-        pipe = q.client.pipeline(transaction=False)
+        batch = q.batch()  # plain EVALSHA calls in one round trip
         for m in msgs:
-            q.scripts.nack(
-                q.keys,
-                m.tag,
-                m.token,
-                error,
-                0,
-                True,
-                o.priority_mode,
-                int(o.priority_aging_seconds * 1_000_000),
-                o.dead_letter_max,
-                int(o.dead_letter_ttl * 1000),
-                o.scan_batch,
-                NOTIFY_CAP,
-                client=pipe,
-            )
-        pipe.execute()
+            batch.add(q.nack_call(m, error, 0, dead=True))
+        q.send(batch)
         buried += len(msgs)
     t_dead = time.perf_counter() - t
     t = time.perf_counter()
@@ -152,13 +135,10 @@ def fill(q: Any, ready: int, dead: int) -> dict[str, Any]:
     t_ready = time.perf_counter() - t
     q.publish_many([{"task": "bench.tasks.later", "args": [j]} for j in range(10_000)], delay=3600)
     leased = q.claim(200, consumer="bench-worker:1:abcd")[0]
-    pipe = q.client.pipeline(transaction=False)
+    batch = q.batch()
     for j, m in enumerate(leased):
-        progress = json.dumps(
-            {"v": (j % 100) / 100, "n": f"step {j}", "t": int(time.time() * 1000)}
-        )
-        q.scripts.touch(q.keys, m.tag, m.token, -1, progress, o.visibility_timeout_ms, client=pipe)
-    pipe.execute()
+        batch.add(q.touch_call(m, progress=(j % 100) / 100, note=f"step {j}"))
+    q.send(batch)
     return {"fill_dead_s": round(t_dead, 1), "fill_ready_s": round(t_ready, 1)}
 
 

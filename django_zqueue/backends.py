@@ -178,20 +178,19 @@ class ZQueueBackend(BaseTaskBackend):
         # QUEUES = [] accepts any configured queue, so the result may be in any of them
         names = self.queues or set(conf.get_config().queues)
         queues = [get_queue(name) for name in sorted(names)]
-        pipe = queues[0].scripts.pipeline()
+        batch = queues[0].batch()
+        reads = []
         for q in queues:
-            k = q.keys_for(result_id)  # the job's partition (the queue's keys if one)
-            q.scripts.info(k, result_id, True, client=pipe)
-            pipe.get(k.result(result_id))
-        try:
-            replies = queues[0].scripts.execute(pipe)
-        except Exception as exc:
-            from .exceptions import QueueUnavailable
-
-            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
-        for q, info_raw, record_raw in zip(queues, replies[0::2], replies[1::2], strict=True):
+            shard = q.shard_for(result_id)  # the job's partition (the queue's own if one)
+            info_call = batch.add(shard.info(result_id, True))
+            reads.append((q, info_call, batch.command("get", shard.keys.result(result_id))))
+        replies = queues[0].send(batch)
+        for q, info_call, at in reads:
+            record_raw = replies[at]
+            if isinstance(record_raw, Exception):
+                raise record_raw
             record = json.loads(record_raw) if record_raw else None
-            info = q._job_info(result_id, info_raw) if info_raw else None
+            info = info_call.result()
             if info is None and record is None:
                 continue
             return self._build(result_id, q, info, record)

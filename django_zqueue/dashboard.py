@@ -422,7 +422,7 @@ def _partitioned_summary(q: Queue, last: int) -> QueueSummary:
     counts = q.counts()
     first = q.merged_page("ready", 0, 1)
     with unavailable_as_error():
-        fields = q._stats_fields()
+        fields = q.read.stats_fields()
         pipe, now = _timed_pipeline(q.client, q.keys.workers)
         pipe.hgetall(q.keys.workers)
         if first:
@@ -685,7 +685,7 @@ def _partitioned_page(q: Queue, state: str, number: int, per_page: int, *, paylo
         workers = 0
         mean_run_ms = None
         if state == "ready":
-            fields = q._stats_fields()
+            fields = q.read.stats_fields()
             acked, run_ms = fields.get("acked", 0), fields.get("run_ms", 0)
             mean_run_ms = run_ms / acked if acked else None
             workers = _live_threads(q.client.hgetall(q.keys.workers), int(time.time() * 1000))
@@ -926,7 +926,7 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
     with unavailable_as_error():
         pipe, now = _timed_pipeline(q.client, q.keys.stats)
         if q.partitions > 1:
-            fields = q._stats_fields()
+            fields = q.read.stats_fields()
             pipe.hgetall(q.keys.workers)
             now_ms, (_, workers_raw) = _execute_timed(pipe, now)
             acked, run_ms = fields.get("acked", 0), fields.get("run_ms", 0)
@@ -980,14 +980,13 @@ def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
                 pipe.hget(q.sched_keys.sched_last, name)
             replies = pipe.execute()
             lasts = [r.decode().split(" ", 1)[1] if r else None for r in replies[1::2]]
-            pipe = q.scripts.pipeline()
-            for job in lasts:
-                if job:
-                    q.scripts.state(q.sched_keys, job, client=pipe)
-            states = iter(q.scripts.execute(pipe))
+            batch = q.batch()
+            pending = [batch.add(q.shards[0].state(job)) for job in lasts if job]
+            batch.send()
+            states = iter([p.result() for p in pending])
         for name, nxt, job in zip(names, replies[0::2], lasts, strict=True):
             definition = json.loads(defs[name.encode()])
-            state = (next(states).decode() or None) if job else None
+            state = next(states) if job else None
             rows.append(
                 ScheduleRow(
                     name=name,

@@ -1,4 +1,4 @@
-"""The queue engine: every state change of a job is one atomic Lua script call.
+"""The queue core: every state change of a job is one atomic Lua script call.
 
 A job lives in exactly one of four sorted sets, or nowhere once finished::
 
@@ -12,33 +12,27 @@ A job lives in exactly one of four sorted sets, or nowhere once finished::
 
 ``ready`` is ordered exactly by claim order, so ``rank(tag)`` (ZRANK) is the number of
 jobs that will be claimed before it.
+
+:class:`Queue` validates input (:mod:`.validate`), routes each job to its shard
+(:mod:`.shard`: one hash tag, one Redis Cluster slot) and sends the shard's script calls
+(:mod:`.scripts`). Its reads of many jobs and counters live in :mod:`.read`
+(``queue.read``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 import redis
-from django.conf import settings
-from django.utils import timezone
 
-from . import conf
-from .connection import (
-    get_client,
-    is_cluster,
-    server_time_ms,
-    slot_groups,
-    socket_timeout,
-    unavailable_as_error,
-    wait_any,
-)
+from . import conf, validate
+from .connection import get_client, slot_groups, socket_timeout, unavailable_as_error, wait_any
 from .exceptions import (
     DuplicateJob,
     InvalidArgument,
@@ -47,7 +41,45 @@ from .exceptions import (
     UnknownQueue,
 )
 from .keys import QueueKeys, layout_key, partition_keys, partition_of, queue_keys
-from .scripts import Arg, Scripts
+from .read import MAX_MERGED, SERIES, QueueReader, live_thread_count, minute_rows
+from .records import (
+    Claimed,
+    JobInfo,
+    Message,
+    NackResult,
+    NewJob,
+    ScanResult,
+    encode_body,
+    from_ms,
+    new_tag,
+)
+from .scripts import Batch, Call, Policy, Scripts
+from .shard import Shard
+from .validate import MAX_TAG_BYTES
+
+__all__ = [
+    "CLAIM_CHUNK",
+    "MAX_BATCH",
+    "MAX_MERGED",
+    "MAX_TAG_BYTES",
+    "NOTIFY_CAP",
+    "NO_RESULT",
+    "SERIES",
+    "ClaimPlan",
+    "JobInfo",
+    "Message",
+    "NewJob",
+    "Queue",
+    "ScanResult",
+    "command_queue",
+    "encode_body",
+    "get_queue",
+    "live_thread_count",
+    "minute_rows",
+    "new_tag",
+]
+
+T = TypeVar("T")
 
 #: at most this many jobs per publish script call, so one call stays short
 PUBLISH_CHUNK = 100
@@ -55,210 +87,34 @@ PUBLISH_CHUNK = 100
 MAX_BATCH = 1000
 #: at most this many jobs per claim script call (a bigger claim sends several, pipelined)
 CLAIM_CHUNK = 100
-#: a tag is 1..MAX_TAG_BYTES bytes of UTF-8
-MAX_TAG_BYTES = 256
 #: the notify list never holds more wake-up tokens than this
 NOTIFY_CAP = 64
 #: due delayed jobs promoted by one claim call
 PROMOTE_LIMIT = 100
 #: longest single blocking wait; a wait is also cut to a share of the socket timeout
 MAX_BLOCK = 5.0
-#: on a partitioned queue, a merged listing (dead letters, admin pages) reads at most
-#: this many entries per partition: offset + limit must stay within it
-MAX_MERGED = 10_000
-
-STATES = ("ready", "delayed", "leased", "dead")
-SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_ms", "r": "ready"}
-#: "no result to keep" for :meth:`Queue.ack_pipelined`
+#: "no result to keep" for :meth:`Queue.ack`
 NO_RESULT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
-    """One delivery of a job to one consumer, valid while its lease lasts.
+class ClaimPlan:
+    """The first call of a claim (on shard ``start``), for a caller that sends it in a
+    batch of its own; :meth:`Queue.claim_rest` finishes the claim from its result."""
 
-    ``token`` identifies this delivery: :meth:`Queue.ack`, :meth:`Queue.nack` and
-    :meth:`Queue.touch` are rejected once the job was handed to anyone else.
-    """
-
-    queue: str
-    tag: str
-    body: Any
-    attempt: int
-    token: int
-    priority: int
-    max_retries: int
-    enqueued_at_ms: int
-    lease_deadline_ms: int
-    raw_body: bytes
-    visibility_timeout_ms: int | None = None  # the job's own lease length, if it has one
-
-    @property
-    def enqueued_at(self) -> datetime:
-        return _from_ms(self.enqueued_at_ms)
-
-    @property
-    def lease_deadline(self) -> datetime:
-        return _from_ms(self.lease_deadline_ms)
-
-
-@dataclass(frozen=True, slots=True)
-class JobInfo:
-    """A consistent snapshot of one job (see :meth:`Queue.info`)."""
-
-    tag: str
-    queue: str
-    state: str  # ready | delayed | leased | dead | orphan
-    rank: int | None  # position in line while ready
-    score: float | None  # ready score while ready
-    run_at: datetime | None  # while delayed
-    lease_deadline: datetime | None  # while leased
-    died_at: datetime | None  # while dead
-    priority: int
-    attempts: int
-    max_retries: int
-    enqueued_at: datetime
-    started_at: datetime | None  # last claim
-    consumer: str | None  # last consumer that claimed it
-    last_error: str | None
-    progress: dict[str, Any] | None
-    body: Any
-
-
-@dataclass(frozen=True, slots=True)
-class ScanResult:
-    promoted: int  # delayed jobs now due, moved to ready
-    recovered: int  # expired leases put back in line
-    buried: int  # expired leases whose attempts were spent, now dead
-    trimmed: int  # dead letters removed by age or count
-    more: bool  # a limit was hit: call again to finish
-
-
-def minute_rows(
-    fields: Mapping[str, int], now_minute: int, last: int, ready_now: int | None = None
-) -> list[dict[str, int]]:
-    """Rows of :meth:`Queue.minutes` from the decoded stats hash (the 64-slot ring);
-    ``ready_now``, when given, is the current minute's depth (the live ZCARD)."""
-    out = []
-    for minute in range(now_minute - last + 1, now_minute + 1):
-        slot = minute % 64
-        live = fields.get(f"m{slot}") == minute
-        row = {"minute": minute}
-        for short, name in SERIES.items():
-            row[name] = fields.get(f"{short}{slot}", 0) if live else 0
-        if not live or f"r{slot}" not in fields:
-            row["ready"] = -1
-        out.append(row)
-    if ready_now is not None and out:
-        out[-1]["ready"] = ready_now
-    return out
-
-
-def live_thread_count(workers: Mapping[Any, Any], cutoff_ms: float) -> int:
-    """Threads of the worker registrations (the workers hash) seen since ``cutoff_ms``."""
-    total = 0
-    for value in workers.values():
-        try:
-            entry = json.loads(value)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("seen", 0) >= cutoff_ms:
-            total += int(entry.get("threads", 1))
-    return total
-
-
-def _from_ms(ms: float) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    start: int
+    batch: int
+    consumer: str
+    call: Call[Claimed]
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def encode_body(body: Any) -> bytes:
-    """JSON-encode a body; ``TypeError``/``ValueError`` (``InvalidArgument``) if it can't be."""
-    try:
-        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except ValueError as exc:  # NaN / inf, circular reference
-        raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
-    return text.encode("utf-8")
-
-
-def new_tag() -> str:
-    """A fresh random job tag: 22 URL-safe characters (about 128 random bits), never
-    starting with "-"."""
-    while True:
-        tag = secrets.token_urlsafe(16)
-        if tag[0] != "-":  # a leading "-" would read as an option on a command line
-            return tag
-
-
-def _check_tag(tag: object) -> str:
-    if not isinstance(tag, str):
-        raise InvalidArgument(f"tag must be a str, not {type(tag).__name__}")
-    size = len(tag.encode("utf-8"))
-    if size == 0 or size > MAX_TAG_BYTES:
-        raise InvalidArgument(f"tag must be 1 to {MAX_TAG_BYTES} bytes of UTF-8, got {size}")
-    return tag
-
-
-def _check_priority(priority: object) -> int:
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidArgument(
-            f"priority must be an int in [{conf.PRIORITY_MIN}, {conf.PRIORITY_MAX}], "
-            f"got {priority!r}"
-        )
-    if not conf.PRIORITY_MIN <= priority <= conf.PRIORITY_MAX:
-        raise InvalidArgument(
-            f"priority must be in [{conf.PRIORITY_MIN}, {conf.PRIORITY_MAX}], got {priority}"
-        )
-    return priority
-
-
-def _check_score(score: object) -> str:
-    if isinstance(score, bool) or not isinstance(score, int | float):
-        raise InvalidArgument(f"score must be a number, got {score!r}")
-    if isinstance(score, float) and not math.isfinite(score):
-        raise InvalidArgument(f"score must be finite, got {score!r}")
-    if abs(score) > conf.MAX_EXACT:
-        raise InvalidArgument(f"score must be within ±2**53 to be exact, got {score!r}")
-    return repr(float(score))
-
-
-def _seconds(value: object, what: str) -> float:
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(f"{what} must be seconds (int/float) or a timedelta, got {value!r}")
-    if not math.isfinite(value):
-        raise InvalidArgument(f"{what} must be finite, got {value!r}")
-    return float(value)
-
-
-def _when(delay: object, run_at: object) -> tuple[str, str]:
-    """(delay_ms, run_at_ms) script arguments; '' means not given."""
-    if delay is not None and run_at is not None:
-        raise InvalidArgument("give delay or run_at, not both")
-    if delay is not None:
-        ms = _seconds(delay, "delay") * 1000
-        if ms > 1e13:
-            raise InvalidArgument(f"delay is too far in the future: {delay!r}")
-        return (str(int(ms)) if ms >= 1 else ""), ""
-    if run_at is not None:
-        if not isinstance(run_at, datetime):
-            raise InvalidArgument(f"run_at must be a datetime, got {run_at!r}")
-        if timezone.is_naive(run_at):
-            if settings.USE_TZ:
-                raise InvalidArgument(
-                    "run_at is a naive datetime while USE_TZ = True; pass an aware datetime"
-                )
-            run_at = timezone.make_aware(run_at, timezone.get_default_timezone())
-        return "", str(int(run_at.timestamp() * 1000))
-    return "", ""
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
+def _hint(claimed: Sequence[Claimed]) -> float | None:
+    known = [c.hint_ms for c in claimed if c.hint_ms >= 0]
+    return min(known) / 1000 if known else None
 
 
 class Queue:
@@ -282,11 +138,10 @@ class Queue:
         client: redis.Redis | None = None,
     ) -> None:
         self.name = name
-        self.options = options or conf.QueueOptions()
+        self.options = o = options or conf.QueueOptions()
         self.prefix = prefix
         #: the queue's own hash tag: its jobs when unpartitioned; always its workers hash
         self.keys: QueueKeys = queue_keys(prefix, name)
-        o = self.options
         n = o.partitions
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= conf.MAX_PARTITIONS:
             raise InvalidArgument(f"partitions must be an int in [1, {conf.MAX_PARTITIONS}]")
@@ -294,42 +149,85 @@ class Queue:
             raise InvalidArgument("concurrency and qps cannot be combined with partitions > 1")
         #: number of partitions (hash tags) the queue's jobs are spread over
         self.partitions = n
-        #: the keys of each partition; ``[self.keys]`` for an unpartitioned queue
-        self.part_keys: list[QueueKeys] = partition_keys(prefix, name, n)
-        #: the keys of the queue's periodic schedules (partition 0, with the cron jobs)
-        self.sched_keys: QueueKeys = self.part_keys[0]
-        #: the notify lists a waiting consumer blocks on
-        self.notify_keys: list[str] = [k.notify for k in self.part_keys]
-        self._rr = secrets.randbelow(n)  # round-robin start partition of the next claim
-        self._layout_ok = n == 1
         self.client: redis.Redis = client if client is not None else get_client()
         self.scripts = Scripts(self.client)
+        #: the queue's options as its scripts take them; partitions share one clock-based
+        #: sequence ('tstrict') so scores compare across them
+        self.policy = Policy(
+            mode="tstrict" if n > 1 and o.priority_mode == "strict" else o.priority_mode,
+            aging_us=int(o.priority_aging_seconds * 1_000_000),
+            visibility_ms=o.visibility_timeout_ms,
+            concurrency=o.concurrency or 0,
+            qps=o.qps or 0,
+            dead_max=o.dead_letter_max,
+            dead_ttl_ms=int(o.dead_letter_ttl * 1000),
+            trim_limit=o.scan_batch,
+            notify_cap=NOTIFY_CAP,
+            ack_notify=NOTIFY_CAP if o.concurrency else 0,
+            promote_limit=PROMOTE_LIMIT,
+        )
+        #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
+        self.shards = [
+            Shard(name, i, k, self.scripts, self.policy)
+            for i, k in enumerate(partition_keys(prefix, name, n))
+        ]
+        #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
+        self.sched_keys: QueueKeys = self.shards[0].keys
+        #: the notify lists a waiting consumer blocks on
+        self.notify_keys: list[str] = [s.keys.notify for s in self.shards]
+        #: reads of many jobs and of the counters (:class:`~.read.QueueReader`)
+        self.read = QueueReader(self)
+        self._rr = secrets.randbelow(n)  # round-robin start shard of the next claim
+        self._layout_ok = n == 1
         # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)
         self._notify_groups = slot_groups(self.client, self.notify_keys)
         self._wait_turn = [0]
-        # partitions share one clock-based sequence so scores compare across them
-        self._mode = "tstrict" if n > 1 and o.priority_mode == "strict" else o.priority_mode
-        self._aging_us = int(o.priority_aging_seconds * 1_000_000)
-        self._vt_ms = o.visibility_timeout_ms
-        self._concurrency = o.concurrency or 0
-        self._qps = o.qps or 0
-        self._dead_ttl_ms = int(o.dead_letter_ttl * 1000)
-        self._ack_notify = NOTIFY_CAP if o.concurrency else 0
         timeout = socket_timeout(self.client)
-        self._max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
+        #: the longest one blocking wait may take (a share of the socket timeout)
+        self.max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
 
     def __repr__(self) -> str:
         if self.partitions > 1:
             return f"<Queue {self.name!r} keys={self.keys.tag} partitions={self.partitions}>"
         return f"<Queue {self.name!r} keys={self.keys.tag}>"
 
-    # ----------------------------------------------------------------- partitions
+    @property
+    def visibility_timeout_ms(self) -> int:
+        """The queue's lease length (a job may have its own)."""
+        return self.policy.visibility_ms
+
+    def lease_ms(self, msg: Message) -> int:
+        """The lease length of a delivery: the job's own, else the queue's."""
+        return msg.visibility_timeout_ms or self.policy.visibility_ms
+
+    # ----------------------------------------------------------------- shards
+
+    def shard_for(self, tag: str) -> Shard:
+        """The shard that holds job ``tag`` (:func:`keys.partition_of`)."""
+        return self.shards[partition_of(tag, self.partitions)]
 
     def keys_for(self, tag: str) -> QueueKeys:
-        """The keys of the partition that holds job ``tag`` (:func:`keys.partition_of`)."""
-        if self.partitions == 1:
-            return self.keys
-        return self.part_keys[partition_of(tag, self.partitions)]
+        """The keys of the shard that holds job ``tag``."""
+        return self.shard_for(tag).keys
+
+    @property
+    def part_keys(self) -> list[QueueKeys]:
+        """The keys of each shard; ``[self.keys]`` for an unpartitioned queue."""
+        return [s.keys for s in self.shards]
+
+    def batch(self) -> Batch:
+        """Calls to send in one round trip (:meth:`send`)."""
+        return self.scripts.batch()
+
+    def send(self, batch: Batch) -> list[Any]:
+        """Send a batch; connection errors become ``QueueUnavailable``. Each call's result
+        is read from the ``Pending`` its ``add`` returned."""
+        with unavailable_as_error():
+            return batch.send()
+
+    def _run(self, call: Call[T]) -> T:
+        with unavailable_as_error():
+            return self.scripts.run(call)
 
     def check_layout(self) -> None:
         """Refuse a change of ``partitions`` while the queue holds jobs.
@@ -347,7 +245,7 @@ class Queue:
         with unavailable_as_error():
             pipe = self.client.pipeline(transaction=False)
             pipe.get(layout)
-            k = queue_keys(self.prefix, self.name)
+            k = self.keys
             for key in (k.ready, k.delayed, k.leased, k.dead):
                 pipe.exists(key)
             replies = pipe.execute()
@@ -394,7 +292,7 @@ class Queue:
         *,
         max_retries: int | None = None,
         visibility_timeout: float | None = None,
-    ) -> list[Arg]:
+    ) -> NewJob:
         """Validate and encode one job without sending it (see :meth:`publish_prepared`).
 
         Raises exactly what :meth:`publish` raises for bad input; touches no Redis."""
@@ -402,25 +300,26 @@ class Queue:
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
         retries = self.options.max_retries if max_retries is None else max_retries
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise InvalidArgument(f"max_retries must be an int >= 0, got {max_retries!r}")
-        vt = ""
-        if visibility_timeout is not None:
-            secs = _seconds(visibility_timeout, "visibility_timeout")
-            if secs <= 0:
-                raise InvalidArgument("visibility_timeout must be > 0 seconds")
-            vt = str(int(secs * 1000))
-        when = _when(delay, run_at)
-        return [
-            _check_tag(tag) if tag is not None else new_tag(),
-            data,
-            _check_priority(priority),
-            "" if score is None else _check_score(score),
-            when[0],
-            when[1],
-            retries,
-            vt,
-        ]
+        try:
+            retries = validate.max_retries(retries)
+        except InvalidArgument:
+            raise InvalidArgument(f"max_retries must be an int >= 0, got {max_retries!r}") from None
+        vt = (
+            None
+            if visibility_timeout is None
+            else validate.visibility_timeout_ms(visibility_timeout)
+        )
+        delay_ms, run_at_ms = validate.when(delay, run_at)
+        return NewJob(
+            tag=validate.tag(tag) if tag is not None else new_tag(),
+            body=data,
+            priority=validate.priority(priority),
+            score=None if score is None else validate.score(score),
+            delay_ms=delay_ms,
+            run_at_ms=run_at_ms,
+            max_retries=retries,
+            visibility_timeout_ms=vt,
+        )
 
     def publish(
         self,
@@ -472,10 +371,10 @@ class Queue:
         """Add many jobs in one round trip; return their tags in order.
 
         Every body is validated and encoded before anything is sent. Calls of up to
-        100 jobs are all-or-nothing. A longer call is sent as chunks of 100 in one
-        pipeline after its tags are checked for clashes, so a :class:`DuplicateJob`
-        writes nothing unless another client published a clashing tag in the meantime
-        (the exception's ``published`` then lists what was written).
+        100 jobs (of one partition) are all-or-nothing. A longer call is sent as chunks
+        of 100 in one pipeline after its tags are checked for clashes, so a
+        :class:`DuplicateJob` writes nothing unless another client published a clashing
+        tag in the meantime (the exception's ``published`` then lists what was written).
         """
         tag_list = list(tags) if tags is not None else None
         body_list = list(bodies)
@@ -497,108 +396,74 @@ class Queue:
         ]
         return self.publish_prepared(jobs)
 
-    def publish_prepared(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
-        """Send jobs made by :meth:`prepare`: one script call per 100, one round trip."""
+    def publish_prepared(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Send jobs made by :meth:`prepare`: one script call per shard and per 100 jobs,
+        all in one round trip. A call that spans several script calls is checked for
+        clashes first."""
         if not jobs:
             return []
-        if self.partitions > 1:
-            return self._publish_partitioned(jobs)
-        tags = [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
-        if len(jobs) <= PUBLISH_CHUNK:
-            with unavailable_as_error():
-                reply = self.scripts.publish(
-                    self.keys, self._mode, self._aging_us, NOTIFY_CAP, jobs
-                )
-            if int(reply[0]) != 0:
-                raise DuplicateJob([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]])
+        self._layout()
+        tags = [j.tag for j in jobs]
+        groups: dict[int, list[NewJob]] = {}
+        for job in jobs:
+            groups.setdefault(partition_of(job.tag, self.partitions), []).append(job)
+        calls = [
+            self.shards[p].publish(group[i : i + PUBLISH_CHUNK])
+            for p, group in sorted(groups.items())
+            for i in range(0, len(group), PUBLISH_CHUNK)
+        ]
+        if len(calls) == 1:
+            clashes = self._run(calls[0])
+            if clashes:
+                raise DuplicateJob([t for t, _ in clashes], [s for _, s in clashes])
             return tags
-        chunks = [jobs[i : i + PUBLISH_CHUNK] for i in range(0, len(jobs), PUBLISH_CHUNK)]
         self._precheck_tags(tags)
-        with unavailable_as_error():
-            pipe = self.scripts.pipeline()  # plain EVALSHA calls in one round trip
-            for chunk in chunks:
-                self.scripts.publish(
-                    self.keys, self._mode, self._aging_us, NOTIFY_CAP, chunk, client=pipe
-                )
-            replies = self.scripts.execute(pipe)
-        return self._published(chunks, replies, tags)
+        batch = self.batch()
+        pending = [batch.add(call) for call in calls]
+        self.send(batch)
+        return self._published(calls, [p.result() for p in pending], tags)
 
     @staticmethod
     def _published(
-        chunks: Sequence[Sequence[Sequence[Arg]]], replies: Sequence[Any], tags: list[str]
+        calls: Sequence[Call[Any]], replies: Sequence[list[tuple[str, str]]], tags: list[str]
     ) -> list[str]:
         """``tags``, once every chunk's publish reply says written; else DuplicateJob with
         the clashes and the tags that the other chunks did write."""
         published: set[str] = set()
-        clashes: list[tuple[list[str], list[str]]] = []
-        for chunk, reply in zip(chunks, replies, strict=True):
-            if int(reply[0]) == 0:
-                published.update(_s(j[0]) for j in chunk)  # type: ignore[arg-type]
-            else:
-                clashes.append(([_s(x) for x in reply[1::2]], [_s(x) for x in reply[2::2]]))
+        clashes: list[tuple[str, str]] = []
+        for call, found in zip(calls, replies, strict=True):
+            if not found:  # ARGV: mode, aging, cap, n, then 8 slots per job, tag first
+                published.update(str(call.args[i]) for i in range(4, len(call.args), 8))
+            clashes.extend(found)
         if clashes:
             raise DuplicateJob(
-                [t for ts, _ in clashes for t in ts],
-                [s for _, ss in clashes for s in ss],
+                [t for t, _ in clashes],
+                [s for _, s in clashes],
                 [t for t in tags if t in published],
             )
         return tags
-
-    def _publish_partitioned(self, jobs: Sequence[Sequence[Arg]]) -> list[str]:
-        """Publish on a partitioned queue: one script call per partition (and per
-        ``PUBLISH_CHUNK`` jobs), each on that partition's keys only, in one round trip. A
-        call that spans partitions is checked for clashes first, like a chunked call."""
-        self._layout()
-        tags = [_s(j[0]) for j in jobs]  # type: ignore[arg-type]
-        groups: dict[int, list[Sequence[Arg]]] = {}
-        for tag, job in zip(tags, jobs, strict=True):
-            groups.setdefault(partition_of(tag, self.partitions), []).append(job)
-        calls = [
-            (p, group[i : i + PUBLISH_CHUNK])
-            for p, group in sorted(groups.items())
-            for i in range(0, len(group), PUBLISH_CHUNK)
-        ]
-        if len(calls) > 1:
-            self._precheck_tags(tags)
-        with unavailable_as_error():
-            if len(calls) == 1:  # one partition: a plain call
-                p, chunk = calls[0]
-                args = (self._mode, self._aging_us, NOTIFY_CAP, chunk)
-                replies = [self.scripts.publish(self.part_keys[p], *args)]
-            else:  # plain EVALSHA calls in one round trip
-                pipe = self.scripts.pipeline()
-                for p, chunk in calls:
-                    args = (self._mode, self._aging_us, NOTIFY_CAP, chunk)
-                    self.scripts.publish(self.part_keys[p], *args, client=pipe)
-                replies = self.scripts.execute(pipe)
-        return self._published([chunk for _, chunk in calls], replies, tags)
 
     def _precheck_tags(self, tags: list[str]) -> None:
         seen: set[str] = set()
         dupes = [t for t in tags if t in seen or seen.add(t)]  # type: ignore[func-returns-value]
         if dupes:
             raise DuplicateJob(dupes, ["batch"] * len(dupes))
-        if self.partitions > 1:
-            by_part: dict[int, list[str]] = {}
-            for t in tags:
-                by_part.setdefault(partition_of(t, self.partitions), []).append(t)
-            batches = [
-                (self.part_keys[p], ts[i : i + PUBLISH_CHUNK])
-                for p, ts in by_part.items()
-                for i in range(0, len(ts), PUBLISH_CHUNK)
-            ]
-        else:
-            batches = [
-                (self.keys, tags[i : i + PUBLISH_CHUNK]) for i in range(0, len(tags), PUBLISH_CHUNK)
-            ]
+        by_shard: dict[int, list[str]] = {}
+        for t in tags:
+            by_shard.setdefault(partition_of(t, self.partitions), []).append(t)
+        chunks = [
+            (self.shards[p].keys, ts[i : i + PUBLISH_CHUNK])
+            for p, ts in by_shard.items()
+            for i in range(0, len(ts), PUBLISH_CHUNK)
+        ]
         with unavailable_as_error():
             pipe = self.client.pipeline(transaction=False)
-            for k, ts in batches:
+            for k, ts in chunks:
                 pipe.hmget(k.meta, ts)
             found = pipe.execute()
         taken = [
             t
-            for (_, ts), vs in zip(batches, found, strict=True)
+            for (_, ts), vs in zip(chunks, found, strict=True)
             for t, v in zip(ts, vs, strict=True)
             if v is not None
         ]
@@ -613,101 +478,48 @@ class Queue:
         Returns the messages and, when none could be claimed, a hint: seconds until a
         delayed job is due or the rate limit admits a start (``None``: nothing known,
         wait for new work). Due delayed jobs are promoted first; the queue's global
-        ``concurrency`` and ``qps`` limits are enforced inside the script.
+        ``concurrency`` and ``qps`` limits are enforced inside the script. A partitioned
+        queue is claimed round-robin: from the next partition on, while the batch is not
+        full.
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise InvalidArgument(f"batch must be an int in [1, {MAX_BATCH}], got {batch!r}")
-        if self.partitions > 1:
-            return self._claim_partitioned(batch, consumer)
+        plan = self.plan_claim(batch, consumer)
+        if batch <= CLAIM_CHUNK:
+            return self.claim_rest(plan, self._run(plan.call))
+        # one short script call per chunk on the start shard, all in one round trip
+        shard = self.shards[plan.start]
         sizes = [min(CLAIM_CHUNK, batch - i) for i in range(0, batch, CLAIM_CHUNK)]
-        with unavailable_as_error():
-            if len(sizes) == 1:
-                replies = [self._claim_call(batch, consumer, self.client)]
-            else:  # one short script call per chunk, all in one round trip
-                pipe = self.scripts.pipeline()
-                for size in sizes:
-                    self._claim_call(size, consumer, pipe)
-                replies = self.scripts.execute(pipe)
-        msgs = [
-            self._message(*reply[i : i + 4]) for reply in replies for i in range(1, len(reply), 4)
-        ]
-        if msgs:
-            return msgs, None
-        hint = int(replies[0][0])
-        return msgs, (hint / 1000 if hint >= 0 else None)
+        b = self.batch()
+        pending = [b.add(plan.call)] + [b.add(shard.claim(n, consumer)) for n in sizes[1:]]
+        self.send(b)
+        got = [p.result() for p in pending]
+        first = Claimed([m for c in got for m in c.messages], _min_hint(got))
+        return self.claim_rest(plan, first)
 
-    def next_partition(self) -> int:
-        """The partition the next claim starts at; advances round-robin."""
-        p = self._rr
-        self._rr = (p + 1) % self.partitions
-        return p
-
-    def claim_reply(self, reply: list[Any]) -> tuple[list[Message], int]:
-        """Messages and raw hint (ms, -1 = none known) of one claim script reply."""
-        msgs = [self._message(*reply[i : i + 4]) for i in range(1, len(reply), 4)]
-        return msgs, int(reply[0])
-
-    def _claim_partitioned(
-        self, batch: int, consumer: str, first: tuple[int, list[Message], int] | None = None
-    ) -> tuple[list[Message], float | None]:
-        """Claim round-robin: start at the next partition, go on to the following ones
-        while the batch is not full; at most one script call per partition (of at most
-        ``CLAIM_CHUNK`` jobs), each on one partition's keys. ``first``: the reply of the
-        start partition, already claimed."""
+    def plan_claim(self, batch: int, consumer: str) -> ClaimPlan:
+        """The first call of a claim of ``batch`` jobs (at most ``CLAIM_CHUNK`` in it), on
+        the next shard round-robin, for the caller to send (in a batch of its own)."""
         self._layout()
-        start, msgs, hint = first if first is not None else (self.next_partition(), [], -1)
-        hints = [hint] if first is not None else []
-        for i in range(1 if first is not None else 0, self.partitions):
-            if len(msgs) >= batch:
+        start = self._rr
+        self._rr = (start + 1) % self.partitions
+        call = self.shards[start].claim(min(batch, CLAIM_CHUNK), consumer)
+        return ClaimPlan(start, batch, consumer, call)
+
+    def claim_rest(self, plan: ClaimPlan, first: Claimed) -> tuple[list[Message], float | None]:
+        """Finish a claim from its first call's result: on a partitioned queue go on to the
+        following shards while the batch is not full (one call each); then the messages,
+        and the wait hint when there are none (see :meth:`claim`)."""
+        msgs = list(first.messages)
+        got = [first]
+        for i in range(1, self.partitions):
+            if len(msgs) >= plan.batch:
                 break
-            k = self.part_keys[(start + i) % self.partitions]
-            with unavailable_as_error():
-                reply = self._claim_call(min(CLAIM_CHUNK, batch - len(msgs)), consumer, keys=k)
-            got, h = self.claim_reply(reply)
-            msgs.extend(got)
-            hints.append(h)
-        if msgs:
-            return msgs, None
-        known = [h for h in hints if h >= 0]
-        return msgs, (min(known) / 1000 if known else None)
-
-    def _claim_call(
-        self, batch: int, consumer: str, client: Any = None, keys: QueueKeys | None = None
-    ) -> Any:
-        """One claim script call (at most ``CLAIM_CHUNK`` jobs) on ``keys`` (default: the
-        queue's; a partition's keys on a partitioned queue), sent on ``client``."""
-        return self.scripts.claim(
-            keys or self.keys,
-            batch,
-            self._vt_ms,
-            self._concurrency,
-            self._qps,
-            PROMOTE_LIMIT,
-            self._mode,
-            self._aging_us,
-            consumer,
-            client=client,
-        )
-
-    def _message(self, tag: bytes, raw: bytes, meta_raw: bytes, deadline: int) -> Message:
-        meta = json.loads(meta_raw)
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None  # an undecodable payload: the consumer sees raw_body and body=None
-        return Message(
-            queue=self.name,
-            tag=_s(tag),
-            body=body,
-            attempt=int(meta.get("a", 1)),
-            token=int(meta["t"]),
-            priority=int(meta.get("p", 0)),
-            max_retries=int(meta.get("m", 0)),
-            enqueued_at_ms=int(meta.get("e", 0)),
-            lease_deadline_ms=int(deadline),
-            raw_body=raw,
-            visibility_timeout_ms=int(meta["v"]) if "v" in meta else None,
-        )
+            shard = self.shards[(plan.start + i) % self.partitions]
+            more = self._run(shard.claim(min(CLAIM_CHUNK, plan.batch - len(msgs)), plan.consumer))
+            msgs.extend(more.messages)
+            got.append(more)
+        return msgs, (None if msgs else _hint(got))
 
     def wait(self, seconds: float) -> bool:
         """Block up to ``seconds`` for a wake-up from a publish, retry or ack.
@@ -717,7 +529,7 @@ class Queue:
         """
         if seconds <= 0:
             return False
-        seconds = min(seconds, self._max_block)
+        seconds = min(seconds, self.max_block)
         with unavailable_as_error():
             return wait_any(self.client, self._notify_groups, max(seconds, 0.001), self._wait_turn)
 
@@ -753,6 +565,20 @@ class Queue:
             if hint != 0:
                 self.wait(remaining)
 
+    # ----------------------------------------------------------------- finishing a delivery
+    # Each has a ``*_call`` form that builds the script call without sending it, for a
+    # caller that sends many in one round trip (a worker's batch of acks and its claim).
+
+    def ack_call(
+        self,
+        msg: Message,
+        result: Any = NO_RESULT,
+        result_ttl: float = 86400,
+        run_ms: int | None = None,
+    ) -> Call[bool]:
+        stored = "" if result is NO_RESULT else encode_body(result).decode("utf-8")
+        return self.shard_for(msg.tag).ack(msg, stored, int(result_ttl * 1000), run_ms)
+
     def ack(self, msg: Message, result: Any = NO_RESULT, result_ttl: float = 86400) -> bool:
         """Finish a delivery: the job and its record are deleted.
 
@@ -760,57 +586,40 @@ class Queue:
         read back with :meth:`result`. Returns False, changing nothing, when the delivery
         is stale (its lease was recovered, or the job was handed to another consumer).
         """
-        with unavailable_as_error():
-            return int(self.ack_pipelined(msg, None, result, result_ttl)) == 1
-
-    def ack_pipelined(
-        self,
-        msg: Message,
-        pipe: Any,
-        result: Any = NO_RESULT,
-        result_ttl: float = 86400,
-        run_ms: int | None = None,
-    ) -> Any:
-        """Queue the ack of ``msg`` on ``pipe`` (or run it now when ``pipe`` is None)."""
-        stored = "" if result is NO_RESULT else encode_body(result).decode("utf-8")
-        return self.scripts.ack(
-            self.keys_for(msg.tag),
-            msg.tag,
-            msg.token,
-            self._ack_notify,
-            stored,
-            int(result_ttl * 1000),
-            run_ms,
-            client=pipe,
-        )
+        return self._run(self.ack_call(msg, result, result_ttl))
 
     def ack_many(self, msgs: Sequence[Message]) -> list[bool]:
         """Ack several deliveries in one pipelined round trip."""
         if not msgs:
             return []
-        with unavailable_as_error():
-            pipe = self.scripts.pipeline()
-            for msg in msgs:
-                self.ack_pipelined(msg, pipe)
-            return [int(r) == 1 for r in self.scripts.execute(pipe)]
+        batch = self.batch()
+        pending = [batch.add(self.ack_call(m)) for m in msgs]
+        self.send(batch)
+        return [p.result() for p in pending]
 
-    def result(self, tag: str) -> Any:
-        """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is
-        kept (never stored, or expired)."""
-        with unavailable_as_error():
-            raw = self.client.get(self.keys_for(_check_tag(tag)).result(tag))
-        if raw is None:
-            raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
-        return json.loads(raw)
+    def release_call(self, msg: Message) -> Call[bool]:
+        return self.shard_for(msg.tag).release(msg)
 
     def release(self, msg: Message) -> bool:
-        """Give a delivery back unrun: the job is back in line at once and this attempt
-        does not count. False for a stale delivery."""
-        with unavailable_as_error():
-            reply = self.scripts.release(
-                self.keys_for(msg.tag), msg.tag, msg.token, self._mode, self._aging_us, NOTIFY_CAP
-            )
-        return int(reply) == 1
+        """Give a delivery back unrun: the job is back in line at once (at its place) and
+        this attempt does not count. False for a stale delivery."""
+        return self._run(self.release_call(msg))
+
+    def nack_call(
+        self,
+        msg: Message,
+        error: str = "",
+        retry_in: float | timedelta | None = None,
+        *,
+        dead: bool = False,
+    ) -> Call[NackResult]:
+        if not isinstance(error, str):
+            raise InvalidArgument(f"error must be a str, got {type(error).__name__}")
+        if retry_in is None:
+            retry_s = self.options.retry_backoff.delay(msg.attempt)
+        else:
+            retry_s = max(0.0, validate.seconds(retry_in, "retry_in"))
+        return self.shard_for(msg.tag).nack(msg, error[:65536], int(retry_s * 1000), dead)
 
     def nack(
         self,
@@ -819,7 +628,7 @@ class Queue:
         retry_in: float | timedelta | None = None,
         *,
         dead: bool = False,
-    ) -> str | None:
+    ) -> NackResult:
         """A delivery failed. Retry the job, or move it to dead letters.
 
         ``retry_in``: seconds before the retry (default: the queue's backoff for this
@@ -829,30 +638,25 @@ class Queue:
 
         Returns ``"retry"``, ``"dead"``, or None for a stale delivery (nothing changed).
         """
-        if not isinstance(error, str):
-            raise InvalidArgument(f"error must be a str, got {type(error).__name__}")
-        if retry_in is None:
-            retry_s = self.options.retry_backoff.delay(msg.attempt)
-        else:
-            retry_s = max(0.0, _seconds(retry_in, "retry_in"))
-        with unavailable_as_error():
-            reply = int(
-                self.scripts.nack(
-                    self.keys_for(msg.tag),
-                    msg.tag,
-                    msg.token,
-                    error[:65536],
-                    int(retry_s * 1000),
-                    dead,
-                    self._mode,
-                    self._aging_us,
-                    self.options.dead_letter_max,
-                    self._dead_ttl_ms,
-                    self.options.scan_batch,
-                    NOTIFY_CAP,
-                )
-            )
-        return {1: "retry", 2: "dead"}.get(reply)
+        return self._run(self.nack_call(msg, error, retry_in, dead=dead))
+
+    def touch_call(
+        self,
+        msg: Message,
+        extend: float | None = None,
+        progress: float | None = None,
+        note: str = "",
+    ) -> Call[int | None]:
+        ext = -1 if extend is None else int(validate.seconds(extend, "extend") * 1000)
+        if extend is not None and ext < 0:
+            raise InvalidArgument("extend must be >= 0 seconds")
+        prog = ""
+        if progress is not None:
+            value = validate.seconds(progress, "progress")
+            if not 0 <= value <= 1:
+                raise InvalidArgument(f"progress must be in [0, 1], got {progress!r}")
+            prog = json.dumps({"v": value, "n": str(note)[:200], "t": _now_ms()})
+        return self.shard_for(msg.tag).touch(msg, ext, prog)
 
     def touch(
         self,
@@ -867,24 +671,10 @@ class Queue:
 
         Returns the new lease deadline, or None when the delivery is stale.
         """
-        ext = -1 if extend is None else int(_seconds(extend, "extend") * 1000)
-        if extend is not None and ext < 0:
-            raise InvalidArgument("extend must be >= 0 seconds")
-        prog = ""
-        if progress is not None:
-            value = _seconds(progress, "progress")
-            if not 0 <= value <= 1:
-                raise InvalidArgument(f"progress must be in [0, 1], got {progress!r}")
-            prog = json.dumps({"v": value, "n": str(note)[:200], "t": _now_ms()})
-        with unavailable_as_error():
-            deadline = int(
-                self.scripts.touch(
-                    self.keys_for(msg.tag), msg.tag, msg.token, ext, prog, self._vt_ms
-                )
-            )
-        return _from_ms(deadline) if deadline else None
+        deadline = self._run(self.touch_call(msg, extend, progress, note))
+        return from_ms(deadline) if deadline else None
 
-    # ----------------------------------------------------------------- inspection
+    # ----------------------------------------------------------------- one job
 
     def rank(self, tag: str) -> int | None:
         """Position in line: 0 = claimed next. None unless the job is ready.
@@ -893,182 +683,111 @@ class Queue:
         partition, then tag): the job's rank in its partition plus, in every other
         partition, the jobs with a lower score, and those with an equal score in a
         lower-numbered partition. Two round trips, O(partitions · log N)."""
-        _check_tag(tag)
+        validate.tag(tag)
         if self.partitions == 1:
             with unavailable_as_error():
                 r: Any = self.client.zrank(self.keys.ready, tag)
             return None if r is None else int(r)
-        p = partition_of(tag, self.partitions)
+        shard = self.shard_for(tag)
         with unavailable_as_error():
             pipe = self.client.pipeline(transaction=False)
-            pipe.zscore(self.part_keys[p].ready, tag)
-            pipe.zrank(self.part_keys[p].ready, tag)
+            pipe.zscore(shard.keys.ready, tag)
+            pipe.zrank(shard.keys.ready, tag)
             score, own = pipe.execute()
             if score is None or own is None:
                 return None
-            return int(own) + self._ahead(float(score), p)
+            return int(own) + self._ahead(float(score), shard.index)
 
     def _ahead(self, score: float, p: int) -> int:
-        """Jobs of the other partitions ahead of score ``score`` in partition ``p``."""
+        """Jobs of the other shards ahead of score ``score`` in shard ``p`` (0 when the
+        queue has one shard)."""
+        others = [s for s in self.shards if s.index != p]
+        if not others:
+            return 0
         bound = f"{score:.17g}"
         pipe = self.client.pipeline(transaction=False)
-        for j, k in enumerate(self.part_keys):
-            if j != p:  # ties: a lower-numbered partition goes first
-                pipe.zcount(k.ready, "-inf", bound if j < p else "(" + bound)
+        for s in others:  # ties: a lower-numbered shard goes first
+            pipe.zcount(s.keys.ready, "-inf", bound if s.index < p else "(" + bound)
         return sum(int(c) for c in pipe.execute())
 
     def score(self, tag: str) -> float | None:
         """The job's ready score (lower = sooner). None unless the job is ready."""
         with unavailable_as_error():
-            s = self.client.zscore(self.keys_for(_check_tag(tag)).ready, tag)
+            s = self.client.zscore(self.keys_for(validate.tag(tag)).ready, tag)
         return None if s is None else float(s)
 
     def state(self, tag: str) -> str | None:
         """``"ready"``, ``"delayed"``, ``"leased"``, ``"dead"``, or None (no such job)."""
-        with unavailable_as_error():
-            s = _s(self.scripts.state(self.keys_for(_check_tag(tag)), tag))
-        return s or None
+        return self._run(self.shard_for(validate.tag(tag)).state(tag))
+
+    def state_call(self, tag: str) -> Call[str | None]:
+        return self.shard_for(validate.tag(tag)).state(tag)
 
     def exists(self, tag: str) -> bool:
         """True while the job is ready, delayed or in flight (dead letters excluded)."""
         return self.state(tag) in ("ready", "delayed", "leased")
 
+    def info_call(self, tag: str, *, with_body: bool = True) -> Call[JobInfo | None]:
+        """The info script call of one job (rank within its shard: see :meth:`info`)."""
+        return self.shard_for(validate.tag(tag)).info(tag, with_body)
+
+    def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
+        """Everything known about one job, read atomically; None if there is no such job."""
+        info = self._run(self.info_call(tag, with_body=with_body))
+        if info is not None and info.rank is not None and self.partitions > 1:
+            # the script ranks within the shard; add the other shards' share
+            assert info.score is not None
+            with unavailable_as_error():
+                ahead = self._ahead(info.score, self.shard_for(tag).index)
+            info = replace(info, rank=info.rank + ahead)
+        return info
+
+    def result(self, tag: str) -> Any:
+        """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is
+        kept (never stored, or expired)."""
+        with unavailable_as_error():
+            raw = self.client.get(self.keys_for(validate.tag(tag)).result(tag))
+        if raw is None:
+            raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
+        return json.loads(raw)
+
+    # ----------------------------------------------------------------- many jobs, counters
+    # (the read model, :mod:`.read`; kept here as the queue's documented API)
+
     def total_count(self) -> int:
         """Jobs waiting in line (ready)."""
-        if self.partitions > 1:
-            return self.counts()["ready"]
-        with unavailable_as_error():
-            return int(self.client.zcard(self.keys.ready))
+        return self.read.total_count()
 
     def counts(self) -> dict[str, int]:
         """Jobs per state: ``ready``, ``delayed``, ``inflight``, ``dead`` (one snapshot;
         on a partitioned queue, the sums of one read of each partition)."""
-        with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=self.partitions == 1)
-            for k in self.part_keys:
-                for key in (k.ready, k.delayed, k.leased, k.dead):
-                    pipe.zcard(key)
-            replies = pipe.execute()
-        r, d, inflight, dead = (sum(int(x) for x in replies[i::4]) for i in range(4))
-        return {"ready": r, "delayed": d, "inflight": inflight, "dead": dead}
-
-    def _stats_fields(self) -> dict[str, int]:
-        """The stats hash, decoded; on a partitioned queue, summed over the partitions:
-        lifetime counters field by field, and each slot of the minute ring over the
-        partitions whose slot counts for the newest minute (the caller handles errors)."""
-        pipe = self.client.pipeline(transaction=False)
-        for k in self.part_keys:
-            pipe.hgetall(k.stats)
-        parts = [{_s(k): int(v) for k, v in raw.items()} for raw in pipe.execute()]
-        fields: dict[str, int] = {}
-        for part in parts:
-            for name, v in part.items():
-                if not name[-1:].isdigit():
-                    fields[name] = fields.get(name, 0) + v
-        for slot in range(64):
-            owners = [part for part in parts if f"m{slot}" in part]
-            if not owners:
-                continue
-            minute = max(part[f"m{slot}"] for part in owners)
-            fields[f"m{slot}"] = minute
-            for part in owners:
-                if part[f"m{slot}"] != minute:
-                    continue
-                for short in SERIES:
-                    if f"{short}{slot}" in part:
-                        key = f"{short}{slot}"
-                        fields[key] = fields.get(key, 0) + part[key]
-        return fields
+        return self.read.counts()
 
     def stats(self) -> dict[str, int]:
         """Lifetime counters: enqueued, claimed, acked, failed, retried, dead, expired, ..."""
-        if self.partitions > 1:
-            with unavailable_as_error():
-                fields = self._stats_fields()
-            return {name: v for name, v in fields.items() if not name[-1:].isdigit()}
-        with unavailable_as_error():
-            raw = self.client.hgetall(self.keys.stats)
-        return {name: int(v) for k, v in raw.items() if not (name := _s(k))[-1:].isdigit()}
+        return self.read.stats()
 
     def minutes(self, last: int = 60) -> list[dict[str, int]]:
         """Per-minute figures for the ``last`` minutes (at most 63), oldest first: minute
         (since the epoch, Redis time), enqueued, acked, failed, dead, run_ms, and ready
         (depth: the last sample the scanner took in that minute, -1 when none was
         taken; for the current minute, the depth now). Minutes with no activity are
-        zeros. One round trip (two on a Redis Cluster)."""
-        if not 1 <= last <= 63:
-            raise InvalidArgument("last must be in [1, 63]")
-        with unavailable_as_error():
-            if self.partitions > 1:
-                now_ms = server_time_ms(self.client, self.keys.stats)
-                fields = self._stats_fields()
-                depth = self.counts()["ready"]
-            else:
-                pipe = self.client.pipeline(transaction=False)
-                if is_cluster(self.client):  # a cluster pipeline takes no TIME: read it first
-                    now_ms = server_time_ms(self.client, self.keys.stats)
-                else:
-                    pipe.time()
-                pipe.hgetall(self.keys.stats)
-                pipe.zcard(self.keys.ready)
-                *time_reply, raw, depth = pipe.execute()
-                if time_reply:
-                    secs, micros = time_reply[0]
-                    now_ms = int(secs) * 1000 + int(micros) // 1000
-                fields = {_s(k): int(v) for k, v in raw.items()}
-        return minute_rows(fields, now_ms // 60000, last, int(depth))
+        zeros. One round trip (two on a Redis Cluster or a partitioned queue)."""
+        return self.read.minutes(last)
 
     def live_threads(self, within: float = 30.0) -> int:
         """Worker threads serving this queue, as registered by workers seen in the last
         ``within`` seconds."""
-        with unavailable_as_error():
-            raw = self.client.hgetall(self.keys.workers)
-        return live_thread_count(raw, _now_ms() - within * 1000)
+        return self.read.live_threads(within)
 
-    def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
-        """Everything known about one job, read atomically; None if there is no such job."""
-        with unavailable_as_error():
-            reply = self.scripts.info(self.keys_for(_check_tag(tag)), tag, with_body)
-            info = self._job_info(tag, reply)
-            if info is not None and info.rank is not None and self.partitions > 1:
-                # the script ranks within the partition; add the other partitions' share
-                assert info.score is not None
-                p = partition_of(tag, self.partitions)
-                info = replace(info, rank=info.rank + self._ahead(info.score, p))
-        return info
+    def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
+        """Dead jobs, most recent first, with their last error (one page)."""
+        return self.read.dead_letters(offset, limit)
 
-    def _job_info(self, tag: str, reply: list[Any]) -> JobInfo | None:
-        if not reply:
-            return None
-        state_raw, score_raw, rank, meta_raw, error, progress, body = reply
-        state = _s(state_raw)
-        meta = json.loads(meta_raw) if meta_raw else {}
-        sc = float(score_raw) if score_raw not in (b"", "") else None
-        decoded: Any = None
-        if body:
-            try:
-                decoded = json.loads(body)
-            except ValueError:
-                decoded = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-        return JobInfo(
-            tag=tag,
-            queue=self.name,
-            state=state,
-            rank=int(rank) if int(rank) >= 0 else None,
-            score=sc if state == "ready" else None,
-            run_at=_from_ms(sc) if state == "delayed" and sc is not None else None,
-            lease_deadline=_from_ms(sc) if state == "leased" and sc is not None else None,
-            died_at=_from_ms(sc) if state == "dead" and sc is not None else None,
-            priority=int(meta.get("p", 0)),
-            attempts=int(meta.get("a", 0)),
-            max_retries=int(meta.get("m", 0)),
-            enqueued_at=_from_ms(meta.get("e", 0)),
-            started_at=_from_ms(meta["st"]) if "st" in meta else None,
-            consumer=meta.get("c"),
-            last_error=_s(error) or None,
-            progress=json.loads(progress) if progress else None,
-            body=decoded,
-        )
+    def merged_page(self, state: str, offset: int, limit: int) -> list[tuple[str, float, int]]:
+        """One page of a state's jobs over all shards in global order (see
+        :meth:`QueueReader.page <django_zqueue.read.QueueReader.page>`)."""
+        return self.read.page(state, offset, limit)
 
     # ----------------------------------------------------------------- removal
 
@@ -1078,83 +797,23 @@ class Queue:
         Returns False when there is no such job, or when it is in flight (a consumer
         holds its lease; it is left alone).
         """
-        with unavailable_as_error():
-            return int(self.scripts.delete(self.keys_for(_check_tag(tag)), tag)) == 1
+        return self._run(self.shard_for(validate.tag(tag)).delete(tag, False)) == 1
 
     def cancel(self, tag: str) -> bool:
         """Remove a job only while it waits (ready or delayed). False otherwise."""
-        with unavailable_as_error():
-            k = self.keys_for(_check_tag(tag))
-            return int(self.scripts.delete(k, tag, waiting_only=True)) == 1
-
-    def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
-        """Dead jobs, most recent first, with their last error (one page)."""
-        if offset < 0 or not 1 <= limit <= 1000:
-            raise InvalidArgument("offset must be >= 0 and limit in [1, 1000]")
-        if self.partitions > 1:
-            return self._dead_letters_merged(offset, limit)
-        with unavailable_as_error():
-            tags: list[bytes] = self.client.zrevrange(self.keys.dead, offset, offset + limit - 1)  # type: ignore[assignment]
-            pipe = self.scripts.pipeline()
-            for t in tags:
-                self.scripts.info(self.keys, _s(t), True, client=pipe)
-            replies = self.scripts.execute(pipe)
-        infos = (self._job_info(_s(t), r) for t, r in zip(tags, replies, strict=True))
-        return [i for i in infos if i is not None]
-
-    def merged_page(self, state: str, offset: int, limit: int) -> list[tuple[str, float, int]]:
-        """One page of a state's sorted set over all partitions, in global order:
-        ``(tag, score, partition)``. Ready, delayed, leased ascend by (score, partition,
-        tag); dead descends (most recent first). Reads ``offset + limit`` entries of
-        each partition, so ``offset + limit`` must be at most ``MAX_MERGED`` on a
-        partitioned queue. One round trip."""
-        if offset < 0 or limit < 1 or offset + limit > MAX_MERGED:
-            raise InvalidArgument(
-                f"offset + limit must be at most {MAX_MERGED} on a partitioned queue "
-                f"(got offset={offset}, limit={limit})"
-            )
-        newest = state == "dead"
-        with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for k in self.part_keys:
-                key = getattr(k, {"inflight": "leased"}.get(state, state))
-                if newest:
-                    pipe.zrevrange(key, 0, offset + limit - 1, withscores=True)
-                else:
-                    pipe.zrange(key, 0, offset + limit - 1, withscores=True)
-            replies = pipe.execute()
-        entries = [
-            (_s(tag), float(score), p) for p, rows in enumerate(replies) for tag, score in rows
-        ]
-        entries.sort(key=lambda e: (e[1], e[2], e[0].encode("utf-8")), reverse=newest)
-        return entries[offset : offset + limit]
-
-    def _dead_letters_merged(self, offset: int, limit: int) -> list[JobInfo]:
-        page = self.merged_page("dead", offset, limit)
-        with unavailable_as_error():
-            pipe = self.scripts.pipeline()
-            for tag, _, p in page:
-                self.scripts.info(self.part_keys[p], tag, True, client=pipe)
-            replies = self.scripts.execute(pipe)
-        infos = (self._job_info(t, r) for (t, _, _), r in zip(page, replies, strict=True))
-        return [i for i in infos if i is not None]
+        return self._run(self.shard_for(validate.tag(tag)).delete(tag, True)) == 1
 
     def requeue_dead(self, tag: str) -> bool:
         """Put a dead job back in line with its attempts reset. False if it isn't dead."""
-        with unavailable_as_error():
-            reply = self.scripts.requeue_dead(
-                self.keys_for(_check_tag(tag)), tag, self._mode, self._aging_us, NOTIFY_CAP
-            )
-        return int(reply) == 1
+        return self._run(self.shard_for(validate.tag(tag)).requeue_dead(tag))
 
     def purge_dead(self) -> int:
         """Delete every dead letter, in bounded script calls. Returns how many."""
         total = 0
         limit = self.options.scan_batch
-        for k in self.part_keys:
+        for shard in self.shards:
             while True:
-                with unavailable_as_error():
-                    n = int(self.scripts.purge_dead(k, limit))
+                n = self._run(shard.purge_dead(limit))
                 total += n
                 if n < limit:
                     break
@@ -1163,35 +822,39 @@ class Queue:
     # ----------------------------------------------------------------- housekeeping
 
     def scan(self, limit: int | None = None) -> ScanResult:
-        """One bounded housekeeping step (at most ``limit`` jobs per kind, default
-        ``scan_batch``): promote due delayed jobs, recover expired leases, trim dead
-        letters. ``more`` in the result says whether another step has work to do."""
+        """One bounded housekeeping step (at most ``limit`` jobs per kind per shard,
+        default ``scan_batch``): promote due delayed jobs, recover expired leases, trim
+        dead letters. ``more`` in the result says whether another step has work to do."""
         limit = self.options.scan_batch if limit is None else limit
         if not 1 <= limit <= 5000:
             raise InvalidArgument("limit must be in [1, 5000]")
-        args = (limit, self._mode, self._aging_us, self.options.dead_letter_max)
-        with unavailable_as_error():
-            if self.partitions == 1:
-                replies = [self.scripts.scan(self.keys, *args, self._dead_ttl_ms, NOTIFY_CAP)]
-            else:
-                pipe = self.scripts.pipeline()
-                for k in self.part_keys:  # one script call per partition, on its own keys
-                    self.scripts.scan(k, *args, self._dead_ttl_ms, NOTIFY_CAP, client=pipe)
-                replies = self.scripts.execute(pipe)
-        p, r, b, t, more = (sum(int(x[i]) for x in replies) for i in range(5))
-        return ScanResult(p, r, b, t, bool(more))
+        if self.partitions == 1:
+            return ScanResult.from_replies([self._run(self.shards[0].scan(limit))])
+        batch = self.batch()
+        pending = [batch.add(s.scan(limit)) for s in self.shards]
+        self.send(batch)
+        return ScanResult.from_replies([p.result() for p in pending])
+
+    def fire(self, name: str, tick: int, next_tick: int | None, job: NewJob | None) -> bool:
+        """Fire one tick of periodic schedule ``name`` exactly once (``fire.lua``): enqueue
+        ``job`` (None: only move on) if the schedule's next tick is still ``tick``, and
+        move it to ``next_tick`` (None: out of the due set). False: already handled."""
+        return self._run(self.shards[0].fire(name, tick, next_tick, job))
 
     def clear(self) -> None:
         """Delete every key of this queue (all jobs, records and counters). For tests
         and operators; not atomic with concurrent publishers."""
         with unavailable_as_error():
-            if self.partitions == 1:
-                self.client.delete(*self.keys.all())
-                return
-            for k in [self.keys, *self.part_keys]:  # one DEL per hash tag (one slot each)
+            for k in {self.keys, *self.part_keys}:  # one DEL per hash tag (one slot each)
                 self.client.delete(*k.all())
-            self.client.delete(layout_key(self.prefix, self.name))
-        self._layout_ok = False
+            if self.partitions > 1:
+                self.client.delete(layout_key(self.prefix, self.name))
+        self._layout_ok = self.partitions == 1
+
+
+def _min_hint(got: Sequence[Claimed]) -> int:
+    known = [c.hint_ms for c in got if c.hint_ms >= 0]
+    return min(known) if known else -1
 
 
 _queues: dict[str, Queue] = {}

@@ -32,7 +32,7 @@ from django.conf import settings
 from . import conf, registry
 from .connection import server_time_ms
 from .exceptions import ConfigurationError, InvalidArgument
-from .queue import NOTIFY_CAP, Queue, get_queue
+from .queue import Queue, get_queue
 from .serializer import encode_call
 
 log = logging.getLogger("django_zqueue.schedules")
@@ -332,7 +332,7 @@ class Scheduler:
                 # too many: skip the oldest, keep the most recent max_catch_up
                 fire_tick = None
                 nxt = missed[-s.max_catch_up]
-        job: list[Any] = []
+        job = None
         if fire_tick is not None:
             body = {"task": s.task, "schedule": s.name, **encode_call(s.args, dict(s.kwargs))}
             task = registry.get(s.task)
@@ -343,18 +343,8 @@ class Scheduler:
                 max_retries=task.max_retries if task is not None else None,
                 visibility_timeout=task.visibility_timeout if task is not None else None,
             )
-        ok = q.scripts.fire(
-            q.sched_keys,
-            s.name,
-            tick,
-            nxt,
-            fire_tick is not None,
-            q._mode,
-            q._aging_us,
-            NOTIFY_CAP,
-            job or [""] * 8,
-        )
-        if int(ok) == 1 and fire_tick is not None:
+        ok = q.fire(s.name, tick, nxt, job)
+        if ok and fire_tick is not None:
             log.info(
                 "event=schedule_fired queue=%s schedule=%s tick=%s next=%s",
                 q.name,

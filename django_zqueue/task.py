@@ -145,14 +145,14 @@ class Task(Generic[P, R]):
                         "event=publish_after_commit_failed task=%s queue=%s jobs=%s",
                         self.name,
                         queue.name,
-                        ",".join(str(j[0]) for j in jobs),
+                        ",".join(j.tag for j in jobs),
                     )
                     raise
 
             transaction.on_commit(send, using=self.using_db, robust=True)
         else:
             queue.publish_prepared(jobs)
-        return [Job(str(j[0]), queue.name, self.name) for j in jobs]
+        return [Job(j.tag, queue.name, self.name) for j in jobs]
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``

@@ -36,7 +36,7 @@ from django.db import close_old_connections
 from . import registry, signals
 from .connection import is_cluster, slot_groups, wait_any
 from .exceptions import QueueUnavailable
-from .queue import CLAIM_CHUNK, NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
+from .queue import NO_RESULT, Message, Queue, encode_body, get_queue
 from .serializer import MalformedPayload, ModelInstanceMissing, decode_call
 
 log = logging.getLogger("django_zqueue.worker")
@@ -330,22 +330,23 @@ class Worker:
         pipeline, right behind the BLPOP: Redis runs it as soon as the BLPOP returns, so
         a woken thread has its job one round trip after the publish, not two. Returns
         that queue and what it claimed, or None (then the loop claims as usual)."""
-        block = max(0.01, min(seconds, 1.0, self.queues[0]._max_block))
+        block = max(0.01, min(seconds, 1.0, self.queues[0].max_block))
         first = self._order()[0]
         try:
-            if len(self._notify_groups) > 1 or is_cluster(self._client) or first.partitions > 1:
+            if len(self._notify_groups) > 1 or is_cluster(self._client):
                 wait_any(self._client, self._notify_groups, block, self._wait_turn)
                 return None
-            pipe = first.scripts.pipeline()
-            pipe.blpop(self._notify_groups[0], timeout=block)
-            first._claim_call(min(budget, CLAIM_CHUNK), self.id, pipe)
-            replies = first.scripts.execute(pipe, raise_on_error=False)
+            batch = first.batch()
+            batch.command("blpop", self._notify_groups[0], timeout=block)
+            plan = first.plan_claim(budget, self.id)
+            pending = batch.add(plan.call)
+            replies = batch.send()
         except Exception as exc:  # a dropped connection while idle: retried by the loop
             raise QueueUnavailable(str(exc)) from exc
         for reply in replies:
             if isinstance(reply, Exception):
                 raise QueueUnavailable(str(reply))
-        msgs, _ = first.claim_reply(replies[-1])
+        msgs, _ = first.claim_rest(plan, pending.result())
         return (first, msgs) if msgs else None
 
     def _hold(self, queue: Queue, msgs: list[Message]) -> None:
@@ -393,57 +394,40 @@ class Worker:
         """Send the finished jobs' acks/nacks and the next claim in one round trip."""
         if not done:
             return q.claim(budget, self.id)
-        pipe = q.scripts.pipeline()
-        self._queue_outcomes(done, pipe)
-        start = q.next_partition() if q.partitions > 1 else 0
-        q._claim_call(min(budget, CLAIM_CHUNK), self.id, pipe, keys=q.part_keys[start])
+        batch = q.batch()
+        self._queue_outcomes(done, batch)
+        plan = q.plan_claim(budget, self.id)
+        pending = batch.add(plan.call)
         try:
-            replies = q.scripts.execute(pipe, raise_on_error=False)
+            replies = batch.send()
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
         self._outcomes_sent(done, replies[:-1])
-        reply = replies[-1]
-        if isinstance(reply, Exception):
-            raise QueueUnavailable(str(reply))
-        msgs, hint = q.claim_reply(reply)
-        if q.partitions > 1 and len(msgs) < budget:  # go on round-robin
-            return q._claim_partitioned(budget, self.id, (start, msgs, hint))
-        return msgs, (None if msgs or hint < 0 else hint / 1000)
+        if pending.failed is not None:
+            raise QueueUnavailable(str(pending.failed))
+        return q.claim_rest(plan, pending.result())
 
     def _flush(self, done: list[tuple[Queue, Message, dict[str, Any]]]) -> None:
         if not done:
             return
-        scripts = done[0][0].scripts
-        pipe = scripts.pipeline()
-        self._queue_outcomes(done, pipe)
+        batch = done[0][0].batch()
+        self._queue_outcomes(done, batch)
         try:
-            replies = scripts.execute(pipe, raise_on_error=False)
+            replies = batch.send()
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
         self._outcomes_sent(done, replies)
 
-    def _queue_outcomes(self, done: list[tuple[Queue, Message, dict[str, Any]]], pipe: Any) -> None:
+    def _queue_outcomes(
+        self, done: list[tuple[Queue, Message, dict[str, Any]]], batch: Any
+    ) -> None:
         for q, msg, out in done:
             if out["ok"]:
-                q.ack_pipelined(
-                    msg, pipe, out.get("result", NO_RESULT), out["result_ttl"], out["run_ms"]
+                batch.add(
+                    q.ack_call(msg, out.get("result", NO_RESULT), out["result_ttl"], out["run_ms"])
                 )
             else:
-                q.scripts.nack(
-                    q.keys_for(msg.tag),
-                    msg.tag,
-                    msg.token,
-                    out["error"][:65536],
-                    int(out["retry_in"] * 1000),
-                    out["dead"],
-                    q._mode,
-                    q._aging_us,
-                    q.options.dead_letter_max,
-                    q._dead_ttl_ms,
-                    q.options.scan_batch,
-                    NOTIFY_CAP,
-                    client=pipe,
-                )
+                batch.add(q.nack_call(msg, out["error"], out["retry_in"], dead=out["dead"]))
 
     def _outcomes_sent(
         self, done: list[tuple[Queue, Message, dict[str, Any]]], replies: list[Any]
@@ -736,21 +720,13 @@ class Worker:
                 h.next_beat = now + _beat_every(h.queue, h.message)
         if not due:
             return
-        scripts = due[0].queue.scripts
-        pipe = scripts.pipeline()
+        batch = due[0].queue.batch()
         for h in due:
-            q = h.queue
-            q.scripts.touch(
-                q.keys_for(h.message.tag),
-                h.message.tag,
-                h.message.token,
-                -1,
-                "",
-                q._vt_ms,
-                client=pipe,
-            )
+            batch.add(h.queue.touch_call(h.message))
         try:
-            scripts.execute(pipe)
+            for reply in batch.send():
+                if isinstance(reply, Exception):
+                    raise reply
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
 
@@ -878,20 +854,10 @@ class Worker:
         if not held:
             return
         try:
-            scripts = held[0].queue.scripts
-            pipe = scripts.pipeline()
+            batch = held[0].queue.batch()
             for h in held:
-                q = h.queue
-                q.scripts.release(
-                    q.keys_for(h.message.tag),
-                    h.message.tag,
-                    h.message.token,
-                    q._mode,
-                    q._aging_us,
-                    NOTIFY_CAP,
-                    client=pipe,
-                )
-            scripts.execute(pipe, raise_on_error=False)
+                batch.add(h.queue.release_call(h.message))
+            batch.send()
             log.info(_kv(event="released", worker=self.id, jobs=len(held)))
         except Exception:
             log.warning(_kv(event="release_failed", worker=self.id, jobs=len(held)))
@@ -906,7 +872,7 @@ WORKER_FORGOTTEN_MS = 300_000  # a registration older than this is removed
 
 def _beat_every(queue: Queue, msg: Message) -> float:
     """Seconds between lease extensions of ``msg``: a third of its lease, at most 10 s."""
-    lease_ms = msg.visibility_timeout_ms or queue._vt_ms
+    lease_ms = queue.lease_ms(msg)
     return max(0.05, min(lease_ms / 3000, 10.0))
 
 

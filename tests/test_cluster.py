@@ -335,10 +335,10 @@ def test_dashboard_and_stats_on_a_cluster(
                 for port in cluster.ports:
                     redis.Redis(port=port).config_resetstat()
                 msgs = [m for q in queues for m in q.claim(3)[0]]
-                pipe = queues[0].scripts.pipeline()
-                for m in msgs:
-                    get_queue(m.queue).ack_pipelined(m, pipe)
-                assert queues[0].scripts.execute(pipe) == [1] * 6
+                batch = queues[0].batch()
+                pending = [batch.add(get_queue(m.queue).ack_call(m)) for m in msgs]
+                batch.send()
+                assert [p.result() for p in pending] == [True] * 6
                 calls = {
                     port: redis.Redis(port=port).info("commandstats") for port in cluster.ports
                 }

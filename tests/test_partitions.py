@@ -38,6 +38,7 @@ from django_zqueue.exceptions import (
 )
 from django_zqueue.keys import layout_key, partition_keys, partition_of, queue_keys
 from django_zqueue.queue import MAX_MERGED, Queue
+from django_zqueue.scripts import SequenceExhausted
 
 from .conftest import QueueFactory, snapshot
 from .redis_server import redis_url
@@ -301,10 +302,7 @@ def test_global_rank_matches_a_model(n: int, redis_client: redis.Redis, prefix: 
                 _, part, batch = op
                 p = part % n
                 mine = [t for t in model_order(ready) if ready[t][1] == p][:batch]
-                reply = q.scripts.claim(
-                    q.part_keys[p], batch, q._vt_ms, 0, 0, 100, q._mode, q._aging_us, "c"
-                )
-                msgs, _ = q.claim_reply(reply)
+                msgs = q.scripts.run(q.shards[p].claim(batch, "c")).messages
                 assert [m.tag for m in msgs] == mine
                 for m in msgs:
                     leased[m.tag] = m
@@ -332,10 +330,7 @@ def test_global_rank_matches_a_model(n: int, redis_client: redis.Redis, prefix: 
             head = model_order(ready)[0]
             assert q.rank(head) == 0
             p = ready[head][1]
-            reply = q.scripts.claim(
-                q.part_keys[p], 1, q._vt_ms, 0, 0, 100, q._mode, q._aging_us, "c"
-            )
-            msgs, _ = q.claim_reply(reply)
+            msgs = q.scripts.run(q.shards[p].claim(1, "c")).messages
             assert [m.tag for m in msgs] == [head]
             del ready[head]
         q.clear()
@@ -407,11 +402,7 @@ def test_every_entry_into_ready_takes_the_clock_sequence(
     assert seq(m.tag, 2) > before
     assert (
         q.nack(
-            q.claim_reply(
-                q.scripts.claim(
-                    q.keys_for(m.tag), 1, q._vt_ms, 0, 0, 100, q._mode, q._aging_us, "c"
-                )
-            )[0][0],
+            q.scripts.run(q.shard_for(m.tag).claim(1, "c")).messages[0],
             "dead now",
             dead=True,
         )
@@ -428,7 +419,7 @@ def test_clock_sequence_budget_is_enforced(
     tag = tag_in(1, 2)
     q.publish("warm", tag=tag_in(1, 2, stem="w"))
     redis_client.hset(q.part_keys[1].ctr, "tseq", BAND - 1)
-    with pytest.raises(redis.exceptions.ResponseError, match="ZQ_SEQUENCE_EXHAUSTED"):
+    with pytest.raises(SequenceExhausted, match="ZQ_SEQUENCE_EXHAUSTED"):
         q.publish("x", tag=tag)
     # no number used, nothing written (the scores are computed before any write)
     assert redis_client.hget(q.part_keys[1].ctr, "tseq") == str(BAND - 1).encode()

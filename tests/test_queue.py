@@ -16,6 +16,7 @@ from django.test import override_settings
 from django_zqueue import DuplicateJob, InvalidArgument, PayloadTooLarge, Queue, QueueUnavailable
 from django_zqueue.conf import PRIORITY_BAND, Config, QueueOptions
 from django_zqueue.connection import make_client
+from django_zqueue.scripts import SequenceExhausted
 
 from .conftest import QueueFactory, snapshot
 
@@ -190,11 +191,11 @@ def test_spent_sequence_raises_and_writes_nothing(
     q.publish("last number")
     before = snapshot(redis_client, prefix)
     for call in (lambda: q.publish("x"), lambda: q.publish_many(["y", "z"])):
-        with pytest.raises(redis.exceptions.ResponseError, match="ZQ_SEQUENCE_EXHAUSTED"):
+        with pytest.raises(SequenceExhausted, match="ZQ_SEQUENCE_EXHAUSTED"):
             call()
         assert snapshot(redis_client, prefix) == before
     time.sleep(0.01)
-    with pytest.raises(redis.exceptions.ResponseError, match="ZQ_SEQUENCE_EXHAUSTED"):
+    with pytest.raises(SequenceExhausted, match="ZQ_SEQUENCE_EXHAUSTED"):
         q.scan()  # the due delayed job cannot be given a number: it stays delayed
     assert q.counts()["delayed"] == 1 and q.counts()["ready"] == 2
 

@@ -192,11 +192,10 @@ def test_fire_script_compare_and_set(project: dict[str, str]) -> None:
     s = Scheduler(["default"], {"a": sched(name="a", interval=60)}, now_ms=lambda: T0)
     s.sync()
     job = q.prepare({"task": "x"}, "cron:a:1", 0)
-    args = ("strict", 0, 64, job)
-    assert q.scripts.fire(q.keys, "a", T0 + 1, T0 + 2 * MIN, True, *args) == 0  # wrong tick
+    assert q.fire("a", T0 + 1, T0 + 2 * MIN, job) is False  # wrong tick
     assert q.total_count() == 0
-    assert q.scripts.fire(q.keys, "a", T0 + MIN, T0 + 2 * MIN, True, *args) == 1
-    assert q.scripts.fire(q.keys, "a", T0 + MIN, T0 + 2 * MIN, True, *args) == 0  # repeat
+    assert q.fire("a", T0 + MIN, T0 + 2 * MIN, job) is True
+    assert q.fire("a", T0 + MIN, T0 + 2 * MIN, job) is False  # repeat
     assert q.total_count() == 1
 
 

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from importlib import resources
+from typing import Any
 
 import pytest
 import redis
 
 from django_zqueue.queue import Queue
-from django_zqueue.scripts import SCRIPT_NAMES, Scripts, source
+from django_zqueue.records import NewJob
+from django_zqueue.scripts import (
+    ERRORS,
+    SCRIPT_NAMES,
+    Batch,
+    Call,
+    ScriptError,
+    Scripts,
+    SequenceExhausted,
+    script_error,
+    source,
+)
 
 from .conftest import QueueFactory
 
@@ -56,33 +69,48 @@ def test_header_key_count_matches_the_call(name: str, q: Queue) -> None:
     declared = {int(i) for i in re.findall(r"KEYS\[(\d+)\]", op_source(name).split("\n\n")[0])}
     seen: list[int] = []
     scripts = q.scripts
-    original = scripts._run
+    original_run, original_batch = scripts.run, Batch.add
 
-    def spy(n: str, keys, args, client):  # type: ignore[no-untyped-def]
-        if n == name:
-            seen.append(len(keys))
-        return original(n, keys, args, client)
+    def spy(call):  # type: ignore[no-untyped-def]
+        if call.script == name:
+            seen.append(len(call.keys))
+        return original_run(call)
 
-    scripts._run = spy  # type: ignore[method-assign]
-    tag = q.publish("x")
-    q.state(tag)
-    q.info(tag)
-    msg = q.get()
-    assert msg is not None
-    q.touch(msg)
-    q.release(msg)
-    msg = q.get()
-    assert msg is not None
-    q.nack(msg, "e", dead=True)
-    q.requeue_dead(tag)
-    q.delete(tag)
-    q.publish("y")
-    q.ack(q.get())  # type: ignore[arg-type]
-    q.scan()
-    q.purge_dead()
-    q.scripts.fire(q.keys, "no-such-schedule", 1, None, False, "strict", 0, 64, [""] * 8)
+    def batch_spy(self, call):  # type: ignore[no-untyped-def]
+        if call.script == name:
+            seen.append(len(call.keys))
+        return original_batch(self, call)
+
+    scripts.run = spy  # type: ignore[method-assign]
+    Batch.add = batch_spy  # type: ignore[method-assign]
+    try:
+        tag = q.publish("x")
+        q.state(tag)
+        q.info(tag)
+        msg = q.get()
+        assert msg is not None
+        q.touch(msg)
+        q.release(msg)
+        msg = q.get()
+        assert msg is not None
+        q.nack(msg, "e", dead=True)
+        q.requeue_dead(tag)
+        q.delete(tag)
+        q.publish("y")
+        q.ack(q.get())  # type: ignore[arg-type]
+        q.scan()
+        q.purge_dead()
+        q.fire("no-such-schedule", 1, None, None)
+    finally:
+        Batch.add = original_batch  # type: ignore[method-assign]
     assert seen, f"{name} was not called"
     assert set(seen) == {max(declared)} and declared == set(range(1, max(declared) + 1))
+
+
+def raw(q: Queue, call: Call[Any]) -> Any:
+    """The script's reply as Redis sends it (the Lua contract, before Python reads it)."""
+    q.scripts.load_all()
+    return q.client.evalsha(q.scripts.sha(call.script), len(call.keys), *call.keys, *call.args)  # type: ignore[no-untyped-call]
 
 
 def test_source_prepends_common_helpers() -> None:
@@ -92,29 +120,42 @@ def test_source_prepends_common_helpers() -> None:
 
 def test_publish_reports_clashes_without_writing(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("a", tag="x")
-    job = ["x", b"b", 0, "", "", "", 3, ""]
-    reply = q.scripts.publish(q.keys, "strict", 0, 64, [job, ["y", b"c", 0, "", "", "", 3, ""]])
-    assert reply == [1, b"x", b"ready"]
+    jobs = [NewJob("x", b"b", max_retries=3), NewJob("y", b"c", max_retries=3)]
+    call = q.shards[0].publish(jobs)
+    assert raw(q, call) == [1, b"x", b"ready"]
+    assert q.scripts.run(call) == [("x", "ready")]
     assert not redis_client.hexists(q.keys.meta, "y")
 
 
 def test_claim_returns_hint_and_quadruples(q: Queue) -> None:
-    reply = q.scripts.claim(q.keys, 5, 1000, 0, 0, 100, "strict", 0, "c")
-    assert reply == [-1]
+    shard = q.shards[0]
+    assert raw(q, shard.claim(5, "c")) == [-1]
     q.publish("later", delay=30)
-    hint = q.scripts.claim(q.keys, 5, 1000, 0, 0, 100, "strict", 0, "c")[0]
-    assert 29_000 < hint <= 30_000
+    claimed = q.scripts.run(shard.claim(5, "c"))
+    assert claimed.messages == [] and 29_000 < claimed.hint_ms <= 30_000
     tag = q.publish("now")
-    reply = q.scripts.claim(q.keys, 5, 1000, 0, 0, 100, "strict", 0, "c")
+    reply = raw(q, shard.claim(5, "c"))
     assert reply[0] == 0 and reply[1] == tag.encode() and reply[2] == b'"now"'
     assert len(reply) == 5
 
 
-def test_claim_promotes_at_most_its_limit(q: Queue, redis_client: redis.Redis) -> None:
+def test_claim_decodes_typed_messages(q: Queue) -> None:
+    tag = q.publish({"n": 1}, priority=7, max_retries=2, visibility_timeout=9)
+    claimed = q.scripts.run(q.shards[0].claim(5, "c"))
+    (msg,) = claimed.messages
+    assert (msg.tag, msg.body, msg.priority, msg.max_retries) == (tag, {"n": 1}, 7, 2)
+    assert (msg.attempt, msg.visibility_timeout_ms, msg.queue) == (1, 9000, q.name)
+
+
+def test_claim_promotes_at_most_its_limit(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    q = make_queue()
     q.publish_many(range(10), delay=30)
     for t in redis_client.zrange(q.keys.delayed, 0, -1):
         redis_client.zadd(q.keys.delayed, {t: 0}, xx=True)
-    q.scripts.claim(q.keys, 1, 1000, 0, 0, 3, "strict", 0, "c")
+    policy = dataclasses.replace(q.policy, promote_limit=3)
+    q.scripts.run(q.scripts.claim(q.keys, policy, q.name, 1, "c"))
     assert redis_client.zcard(q.keys.delayed) == 7
 
 
@@ -122,27 +163,34 @@ def test_ack_nack_touch_return_codes(q: Queue) -> None:
     q.publish("x", tag="t")
     msg = q.get()
     assert msg is not None
-    assert q.scripts.ack(q.keys, "t", msg.token + 1, 0) == 0
-    assert q.scripts.touch(q.keys, "t", msg.token + 1, 1000, "") == 0
-    assert q.scripts.touch(q.keys, "t", msg.token, 0, "") == msg.lease_deadline_ms
-    args = ("strict", 0, 100, 1000, 100, 64)
-    assert q.scripts.nack(q.keys, "t", msg.token + 1, "", 0, False, *args) == 0
-    assert q.scripts.nack(q.keys, "t", msg.token, "", 0, False, *args) == 1
-    assert q.scripts.nack(q.keys, "t", msg.token, "", 0, False, *args) == 0
-    assert q.scripts.ack(q.keys, "nope", 1, 0) == 0
+    stale = dataclasses.replace(msg, token=msg.token + 1)
+    shard = q.shards[0]
+    assert raw(q, shard.ack(stale, "", 0, None)) == 0
+    assert raw(q, shard.touch(stale, 1000, "")) == 0
+    assert q.scripts.run(shard.touch(stale, 1000, "")) is None
+    assert raw(q, shard.touch(msg, 0, "")) == msg.lease_deadline_ms
+    assert raw(q, shard.nack(stale, "", 0, False)) == 0
+    assert q.scripts.run(shard.nack(stale, "", 0, False)) is None
+    assert q.scripts.run(shard.nack(msg, "", 0, False)) == "retry"
+    assert raw(q, shard.nack(msg, "", 0, False)) == 0
+    gone = dataclasses.replace(msg, tag="nope", token=1)
+    assert raw(q, shard.ack(gone, "", 0, None)) == 0
+    assert q.scripts.run(shard.ack(gone, "", 0, None)) is False
 
 
 def test_delete_and_info_codes(q: Queue, redis_client: redis.Redis) -> None:
-    assert q.scripts.delete(q.keys, "nope") == 0
-    assert q.scripts.info(q.keys, "nope", True) == []
+    shard = q.shards[0]
+    assert raw(q, shard.delete("nope", False)) == 0
+    assert raw(q, shard.info("nope")) == []
+    assert q.scripts.run(shard.info("nope")) is None
     q.publish("x", tag="t", priority=1)
     q.get()
-    assert q.scripts.delete(q.keys, "t") == -1
+    assert raw(q, shard.delete("t", False)) == -1
     # a record that no set holds is reported, not hidden
     redis_client.hset(q.keys.meta, "orphan", '{"p":0,"a":0,"m":0,"e":0}')
     info = q.info("orphan")
     assert info is not None and info.state == "orphan"
-    assert q.scripts.delete(q.keys, "orphan") == 1
+    assert raw(q, shard.delete("orphan", False)) == 1
     assert not redis_client.hexists(q.keys.meta, "orphan")
 
 
@@ -151,9 +199,40 @@ def test_purge_dead_is_bounded(make_queue: QueueFactory) -> None:
     q.publish_many(range(7))
     for m in q.claim(7)[0]:
         q.nack(m, "x")
-    assert q.scripts.purge_dead(q.keys, 3) == 3
-    assert q.scripts.purge_dead(q.keys, 3) == 3
-    assert q.scripts.purge_dead(q.keys, 3) == 1
+    shard = q.shards[0]
+    assert q.scripts.run(shard.purge_dead(3)) == 3
+    assert raw(q, shard.purge_dead(3)) == 3
+    assert q.scripts.run(shard.purge_dead(3)) == 1
+
+
+def test_error_replies_map_through_one_table(q: Queue) -> None:
+    """A ZQ_* error of a script becomes its exception; any other error reply a
+    ScriptError naming the script; 'Redis cannot serve this now' replies stay as they are."""
+    err = redis.exceptions.ResponseError("user_script:1: ZQ_SEQUENCE_EXHAUSTED: spent")
+    assert isinstance(script_error("publish", err), SequenceExhausted)
+    other = script_error("claim", redis.exceptions.ResponseError("WRONGTYPE Operation"))
+    assert type(other) is ScriptError and "claim" in str(other)
+    readonly = redis.exceptions.ReadOnlyError("READONLY You can't write against a replica")
+    assert script_error("ack", readonly) is readonly
+    busy = redis.exceptions.ResponseError("BUSY Redis is busy running a script")
+    assert script_error("ack", busy) is busy
+    assert set(ERRORS) == {"ZQ_SEQUENCE_EXHAUSTED"}
+    assert all(issubclass(cls, ScriptError) for cls in ERRORS.values())
+
+
+def test_a_script_error_reply_in_a_batch_is_raised_typed(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    redis_client.set(q.keys.ready, "not a zset")  # WRONGTYPE inside claim.lua
+    batch = q.batch()
+    pending = batch.add(q.shards[0].claim(1, "c"))
+    batch.send()
+    assert pending.failed is not None
+    with pytest.raises(ScriptError, match="claim"):
+        pending.result()
+    with pytest.raises(ScriptError, match="claim"):
+        q.claim(1)
+    redis_client.delete(q.keys.ready)
 
 
 def test_scripts_are_per_client(q: Queue) -> None:

@@ -54,7 +54,8 @@ from hypothesis.stateful import (
 from django_zqueue.conf import Backoff, QueueOptions
 from django_zqueue.connection import is_cluster, server_time_ms
 from django_zqueue.exceptions import DuplicateJob
-from django_zqueue.queue import NOTIFY_CAP, Message, Queue, _from_ms
+from django_zqueue.queue import NOTIFY_CAP, Message, Queue
+from django_zqueue.records import from_ms as _from_ms
 
 READY, DELAYED, LEASED, DEAD = "ready", "delayed", "leased", "dead"
 MAX_RETRIES = 2

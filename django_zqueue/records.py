@@ -1,0 +1,245 @@
+"""A job as it crosses the layers, and the one place its Redis records are decoded.
+
+- :class:`NewJob`: a job validated and encoded, about to be published (made by
+  :meth:`Queue.prepare <django_zqueue.queue.Queue.prepare>`, sent by ``publish.lua``).
+- :class:`Message`: one delivery of a job to one consumer (from ``claim.lua``).
+- :class:`JobInfo`: a consistent snapshot of one job (from ``info.lua``).
+- :class:`ScanResult`, :class:`Claimed`: what a scan step and a claim call did.
+
+The job record (``meta`` hash, one JSON object per job) uses short fields: ``p`` priority,
+``a`` attempts, ``m`` max retries, ``t`` delivery token, ``e`` enqueued at (ms), ``v``
+the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score.
+Only this module reads them on the Python side.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from .exceptions import InvalidArgument
+
+#: what a nack did: retried, moved to dead letters, or None for a stale delivery
+NackResult = Literal["retry", "dead"] | None
+
+
+def from_ms(ms: float) -> datetime:
+    """An aware UTC datetime from milliseconds since the epoch."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def text(value: bytes | str) -> str:
+    """A Redis reply as text."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def encode_body(body: Any) -> bytes:
+    """JSON-encode a body; ``TypeError``/``ValueError`` (``InvalidArgument``) if it can't be."""
+    try:
+        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:  # NaN / inf, circular reference
+        raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
+    return data.encode("utf-8")
+
+
+def new_tag() -> str:
+    """A fresh random job tag: 22 URL-safe characters (about 128 random bits), never
+    starting with "-"."""
+    while True:
+        tag = secrets.token_urlsafe(16)
+        if tag[0] != "-":  # a leading "-" would read as an option on a command line
+            return tag
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job validated and encoded, not yet sent (see ``publish.lua`` for its fields).
+
+    ``score`` places the job at that raw ready score instead of its priority's place;
+    ``delay_ms`` (from now) or ``run_at_ms`` (absolute, Redis time) hold it back;
+    ``visibility_timeout_ms`` is its own lease length (None: the queue's)."""
+
+    tag: str
+    body: bytes
+    priority: int = 0
+    score: float | None = None
+    delay_ms: int | None = None
+    run_at_ms: int | None = None
+    max_retries: int = 0
+    visibility_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One delivery of a job to one consumer, valid while its lease lasts.
+
+    ``token`` identifies this delivery: :meth:`Queue.ack`, :meth:`Queue.nack` and
+    :meth:`Queue.touch` are rejected once the job was handed to anyone else.
+    """
+
+    queue: str
+    tag: str
+    body: Any
+    attempt: int
+    token: int
+    priority: int
+    max_retries: int
+    enqueued_at_ms: int
+    lease_deadline_ms: int
+    raw_body: bytes
+    visibility_timeout_ms: int | None = None  # the job's own lease length, if it has one
+
+    @property
+    def enqueued_at(self) -> datetime:
+        return from_ms(self.enqueued_at_ms)
+
+    @property
+    def lease_deadline(self) -> datetime:
+        return from_ms(self.lease_deadline_ms)
+
+    @classmethod
+    def from_claim(
+        cls, queue: str, tag: bytes, raw: bytes, meta_raw: bytes, deadline: int
+    ) -> Message:
+        """A message from one entry of a ``claim.lua`` reply."""
+        meta = json.loads(meta_raw)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None  # an undecodable payload: the consumer sees raw_body and body=None
+        return cls(
+            queue=queue,
+            tag=text(tag),
+            body=body,
+            attempt=int(meta.get("a", 1)),
+            token=int(meta["t"]),
+            priority=int(meta.get("p", 0)),
+            max_retries=int(meta.get("m", 0)),
+            enqueued_at_ms=int(meta.get("e", 0)),
+            lease_deadline_ms=int(deadline),
+            raw_body=raw,
+            visibility_timeout_ms=int(meta["v"]) if "v" in meta else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """What one claim call leased, and when nothing: ``hint_ms`` until a delayed job is
+    due or the rate limit admits a start (-1: nothing known, wait for new work)."""
+
+    messages: list[Message]
+    hint_ms: int
+
+    @classmethod
+    def from_reply(cls, queue: str, reply: list[Any]) -> Claimed:
+        """Decode a ``claim.lua`` reply: ``{hint_ms, id1, body1, meta1, deadline1, ...}``."""
+        msgs = [Message.from_claim(queue, *reply[i : i + 4]) for i in range(1, len(reply), 4)]
+        return cls(msgs, int(reply[0]))
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A consistent snapshot of one job (see :meth:`Queue.info`)."""
+
+    tag: str
+    queue: str
+    state: str  # ready | delayed | leased | dead | orphan
+    rank: int | None  # position in line while ready
+    score: float | None  # ready score while ready
+    run_at: datetime | None  # while delayed
+    lease_deadline: datetime | None  # while leased
+    died_at: datetime | None  # while dead
+    priority: int
+    attempts: int
+    max_retries: int
+    enqueued_at: datetime
+    started_at: datetime | None  # last claim
+    consumer: str | None  # last consumer that claimed it
+    last_error: str | None
+    progress: dict[str, Any] | None
+    body: Any
+
+    @classmethod
+    def from_reply(cls, queue: str, tag: str, reply: list[Any]) -> JobInfo | None:
+        """Decode an ``info.lua`` reply (None for ``{}``: no such job)."""
+        if not reply:
+            return None
+        state_raw, score_raw, rank, meta_raw, error, progress, body = reply
+        state = text(state_raw)
+        meta = json.loads(meta_raw) if meta_raw else {}
+        sc = float(score_raw) if score_raw not in (b"", "") else None
+        decoded: Any = None
+        if body:
+            try:
+                decoded = json.loads(body)
+            except ValueError:
+                decoded = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        return cls(
+            tag=tag,
+            queue=queue,
+            state=state,
+            rank=int(rank) if int(rank) >= 0 else None,
+            score=sc if state == "ready" else None,
+            run_at=from_ms(sc) if state == "delayed" and sc is not None else None,
+            lease_deadline=from_ms(sc) if state == "leased" and sc is not None else None,
+            died_at=from_ms(sc) if state == "dead" and sc is not None else None,
+            priority=int(meta.get("p", 0)),
+            attempts=int(meta.get("a", 0)),
+            max_retries=int(meta.get("m", 0)),
+            enqueued_at=from_ms(meta.get("e", 0)),
+            started_at=from_ms(meta["st"]) if "st" in meta else None,
+            consumer=meta.get("c"),
+            last_error=text(error) or None,
+            progress=json.loads(progress) if progress else None,
+            body=decoded,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    promoted: int  # delayed jobs now due, moved to ready
+    recovered: int  # expired leases put back in line
+    buried: int  # expired leases whose attempts were spent, now dead
+    trimmed: int  # dead letters removed by age or count
+    more: bool  # a limit was hit: call again to finish
+
+    @classmethod
+    def from_replies(cls, replies: list[list[Any]]) -> ScanResult:
+        """The sum of ``scan.lua`` replies (one per shard): ``{p, r, b, t, more}``."""
+        p, r, b, t, more = (sum(int(x[i]) for x in replies) for i in range(5))
+        return cls(p, r, b, t, bool(more))
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A job's record fields as a reader shows them (admin pages, commands)."""
+
+    priority: int = 0
+    attempts: int = 0
+    max_retries: int = 0
+    enqueued_at_ms: int = 0
+    started_at_ms: int | None = None
+    consumer: str | None = None
+
+    @classmethod
+    def decode(cls, raw: bytes | str | None) -> Record | None:
+        """A record from its JSON text; None when missing or not a JSON object."""
+        if not raw:
+            return None
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(meta, dict):
+            return None
+        return cls(
+            priority=int(meta.get("p", 0)),
+            attempts=int(meta.get("a", 0)),
+            max_retries=int(meta.get("m", 0)),
+            enqueued_at_ms=int(meta.get("e", 0)),
+            started_at_ms=int(meta["st"]) if "st" in meta else None,
+            consumer=meta.get("c"),
+        )

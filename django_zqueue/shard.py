@@ -1,0 +1,80 @@
+"""A shard: the keys and script calls of one hash tag.
+
+An unpartitioned queue is one shard, ``{prefix:queue}``; a queue with ``partitions: N``
+is N shards, ``{prefix:queue#i}``. Every script call touches one shard's keys only (one
+Redis Cluster slot). A :class:`Shard` builds its calls (:class:`~.scripts.Call`) with the
+queue's :class:`~.scripts.Policy`; :class:`~django_zqueue.queue.Queue` decides which
+shard a job goes to, validates input, and sends the calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .keys import QueueKeys
+from .records import Claimed, JobInfo, Message, NackResult, NewJob
+from .scripts import Call, Policy, Scripts
+
+
+class Shard:
+    """One hash tag of a queue: ``index`` in the queue's shards, its ``keys``."""
+
+    __slots__ = ("index", "keys", "policy", "queue", "scripts")
+
+    def __init__(
+        self, queue: str, index: int, keys: QueueKeys, scripts: Scripts, policy: Policy
+    ) -> None:
+        self.queue = queue
+        self.index = index
+        self.keys = keys
+        self.scripts = scripts
+        self.policy = policy
+
+    def __repr__(self) -> str:
+        return f"<Shard {self.keys.tag}>"
+
+    # ---------------------------------------------------------------- write side
+
+    def publish(self, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
+        return self.scripts.publish(self.keys, self.policy, jobs)
+
+    def claim(self, batch: int, consumer: str) -> Call[Claimed]:
+        return self.scripts.claim(self.keys, self.policy, self.queue, batch, consumer)
+
+    def ack(self, msg: Message, result: str, result_ttl_ms: int, run_ms: int | None) -> Call[bool]:
+        return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms)
+
+    def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
+        return self.scripts.nack(self.keys, self.policy, msg, error, retry_ms, bury)
+
+    def release(self, msg: Message) -> Call[bool]:
+        return self.scripts.release(self.keys, self.policy, msg)
+
+    def touch(self, msg: Message, extend_ms: int, progress: str) -> Call[int | None]:
+        return self.scripts.touch(self.keys, self.policy, msg, extend_ms, progress)
+
+    def scan(self, limit: int) -> Call[list[Any]]:
+        return self.scripts.scan(self.keys, self.policy, limit)
+
+    def delete(self, tag: str, waiting_only: bool) -> Call[int]:
+        return self.scripts.delete(self.keys, tag, waiting_only)
+
+    def requeue_dead(self, tag: str) -> Call[bool]:
+        return self.scripts.requeue_dead(self.keys, self.policy, tag)
+
+    def purge_dead(self, limit: int) -> Call[int]:
+        return self.scripts.purge_dead(self.keys, limit)
+
+    def fire(
+        self, name: str, expected_tick: int, next_tick: int | None, job: NewJob | None
+    ) -> Call[bool]:
+        return self.scripts.fire(self.keys, self.policy, name, expected_tick, next_tick, job)
+
+    # ---------------------------------------------------------------- read side
+
+    def info(self, tag: str, with_body: bool = True) -> Call[JobInfo | None]:
+        return self.scripts.info(self.keys, self.queue, tag, with_body)
+
+    def state(self, tag: str) -> Call[str | None]:
+        return self.scripts.state(self.keys, tag)

@@ -1,0 +1,93 @@
+"""Input checks of the queue core: each returns the value as the scripts take it, or
+raises :class:`~django_zqueue.exceptions.InvalidArgument` (a ``ValueError``) before
+anything is written."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from . import conf
+from .exceptions import InvalidArgument
+
+#: a tag is 1..MAX_TAG_BYTES bytes of UTF-8
+MAX_TAG_BYTES = 256
+
+
+def tag(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"tag must be a str, not {type(value).__name__}")
+    size = len(value.encode("utf-8"))
+    if size == 0 or size > MAX_TAG_BYTES:
+        raise InvalidArgument(f"tag must be 1 to {MAX_TAG_BYTES} bytes of UTF-8, got {size}")
+    return value
+
+
+def priority(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(
+            f"priority must be an int in [{conf.PRIORITY_MIN}, {conf.PRIORITY_MAX}], got {value!r}"
+        )
+    if not conf.PRIORITY_MIN <= value <= conf.PRIORITY_MAX:
+        raise InvalidArgument(
+            f"priority must be in [{conf.PRIORITY_MIN}, {conf.PRIORITY_MAX}], got {value}"
+        )
+    return value
+
+
+def score(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"score must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidArgument(f"score must be finite, got {value!r}")
+    if abs(value) > conf.MAX_EXACT:
+        raise InvalidArgument(f"score must be within ±2**53 to be exact, got {value!r}")
+    return float(value)
+
+
+def seconds(value: object, what: str) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{what} must be seconds (int/float) or a timedelta, got {value!r}")
+    if not math.isfinite(value):
+        raise InvalidArgument(f"{what} must be finite, got {value!r}")
+    return float(value)
+
+
+def max_retries(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"max_retries must be an int >= 0, got {value!r}")
+    return value
+
+
+def visibility_timeout_ms(value: object) -> int:
+    secs = seconds(value, "visibility_timeout")
+    if secs <= 0:
+        raise InvalidArgument("visibility_timeout must be > 0 seconds")
+    return int(secs * 1000)
+
+
+def when(delay: object, run_at: object) -> tuple[int | None, int | None]:
+    """(delay_ms, run_at_ms) of a job; None means not given (a delay under 1 ms is none)."""
+    if delay is not None and run_at is not None:
+        raise InvalidArgument("give delay or run_at, not both")
+    if delay is not None:
+        ms = seconds(delay, "delay") * 1000
+        if ms > 1e13:
+            raise InvalidArgument(f"delay is too far in the future: {delay!r}")
+        return (int(ms) if ms >= 1 else None), None
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise InvalidArgument(f"run_at must be a datetime, got {run_at!r}")
+        if timezone.is_naive(run_at):
+            if settings.USE_TZ:
+                raise InvalidArgument(
+                    "run_at is a naive datetime while USE_TZ = True; pass an aware datetime"
+                )
+            run_at = timezone.make_aware(run_at, timezone.get_default_timezone())
+        return None, int(run_at.timestamp() * 1000)
+    return None, None
