@@ -8,19 +8,36 @@ is ever imported because a payload names it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from .exceptions import ConfigurationError
 
-if TYPE_CHECKING:
-    from .task import Task
 
-_tasks: dict[str, Task[..., Any]] = {}
+class Registered(Protocol):
+    """What the registry, the schedule engine and the checks know of a task (a
+    :class:`~django_zqueue.task.Task` is one); the worker narrows it to ``Task``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def func(self) -> Callable[..., Any]: ...
+    @property
+    def queue_name(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_retries(self) -> int | None: ...
+    @property
+    def visibility_timeout(self) -> float | None: ...
+
+
+_tasks: dict[str, Registered] = {}
 _lock = threading.Lock()
 _discovered = False
 
 
-def register(task: Task[..., Any]) -> None:
+def register(task: Registered) -> None:
     with _lock:
         existing = _tasks.get(task.name)
         if existing is not None and existing.func is not task.func:
@@ -32,7 +49,7 @@ def register(task: Task[..., Any]) -> None:
         _tasks[task.name] = task
 
 
-def get(name: str) -> Task[..., Any] | None:
+def get(name: str) -> Registered | None:
     task = _tasks.get(name)
     if task is None and not _discovered:
         autodiscover()
@@ -40,7 +57,7 @@ def get(name: str) -> Task[..., Any] | None:
     return task
 
 
-def all_tasks() -> dict[str, Task[..., Any]]:
+def all_tasks() -> dict[str, Registered]:
     return dict(_tasks)
 
 

@@ -1,6 +1,6 @@
 """Periodic tasks: cron or interval schedules fired exactly once per tick.
 
-Declared in code (``@task(cron=...)`` or ``@periodic(...)``) or in
+Declared in code (``@task(cron=...)`` or ``@periodic(...)``, :mod:`.periodic`) or in
 ``ZQUEUE["SCHEDULES"]``; kept in Redis per queue (the schedule's keys share the queue's
 hash tag): a ZSET of next ticks and a HASH of definitions. Every scanner (embedded in each
 worker, and ``zqueue_scanner``) runs :meth:`Scheduler.step`: for each due schedule it
@@ -163,46 +163,6 @@ def declare(schedule: Schedule) -> Schedule:
         raise ConfigurationError(f"schedule name {schedule.name!r} is declared twice")
     _declared[schedule.name] = schedule
     return schedule
-
-
-def periodic(
-    *,
-    cron: str | None = None,
-    interval: float | None = None,
-    name: str | None = None,
-    timezone: str | None = None,
-    args: Sequence[Any] = (),
-    kwargs: Mapping[str, Any] | None = None,
-    catch_up: CatchUp = "last",
-    max_catch_up: int = 100,
-    grace: float = 60.0,
-) -> Callable[[Any], Any]:
-    """Run a task on a schedule: ``@periodic(cron="0 3 * * *")`` above ``@task``."""
-
-    def wrap(task_obj: Any) -> Any:
-        from .task import Task
-
-        if not isinstance(task_obj, Task):
-            raise ConfigurationError("@periodic goes above @task (it schedules a Task)")
-        declare(
-            Schedule(
-                name=name or task_obj.name,
-                task=task_obj.name,
-                queue=task_obj.queue_name,
-                cron=cron,
-                interval=interval,
-                timezone=timezone,
-                args=tuple(args),
-                kwargs=dict(kwargs or {}),
-                priority=task_obj.priority,
-                catch_up=catch_up,
-                max_catch_up=max_catch_up,
-                grace=grace,
-            )
-        )
-        return task_obj
-
-    return wrap
 
 
 def from_settings(raw: Mapping[str, Any]) -> list[Schedule]:
@@ -421,3 +381,4 @@ def _from_definition(definition: Mapping[str, Any]) -> Schedule:
     fields = {k: v for k, v in definition.items() if k not in ("digest", "paused")}
     fields["args"] = tuple(fields.get("args", ()))
     return Schedule(**fields)
+

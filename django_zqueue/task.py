@@ -30,6 +30,7 @@ from . import conf, registry
 from .conf import Backoff
 from .exceptions import InvalidArgument
 from .queue import JobInfo, Queue, get_queue, new_tag
+from .schedules import Schedule, declare
 from .serializer import encode_call
 
 log = logging.getLogger("django_zqueue.task")
@@ -329,8 +330,6 @@ def task(func: Any = None, /, **options: Any) -> Any:
         t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
         registry.register(t)
         if cron is not None:
-            from .schedules import Schedule, declare
-
             declare(
                 Schedule(
                     name=t.name, task=t.name, queue=t.queue_name, cron=cron, priority=t.priority
@@ -341,3 +340,9 @@ def task(func: Any = None, /, **options: Any) -> Any:
     if func is not None:
         return wrap(func)
     return wrap
+
+
+def registered(name: str) -> Task[..., Any] | None:
+    """The registered task ``name`` (autodiscovering ``<app>.tasks`` once), or None."""
+    found = registry.get(name)
+    return found if isinstance(found, Task) else None

@@ -33,11 +33,12 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from . import registry, signals
+from . import signals
 from .connection import is_cluster, slot_groups, wait_any
 from .exceptions import QueueUnavailable
 from .queue import NO_RESULT, Message, Queue, encode_body, get_queue
 from .serializer import MalformedPayload, ModelInstanceMissing, decode_call
+from .task import registered
 
 log = logging.getLogger("django_zqueue.worker")
 
@@ -478,7 +479,7 @@ class Worker:
         name = body.get("task") if isinstance(body, dict) else None
         if isinstance(body, dict) and "django_task" in body and isinstance(name, str):
             return self._execute_django(queue, msg, body, name)
-        task = registry.get(name) if isinstance(name, str) else None
+        task = registered(name) if isinstance(name, str) else None
         ctx = JobContext(msg, queue, name or "")
         if task is None:
             reason = (

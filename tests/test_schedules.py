@@ -271,3 +271,23 @@ def test_bad_settings_schedules_fail_the_check(entry: dict[str, Any]) -> None:
 def test_schedule_rejects_bad_priority_and_arguments(bad: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument):
         sched(interval=60, **bad)
+
+
+def test_periodic_declares_a_schedule_above_task(project: dict[str, str]) -> None:
+    from django_zqueue import schedules, task
+    from django_zqueue.exceptions import ConfigurationError
+    from django_zqueue.periodic import periodic
+
+    def every_minute() -> None: ...
+
+    every_minute.__module__ = "tests.periodic_probe"  # a name of its own in the registry
+    declared = dict(schedules._declared)
+    try:
+        t = periodic(interval=60, name="probe-every-minute", args=(1,))(task(every_minute))
+        s = schedules.all_schedules()["probe-every-minute"]
+        assert (s.task, s.interval, s.args, s.queue) == (t.name, 60, (1,), t.queue_name)
+        with pytest.raises(ConfigurationError, match="above @task"):
+            periodic(interval=60)(every_minute)  # type: ignore[arg-type]
+    finally:
+        schedules._declared.clear()
+        schedules._declared.update(declared)
