@@ -381,4 +381,3 @@ def _from_definition(definition: Mapping[str, Any]) -> Schedule:
     fields = {k: v for k, v in definition.items() if k not in ("digest", "paused")}
     fields["args"] = tuple(fields.get("args", ()))
     return Schedule(**fields)
-
