@@ -1,0 +1,93 @@
+"""The queue core: every state change of a job is one atomic Lua script call.
+
+A job lives in exactly one of four sorted sets, or nowhere once finished::
+
+    publish ──► ready ◄─────────────── delayed (run-at on Redis TIME)
+                  │ claim (lease)          ▲ nack with a delay
+                  ▼                        │
+               leased ──► ack: gone ───────┘
+                  │ nack / lease expired, attempts spent
+                  ▼
+                 dead  (bounded by count and age)
+
+``ready`` is ordered exactly by claim order, so ``rank(tag)`` (ZRANK) is the number of
+jobs that will be claimed before it.
+
+:class:`Queue` validates input (:mod:`.validate`), routes each job to its shard
+(:mod:`.shard`: one hash tag, one Redis Cluster slot) and sends the shard's script calls
+(:mod:`.scripts`). Its reads of many jobs and counters live in :mod:`.read`
+(``queue.read``).
+
+The parts, each a module of this package: :mod:`.base` (shards, options, sending calls,
+the partition layout), :mod:`.publish` (new jobs), :mod:`.consume` (leases and their ends),
+:mod:`.lookup` (one job's rank, state and record), :mod:`.core` (the :class:`Queue` that
+puts them together, removal, housekeeping).
+"""
+
+from __future__ import annotations
+
+from .. import conf
+from ..connection import get_client
+from ..exceptions import UnknownQueue
+from ..read import MAX_MERGED, SERIES, live_thread_count, minute_rows
+from ..records import JobInfo, Message, NewJob, ScanResult, encode_body, new_tag
+from ..validate import MAX_TAG_BYTES
+from .base import MAX_BLOCK, NOTIFY_CAP, PROMOTE_LIMIT
+from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT, ClaimPlan
+from .core import Queue
+from .publish import PUBLISH_CHUNK
+
+__all__ = [
+    "CLAIM_CHUNK",
+    "MAX_BATCH",
+    "MAX_BLOCK",
+    "MAX_MERGED",
+    "MAX_TAG_BYTES",
+    "NOTIFY_CAP",
+    "NO_RESULT",
+    "PROMOTE_LIMIT",
+    "PUBLISH_CHUNK",
+    "SERIES",
+    "ClaimPlan",
+    "JobInfo",
+    "Message",
+    "NewJob",
+    "Queue",
+    "ScanResult",
+    "command_queue",
+    "encode_body",
+    "get_queue",
+    "live_thread_count",
+    "minute_rows",
+    "new_tag",
+]
+
+
+_queues: dict[str, Queue] = {}
+
+
+def get_queue(name: str = "default") -> Queue:
+    """The configured queue ``name`` (cached until ``settings.ZQUEUE`` changes)."""
+    q = _queues.get(name)
+    if q is None:
+        config = conf.get_config()
+        if name not in config.queues:
+            raise UnknownQueue(name, list(config.queues))
+        q = _queues[name] = Queue(
+            name, config.queues[name], prefix=config.prefix, client=get_client(config)
+        )
+    return q
+
+
+conf.on_reset(_queues.clear)
+
+
+def command_queue(name: str) -> Queue:
+    """The configured queue ``name`` for a management command: an unknown name is a
+    ``CommandError`` (a clear message, no traceback)."""
+    from django.core.management.base import CommandError
+
+    try:
+        return get_queue(name)
+    except UnknownQueue as exc:
+        raise CommandError(str(exc)) from exc

@@ -1,0 +1,189 @@
+"""The base of :class:`~django_zqueue.queue.Queue`: its shards, options and connection,
+how a script call is sent, and the check of its partition layout."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, TypeVar
+
+import redis
+
+from .. import conf
+from ..connection import get_client, slot_groups, socket_timeout, unavailable_as_error
+from ..exceptions import InvalidArgument, PartitionMismatch
+from ..keys import QueueKeys, layout_key, partition_keys, partition_of, queue_keys
+from ..read import QueueReader
+from ..records import Message
+from ..scripts import Batch, Call, Policy, Scripts
+from ..shard import Shard
+
+T = TypeVar("T")
+
+#: the notify list never holds more wake-up tokens than this
+NOTIFY_CAP = 64
+#: due delayed jobs promoted by one claim call
+PROMOTE_LIMIT = 100
+#: longest single blocking wait; a wait is also cut to a share of the socket timeout
+MAX_BLOCK = 5.0
+
+
+class QueueBase:
+    """What every part of a queue shares (see :class:`~django_zqueue.queue.Queue`)."""
+
+    def __init__(
+        self,
+        name: str,
+        options: conf.QueueOptions | None = None,
+        *,
+        prefix: str = "zq",
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.name = name
+        self.options = o = options or conf.QueueOptions()
+        self.prefix = prefix
+        #: the queue's own hash tag: its jobs when unpartitioned; always its workers hash
+        self.keys: QueueKeys = queue_keys(prefix, name)
+        n = o.partitions
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= conf.MAX_PARTITIONS:
+            raise InvalidArgument(f"partitions must be an int in [1, {conf.MAX_PARTITIONS}]")
+        if n > 1 and (o.concurrency or o.qps):
+            raise InvalidArgument("concurrency and qps cannot be combined with partitions > 1")
+        #: number of partitions (hash tags) the queue's jobs are spread over
+        self.partitions = n
+        self.client: redis.Redis = client if client is not None else get_client()
+        self.scripts = Scripts(self.client)
+        #: the queue's options as its scripts take them; partitions share one clock-based
+        #: sequence ('tstrict') so scores compare across them
+        self.policy = Policy(
+            mode="tstrict" if n > 1 and o.priority_mode == "strict" else o.priority_mode,
+            aging_us=int(o.priority_aging_seconds * 1_000_000),
+            visibility_ms=o.visibility_timeout_ms,
+            concurrency=o.concurrency or 0,
+            qps=o.qps or 0,
+            dead_max=o.dead_letter_max,
+            dead_ttl_ms=int(o.dead_letter_ttl * 1000),
+            trim_limit=o.scan_batch,
+            notify_cap=NOTIFY_CAP,
+            ack_notify=NOTIFY_CAP if o.concurrency else 0,
+            promote_limit=PROMOTE_LIMIT,
+        )
+        #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
+        self.shards = [
+            Shard(name, i, k, self.scripts, self.policy)
+            for i, k in enumerate(partition_keys(prefix, name, n))
+        ]
+        #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
+        self.sched_keys: QueueKeys = self.shards[0].keys
+        #: the notify lists a waiting consumer blocks on
+        self.notify_keys: list[str] = [s.keys.notify for s in self.shards]
+        #: reads of many jobs and of the counters (:class:`~.read.QueueReader`)
+        self.read = QueueReader(self)  # type: ignore[arg-type]
+        self._rr = secrets.randbelow(n)  # round-robin start shard of the next claim
+        self._layout_ok = n == 1
+        # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)
+        self.notify_groups = slot_groups(self.client, self.notify_keys)
+        self.wait_turn = [0]
+        timeout = socket_timeout(self.client)
+        #: the longest one blocking wait may take (a share of the socket timeout)
+        self.max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
+
+    def __repr__(self) -> str:
+        if self.partitions > 1:
+            return f"<Queue {self.name!r} keys={self.keys.tag} partitions={self.partitions}>"
+        return f"<Queue {self.name!r} keys={self.keys.tag}>"
+
+    @property
+    def visibility_timeout_ms(self) -> int:
+        """The queue's lease length (a job may have its own)."""
+        return self.policy.visibility_ms
+
+    def lease_ms(self, msg: Message) -> int:
+        """The lease length of a delivery: the job's own, else the queue's."""
+        return msg.visibility_timeout_ms or self.policy.visibility_ms
+
+    # ----------------------------------------------------------------- shards and calls
+
+    def shard_for(self, tag: str) -> Shard:
+        """The shard that holds job ``tag`` (:func:`keys.partition_of`)."""
+        return self.shards[partition_of(tag, self.partitions)]
+
+    def keys_for(self, tag: str) -> QueueKeys:
+        """The keys of the shard that holds job ``tag``."""
+        return self.shard_for(tag).keys
+
+    @property
+    def part_keys(self) -> list[QueueKeys]:
+        """The keys of each shard; ``[self.keys]`` for an unpartitioned queue."""
+        return [s.keys for s in self.shards]
+
+    def batch(self) -> Batch:
+        """Calls to send in one round trip (:meth:`send`)."""
+        return self.scripts.batch()
+
+    def send(self, batch: Batch) -> list[Any]:
+        """Send a batch; connection errors become ``QueueUnavailable``. Each call's result
+        is read from the ``Pending`` its ``add`` returned."""
+        with unavailable_as_error():
+            return batch.send()
+
+    def run(self, call: Call[T]) -> T:
+        """Send one script call; connection errors become ``QueueUnavailable``."""
+        with unavailable_as_error():
+            return self.scripts.run(call)
+
+    def check_layout(self) -> None:
+        """Refuse a change of ``partitions`` while the queue holds jobs.
+
+        A partitioned queue records its number of partitions in ``{p:q}:partitions`` at
+        first use (``SET NX``); it checks this once per :class:`Queue` object, at its
+        first publish or claim (a worker checks every queue at start). Raises
+        :class:`PartitionMismatch`, writing nothing, when the unpartitioned keys still
+        hold jobs, or when the recorded number differs and the partitions of that
+        layout still hold jobs; once they are drained the new number is recorded.
+        ``clear()`` removes the record. One or two round trips (more on a change).
+        Only the check is atomic per read: a process still running with the old
+        setting can write between the check and its own next check."""
+        layout = layout_key(self.prefix, self.name)
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(layout)
+            k = self.keys
+            for key in (k.ready, k.delayed, k.leased, k.dead):
+                pipe.exists(key)
+            replies = pipe.execute()
+            if self.partitions > 1 and any(int(r) for r in replies[-4:]):
+                raise PartitionMismatch(self.name, 1, self.partitions)
+            if self.partitions > 1 and replies[0] is None:
+                # first use: record the layout (SET NX GET: a concurrent first use wins)
+                replies[0] = self.client.set(layout, self.partitions, nx=True, get=True)
+                replies[0] = replies[0] if replies[0] is not None else self.partitions
+        recorded = int(replies[0]) if replies[0] is not None else None
+        if recorded is not None and recorded != self.partitions:
+            if not 1 < recorded <= conf.MAX_PARTITIONS or self._holds_jobs(recorded):
+                raise PartitionMismatch(self.name, recorded, self.partitions)
+            with unavailable_as_error():  # the old layout is drained: take the new one
+                if self.partitions > 1:
+                    self.client.set(layout, self.partitions)
+                else:
+                    self.client.delete(layout)
+        self._layout_ok = True
+
+    def _holds_jobs(self, partitions: int) -> bool:
+        """Whether any partition of the ``partitions`` layout holds a job (one pipeline)."""
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for k in partition_keys(self.prefix, self.name, partitions):
+                for key in (k.ready, k.delayed, k.leased, k.dead):
+                    pipe.exists(key)
+            return any(int(r) for r in pipe.execute())
+
+    def next_shard(self) -> int:
+        """The shard the next claim starts at; advances round-robin."""
+        start = self._rr
+        self._rr = (start + 1) % self.partitions
+        return start
+
+    def ensure_layout(self) -> None:
+        """:meth:`check_layout`, once per queue object."""
+        if not self._layout_ok:
+            self.check_layout()

@@ -1,0 +1,88 @@
+"""The queue: :class:`Queue` puts its parts together (publishing, consuming, looking up)
+and adds removal and housekeeping."""
+
+from __future__ import annotations
+
+from .. import validate
+from ..connection import unavailable_as_error
+from ..exceptions import InvalidArgument
+from ..keys import layout_key
+from ..records import NewJob, ScanResult
+from .consume import Consuming
+from .lookup import Lookup
+from .publish import Publishing
+
+
+class Queue(Publishing, Consuming, Lookup):
+    """A named queue in Redis. Every method is one round trip unless it says otherwise.
+
+    Jobs are identified by a *tag*: given by the caller (and then unique among the
+    queue's live and dead jobs, which gives deduplication) or generated.
+
+    Methods that change state run one Lua script each, atomically. Methods raise
+    :class:`~django_zqueue.exceptions.QueueUnavailable` when Redis cannot be reached,
+    and an ``InvalidArgument`` (a ``ValueError``) or ``TypeError`` for bad input, in
+    which case nothing was written.
+    """
+
+    # ----------------------------------------------------------------- removal
+
+    def delete(self, tag: str) -> bool:
+        """Remove a ready, delayed or dead job with its record.
+
+        Returns False when there is no such job, or when it is in flight (a consumer
+        holds its lease; it is left alone).
+        """
+        return self.run(self.shard_for(validate.tag(tag)).delete(tag, False)) == 1
+
+    def cancel(self, tag: str) -> bool:
+        """Remove a job only while it waits (ready or delayed). False otherwise."""
+        return self.run(self.shard_for(validate.tag(tag)).delete(tag, True)) == 1
+
+    def requeue_dead(self, tag: str) -> bool:
+        """Put a dead job back in line with its attempts reset. False if it isn't dead."""
+        return self.run(self.shard_for(validate.tag(tag)).requeue_dead(tag))
+
+    def purge_dead(self) -> int:
+        """Delete every dead letter, in bounded script calls. Returns how many."""
+        total = 0
+        limit = self.options.scan_batch
+        for shard in self.shards:
+            while True:
+                n = self.run(shard.purge_dead(limit))
+                total += n
+                if n < limit:
+                    break
+        return total
+
+    # ----------------------------------------------------------------- housekeeping
+
+    def scan(self, limit: int | None = None) -> ScanResult:
+        """One bounded housekeeping step (at most ``limit`` jobs per kind per shard,
+        default ``scan_batch``): promote due delayed jobs, recover expired leases, trim
+        dead letters. ``more`` in the result says whether another step has work to do."""
+        limit = self.options.scan_batch if limit is None else limit
+        if not 1 <= limit <= 5000:
+            raise InvalidArgument("limit must be in [1, 5000]")
+        if self.partitions == 1:
+            return ScanResult.from_replies([self.run(self.shards[0].scan(limit))])
+        batch = self.batch()
+        pending = [batch.add(s.scan(limit)) for s in self.shards]
+        self.send(batch)
+        return ScanResult.from_replies([p.result() for p in pending])
+
+    def fire(self, name: str, tick: int, next_tick: int | None, job: NewJob | None) -> bool:
+        """Fire one tick of periodic schedule ``name`` exactly once (``fire.lua``): enqueue
+        ``job`` (None: only move on) if the schedule's next tick is still ``tick``, and
+        move it to ``next_tick`` (None: out of the due set). False: already handled."""
+        return self.run(self.shards[0].fire(name, tick, next_tick, job))
+
+    def clear(self) -> None:
+        """Delete every key of this queue (all jobs, records and counters). For tests
+        and operators; not atomic with concurrent publishers."""
+        with unavailable_as_error():
+            for k in {self.keys, *self.part_keys}:  # one DEL per hash tag (one slot each)
+                self.client.delete(*k.all())
+            if self.partitions > 1:
+                self.client.delete(layout_key(self.prefix, self.name))
+        self._layout_ok = self.partitions == 1

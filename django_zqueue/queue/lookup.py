@@ -1,0 +1,131 @@
+"""Looking up one job: its rank, score, state, record and kept result; and the queue's
+counters and listings, read through :mod:`django_zqueue.read` (``queue.read``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from .. import validate
+from ..connection import unavailable_as_error
+from ..records import JobInfo
+from ..scripts import Call
+from .base import QueueBase
+
+
+class Lookup(QueueBase):
+    """The read side of a queue."""
+
+    def rank(self, tag: str) -> int | None:
+        """Position in line: 0 = claimed next. None unless the job is ready.
+
+        On a partitioned queue, the exact position in the global order (score, then
+        partition, then tag): the job's rank in its partition plus, in every other
+        partition, the jobs with a lower score, and those with an equal score in a
+        lower-numbered partition. Two round trips, O(partitions · log N)."""
+        validate.tag(tag)
+        if self.partitions == 1:
+            with unavailable_as_error():
+                r: Any = self.client.zrank(self.keys.ready, tag)
+            return None if r is None else int(r)
+        shard = self.shard_for(tag)
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zscore(shard.keys.ready, tag)
+            pipe.zrank(shard.keys.ready, tag)
+            score, own = pipe.execute()
+            if score is None or own is None:
+                return None
+            return int(own) + self._ahead(float(score), shard.index)
+
+    def _ahead(self, score: float, p: int) -> int:
+        """Jobs of the other shards ahead of score ``score`` in shard ``p`` (0 when the
+        queue has one shard)."""
+        others = [s for s in self.shards if s.index != p]
+        if not others:
+            return 0
+        bound = f"{score:.17g}"
+        pipe = self.client.pipeline(transaction=False)
+        for s in others:  # ties: a lower-numbered shard goes first
+            pipe.zcount(s.keys.ready, "-inf", bound if s.index < p else "(" + bound)
+        return sum(int(c) for c in pipe.execute())
+
+    def score(self, tag: str) -> float | None:
+        """The job's ready score (lower = sooner). None unless the job is ready."""
+        with unavailable_as_error():
+            s = self.client.zscore(self.keys_for(validate.tag(tag)).ready, tag)
+        return None if s is None else float(s)
+
+    def state(self, tag: str) -> str | None:
+        """``"ready"``, ``"delayed"``, ``"leased"``, ``"dead"``, or None (no such job)."""
+        return self.run(self.shard_for(validate.tag(tag)).state(tag))
+
+    def state_call(self, tag: str) -> Call[str | None]:
+        return self.shard_for(validate.tag(tag)).state(tag)
+
+    def exists(self, tag: str) -> bool:
+        """True while the job is ready, delayed or in flight (dead letters excluded)."""
+        return self.state(tag) in ("ready", "delayed", "leased")
+
+    def info_call(self, tag: str, *, with_body: bool = True) -> Call[JobInfo | None]:
+        """The info script call of one job (rank within its shard: see :meth:`info`)."""
+        return self.shard_for(validate.tag(tag)).info(tag, with_body)
+
+    def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
+        """Everything known about one job, read atomically; None if there is no such job."""
+        info = self.run(self.info_call(tag, with_body=with_body))
+        if info is not None and info.rank is not None and self.partitions > 1:
+            # the script ranks within the shard; add the other shards' share
+            assert info.score is not None
+            with unavailable_as_error():
+                ahead = self._ahead(info.score, self.shard_for(tag).index)
+            info = replace(info, rank=info.rank + ahead)
+        return info
+
+    def result(self, tag: str) -> Any:
+        """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is
+        kept (never stored, or expired)."""
+        with unavailable_as_error():
+            raw = self.client.get(self.keys_for(validate.tag(tag)).result(tag))
+        if raw is None:
+            raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
+        return json.loads(raw)
+
+    # ----------------------------------------------------------------- many jobs, counters
+    # (the read model, :mod:`.read`; kept here as the queue's documented API)
+
+    def total_count(self) -> int:
+        """Jobs waiting in line (ready)."""
+        return self.read.total_count()
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state: ``ready``, ``delayed``, ``inflight``, ``dead`` (one snapshot;
+        on a partitioned queue, the sums of one read of each partition)."""
+        return self.read.counts()
+
+    def stats(self) -> dict[str, int]:
+        """Lifetime counters: enqueued, claimed, acked, failed, retried, dead, expired, ..."""
+        return self.read.stats()
+
+    def minutes(self, last: int = 60) -> list[dict[str, int]]:
+        """Per-minute figures for the ``last`` minutes (at most 63), oldest first: minute
+        (since the epoch, Redis time), enqueued, acked, failed, dead, run_ms, and ready
+        (depth: the last sample the scanner took in that minute, -1 when none was
+        taken; for the current minute, the depth now). Minutes with no activity are
+        zeros. One round trip (two on a Redis Cluster or a partitioned queue)."""
+        return self.read.minutes(last)
+
+    def live_threads(self, within: float = 30.0) -> int:
+        """Worker threads serving this queue, as registered by workers seen in the last
+        ``within`` seconds."""
+        return self.read.live_threads(within)
+
+    def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
+        """Dead jobs, most recent first, with their last error (one page)."""
+        return self.read.dead_letters(offset, limit)
+
+    def merged_page(self, state: str, offset: int, limit: int) -> list[tuple[str, float, int]]:
+        """One page of a state's jobs over all shards in global order (see
+        :meth:`QueueReader.page <django_zqueue.read.QueueReader.page>`)."""
+        return self.read.page(state, offset, limit)

@@ -1,0 +1,217 @@
+"""Publishing: a job validated and encoded (:class:`~django_zqueue.records.NewJob`), then
+sent to its shard, at most 100 jobs per script call, all in one round trip."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from .. import validate
+from ..connection import unavailable_as_error
+from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge
+from ..keys import partition_of
+from ..records import NewJob, encode_body, new_tag
+from ..scripts import Call
+from .base import QueueBase
+
+#: at most this many jobs per publish script call, so one call stays short
+PUBLISH_CHUNK = 100
+
+
+class Publishing(QueueBase):
+    """The write side of a queue: new jobs."""
+
+    def prepare(
+        self,
+        body: Any,
+        tag: str | None = None,
+        priority: int = 0,
+        score: float | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        *,
+        max_retries: int | None = None,
+        visibility_timeout: float | None = None,
+    ) -> NewJob:
+        """Validate and encode one job without sending it (see :meth:`publish_prepared`).
+
+        Raises exactly what :meth:`publish` raises for bad input; touches no Redis."""
+        data = encode_body(body)
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
+        retries = self.options.max_retries if max_retries is None else max_retries
+        try:
+            retries = validate.max_retries(retries)
+        except InvalidArgument:
+            raise InvalidArgument(f"max_retries must be an int >= 0, got {max_retries!r}") from None
+        vt = (
+            None
+            if visibility_timeout is None
+            else validate.visibility_timeout_ms(visibility_timeout)
+        )
+        delay_ms, run_at_ms = validate.when(delay, run_at)
+        return NewJob(
+            tag=validate.tag(tag) if tag is not None else new_tag(),
+            body=data,
+            priority=validate.priority(priority),
+            score=None if score is None else validate.score(score),
+            delay_ms=delay_ms,
+            run_at_ms=run_at_ms,
+            max_retries=retries,
+            visibility_timeout_ms=vt,
+        )
+
+    def publish(
+        self,
+        body: Any,
+        tag: str | None = None,
+        priority: int = 0,
+        score: float | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        *,
+        max_retries: int | None = None,
+        visibility_timeout: float | None = None,
+    ) -> str:
+        """Add one job; return its tag.
+
+        ``body`` is any JSON-serialisable value. ``priority`` (an int in [-1000, 1000],
+        higher first) orders the line, FIFO within a priority by a server-side
+        sequence. ``score`` places the job at that raw ready score instead (lower is
+        claimed sooner; see docs/architecture.md for how scores are made). ``delay``
+        (seconds or timedelta) or ``run_at`` (aware datetime) holds the job back until
+        then, measured on Redis' clock; a delay <= 0 or a past run-at means now.
+        ``max_retries`` and ``visibility_timeout`` override the queue's options.
+
+        Raises :class:`DuplicateJob` (nothing overwritten) when ``tag`` belongs to a
+        ready, delayed, in-flight or dead job of this queue.
+        """
+        job = self.prepare(
+            body,
+            tag,
+            priority,
+            score,
+            delay,
+            run_at,
+            max_retries=max_retries,
+            visibility_timeout=visibility_timeout,
+        )
+        return self.publish_prepared([job])[0]
+
+    def publish_many(
+        self,
+        bodies: Iterable[Any],
+        priority: int = 0,
+        delay: float | timedelta | None = None,
+        *,
+        tags: Iterable[str] | None = None,
+        run_at: datetime | None = None,
+        max_retries: int | None = None,
+    ) -> list[str]:
+        """Add many jobs in one round trip; return their tags in order.
+
+        Every body is validated and encoded before anything is sent. Calls of up to
+        100 jobs (of one partition) are all-or-nothing. A longer call is sent as chunks
+        of 100 in one pipeline after its tags are checked for clashes, so a
+        :class:`DuplicateJob` writes nothing unless another client published a clashing
+        tag in the meantime (the exception's ``published`` then lists what was written).
+        """
+        tag_list = list(tags) if tags is not None else None
+        body_list = list(bodies)
+        if tag_list is not None and len(tag_list) != len(body_list):
+            raise InvalidArgument(
+                f"got {len(body_list)} bodies but {len(tag_list)} tags; give one tag per body"
+            )
+        jobs = [
+            self.prepare(
+                b,
+                tag_list[i] if tag_list else None,
+                priority,
+                None,
+                delay,
+                run_at,
+                max_retries=max_retries,
+            )
+            for i, b in enumerate(body_list)
+        ]
+        return self.publish_prepared(jobs)
+
+    def publish_prepared(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Send jobs made by :meth:`prepare`: one script call per shard and per 100 jobs,
+        all in one round trip. A call that spans several script calls is checked for
+        clashes first."""
+        if not jobs:
+            return []
+        self.ensure_layout()
+        tags = [j.tag for j in jobs]
+        groups: dict[int, list[NewJob]] = {}
+        for job in jobs:
+            groups.setdefault(partition_of(job.tag, self.partitions), []).append(job)
+        calls = [
+            self.shards[p].publish(group[i : i + PUBLISH_CHUNK])
+            for p, group in sorted(groups.items())
+            for i in range(0, len(group), PUBLISH_CHUNK)
+        ]
+        if len(calls) == 1:
+            clashes = self.run(calls[0])
+            if clashes:
+                raise DuplicateJob([t for t, _ in clashes], [s for _, s in clashes])
+            return tags
+        self._precheck_tags(tags)
+        batch = self.batch()
+        pending = [batch.add(call) for call in calls]
+        self.send(batch)
+        return self._published(calls, [p.result() for p in pending], tags)
+
+    @staticmethod
+    def _published(
+        calls: Sequence[Call[Any]], replies: Sequence[list[tuple[str, str]]], tags: list[str]
+    ) -> list[str]:
+        """``tags``, once every chunk's publish reply says written; else DuplicateJob with
+        the clashes and the tags that the other chunks did write."""
+        published: set[str] = set()
+        clashes: list[tuple[str, str]] = []
+        for call, found in zip(calls, replies, strict=True):
+            if not found:  # ARGV: mode, aging, cap, n, then 8 slots per job, tag first
+                published.update(str(call.args[i]) for i in range(4, len(call.args), 8))
+            clashes.extend(found)
+        if clashes:
+            raise DuplicateJob(
+                [t for t, _ in clashes],
+                [s for _, s in clashes],
+                [t for t in tags if t in published],
+            )
+        return tags
+
+    def _precheck_tags(self, tags: list[str]) -> None:
+        seen: set[str] = set()
+        dupes = []
+        for t in tags:
+            if t in seen:
+                dupes.append(t)
+            seen.add(t)
+        if dupes:
+            raise DuplicateJob(dupes, ["batch"] * len(dupes))
+        by_shard: dict[int, list[str]] = {}
+        for t in tags:
+            by_shard.setdefault(partition_of(t, self.partitions), []).append(t)
+        chunks = [
+            (self.shards[p].keys, ts[i : i + PUBLISH_CHUNK])
+            for p, ts in by_shard.items()
+            for i in range(0, len(ts), PUBLISH_CHUNK)
+        ]
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for k, ts in chunks:
+                pipe.hmget(k.meta, ts)
+            found = pipe.execute()
+        taken = [
+            t
+            for (_, ts), vs in zip(chunks, found, strict=True)
+            for t, v in zip(ts, vs, strict=True)
+            if v is not None
+        ]
+        if taken:
+            states = [self.run(self.shard_for(t).state(t)) or "unknown" for t in taken]
+            raise DuplicateJob(taken, states)
