@@ -207,10 +207,21 @@ class ScanResult:
     more: bool  # a limit was hit: call again to finish
 
     @classmethod
-    def from_replies(cls, replies: list[list[Any]]) -> ScanResult:
-        """The sum of ``scan.lua`` replies (one per shard): ``{p, r, b, t, more}``."""
-        p, r, b, t, more = (sum(int(x[i]) for x in replies) for i in range(5))
+    def from_reply(cls, reply: list[Any]) -> ScanResult:
+        """Decode a ``scan.lua`` reply: ``{promoted, recovered, buried, trimmed, more}``."""
+        p, r, b, t, more = (int(x) for x in reply)
         return cls(p, r, b, t, bool(more))
+
+    @classmethod
+    def total(cls, results: list[ScanResult]) -> ScanResult:
+        """The sum of the steps of several shards (``more`` if any has more)."""
+        return cls(
+            sum(x.promoted for x in results),
+            sum(x.recovered for x in results),
+            sum(x.buried for x in results),
+            sum(x.trimmed for x in results),
+            any(x.more for x in results),
+        )
 
 
 @dataclass(frozen=True, slots=True)

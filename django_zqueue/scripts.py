@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
@@ -32,7 +32,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from .connection import UNAVAILABLE_ERRORS
 from .exceptions import ZQueueError
 from .keys import QueueKeys
-from .records import Claimed, JobInfo, Message, NackResult, NewJob, text
+from .records import Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 
 Client: TypeAlias = Any  # redis.Redis or RedisCluster
 Arg: TypeAlias = str | bytes | int | float
@@ -236,11 +236,17 @@ def job_args(job: NewJob) -> tuple[Arg, ...]:
 NO_JOB: tuple[Arg, ...] = ("",) * 8
 
 
+#: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a
+#: partitioned queue in strict mode uses ``tstrict`` (a clock-based sequence, so scores
+#: compare across its partitions)
+ScoreMode = Literal["strict", "tstrict", "aging"]
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     """A queue's options as its scripts take them (same for each of its shards)."""
 
-    mode: str  # strict | tstrict | aging (tstrict: strict across partitions)
+    mode: ScoreMode
     aging_us: int
     visibility_ms: int
     concurrency: int
@@ -354,9 +360,9 @@ class Scripts:
         args = (msg.tag, msg.token, extend_ms, progress, p.visibility_ms)
         return Call("touch", (k.leased, k.meta, k.progress), args, _deadline)
 
-    def scan(self, k: QueueKeys, p: Policy, limit: int) -> Call[list[Any]]:
+    def scan(self, k: QueueKeys, p: Policy, limit: int) -> Call[ScanResult]:
         args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
-        return Call("scan", tuple(k.lifecycle()), args, list)
+        return Call("scan", tuple(k.lifecycle()), args, ScanResult.from_reply)
 
     def delete(self, k: QueueKeys, tag: str, waiting_only: bool) -> Call[int]:
         """Returns 1 deleted, 0 no such job, -1 in flight (or dead with waiting_only)."""

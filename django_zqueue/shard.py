@@ -10,10 +10,9 @@ shard a job goes to, validates input, and sends the calls.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from .keys import QueueKeys
-from .records import Claimed, JobInfo, Message, NackResult, NewJob
+from .records import Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
 from .scripts import Call, Policy, Scripts
 
 
@@ -54,7 +53,7 @@ class Shard:
     def touch(self, msg: Message, extend_ms: int, progress: str) -> Call[int | None]:
         return self.scripts.touch(self.keys, self.policy, msg, extend_ms, progress)
 
-    def scan(self, limit: int) -> Call[list[Any]]:
+    def scan(self, limit: int) -> Call[ScanResult]:
         return self.scripts.scan(self.keys, self.policy, limit)
 
     def delete(self, tag: str, waiting_only: bool) -> Call[int]:

@@ -4,6 +4,7 @@ how a script call is sent, and the check of its partition layout."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -125,6 +126,16 @@ class QueueBase:
         is read from the ``Pending`` its ``add`` returned."""
         with unavailable_as_error():
             return batch.send()
+
+    def run_all(self, calls: Sequence[Call[T]]) -> list[T]:
+        """Send calls in one round trip (one call: a plain EVALSHA, no pipeline); their
+        results in order. The first failed call raises, once all were sent."""
+        if len(calls) == 1:
+            return [self.run(calls[0])]
+        batch = self.batch()
+        pending = [batch.add(call) for call in calls]
+        self.send(batch)
+        return [p.result() for p in pending]
 
     def run(self, call: Call[T]) -> T:
         """Send one script call; connection errors become ``QueueUnavailable``."""

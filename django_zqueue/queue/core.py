@@ -64,12 +64,7 @@ class Queue(Publishing, Consuming, Lookup):
         limit = self.options.scan_batch if limit is None else limit
         if not 1 <= limit <= 5000:
             raise InvalidArgument("limit must be in [1, 5000]")
-        if self.partitions == 1:
-            return ScanResult.from_replies([self.run(self.shards[0].scan(limit))])
-        batch = self.batch()
-        pending = [batch.add(s.scan(limit)) for s in self.shards]
-        self.send(batch)
-        return ScanResult.from_replies([p.result() for p in pending])
+        return ScanResult.total(self.run_all([s.scan(limit) for s in self.shards]))
 
     def fire(self, name: str, tick: int, next_tick: int | None, job: NewJob | None) -> bool:
         """Fire one tick of periodic schedule ``name`` exactly once (``fire.lua``): enqueue

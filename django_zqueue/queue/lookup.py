@@ -75,7 +75,7 @@ class Lookup(QueueBase):
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, read atomically; None if there is no such job."""
         info = self.run(self.info_call(tag, with_body=with_body))
-        if info is not None and info.rank is not None and self.partitions > 1:
+        if info is not None and info.rank is not None and len(self.shards) > 1:
             # the script ranks within the shard; add the other shards' share
             assert info.score is not None
             with unavailable_as_error():

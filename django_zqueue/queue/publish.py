@@ -12,7 +12,6 @@ from ..connection import unavailable_as_error
 from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge
 from ..keys import partition_of
 from ..records import NewJob, encode_body, new_tag
-from ..scripts import Call
 from .base import QueueBase
 
 #: at most this many jobs per publish script call, so one call stays short
@@ -148,33 +147,29 @@ class Publishing(QueueBase):
         groups: dict[int, list[NewJob]] = {}
         for job in jobs:
             groups.setdefault(partition_of(job.tag, self.partitions), []).append(job)
-        calls = [
-            self.shards[p].publish(group[i : i + PUBLISH_CHUNK])
+        chunks = [
+            (self.shards[p], group[i : i + PUBLISH_CHUNK])
             for p, group in sorted(groups.items())
             for i in range(0, len(group), PUBLISH_CHUNK)
         ]
-        if len(calls) == 1:
-            clashes = self.run(calls[0])
-            if clashes:
-                raise DuplicateJob([t for t, _ in clashes], [s for _, s in clashes])
-            return tags
-        self._precheck_tags(tags)
-        batch = self.batch()
-        pending = [batch.add(call) for call in calls]
-        self.send(batch)
-        return self._published(calls, [p.result() for p in pending], tags)
+        if len(chunks) > 1:  # several calls are not atomic together: check for clashes first
+            self._precheck_tags(tags)
+        replies = self.run_all([shard.publish(chunk) for shard, chunk in chunks])
+        return self._published([chunk for _, chunk in chunks], replies, tags)
 
     @staticmethod
     def _published(
-        calls: Sequence[Call[Any]], replies: Sequence[list[tuple[str, str]]], tags: list[str]
+        chunks: Sequence[Sequence[NewJob]],
+        replies: Sequence[list[tuple[str, str]]],
+        tags: list[str],
     ) -> list[str]:
         """``tags``, once every chunk's publish reply says written; else DuplicateJob with
         the clashes and the tags that the other chunks did write."""
         published: set[str] = set()
         clashes: list[tuple[str, str]] = []
-        for call, found in zip(calls, replies, strict=True):
-            if not found:  # ARGV: mode, aging, cap, n, then 8 slots per job, tag first
-                published.update(str(call.args[i]) for i in range(4, len(call.args), 8))
+        for chunk, found in zip(chunks, replies, strict=True):
+            if not found:
+                published.update(job.tag for job in chunk)
             clashes.extend(found)
         if clashes:
             raise DuplicateJob(
