@@ -112,9 +112,10 @@ class ZQueueBackend(BaseTaskBackend):
                 hint="Default: False (enqueue at once, as Django's framework specifies).",
                 id="django_zqueue.E103",
             )
-        configured, _problems = conf.parse(getattr(settings, "ZQUEUE", None))
+        configured, problems = conf.parse(getattr(settings, "ZQUEUE", None))
+        unreadable = {"django_zqueue.E001", "django_zqueue.E004", "django_zqueue.E005"}
         missing = sorted(set(self.queues) - set(configured.queues))
-        if missing:
+        if missing and not unreadable.intersection(p.id for p in problems):
             yield checks.Error(
                 f"TASKS[{self.alias!r}]['QUEUES'] names queue(s) {missing} that are not in "
                 "ZQUEUE['QUEUES'].",

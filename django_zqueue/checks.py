@@ -7,6 +7,7 @@ settings only; they never connect to Redis. The one exception is registered for
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.core import checks
@@ -28,7 +29,10 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
     from .exceptions import ZQueueError
     from .schedules import from_settings
 
-    raw = (getattr(settings, "ZQUEUE", None) or {}).get("SCHEDULES", {})
+    setting = getattr(settings, "ZQUEUE", None)
+    if not isinstance(setting, Mapping):
+        return []  # E001 reports it
+    raw = setting.get("SCHEDULES", {})
     if not isinstance(raw, dict):
         return []  # E012 reports the shape
     config, _ = conf.parse(getattr(settings, "ZQUEUE", None))
@@ -68,6 +72,35 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
                 )
             )
     return errors
+
+
+@checks.register("django_zqueue")
+def check_task_queues(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Every ``@task`` must name a configured queue (else each enqueue would fail).
+
+    Imports the ``tasks`` module of every installed app first, as the worker does."""
+    from django.conf import settings
+
+    from . import registry
+
+    config, problems = conf.parse(getattr(settings, "ZQUEUE", None))
+    if any(
+        p.id in ("django_zqueue.E001", "django_zqueue.E004", "django_zqueue.E005") for p in problems
+    ):
+        return []  # the queues themselves are reported
+    registry.autodiscover()
+    configured = ", ".join(config.queues)
+    return [
+        checks.Error(
+            f"Task {name!r} uses queue {t.queue_name!r}, which is not in ZQUEUE['QUEUES'] "
+            f"(configured: {configured}): every enqueue of it would fail.",
+            hint=f"Add {t.queue_name!r} to ZQUEUE['QUEUES'], or give @task(queue=...) one of "
+            "the configured queues.",
+            id="django_zqueue.E015",
+        )
+        for name, t in sorted(registry.all_tasks().items())
+        if t.queue_name not in config.queues
+    ]
 
 
 def eviction_warning(client: Any) -> str | None:

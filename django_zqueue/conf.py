@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -125,6 +125,18 @@ def parse_redis_url(url: str, cluster: bool = False) -> RedisTarget:
     if path not in ([], ["0"]):
         raise ValueError("a Redis Cluster has database 0 only")
     return RedisTarget("cluster", url, nodes, "", 0, username, password, ssl)
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password, if any, shown as ``***`` (for messages and logs)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:
+        return url
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}"))
 
 
 def redis_py_version() -> tuple[int, ...]:
@@ -414,7 +426,19 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        out.add("E001", "settings.ZQUEUE must be a dict.", "See docs/settings.md.")
+        if isinstance(raw, str):
+            out.add(
+                "E001",
+                f"settings.ZQUEUE must be a dict, not a string ({redacted_url(raw)!r}).",
+                f"Put the URL in a dict: ZQUEUE = {{'REDIS_URL': {redacted_url(raw)!r}}}.",
+            )
+        else:
+            out.add(
+                "E001",
+                f"settings.ZQUEUE must be a dict, not {type(raw).__name__}.",
+                "For example ZQUEUE = {'REDIS_URL': 'redis://127.0.0.1:6379/0', "
+                "'QUEUES': {'default': {}}} (docs/settings.md).",
+            )
         return Config(), out.problems
     unknown = set(raw) - TOP_LEVEL_KEYS
     if unknown:

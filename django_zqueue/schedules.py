@@ -188,7 +188,8 @@ def all_schedules() -> dict[str, Schedule]:
     """Every schedule: declared in code (after autodiscovery) and in settings."""
     registry.autodiscover()
     found = dict(_declared)
-    raw = (getattr(settings, "ZQUEUE", None) or {}).get("SCHEDULES", {})
+    setting = getattr(settings, "ZQUEUE", None)
+    raw = setting.get("SCHEDULES", {}) if isinstance(setting, Mapping) else {}
     for schedule in from_settings(raw):
         found[schedule.name] = schedule
     return found

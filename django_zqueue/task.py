@@ -18,6 +18,7 @@ encoded by :mod:`django_zqueue.serializer` (model instances by reference).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -27,8 +28,9 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from django.db import transaction
 
 from . import conf, registry
+from .callcheck import check_call
 from .conf import Backoff
-from .exceptions import InvalidArgument
+from .exceptions import InvalidArgument, ZQueueError
 from .queue import JobInfo, Queue, get_queue, new_tag
 from .schedules import Schedule, declare
 from .serializer import encode_call
@@ -115,6 +117,8 @@ class Task(Generic[P, R]):
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
     ) -> list[Job]:
+        for i, (a, k) in enumerate(calls):
+            check_call(self.name, self.func, a, k, i if len(calls) > 1 else None)
         queue = self.queue
         # Everything is validated and encoded now, inside the caller's transaction: a
         # bad call raises here and writes nothing, whenever the jobs are sent.
@@ -139,16 +143,19 @@ class Task(Generic[P, R]):
             def send() -> None:
                 try:
                     queue.publish_prepared(jobs)
-                except Exception:
-                    # The transaction has committed: nothing can be undone. Log loudly
-                    # with what was lost; robust=True lets later callbacks still run.
-                    log.exception(
-                        "event=publish_after_commit_failed task=%s queue=%s jobs=%s",
+                except Exception as exc:
+                    # The transaction has committed: nothing can be undone. One line with
+                    # what was lost (a traceback only for an unexpected error), and no
+                    # re-raise, which would make Django log it all again; later on-commit
+                    # callbacks run either way.
+                    log.error(
+                        "event=publish_after_commit_failed task=%s queue=%s jobs=%s error=%s",
                         self.name,
                         queue.name,
                         ",".join(j.tag for j in jobs),
+                        json.dumps(f"{type(exc).__name__}: {exc}"),
+                        exc_info=not isinstance(exc, ZQueueError),
                     )
-                    raise
 
             transaction.on_commit(send, using=self.using_db, robust=True)
         else:
@@ -321,6 +328,14 @@ def task(func: Any = None, /, **options: Any) -> Any:
             or not 0.001 <= ttl <= 10 * 365 * 86400
         ):
             raise InvalidArgument(f"task {name!r}: result_ttl must be a positive number of seconds")
+        retries = opts.get("max_retries")
+        if retries is not None and (
+            isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+        ):
+            raise InvalidArgument(
+                f"task {name!r}: max_retries must be an int >= 0 (retries after the first "
+                f"run; 0: never retried), got {retries!r}"
+            )
         timeout = opts.get("timeout")
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0

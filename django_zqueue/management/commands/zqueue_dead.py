@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ...queue import command_queue
+from ..errors import redis_errors
 
 
 def page_size(value: str) -> int:
@@ -15,6 +16,10 @@ def page_size(value: str) -> int:
     if not 1 <= n <= 1000:
         raise argparse.ArgumentTypeError("must be in [1, 1000]")
     return n
+
+
+def letters(n: int) -> str:
+    return f"{n} dead letter" if n == 1 else f"{n} dead letters"
 
 
 class Command(BaseCommand):
@@ -25,12 +30,23 @@ class Command(BaseCommand):
         parser.add_argument("action", choices=["list", "requeue", "purge"])
         parser.add_argument("tags", nargs="*", help="requeue: these tags (default: all listed)")
         parser.add_argument("--limit", type=page_size, default=50, help="1 to 1000")
+        parser.add_argument(
+            "--yes",
+            "--noinput",
+            "--no-input",
+            action="store_false",
+            dest="interactive",
+            help="purge: do not ask for confirmation",
+        )
 
+    @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
         q = command_queue(options["queue"])
         action = options["action"]
         if action == "purge":
-            self.stdout.write(f"purged {q.purge_dead()} dead letters")
+            if options["interactive"]:
+                self.confirm_purge(q.name, q.counts()["dead"])
+            self.stdout.write(f"purged {letters(q.purge_dead())}")
             return
         if action == "list":
             for info in q.dead_letters(limit=options["limit"]):
@@ -43,5 +59,22 @@ class Command(BaseCommand):
         tags = options["tags"] or [i.tag for i in q.dead_letters(limit=options["limit"])]
         moved = sum(q.requeue_dead(t) for t in tags)
         if options["tags"] and moved < len(tags):
-            raise CommandError(f"requeued {moved} of {len(tags)}: the others are not dead letters")
-        self.stdout.write(f"requeued {moved} dead letters")
+            others = "the other is not a dead letter"
+            if len(tags) - moved > 1:
+                others = "the others are not dead letters"
+            raise CommandError(f"requeued {moved} of {len(tags)}: {others}")
+        self.stdout.write(f"requeued {letters(moved)}")
+
+    def confirm_purge(self, queue: str, count: int) -> None:
+        """Ask before deleting, as the admin does; anything but 'yes' cancels."""
+        if not count:
+            return  # nothing to lose
+        try:
+            answer = input(
+                f"This deletes {letters(count)} of queue {queue!r} for good "
+                "(their arguments and errors too).\nType 'yes' to continue, or 'no' to cancel: "
+            )
+        except EOFError:  # no terminal: use --yes
+            answer = ""
+        if answer.strip().lower() != "yes":
+            raise CommandError("purge cancelled: nothing was deleted (--yes skips this question)")

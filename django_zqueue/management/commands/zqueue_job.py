@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ...queue import command_queue
+from ..errors import redis_errors
 
 
 class Command(BaseCommand):
@@ -17,6 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("queue")
         parser.add_argument("tag")
 
+    @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
         info = command_queue(options["queue"]).info(options["tag"])
         if info is None:

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ... import conf
 from ...queue import get_queue
 from ...schedules import Scheduler
+from ..errors import redis_errors
 
 
 class Command(BaseCommand):
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="One full pass, then exit.")
         parser.add_argument("--queues", default=None, help="Comma-separated (default: all).")
 
+    @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
         configured = conf.get_config().queues
         names = (

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ...schedules import Scheduler
+from ..errors import redis_errors
 
 
 def _when(ms: int | None) -> str:
@@ -22,6 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("action", choices=["list", "sync", "pause", "resume"])
         parser.add_argument("name", nargs="?")
 
+    @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
         scheduler = Scheduler()
         action, name = options["action"], options["name"]

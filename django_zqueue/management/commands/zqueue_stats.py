@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ... import conf
 from ...queue import get_queue
+from ..errors import redis_errors
 
 
 class Command(BaseCommand):
@@ -24,6 +25,7 @@ class Command(BaseCommand):
             help="print the Prometheus text format (needs the 'prometheus' extra)",
         )
 
+    @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
         if options["prometheus"]:
             from ...metrics import exposition

@@ -93,6 +93,11 @@ class Command(BaseCommand):
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             logging.getLogger("django_zqueue").addHandler(handler)
+        if options["verbosity"] == 1:  # per-job lines cost the hot path: DEBUG, on demand
+            logging.getLogger("django_zqueue.worker").info(
+                'event=worker_logging per_job=off hint="-v 2 logs one line per job '
+                '(job_start, job_done); failures are logged at every verbosity"'
+            )
         registry.autodiscover()
         try:
             warning = eviction_warning(get_client(config))

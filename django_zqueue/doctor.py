@@ -1,0 +1,469 @@
+"""``manage.py zqueue_doctor``: the first things that go wrong, diagnosed on the live Redis.
+
+Each diagnosis is a :class:`Finding` with a level, a topic, what was found and what to
+do. Nothing here writes to Redis; the database is read only for the admin permissions.
+The page docs/troubleshooting.md lists the same diagnoses with their symptoms.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import conf
+
+Level = Literal["ok", "note", "warning", "error"]
+
+#: a delayed job due, or a lease expired, this long ago is one no scanner has handled
+#: (an embedded scanner passes every 2 s, ``zqueue_scanner`` every 1 s)
+SCANNER_SLACK_MS = 30_000
+#: a periodic schedule whose next tick is this late is one no scanner fires
+SCHEDULE_SLACK_MS = 60_000
+#: worker threads seen within this many seconds count as live (Queue.live_threads)
+LIVE_WITHIN = 30.0
+#: clock skew between this host and Redis: a warning from here, an error from CLOCK_ERROR
+CLOCK_WARNING_MS = 1_000
+CLOCK_ERROR_MS = 30_000
+MIN_REDIS = (7, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    level: Level
+    topic: str
+    message: str
+    fix: str = ""  # what to do; empty when there is nothing to do
+
+    def line(self) -> str:
+        """One line: ``LEVEL    topic: message -> fix``."""
+        label = self.level if self.level in ("ok", "note") else self.level.upper()
+        return f"{label:<8} {self.topic}: {self.message}" + (f" -> {self.fix}" if self.fix else "")
+
+
+def _ago(ms: float) -> str:
+    seconds = ms / 1000
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def redis_error_parts(exc: BaseException) -> tuple[str, str]:
+    """(what went wrong with Redis, what to check) for an error of redis-py, or a
+    :class:`~django_zqueue.exceptions.QueueUnavailable` wrapping one."""
+    import redis
+
+    from .exceptions import QueueUnavailable
+
+    if isinstance(exc, QueueUnavailable) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    try:
+        url = conf.redacted_url(conf.get_config().redis_url)
+    except Exception:  # settings unreadable: the checks say why
+        url = "ZQUEUE['REDIS_URL']"
+    detail = (str(exc).strip() or type(exc).__name__).rstrip(".")
+    if isinstance(exc, redis.AuthenticationError):
+        return (
+            f"Redis at {url} refused the login: {detail}",
+            "check the user name and password in ZQUEUE['REDIS_URL']",
+        )
+    if isinstance(exc, redis.ReadOnlyError):
+        return (
+            f"Redis at {url} is a read-only replica: {detail}",
+            "point ZQUEUE['REDIS_URL'] at the master",
+        )
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return (
+            f"Redis at {url} refused a command: {detail}",
+            "give the ACL user of ZQUEUE['REDIS_URL'] the rules in docs/operations.md "
+            "(A Redis user for django_zqueue)",
+        )
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        return (
+            f"Redis at {url} is out of memory: {detail}",
+            "raise maxmemory, or drain or purge queues (python manage.py zqueue_stats shows "
+            "what they hold)",
+        )
+    return (
+        f"cannot reach Redis at {url}: {detail}",
+        "check that Redis is running there and that ZQUEUE['REDIS_URL'] points to it",
+    )
+
+
+def diagnose() -> list[Finding]:
+    """Every diagnosis, in the order of docs/troubleshooting.md. Stops after the
+    settings when they are invalid, and after the connection when Redis cannot be
+    reached: the rest needs both."""
+    findings = list(_settings())
+    if any(f.level == "error" for f in findings):
+        return findings
+    config = conf.get_config()
+    reached = list(_redis(config))
+    findings += reached
+    if any(f.level == "error" for f in reached):
+        return findings
+    from .connection import get_client
+
+    client = get_client(config)
+    findings += _memory(client)
+    findings += _clock(config)
+    findings += _tasks()
+    for name in config.queues:
+        findings += _queue(name)
+    findings += _schedules()
+    findings += _admin()
+    return findings
+
+
+# ------------------------------------------------------------------ settings and tasks
+
+
+def _settings() -> Iterator[Finding]:
+    """The app's system checks (settings, schedules in settings, tasks' queues)."""
+    from django.core import checks
+
+    messages = [
+        m
+        for m in checks.run_checks(tags=["django_zqueue"])
+        if (m.id or "").startswith("django_zqueue.")
+    ]
+    for m in messages:
+        level: Level = "error" if m.level >= checks.ERROR else "warning"
+        yield Finding(level, "settings", f"({m.id}) {m.msg}", m.hint or "")
+    if not messages:
+        yield Finding("ok", "settings", "ZQUEUE passes the system checks")
+
+
+def _tasks() -> Iterator[Finding]:
+    from . import registry
+
+    registry.autodiscover()
+    names = sorted(registry.all_tasks())
+    if not names:
+        yield Finding(
+            "warning",
+            "tasks",
+            "no @task is registered, so a worker has nothing it may run",
+            "define tasks in a module named tasks.py in an installed app (the worker imports "
+            "<app>.tasks of every app in INSTALLED_APPS)",
+        )
+        return
+    yield Finding("ok", "tasks", f"{_plural(len(names), 'task')} registered")
+
+
+# ------------------------------------------------------------------ Redis
+
+
+def _infos(client: Any, section: str) -> dict[str, dict[str, Any]]:
+    """``INFO section`` of the server, or of every master of a cluster (keyed by node)."""
+    from .connection import is_cluster
+
+    if is_cluster(client):
+        return dict(client.info(section, target_nodes=client.PRIMARIES))
+    return {"": client.info(section)}
+
+
+def _redis(config: conf.Config) -> Iterator[Finding]:
+    import redis
+
+    from .connection import UNAVAILABLE_ERRORS, get_client
+    from .exceptions import QueueUnavailable
+
+    url = conf.redacted_url(config.redis_url)
+    try:
+        client = get_client(config)
+        t0 = time.perf_counter()
+        client.ping()
+        ms = (time.perf_counter() - t0) * 1000
+        servers = _infos(client, "server")
+    except (QueueUnavailable, redis.exceptions.NoPermissionError, *UNAVAILABLE_ERRORS) as exc:
+        yield Finding("error", "redis", *redis_error_parts(exc))
+        return
+    versions = sorted({str(info.get("redis_version", "?")) for info in servers.values()})
+    yield Finding("ok", "redis", f"{url} answers in {ms:.1f} ms (Redis {', '.join(versions)})")
+    for version in versions:
+        parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+        if len(parts) == 2 and parts < MIN_REDIS:
+            yield Finding(
+                "error",
+                "redis",
+                f"Redis {version} is older than 7.0, which django_zqueue needs",
+                "upgrade Redis (or use Valkey 7.2+)",
+            )
+
+
+def _memory(client: Any) -> Iterator[Finding]:
+    from .checks import eviction_warning
+
+    warning = eviction_warning(client)
+    if warning:
+        yield Finding(
+            "warning",
+            "eviction",
+            warning.rsplit(". Set ", 1)[0],
+            "CONFIG SET maxmemory-policy noeviction, and the same in redis.conf "
+            "(docs/operations.md, Redis configuration)",
+        )
+    else:
+        yield Finding("ok", "eviction", "maxmemory-policy is noeviction")
+    for node, info in _infos(client, "memory").items():
+        used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+        where = f" on {node}" if node else ""
+        if limit and used > 0.8 * limit:
+            yield Finding(
+                "warning",
+                "memory",
+                f"Redis{where} uses {used * 100 // limit}% of its maxmemory ({used} of {limit} "
+                "bytes): at 100% every enqueue fails",
+                "raise maxmemory, or drain or purge queues (zqueue_stats shows what they hold)",
+            )
+    for node, info in _infos(client, "persistence").items():
+        if str(info.get("aof_enabled", "1")) == "0":
+            where = f" on {node}" if node else ""
+            yield Finding(
+                "note",
+                "persistence",
+                f"AOF is off{where}: if Redis restarts, the jobs written since its last "
+                "snapshot are lost",
+                "for production: appendonly yes (docs/operations.md, Redis configuration)",
+            )
+
+
+def _clock(config: conf.Config) -> Iterator[Finding]:
+    """This host's clock against Redis' (the scripts use Redis TIME; enqueue_at() and the
+    workers' liveness use the hosts' clocks)."""
+    from .connection import get_client, server_time_ms
+
+    client = get_client(config)
+    key = next(iter(config.queues), "default")
+    before = time.time() * 1000
+    redis_ms = server_time_ms(client, "{%s:%s}:ready" % (config.prefix, key))  # noqa: UP031
+    after = time.time() * 1000
+    skew = redis_ms - (before + after) / 2
+    if abs(skew) < CLOCK_WARNING_MS:
+        yield Finding("ok", "clock", f"this host and Redis agree within {abs(skew):.0f} ms")
+        return
+    way = "behind" if skew > 0 else "ahead of"
+    yield Finding(
+        "error" if abs(skew) >= CLOCK_ERROR_MS else "warning",
+        "clock",
+        f"this host's clock is {abs(skew) / 1000:.1f} s {way} Redis': enqueue_at() times "
+        "shift by as much, and from 30 s the workers of other hosts look dead",
+        "synchronise the clocks with NTP (timedatectl set-ntp true, or chrony) on this host "
+        "and on Redis' host",
+    )
+
+
+# ------------------------------------------------------------------ queues
+
+
+def _queue(name: str) -> Iterator[Finding]:
+    from .connection import server_time_ms, unavailable_as_error
+    from .queue import get_queue
+
+    q = get_queue(name)
+    counts = q.counts()
+    threads = q.live_threads(LIVE_WITHIN)
+    with unavailable_as_error():
+        now = server_time_ms(q.client, q.keys.ready)
+        late: dict[str, tuple[int, float]] = {}
+        for kind in ("delayed", "leased"):
+            pipe = q.client.pipeline(transaction=False)
+            for k in q.part_keys:
+                key = getattr(k, kind)
+                pipe.zcount(key, "-inf", now - SCANNER_SLACK_MS)
+                pipe.zrange(key, 0, 0, withscores=True)
+            replies = pipe.execute()
+            count = sum(int(c) for c in replies[0::2])
+            oldest = min((r[0][1] for r in replies[1::2] if r), default=now)
+            late[kind] = (count, now - oldest)
+    state = (
+        f"{counts['ready']} ready, {counts['delayed']} delayed, {counts['inflight']} running, "
+        f"{counts['dead']} dead"
+    )
+    if threads:
+        yield Finding(
+            "ok", "workers", f"queue {name!r}: {_plural(threads, 'worker thread')} live; {state}"
+        )
+    elif counts["ready"]:
+        yield Finding(
+            "error",
+            "workers",
+            f"queue {name!r}: {_plural(counts['ready'], 'job')} ready and no live worker (none "
+            f"seen in the last {LIVE_WITHIN:.0f} s)",
+            f"start one: python manage.py zqueue_worker --queues {name} (or read the logs of "
+            "the one that should run)",
+        )
+    else:
+        yield Finding("note", "workers", f"queue {name!r}: no live worker; {state}")
+    delayed, delayed_by = late["delayed"]
+    if delayed:
+        yield Finding(
+            "error",
+            "scanner",
+            f"queue {name!r}: {_plural(delayed, 'delayed job')} due for up to "
+            f"{_ago(delayed_by)} and still waiting: no worker claims from this queue and no "
+            "scanner runs",
+            f"run a worker (its embedded scanner promotes them: no --no-scanner), or python "
+            f"manage.py zqueue_scanner --queues {name}",
+        )
+    leased, leased_by = late["leased"]
+    if leased:
+        yield Finding(
+            "error",
+            "scanner",
+            f"queue {name!r}: {_plural(leased, 'lease')} expired up to {_ago(leased_by)} ago "
+            "and not recovered: no scanner runs, so those jobs are neither retried nor dead",
+            "run a worker without --no-scanner, or python manage.py zqueue_scanner "
+            f"--queues {name}",
+        )
+    if counts["dead"]:
+        newest = q.dead_letters(limit=1)
+        error = (newest[0].last_error or "").splitlines()[:1] if newest else []
+        yield Finding(
+            "warning",
+            "dead letters",
+            f"queue {name!r}: {_plural(counts['dead'], 'dead letter')}"
+            + (f"; the newest failed with: {error[0][:200]}" if error else ""),
+            f"python manage.py zqueue_dead {name} list, then requeue or purge",
+        )
+
+
+# ------------------------------------------------------------------ schedules
+
+
+def _schedules() -> Iterator[Finding]:
+    from .exceptions import ZQueueError
+    from .schedules import Scheduler
+
+    try:
+        scheduler = Scheduler()
+    except (ZQueueError, ValueError, TypeError) as exc:
+        yield Finding(
+            "error",
+            "schedules",
+            f"a periodic schedule is invalid: {exc}",
+            "fix it where it is declared (@task(cron=...), @periodic or ZQUEUE['SCHEDULES'])",
+        )
+        return
+    declared = scheduler.schedules
+    stored = {row["name"]: row for row in scheduler.listing()}
+    if not declared and not stored:
+        yield Finding("note", "schedules", "no periodic schedule is declared")
+        return
+    now = scheduler.now_ms()
+    problems = 0
+    for name in sorted(set(declared) - set(stored)):
+        problems += 1
+        yield Finding(
+            "warning",
+            "schedules",
+            f"schedule {name!r} is declared but not in Redis, so it never fires: no worker "
+            "or scanner has started since it was added",
+            "start a worker or zqueue_scanner (they sync at start), or python manage.py "
+            "zqueue_schedules sync",
+        )
+    for name in sorted(set(stored) - set(declared)):
+        problems += 1
+        yield Finding(
+            "note",
+            "schedules",
+            f"schedule {name!r} is in Redis but no longer declared; the next sync removes it",
+        )
+    for name, row in sorted(stored.items()):
+        if row["paused"]:
+            problems += 1
+            yield Finding(
+                "note",
+                "schedules",
+                f"schedule {name!r} is paused",
+                f"python manage.py zqueue_schedules resume {name}",
+            )
+        elif row["next_ms"] is not None and row["next_ms"] < now - SCHEDULE_SLACK_MS:
+            problems += 1
+            yield Finding(
+                "error",
+                "schedules",
+                f"schedule {name!r} is {_ago(now - row['next_ms'])} late: no scanner fires it",
+                f"run a worker without --no-scanner, or python manage.py zqueue_scanner "
+                f"--queues {row['queue']}",
+            )
+    if not problems:
+        yield Finding("ok", "schedules", f"{_plural(len(stored), 'schedule')} in Redis, none late")
+
+
+# ------------------------------------------------------------------ admin
+
+
+def _admin() -> Iterator[Finding]:
+    from django.apps import apps
+
+    if not apps.is_installed("django.contrib.admin") or not apps.is_installed(
+        "django.contrib.auth"
+    ):
+        yield Finding("note", "admin", "django.contrib.admin is not installed: no dashboard")
+        return
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+    from django.core.exceptions import FieldError
+    from django.db import DatabaseError
+    from django.db.models import Q
+
+    wanted = {"view_queue", "view_payload", "manage_dead_letters"}
+    try:
+        perms = {
+            p.codename: p
+            for p in Permission.objects.filter(
+                content_type__app_label="django_zqueue", codename__in=wanted
+            )
+        }
+        missing = sorted(wanted - set(perms))
+        lacking = 0
+        if not missing:
+            User = get_user_model()
+            view = perms["view_queue"]
+            lacking = (
+                User._default_manager.filter(is_staff=True, is_superuser=False)
+                .exclude(Q(user_permissions=view) | Q(groups__permissions=view))
+                .distinct()
+                .count()
+            )
+    except DatabaseError as exc:
+        yield Finding(
+            "warning",
+            "admin",
+            f"cannot read the permissions from the database: {str(exc).strip()}",
+            "python manage.py migrate",
+        )
+        return
+    except FieldError:  # a custom user model without is_staff or is_superuser
+        lacking = 0
+    if missing:
+        yield Finding(
+            "warning",
+            "admin",
+            f"the permissions {', '.join(missing)} are not in the database: only superusers "
+            "see the dashboard",
+            "python manage.py migrate (it creates them; the app has no table)",
+        )
+    elif lacking:
+        yield Finding(
+            "note",
+            "admin",
+            f"{_plural(lacking, 'staff user')} without django_zqueue.view_queue: "
+            "ZQueue > Queues is not in their admin",
+            "grant 'Can view queue' (and 'Can see job arguments and errors', 'Can requeue, "
+            "delete and purge dead letters' as needed) in Authentication and Authorization > "
+            "Groups",
+        )
+    else:
+        yield Finding("ok", "admin", "the dashboard's permissions exist (ZQueue > Queues)")
