@@ -23,6 +23,7 @@ from django_zqueue import conf, get_queue, signals
 from django_zqueue.connection import is_cluster
 from django_zqueue.task import Job
 from django_zqueue.worker import Worker
+from django_zqueue.worker.consumer import Consumer
 from testproject.demo import tasks
 from testproject.demo.models import Article
 
@@ -596,30 +597,31 @@ def test_worker_survives_script_flush(project: dict[str, str], redis_client: Any
 def test_adaptive_batch_size() -> None:
     w = Worker(["default"])  # prefetch None: auto
     assert w.auto_prefetch and w.prefetch == 20
-    assert w._next_batch(1, 1, -1.0) == 1  # nothing ran yet
-    assert w._next_batch(1, 1, 0.0005) == 2  # a full claim of short jobs doubles
-    assert w._next_batch(16, 16, 0.0005) == 20  # up to the maximum
-    assert w._next_batch(20, 7, 0.0005) == 1  # a short claim: the line is short
-    assert w._next_batch(8, 8, 0.01) == 5  # never more than ~50 ms of work
-    assert w._next_batch(8, 8, 2.0) == 1  # slow jobs: one at a time
+    c = Consumer(w)
+    assert c.next_batch(1, 1, -1.0) == 1  # nothing ran yet
+    assert c.next_batch(1, 1, 0.0005) == 2  # a full claim of short jobs doubles
+    assert c.next_batch(16, 16, 0.0005) == 20  # up to the maximum
+    assert c.next_batch(20, 7, 0.0005) == 1  # a short claim: the line is short
+    assert c.next_batch(8, 8, 0.01) == 5  # never more than ~50 ms of work
+    assert c.next_batch(8, 8, 2.0) == 1  # slow jobs: one at a time
     fixed = Worker(["default"], prefetch=4)
-    assert not fixed.auto_prefetch and fixed._next_batch(1, 0, 5.0) == 4
+    assert not fixed.auto_prefetch and Consumer(fixed).next_batch(1, 0, 5.0) == 4
 
 
 def test_adaptive_prefetch_grows_on_a_long_line(
     project: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sizes: list[int] = []
-    real = Worker._next_batch
+    real = Consumer.next_batch
 
-    def record(self: Worker, want: int, got: int, per_job: float) -> int:
+    def record(self: Consumer, want: int, got: int, per_job: float) -> int:
         sizes.append(real(self, want, got, per_job))
         return sizes[-1]
 
-    monkeypatch.setattr(Worker, "_next_batch", record)
+    monkeypatch.setattr(Consumer, "next_batch", record)
     # the ~50 ms cap on held work is tested above; here a loaded machine must not make
     # the short jobs look slow enough to stop the growth
-    monkeypatch.setattr("django_zqueue.worker.AUTO_HOLD_SECONDS", 60.0)
+    monkeypatch.setattr("django_zqueue.worker.consumer.AUTO_HOLD_SECONDS", 60.0)
     ledger = tmp_path / "ledger"
     tasks.record.enqueue_many([(str(ledger), i) for i in range(120)])
     w = burst()
@@ -635,15 +637,17 @@ def test_a_slow_job_hands_its_prefetched_jobs_back(project: dict[str, str]) -> N
     q.publish({"task": "x"}, tag="behind")
     msgs, _ = q.claim(4, "me")
     w = Worker(["default"])
-    w._hold(q, msgs)
-    assert w._start(q, msgs[0])  # running for 2 s, the other three waiting behind it
-    w._held[(q.name, msgs[0].tag)].started -= 2.0
-    w._hand_back_waiting(time.monotonic())
+    w.leases.hold(q, msgs)
+    assert w.leases.start(q, msgs[0])  # running for 2 s, the other three waiting behind it
+    running = w.leases.get(q, msgs[0])
+    assert running is not None
+    running.started -= 2.0
+    w.leases.hand_back_waiting(time.monotonic())
     assert [q.rank(t) for t in tags[1:]] == [0, 1, 2]  # at their place, ahead of "behind"
     assert q.rank("behind") == 3 and q.state(tags[0]) == "leased"
-    assert not any(w._start(q, m) for m in msgs[1:])  # the consumer will not run them
+    assert not any(w.leases.start(q, m) for m in msgs[1:])  # the consumer will not run them
     assert all(i is not None and i.attempts == 0 for i in map(q.info, tags[1:]))
-    assert w._claimed == 1
+    assert w.leases.claimed == 1
 
 
 def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -> None:
@@ -651,12 +655,13 @@ def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -
 
     q = get_queue("default")
     w = Worker(["default"])
-    assert w._wait(0.2, 1) is None  # no wake-up token: nothing claimed
+    c = Consumer(w)
+    assert c.wait(0.2, 1) is None  # no wake-up token: nothing claimed
     timer = threading.Timer(0.2, lambda: q.publish({"task": "x"}, tag="late"))
     timer.start()
-    woke = w._wait(1.0, 5)
+    woke = c.wait(1.0, 5)
     timer.join()
-    if is_cluster(w._client):  # on a Redis Cluster the wait only wakes; the loop claims
+    if is_cluster(w.client):  # on a Redis Cluster the wait only wakes; the loop claims
         assert woke is None and q.state("late") == "ready"
         return
     assert woke is not None
@@ -666,4 +671,4 @@ def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -
     # a token with nothing left to claim: None, and the token is used up
     assert q.ack(msgs[0])
     q.client.lpush(q.notify_keys[0], "1")
-    assert w._wait(1.0, 1) is None and q.client.llen(q.notify_keys[0]) == 0
+    assert c.wait(1.0, 1) is None and q.client.llen(q.notify_keys[0]) == 0
