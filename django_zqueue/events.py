@@ -17,7 +17,7 @@ from django.dispatch import Signal
 log = logging.getLogger("django_zqueue.worker")
 
 
-def kv(**fields: Any) -> str:
+def kv(**fields: object) -> str:
     """One log line: ``key=value`` pairs, a string value with spaces JSON-quoted."""
     return " ".join(
         f"{k}={json.dumps(v) if isinstance(v, str) and ' ' in v else v}" for k, v in fields.items()

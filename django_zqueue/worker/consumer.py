@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import backend_runner
 from ..connection import is_cluster, wait_any
@@ -49,10 +49,10 @@ class Finished:
         return batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
 
 
-def send(queue: Queue, batch: Batch) -> list[Any]:
+def _send(queue: Queue, batch: Batch) -> None:
     """Send ``batch``; a failure to send it is QueueUnavailable (the loop retries)."""
     try:
-        return queue.send(batch)
+        queue.send(batch)
     except QueueUnavailable:
         raise
     except Exception as exc:
@@ -228,7 +228,7 @@ class Consumer:
         pending = [f.add_to(batch) for f in self.done]
         plan = q.plan_claim(budget, self.worker.id)
         claimed = batch.add(plan.call)
-        send(q, batch)
+        _send(q, batch)
         self.outcomes_sent(pending)
         if claimed.failed is not None:
             raise QueueUnavailable(str(claimed.failed))
@@ -241,7 +241,7 @@ class Consumer:
         q = self.done[0].queue
         batch = q.batch()
         pending = [f.add_to(batch) for f in self.done]
-        send(q, batch)
+        _send(q, batch)
         self.outcomes_sent(pending)
 
     def outcomes_sent(self, pending: list[Pending[bool] | Pending[NackResult]]) -> None:
