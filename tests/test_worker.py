@@ -42,6 +42,15 @@ def burst(**kwargs: Any) -> Worker:
     return w
 
 
+def test_the_package_exports_current_job_without_importing_the_worker() -> None:
+    code = (
+        "import sys, django_zqueue\n"
+        "assert django_zqueue.current_job() is None\n"
+        "assert not [m for m in sys.modules if m.startswith('django_zqueue.worker')]\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
 # ------------------------------------------------------------------ @task
 
 
@@ -167,6 +176,29 @@ def test_failures_retry_then_dead_letter(project: dict[str, str], tmp_path: Path
     assert info is not None and info.state == "dead"
     assert info.last_error is not None and "RuntimeError: this task always fails" in info.last_error
     assert "Traceback" in info.last_error
+
+
+def test_on_failure_hook_runs_once_when_the_job_is_dead(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    import dataclasses
+
+    from django_zqueue import registry
+
+    calls: list[tuple[Any, BaseException | None]] = []
+    hooked = dataclasses.replace(
+        tasks.always_fails, on_failure=lambda job, exc: calls.append((job, exc))
+    )
+    registry.register(hooked)  # the same function: replaces the registered task
+    try:
+        job = tasks.always_fails.enqueue(str(tmp_path / "ledger"))
+        w = burst()
+    finally:
+        registry.register(tasks.always_fails)
+    assert w.processed == 3 and w.failed == 3  # two retries, then dead
+    assert len(calls) == 1  # not for the retried attempts
+    ctx, exc = calls[0]
+    assert ctx.id == job.id and ctx.attempt == 3 and isinstance(exc, RuntimeError)
 
 
 def test_flaky_task_succeeds_on_retry(project: dict[str, str], tmp_path: Path) -> None:
