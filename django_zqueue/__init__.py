@@ -28,6 +28,8 @@ __all__ = [
     "task",
 ]
 
+# Importing these modules does not touch settings or Redis: safe before django.setup().
+from .context import JobContext, current_job
 from .exceptions import (
     ConfigurationError,
     DuplicateJob,
@@ -37,8 +39,5 @@ from .exceptions import (
     UnknownQueue,
     ZQueueError,
 )
-
-# Importing these modules does not touch settings or Redis: safe before django.setup().
 from .queue import JobInfo, Message, Queue, ScanResult, get_queue
 from .task import Job, Task, task
-from .worker import JobContext, current_job

@@ -23,6 +23,7 @@ from django_zqueue import conf, get_queue, signals
 from django_zqueue.connection import is_cluster
 from django_zqueue.task import Job
 from django_zqueue.worker import Worker
+from django_zqueue.worker.consumer import Consumer
 from testproject.demo import tasks
 from testproject.demo.models import Article
 
@@ -39,6 +40,15 @@ def burst(**kwargs: Any) -> Worker:
     w = Worker(["default"], burst=True, scan_interval=0.05, **kwargs)
     w.run()
     return w
+
+
+def test_the_package_exports_current_job_without_importing_the_worker() -> None:
+    code = (
+        "import sys, django_zqueue\n"
+        "assert django_zqueue.current_job() is None\n"
+        "assert not [m for m in sys.modules if m.startswith('django_zqueue.worker')]\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
 
 
 # ------------------------------------------------------------------ @task
@@ -166,6 +176,29 @@ def test_failures_retry_then_dead_letter(project: dict[str, str], tmp_path: Path
     assert info is not None and info.state == "dead"
     assert info.last_error is not None and "RuntimeError: this task always fails" in info.last_error
     assert "Traceback" in info.last_error
+
+
+def test_on_failure_hook_runs_once_when_the_job_is_dead(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    import dataclasses
+
+    from django_zqueue import registry
+
+    calls: list[tuple[Any, BaseException | None]] = []
+    hooked = dataclasses.replace(
+        tasks.always_fails, on_failure=lambda job, exc: calls.append((job, exc))
+    )
+    registry.register(hooked)  # the same function: replaces the registered task
+    try:
+        job = tasks.always_fails.enqueue(str(tmp_path / "ledger"))
+        w = burst()
+    finally:
+        registry.register(tasks.always_fails)
+    assert w.processed == 3 and w.failed == 3  # two retries, then dead
+    assert len(calls) == 1  # not for the retried attempts
+    ctx, exc = calls[0]
+    assert ctx.id == job.id and ctx.attempt == 3 and isinstance(exc, RuntimeError)
 
 
 def test_flaky_task_succeeds_on_retry(project: dict[str, str], tmp_path: Path) -> None:
@@ -596,30 +629,31 @@ def test_worker_survives_script_flush(project: dict[str, str], redis_client: Any
 def test_adaptive_batch_size() -> None:
     w = Worker(["default"])  # prefetch None: auto
     assert w.auto_prefetch and w.prefetch == 20
-    assert w._next_batch(1, 1, -1.0) == 1  # nothing ran yet
-    assert w._next_batch(1, 1, 0.0005) == 2  # a full claim of short jobs doubles
-    assert w._next_batch(16, 16, 0.0005) == 20  # up to the maximum
-    assert w._next_batch(20, 7, 0.0005) == 1  # a short claim: the line is short
-    assert w._next_batch(8, 8, 0.01) == 5  # never more than ~50 ms of work
-    assert w._next_batch(8, 8, 2.0) == 1  # slow jobs: one at a time
+    c = Consumer(w)
+    assert c.next_batch(1, 1, -1.0) == 1  # nothing ran yet
+    assert c.next_batch(1, 1, 0.0005) == 2  # a full claim of short jobs doubles
+    assert c.next_batch(16, 16, 0.0005) == 20  # up to the maximum
+    assert c.next_batch(20, 7, 0.0005) == 1  # a short claim: the line is short
+    assert c.next_batch(8, 8, 0.01) == 5  # never more than ~50 ms of work
+    assert c.next_batch(8, 8, 2.0) == 1  # slow jobs: one at a time
     fixed = Worker(["default"], prefetch=4)
-    assert not fixed.auto_prefetch and fixed._next_batch(1, 0, 5.0) == 4
+    assert not fixed.auto_prefetch and Consumer(fixed).next_batch(1, 0, 5.0) == 4
 
 
 def test_adaptive_prefetch_grows_on_a_long_line(
     project: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sizes: list[int] = []
-    real = Worker._next_batch
+    real = Consumer.next_batch
 
-    def record(self: Worker, want: int, got: int, per_job: float) -> int:
+    def record(self: Consumer, want: int, got: int, per_job: float) -> int:
         sizes.append(real(self, want, got, per_job))
         return sizes[-1]
 
-    monkeypatch.setattr(Worker, "_next_batch", record)
+    monkeypatch.setattr(Consumer, "next_batch", record)
     # the ~50 ms cap on held work is tested above; here a loaded machine must not make
     # the short jobs look slow enough to stop the growth
-    monkeypatch.setattr("django_zqueue.worker.AUTO_HOLD_SECONDS", 60.0)
+    monkeypatch.setattr("django_zqueue.worker.consumer.AUTO_HOLD_SECONDS", 60.0)
     ledger = tmp_path / "ledger"
     tasks.record.enqueue_many([(str(ledger), i) for i in range(120)])
     w = burst()
@@ -635,15 +669,17 @@ def test_a_slow_job_hands_its_prefetched_jobs_back(project: dict[str, str]) -> N
     q.publish({"task": "x"}, tag="behind")
     msgs, _ = q.claim(4, "me")
     w = Worker(["default"])
-    w._hold(q, msgs)
-    assert w._start(q, msgs[0])  # running for 2 s, the other three waiting behind it
-    w._held[(q.name, msgs[0].tag)].started -= 2.0
-    w._hand_back_waiting(time.monotonic())
+    w.leases.hold(q, msgs)
+    assert w.leases.start(q, msgs[0])  # running for 2 s, the other three waiting behind it
+    running = w.leases.get(q, msgs[0])
+    assert running is not None
+    running.started -= 2.0
+    w.leases.hand_back_waiting(time.monotonic())
     assert [q.rank(t) for t in tags[1:]] == [0, 1, 2]  # at their place, ahead of "behind"
     assert q.rank("behind") == 3 and q.state(tags[0]) == "leased"
-    assert not any(w._start(q, m) for m in msgs[1:])  # the consumer will not run them
+    assert not any(w.leases.start(q, m) for m in msgs[1:])  # the consumer will not run them
     assert all(i is not None and i.attempts == 0 for i in map(q.info, tags[1:]))
-    assert w._claimed == 1
+    assert w.leases.claimed == 1
 
 
 def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -> None:
@@ -651,12 +687,13 @@ def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -
 
     q = get_queue("default")
     w = Worker(["default"])
-    assert w._wait(0.2, 1) is None  # no wake-up token: nothing claimed
+    c = Consumer(w)
+    assert c.wait(0.2, 1) is None  # no wake-up token: nothing claimed
     timer = threading.Timer(0.2, lambda: q.publish({"task": "x"}, tag="late"))
     timer.start()
-    woke = w._wait(1.0, 5)
+    woke = c.wait(1.0, 5)
     timer.join()
-    if is_cluster(w._client):  # on a Redis Cluster the wait only wakes; the loop claims
+    if is_cluster(w.client):  # on a Redis Cluster the wait only wakes; the loop claims
         assert woke is None and q.state("late") == "ready"
         return
     assert woke is not None
@@ -666,4 +703,4 @@ def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -
     # a token with nothing left to claim: None, and the token is used up
     assert q.ack(msgs[0])
     q.client.lpush(q.notify_keys[0], "1")
-    assert w._wait(1.0, 1) is None and q.client.llen(q.notify_keys[0]) == 0
+    assert c.wait(1.0, 1) is None and q.client.llen(q.notify_keys[0]) == 0

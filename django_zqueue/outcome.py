@@ -1,0 +1,114 @@
+"""How one run of a job ended, as the worker reports it to Redis: a :class:`Success` is
+acked (``ack.lua``, keeping its result), a :class:`Failure` nacked (``nack.lua``: retried
+after ``retry_in`` seconds, or dead).
+
+Both runners return one: the worker's for registered tasks
+(:mod:`django_zqueue.worker.runner`) and the Django Tasks runner
+(:mod:`django_zqueue.backend_runner`). The worker sends the outcomes of finished jobs in
+one round trip with its next claim, then acts on the replies: a failure hook for a job
+the nack buried, the record of a Django task (:class:`TaskRecord`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from . import signals
+from .context import JobContext
+from .events import kv, log, send
+from .queue import NO_RESULT
+
+if TYPE_CHECKING:
+    from .task import Task
+
+#: a task's ``on_failure``, called as ``on_failure(job, exc)`` once the job is dead
+FailureHook: TypeAlias = Callable[[JobContext, BaseException | None], object]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """The result record of a Django task's run (see :mod:`~django_zqueue.backend_runner`),
+    stored or announced once the outcome was sent."""
+
+    data: dict[str, Any]
+    ttl: float  # seconds the record is kept (the backend's RESULT_TTL)
+    signalled: bool = False  # task_finished already sent (a failure known to be final)
+
+
+@dataclass(frozen=True, slots=True)
+class Success:
+    """The job ran: ack it, keeping ``result`` for ``result_ttl`` seconds."""
+
+    result_ttl: float
+    run_ms: int  # the run's duration, added to the queue's run_ms counter
+    result: Any = NO_RESULT  # NO_RESULT: nothing is kept
+    finished: float = field(default_factory=time.monotonic)  # monotonic end of the run
+    record: TaskRecord | None = None  # a Django task's record (the result itself)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The job failed: nack it, retried in ``retry_in`` seconds while attempts are left,
+    or dead at once with ``dead`` (a rerun cannot help)."""
+
+    error: str  # kept as the job's last error (the traceback)
+    retry_in: float
+    dead: bool
+    context: JobContext
+    exception: BaseException | None = None  # None: the job never ran (unknown task...)
+    on_failure: FailureHook | None = None  # called when the nack buried the job
+    finished: float = field(default_factory=time.monotonic)
+    record: TaskRecord | None = None  # a Django task's record, stored after the nack
+
+
+Outcome: TypeAlias = Success | Failure
+
+
+def failed(
+    ctx: JobContext,
+    task: Task[..., Any] | None,
+    error: str,
+    exc: BaseException | None,
+    *,
+    dead: bool,
+) -> Failure:
+    """The Failure of a run, announced: ``job_failed`` signal and a ``job_failed`` log
+    line. Its retry delay is the task's backoff, else the queue's, for this attempt."""
+    queue, msg = ctx.queue, ctx.message
+    will_retry = not dead and msg.attempt <= msg.max_retries
+    backoff = (task.retry_backoff if task is not None else None) or queue.options.retry_backoff
+    send(
+        signals.job_failed,
+        sender=task,
+        job=ctx,
+        exception=exc,
+        traceback=error,
+        will_retry=will_retry,
+    )
+    log.warning(
+        kv(
+            event="job_failed",
+            queue=queue.name,
+            job=msg.tag,
+            task=ctx.task_name,
+            attempt=msg.attempt,
+            retry=will_retry,
+            error=error.splitlines()[0][:200],
+        )
+    )
+    return Failure(
+        error=error,
+        retry_in=backoff.delay(msg.attempt),
+        dead=dead,
+        context=ctx,
+        exception=exc,
+        on_failure=task.on_failure if task is not None else None,
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """``module.Class: message`` of an exception, as a job's error starts."""
+    return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"

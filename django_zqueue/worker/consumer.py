@@ -1,0 +1,271 @@
+"""One consumer thread of a worker: claim, run, report.
+
+A consumer claims a batch of jobs, runs them one after the other and keeps their
+outcomes until it next talks to Redis: then the acks and nacks of the finished jobs and
+its next claim go in one pipelined round trip (:meth:`Consumer.flush_and_claim`).
+Outcomes wait at most ~50 ms (a long batch flushes in between). Idle, it blocks on the
+queues' notify lists (:meth:`Consumer.wait`), with its claim in the same round trip.
+
+How many jobs a claim takes (prefetch) is fixed, or adaptive (:meth:`Consumer.next_batch`).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .. import backend_runner
+from ..connection import is_cluster, wait_any
+from ..events import kv, log
+from ..exceptions import QueueUnavailable
+from ..outcome import Outcome, Success
+from ..queue import Message, Queue
+from ..records import NackResult
+from ..scripts import Batch, Pending
+
+if TYPE_CHECKING:
+    from .worker import Worker
+
+AUTO_PREFETCH_MAX = 20  # adaptive prefetch: most jobs one claim takes
+AUTO_HOLD_SECONDS = 0.05  # adaptive prefetch: most work (estimated) one claim takes
+FLUSH_AFTER = 0.05  # seconds a finished job's outcome may wait for the next round trip
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A job that ran, and its outcome, not yet sent."""
+
+    queue: Queue
+    message: Message
+    outcome: Outcome
+
+    def add_to(self, batch: Batch) -> Pending[bool] | Pending[NackResult]:
+        """Queue its ack (a Success) or nack (a Failure) in ``batch``."""
+        out, q, msg = self.outcome, self.queue, self.message
+        if isinstance(out, Success):
+            return batch.add(q.ack_call(msg, out.result, out.result_ttl, out.run_ms))
+        return batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
+
+
+def _send(queue: Queue, batch: Batch) -> None:
+    """Send ``batch``; a failure to send it is QueueUnavailable (the loop retries)."""
+    try:
+        queue.send(batch)
+    except QueueUnavailable:
+        raise
+    except Exception as exc:
+        raise QueueUnavailable(str(exc)) from exc
+
+
+class Consumer:
+    """The loop of one consumer thread of ``worker`` (:meth:`run`)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.done: list[Finished] = []  # finished jobs whose outcome is not sent yet
+        self.want = 1 if worker.auto_prefetch else worker.prefetch  # next claim's size
+        self.per_job = -1.0  # moving average of this thread's job run times, s (-1: none yet)
+        self.backoff = 0.0  # seconds to wait after an error (doubles while errors last)
+
+    def run(self) -> None:
+        """Claim and run jobs until the worker stops (or, with ``burst``, runs dry)."""
+        w = self.worker
+        while True:
+            try:
+                if not self.step():
+                    return
+            except Exception as exc:  # Redis down, or a bug: never let the loop die
+                self.backoff = min(5.0, max(0.1, self.backoff * 2))
+                if not isinstance(exc, QueueUnavailable):
+                    log.exception(kv(event="consumer_error", worker=w.id))
+                log.warning(
+                    kv(
+                        event="redis_unavailable",
+                        worker=w.id,
+                        retry_in=self.backoff,
+                        error=str(exc),
+                    )
+                )
+                w.stopping.wait(self.backoff * (0.5 + random.random() / 2))
+
+    def step(self) -> bool:
+        """One claim (waiting for work when there is none) and the run of what it
+        brought. False when this consumer is done."""
+        w = self.worker
+        if w.stopping.is_set():
+            self.flush()
+            return False
+        budget = self.budget(self.want)
+        if budget == 0:
+            self.flush()
+            if w.max_jobs is not None and w.leases.claimed >= w.max_jobs:
+                w.stopping.set()
+            return False
+        queue, msgs, hints = self.claim(budget)
+        self.backoff = 0.0
+        if queue is None:
+            if w.burst and not any(h == 0 for h in hints):
+                return False
+            wait = min([*hints, 1.0])
+            woke = self.wait(wait, budget) if wait > 0 else None
+            if woke is None:
+                return True
+            queue, msgs = woke  # claimed in the wake-up's own round trip
+        self.run_batch(queue, msgs)
+        self.want = self.next_batch(budget, len(msgs), self.per_job)
+        return True
+
+    # ------------------------------------------------------------------ claiming
+
+    def order(self) -> list[Queue]:
+        """The worker's queues in the order to claim from."""
+        w = self.worker
+        if w.weights is None or len(w.queues) == 1:
+            return w.queues
+        # weighted: draw the first queue by weight, the others after it in order
+        first = random.choices(range(len(w.queues)), weights=w.weights)[0]
+        return [w.queues[first]] + [q for i, q in enumerate(w.queues) if i != first]
+
+    def budget(self, want: int) -> int:
+        """How many jobs the next claim may take (``max_jobs`` counts them all)."""
+        w = self.worker
+        if w.max_jobs is None:
+            return want
+        return max(0, min(want, w.max_jobs - w.leases.claimed))
+
+    def next_batch(self, want: int, got: int, per_job: float) -> int:
+        """Adaptive prefetch: the next claim's size after a claim of ``want`` brought
+        ``got`` jobs that ran ``per_job`` seconds each on average (recent jobs).
+
+        A full claim (the line is long) doubles the size, a short one (the line is
+        short) goes back to 1, and the size never holds more than AUTO_HOLD_SECONDS of
+        work: short jobs are claimed by the dozen, slow ones one at a time."""
+        w = self.worker
+        if not w.auto_prefetch:
+            return w.prefetch
+        size = min(w.prefetch, want * 2) if got >= want else 1
+        if per_job < 0:  # nothing ran yet: no estimate
+            return 1
+        return max(1, min(size, int(AUTO_HOLD_SECONDS / max(per_job, 1e-4))))
+
+    def claim(self, budget: int) -> tuple[Queue | None, list[Message], list[float]]:
+        """Claim up to ``budget`` jobs from the first queue in order that has some (the
+        first claim goes with the pending outcomes). Returns that queue and its jobs, or
+        None, no jobs, and the queues' hints (seconds until work may be due)."""
+        hints: list[float] = []
+        for i, q in enumerate(self.order()):
+            if i == 0:
+                msgs, hint = self.flush_and_claim(q, budget)
+            else:
+                msgs, hint = q.claim(budget, self.worker.id)
+            if msgs:
+                return q, msgs, hints
+            if hint is not None:
+                hints.append(hint)
+        return None, [], hints
+
+    def wait(self, seconds: float, budget: int) -> tuple[Queue, list[Message]] | None:
+        """Block until a wake-up token comes (or ``seconds``, at most 1 s, pass).
+
+        On a single Redis, the claim of the first queue in order goes in the same
+        pipeline, right behind the BLPOP: Redis runs it as soon as the BLPOP returns, so
+        a woken thread has its job one round trip after the publish, not two. Returns
+        that queue and what it claimed, or None (then the loop claims as usual)."""
+        w = self.worker
+        block = max(0.01, min(seconds, 1.0, w.queues[0].max_block))
+        first = self.order()[0]
+        try:
+            if len(w.notify_groups) > 1 or is_cluster(w.client):
+                wait_any(w.client, w.notify_groups, block, w.wait_turn)
+                return None
+            batch = first.batch()
+            batch.command("blpop", w.notify_groups[0], timeout=block)
+            plan = first.plan_claim(budget, w.id)
+            pending = batch.add(plan.call)
+            replies = first.send(batch)
+        except Exception as exc:  # a dropped connection while idle: retried by the loop
+            raise QueueUnavailable(str(exc)) from exc
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise QueueUnavailable(str(reply))
+        msgs, _ = first.claim_rest(plan, pending.result())
+        return (first, msgs) if msgs else None
+
+    # ------------------------------------------------------------------ running
+
+    def run_batch(self, queue: Queue, msgs: list[Message]) -> None:
+        """Hold and run the jobs of one claim, in order; when stopping, give back the
+        ones not started."""
+        w = self.worker
+        w.leases.hold(queue, msgs)
+        for n, msg in enumerate(msgs):
+            if w.stopping.is_set():
+                # give back what this loop holds but has not started
+                for rest in msgs[n:]:
+                    w.leases.give_back(queue, rest)
+                break
+            if not w.leases.start(queue, msg):
+                continue  # given back already (stopping, or a slow job before it)
+            t0 = time.monotonic()
+            outcome = w.runner.run(queue, msg)
+            w.count(outcome)
+            self.done.append(Finished(queue, msg, outcome))
+            w.leases.finish(queue, msg)
+            ran = time.monotonic() - t0
+            self.per_job = ran if self.per_job < 0 else self.per_job + (ran - self.per_job) * 0.2
+            if time.monotonic() - self.done[0].outcome.finished > FLUSH_AFTER:
+                self.flush()
+
+    # ------------------------------------------------------------------ reporting
+
+    def flush_and_claim(self, q: Queue, budget: int) -> tuple[list[Message], float | None]:
+        """Send the finished jobs' acks/nacks and the next claim in one round trip."""
+        if not self.done:
+            return q.claim(budget, self.worker.id)
+        batch = q.batch()
+        pending = [f.add_to(batch) for f in self.done]
+        plan = q.plan_claim(budget, self.worker.id)
+        claimed = batch.add(plan.call)
+        _send(q, batch)
+        self.outcomes_sent(pending)
+        if claimed.failed is not None:
+            raise QueueUnavailable(str(claimed.failed))
+        return q.claim_rest(plan, claimed.result())
+
+    def flush(self) -> None:
+        """Send the finished jobs' acks/nacks."""
+        if not self.done:
+            return
+        q = self.done[0].queue
+        batch = q.batch()
+        pending = [f.add_to(batch) for f in self.done]
+        _send(q, batch)
+        self.outcomes_sent(pending)
+
+    def outcomes_sent(self, pending: list[Pending[bool] | Pending[NackResult]]) -> None:
+        """Act on the replies to the sent outcomes (``pending``, one per finished job)."""
+        for f, p in zip(self.done, pending, strict=True):
+            q, msg, out = f.queue, f.message, f.outcome
+            self.worker.leases.unhold(q, msg)
+            if p.failed is not None:
+                log.error(kv(event="ack_failed", queue=q.name, job=msg.tag, error=str(p.failed)))
+                continue
+            # an ack's reply: True, or False when stale; a nack's: "retry", "dead", or
+            # None when stale (the lease was recovered, or the job handed to another)
+            reply = p.result()
+            if reply is False or reply is None:
+                log.warning(
+                    kv(event="stale_delivery", queue=q.name, job=msg.tag, attempt=msg.attempt)
+                )
+                continue
+            buried = reply == "dead"
+            if buried and not isinstance(out, Success) and out.on_failure is not None:
+                try:
+                    out.on_failure(out.context, out.exception)
+                except Exception:
+                    log.exception(kv(event="failure_hook_error", queue=q.name, job=msg.tag))
+            if out.record is not None:
+                backend_runner.outcome_sent(q, msg, out, buried=buried)
+        self.done.clear()

@@ -1,0 +1,265 @@
+"""The leases a worker holds, and the heartbeat that keeps them (BullMQ's lock manager).
+
+Every claimed job is *held* from its claim until its outcome was sent or it was given
+back: buffered (claimed with others, not started), running in a consumer thread, or
+finished and waiting for its ack. The heartbeat thread, every 50 ms, calls
+:meth:`Leases.beat`: it interrupts jobs past their task's timeout, hands back the jobs
+waiting behind a slow one (adaptive prefetch), extends the leases that are due (a third
+of a lease, at most 10 s, apart) and every 10 s records the worker on its queues.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from ..events import kv, log
+from ..exceptions import QueueUnavailable
+from ..queue import Message, Queue
+
+REGISTER_EVERY = 10.0  # seconds between worker registrations
+GIVE_BACK_AFTER = 1.0  # adaptive prefetch: a job this slow hands its thread's waiting ones back
+WORKER_FORGOTTEN_MS = 300_000  # a registration older than this is removed
+
+
+class JobTimeout(Exception):
+    """Raised inside a job that ran past its task's ``timeout``."""
+
+
+# Its documented name: a timed-out job's last error reads "django_zqueue.worker.JobTimeout"
+JobTimeout.__module__ = "django_zqueue.worker"
+
+
+@dataclass
+class Held:
+    """A job this worker holds a lease on: buffered (thread None), running, or finished
+    and waiting for its ack to be sent (finished True)."""
+
+    message: Message
+    queue: Queue
+    next_beat: float  # monotonic time of its next lease extension
+    thread: int | None = None  # ident of the thread running it; None while buffered
+    owner: int | None = None  # ident of the consumer thread that claimed it
+    started: float = 0.0
+    timeout: float | None = None
+    timed_out: bool = False
+    finished: bool = False
+
+
+def beat_every(queue: Queue, msg: Message) -> float:
+    """Seconds between lease extensions of ``msg``: a third of its lease, at most 10 s."""
+    lease_ms = queue.lease_ms(msg)
+    return max(0.05, min(lease_ms / 3000, 10.0))
+
+
+class Leases:
+    """The jobs worker ``worker_id`` holds, by (queue name, tag); safe across threads.
+
+    ``claimed`` counts the jobs claimed and not given back (what ``max_jobs`` limits)."""
+
+    def __init__(self, worker_id: str, queues: list[Queue], threads: int) -> None:
+        self.worker_id = worker_id
+        self.queues = queues
+        self.threads = threads
+        self.client = queues[0].client
+        self._held: dict[tuple[str, str], Held] = {}
+        self._claimed = 0
+        self._lock = threading.Lock()
+        self._next_register = 0.0
+
+    @property
+    def claimed(self) -> int:
+        with self._lock:
+            return self._claimed
+
+    # ------------------------------------------------------------------ the consumers' side
+
+    def hold(self, queue: Queue, msgs: list[Message]) -> None:
+        """Hold jobs the calling consumer thread claimed."""
+        now = time.monotonic()
+        owner = threading.get_ident()
+        with self._lock:
+            self._claimed += len(msgs)
+            for m in msgs:
+                self._held[(queue.name, m.tag)] = Held(
+                    m, queue, now + beat_every(queue, m), owner=owner
+                )
+
+    def get(self, queue: Queue, msg: Message) -> Held | None:
+        with self._lock:
+            return self._held.get((queue.name, msg.tag))
+
+    def start(self, queue: Queue, msg: Message) -> bool:
+        """Mark a held job as running in this thread; False if it was given back."""
+        with self._lock:
+            h = self._held.get((queue.name, msg.tag))
+            if h is None:
+                return False
+            h.thread = threading.get_ident()
+            h.started = time.monotonic()
+            return True
+
+    def set_timeout(self, queue: Queue, msg: Message, timeout: float | None) -> None:
+        """The running job's task allows it ``timeout`` seconds (None: no limit)."""
+        with self._lock:
+            h = self._held.get((queue.name, msg.tag))
+            if h is not None:
+                h.timeout = timeout
+
+    def finish(self, queue: Queue, msg: Message) -> None:
+        """The job ran; it stays held (its lease extended) until its outcome is sent."""
+        with self._lock:
+            h = self._held.get((queue.name, msg.tag))
+            if h is not None:
+                h.finished = True
+
+    def unhold(self, queue: Queue, msg: Message) -> None:
+        """The job's outcome was sent: its lease is no longer this worker's concern."""
+        with self._lock:
+            self._held.pop((queue.name, msg.tag), None)
+
+    def give_back(self, queue: Queue, msg: Message) -> None:
+        """Release a held job unrun (the attempt is not counted)."""
+        with self._lock:
+            self._claimed -= 1
+        try:
+            queue.release(msg)
+        finally:
+            self.unhold(queue, msg)
+
+    # ------------------------------------------------------------------ the heartbeat
+
+    def beat(self, now: float, *, hand_back: bool) -> None:
+        """One heartbeat: timeouts, hand-backs (``hand_back``: adaptive prefetch), lease
+        extensions, and the worker's registration when due. Raises QueueUnavailable."""
+        self.enforce_timeouts(now)
+        if hand_back:
+            self.hand_back_waiting(now)
+        self.extend(now)
+        if now >= self._next_register:
+            self.register()
+            self._next_register = now + REGISTER_EVERY
+
+    def enforce_timeouts(self, now: float) -> None:
+        """Raise JobTimeout in the thread of each job past its task's timeout (once)."""
+        with self._lock:
+            late = [
+                h
+                for h in self._held.values()
+                if h.thread is not None
+                and not h.finished
+                and h.timeout is not None
+                and not h.timed_out
+                and now - h.started > h.timeout
+            ]
+        for h in late:
+            h.timed_out = True
+            log.warning(
+                kv(event="job_timeout", queue=h.queue.name, job=h.message.tag, timeout=h.timeout)
+            )
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(h.thread or 0), ctypes.py_object(JobTimeout)
+            )
+
+    def hand_back_waiting(self, now: float) -> None:
+        """Adaptive prefetch: when a job has run for GIVE_BACK_AFTER seconds, the jobs its
+        thread claimed with it and has not started go back in line, at their place, for
+        other threads and workers (the attempt is not counted)."""
+        with self._lock:
+            slow = {
+                h.thread
+                for h in self._held.values()
+                if h.thread is not None and not h.finished and now - h.started > GIVE_BACK_AFTER
+            }
+            if not slow:
+                return
+            back = [h for h in self._held.values() if h.thread is None and h.owner in slow]
+            for h in back:  # its consumer will not start what is no longer held
+                del self._held[(h.queue.name, h.message.tag)]
+            self._claimed -= len(back)
+        self._send_releases(back)
+
+    def extend(self, now: float) -> None:
+        """Extend the leases that are due, in one round trip."""
+        with self._lock:
+            due = [h for h in self._held.values() if h.next_beat <= now]
+            for h in due:
+                h.next_beat = now + beat_every(h.queue, h.message)
+        if not due:
+            return
+        batch = due[0].queue.batch()
+        pending = [batch.add(h.queue.touch_call(h.message)) for h in due]
+        try:
+            due[0].queue.send(batch)
+        except QueueUnavailable:
+            raise
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+        for p in pending:
+            if p.failed is not None:
+                raise QueueUnavailable(str(p.failed)) from p.failed
+
+    def release_held(self, *, only_unstarted: bool) -> None:
+        """Give back every held job (``only_unstarted``: the buffered ones), in one round
+        trip; a consumer will not start what is no longer held."""
+        with self._lock:
+            held = [h for h in self._held.values() if not only_unstarted or h.thread is None]
+            for h in held:
+                del self._held[(h.queue.name, h.message.tag)]
+        self._send_releases(held)
+
+    def _send_releases(self, held: list[Held]) -> None:
+        if not held:
+            return
+        try:
+            batch = held[0].queue.batch()
+            for h in held:
+                batch.add(h.queue.release_call(h.message))
+            held[0].queue.send(batch)
+            log.info(kv(event="released", worker=self.worker_id, jobs=len(held)))
+        except Exception:
+            log.warning(kv(event="release_failed", worker=self.worker_id, jobs=len(held)))
+
+    # ------------------------------------------------------------------ registration
+
+    def register(self) -> None:
+        """Record this worker on each queue; drop entries of workers long gone (a killed
+        worker cannot remove its own)."""
+        now_ms = int(time.time() * 1000)
+        entry = json.dumps(
+            {
+                "threads": self.threads,
+                "seen": now_ms,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+            }
+        )
+        pipe = self.client.pipeline(transaction=False)
+        for q in self.queues:
+            pipe.hset(q.keys.workers, self.worker_id, entry)
+            pipe.hgetall(q.keys.workers)
+        try:
+            replies = pipe.execute()
+            stale = self.client.pipeline(transaction=False)
+            for q, entries in zip(self.queues, replies[1::2], strict=True):
+                for wid, raw in entries.items():
+                    if json.loads(raw).get("seen", 0) < now_ms - WORKER_FORGOTTEN_MS:
+                        stale.hdel(q.keys.workers, wid)
+            stale.execute()
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+
+    def unregister(self) -> None:
+        """Remove this worker's entries (a clean stop)."""
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for q in self.queues:
+                pipe.hdel(q.keys.workers, self.worker_id)
+            pipe.execute()
+        except Exception:
+            log.warning(kv(event="unregister_failed", worker=self.worker_id))

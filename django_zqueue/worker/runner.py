@@ -1,0 +1,117 @@
+"""Running one claimed job in the calling consumer thread, to an
+:class:`~django_zqueue.outcome.Outcome`.
+
+A job of a registered ``@task`` runs here: its arguments decoded, ``job_started`` /
+``job_finished`` / ``job_failed`` sent, :func:`~django_zqueue.current_job` set, database
+connections checked before and after (``close_old_connections``, as Django does around a
+request). A job of Django's Tasks framework runs in :mod:`django_zqueue.backend_runner`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from typing import Any
+
+from django.db import close_old_connections
+
+from .. import backend_runner, signals
+from ..backends import MARKER
+from ..context import JobContext, set_current_job
+from ..events import kv, log, send
+from ..outcome import Failure, Outcome, Success, describe, failed
+from ..queue import Message, Queue, encode_body
+from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
+from ..task import Task, registered
+from .leases import Leases
+
+
+class Runner:
+    """Runs jobs for worker ``worker_id``; a task's timeout is set on its lease in
+    ``leases`` (the heartbeat enforces it)."""
+
+    def __init__(self, worker_id: str, leases: Leases) -> None:
+        self.worker_id = worker_id
+        self.leases = leases
+
+    def run(self, queue: Queue, msg: Message) -> Outcome:
+        """Run a job; a failure of the machinery around it (not of the task) still ends
+        in a Failure (a nack), so the job is never left leased by a live worker."""
+        try:
+            return self._run(queue, msg)
+        except Exception as exc:
+            log.exception(kv(event="job_machinery_error", queue=queue.name, job=msg.tag))
+            ctx = JobContext(msg, queue, "")
+            error = f"worker error around the job: {type(exc).__name__}: {exc}\n"
+            return failed(ctx, None, error + traceback.format_exc(), exc, dead=False)
+
+    def _run(self, queue: Queue, msg: Message) -> Outcome:
+        body = msg.body
+        name = body.get("task") if isinstance(body, dict) else None
+        if isinstance(body, dict) and MARKER in body and isinstance(name, str):
+            return backend_runner.run(queue, msg, body, name, self.worker_id)
+        task = registered(name) if isinstance(name, str) else None
+        ctx = JobContext(msg, queue, name or "")
+        if task is None:
+            reason = (
+                f"unknown task {name!r}: no task of that name is registered in this worker"
+                if isinstance(name, str)
+                else f"undecodable payload: {msg.raw_body[:200]!r}"
+            )
+            return failed(ctx, None, reason, None, dead=True)
+        self.leases.set_timeout(queue, msg, task.timeout)
+        return self._call(task, ctx)
+
+    def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
+        """Call the task's function with the job's arguments."""
+        close_old_connections()
+        set_current_job(ctx)
+        t0 = time.perf_counter()
+        try:
+            args, kwargs = decode_call(ctx.message.body)
+            send(signals.job_started, sender=task, job=ctx)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(_line("job_start", ctx))
+            result = task.func(*args, **kwargs)
+        except BaseException as exc:  # SystemExit from a task is a failure of that job too
+            error = f"{describe(exc)}\n{traceback.format_exc()}"
+            # a rerun cannot help these
+            permanent = isinstance(exc, ModelInstanceMissing | MalformedPayload)
+            return failed(ctx, task, error, exc, dead=permanent)
+        finally:
+            set_current_job(None)
+            close_old_connections()
+        return _succeeded(task, ctx, result, time.perf_counter() - t0)
+
+
+def _succeeded(
+    task: Task[..., Any], ctx: JobContext, result: Any, duration: float
+) -> Success | Failure:
+    """The Success of a run that returned ``result``; a Failure (dead) when the result is
+    to be kept and cannot be stored."""
+    if task.store_result:
+        try:
+            encode_body(result)
+        except (TypeError, ValueError) as exc:
+            # dead, not retried: a rerun would repeat the task's side effects
+            error = f"return value of {ctx.task_name} cannot be stored as JSON: {exc}"
+            return failed(ctx, task, error, exc, dead=True)
+    send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
+    if log.isEnabledFor(logging.DEBUG):  # one line per job: DEBUG (-v 2), not INFO
+        log.debug(_line("job_done", ctx, ms=round(duration * 1000, 2)))
+    if task.store_result:
+        return Success(task.result_ttl, int(duration * 1000), result)
+    return Success(task.result_ttl, int(duration * 1000))
+
+
+def _line(event: str, ctx: JobContext, **more: Any) -> str:
+    msg = ctx.message
+    return kv(
+        event=event,
+        queue=ctx.queue.name,
+        job=msg.tag,
+        task=ctx.task_name,
+        attempt=msg.attempt,
+        **more,
+    )

@@ -1,0 +1,231 @@
+"""The :class:`Worker`: its threads, and how it starts and stops.
+
+``run()`` starts ``concurrency`` consumer threads (:mod:`.consumer`) and one heartbeat
+thread, which keeps the leases (:mod:`.leases`) and runs the embedded scanner step
+(:meth:`Worker.scan_once`) every ``scan_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from ..connection import slot_groups
+from ..events import kv, log
+from ..exceptions import QueueUnavailable
+from ..outcome import Failure, Outcome
+from ..queue import get_queue
+from .consumer import AUTO_PREFETCH_MAX, Consumer
+from .leases import Leases
+from .runner import Runner
+
+if TYPE_CHECKING:
+    from ..schedules import Scheduler
+
+
+class Worker:
+    """Runs registered tasks from ``queues``. ``run()`` returns when stopped or, with
+    ``burst``, when the queues have nothing ready."""
+
+    def __init__(
+        self,
+        queues: Sequence[str] = ("default",),
+        *,
+        concurrency: int = 1,
+        prefetch: int | None = None,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        scanner: bool = True,
+        scan_interval: float = 2.0,
+        weights: Sequence[float] | None = None,
+        grace: float = 30.0,
+        name: str | None = None,
+    ) -> None:
+        if concurrency < 1 or (prefetch is not None and prefetch < 1):
+            raise ValueError("concurrency and prefetch must be >= 1")
+        if weights is not None and len(weights) != len(queues):
+            raise ValueError("give one weight per queue")
+        self.queues = [get_queue(q) for q in queues]
+        self.concurrency = concurrency
+        # None: adaptive ("auto"), 1 to AUTO_PREFETCH_MAX jobs per claim (Consumer.next_batch)
+        self.auto_prefetch = prefetch is None
+        self.prefetch = AUTO_PREFETCH_MAX if prefetch is None else prefetch
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.scanner = scanner
+        self.scan_interval = scan_interval
+        self.weights = list(weights) if weights is not None else None
+        self.grace = grace
+        self.id = name or f"{socket.gethostname()}:{os.getpid()}:{random.randrange(16**4):04x}"
+        self.stopping = threading.Event()
+        self.processed = 0
+        self.failed = 0
+        self._count_lock = threading.Lock()
+        #: the jobs this worker holds a lease on, and their heartbeat
+        self.leases = Leases(self.id, self.queues, concurrency)
+        #: runs one job to its outcome
+        self.runner = Runner(self.id, self.leases)
+        self._signals = 0
+        self._first_signal = 0.0
+        self._done = threading.Event()  # set once running jobs are finished or released
+        self.scheduler: Scheduler | None = None  # once run() starts, with the scanner
+        self._schedules_synced = False
+        self.client = self.queues[0].client
+        # One BLPOP may only name keys of one slot on a Redis Cluster: group the notify
+        # keys by slot (one group, all the keys, elsewhere)
+        self.notify_groups = slot_groups(
+            self.client, [key for q in self.queues for key in q.notify_keys]
+        )
+        self.wait_turn = [0]  # which group a wait blocks on next (connection.wait_any)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if self._signals and now - self._first_signal < 1.0:
+            return  # the same stop delivered twice (terminal + parent, or systemd + parent)
+        self._signals += 1
+        if self._signals == 1:
+            self._first_signal = now
+            log.info(kv(event="worker_stopping", worker=self.id, signal=signum))
+            self.stopping.set()
+        else:
+            log.warning(kv(event="worker_exit_now", worker=self.id, signal=signum))
+            self.leases.release_held(only_unstarted=False)
+            os._exit(1)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> int:
+        """Run until stopped (or idle, with ``burst``). Returns the number of jobs run."""
+        log.info(
+            kv(
+                event="worker_start",
+                worker=self.id,
+                queues=",".join(q.name for q in self.queues),
+                concurrency=self.concurrency,
+                prefetch="auto" if self.auto_prefetch else self.prefetch,
+                burst=self.burst,
+            )
+        )
+        self._prepare()
+        threads = [
+            threading.Thread(target=Consumer(self).run, name=f"zqueue-consumer-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        beat = threading.Thread(target=self._heartbeat, name="zqueue-heartbeat", daemon=True)
+        for t in threads:
+            t.start()
+        beat.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                if self.stopping.wait(0.1):
+                    break
+            # stopping: buffered jobs go back at once; running ones get the grace period,
+            # during which the heartbeat keeps extending their leases
+            self.leases.release_held(only_unstarted=True)
+            deadline = time.monotonic() + self.grace
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+        finally:
+            self.stopping.set()
+            self.leases.release_held(only_unstarted=False)
+            self._done.set()
+            beat.join(2.0)
+            self.leases.unregister()
+        log.info(
+            kv(event="worker_stop", worker=self.id, processed=self.processed, failed=self.failed)
+        )
+        return self.processed
+
+    def _prepare(self) -> None:
+        """Before the threads start: check the queues' layout, sync the schedules and,
+        with ``burst``, run the scanner once."""
+        for q in self.queues:  # refuse a changed 'partitions' before running anything
+            with contextlib.suppress(QueueUnavailable):  # down: checked at first claim
+                q.check_layout()
+        if self.scanner:
+            from ..schedules import Scheduler
+
+            self.scheduler = Scheduler([q.name for q in self.queues])
+            self._sync_schedules()
+        if self.burst and self.scanner:
+            # recover expired leases and promote due jobs before deciding "nothing left"
+            self.scan_once()
+
+    def count(self, outcome: Outcome) -> None:
+        """Count a job that ran (``processed``; ``failed`` too for a Failure)."""
+        with self._count_lock:
+            self.processed += 1
+            if isinstance(outcome, Failure):
+                self.failed += 1
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def _heartbeat(self) -> None:
+        """Keep the leases (:meth:`Leases.beat`) and run the scanner; until the running
+        jobs are finished or given back (through the grace period too)."""
+        next_scan = 0.0
+        while not self._done.is_set():
+            now = time.monotonic()
+            try:
+                self.leases.beat(now, hand_back=self.auto_prefetch)
+                if self.scanner and now >= next_scan and not self.stopping.is_set():
+                    self.scan_once()
+                    next_scan = now + self.scan_interval
+            except QueueUnavailable as exc:
+                log.warning(kv(event="heartbeat_failed", worker=self.id, error=str(exc)))
+            except Exception:
+                log.exception(kv(event="heartbeat_error", worker=self.id))
+            self._done.wait(0.05)
+
+    def _sync_schedules(self) -> None:
+        """Write the schedules to Redis; with Redis down, retried by the scanner step."""
+        assert self.scheduler is not None
+        try:
+            changes = self.scheduler.sync()
+        except Exception as exc:
+            self._schedules_synced = False
+            log.warning(kv(event="schedules_sync_failed", worker=self.id, error=str(exc)))
+            return
+        self._schedules_synced = True
+        if any(changes.values()):
+            log.info(kv(event="schedules_synced", worker=self.id, **changes))
+
+    def scan_once(self, max_steps: int = 20) -> None:
+        """Run the scanner step on every queue until it reports no more work (bounded),
+        and fire due periodic schedules."""
+        if self.scheduler is not None:
+            if not self._schedules_synced:
+                self._sync_schedules()
+            if self._schedules_synced:
+                self.scheduler.step()
+        for q in self.queues:
+            for _ in range(max_steps):
+                result = q.scan()
+                if result.promoted or result.recovered or result.buried or result.trimmed:
+                    log.info(
+                        kv(
+                            event="scan",
+                            queue=q.name,
+                            promoted=result.promoted,
+                            recovered=result.recovered,
+                            buried=result.buried,
+                            trimmed=result.trimmed,
+                        )
+                    )
+                if not result.more:
+                    break
