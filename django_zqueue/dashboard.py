@@ -152,6 +152,17 @@ def _fmt(x: float) -> str:
     return f"{x:.1f}"
 
 
+def _xticks(n: int, left: int, right: int) -> list[tuple[str, str]]:
+    """(x, label) of the time axis of ``n`` minutes: every 15 minutes back from now."""
+    out = []
+    for back in (60, 45, 30, 15, 0):
+        if back < n:
+            i = n - 1 - back
+            label = "now" if back == 0 else f"-{back} min"
+            out.append((_fmt(left + (right - left) * (i / max(1, n - 1))), label))
+    return out
+
+
 def line_chart(
     title: str,
     series: Sequence[tuple[str, str, Sequence[int | None]]],
@@ -193,12 +204,6 @@ def line_chart(
     ]
     if ymax == 1:
         ticks = [ticks[0], ticks[2]]
-    xticks = []
-    for back in (60, 45, 30, 15, 0):
-        if back < n:
-            i = n - 1 - back
-            label = "now" if back == 0 else f"-{back} min"
-            xticks.append((_fmt(left + (right - left) * (i / max(1, n - 1))), label))
     return Chart(
         title=title,
         width=width,
@@ -209,7 +214,7 @@ def line_chart(
         bottom=bottom,
         lines=lines,
         ticks=ticks,
-        xticks=xticks,
+        xticks=_xticks(n, left, right),
         empty=peak == 0,
         latest_note=latest_note,
     )

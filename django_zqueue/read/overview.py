@@ -11,11 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from ..connection import unavailable_as_error
 from ..records import Record, score_text
 from ..validate import MAX_TAG_BYTES
 from .pipeline import (
     STATES,
+    Replies,
     Timed,
     ahead_of,
     by_client,
@@ -101,7 +104,7 @@ class _QueueRead:
     workers: int
 
     @classmethod
-    def of(cls, q: Queue, replies: Any) -> _QueueRead:
+    def of(cls, q: Queue, replies: Replies) -> _QueueRead:
         n = len(q.shards)
         counts = counts_of(replies, n)
         stats = merge_stats([decode_stats(raw) for raw in take(replies, n)])
@@ -124,7 +127,7 @@ class _QueueRead:
         )
 
 
-def _head_records(client: Any, reads: Sequence[_QueueRead]) -> dict[str, Record | None]:
+def _head_records(client: redis.Redis, reads: Sequence[_QueueRead]) -> dict[str, Record | None]:
     """The record of each queue's first job, by queue name: one round trip."""
     firsts = [(r.queue, r.head) for r in reads if r.head is not None]
     if not firsts:
@@ -194,7 +197,7 @@ def _place(q: Queue, tag: str, replies: list[Any]) -> Location | None:
 
 
 def _ranked(
-    client: Any, group: Sequence[Queue], places: list[Location | None]
+    client: redis.Redis, group: Sequence[Queue], places: list[Location | None]
 ) -> list[Location | None]:
     """``places`` with the rank of a ready job of a partitioned queue made global: the
     jobs ahead of it in the other shards added (one round trip, when there are any)."""

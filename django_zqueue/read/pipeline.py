@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import redis
+from redis.client import Pipeline
+
 from ..connection import is_cluster, server_time_ms
 from ..exceptions import InvalidArgument
 from ..records import text
@@ -25,6 +28,9 @@ if TYPE_CHECKING:
 STATES = ("ready", "delayed", "leased", "dead")
 #: ``(tag, score, shard index)``: one entry of a state's sorted set
 Entry = tuple[str, float, int]
+#: the replies of a pipeline, read in the order its commands were queued (redis-py's
+#: replies are untyped)
+Replies = Iterator[Any]
 
 
 def redis_ms(reply: tuple[int | bytes, int | bytes]) -> int:
@@ -40,7 +46,7 @@ class Timed:
     time is read first, on its own (one more round trip). Elsewhere ``TIME`` is the
     pipeline's first command, in the same round trip."""
 
-    def __init__(self, client: Any, key: str, *, transaction: bool = False) -> None:
+    def __init__(self, client: redis.Redis, key: str, *, transaction: bool = False) -> None:
         self.pipe = client.pipeline(transaction=transaction)
         self.now_ms: int | None = None
         if is_cluster(client):
@@ -48,7 +54,7 @@ class Timed:
         else:
             self.pipe.time()
 
-    def execute(self) -> tuple[int, Iterator[Any]]:
+    def execute(self) -> tuple[int, Replies]:
         """(Redis time in ms, an iterator over the other commands' replies)."""
         replies = iter(self.pipe.execute())
         now_ms = self.now_ms if self.now_ms is not None else redis_ms(next(replies))
@@ -63,7 +69,7 @@ def by_client(queues: Sequence[Queue]) -> list[list[Queue]]:
     return list(groups.values())
 
 
-def take(replies: Iterator[Any], n: int) -> list[Any]:
+def take(replies: Replies, n: int) -> list[Any]:
     """The next ``n`` replies."""
     return [next(replies) for _ in range(n)]
 
@@ -71,14 +77,14 @@ def take(replies: Iterator[Any], n: int) -> list[Any]:
 # ---------------------------------------------------------------- counts
 
 
-def queue_counts(pipe: Any, shards: Sequence[Shard]) -> None:
+def queue_counts(pipe: Pipeline, shards: Sequence[Shard]) -> None:
     """``ZCARD`` of the four sets of each shard (read back by :func:`counts_of`)."""
     for s in shards:
         for key in (s.keys.ready, s.keys.delayed, s.keys.leased, s.keys.dead):
             pipe.zcard(key)
 
 
-def counts_of(replies: Iterator[Any], shards: int) -> dict[str, int]:
+def counts_of(replies: Replies, shards: int) -> dict[str, int]:
     """Jobs per state (``ready``, ``delayed``, ``leased``, ``dead``), summed over the
     shards, from the replies of :func:`queue_counts`."""
     got = [int(x) for x in take(replies, 4 * shards)]
@@ -96,7 +102,9 @@ def check_state(state: str) -> str:
     return name
 
 
-def queue_range(pipe: Any, shards: Sequence[Shard], state: str, offset: int, limit: int) -> None:
+def queue_range(
+    pipe: Pipeline, shards: Sequence[Shard], state: str, offset: int, limit: int
+) -> None:
     """The commands of a page of ``state`` (read back by :func:`merged_range`): one
     ``ZRANGE`` by index per shard (``ZREVRANGE`` for dead letters, newest first), from
     ``offset`` on one shard, from 0 on several (to be merged)."""
@@ -109,9 +117,7 @@ def queue_range(pipe: Any, shards: Sequence[Shard], state: str, offset: int, lim
             pipe.zrange(key, start, offset + limit - 1, withscores=True)
 
 
-def merged_range(
-    replies: Iterator[Any], shards: int, state: str, offset: int, limit: int
-) -> list[Entry]:
+def merged_range(replies: Replies, shards: int, state: str, offset: int, limit: int) -> list[Entry]:
     """The page read by :func:`queue_range`: its entries in global order (ascending by
     (score, shard, tag); dead letters descending)."""
     rows = take(replies, shards)
@@ -123,7 +129,7 @@ def merged_range(
     return entries[offset : offset + limit]
 
 
-def head(replies: Iterator[Any], shards: int) -> Entry | None:
+def head(replies: Replies, shards: int) -> Entry | None:
     """The first ready job in global order, from one ``ZRANGE ready 0 0 WITHSCORES`` per
     shard (:func:`queue_range` with offset 0, limit 1)."""
     entries = merged_range(replies, shards, "ready", 0, 1)
@@ -133,7 +139,7 @@ def head(replies: Iterator[Any], shards: int) -> Entry | None:
 # ---------------------------------------------------------------- global rank
 
 
-def queue_ahead(pipe: Any, shards: Sequence[Shard], score: float, index: int) -> int:
+def queue_ahead(pipe: Pipeline, shards: Sequence[Shard], score: float, index: int) -> int:
     """``ZCOUNT`` in each shard but ``index`` of the ready jobs ahead of ``score`` in shard
     ``index`` (equal scores count in lower-numbered shards); returns how many commands
     were queued (0 on one shard), to be summed by :func:`ahead_of`."""
@@ -146,20 +152,20 @@ def queue_ahead(pipe: Any, shards: Sequence[Shard], score: float, index: int) ->
     return n
 
 
-def ahead_of(replies: Iterator[Any], n: int) -> int:
+def ahead_of(replies: Replies, n: int) -> int:
     return sum(int(x) for x in take(replies, n))
 
 
 # ---------------------------------------------------------------- run time, workers
 
 
-def queue_run_stats(pipe: Any, shards: Sequence[Shard]) -> None:
+def queue_run_stats(pipe: Pipeline, shards: Sequence[Shard]) -> None:
     """``HMGET stats acked run_ms`` of each shard (read back by :func:`run_stats_of`)."""
     for s in shards:
         pipe.hmget(s.keys.stats, ["acked", "run_ms"])
 
 
-def run_stats_of(replies: Iterator[Any], shards: int) -> tuple[int, int]:
+def run_stats_of(replies: Replies, shards: int) -> tuple[int, int]:
     """(acked, run_ms) summed over the shards."""
     acked = run_ms = 0
     for a, r in take(replies, shards):

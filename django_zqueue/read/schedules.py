@@ -7,14 +7,20 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..connection import unavailable_as_error
 from ..records import from_ms, text
-from .pipeline import by_client
+from .pipeline import Replies, by_client
 
 if TYPE_CHECKING:
     from ..queue import Queue
+
+
+#: a ``sched_defs`` hash as read: schedule name -> JSON definition
+Definitions = dict[bytes, bytes]
+#: (name, next tick in ms or None, the tag of the last job fired or None)
+Firing = tuple[str, float | None, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,27 +72,26 @@ def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
     return [row for q in queues for row in rows.get(q.name, [])]
 
 
-def _firings(defs: dict[Any, Any], replies: Any) -> list[tuple[str, Any, str | None]]:
+def _firings(defs: Definitions, replies: Replies) -> list[Firing]:
     """(name, next tick, last job) of each schedule of ``defs``, sorted by name."""
     out = []
     for name in sorted(text(k) for k in defs):
         nxt, last = next(replies), next(replies)
-        out.append((name, nxt, text(last).split(" ", 1)[1] if last else None))
+        when = None if nxt is None else float(nxt)
+        out.append((name, when, text(last).split(" ", 1)[1] if last else None))
     return out
 
 
-def _row(
-    queue: str, defs: dict[Any, Any], firing: tuple[str, Any, str | None], state: str | None
-) -> ScheduleRow:
+def _row(queue: str, defs: Definitions, firing: Firing, state: str | None) -> ScheduleRow:
     name, nxt, job = firing
-    definition = json.loads(defs.get(name.encode(), defs.get(name, "{}")))
+    definition = json.loads(defs[name.encode()])
     return ScheduleRow(
         name=name,
         queue=queue,
         task=definition.get("task", ""),
         every=definition.get("cron") or f"every {definition.get('interval')} s",
         paused=bool(definition.get("paused")),
-        next_at=from_ms(float(nxt)) if nxt is not None else None,
+        next_at=from_ms(nxt) if nxt is not None else None,
         last_at=from_ms(int(job.rsplit(":", 1)[1])) if job else None,
         last_job=job,
         last_job_state=state,
