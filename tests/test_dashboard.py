@@ -413,7 +413,8 @@ def test_round_trips_do_not_grow_with_shards(state: State, monkeypatch: pytest.M
 
     assert count(lambda: read.overview([q])) == 2
     assert count(lambda: q.read.listing("ready")) == 2
-    assert count(lambda: q.read.listing("dead", 5)) == 3  # past the end
+    # past the end: one shard reads the last page; several have read every entry already
+    assert count(lambda: q.read.listing("dead", 5)) == (3 if q.partitions == 1 else 2)
     assert count(lambda: read.locate([q], "later")) == 1
     assert count(lambda: read.locate([q], state.ready[1])) == (1 if q.partitions == 1 else 2)
     assert count(lambda: q.read.job(state.ready[1])) == 1  # + the info script

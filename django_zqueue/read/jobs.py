@@ -3,9 +3,10 @@
 A page is at most three round trips whatever the queue holds: the counts, Redis time and
 the page's range of each shard (with, for ready jobs, the run-time counters and the
 workers hash), then one ``HMGET`` per hash and shard for the page's tags only; a page
-number past the end reads the last page instead (one more round trip). On a partitioned
-queue each shard's first ``offset + per_page`` entries are read and merged in global
-order, so only the first ``MAX_MERGED`` jobs of a state can be listed.
+number past the end reads the last page instead (on one shard, one more round trip). On
+a partitioned queue each shard's first ``offset + per_page`` entries are read and merged
+in global order, so only the first ``MAX_MERGED`` jobs of a state can be listed; a page
+past the end there is cut from the entries already read (all of them, then).
 """
 
 from __future__ import annotations
@@ -85,10 +86,11 @@ class Listing:
 @dataclass(frozen=True, slots=True)
 class _Range:
     counts: dict[str, int]
-    entries: list[Entry]
+    entries: list[Entry]  # the page asked for
     now_ms: int
     workers: int
     mean_run_ms: float | None
+    merged: list[Entry] | None = None  # several shards: every entry read, in order
 
 
 def read_listing(
@@ -104,12 +106,16 @@ def read_listing(
         number = min(number, max_pages)
     got = _read_range(q, state, number, per_page)
     last = page_count(got.counts[state], per_page, max_pages)
-    if not got.entries and number > last:  # past the end: the last page
-        return read_listing(q, state, last, per_page, errors=errors)
+    entries = got.entries
+    if not entries and number > last:  # past the end: the last page
+        if got.merged is None:  # one shard: read it
+            return read_listing(q, state, last, per_page, errors=errors)
+        # several shards: an empty merged page means every entry was read
+        number, entries = last, got.merged[(last - 1) * per_page : last * per_page]
     return Listing(
         state=state,
         counts=got.counts,
-        jobs=_read_hashes(q, state, got.entries, errors),
+        jobs=_read_hashes(q, state, entries, errors),
         number=number,
         per_page=per_page,
         now_ms=got.now_ms,
@@ -133,12 +139,17 @@ def _read_range(q: Queue, state: str, number: int, per_page: int) -> _Range:
             queue_run_stats(timed.pipe, shards)
             timed.pipe.hgetall(q.keys.workers)
         now_ms, replies = timed.execute()
-    counts = counts_of(replies, len(shards))
-    entries = merged_range(replies, len(shards), state, offset, per_page)
+    n = len(shards)
+    counts = counts_of(replies, n)
+    if n == 1:
+        merged, entries = None, merged_range(replies, 1, state, offset, per_page)
+    else:
+        merged = merged_range(replies, n, state, 0, n * (offset + per_page))
+        entries = merged[offset : offset + per_page]
     if state != "ready":
-        return _Range(counts, entries, now_ms, 0, None)
-    mean = mean_run_ms(*run_stats_of(replies, len(shards)))
-    return _Range(counts, entries, now_ms, live_threads_now(next(replies)), mean)
+        return _Range(counts, entries, now_ms, 0, None, merged)
+    mean = mean_run_ms(*run_stats_of(replies, n))
+    return _Range(counts, entries, now_ms, live_threads_now(next(replies)), mean, merged)
 
 
 def _read_hashes(q: Queue, state: str, entries: list[Entry], errors: bool) -> list[ListedJob]:
