@@ -1,7 +1,7 @@
 """The admin dashboard on a big queue: render time and Redis commands per page.
 
     python -m bench.admin_scale [--url redis://127.0.0.1:6379/0] [--ready 1000000]
-                                [--dead 100000] [--n 30] [--json]
+                                [--dead 100000] [--n 30] [--partitions 1] [--json]
 
 Fills one queue under a key prefix of its own with ``--ready`` waiting jobs (plus 10,000
 delayed and 200 in flight with progress) and ``--dead`` dead letters (published, claimed
@@ -148,10 +148,15 @@ def main() -> None:
     ap.add_argument("--ready", type=int, default=1_000_000)
     ap.add_argument("--dead", type=int, default=100_000)
     ap.add_argument("--n", type=int, default=30, help="renders per page (after one warm-up)")
+    ap.add_argument(
+        "--partitions", type=int, default=1, help="partitions of the benchmarked queue (1-16)"
+    )
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     a = ap.parse_args()
     if not (0 <= a.ready <= 5_000_000 and 0 <= a.dead <= 1_000_000 and 1 <= a.n <= 1000):
         ap.error("--ready <= 5,000,000, --dead <= 1,000,000, 1 <= --n <= 1000")
+    if not 1 <= a.partitions <= 16:
+        ap.error("1 <= --partitions <= 16")
 
     sys.path.insert(0, ROOT)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
@@ -171,7 +176,11 @@ def main() -> None:
         "PREFIX": prefix,
         "ENQUEUE_ON_COMMIT": False,
         "QUEUES": {
-            "bench": {"dead_letter_max": max(10_000, 2 * a.dead), "dead_letter_ttl": 30 * 86400},
+            "bench": {
+                "dead_letter_max": max(10_000, 2 * a.dead),
+                "dead_letter_ttl": 30 * 86400,
+                "partitions": a.partitions,
+            },
             "emails": {},
             "reports": {},
         },
@@ -183,7 +192,13 @@ def main() -> None:
     override = override_settings(ZQUEUE=zq, DEBUG=False)
     override.enable()
     q = get_queue("bench")
-    results: dict[str, Any] = {"ready": a.ready, "dead": a.dead, "n": a.n, "prefix": prefix}
+    results: dict[str, Any] = {
+        "ready": a.ready,
+        "dead": a.dead,
+        "n": a.n,
+        "partitions": a.partitions,
+        "prefix": prefix,
+    }
     try:
         mem0 = q.client.info("memory")["used_memory"]
         log(f"filling {a.ready:,} ready and {a.dead:,} dead jobs under {prefix!r} ...")
@@ -193,8 +208,11 @@ def main() -> None:
         results["redis_memory_mb"] = round((q.client.info("memory")["used_memory"] - mem0) / 2**20)
         log(f"filled: {counts} in {results['fill_dead_s'] + results['fill_ready_s']:.0f} s")
 
-        ready_mid = q.client.zrange(q.keys.ready, a.ready // 2, a.ready // 2)[0].decode()
-        dead_mid = q.client.zrevrange(q.keys.dead, a.dead // 2, a.dead // 2)[0].decode()
+        # the middle of the first shard (of the queue when unpartitioned)
+        first = q.part_keys[0]
+        mid, dmid = a.ready // 2 // a.partitions, a.dead // 2 // a.partitions
+        ready_mid = q.client.zrange(first.ready, mid, mid)[0].decode()
+        dead_mid = q.client.zrevrange(first.dead, dmid, dmid)[0].decode()
         base = "/admin/django_zqueue/queue/"
         mid_page = max(1, a.ready // 2 // 50)
         pages = {
@@ -251,14 +269,17 @@ def main() -> None:
     finally:
         for name in zq["QUEUES"]:  # type: ignore[union-attr]
             qq = get_queue(name)
-            qq.client.unlink(*qq.keys.all())
+            for keys in {qq.keys, *qq.part_keys}:
+                qq.client.unlink(*keys.all())
+            qq.clear()  # the layout record of a partitioned queue (the rest is gone)
         override.disable()
         runner.teardown_databases(old_db)
     if a.json:
         print(json.dumps(results, indent=2))
     else:
         print(
-            f"\nadmin dashboard, {a.ready:,} ready + {a.dead:,} dead jobs, {a.n} renders per page"
+            f"\nadmin dashboard, {a.ready:,} ready + {a.dead:,} dead jobs, "
+            f"{a.partitions} partition(s), {a.n} renders per page"
         )
         print(
             f"fill: dead {results['fill_dead_s']} s, ready {results['fill_ready_s']} s; "

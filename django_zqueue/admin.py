@@ -70,6 +70,24 @@ def _admin_layout() -> dict[str, bool]:
     }
 
 
+def _page_links(pg: dashboard.Page, link: Callable[[int], str]) -> list[dict[str, Any]]:
+    """The paginator: the first two pages, the last two, two each side of the current
+    one, and a gap (``number`` None) wherever pages are left out."""
+    numbers = sorted(
+        {
+            n
+            for n in (1, 2, pg.pages - 1, pg.pages, *range(pg.number - 2, pg.number + 3))
+            if 1 <= n <= pg.pages
+        }
+    )
+    pages: list[dict[str, Any]] = []
+    for n in numbers:
+        if pages and n - pages[-1]["number"] > 1:
+            pages.append({"number": None})
+        pages.append({"number": n, "url": link(n), "current": n == pg.number})
+    return pages
+
+
 def _queues() -> list[Queue]:
     return [get_queue(name) for name in conf.get_config().queues]
 
@@ -236,36 +254,14 @@ class QueueAdmin(_ModelAdmin):
                 per_page=per_page if per_page != DEFAULT_PER_PAGE else None,
             )
 
-        numbers = sorted(
-            {
-                n
-                for n in (1, 2, pg.pages - 1, pg.pages, *range(pg.number - 2, pg.number + 3))
-                if 1 <= n <= pg.pages
-            }
-        )
-        pages: list[dict[str, Any]] = []
-        for n in numbers:
-            if pages and n - pages[-1]["number"] > 1:
-                pages.append({"number": None})
-            pages.append({"number": n, "url": link(n), "current": n == pg.number})
-        tabs = [
-            {
-                "state": s,
-                "label": {"leased": "in flight", "dead": "dead letters"}.get(s, s),
-                "count": pg.counts[s],
-                "url": self.url("queue", queue, state=s if s != "ready" else None),
-                "current": s == state,
-            }
-            for s in dashboard.TABS
-        ]
         ctx = self._context(
             request,
             f"Queue {queue}",
             (queue, None),
             queue=queue,
             page=pg,
-            tabs=tabs,
-            pages=pages,
+            tabs=self._tabs(queue, pg),
+            pages=_page_links(pg, link),
             prev_url=link(pg.number - 1) if pg.number > 1 else None,
             next_url=link(pg.number + 1) if pg.number < pg.pages else None,
             per_page_choices=[
@@ -288,6 +284,19 @@ class QueueAdmin(_ModelAdmin):
             here=link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
+
+    def _tabs(self, queue: str, pg: dashboard.Page) -> list[dict[str, Any]]:
+        """The tabs of the queue page, one per state, with their counts."""
+        return [
+            {
+                "state": s,
+                "label": {"leased": "in flight", "dead": "dead letters"}.get(s, s),
+                "count": pg.counts[s],
+                "url": self.url("queue", queue, state=s if s != "ready" else None),
+                "current": s == pg.state,
+            }
+            for s in dashboard.TABS
+        ]
 
     def job_view(self, request: HttpRequest, queue: str) -> HttpResponse:
         """Everything known about one job (``?id=<tag>``)."""

@@ -1,18 +1,11 @@
-"""Read-only queries for the admin dashboard, returning plain data.
+"""The admin dashboard's shaping for display: rows, charts and text, from the reads of
+:mod:`django_zqueue.read`.
 
-Every function here only reads, and its Redis work is bounded by the number of
-configured queues or by one page of jobs, never by the size of a queue:
-
-- counts are ``ZCARD`` (O(1)); a page is one ``ZRANGE`` by index (O(log N + page)),
-  then one ``HMGET`` per hash for the page's tags only (O(page));
-- nothing uses ``KEYS``, ``SCAN``, ``HGETALL`` of a per-job hash, or a script that
-  walks a collection; the only script is ``info.lua`` (one job, O(log N));
-- reads of one page go out in at most two pipelined round trips.
-
-Key names come from :attr:`Queue.keys <django_zqueue.queue.Queue.keys>`. The parsing of
-the per-minute ring and of the workers hash mirrors :meth:`Queue.minutes` and
-:meth:`Queue.live_threads` (the tests check they agree), so that a whole overview is one
-pipeline instead of several round trips per queue.
+Every Redis read and every decoding of what Redis holds (job records, the stats hash,
+worker registrations) is in :mod:`django_zqueue.read` and :mod:`django_zqueue.records`;
+this module turns their results into what the templates show: job rows with their
+times, ranks and ETAs as text, pages of a tab, the overview's rows and its SVG charts,
+a job's detail. Each page's Redis cost is that of its read (see docs/admin.md).
 
 No Django views here: :mod:`django_zqueue.admin` renders what these functions return.
 """
@@ -21,79 +14,36 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from django.utils import timezone
 
-from .connection import is_cluster, server_time_ms, unavailable_as_error
+from . import read
 from .exceptions import InvalidArgument
-from .queue import MAX_MERGED, MAX_TAG_BYTES, JobInfo, Queue, live_thread_count, minute_rows
-from .queue import SERIES as SERIES  # the per-minute series of the stats ring
+from .read import SERIES as SERIES  # the per-minute series of the stats ring
+from .read import Location as Location
+from .read import Minute as Minute
+from .read import ScheduleRow as ScheduleRow
+from .read import locate as locate
+from .read import schedules as schedules
+from .read import valid_tag as valid_tag
+from .records import JobInfo, Progress, from_ms
+from .records import score_text as format_score
 
-#: tabs of the queue page: state -> the ZSET that holds it
-TABS = ("ready", "delayed", "leased", "dead")
-#: a worker entry older than this no longer counts (as Queue.live_threads' default)
-WORKER_WITHIN_MS = 30_000
+if TYPE_CHECKING:
+    from .queue import Queue
+
+#: tabs of the queue page, one per state
+TABS = read.STATES
 MAX_PER_PAGE = 200
 #: page numbers are clamped to this, so offsets stay within Redis' integers
 MAX_PAGE = 10**9
 #: the first line of an error is cut to this many characters in lists
 ERROR_LINE_CHARS = 300
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _ms_dt(ms: float) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def _redis_ms(reply: Any) -> int:
-    secs, micros = reply
-    return int(secs) * 1000 + int(micros) // 1000
-
-
-def _timed_pipeline(client: Any, key: str, transaction: bool = False) -> tuple[Any, int | None]:
-    """A pipeline whose first command is ``TIME``. A cluster pipeline takes no ``TIME``
-    (nor does a cluster transaction): there the time of ``key``'s node is read first, on
-    its own, and returned; :func:`_execute_timed` puts it in front of the replies."""
-    pipe = client.pipeline(transaction=transaction)
-    if is_cluster(client):
-        return pipe, server_time_ms(client, key)
-    pipe.time()
-    return pipe, None
-
-
-def _execute_timed(pipe: Any, now_ms: int | None) -> tuple[int, list[Any]]:
-    """(Redis time in ms, replies with the ``TIME`` reply first) of a timed pipeline."""
-    replies = list(pipe.execute())
-    if now_ms is None:
-        return _redis_ms(replies[0]), replies
-    return now_ms, [None, *replies]
-
-
-def _json(raw: Any) -> Any:
-    if raw is None or raw in (b"", ""):
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
-
-
-def format_score(score: float | None) -> str:
-    """A ready score as an exact decimal string (integral scores without ``.0``)."""
-    if score is None:
-        return ""
-    if math.isfinite(score) and score == int(score) and abs(score) < 2**63:
-        return str(int(score))
-    return repr(score)
 
 
 def duration(seconds: float | None) -> str:
@@ -144,54 +94,11 @@ def first_line(text: str | None) -> str | None:
     return line[:ERROR_LINE_CHARS] + ("…" if len(line) > ERROR_LINE_CHARS else "")
 
 
-def _live_threads(raw: dict[Any, Any], now_ms: int) -> int:
-    """As :meth:`Queue.live_threads`: threads of the entries seen in the last 30 s.
-
-    ``seen`` is the worker's clock, compared with this host's clock as the queue does."""
-    return live_thread_count(raw, now_ms - WORKER_WITHIN_MS)
-
-
-# ---------------------------------------------------------------- the minute series
-
-
-@dataclass(frozen=True, slots=True)
-class Minute:
-    """One minute of the stats ring (as a row of :meth:`Queue.minutes`)."""
-
-    minute: int  # minutes since the epoch, Redis time
-    enqueued: int
-    acked: int
-    failed: int
-    dead: int
-    run_ms: int
-    ready: int  # depth sampled in that minute (-1: none taken); the current minute: now
-
-    @property
-    def start(self) -> datetime:
-        return _ms_dt(self.minute * 60_000)
-
-
-def minutes_from_stats(
-    fields: dict[str, int], now_ms: int, last: int = 60, ready_now: int | None = None
-) -> list[Minute]:
-    """The last ``last`` minutes, oldest first, from the decoded stats hash (the current
-    minute's depth is ``ready_now`` when given)."""
-    return [Minute(**row) for row in minute_rows(fields, now_ms // 60_000, last, ready_now)]
-
-
-def _stats_fields(raw: dict[Any, Any]) -> dict[str, int]:
-    out = {}
-    for k, v in raw.items():
-        try:
-            out[_s(k)] = int(v)
-        except ValueError:
-            continue
-    return out
-
-
-def _counters(fields: dict[str, int]) -> dict[str, int]:
-    """The lifetime counters of a stats hash (the fields whose name ends in no digit)."""
-    return {k: v for k, v in fields.items() if not k[-1:].isdigit()}
+def _due_in(when: datetime | None, now_ms: int) -> str:
+    if when is None:
+        return ""
+    delta = when.timestamp() - now_ms / 1000
+    return ("in " if delta >= 0 else "overdue by ") + duration(delta)
 
 
 # ---------------------------------------------------------------- chart
@@ -245,6 +152,17 @@ def _fmt(x: float) -> str:
     return f"{x:.1f}"
 
 
+def _xticks(n: int, left: int, right: int) -> list[tuple[str, str]]:
+    """(x, label) of the time axis of ``n`` minutes: every 15 minutes back from now."""
+    out = []
+    for back in (60, 45, 30, 15, 0):
+        if back < n:
+            i = n - 1 - back
+            label = "now" if back == 0 else f"-{back} min"
+            out.append((_fmt(left + (right - left) * (i / max(1, n - 1))), label))
+    return out
+
+
 def line_chart(
     title: str,
     series: Sequence[tuple[str, str, Sequence[int | None]]],
@@ -286,12 +204,6 @@ def line_chart(
     ]
     if ymax == 1:
         ticks = [ticks[0], ticks[2]]
-    xticks = []
-    for back in (60, 45, 30, 15, 0):
-        if back < n:
-            i = n - 1 - back
-            label = "now" if back == 0 else f"-{back} min"
-            xticks.append((_fmt(left + (right - left) * (i / max(1, n - 1))), label))
     return Chart(
         title=title,
         width=width,
@@ -302,7 +214,7 @@ def line_chart(
         bottom=bottom,
         lines=lines,
         ticks=ticks,
-        xticks=xticks,
+        xticks=_xticks(n, left, right),
         empty=peak == 0,
         latest_note=latest_note,
     )
@@ -351,100 +263,26 @@ class QueueSummary:
         )
 
 
-def _by_client(queues: Sequence[Queue]) -> dict[int, list[Queue]]:
-    groups: dict[int, list[Queue]] = {}
-    for q in queues:
-        groups.setdefault(id(q.client), []).append(q)
-    return groups
-
-
 def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
-    """A summary of each queue: counts, lag, live workers, counters and ``last`` minutes.
-
-    Two pipelined round trips per Redis client whatever the queues hold: ``TIME``, then
-    per queue four ``ZCARD``, ``HGETALL`` of the stats hash (bounded: the counters and a
-    64-slot ring) and of the workers hash (one field per worker), and ``ZRANGE ready 0
-    0``; then one ``HGET`` of the record of each queue's first job.
-    """
+    """A summary of each queue: counts, lag, live workers, counters and ``last`` minutes
+    (:func:`django_zqueue.read.overview`: two round trips per Redis client)."""
     if not 1 <= last <= 63:
         raise InvalidArgument("last must be in [1, 63]")
-    out: dict[str, QueueSummary] = {}
-    for q in queues:
-        if q.partitions > 1:
-            out[q.name] = _partitioned_summary(q, last)
-    for group in _by_client([q for q in queues if q.partitions == 1]).values():
-        client = group[0].client
-        with unavailable_as_error():
-            pipe, now = _timed_pipeline(client, group[0].keys.ready)
-            for q in group:
-                k = q.keys
-                for key in (k.ready, k.delayed, k.leased, k.dead):
-                    pipe.zcard(key)
-                pipe.hgetall(k.stats)
-                pipe.hgetall(k.workers)
-                pipe.zrange(k.ready, 0, 0)
-            now_ms, replies = _execute_timed(pipe, now)
-            rows = [replies[1 + 7 * i : 8 + 7 * i] for i in range(len(group))]
-            firsts = [(q, row[6][0]) for q, row in zip(group, rows, strict=True) if row[6]]
-            metas: dict[str, Any] = {}
-            if firsts:
-                pipe = client.pipeline(transaction=False)
-                for q, tag in firsts:
-                    pipe.hget(q.keys.meta, tag)
-                metas = {q.name: _json(m) for (q, _), m in zip(firsts, pipe.execute(), strict=True)}
-        local_ms = int(time.time() * 1000)
-        for q, row in zip(group, rows, strict=True):
-            ready, delayed, inflight, dead, stats_raw, workers_raw, _ = row
-            fields = _stats_fields(stats_raw)
-            meta = metas.get(q.name)
-            lag = None
-            if isinstance(meta, dict) and "e" in meta:
-                lag = max(0.0, (now_ms - int(meta["e"])) / 1000)
-            out[q.name] = QueueSummary(
-                name=q.name,
-                ready=int(ready),
-                delayed=int(delayed),
-                inflight=int(inflight),
-                dead=int(dead),
-                lag_seconds=lag,
-                workers=_live_threads(workers_raw, local_ms),
-                counters=_counters(fields),
-                minutes=minutes_from_stats(fields, now_ms, last, int(ready)),
-                now_ms=now_ms,
-            )
-    return [out[q.name] for q in queues]
-
-
-def _partitioned_summary(q: Queue, last: int) -> QueueSummary:
-    """The summary of a partitioned queue: the sums over its partitions (counts, stats
-    and minute ring), the lag of the first job in global order. A few round trips, each
-    O(partitions)."""
-    counts = q.counts()
-    first = q.merged_page("ready", 0, 1)
-    with unavailable_as_error():
-        fields = q.read.stats_fields()
-        pipe, now = _timed_pipeline(q.client, q.keys.workers)
-        pipe.hgetall(q.keys.workers)
-        if first:
-            tag, _, p = first[0]
-            pipe.hget(q.part_keys[p].meta, tag)
-        now_ms, replies = _execute_timed(pipe, now)
-    meta = _json(replies[2]) if first else None
-    lag = None
-    if isinstance(meta, dict) and "e" in meta:
-        lag = max(0.0, (now_ms - int(meta["e"])) / 1000)
-    return QueueSummary(
-        name=q.name,
-        ready=counts["ready"],
-        delayed=counts["delayed"],
-        inflight=counts["inflight"],
-        dead=counts["dead"],
-        lag_seconds=lag,
-        workers=_live_threads(replies[1], int(time.time() * 1000)),
-        counters=_counters(fields),
-        minutes=minutes_from_stats(fields, now_ms, last),
-        now_ms=now_ms,
-    )
+    return [
+        QueueSummary(
+            name=f.name,
+            ready=f.ready,
+            delayed=f.delayed,
+            inflight=f.inflight,
+            dead=f.dead,
+            lag_seconds=f.lag_seconds,
+            workers=f.workers,
+            counters=f.counters,
+            minutes=f.minutes(last),
+            now_ms=f.now_ms,
+        )
+        for f in read.overview(queues)
+    ]
 
 
 # ---------------------------------------------------------------- one queue, one page
@@ -515,11 +353,7 @@ class JobRow:
     @property
     def due_in(self) -> str:
         """Delayed: time until run-at; leased: until the lease deadline (negative: past)."""
-        when = self.run_at or self.lease_deadline
-        if when is None:
-            return ""
-        delta = when.timestamp() - self.now_ms / 1000
-        return ("in " if delta >= 0 else "overdue by ") + duration(delta)
+        return _due_in(self.run_at or self.lease_deadline, self.now_ms)
 
     @property
     def overdue(self) -> bool:
@@ -554,8 +388,7 @@ class Page:
 
     @property
     def pages(self) -> int:
-        pages = max(1, math.ceil(self.total / self.per_page))
-        return pages if self.max_pages is None else min(pages, self.max_pages)
+        return read.page_count(self.total, self.per_page, self.max_pages)
 
     @property
     def offset(self) -> int:
@@ -576,280 +409,57 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     ``ready`` is in rank order (rank = offset + index), ``delayed`` by run-at,
     ``leased`` by lease deadline, ``dead`` most recent death first. A page number past
     the end gives the last page. Error text is read only when ``payload`` is true.
-
-    Two round trips: ``TIME``, four ``ZCARD``, the page's ``ZRANGE`` and, for ready
-    jobs, ``HMGET stats acked run_ms`` and ``HGETALL workers`` (for the ETA); then one
-    ``HMGET`` per hash the page needs (meta and body; progress for leased jobs; errors
-    for dead ones, with payload), for the page's tags only.
+    Reads :meth:`QueueReader.listing <django_zqueue.read.QueueReader.listing>`.
     """
     if state not in TABS:
         raise InvalidArgument(f"state must be one of {', '.join(TABS)}")
     if not 1 <= per_page <= MAX_PER_PAGE:
         raise InvalidArgument(f"per_page must be in [1, {MAX_PER_PAGE}]")
-    number = min(max(1, number), MAX_PAGE)
-    if q.partitions > 1:
-        return _partitioned_page(q, state, number, per_page, payload=payload)
-    k = q.keys
-    zset = {"ready": k.ready, "delayed": k.delayed, "leased": k.leased, "dead": k.dead}[state]
-    with unavailable_as_error():
-        # counts and page from one snapshot (one slot: a transaction on a cluster too)
-        pipe, now = _timed_pipeline(q.client, k.ready, transaction=True)
-        for key in (k.ready, k.delayed, k.leased, k.dead):
-            pipe.zcard(key)
-        start = (number - 1) * per_page
-        if state == "dead":
-            pipe.zrevrange(zset, start, start + per_page - 1, withscores=True)
-        else:
-            pipe.zrange(zset, start, start + per_page - 1, withscores=True)
-        if state == "ready":
-            pipe.hmget(k.stats, ["acked", "run_ms"])
-            pipe.hgetall(k.workers)
-        now_ms, replies = _execute_timed(pipe, now)
-        counts = dict(zip(TABS, (int(c) for c in replies[1:5]), strict=True))
-        members: list[tuple[bytes, float]] = replies[5]
-        total = counts[state]
-        last_page = max(1, math.ceil(total / per_page))
-        if not members and number > last_page:  # past the end: show the last page
-            return page(q, state, last_page, per_page, payload=payload)
-        tags = [m for m, _ in members]
-        hashes = [k.meta, k.body]
-        if state == "leased":
-            hashes.append(k.progress)
-        if state == "dead" and payload:
-            hashes.append(k.errors)
-        values: list[list[Any]] = []
-        if tags:
-            pipe = q.client.pipeline(transaction=False)
-            for key in hashes:
-                pipe.hmget(key, tags)
-            values = pipe.execute()
-    workers = 0
-    mean_run_ms = None
-    if state == "ready":
-        acked, run_ms = (int(x or 0) for x in replies[6])
-        mean_run_ms = run_ms / acked if acked else None
-        workers = _live_threads(replies[7], int(time.time() * 1000))
-    return _page(
-        q,
-        state,
-        number,
-        per_page,
-        counts,
-        members,
-        values,
-        now_ms,
-        workers,
-        mean_run_ms,
-        payload=payload,
-    )
-
-
-def _partitioned_page(q: Queue, state: str, number: int, per_page: int, *, payload: bool) -> Page:
-    """:func:`page` for a partitioned queue: the partitions' pages merged in global
-    order (:meth:`Queue.merged_page`). Only the first ``MAX_MERGED`` jobs of a state
-    can be listed; a later page number gives the last reachable page. Round trips: the
-    counts, ``TIME`` and the merged page; one ``HMGET`` per hash and partition of the
-    page; for ready jobs the partitions' stats and the workers hash."""
-    max_pages = max(1, MAX_MERGED // per_page)
-    counts = q.counts()
-    counts = {
-        "ready": counts["ready"],
-        "delayed": counts["delayed"],
-        "leased": counts["inflight"],
-        "dead": counts["dead"],
-    }
-    last_page = min(max_pages, max(1, math.ceil(counts[state] / per_page)))
-    number = min(number, last_page)
-    entries = q.merged_page(state, (number - 1) * per_page, per_page)
-    hashes = ["meta", "body"]
-    if state == "leased":
-        hashes.append("progress")
-    if state == "dead" and payload:
-        hashes.append("errors")
-    by_part: dict[int, list[str]] = {}
-    for tag, _, p in entries:
-        by_part.setdefault(p, []).append(tag)
-    with unavailable_as_error():
-        pipe, now = _timed_pipeline(q.client, q.keys.workers)
-        for p, tags in by_part.items():
-            for name in hashes:
-                pipe.hmget(getattr(q.part_keys[p], name), tags)
-        now_ms, replies = _execute_timed(pipe, now)
-        found: dict[tuple[int, str], list[Any]] = {}
-        i = 1
-        for p, tags in by_part.items():
-            for tag_index, tag in enumerate(tags):
-                found[(p, tag)] = [replies[i + h][tag_index] for h in range(len(hashes))]
-            i += len(hashes)
-        values = [[found[(p, tag)][h] for tag, _, p in entries] for h in range(len(hashes))]
-        workers = 0
-        mean_run_ms = None
-        if state == "ready":
-            fields = q.read.stats_fields()
-            acked, run_ms = fields.get("acked", 0), fields.get("run_ms", 0)
-            mean_run_ms = run_ms / acked if acked else None
-            workers = _live_threads(q.client.hgetall(q.keys.workers), int(time.time() * 1000))
-    members = [(tag.encode("utf-8"), score) for tag, score, _ in entries]
-    return _page(
-        q,
-        state,
-        number,
-        per_page,
-        counts,
-        members,
-        values,
-        now_ms,
-        workers,
-        mean_run_ms,
-        max_pages=max_pages,
-        payload=payload,
-    )
-
-
-def _page(
-    q: Queue,
-    state: str,
-    number: int,
-    per_page: int,
-    counts: dict[str, int],
-    members: list[tuple[bytes, float]],
-    values: list[list[Any]],
-    now_ms: int,
-    workers: int,
-    mean_run_ms: float | None,
-    max_pages: int | None = None,
-    *,
-    payload: bool,
-) -> Page:
-    """The page's rows, from the members of the state's set and the values of the
-    hashes read for them (meta, body, then progress or errors)."""
-    rows = []
-    for i, (tag_raw, score) in enumerate(members):
-        meta = _json(values[0][i])
-        body = _json(values[1][i])
-        extra = values[2][i] if len(values) > 2 else None
-        row: dict[str, Any] = {"tag": _s(tag_raw), "state": state, "score": float(score)}
-        row["now_ms"] = now_ms
-        if not isinstance(meta, dict):
-            rows.append(JobRow(**row, gone=True))
-            continue
-        row.update(
-            priority=int(meta.get("p", 0)),
-            task=task_name(body),
-            enqueued_at=_ms_dt(meta["e"]) if "e" in meta else None,
-            attempts=int(meta.get("a", 0)),
-            max_retries=int(meta.get("m", 0)),
-        )
-        if state == "ready":
-            rank = (number - 1) * per_page + i
-            row["rank"] = rank
-            if mean_run_ms is not None:
-                row["eta_seconds"] = (rank + 1) * mean_run_ms / 1000 / max(1, workers)
-        elif state == "delayed":
-            row["run_at"] = _ms_dt(score)
-        elif state == "leased":
-            row.update(
-                consumer=meta.get("c"),
-                started_at=_ms_dt(meta["st"]) if "st" in meta else None,
-                lease_deadline=_ms_dt(score),
-            )
-            prog = _json(extra)
-            if isinstance(prog, dict) and isinstance(prog.get("v"), int | float):
-                row["progress"] = min(1.0, max(0.0, float(prog["v"])))
-                row["progress_note"] = str(prog.get("n") or "") or None
-        elif state == "dead":
-            row["died_at"] = _ms_dt(score)
-            if payload and extra:
-                row["error"] = first_line(_s(extra))
-        rows.append(JobRow(**row))
+    listing = q.read.listing(state, min(max(1, number), MAX_PAGE), per_page, errors=payload)
     return Page(
         queue=q.name,
         state=state,
-        counts=counts,
-        rows=rows,
-        number=number,
+        counts=listing.counts,
+        rows=[_row(listing, i, job) for i, job in enumerate(listing.jobs)],
+        number=listing.number,
         per_page=per_page,
-        now_ms=now_ms,
-        workers=workers,
-        mean_run_ms=mean_run_ms,
-        max_pages=max_pages,
+        now_ms=listing.now_ms,
+        workers=listing.workers,
+        mean_run_ms=listing.mean_run_ms,
+        max_pages=listing.max_pages,
     )
 
 
-# ---------------------------------------------------------------- search
-
-
-@dataclass(frozen=True, slots=True)
-class Location:
-    queue: str
-    tag: str
-    state: str  # ready | delayed | leased | dead | orphan
-    score: float | None
-    rank: int | None
-
-    @property
-    def score_text(self) -> str:
-        return format_score(self.score)
-
-
-def valid_tag(tag: str) -> bool:
-    return 0 < len(tag.encode("utf-8")) <= MAX_TAG_BYTES
-
-
-def locate(queues: Sequence[Queue], tag: str) -> list[Location]:
-    """Where job ``tag`` is, in each of ``queues`` that has it: state, score and rank.
-
-    One pipelined round trip per Redis client: per queue, ``ZSCORE`` in each of the four
-    sets, ``ZRANK`` in ready and ``HEXISTS`` of the record (O(log N) each). An invalid
-    tag (empty, or longer than 256 bytes) is found nowhere.
-    """
-    if not valid_tag(tag):
-        return []
-    found: dict[str, Location] = {}
-    for q in queues:
-        if q.partitions > 1:  # the job's partition, read directly; the global rank
-            info = q.info(tag, with_body=False)
-            if info is not None:
-                score = {
-                    "ready": info.score,
-                    "delayed": info.run_at,
-                    "leased": info.lease_deadline,
-                    "dead": info.died_at,
-                }.get(info.state)
-                found[q.name] = Location(
-                    q.name,
-                    tag,
-                    info.state,
-                    score.timestamp() * 1000 if isinstance(score, datetime) else score,
-                    info.rank,
-                )
-    for group in _by_client([q for q in queues if q.partitions == 1]).values():
-        with unavailable_as_error():
-            pipe = group[0].client.pipeline(transaction=False)
-            for q in group:
-                k = q.keys
-                for key in (k.ready, k.delayed, k.leased, k.dead):
-                    pipe.zscore(key, tag)
-                pipe.zrank(k.ready, tag)
-                pipe.hexists(k.meta, tag)
-            replies = pipe.execute()
-        for i, q in enumerate(group):
-            scores = replies[6 * i : 6 * i + 4]
-            rank, has_record = replies[6 * i + 4], replies[6 * i + 5]
-            for state, score in zip(TABS, scores, strict=True):
-                if score is not None:
-                    found[q.name] = Location(
-                        q.name,
-                        tag,
-                        state,
-                        float(score),
-                        int(rank) if state == "ready" and rank is not None else None,
-                    )
-                    break
-            else:
-                if has_record:
-                    found[q.name] = Location(q.name, tag, "orphan", None, None)
-    return [found[q.name] for q in queues if q.name in found]
+def _row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
+    """The row of one listed job (the ``index``-th of its page)."""
+    state, record, when = listing.state, job.record, from_ms(job.score)
+    if record is None:  # gone between the two reads, or a record that is not an object
+        return JobRow(job.tag, state, job.score, gone=True, now_ms=listing.now_ms)
+    rank = listing.offset + index if state == "ready" else None
+    progress = job.progress if job.progress and job.progress.value is not None else None
+    return JobRow(
+        tag=job.tag,
+        state=state,
+        score=job.score,
+        rank=rank,
+        priority=record.priority,
+        task=task_name(job.body),
+        enqueued_at=record.enqueued_at,
+        attempts=record.attempts,
+        max_retries=record.max_retries,
+        eta_seconds=None
+        if rank is None
+        else read.eta_seconds(rank, listing.mean_run_ms, listing.workers),
+        run_at=when if state == "delayed" else None,
+        consumer=record.consumer if state == "leased" else None,
+        started_at=record.started_at if state == "leased" else None,
+        lease_deadline=when if state == "leased" else None,
+        progress=progress.value if progress else None,
+        progress_note=progress.note if progress else None,
+        died_at=when if state == "dead" else None,
+        error=first_line(job.error) if state == "dead" else None,
+        now_ms=listing.now_ms,
+    )
 
 
 # ---------------------------------------------------------------- one job
@@ -878,11 +488,12 @@ class JobDetail:
         return duration(self.now_ms / 1000 - self.info.enqueued_at.timestamp())
 
     @property
+    def progress(self) -> Progress | None:
+        return Progress.of(self.info.progress)
+
+    @property
     def progress_value(self) -> float | None:
-        p = self.info.progress
-        if isinstance(p, dict) and isinstance(p.get("v"), int | float):
-            return min(1.0, max(0.0, float(p["v"])))
-        return None
+        return self.progress.value if self.progress else None
 
     @property
     def progress_percent(self) -> int | None:
@@ -891,21 +502,15 @@ class JobDetail:
 
     @property
     def progress_note(self) -> str | None:
-        p = self.info.progress
-        return str(p.get("n") or "") or None if isinstance(p, dict) else None
+        return self.progress.note if self.progress else None
 
     @property
     def progress_at(self) -> datetime | None:
-        p = self.info.progress
-        return _ms_dt(p["t"]) if isinstance(p, dict) and isinstance(p.get("t"), int) else None
+        return self.progress.at if self.progress else None
 
     @property
     def due_in(self) -> str:
-        when = self.info.run_at or self.info.lease_deadline
-        if when is None:
-            return ""
-        delta = when.timestamp() - self.now_ms / 1000
-        return ("in " if delta >= 0 else "overdue by ") + duration(delta)
+        return _due_in(self.info.run_at or self.info.lease_deadline, self.now_ms)
 
     @property
     def attempts_text(self) -> str:
@@ -913,31 +518,18 @@ class JobDetail:
 
 
 def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
-    """Everything about one job (:meth:`Queue.info`), with arguments and error text only
-    when ``payload`` is true. None when there is no such job (or the tag is invalid).
-
-    Two round trips: the read-only ``info`` script (O(log N)), then ``TIME``,
-    ``HMGET stats acked run_ms`` and ``HGETALL workers`` for the ETA."""
+    """Everything about one job (:meth:`QueueReader.job
+    <django_zqueue.read.QueueReader.job>`), with arguments and error text only when
+    ``payload`` is true. None when there is no such job (or the tag is invalid)."""
     if not valid_tag(tag):
         return None
-    info = q.info(tag, with_body=True)
-    if info is None:
+    reading = q.read.job(tag)
+    if reading is None:
         return None
-    with unavailable_as_error():
-        pipe, now = _timed_pipeline(q.client, q.keys.stats)
-        if q.partitions > 1:
-            fields = q.read.stats_fields()
-            pipe.hgetall(q.keys.workers)
-            now_ms, (_, workers_raw) = _execute_timed(pipe, now)
-            acked, run_ms = fields.get("acked", 0), fields.get("run_ms", 0)
-        else:
-            pipe.hmget(q.keys.stats, ["acked", "run_ms"])
-            pipe.hgetall(q.keys.workers)
-            now_ms, (_, (acked, run_ms), workers_raw) = _execute_timed(pipe, now)
+    info = reading.info
     eta = None
-    if info.rank is not None and acked and int(acked):
-        threads = max(1, _live_threads(workers_raw, int(time.time() * 1000)))
-        eta = (info.rank + 1) * int(run_ms or 0) / int(acked) / 1000 / threads
+    if info.rank is not None:
+        eta = read.eta_seconds(info.rank, reading.mean_run_ms, reading.workers)
     return JobDetail(
         info=info,
         task=task_name(info.body),
@@ -945,63 +537,5 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
         last_error=info.last_error if payload else None,
         error_hidden=bool(info.last_error) and not payload,
         eta_seconds=eta,
-        now_ms=now_ms,
+        now_ms=reading.now_ms,
     )
-
-
-@dataclass(frozen=True)
-class ScheduleRow:
-    name: str
-    queue: str
-    task: str
-    every: str
-    paused: bool
-    next_at: datetime | None
-    last_at: datetime | None
-    last_job: str | None
-    last_job_state: str | None  # ready | delayed | leased | dead | None (gone: finished)
-
-
-def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
-    """Periodic schedules of ``queues`` with next and last firing and the last job's state.
-
-    Per queue: one HGETALL of the definitions, then one pipeline of ZSCORE + HGET per
-    schedule and one state read per last job: O(schedules), never O(jobs)."""
-    rows: list[ScheduleRow] = []
-    for q in queues:
-        with unavailable_as_error():
-            defs: Any = q.client.hgetall(q.sched_keys.sched_defs)
-            if not defs:
-                continue
-            names = sorted(k.decode() for k in defs)
-            pipe = q.client.pipeline(transaction=False)
-            for name in names:
-                pipe.zscore(q.sched_keys.sched, name)
-                pipe.hget(q.sched_keys.sched_last, name)
-            replies = pipe.execute()
-            lasts = [r.decode().split(" ", 1)[1] if r else None for r in replies[1::2]]
-            batch = q.batch()
-            pending = [batch.add(q.shards[0].state(job)) for job in lasts if job]
-            batch.send()
-            states = iter([p.result() for p in pending])
-        for name, nxt, job in zip(names, replies[0::2], lasts, strict=True):
-            definition = json.loads(defs[name.encode()])
-            state = next(states) if job else None
-            rows.append(
-                ScheduleRow(
-                    name=name,
-                    queue=q.name,
-                    task=definition.get("task", ""),
-                    every=definition.get("cron") or f"every {definition.get('interval')} s",
-                    paused=bool(definition.get("paused")),
-                    next_at=_dt(nxt) if nxt is not None else None,
-                    last_at=_dt(int(job.rsplit(":", 1)[1])) if job else None,
-                    last_job=job,
-                    last_job_state=state,
-                )
-            )
-    return rows
-
-
-def _dt(ms: float) -> datetime:
-    return datetime.fromtimestamp(float(ms) / 1000, tz=UTC)

@@ -1,7 +1,7 @@
 """Prometheus metrics of the configured queues (needs the ``prometheus`` extra).
 
 One scrape reads Redis in two pipelined round trips, a fixed number of O(1) or
-O(log N) commands per queue (see :func:`django_zqueue.dashboard.overview`): its cost
+O(log N) commands per queue (see :func:`django_zqueue.read.overview`): its cost
 grows with the number of queues, never with their length.
 
 Three ways to expose them:
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse
 
-from . import conf, dashboard
+from . import conf, read
 from .queue import Queue, get_queue
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class ZQueueCollector:
         queues = self._queues
         if queues is None:
             queues = [get_queue(name) for name in conf.get_config().queues]
-        summaries = dashboard.overview(queues, last=1)
+        figures = read.overview(queues)
         jobs = GaugeMetricFamily("zqueue_jobs", "Jobs in each state.", labels=["queue", "state"])
         lag = GaugeMetricFamily(
             "zqueue_lag_seconds",
@@ -92,14 +92,20 @@ class ZQueueCollector:
         run = CounterMetricFamily(
             "zqueue_run_seconds", "Run time of acked jobs, as reported.", labels=["queue"]
         )
-        for s in summaries:
-            for state in ("ready", "delayed", "inflight", "dead"):
-                jobs.add_metric([s.name, state], getattr(s, state))
-            lag.add_metric([s.name], s.lag_seconds or 0.0)
-            workers.add_metric([s.name], s.workers)
+        for f in figures:
+            for state, n in (
+                ("ready", f.ready),
+                ("delayed", f.delayed),
+                ("inflight", f.inflight),
+                ("dead", f.dead),
+            ):
+                jobs.add_metric([f.name, state], n)
+            lag.add_metric([f.name], f.lag_seconds or 0.0)
+            workers.add_metric([f.name], f.workers)
+            lifetime = f.counters
             for name, family in counters.items():
-                family.add_metric([s.name], s.counters.get(name, 0))
-            run.add_metric([s.name], s.counters.get("run_ms", 0) / 1000)
+                family.add_metric([f.name], lifetime.get(name, 0))
+            run.add_metric([f.name], lifetime.get("run_ms", 0) / 1000)
         yield jobs
         yield lag
         yield workers

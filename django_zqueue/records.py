@@ -5,6 +5,8 @@
 - :class:`Message`: one delivery of a job to one consumer (from ``claim.lua``).
 - :class:`JobInfo`: a consistent snapshot of one job (from ``info.lua``).
 - :class:`ScanResult`, :class:`Claimed`: what a scan step and a claim call did.
+- :class:`Record`, :class:`Progress`: a job's record and progress as the read side
+  (:mod:`.read`) lists them, decoded leniently (a bad value reads as missing).
 
 The job record (``meta`` hash, one JSON object per job) uses short fields: ``p`` priority,
 ``a`` attempts, ``m`` max retries, ``t`` delivery token, ``e`` enqueued at (ms), ``v``
@@ -15,6 +17,7 @@ Only this module reads them on the Python side.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -169,7 +172,7 @@ class JobInfo:
             return None
         state_raw, score_raw, rank, meta_raw, error, progress, body = reply
         state = text(state_raw)
-        meta = json.loads(meta_raw) if meta_raw else {}
+        record = Record.decode(meta_raw) or Record()
         sc = float(score_raw) if score_raw not in (b"", "") else None
         decoded: Any = None
         if body:
@@ -186,12 +189,12 @@ class JobInfo:
             run_at=from_ms(sc) if state == "delayed" and sc is not None else None,
             lease_deadline=from_ms(sc) if state == "leased" and sc is not None else None,
             died_at=from_ms(sc) if state == "dead" and sc is not None else None,
-            priority=int(meta.get("p", 0)),
-            attempts=int(meta.get("a", 0)),
-            max_retries=int(meta.get("m", 0)),
-            enqueued_at=from_ms(meta.get("e", 0)),
-            started_at=from_ms(meta["st"]) if "st" in meta else None,
-            consumer=meta.get("c"),
+            priority=record.priority,
+            attempts=record.attempts,
+            max_retries=record.max_retries,
+            enqueued_at=from_ms(record.enqueued_at_ms or 0),
+            started_at=record.started_at,
+            consumer=record.consumer,
             last_error=text(error) or None,
             progress=json.loads(progress) if progress else None,
             body=decoded,
@@ -226,31 +229,96 @@ class ScanResult:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A job's record fields as a reader shows them (admin pages, commands)."""
+    """A job's record (the ``meta`` hash) as a reader shows it (admin pages, commands).
+    ``enqueued_at_ms`` is None when the record lacks it."""
 
     priority: int = 0
     attempts: int = 0
     max_retries: int = 0
-    enqueued_at_ms: int = 0
+    enqueued_at_ms: int | None = None
     started_at_ms: int | None = None
     consumer: str | None = None
 
+    @property
+    def enqueued_at(self) -> datetime | None:
+        return None if self.enqueued_at_ms is None else from_ms(self.enqueued_at_ms)
+
+    @property
+    def started_at(self) -> datetime | None:
+        return None if self.started_at_ms is None else from_ms(self.started_at_ms)
+
     @classmethod
     def decode(cls, raw: bytes | str | None) -> Record | None:
-        """A record from its JSON text; None when missing or not a JSON object."""
-        if not raw:
-            return None
-        try:
-            meta = json.loads(raw)
-        except ValueError:
-            return None
+        """A record from its JSON text; None when missing, not a JSON object, or with a
+        field of the wrong type."""
+        meta = decode_json(raw)
         if not isinstance(meta, dict):
             return None
+        try:
+            return cls(
+                priority=int(meta.get("p", 0)),
+                attempts=int(meta.get("a", 0)),
+                max_retries=int(meta.get("m", 0)),
+                enqueued_at_ms=int(meta["e"]) if "e" in meta else None,
+                started_at_ms=int(meta["st"]) if "st" in meta else None,
+                consumer=None if meta.get("c") is None else str(meta["c"]),
+            )
+        except (TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A leased job's progress as ``touch`` records it: ``{"v": 0.0-1.0, "n": note, "t":
+    ms}``; ``value`` is None unless ``v`` is a number (then clamped to [0, 1])."""
+
+    value: float | None
+    note: str | None
+    at_ms: int | None
+
+    @classmethod
+    def of(cls, decoded: object) -> Progress | None:
+        """From the decoded JSON (as :attr:`JobInfo.progress`); None unless an object."""
+        if not isinstance(decoded, dict):
+            return None
+        v, t = decoded.get("v"), decoded.get("t")
         return cls(
-            priority=int(meta.get("p", 0)),
-            attempts=int(meta.get("a", 0)),
-            max_retries=int(meta.get("m", 0)),
-            enqueued_at_ms=int(meta.get("e", 0)),
-            started_at_ms=int(meta["st"]) if "st" in meta else None,
-            consumer=meta.get("c"),
+            value=min(1.0, max(0.0, float(v))) if isinstance(v, int | float) else None,
+            note=str(decoded.get("n") or "") or None,
+            at_ms=t if isinstance(t, int) else None,
         )
+
+    @classmethod
+    def decode(cls, raw: bytes | str | None) -> Progress | None:
+        return cls.of(decode_json(raw))
+
+    @property
+    def at(self) -> datetime | None:
+        return None if self.at_ms is None else from_ms(self.at_ms)
+
+
+def decode_json(raw: bytes | str | None) -> Any:
+    """A JSON value read from Redis (a body, a record, progress); None when missing or
+    not JSON."""
+    if raw is None or raw in (b"", ""):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def lenient_text(value: bytes | str | None) -> str | None:
+    """A free-text reply (an error, a consumer id) as text, bad UTF-8 replaced."""
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def score_text(score: float | None) -> str:
+    """A score as an exact decimal string (integral scores without ``.0``); '' for None."""
+    if score is None:
+        return ""
+    if math.isfinite(score) and score == int(score) and abs(score) < 2**63:
+        return str(int(score))
+    return repr(score)

@@ -49,14 +49,14 @@ class Command(BaseCommand):
             self.stdout.write(f"purged {letters(q.purge_dead())}")
             return
         if action == "list":
-            for info in q.dead_letters(limit=options["limit"]):
+            for info in q.read.dead_letters(limit=options["limit"]):
                 first = (info.last_error or "").splitlines()[0:1]
                 self.stdout.write(
                     f"{info.tag}  died={info.died_at}  attempts={info.attempts}  "
                     f"error={first[0] if first else ''}"
                 )
             return
-        tags = options["tags"] or [i.tag for i in q.dead_letters(limit=options["limit"])]
+        tags = options["tags"] or [i.tag for i in q.read.dead_letters(limit=options["limit"])]
         moved = sum(q.requeue_dead(t) for t in tags)
         if options["tags"] and moved < len(tags):
             others = "the other is not a dead letter"

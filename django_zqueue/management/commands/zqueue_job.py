@@ -20,7 +20,7 @@ class Command(BaseCommand):
 
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
-        info = command_queue(options["queue"]).info(options["tag"])
+        info = command_queue(options["queue"]).read.info(options["tag"])
         if info is None:
             raise CommandError(f"no job {options['tag']!r} in queue {options['queue']!r}")
         for field in (

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf
+from ... import conf, read
 from ...queue import get_queue
 from ..errors import redis_errors
 
@@ -37,10 +37,10 @@ class Command(BaseCommand):
             self.stdout.write(text.decode("utf-8"), ending="")
             return
         rows = {}
-        for name in conf.get_config().queues:
-            q = get_queue(name)
-            # counts() last: "dead" is the dead letters now, not the lifetime counter
-            rows[name] = {**q.stats(), **q.counts(), "workers": q.live_threads()}
+        for f in read.overview([get_queue(name) for name in conf.get_config().queues]):
+            # the counts last: "dead" is the dead letters now, not the lifetime counter
+            counts = {"ready": f.ready, "delayed": f.delayed, "inflight": f.inflight}
+            rows[f.name] = {**f.counters, **counts, "dead": f.dead, "workers": f.workers}
         if options["json"]:
             self.stdout.write(json.dumps(rows, indent=2))
             return

@@ -1,0 +1,67 @@
+"""The read side of queues: every read of the dashboard, the operator commands and the
+metrics, and the one place the stats hash and the workers hash are decoded (the job
+record is decoded in :mod:`django_zqueue.records`).
+
+Reads never write. Each works over a queue's shards alike: an unpartitioned queue is one
+shard, and the figures of a partitioned queue are merged here (sums of counts and
+counters, a merged minute ring, listings merged in global order: score, shard, tag).
+Every read is a fixed, small number of pipelined round trips, none of which walks a
+collection (no ``KEYS``, ``SCAN`` or unbounded command).
+
+- :class:`QueueReader` (``queue.read``): one queue's counts, counters, minutes, workers,
+  pages of a state (:meth:`~QueueReader.listing`), one job (:meth:`~QueueReader.job`),
+  dead letters;
+- :func:`overview`, :func:`locate`, :func:`schedules`: across queues, one pipeline per
+  Redis client;
+- :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
+"""
+
+from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_count
+from .overview import Location, QueueFigures, locate, overview, valid_tag
+from .pipeline import STATES
+from .reader import QueueReader
+from .schedules import ScheduleRow, schedules
+from .stats import (
+    SERIES,
+    WORKER_WITHIN_MS,
+    Minute,
+    counters,
+    decode_stats,
+    eta_seconds,
+    live_thread_count,
+    live_threads_now,
+    mean_run_ms,
+    merge_stats,
+    minute_rows,
+    minutes,
+)
+
+__all__ = [
+    "MAX_LIMIT",
+    "MAX_MERGED",
+    "SERIES",
+    "STATES",
+    "WORKER_WITHIN_MS",
+    "JobReading",
+    "ListedJob",
+    "Listing",
+    "Location",
+    "Minute",
+    "QueueFigures",
+    "QueueReader",
+    "ScheduleRow",
+    "counters",
+    "decode_stats",
+    "eta_seconds",
+    "live_thread_count",
+    "live_threads_now",
+    "locate",
+    "mean_run_ms",
+    "merge_stats",
+    "minute_rows",
+    "minutes",
+    "overview",
+    "page_count",
+    "schedules",
+    "valid_tag",
+]

@@ -1,0 +1,156 @@
+"""The stats hash and the workers hash of a queue, decoded in one place.
+
+The stats hash (``{p:q}:stats``) holds the lifetime counters (``enqueued``, ``acked``,
+``run_ms``, ...) and a 64-slot ring of per-minute figures: slot ``i`` holds the minute it
+counts (``m<i>``) and one field per series (``e<i>``, ``a<i>``, ...). A slot whose minute
+is not the one asked for is stale (64 minutes old or more) and counts as zero.
+
+The workers hash (``{p:q}:workers``) maps a worker id to its registration, JSON
+``{threads, seen, host, pid}``; a registration not seen lately is a dead worker's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..records import from_ms, text
+
+#: the per-minute series of the stats ring: field prefix -> name
+SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_ms", "r": "ready"}
+#: a worker registration older than this no longer counts (``live_threads``' default)
+WORKER_WITHIN_MS = 30_000
+#: the ring's slots
+RING = 64
+
+
+def decode_stats(raw: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
+    """A stats hash (lifetime counters and the minute ring) as ints; a field whose value
+    is not an integer is left out."""
+    out: dict[str, int] = {}
+    for k, v in raw.items():
+        try:
+            out[text(k)] = int(v)
+        except ValueError:
+            continue
+    return out
+
+
+def counters(fields: Mapping[str, int]) -> dict[str, int]:
+    """The lifetime counters of a decoded stats hash (the ring's fields left out)."""
+    return {name: v for name, v in fields.items() if not name[-1:].isdigit()}
+
+
+def merge_stats(parts: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """Decoded stats hashes of several shards as one: lifetime counters summed field by
+    field, and each slot of the minute ring summed over the shards whose slot holds the
+    newest minute. One shard's hash is returned as it is."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    fields: dict[str, int] = {}
+    for part in parts:
+        for name, v in counters(part).items():
+            fields[name] = fields.get(name, 0) + v
+    for slot in range(RING):
+        owners = [part for part in parts if f"m{slot}" in part]
+        if not owners:
+            continue
+        minute = max(part[f"m{slot}"] for part in owners)
+        fields[f"m{slot}"] = minute
+        for part in owners:
+            if part[f"m{slot}"] != minute:
+                continue
+            for short in SERIES:
+                key = f"{short}{slot}"
+                if key in part:
+                    fields[key] = fields.get(key, 0) + part[key]
+    return fields
+
+
+def minute_rows(
+    fields: Mapping[str, int], now_minute: int, last: int, ready_now: int | None = None
+) -> list[dict[str, int]]:
+    """Rows of :meth:`Queue.minutes` from the decoded stats hash (the 64-slot ring);
+    ``ready_now``, when given, is the current minute's depth (the live ZCARD)."""
+    out = []
+    for minute in range(now_minute - last + 1, now_minute + 1):
+        slot = minute % RING
+        live = fields.get(f"m{slot}") == minute
+        row = {"minute": minute}
+        for short, name in SERIES.items():
+            row[name] = fields.get(f"{short}{slot}", 0) if live else 0
+        if not live or f"r{slot}" not in fields:
+            row["ready"] = -1
+        out.append(row)
+    if ready_now is not None and out:
+        out[-1]["ready"] = ready_now
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Minute:
+    """One minute of the stats ring (a row of :meth:`Queue.minutes`)."""
+
+    minute: int  # minutes since the epoch, Redis time
+    enqueued: int
+    acked: int
+    failed: int
+    dead: int
+    run_ms: int
+    ready: int  # depth sampled in that minute (-1: none taken); the current minute: now
+
+    @property
+    def start(self) -> datetime:
+        return from_ms(self.minute * 60_000)
+
+
+def minutes(
+    fields: Mapping[str, int], now_ms: int, last: int = 60, ready_now: int | None = None
+) -> list[Minute]:
+    """The last ``last`` minutes, oldest first, from the decoded stats hash (the current
+    minute's depth is ``ready_now`` when given)."""
+    return [Minute(**row) for row in minute_rows(fields, now_ms // 60_000, last, ready_now)]
+
+
+def local_ms() -> int:
+    """This host's clock in ms: worker registrations carry their host's clock."""
+    return int(time.time() * 1000)
+
+
+def live_thread_count(workers: Mapping[bytes | str, bytes | str], cutoff_ms: float) -> int:
+    """Threads of the worker registrations (the workers hash) seen since ``cutoff_ms``;
+    a registration that is not a JSON object with numbers is left out."""
+    total = 0
+    for value in workers.values():
+        try:
+            entry = json.loads(value)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        seen, threads = entry.get("seen", 0), entry.get("threads", 1)
+        if isinstance(seen, int | float) and isinstance(threads, int) and seen >= cutoff_ms:
+            total += threads
+    return total
+
+
+def live_threads_now(workers: Mapping[bytes | str, bytes | str]) -> int:
+    """Threads of the registrations seen in the last 30 s, by this host's clock (as
+    :meth:`Queue.live_threads`)."""
+    return live_thread_count(workers, local_ms() - WORKER_WITHIN_MS)
+
+
+def mean_run_ms(acked: int, run_ms: int) -> float | None:
+    """The mean reported run time of the acked jobs; None before any was acked."""
+    return run_ms / acked if acked else None
+
+
+def eta_seconds(rank: int, mean_ms: float | None, workers: int) -> float | None:
+    """Seconds until the job at ``rank`` has run: ``(rank + 1) x mean run time / live
+    worker threads`` (at least one), as :meth:`Job.eta` estimates it."""
+    if mean_ms is None:
+        return None
+    return (rank + 1) * mean_ms / 1000 / max(1, workers)
