@@ -576,16 +576,11 @@ class Worker:
         from . import backends
 
         ctx = JobContext(msg, queue, name)
-        task = backends.resolve(name)
-        if task is None:
-            reason = (
-                f"unknown task {name!r}: not a django.tasks Task in a module of an installed app"
-            )
-            return self._failure(queue, msg, ctx, None, reason, None, dead=True)
-        backend = task.get_backend()
-        if not isinstance(backend, backends.ZQueueBackend):
-            reason = f"task {name!r} uses backend {backend.alias!r}, not a ZQueueBackend"
-            return self._failure(queue, msg, ctx, None, reason, None, dead=True)
+        found = backends.find_for_job(body)  # the job's alias and Django's rule
+        if found.task is None or found.backend is None:
+            found.record_refusal(queue, msg.tag, body, self.id)
+            return self._failure(queue, msg, ctx, None, found.reason, None, dead=True)
+        task, backend = found.task, found.backend
         record = backends.start_record(queue, msg.tag, body, self.id, backend.result_ttl)
         task_result = backends.result_from_record(msg.tag, record)
         close_old_connections()
@@ -596,9 +591,7 @@ class Worker:
             backends.send_started(task_result)
             args, kwargs = body.get("args", []), body.get("kwargs", {})
             if task.takes_context:
-                from ._django_tasks import TaskContext
-
-                raw = task.call(TaskContext(task_result=task_result), *args, **kwargs)
+                raw = task.call(backends.context_for(task_result), *args, **kwargs)
             else:
                 raw = task.call(*args, **kwargs)
             from ._django_tasks import normalize_json
@@ -607,18 +600,15 @@ class Worker:
             value = normalize_json(raw)
         except BaseException as exc:
             error = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
-            record["errors"].append(
-                {
-                    "exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
-                    "traceback": traceback.format_exc(),
-                }
-            )
+            record["errors"].append(backends.error_entry(exc))
+            dead = permanent or backend.retries_spent(record)
             out = self._failure(
-                queue, msg, ctx, None, error + "\n" + traceback.format_exc(), exc, dead=permanent
+                queue, msg, ctx, None, error + "\n" + traceback.format_exc(), exc, dead=dead
             )
+            out["retry_in"] = backend.retry_delay(msg.attempt, out["retry_in"])
             out["django_record"] = record
             out["result_ttl"] = backend.result_ttl
-            if permanent or msg.attempt > msg.max_retries:
+            if dead or msg.attempt > msg.max_retries:
                 # Final (the nack will bury it): signal now, inside the handler, so that
                 # receivers see the exception (Django's own logging receiver does).
                 record["status"] = "FAILED"
