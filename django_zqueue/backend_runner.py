@@ -19,7 +19,7 @@ from typing import Any
 from django.db import close_old_connections
 
 from . import backends
-from ._django_tasks import AnyResult, AnyTask, TaskContext, normalize_json
+from ._django_tasks import AnyResult, AnyTask, normalize_json
 from .context import JobContext, set_current_job
 from .events import kv, log
 from .outcome import Failure, Outcome, Success, TaskRecord, describe, failed
@@ -29,19 +29,22 @@ from .queue import Message, Queue
 def run(queue: Queue, msg: Message, body: Mapping[str, Any], name: str, worker_id: str) -> Outcome:
     """Run a job enqueued through Django's Tasks framework (ZQueueBackend)."""
     ctx = JobContext(msg, queue, name)
-    task = backends.resolve(name)
-    if task is None:
-        reason = f"unknown task {name!r}: not a django.tasks Task in a module of an installed app"
-        return failed(ctx, None, reason, None, dead=True)
-    backend = task.get_backend()
-    if not isinstance(backend, backends.ZQueueBackend):
-        reason = f"task {name!r} uses backend {backend.alias!r}, not a ZQueueBackend"
-        return failed(ctx, None, reason, None, dead=True)
+    found = backends.find_for_job(body)  # the job's alias and Django's rule
+    if found.task is None or found.backend is None:
+        found.record_refusal(queue, msg.tag, body, worker_id)
+        return failed(ctx, None, found.reason, None, dead=True)
+    task, backend = found.task, found.backend
     record = backends.start_record(queue, msg.tag, body, worker_id, backend.result_ttl)
-    return _call(ctx, task, body, TaskRecord(record, backend.result_ttl))
+    return _call(ctx, task, backend, body, TaskRecord(record, backend.result_ttl))
 
 
-def _call(ctx: JobContext, task: AnyTask, body: Mapping[str, Any], record: TaskRecord) -> Outcome:
+def _call(
+    ctx: JobContext,
+    task: AnyTask,
+    backend: backends.ZQueueBackend,
+    body: Mapping[str, Any],
+    record: TaskRecord,
+) -> Outcome:
     task_result = backends.result_from_record(ctx.id, record.data)
     close_old_connections()
     set_current_job(ctx)
@@ -53,7 +56,7 @@ def _call(ctx: JobContext, task: AnyTask, body: Mapping[str, Any], record: TaskR
         permanent = True  # from here on, the task has run: only its result is checked
         value = normalize_json(raw)
     except BaseException as exc:
-        return _failed(ctx, exc, record, permanent=permanent)
+        return _failed(ctx, exc, backend, record, permanent=permanent)
     finally:
         set_current_job(None)
         close_old_connections()
@@ -70,23 +73,31 @@ def _call(ctx: JobContext, task: AnyTask, body: Mapping[str, Any], record: TaskR
 def _invoke(task: AnyTask, task_result: AnyResult, body: Mapping[str, Any]) -> Any:
     args, kwargs = body.get("args", []), body.get("kwargs", {})
     if task.takes_context:
-        return task.call(TaskContext(task_result=task_result), *args, **kwargs)
+        return task.call(backends.context_for(task_result), *args, **kwargs)
     return task.call(*args, **kwargs)
 
 
-def _failed(ctx: JobContext, exc: BaseException, record: TaskRecord, *, permanent: bool) -> Failure:
+def _failed(
+    ctx: JobContext,
+    exc: BaseException,
+    backend: backends.ZQueueBackend,
+    record: TaskRecord,
+    *,
+    permanent: bool,
+) -> Failure:
     """The failure of a run (called while ``exc`` is handled), with the error added to
-    the record; a final one (the nack will bury the job) is signalled at once."""
+    the record; it is final (the nack buries the job) when the task ran and its result
+    was refused, or when the alias's ``MAX_RETRIES`` are spent (Django's default: one
+    attempt); a final one is signalled at once."""
     tb = traceback.format_exc()
-    record.data["errors"].append(
-        {
-            "exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
-            "traceback": tb,
-        }
-    )
-    failure = failed(ctx, None, describe(exc) + "\n" + tb, exc, dead=permanent)
+    record.data["errors"].append(backends.error_entry(exc))
+    dead = permanent or backend.retries_spent(record.data)
+    failure = failed(ctx, None, describe(exc) + "\n" + tb, exc, dead=dead)
     msg = ctx.message
-    final = permanent or msg.attempt > msg.max_retries
+    failure = dataclasses.replace(
+        failure, retry_in=backend.retry_delay(msg.attempt, failure.retry_in)
+    )
+    final = dead or msg.attempt > msg.max_retries
     if final:
         # Signal now, inside the handler, so that receivers see the exception (Django's
         # own logging receiver does).

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.exceptions import SuspiciousOperation
 from django.test import override_settings
 from django.utils import timezone
 
@@ -25,7 +26,7 @@ from django_zqueue._django_tasks import (
     task_finished,
     task_started,
 )
-from django_zqueue.backends import ZQueueBackend, task_rank
+from django_zqueue.backends import UnsafeTaskPath, ZQueueBackend, task_rank
 from django_zqueue.worker import Worker
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="no django.tasks and no django-tasks")
@@ -124,20 +125,55 @@ def test_queue_name_routes_to_the_zqueue_queue(ft: Any) -> None:
     assert ft.shout.get_result(result.id).return_value == "HI"
 
 
-def test_failure_records_errors_and_retries(ft: Any) -> None:
+def make_due(q: Any) -> None:
+    """Each retry waits in delayed: make it due."""
+    for tag in q.client.zrange(q.keys.delayed, 0, -1):
+        q.client.zadd(q.keys.delayed, {tag: 0}, xx=True)
+
+
+def with_options(**options: Any) -> Any:
+    from django.conf import settings
+
+    default = settings.TASKS["default"]
+    return override_settings(
+        TASKS={"default": {**default, "OPTIONS": {**default.get("OPTIONS", {}), **options}}}
+    )
+
+
+def test_a_raising_task_fails_after_one_attempt_by_default(ft: Any) -> None:
     finished: list[Any] = []
     task_finished.connect(
         lambda sender, task_result, **kw: finished.append(task_result), weak=False, dispatch_uid="f"
     )
     try:
         result = ft.fails.enqueue("boom")
-        with override_settings():  # default queue: max_retries 3, backoff ~1 s: shortcut it
+        run_worker()
+    finally:
+        task_finished.disconnect(dispatch_uid="f")
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED  # Django's semantics: no retry
+    assert len(result.errors) == 1 and result.attempts == 1
+    assert result.errors[0].exception_class is ValueError
+    assert [r.status for r in finished] == [TaskResultStatus.FAILED]
+    info = get_queue("default").info(result.id)
+    assert info is not None and info.state == "dead"
+
+
+def test_failure_records_errors_and_retries_when_opted_in(ft: Any) -> None:
+    finished: list[Any] = []
+    task_finished.connect(
+        lambda sender, task_result, **kw: finished.append(task_result), weak=False, dispatch_uid="f"
+    )
+    try:
+        with with_options(MAX_RETRIES=3, RETRY_BACKOFF={"base": 60, "max": 60, "jitter": 0}):
+            result = ft.fails.enqueue("boom")
             q = get_queue("default")
             run_worker()
+            # the backend's backoff, not the queue's (base 1 s)
+            score = q.client.zscore(q.keys.delayed, result.id)
+            assert score is not None and score / 1000 - time.time() > 50
             for _ in range(3):
-                # each retry waits in delayed: make it due and run again
-                for tag in q.client.zrange(q.keys.delayed, 0, -1):
-                    q.client.zadd(q.keys.delayed, {tag: 0}, xx=True)
+                make_due(q)
                 run_worker()
     finally:
         task_finished.disconnect(dispatch_uid="f")
@@ -154,20 +190,20 @@ def test_failure_records_errors_and_retries(ft: Any) -> None:
 
 
 def test_context_attempt_and_retry(ft: Any) -> None:
-    result = ft.fails_first.enqueue()
-    q = get_queue("default")
-    run_worker()
-    mid = ft.fails_first.get_result(result.id)
-    assert mid.status == TaskResultStatus.READY and len(mid.errors) == 1
-    for tag in q.client.zrange(q.keys.delayed, 0, -1):
-        q.client.zadd(q.keys.delayed, {tag: 0}, xx=True)
-    run_worker()
-    done = ft.fails_first.get_result(result.id)
-    assert done.status == TaskResultStatus.SUCCESSFUL
-    assert done.return_value == "second time lucky" and done.attempts == 2
-    ctx = ft.attempt_number.enqueue()
-    run_worker()
-    assert ft.attempt_number.get_result(ctx.id).return_value == 1
+    with with_options(MAX_RETRIES=1):
+        result = ft.fails_first.enqueue()
+        q = get_queue("default")
+        run_worker()
+        mid = ft.fails_first.get_result(result.id)
+        assert mid.status == TaskResultStatus.READY and len(mid.errors) == 1
+        make_due(q)
+        run_worker()
+        done = ft.fails_first.get_result(result.id)
+        assert done.status == TaskResultStatus.SUCCESSFUL
+        assert done.return_value == "second time lucky" and done.attempts == 2
+        ctx = ft.attempt_number.enqueue()
+        run_worker()
+        assert ft.attempt_number.get_result(ctx.id).return_value == 1
 
 
 def test_async_task(ft: Any) -> None:
@@ -194,7 +230,88 @@ def test_payload_of_a_non_task_is_not_run(project: dict[str, str]) -> None:
     run_worker()
     info = q.info(tag)
     assert info is not None and info.state == "dead"
-    assert "not a django.tasks Task" in (info.last_error or "")
+    assert "not a Task of django.tasks or django_tasks" in (info.last_error or "")
+    # get_result applies the same rule: nothing is built from a path that is not a Task
+    with pytest.raises(UnsafeTaskPath, match="not a Task") as caught:
+        task_backends["default"].get_result(tag)
+    assert isinstance(caught.value, TaskResultDoesNotExist | SuspiciousOperation)
+
+
+def test_get_result_does_not_trust_the_stored_path(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    body = {"task": "subprocess.check_output", "django_task": {"backend": "default"}}
+    tag = q.publish({**body, "args": [["true"]]})
+    with pytest.raises(UnsafeTaskPath, match=r"subprocess\.check_output"):
+        task_backends["default"].get_result(tag)
+
+
+def test_refused_job_records_why(ft: Any) -> None:
+    """A Task enqueued under an alias that no longer exists: FAILED, errors say why."""
+    from django_zqueue.backends import MARKER
+
+    result = ft.add.enqueue(1, 2)
+    q = get_queue("default")
+    body = q.info(result.id).body  # type: ignore[union-attr]
+    q.delete(result.id)
+    tag = q.publish({**body, MARKER: {**body[MARKER], "backend": "gone"}})
+    run_worker()
+    refused = task_backends["default"].get_result(tag)
+    assert refused.status == TaskResultStatus.FAILED
+    assert len(refused.errors) == 1
+    assert "'gone' is not in TASKS" in refused.errors[0].traceback
+    assert issubclass(refused.errors[0].exception_class, Exception)
+
+
+def test_installed_app_is_not_required_and_task_modules_narrows(project: dict[str, str]) -> None:
+    from tests import outside_tasks
+
+    result = outside_tasks.multiply.enqueue(6, 7)  # tests.* is not an installed app
+    run_worker()
+    assert outside_tasks.multiply.get_result(result.id).return_value == 42
+    with with_options(TASK_MODULES=["testproject"]):
+        result = outside_tasks.multiply.enqueue(6, 7)
+        run_worker()
+        with pytest.raises(UnsafeTaskPath):  # the same rule: not imported
+            task_backends["default"].get_result(result.id)
+    refused = task_backends["default"].get_result(result.id)
+    assert refused.status == TaskResultStatus.FAILED
+    assert "not within TASKS['default']['OPTIONS']['TASK_MODULES']" in refused.errors[0].traceback
+
+
+def test_the_alias_used_at_enqueue_travels_with_the_job(project: dict[str, str]) -> None:
+    """A task declared on another backend, enqueued with ``using(backend=...)`` on ours:
+    the worker runs it, with that alias's RESULT_TTL."""
+    from django.conf import settings
+
+    from tests import outside_tasks
+
+    tasks = {
+        **settings.TASKS,
+        "zq": {**settings.TASKS["default"], "OPTIONS": {"RESULT_TTL": 77}},
+    }
+    with override_settings(TASKS=tasks):
+        result = outside_tasks.on_immediate.using(backend="zq").enqueue(2)
+        assert result.backend == "zq"
+        run_worker()
+        done = task_backends["zq"].get_result(result.id)
+        assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == 4
+        assert done.backend == "zq" and done.task.backend == "zq"
+        q = get_queue("default")
+        assert 0 < q.client.pttl(q.keys.result(result.id)) <= 77_000
+
+
+def test_check_reports_bad_retry_options() -> None:
+    backend = ZQueueBackend(
+        "x",
+        {
+            "QUEUES": ["default"],
+            "OPTIONS": {"MAX_RETRIES": -1, "RETRY_BACKOFF": {"base": -1}, "TASK_MODULES": "x"},
+        },
+    )
+    ids = {m.id for m in backend.check()}
+    assert {"django_zqueue.E105", "django_zqueue.E106", "django_zqueue.E107"} <= ids
+    assert backend.max_retries == 0 and backend.retry_backoff is None
+    assert backend.task_modules is None
 
 
 @pytest.mark.orm

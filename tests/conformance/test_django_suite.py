@@ -48,25 +48,10 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
 }
 
 
-#: On Django 5.2 the suite runs against the django-tasks backport (tests/conformance/alias.py):
-#: these tests check Django 6.1 framework features the backport (0.12) does not have.
+#: On Django 5.2 the suite runs against the django-tasks backport (tests/conformance/alias.py
+#: aliases its module and logger names): these tests check Django 6.1 framework features
+#: the backport (0.12) does not have.
 BACKPORT_DIFFERENCES: dict[tuple[str, str], str] = {
-    **{
-        (
-            "ImmediateBackendTestCase",
-            name,
-        ): "the backport logs to 'django_tasks', not 'django.tasks'"
-        for name in (
-            "test_catches_exception",
-            "test_complex_exception",
-            "test_enqueue_logs",
-            "test_failed_logs",
-            "test_successful_task_no_none_in_logs",
-        )
-    },
-    ("ImmediateBackendTestCase", "test_complex_return_value"): (
-        "asserts a log on 'django.tasks' (the backport logs to 'django_tasks')"
-    ),
     **{
         ("TaskTestCase", name): "Task pickling (__reduce__/_reconstruct) is new in Django 6.1"
         for name in (
@@ -77,12 +62,6 @@ BACKPORT_DIFFERENCES: dict[tuple[str, str], str] = {
         )
     },
     ("TaskTestCase", "test_run_after_in_decorator"): "the backport's message differs",
-    ("TaskTestCase", "test_task_error_invalid_exception"): (
-        "TaskError.exception_class validation is new in Django 6.1"
-    ),
-    ("TaskTestCase", "test_task_error_unknown_module"): (
-        "TaskError.exception_class validation is new in Django 6.1"
-    ),
 }
 if getattr(settings, "BACKPORT", False):
     EXPECTED_FAILURES = {**EXPECTED_FAILURES, **BACKPORT_DIFFERENCES}
@@ -124,7 +103,15 @@ ZQueueTaskTestCase = conformance(
         }
     },
 )
-# ImmediateBackendTransactionTestCase is left out: its only test pins TASKS to the
-# ImmediateBackend at method level, which a subclass cannot override. The same behaviour
-# (enqueue is immediate inside a transaction by default) is tests/test_backend.py's
-# test_enqueue_is_immediate_in_a_transaction_unless_configured.
+
+
+@override_settings(TASKS={"default": OURS})
+class ZQueueImmediateBackendTransactionTestCase(immediate.ImmediateBackendTransactionTestCase):
+    """Its test pins TASKS to the ImmediateBackend at method level: run the undecorated
+    test (``__wrapped__``) under our backend. ``available_apps`` names the apps whose
+    tables the TransactionTestCase flushes (Django's ``[]`` relies on its test runner)."""
+
+    available_apps = ["tasks", "django_zqueue"]
+    test_doesnt_wait_until_transaction_commit_by_default = (
+        immediate.ImmediateBackendTransactionTestCase.test_doesnt_wait_until_transaction_commit_by_default.__wrapped__  # type: ignore[attr-defined]
+    )

@@ -1,0 +1,1 @@
+"""A minimal Wagtail site on ZQueueBackend (tests/test_wagtail.py runs it)."""
