@@ -1,8 +1,10 @@
 """The Lua scripts, loaded once, with one typed method per script.
 
 Each ``lua/<name>.lua`` file holds one atomic operation and starts with its contract
-(KEYS, ARGV, return value). ``lua/_common.lua`` (helpers only, no key access of its own)
-is prepended to each. A call is a plain ``EVALSHA`` (no ``SCRIPT EXISTS`` round trip);
+(KEYS, ARGV, return value). Helpers live in ``lua/_<helper>.lua`` (no key access of
+their own); a script names the ones it calls with ``--@include <helper>`` lines and
+:func:`source` prepends them, and what they include in turn, once each, dependencies
+first. A call is a plain ``EVALSHA`` (no ``SCRIPT EXISTS`` round trip);
 after a ``SCRIPT FLUSH`` the NOSCRIPT reply makes it load the source and send the call
 once more (Redis ran nothing for a NOSCRIPT, so nothing runs twice).
 
@@ -17,6 +19,7 @@ These methods do no validation: :class:`~django_zqueue.queue.Queue` validates fi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
@@ -48,12 +51,37 @@ SCRIPT_NAMES = (
 )
 
 
+#: ``--@include <helper>``: the script (or helper) calls something ``lua/_<helper>.lua`` defines
+INCLUDE_RE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
+
+
+def lua_file(name: str) -> str:
+    """The text of ``lua/<name>.lua`` (a helper's name starts with ``_``)."""
+    return (resources.files("django_zqueue") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def includes(name: str) -> list[str]:
+    """The helpers ``lua/<name>.lua`` names in its ``--@include`` lines, in order."""
+    return INCLUDE_RE.findall(lua_file(name))
+
+
 @cache
 def source(name: str) -> str:
-    """The full source sent to Redis for script ``name`` (common helpers + operation)."""
-    lua = resources.files("django_zqueue") / "lua"
-    common = (lua / "_common.lua").read_text(encoding="utf-8")
-    return common + "\n" + (lua / f"{name}.lua").read_text(encoding="utf-8")
+    """The full source sent to Redis for script ``name``: the helpers it includes (and
+    theirs), each once, each after the helpers it uses, then the operation."""
+    order: list[str] = []
+
+    def visit(helper: str, path: tuple[str, ...]) -> None:
+        if helper in path:
+            raise ValueError(f"lua include cycle: {' -> '.join((*path, helper))}")
+        if helper not in order:
+            for inner in includes(f"_{helper}"):
+                visit(inner, (*path, helper))
+            order.append(helper)
+
+    for helper in includes(name):
+        visit(helper, (name,))
+    return "\n".join([*(lua_file(f"_{h}") for h in order), lua_file(name)])
 
 
 def is_cluster_pipeline(client: Any) -> bool:
@@ -194,7 +222,18 @@ class Scripts:
         consumer: str,
         client: Client = None,
     ) -> Any:
-        keys = [k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats]
+        keys = [
+            k.ready,
+            k.delayed,
+            k.leased,
+            k.body,
+            k.meta,
+            k.ctr,
+            k.rate,
+            k.stats,
+            k.dead,
+            k.errors,
+        ]
         args: list[Arg] = [
             batch,
             visibility_ms,
@@ -318,7 +357,7 @@ class Scripts:
         notify_cap: int,
         client: Client = None,
     ) -> Any:
-        keys = [k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify]
+        keys = [k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors]
         return self._run("requeue_dead", keys, [id, mode, aging_us, notify_cap], client)
 
     def purge_dead(self, k: QueueKeys, limit: int, client: Client = None) -> Any:
