@@ -241,8 +241,8 @@ def _when(delay: object, run_at: object) -> tuple[str, str]:
         raise InvalidArgument("give delay or run_at, not both")
     if delay is not None:
         ms = _seconds(delay, "delay") * 1000
-        if ms > 1e13:
-            raise InvalidArgument(f"delay is too far in the future: {delay!r}")
+        if conf.delay_problem(ms / 1000):
+            raise InvalidArgument(conf.delay_problem(ms / 1000))
         return (str(int(ms)) if ms >= 1 else ""), ""
     if run_at is not None:
         if not isinstance(run_at, datetime):
@@ -253,6 +253,8 @@ def _when(delay: object, run_at: object) -> tuple[str, str]:
                     "run_at is a naive datetime while USE_TZ = True; pass an aware datetime"
                 )
             run_at = timezone.make_aware(run_at, timezone.get_default_timezone())
+        if conf.delay_problem(run_at.timestamp() - time.time(), "run_at"):
+            raise InvalidArgument(conf.delay_problem(run_at.timestamp() - time.time(), "run_at"))
         return "", str(int(run_at.timestamp() * 1000))
     return "", ""
 
@@ -402,13 +404,13 @@ class Queue:
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
         retries = self.options.max_retries if max_retries is None else max_retries
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise InvalidArgument(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if conf.max_retries_problem(retries):
+            raise InvalidArgument(conf.max_retries_problem(retries))
         vt = ""
         if visibility_timeout is not None:
             secs = _seconds(visibility_timeout, "visibility_timeout")
-            if secs <= 0:
-                raise InvalidArgument("visibility_timeout must be > 0 seconds")
+            if conf.visibility_timeout_problem(secs):
+                raise InvalidArgument(conf.visibility_timeout_problem(secs))
             vt = str(int(secs * 1000))
         when = _when(delay, run_at)
         return [
@@ -835,6 +837,8 @@ class Queue:
             retry_s = self.options.retry_backoff.delay(msg.attempt)
         else:
             retry_s = max(0.0, _seconds(retry_in, "retry_in"))
+            if conf.delay_problem(retry_s, "retry_in"):
+                raise InvalidArgument(conf.delay_problem(retry_s, "retry_in"))
         with unavailable_as_error():
             reply = int(
                 self.scripts.nack(
@@ -868,6 +872,8 @@ class Queue:
         Returns the new lease deadline, or None when the delivery is stale.
         """
         ext = -1 if extend is None else int(_seconds(extend, "extend") * 1000)
+        if not -1 <= ext <= conf.MAX_VISIBILITY_TIMEOUT * 1000:
+            raise InvalidArgument(f"extend must be in [0, {conf.MAX_VISIBILITY_TIMEOUT}] seconds")
         if extend is not None and ext < 0:
             raise InvalidArgument("extend must be >= 0 seconds")
         prog = ""

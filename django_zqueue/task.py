@@ -78,6 +78,9 @@ class Task(Generic[P, R]):
 
         ``tag`` may be a fixed string for the next enqueue or a function of the call's
         arguments."""
+        conf.check_job_options(
+            f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
+        )
         changes: dict[str, Any] = {}
         if queue is not None:
             changes["queue_name"] = queue
@@ -311,6 +314,12 @@ def task(func: Any = None, /, **options: Any) -> Any:
         backoff = opts.pop("retry_backoff", None)
         if isinstance(backoff, Mapping):
             backoff = conf.queue_options(name, retry_backoff=backoff).retry_backoff
+        conf.check_job_options(
+            f"task {name!r}",
+            max_retries=opts.get("max_retries"),
+            visibility_timeout=opts.get("visibility_timeout"),
+            retry_backoff=backoff,
+        )
         if "queue" in opts:
             opts["queue_name"] = opts.pop("queue")
         ttl = opts.get("result_ttl", 1.0)

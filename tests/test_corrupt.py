@@ -17,6 +17,12 @@ from .conftest import QueueFactory
 
 # (case, corruption of the meta JSON object or raw text, what the reason names)
 Corrupt = Callable[[dict[str, object]], object]
+
+
+def with_field(name: str, value: object) -> Corrupt:
+    return lambda m: {**m, name: value}
+
+
 META_CASES: list[tuple[str, Corrupt, str]] = [
     ("meta not JSON", lambda m: b"{not json", "meta is not JSON"),
     ("meta not UTF-8", lambda m: b"\xff\xfe", "meta is not JSON"),
@@ -24,13 +30,10 @@ META_CASES: list[tuple[str, Corrupt, str]] = [
     ("meta a number", lambda m: 7, "not a JSON object"),
     ("meta missing", lambda m: None, "meta missing"),
     *[
-        (f"{f} a string", (lambda f: lambda m: {**m, f: "x"})(f), f"'{f}'")
+        (f"{f} a string", with_field(f, "x"), f"'{f}'")
         for f in ("a", "m", "p", "t", "e", "v", "st")
     ],
-    *[
-        (f"{f} null", (lambda f: lambda m: {**m, f: None})(f), f"'{f}'")
-        for f in ("a", "m", "p", "v")
-    ],
+    *[(f"{f} null", with_field(f, None), f"'{f}'") for f in ("a", "m", "p", "v")],
     ("a fractional", lambda m: {**m, "a": 1.5}, "'a'"),
     ("m huge", lambda m: {**m, "m": 1e30}, "'m'"),
     ("m negative", lambda m: {**m, "m": -1}, "'m'"),
