@@ -87,3 +87,11 @@ class PartitionMismatch(ConfigurationError):
             f"Redis use partitions={recorded}; drain or clear the queue before changing "
             "'partitions' (nothing was written)"
         )
+
+
+class ScriptError(ZQueueError):
+    """A script refused a call (``ZQ_BAD_ARGUMENT``) or failed: a bug, not an outage.
+
+    Redis ran the script up to the failure; every script checks its arguments and
+    records before its first write, so such a failure has written nothing. The worker
+    and the scanner report it as what it is and retry with backoff."""

@@ -34,9 +34,11 @@ from typing import Any
 from django.db import close_old_connections
 
 from . import registry, signals
+from .backoff import Outage, RetryDelay, as_error, is_unavailable
 from .connection import is_cluster, slot_groups, wait_any
 from .exceptions import QueueUnavailable
 from .queue import CLAIM_CHUNK, NO_RESULT, NOTIFY_CAP, Message, Queue, encode_body, get_queue
+from .scanner import Scanner
 from .serializer import MalformedPayload, ModelInstanceMissing, decode_call
 
 log = logging.getLogger("django_zqueue.worker")
@@ -142,7 +144,9 @@ class Worker:
         self._first_signal = 0.0
         self._done = threading.Event()  # set once running jobs are finished or released
         self.scheduler: Any = None  # a schedules.Scheduler once run() starts
-        self._schedules_synced = False
+        # one redis_lost / redis_back pair per outage, whichever thread sees it first
+        self._outage = Outage(log, worker=self.id)
+        self._scanner: Scanner | None = None  # the embedded scanner (scanner.py)
         self._notify_keys = [key for q in self.queues for key in q.notify_keys]
         self._client = self.queues[0].client
         # One BLPOP may only name keys of one slot on a Redis Cluster: group the notify
@@ -192,7 +196,6 @@ class Worker:
             from .schedules import Scheduler
 
             self.scheduler = Scheduler([q.name for q in self.queues])
-            self._sync_schedules()
         if self.burst and self.scanner:
             # recover expired leases and promote due jobs before deciding "nothing left"
             self.scan_once()
@@ -257,7 +260,7 @@ class Worker:
 
     def _consume(self) -> None:
         done: list[tuple[Queue, Message, dict[str, Any]]] = []
-        backoff = 0.0
+        retry = RetryDelay(base=0.1, cap=5.0)
         want = 1 if self.auto_prefetch else self.prefetch
         per_job = -1.0  # moving average of this thread's job run times, s (-1: none yet)
         while True:
@@ -284,7 +287,8 @@ class Worker:
                         break
                     if hint is not None:
                         hints.append(hint)
-                backoff = 0.0
+                retry.reset()
+                self._outage.ok()
                 if queue is None:
                     if self.burst and not any(h == 0 for h in hints):
                         return
@@ -311,13 +315,15 @@ class Worker:
                         self._flush(done)
                 want = self._next_batch(budget, len(msgs), per_job)
             except Exception as exc:  # Redis down, or a bug: never let the loop die
-                backoff = min(5.0, max(0.1, backoff * 2))
-                if not isinstance(exc, QueueUnavailable):
-                    log.exception(_kv(event="consumer_error", worker=self.id))
-                log.warning(
-                    _kv(event="redis_unavailable", worker=self.id, retry_in=backoff, error=str(exc))
-                )
-                if self.stopping.wait(backoff * (0.5 + random.random() / 2)):
+                wait = retry.next()
+                if is_unavailable(exc):
+                    self._outage.failed(exc)  # one line per outage, not per thread or try
+                else:  # a script error or a bug: reported as what it is, with backoff
+                    log.error(
+                        _kv(event="consumer_error", worker=self.id, retry_in=f"{wait:.2f}"),
+                        exc_info=exc,
+                    )
+                if self.stopping.wait(wait):
                     continue
 
     def _held_since(self, done: list[tuple[Queue, Message, dict[str, Any]]]) -> float:
@@ -344,7 +350,7 @@ class Worker:
             raise QueueUnavailable(str(exc)) from exc
         for reply in replies:
             if isinstance(reply, Exception):
-                raise QueueUnavailable(str(reply))
+                raise as_error(reply)
         msgs, _ = first.claim_reply(replies[-1])
         return (first, msgs) if msgs else None
 
@@ -404,7 +410,7 @@ class Worker:
         self._outcomes_sent(done, replies[:-1])
         reply = replies[-1]
         if isinstance(reply, Exception):
-            raise QueueUnavailable(str(reply))
+            raise as_error(reply)
         msgs, hint = q.claim_reply(reply)
         if q.partitions > 1 and len(msgs) < budget:  # go on round-robin
             return q._claim_partitioned(budget, self.id, (start, msgs, hint))
@@ -500,7 +506,8 @@ class Worker:
             reason = (
                 f"unknown task {name!r}: no task of that name is registered in this worker"
                 if isinstance(name, str)
-                else f"undecodable payload: {msg.raw_body[:200]!r}"
+                else f"corrupt record: body is not a task call (undecodable payload: "
+                f"{msg.raw_body[:200]!r})"
             )
             return self._failure(queue, msg, ctx, None, reason, None, dead=True)
         held = self._held.get((queue.name, msg.tag))
@@ -527,12 +534,13 @@ class Worker:
             tb = traceback.format_exc()
             # a rerun cannot help these
             permanent = isinstance(exc, ModelInstanceMissing | MalformedPayload)
+            corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
             return self._failure(
                 queue,
                 msg,
                 ctx,
                 task,
-                f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}\n{tb}",
+                f"{corrupt}{type(exc).__module__}.{type(exc).__qualname__}: {exc}\n{tb}",
                 exc,
                 dead=permanent,
             )
@@ -710,32 +718,45 @@ class Worker:
         the running jobs are finished or given back (through the grace period too)."""
         next_register = 0.0
         next_scan = 0.0
+        next_try = 0.0  # after a failure: Redis is tried again from then on (backoff)
+        retry = RetryDelay(base=0.05, cap=2.0)
         while not self._done.is_set():
             now = time.monotonic()
             try:
                 self._enforce_timeouts(now)
-                if self.auto_prefetch:
-                    self._hand_back_waiting(now)
-                self._extend_leases(now)
-                if now >= next_register:
-                    self._register()
-                    next_register = now + REGISTER_EVERY
-                if self.scanner and now >= next_scan and not self.stopping.is_set():
-                    self.scan_once()
-                    next_scan = now + self.scan_interval
-            except QueueUnavailable as exc:
-                log.warning(_kv(event="heartbeat_failed", worker=self.id, error=str(exc)))
             except Exception:
                 log.exception(_kv(event="heartbeat_error", worker=self.id))
+            if now >= next_try:
+                try:
+                    if self.auto_prefetch:
+                        self._hand_back_waiting(now)
+                    reached = self._extend_leases(now)
+                    if now >= next_register:
+                        self._register()
+                        next_register = now + REGISTER_EVERY
+                        reached = True
+                    retry.reset()
+                    if reached:  # only a call that reached Redis says it is back
+                        self._outage.ok()
+                except Exception as exc:
+                    next_try = now + retry.next()
+                    if is_unavailable(exc):
+                        self._outage.failed(exc)  # one line per outage, not 20 a second
+                    else:
+                        log.exception(_kv(event="heartbeat_error", worker=self.id))
+                if self.scanner and now >= next_scan and not self.stopping.is_set():
+                    # never raises; backs off on its own after a failure
+                    next_scan = now + self._embedded_scanner().tick(self.scan_interval)
             self._done.wait(0.05)
 
-    def _extend_leases(self, now: float) -> None:
+    def _extend_leases(self, now: float) -> bool:
+        """Extend the leases due for it; True when that took a call to Redis."""
         with self._held_lock:
             due = [h for h in self._held.values() if h.next_beat <= now]
             for h in due:
                 h.next_beat = now + _beat_every(h.queue, h.message)
         if not due:
-            return
+            return False
         scripts = due[0].queue.scripts
         pipe = scripts.pipeline()
         for h in due:
@@ -753,6 +774,7 @@ class Worker:
             scripts.execute(pipe)
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
+        return True
 
     def _register(self) -> None:
         """Record this worker on each queue; drop entries of workers long gone (a killed
@@ -810,42 +832,18 @@ class Worker:
                 ctypes.c_ulong(h.thread or 0), ctypes.py_object(JobTimeout)
             )
 
-    def _sync_schedules(self) -> None:
-        """Write the schedules to Redis; with Redis down, retried by the scanner step."""
-        try:
-            changes = self.scheduler.sync()
-        except Exception as exc:
-            self._schedules_synced = False
-            log.warning(_kv(event="schedules_sync_failed", worker=self.id, error=str(exc)))
-            return
-        self._schedules_synced = True
-        if any(changes.values()):
-            log.info(_kv(event="schedules_synced", worker=self.id, **changes))
+    def _embedded_scanner(self) -> Scanner:
+        if self._scanner is None:
+            self._scanner = Scanner(
+                self.queues, self.scheduler, name=self.id, max_steps=20, outage=self._outage
+            )
+        return self._scanner
 
-    def scan_once(self, max_steps: int = 20) -> None:
-        """Run the scanner step on every queue until it reports no more work (bounded),
-        and fire due periodic schedules."""
-        if self.scheduler is not None:
-            if not self._schedules_synced:
-                self._sync_schedules()
-            if self._schedules_synced:
-                self.scheduler.step()
-        for q in self.queues:
-            for _ in range(max_steps):
-                result = q.scan()
-                if result.promoted or result.recovered or result.buried or result.trimmed:
-                    log.info(
-                        _kv(
-                            event="scan",
-                            queue=q.name,
-                            promoted=result.promoted,
-                            recovered=result.recovered,
-                            buried=result.buried,
-                            trimmed=result.trimmed,
-                        )
-                    )
-                if not result.more:
-                    break
+    def scan_once(self) -> None:
+        """One step of the embedded scanner (scanner.py): scan every queue until it
+        reports no more work (bounded), fire due periodic schedules. Raises what Redis
+        raises; the heartbeat runs it through ``Scanner.tick`` (backoff, no raise)."""
+        self._embedded_scanner().step()
 
     def _hand_back_waiting(self, now: float) -> None:
         """Adaptive prefetch: when a job has run for GIVE_BACK_AFTER seconds, the jobs its
