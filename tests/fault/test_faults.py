@@ -550,7 +550,9 @@ BODY_CASES: list[tuple[str, bytes | None]] = [
 ]
 
 
-def test_r10_corrupt_record_matrix_with_a_real_worker(fault: Callable[..., Fault]) -> None:
+def test_r10_corrupt_record_matrix_with_a_real_worker(
+    fault: Callable[..., Fault], long_run: bool
+) -> None:
     """Each field of meta and body undecodable or of the wrong type, for a job in each of
     ready, delayed, leased and dead, among good jobs: every good job runs once, each bad
     one ends in dead letters with its reason, the worker and its scanner keep working."""
@@ -560,6 +562,7 @@ def test_r10_corrupt_record_matrix_with_a_real_worker(fault: Callable[..., Fault
     q = f.queue()
     client = q.client
     run = tasks.fault_run.using(queue=QUEUE)
+    per = 20 if long_run else 2  # good jobs around each bad one
     good: list[str] = []
     bad: dict[str, str] = {}  # tag -> state it was corrupted in
     n = 0
@@ -579,7 +582,7 @@ def test_r10_corrupt_record_matrix_with_a_real_worker(fault: Callable[..., Fault
         for name, how, body, is_meta in cases:
             if not is_meta and state == "dead":
                 continue  # a dead job's body is read by nobody
-            goods(2)
+            goods(per)
             tag = f"bad-{state}-{name.replace(' ', '_')}"
             if state == "delayed":
                 run.using(tag=tag).enqueue_in(3.0, f.ledger, tag)
@@ -598,7 +601,7 @@ def test_r10_corrupt_record_matrix_with_a_real_worker(fault: Callable[..., Fault
             else:
                 client.hset(q.keys.body, tag, body)
             bad[tag] = state
-            goods(1)
+            goods(per // 2)
     goods(5)
     assert len(bad) > 100
     for _ in range(2):
