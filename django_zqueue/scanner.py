@@ -93,7 +93,13 @@ class Scanner:
             totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
         if self.scheduler is not None:
             if not self.synced:
-                self.sync_schedules()
+                try:
+                    self.sync_schedules()
+                except Exception as exc:
+                    log.warning(
+                        kv(event="schedules_sync_failed", scanner=self.name, error=str(exc)[:200])
+                    )
+                    raise
             totals.fired = self.scheduler.step()
         self.steps += 1
         return totals
