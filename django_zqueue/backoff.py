@@ -26,7 +26,17 @@ from .exceptions import QueueUnavailable, ScriptError
 
 #: first words of server replies that mean "Redis is not available right now"
 UNAVAILABLE_REPLIES = frozenset(
-    {"LOADING", "READONLY", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"}
+    {
+        "LOADING",
+        "READONLY",
+        "BUSY",
+        "MASTERDOWN",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "NOREPLICAS",
+        "MOVED",
+        "ASK",
+    }
 )
 
 

@@ -454,7 +454,13 @@ class Worker:
     def _outcomes_sent(
         self, done: list[tuple[Queue, Message, dict[str, Any]]], replies: list[Any]
     ) -> None:
+        again = []  # outcomes an outage refused: sent again with the next flush
         for (q, msg, out), reply in zip(done, replies, strict=True):
+            if isinstance(reply, Exception) and is_unavailable(reply):
+                # (a slot migrating, a failover): still held, so its lease is extended
+                # meanwhile; a resend after a lost reply is refused as stale, harmlessly
+                again.append((q, msg, out))
+                continue
             self._unhold(q, msg)
             if isinstance(reply, Exception):
                 log.error(_kv(event="ack_failed", queue=q.name, job=msg.tag, error=str(reply)))
@@ -470,7 +476,7 @@ class Worker:
                         log.exception(_kv(event="failure_hook_error", queue=q.name, job=msg.tag))
                 if "django_record" in out:
                     self._django_outcome_sent(q, msg, out, int(reply))
-        done.clear()
+        done[:] = again
 
     def _django_outcome_sent(self, q: Queue, msg: Message, out: dict[str, Any], reply: int) -> None:
         """A Django task's failure: its record says READY (retry) or FAILED (dead)."""
@@ -773,6 +779,9 @@ class Worker:
         try:
             scripts.execute(pipe)
         except Exception as exc:
+            with self._held_lock:  # due again: retried after the heartbeat's backoff
+                for h in due:
+                    h.next_beat = now
             raise QueueUnavailable(str(exc)) from exc
         return True
 

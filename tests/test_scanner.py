@@ -70,6 +70,8 @@ def test_outage_logs_one_line_when_lost_and_one_when_back(
         (redis.ReadOnlyError("READONLY You can't write"), True),
         (redis.ResponseError("BUSY Redis is busy running a script"), True),
         (redis.ResponseError("MASTERDOWN Link with MASTER is down"), True),
+        (redis.exceptions.ClusterError("TTL exhausted."), True),
+        (redis.exceptions.TryAgainError("TRYAGAIN Multiple keys request during rehashing"), True),
         (redis.ResponseError("ZQ_BAD_ARGUMENT: claim needs ..."), False),
         (redis.ResponseError("user_script:12: attempt to index a nil value"), False),
         (ValueError("a bug"), False),
