@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, InvalidArgument
 from .keys import NAME_RE
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
@@ -40,6 +40,13 @@ MAX_AGING_SECONDS = 30 * 86400
 MAX_EXACT = 2**53
 #: most partitions one queue may have (option ``partitions``)
 MAX_PARTITIONS = 256
+#: Bounds of what becomes a lease, a delay or a count (docs/settings.md, "Bounds");
+#: lua/_bounds.lua holds the same numbers and the scripts refuse what lies outside.
+MIN_VISIBILITY_TIMEOUT = 1  # seconds: a shorter lease expires under a running job
+MAX_VISIBILITY_TIMEOUT = 7 * 86400  # seconds: a longer one hides a dead worker's job for days
+MAX_RETRIES = 1000
+MAX_DELAY = 3650 * 86400  # seconds: the horizon of delay, run_at and a retry's wait
+MAX_BACKOFF = 7 * 86400  # seconds: retry_backoff base and max
 
 PriorityMode = Literal["strict", "aging"]
 Topology = Literal["standalone", "cluster", "sentinel"]
@@ -231,6 +238,62 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def visibility_timeout_problem(v: object) -> str | None:
+    """Why ``v`` (seconds) cannot be a visibility timeout, or None."""
+    lo, hi = MIN_VISIBILITY_TIMEOUT, MAX_VISIBILITY_TIMEOUT
+    if not _is_number(v) or not lo <= v <= hi:  # type: ignore[operator]
+        return f"visibility_timeout must be a number of seconds in [{lo}, {hi}] (7 days), got {v!r}"
+    return None
+
+
+def max_retries_problem(v: object) -> str | None:
+    """Why ``v`` cannot be a ``max_retries``, or None."""
+    if not _is_int(v) or not 0 <= v <= MAX_RETRIES:  # type: ignore[operator]
+        return (
+            f"max_retries must be an integer in [0, {MAX_RETRIES}] (retries after the first "
+            f"run; 0: never retried), got {v!r}"
+        )
+    return None
+
+
+def backoff_problem(b: Backoff) -> str | None:
+    """Why ``b`` cannot be a retry backoff, or None."""
+    for what, v in (("base", b.base), ("max", b.max)):
+        if not _is_number(v) or not 0 <= v <= MAX_BACKOFF:
+            return f"retry_backoff {what} must be in [0, {MAX_BACKOFF}] seconds (7 days), got {v!r}"
+    if not _is_number(b.jitter) or not 0 <= b.jitter <= 1:
+        return f"retry_backoff jitter must be in [0, 1], got {b.jitter!r}"
+    return None
+
+
+def delay_problem(seconds: float, what: str = "delay") -> str | None:
+    """Why a wait of ``seconds`` from now lies beyond the horizon, or None."""
+    if seconds > MAX_DELAY:
+        return (
+            f"{what} is {seconds:.0f} s from now, beyond the horizon of {MAX_DELAY} s (3650 days)"
+        )
+    return None
+
+
+def check_job_options(
+    owner: str,
+    *,
+    max_retries: object = None,
+    visibility_timeout: object = None,
+    retry_backoff: Backoff | None = None,
+) -> None:
+    """Raise :class:`InvalidArgument` (``owner``: what the values belong to) for a value
+    out of bounds; None means "not given"."""
+    problems = [
+        max_retries_problem(max_retries) if max_retries is not None else None,
+        visibility_timeout_problem(visibility_timeout) if visibility_timeout is not None else None,
+        backoff_problem(retry_backoff) if retry_backoff is not None else None,
+    ]
+    found = [p for p in problems if p]
+    if found:
+        raise InvalidArgument(f"{owner}: {'; '.join(found)}")
+
+
 class _Collector:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
@@ -296,6 +359,11 @@ def _parse_backoff(name: str, v: object, out: _Collector) -> Backoff:
         )
     base, mx, jit = v.get("base", 1.0), v.get("max", 300.0), v.get("jitter", 0.2)
     ok = True
+    if _is_number(base) and _is_number(mx) and _is_number(jit):
+        problem = backoff_problem(Backoff(float(base), float(mx), float(jit)))
+        if problem and (base > MAX_BACKOFF or mx > MAX_BACKOFF):
+            out.add("E011", f"Queue {name!r}: {problem}.", "Use at most 7 days (604800 s).")
+            ok = False
     if not _is_number(base) or base < 0:
         out.add("E011", f"Queue {name!r}: retry_backoff base must be >= 0 seconds.", "Use 1.")
         ok = False
@@ -358,12 +426,21 @@ def _parse_queue(
     positive("scan_batch", integer=True)
     if "max_retries" in merged:
         v = merged["max_retries"]
-        if not _is_int(v) or v < 0:
-            out.add(
-                "E007", f"Queue {name!r}: max_retries must be an integer >= 0, got {v!r}.", "Use 3."
-            )
+        problem = max_retries_problem(v)
+        if problem:
+            out.add("E007", f"Queue {name!r}: {problem}.", "Use 3.")
         else:
             kw["max_retries"] = v
+    if "visibility_timeout" in kw:
+        problem = visibility_timeout_problem(kw["visibility_timeout"])
+        if problem:
+            out.add(
+                "E007",
+                f"Queue {name!r}: {problem}.",
+                "A lease shorter than 1 s expires under running jobs (they run again at "
+                "once); a longer one than 7 days hides a dead worker's jobs. Default: 300.",
+            )
+            kw.pop("visibility_timeout")
     if "retry_backoff" in merged:
         kw["retry_backoff"] = _parse_backoff(name, merged["retry_backoff"], out)
     if "priority_mode" in merged:

@@ -24,6 +24,7 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.exceptions import (
     ClusterDownError,
+    ClusterError,
     RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
@@ -244,6 +245,7 @@ conf.on_reset(_reset)
 #: errors that mean "Redis cannot serve this now": connection and timeout errors (the
 #: Sentinel's "no master found" among them), and a cluster's failover states
 UNAVAILABLE_ERRORS = (
+    ClusterError,  # redis-py gave up following TRYAGAIN/ASK/MOVED: a slot on the move
     redis.ConnectionError,
     redis.TimeoutError,
     redis.ReadOnlyError,

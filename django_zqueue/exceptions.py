@@ -87,3 +87,28 @@ class PartitionMismatch(ConfigurationError):
             f"Redis use partitions={recorded}; drain or clear the queue before changing "
             "'partitions' (nothing was written)"
         )
+
+
+class ScriptError(ZQueueError):
+    """A script refused a call or failed: a bug, not an outage (``code``: the script's
+    ``ZQ_*`` error, see ``scripts.ERRORS``).
+
+    Every script checks its arguments and records before its first write, so such a
+    failure has written nothing. The worker and the scanner report it as what it is and
+    retry with backoff."""
+
+    code = "ZQ_SCRIPT"
+
+
+class SequenceExhausted(ScriptError):
+    """The queue (or partition) has used all 2^42 sequence numbers of strict priority
+    mode. Switch the queue to ``priority_mode: "aging"`` or clear it."""
+
+    code = "ZQ_SEQUENCE_EXHAUSTED"
+
+
+class ScriptArgumentError(ScriptError, InvalidArgument):
+    """A script refused an argument out of its bounds (``ZQ_BAD_ARGUMENT``); the Python
+    side checks the same bounds first, so this means a caller went around it."""
+
+    code = "ZQ_BAD_ARGUMENT"

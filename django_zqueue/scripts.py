@@ -1,8 +1,10 @@
 """The Lua scripts, loaded once, with one typed method per script.
 
 Each ``lua/<name>.lua`` file holds one atomic operation and starts with its contract
-(KEYS, ARGV, return value). ``lua/_common.lua`` (helpers only, no key access of its own)
-is prepended to each. A call is a plain ``EVALSHA`` (no ``SCRIPT EXISTS`` round trip);
+(KEYS, ARGV, return value). Helpers live in ``lua/_<helper>.lua`` (no key access of
+their own); a script names the ones it calls with ``--@include <helper>`` lines and
+:func:`source` prepends them, and what they include in turn, once each, dependencies
+first. A call is a plain ``EVALSHA`` (no ``SCRIPT EXISTS`` round trip);
 after a ``SCRIPT FLUSH`` the NOSCRIPT reply makes it load the source and send the call
 once more (Redis ran nothing for a NOSCRIPT, so nothing runs twice).
 
@@ -19,6 +21,7 @@ validation: :class:`~django_zqueue.queue.Queue` validates first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -30,7 +33,7 @@ from redis.commands.core import Script
 from redis.exceptions import NoScriptError, ResponseError
 
 from .connection import UNAVAILABLE_ERRORS
-from .exceptions import ZQueueError
+from .exceptions import ScriptArgumentError, ScriptError, SequenceExhausted
 from .keys import QueueKeys
 from .records import Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 
@@ -54,12 +57,37 @@ SCRIPT_NAMES = (
 )
 
 
+#: ``--@include <helper>``: the script (or helper) calls something ``lua/_<helper>.lua`` defines
+INCLUDE_RE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
+
+
+def lua_file(name: str) -> str:
+    """The text of ``lua/<name>.lua`` (a helper's name starts with ``_``)."""
+    return (resources.files("django_zqueue") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def includes(name: str) -> list[str]:
+    """The helpers ``lua/<name>.lua`` names in its ``--@include`` lines, in order."""
+    return INCLUDE_RE.findall(lua_file(name))
+
+
 @cache
 def source(name: str) -> str:
-    """The full source sent to Redis for script ``name`` (common helpers + operation)."""
-    lua = resources.files("django_zqueue") / "lua"
-    common = (lua / "_common.lua").read_text(encoding="utf-8")
-    return common + "\n" + (lua / f"{name}.lua").read_text(encoding="utf-8")
+    """The full source sent to Redis for script ``name``: the helpers it includes (and
+    theirs), each once, each after the helpers it uses, then the operation."""
+    order: list[str] = []
+
+    def visit(helper: str, path: tuple[str, ...]) -> None:
+        if helper in path:
+            raise ValueError(f"lua include cycle: {' -> '.join((*path, helper))}")
+        if helper not in order:
+            for inner in includes(f"_{helper}"):
+                visit(inner, (*path, helper))
+            order.append(helper)
+
+    for helper in includes(name):
+        visit(helper, (name,))
+    return "\n".join([*(lua_file(f"_{h}") for h in order), lua_file(name)])
 
 
 def is_cluster_pipeline(client: Any) -> bool:
@@ -116,24 +144,10 @@ def _is_noscript(reply: Any) -> bool:
 T = TypeVar("T")
 
 
-class ScriptError(ZQueueError):
-    """A script refused or failed in a way that retrying the same call cannot fix (a
-    ``ZQ_*`` error raised by the script, or another Redis error reply). Nothing was
-    written: every script validates before its first write."""
-
-    code = "ZQ_SCRIPT"
-
-
-class SequenceExhausted(ScriptError):
-    """The queue (or partition) has used all 2^42 sequence numbers of strict priority
-    mode. Switch the queue to ``priority_mode: "aging"`` or clear it."""
-
-    code = "ZQ_SEQUENCE_EXHAUSTED"
-
-
 #: the ``ZQ_*`` error codes scripts raise, and the exception each one becomes
 ERRORS: dict[str, type[ScriptError]] = {
     SequenceExhausted.code: SequenceExhausted,
+    ScriptArgumentError.code: ScriptArgumentError,
 }
 
 
@@ -310,7 +324,18 @@ class Scripts:
     def claim(
         self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str
     ) -> Call[Claimed]:
-        keys = (k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats)
+        keys = (
+            k.ready,
+            k.delayed,
+            k.leased,
+            k.body,
+            k.meta,
+            k.ctr,
+            k.rate,
+            k.stats,
+            k.dead,
+            k.errors,
+        )
         args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit, p.mode)
         return Call(
             "claim",
@@ -370,7 +395,7 @@ class Scripts:
         return Call("delete", keys, (tag, "1" if waiting_only else "0"), _int)
 
     def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[bool]:
-        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify)
+        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors)
         return Call("requeue_dead", keys, (tag, p.mode, p.aging_us, p.notify_cap), _flag)
 
     def purge_dead(self, k: QueueKeys, limit: int) -> Call[int]:

@@ -81,6 +81,9 @@ class Task(Generic[P, R]):
 
         ``tag`` may be a fixed string for the next enqueue or a function of the call's
         arguments."""
+        conf.check_job_options(
+            f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
+        )
         changes: dict[str, Any] = {}
         if queue is not None:
             changes["queue_name"] = queue
@@ -319,6 +322,12 @@ def task(func: Any = None, /, **options: Any) -> Any:
         backoff = opts.pop("retry_backoff", None)
         if isinstance(backoff, Mapping):
             backoff = conf.queue_options(name, retry_backoff=backoff).retry_backoff
+        conf.check_job_options(
+            f"task {name!r}",
+            max_retries=opts.get("max_retries"),
+            visibility_timeout=opts.get("visibility_timeout"),
+            retry_backoff=backoff,
+        )
         if "queue" in opts:
             opts["queue_name"] = opts.pop("queue")
         ttl = opts.get("result_ttl", 1.0)
@@ -328,14 +337,6 @@ def task(func: Any = None, /, **options: Any) -> Any:
             or not 0.001 <= ttl <= 10 * 365 * 86400
         ):
             raise InvalidArgument(f"task {name!r}: result_ttl must be a positive number of seconds")
-        retries = opts.get("max_retries")
-        if retries is not None and (
-            isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
-        ):
-            raise InvalidArgument(
-                f"task {name!r}: max_retries must be an int >= 0 (retries after the first "
-                f"run; 0: never retried), got {retries!r}"
-            )
         timeout = opts.get("timeout")
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0

@@ -5,6 +5,7 @@ anything is written."""
 from __future__ import annotations
 
 import math
+import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -59,16 +60,26 @@ def seconds(value: object, what: str) -> float:
 
 
 def max_retries(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgument(f"max_retries must be an int >= 0, got {value!r}")
+    problem = conf.max_retries_problem(value)
+    if problem or not isinstance(value, int):
+        raise InvalidArgument(problem or f"max_retries must be an int, got {value!r}")
     return value
 
 
 def visibility_timeout_ms(value: object) -> int:
     secs = seconds(value, "visibility_timeout")
-    if secs <= 0:
-        raise InvalidArgument("visibility_timeout must be > 0 seconds")
+    problem = conf.visibility_timeout_problem(secs)
+    if problem:
+        raise InvalidArgument(problem)
     return int(secs * 1000)
+
+
+def horizon(secs: float, what: str) -> float:
+    """``secs`` (a wait from now), refused beyond the horizon (``conf.MAX_DELAY``)."""
+    problem = conf.delay_problem(secs, what)
+    if problem:
+        raise InvalidArgument(problem)
+    return secs
 
 
 def when(delay: object, run_at: object) -> tuple[int | None, int | None]:
@@ -76,9 +87,7 @@ def when(delay: object, run_at: object) -> tuple[int | None, int | None]:
     if delay is not None and run_at is not None:
         raise InvalidArgument("give delay or run_at, not both")
     if delay is not None:
-        ms = seconds(delay, "delay") * 1000
-        if ms > 1e13:
-            raise InvalidArgument(f"delay is too far in the future: {delay!r}")
+        ms = horizon(seconds(delay, "delay"), "delay") * 1000
         return (int(ms) if ms >= 1 else None), None
     if run_at is not None:
         if not isinstance(run_at, datetime):
@@ -89,5 +98,6 @@ def when(delay: object, run_at: object) -> tuple[int | None, int | None]:
                     "run_at is a naive datetime while USE_TZ = True; pass an aware datetime"
                 )
             run_at = timezone.make_aware(run_at, timezone.get_default_timezone())
+        horizon(run_at.timestamp() - time.time(), "run_at")
         return None, int(run_at.timestamp() * 1000)
     return None, None

@@ -297,6 +297,121 @@ def test_sentinel_master_killed_loses_no_acknowledged_job(tmp_path: Path) -> Non
         setup.stop()
 
 
+def _migrate_slot(slot: int, src_addr: str, dst_addr: str, keys_per_call: int) -> int:
+    """Move ``slot`` from one master to another as ``redis-cli --cluster reshard`` does:
+    IMPORTING/MIGRATING, MIGRATE of its keys a few at a time (so scripts meet the slot
+    half moved: ASK and TRYAGAIN), then SETSLOT NODE. Returns the keys moved."""
+    src, dst = redis.Redis(port=_port(src_addr)), redis.Redis(port=_port(dst_addr))
+    src_id = src.execute_command("CLUSTER MYID").decode()
+    dst_id = dst.execute_command("CLUSTER MYID").decode()
+    dst.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+    src.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+    moved = 0
+    for _ in range(2000):  # bounded: new keys may appear on the source meanwhile
+        keys = src.execute_command("CLUSTER GETKEYSINSLOT", slot, keys_per_call)
+        if not keys:
+            break
+        src.execute_command("MIGRATE", "127.0.0.1", _port(dst_addr), "", 0, 5000, "KEYS", *keys)
+        moved += len(keys)
+        time.sleep(0.1)  # leave the slot split for a while
+    else:
+        raise AssertionError("the slot did not empty")
+    for node in (dst, src):
+        node.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+    return moved
+
+
+def _error_counts(cluster: topology.Cluster) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for port, proc in cluster.servers.procs.items():
+        if proc.poll() is None:
+            for name, v in redis.Redis(port=port, socket_timeout=2).info("errorstats").items():
+                totals[name] = totals.get(name, 0) + int(v.get("count", 0))
+    return totals
+
+
+@pytest.mark.slow
+@needs_servers
+def test_cluster_slot_migration_while_workers_run(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A queue's slot moves to another master (CLUSTER SETSLOT + MIGRATE, a few keys at a
+    time) while a worker runs its jobs and a publisher adds more: jobs keep flowing,
+    every acknowledged publish runs, nothing is left in the queue (issue 15, item 5).
+    With --fault-long the slot moves back and forth 10 times."""
+    rounds = 10 if request.config.getoption("--fault-long") else 1
+    cluster = topology.start_cluster(masters=3, replicas=0)
+    try:
+        prefix = f"zqm-{uuid.uuid4().hex[:8]}"
+        name = "moving"
+        client = cluster.client()
+        slot = client.keyslot(f"{{{prefix}:{name}}}:ready")
+        src = client.get_node_from_key(f"{{{prefix}:{name}}}:ready").name
+        dst = next(f"127.0.0.1:{p}" for p in cluster.ports if f"127.0.0.1:{p}" != src)
+        ledger = tmp_path / "ledger"
+        pub = Publisher(ledger)
+        stop = threading.Event()
+        published_during: list[int] = []
+
+        def publish_until_stopped() -> None:
+            i = 0
+            while not stop.is_set() and i < 2000:
+                pub.publish(name, f"m{i}")
+                i += 1
+                time.sleep(0.01)
+            published_during.append(i)
+
+        with override_settings(ZQUEUE=_settings(cluster.url, prefix, [name])):
+            try:
+                with running_worker([name]):
+                    for i in range(50):
+                        pub.publish(name, f"a{i}")
+                    _wait("some jobs to run", lambda: len(_done(ledger)) >= 5)
+                    publisher = threading.Thread(target=publish_until_stopped)
+                    publisher.start()
+                    time.sleep(1.0)
+                    before = _error_counts(cluster)
+                    took, moved, here, there = [], 0, src, dst
+                    for _ in range(rounds):
+                        t0 = time.monotonic()
+                        moved += _migrate_slot(slot, here, there, keys_per_call=2)
+                        took.append(time.monotonic() - t0)
+                        here, there = there, here
+                        time.sleep(1.0)  # jobs flow on the slot's new master
+                    stop.set()
+                    publisher.join(60)
+                    for i in range(50):
+                        pub.publish(name, f"z{i}")
+                    _wait("every acknowledged job to run", lambda: set(pub.acked) <= _done(ledger))
+                    counts = get_queue(name).counts()
+                    assert counts == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}, counts
+                    errors = {
+                        k: v - before.get(k, 0)
+                        for k, v in _error_counts(cluster).items()
+                        if v != before.get(k, 0)
+                    }
+            finally:
+                conf.reset()
+        # the keys live on the slot's last master now, none on the other one
+        count = "CLUSTER COUNTKEYSINSLOT"
+        assert redis.Redis(port=_port(here)).execute_command(count, slot) > 0
+        assert redis.Redis(port=_port(there)).execute_command(count, slot) == 0
+        lines = ledger.read_text().splitlines()
+        starts = [ln.split()[1] for ln in lines if ln.startswith("start")]
+        dups = len(starts) - len(set(starts))
+        print(
+            f"\nFAULT slot-migration jobs={len(pub.acked)} published_during={published_during} "
+            f"migrations={rounds} keys_moved={moved} migration_s max={max(took):.2f} "
+            f"duplicates={dups} "
+            f"server_errors_during={errors}"
+        )
+        assert len(set(pub.acked)) == len(pub.acked) >= 100 + published_during[0]
+        assert moved > 0
+        assert cluster.crossslot_errors() == 0
+    finally:
+        cluster.stop()
+
+
 # ------------------------------------------------------------------ dashboard, stats
 
 

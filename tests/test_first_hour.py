@@ -117,8 +117,8 @@ def test_max_retries_is_checked_at_decoration(bad: Any) -> None:
     with pytest.raises(InvalidArgument) as err:
         task(name="first_hour.bad_retries", max_retries=bad)(lambda: None)
     assert str(err.value) == (
-        "task 'first_hour.bad_retries': max_retries must be an int >= 0 (retries after the "
-        f"first run; 0: never retried), got {bad!r}"
+        "task 'first_hour.bad_retries': max_retries must be an integer in [0, 1000] (retries "
+        f"after the first run; 0: never retried), got {bad!r}"
     )
     assert registry.get("first_hour.bad_retries") is None
 

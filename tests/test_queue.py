@@ -471,11 +471,11 @@ def test_big_claim_is_sent_as_short_calls_in_rank_order(q: Queue) -> None:
 
 
 def test_real_lease_expiry(make_queue: QueueFactory) -> None:
-    q = make_queue(visibility_timeout=0.2)
+    q = make_queue(visibility_timeout=1)  # the shortest lease allowed
     tag = q.publish("x")
     assert q.get() is not None
     assert q.scan().recovered == 0
-    time.sleep(0.3)
+    time.sleep(1.1)
     assert q.scan().recovered == 1 and q.state(tag) == "ready"
 
 

@@ -20,6 +20,7 @@ from django_zqueue.scripts import (
     ScriptError,
     Scripts,
     SequenceExhausted,
+    includes,
     script_error,
     source,
 )
@@ -33,9 +34,80 @@ def op_source(name: str) -> str:
     return (LUA / f"{name}.lua").read_text(encoding="utf-8")
 
 
+LUA_FILES = sorted(p.name[:-4] for p in LUA.iterdir() if p.name.endswith(".lua"))
+HELPERS = [name for name in LUA_FILES if name.startswith("_")]
+
+
 def test_every_lua_file_is_registered() -> None:
-    files = {p.name[:-4] for p in LUA.iterdir() if p.name.endswith(".lua")}
-    assert files - {"_common"} == set(SCRIPT_NAMES)
+    assert {n for n in LUA_FILES if not n.startswith("_")} == set(SCRIPT_NAMES)
+
+
+def _code(text: str) -> str:
+    """Lua code without comments and string literals."""
+    text = re.sub(r"--[^\n]*", "", text)
+    return re.sub(r"'[^'\n]*'", "''", text)  # the scripts quote with ' only
+
+
+def _defines(helper: str) -> set[str]:
+    """The top-level names a helper file defines (functions and constants)."""
+    return set(re.findall(r"^local (?:function )?(\w+)", _code(op_source(helper)), re.MULTILINE))
+
+
+def _uses(name: str) -> set[str]:
+    """The helpers whose names file ``name`` uses (calls a function, reads a constant):
+    a bare word, not a table field (``k.notify``) nor a table constructor key."""
+    code = _code(op_source(name))
+    own = _defines(name) if name.startswith("_") else set()
+    used = set()
+    for helper in HELPERS:
+        if helper == name:
+            continue
+        for word in _defines(helper) - own:
+            if re.search(rf"(?<![.\w]){word}\b(?!\s*=[^=])", code):
+                used.add(helper[1:])
+    return used
+
+
+@pytest.mark.parametrize("name", LUA_FILES)
+def test_includes_are_exactly_the_helpers_used(name: str) -> None:
+    """Every script and helper includes the helpers it uses, and no other."""
+    assert sorted(includes(name)) == sorted(_uses(name))
+    assert len(set(includes(name))) == len(includes(name))  # none twice
+
+
+@pytest.mark.parametrize("helper", HELPERS)
+def test_each_helper_defines_names_no_other_does(helper: str) -> None:
+    assert _defines(helper), helper
+    for other in HELPERS:
+        if other != helper:
+            assert not _defines(helper) & _defines(other), (helper, other)
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_source_holds_each_helper_once_after_its_own_helpers(name: str) -> None:
+    text = source(name)
+    for helper in HELPERS:
+        assert text.count(f"-- {helper}.lua:") <= 1
+    for helper in includes(name):
+        at = text.index(f"-- _{helper}.lua:")
+        assert at < text.index(f"-- {name}.lua")
+        for inner in includes(f"_{helper}"):
+            assert text.index(f"-- _{inner}.lua:") < at
+
+
+def test_lua_bounds_match_conf() -> None:
+    from django_zqueue import conf
+
+    text = op_source("_bounds")
+
+    def value(name: str) -> int:
+        return int(re.search(rf"local {name} = (\d+)", text)[1])  # type: ignore[index]
+
+    assert value("MIN_LEASE_MS") == conf.MIN_VISIBILITY_TIMEOUT * 1000
+    assert value("MAX_LEASE_MS") == conf.MAX_VISIBILITY_TIMEOUT * 1000
+    assert value("MAX_RETRIES") == conf.MAX_RETRIES
+    assert value("MAX_DELAY_MS") == conf.MAX_DELAY * 1000
+    assert value("MAX_EXACT") == conf.MAX_EXACT
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
@@ -51,7 +123,7 @@ KEY_ARG = re.compile(r"redis\.call\('(\w+)',\s*([^,)]+)")
 COMMANDS_WITHOUT_KEYS = {"TIME"}
 
 
-@pytest.mark.parametrize("name", [*SCRIPT_NAMES, "_common"])
+@pytest.mark.parametrize("name", LUA_FILES)
 def test_keys_come_from_keys_never_built(name: str) -> None:
     """Every key a script touches is KEYS[i] or a name taken from KEYS (no concatenation)."""
     text = op_source(name)
@@ -113,9 +185,10 @@ def raw(q: Queue, call: Call[Any]) -> Any:
     return q.client.evalsha(q.scripts.sha(call.script), len(call.keys), *call.keys, *call.args)  # type: ignore[no-untyped-call]
 
 
-def test_source_prepends_common_helpers() -> None:
+def test_source_prepends_the_included_helpers_only() -> None:
     text = source("ack")
     assert text.index("local function now_ms") < text.index("-- ack.lua")
+    assert "local function ready_scores" not in text  # ack does not score
 
 
 def test_publish_reports_clashes_without_writing(q: Queue, redis_client: redis.Redis) -> None:
@@ -216,7 +289,13 @@ def test_error_replies_map_through_one_table(q: Queue) -> None:
     assert script_error("ack", readonly) is readonly
     busy = redis.exceptions.ResponseError("BUSY Redis is busy running a script")
     assert script_error("ack", busy) is busy
-    assert set(ERRORS) == {"ZQ_SEQUENCE_EXHAUSTED"}
+    raised = {
+        code
+        for f in LUA.iterdir()
+        if f.name.endswith(".lua")
+        for code in re.findall(r"error\('(ZQ_[A-Z_]+)", f.read_text(encoding="utf-8"))
+    }
+    assert set(ERRORS) == raised == {"ZQ_SEQUENCE_EXHAUSTED", "ZQ_BAD_ARGUMENT"}
     assert all(issubclass(cls, ScriptError) for cls in ERRORS.values())
 
 

@@ -529,7 +529,7 @@ def test_short_per_task_lease_is_extended_while_running(
     project: dict[str, str], tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger"
-    tasks.sleep.using(visibility_timeout=0.6).enqueue(2.0, str(ledger), "long")
+    tasks.sleep.using(visibility_timeout=1).enqueue(3.0, str(ledger), "long")
     w = burst()
     assert lines(ledger) == ["start long", "done long"]  # ran once, never reclaimed
     assert w.failed == 0 and get_queue("default").stats().get("expired", 0) == 0

@@ -1,31 +1,50 @@
 -- claim.lua: lease up to `batch` ready jobs to one consumer, within the queue's global
--- limits (max in flight, starts per second); first promotes due delayed jobs.
+-- limits (max in flight, starts per second); first promotes due delayed jobs. A job
+-- whose record cannot be used (meta or body) goes to dead letters on its own, with the
+-- reason 'corrupt record: ...'; the other jobs of the call are leased as usual.
 --
 -- KEYS[1] ready   ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] body HASH
 -- KEYS[5] meta    HASH   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
+-- KEYS[9] dead    ZSET   KEYS[10] errors HASH
 -- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
 -- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
 -- ARGV[5] promote_limit                  ARGV[6] mode    ARGV[7] aging_us
 -- ARGV[8] consumer id (free text, shown to operators)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...}
 --   hint_ms when nothing was claimed: ms until the next delayed job is due or the rate
---   limit admits a start; -1 = nothing known (wait for a notify); 0 otherwise.
+--   limit admits a start; -1 = nothing known (wait for a notify); 0 otherwise (also
+--   when only corrupt records were met: claim again).
 -- Work: O((batch + promote_limit) log N); the claimed jobs take a constant number of
 --   Redis commands (multi-key HMGET, HSET, ZADD), the promoted ones 3 each.
 
-local ready, delayed, leased, body, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local ctr, rate, stats = KEYS[6], KEYS[7], KEYS[8]
+--@include now_ms
+--@include bounds
+--@include decode_meta
+--@include promote
+--@include bury_corrupt
+--@include fmt
+
+local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
+  meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10]}
+local rate = KEYS[7]
 local batch, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local concurrency, qps = tonumber(ARGV[3]), tonumber(ARGV[4])
 local mode, aging_us, consumer = ARGV[6], tonumber(ARGV[7]), ARGV[8]
+if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)
+  or not is_int(concurrency, 0, MAX_EXACT) or not (qps and qps >= 0 and qps < MAX_EXACT)
+  or not is_int(tonumber(ARGV[5]), 0, 5000) then
+  error('ZQ_BAD_ARGUMENT: claim needs batch 1..100, visibility_ms ' .. MIN_LEASE_MS .. '..' ..
+    MAX_LEASE_MS .. ', concurrency >= 0, qps >= 0, promote_limit 0..5000')
+end
 
 local now = now_ms()
-promote(delayed, ready, meta, ctr, now, tonumber(ARGV[5]), mode, aging_us)
+promote(k, now, tonumber(ARGV[5]), mode, aging_us)
 
 local n = batch
 local hint = -1
 if concurrency > 0 then
-  local room = concurrency - redis.call('ZCARD', leased)
+  local room = concurrency - redis.call('ZCARD', k.leased)
   if room < n then
     n = room
   end
@@ -50,48 +69,70 @@ end
 
 local out = {0}
 if n > 0 then
-  local popped = redis.call('ZPOPMIN', ready, n)
-  local got = #popped / 2
-  if got > 0 then
+  -- read first, check every record, then write: a bad record must not strand the batch
+  local first_n = redis.call('ZRANGE', k.ready, 0, n - 1, 'WITHSCORES')
+  local seen = #first_n / 2
+  local got, bad = 0, {}
+  if seen > 0 then
     local ids = {}
-    for i = 1, got do
-      ids[i] = popped[2 * i - 1]
+    for i = 1, seen do
+      ids[i] = first_n[2 * i - 1]
     end
-    local metas = redis.call('HMGET', meta, unpack(ids))
-    local bodies = redis.call('HMGET', body, unpack(ids))
-    local first = redis.call('HINCRBY', ctr, 'tok', got) - got + 1
-    local new_meta, lease = {}, {}
+    local metas = redis.call('HMGET', k.meta, unpack(ids))
+    local bodies = redis.call('HMGET', k.body, unpack(ids))
+    local good = {}
     for i, id in ipairs(ids) do
-      local m = metas[i] and cjson.decode(metas[i]) or {p = 0, a = 0, m = 0, e = now}
-      m.a = (m.a or 0) + 1
-      m.t = first + i - 1
-      m.c = consumer
-      m.st = now
-      m.q = popped[2 * i] -- its place in line, for release()
-      local enc = cjson.encode(m)
-      local deadline = now + (m.v or vt)
-      new_meta[#new_meta + 1] = id
-      new_meta[#new_meta + 1] = enc
-      lease[#lease + 1] = deadline
-      lease[#lease + 1] = id
-      out[#out + 1] = id
-      out[#out + 1] = bodies[i] or ''
-      out[#out + 1] = enc
-      out[#out + 1] = deadline
+      local m, why = decode_meta(metas[i])
+      if m and not bodies[i] then
+        m, why = nil, 'body missing'
+      end
+      if m then
+        good[#good + 1] = {id, m, bodies[i], first_n[2 * i]}
+      else
+        bad[#bad + 1] = {id, why, metas[i]}
+      end
     end
-    redis.call('HSET', meta, unpack(new_meta))
-    redis.call('ZADD', leased, unpack(lease))
+    got = #good
+    redis.call('ZREM', k.ready, unpack(ids))
+    if got > 0 then
+      local first = redis.call('HINCRBY', k.ctr, 'tok', got) - got + 1
+      local new_meta, lease = {}, {}
+      for i, g in ipairs(good) do
+        local id, m = g[1], g[2]
+        m.a = (m.a or 0) + 1
+        m.t = first + i - 1
+        m.c = consumer
+        m.st = now
+        m.q = g[4] -- its place in line, for release()
+        local enc = cjson.encode(m)
+        local deadline = now + (m.v or vt)
+        new_meta[#new_meta + 1] = id
+        new_meta[#new_meta + 1] = enc
+        lease[#lease + 1] = deadline
+        lease[#lease + 1] = id
+        out[#out + 1] = id
+        out[#out + 1] = g[3]
+        out[#out + 1] = enc
+        out[#out + 1] = deadline
+      end
+      redis.call('HSET', k.meta, unpack(new_meta))
+      redis.call('ZADD', k.leased, unpack(lease))
+    end
+    bury_corrupt(k, bad, now, nil)
   end
   if qps > 0 then
     redis.call('HSET', rate, 'tokens', fmt(tokens - got), 'ts', now)
   end
   if got > 0 then
-    redis.call('HINCRBY', stats, 'claimed', got)
+    redis.call('HINCRBY', k.stats, 'claimed', got)
     return out
+  end
+  if #bad > 0 then
+    return out -- hint 0: the corrupt records are out of the way, claim again
   end
 end
 if hint < 0 then
-  local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
   if first[2] then
     hint = math.max(0, tonumber(first[2]) - now)
   end

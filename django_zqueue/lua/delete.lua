@@ -9,6 +9,8 @@
 --   changed).
 -- Work: O(log N).
 
+--@include drop_record
+
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[4], id) or (ARGV[2] == '1' and redis.call('ZSCORE', KEYS[3], id)) then
   return -1

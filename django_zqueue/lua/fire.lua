@@ -13,30 +13,43 @@
 -- ARGV[5] mode   ARGV[6] aging_us   ARGV[7] notify_cap
 -- ARGV[8..15] the job, as in publish.lua: id, body, priority, score, delay_ms, run_at_ms,
 --   max_retries, visibility_ms
+-- Raises ZQ_BAD_ARGUMENT (nothing written) when the job's arguments are out of bounds.
 -- Returns: 1 fired (or moved on); 0 the tick was already handled (nothing changed).
 -- Work: O(log N).
+
+--@include now_ms
+--@include new_job
+--@include tag_state
+--@include series
+--@include notify
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
 local name, expected = ARGV[1], ARGV[2]
+local now = now_ms()
+if ARGV[4] == '1' then
+  local why = check_job(ARGV, 8, now)
+  if why then
+    error('ZQ_BAD_ARGUMENT: ' .. why)
+  end
+end
 local current = redis.call('ZSCORE', KEYS[10], name)
 if not current or tonumber(current) ~= tonumber(expected) then
   return 0
 end
-if ARGV[3] == '' then
-  redis.call('ZREM', KEYS[10], name)
-else
-  redis.call('ZADD', KEYS[10], ARGV[3], name)
-end
 if ARGV[4] == '1' then
   local id = ARGV[8]
   if not tag_state(k, id) then
-    local now = now_ms()
-    add_job(k, ARGV, 8, now, ARGV[5], tonumber(ARGV[6]))
+    add_job(k, ARGV, 8, now, ARGV[5], tonumber(ARGV[6])) -- may raise: before its writes
     redis.call('HINCRBY', k.stats, 'enqueued', 1)
     bump(k.stats, 'e', 1, now)
     notify(k.notify, 1, tonumber(ARGV[7]))
   end
   redis.call('HSET', KEYS[11], name, expected .. ' ' .. id)
+end
+if ARGV[3] == '' then
+  redis.call('ZREM', KEYS[10], name)
+else
+  redis.call('ZADD', KEYS[10], ARGV[3], name)
 end
 return 1

@@ -8,27 +8,69 @@
 -- ARGV[4] retry_ms (0 = ready now)   ARGV[5] bury (1 = dead now, whatever the attempts)
 -- ARGV[6] mode   ARGV[7] aging_us   ARGV[8] dead_max   ARGV[9] dead_ttl_ms
 -- ARGV[10] trim_limit (dead letters removed at most per call)   ARGV[11] notify_cap
--- Returns: 1 retried; 2 dead; 0 stale token (nothing changed).
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a retry_ms beyond the delay horizon.
+-- Returns: 1 retried; 2 dead; 0 stale token, or a record that cannot be used (nothing
+--   changed: the scanner moves it to dead letters when its lease runs out).
 -- Work: O((1 + trim_limit) log N).
+
+--@include bounds
+--@include decode_meta
+--@include now_ms
+--@include ready_scores
+--@include tick_us
+--@include fmt
+--@include series
+--@include trim_dead
+--@include notify
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
   notify = KEYS[11]}
 local id, token = ARGV[1], tonumber(ARGV[2])
-local raw = redis.call('HGET', k.meta, id)
-if not raw then
+local retry_ms, bury, mode, aging_us = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6], tonumber(ARGV[7])
+local dead_max, dead_ttl = tonumber(ARGV[8]), tonumber(ARGV[9])
+local limit, cap = tonumber(ARGV[10]), tonumber(ARGV[11])
+if not is_int(retry_ms, 0, MAX_DELAY_MS) then
+  error('ZQ_BAD_ARGUMENT: retry_ms must be an integer in [0, ' .. MAX_DELAY_MS .. ']')
+end
+local meta = decode_meta(redis.call('HGET', k.meta, id))
+if not meta or meta.t ~= token or not redis.call('ZSCORE', k.leased, id) then
   return 0
 end
-local meta = cjson.decode(raw)
-if meta.t ~= token or not redis.call('ZSCORE', k.leased, id) then
-  return 0
+local now = now_ms()
+meta.t = nil
+meta.c = nil
+meta.q = nil
+local dead = bury or (meta.a or 0) > (meta.m or 0)
+local score = nil
+if not dead and retry_ms <= 0 then
+  score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before any write
 end
 redis.call('ZREM', k.leased, id)
 if ARGV[3] ~= '' then
   redis.call('HSET', k.errors, id, ARGV[3])
 end
 redis.call('HINCRBY', k.stats, 'failed', 1)
-local now = now_ms()
 bump(k.stats, 'f', 1, now)
-return retry_or_bury(k, id, meta, now, tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6],
-  tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]))
+redis.call('HSET', k.meta, id, cjson.encode(meta))
+redis.call('HDEL', k.progress, id)
+if dead then
+  -- time of death in ms with a µs fraction from the monotonic clock: exact order
+  redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
+  redis.call('HINCRBY', k.stats, 'dead', 1)
+  bump(k.stats, 'd', 1, now)
+  if limit > 0 then
+    trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now, dead_max, dead_ttl, limit)
+  end
+  -- a slot is free: wake a consumer waiting under a concurrency limit
+  notify(k.notify, 1, cap)
+  return 2
+end
+redis.call('HINCRBY', k.stats, 'retried', 1)
+if score then
+  redis.call('ZADD', k.ready, score, id)
+else
+  redis.call('ZADD', k.delayed, now + retry_ms, id)
+end
+notify(k.notify, 1, cap)
+return 1

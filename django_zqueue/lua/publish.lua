@@ -8,14 +8,32 @@
 -- ARGV[5 + 8*(i-1) ..] per job i:
 --   id, body, priority, score ('' = computed), delay_ms ('' = none),
 --   run_at_ms ('' = none; absolute, Redis TIME), max_retries, visibility_ms ('' = queue's)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose arguments are out of bounds.
 -- Returns: {0} written; or {1, id, state, id, state, ...} for the tags already in use
 --          (state: ready | delayed | leased | dead | batch), nothing written.
 -- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
 --   ZADD) plus up to 4 ZSCOREs per clashing tag.
 
+--@include now_ms
+--@include new_job
+--@include tag_state
+--@include ready_scores
+--@include series
+--@include notify
+
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+
+-- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
+-- from writing a record that other scripts would refuse)
+local now = now_ms()
+for i = 0, n - 1 do
+  local why = check_job(ARGV, 5 + 8 * i, now)
+  if why then
+    error('ZQ_BAD_ARGUMENT: job ' .. (i + 1) .. ': ' .. why)
+  end
+end
 
 -- 1. every tag must be free: one HMGET for all, the state only of those in use
 local ids = {}
@@ -41,7 +59,6 @@ if #clash > 0 then
 end
 
 -- 2. records and where each job goes
-local now = now_ms()
 local bodies, metas, later = {}, {}, {}
 local queued = {} -- {id, meta} of jobs ready now, in call order
 for i = 0, n - 1 do

@@ -6,6 +6,8 @@
 -- Returns: how many were deleted (less than `limit` means none are left).
 -- Work: O(limit log N).
 
+--@include drop_record
+
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)

@@ -6,16 +6,18 @@
 -- KEYS[1] leased ZSET  KEYS[2] ready ZSET  KEYS[3] meta HASH  KEYS[4] ctr HASH
 -- KEYS[5] progress HASH  KEYS[6] stats HASH  KEYS[7] notify LIST
 -- ARGV[1] id   ARGV[2] token   ARGV[3] mode   ARGV[4] aging_us   ARGV[5] notify_cap
--- Returns: 1 released; 0 stale token (nothing changed).
+-- Returns: 1 released; 0 stale token, or a record that cannot be used (nothing changed:
+--   the scanner moves it to dead letters when its lease runs out).
 -- Work: O(log N).
 
+--@include decode_meta
+--@include ready_scores
+--@include fmt
+--@include notify
+
 local id, token = ARGV[1], tonumber(ARGV[2])
-local raw = redis.call('HGET', KEYS[3], id)
-if not raw then
-  return 0
-end
-local meta = cjson.decode(raw)
-if meta.t ~= token or redis.call('ZREM', KEYS[1], id) == 0 then
+local meta = decode_meta(redis.call('HGET', KEYS[3], id))
+if not meta or meta.t ~= token or not redis.call('ZSCORE', KEYS[1], id) then
   return 0
 end
 meta.a = math.max(0, (meta.a or 1) - 1)
@@ -24,8 +26,9 @@ meta.c = nil
 local score = meta.q
 meta.q = nil
 if not score then -- a record claimed before `q` was kept
-  score = fmt(ready_score(KEYS[4], meta, ARGV[3], tonumber(ARGV[4])))
+  score = fmt(ready_score(KEYS[4], meta, ARGV[3], tonumber(ARGV[4]))) -- may raise: no write yet
 end
+redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', KEYS[3], id, cjson.encode(meta))
 redis.call('HDEL', KEYS[5], id)
 redis.call('ZADD', KEYS[2], score, id)

@@ -1,48 +1,72 @@
 -- scan.lua: one bounded step of housekeeping: promote due delayed jobs, recover expired
 -- leases (retry, or dead letters when attempts are spent), trim dead letters by age and
--- count. Safe to run from any number of processes at once.
+-- count. Safe to run from any number of processes at once. A due or expired job whose
+-- record cannot be used goes to dead letters on its own ('corrupt record: ...', counted
+-- in `buried`); the other jobs of the step move as usual.
 --
 -- KEYS[1] ready  ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
 -- KEYS[5] body   HASH  KEYS[6] meta    HASH  KEYS[7] errors HASH  KEYS[8] progress HASH
 -- KEYS[9] ctr    HASH  KEYS[10] stats  HASH  KEYS[11] notify LIST
 -- ARGV[1] limit (jobs per step and kind, 1..5000)   ARGV[2] mode   ARGV[3] aging_us
 -- ARGV[4] dead_max   ARGV[5] dead_ttl_ms   ARGV[6] notify_cap
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {promoted, recovered, buried, trimmed, more}; more = 1 when a step hit `limit`
 --   (call again), else 0.
 -- Work: O(limit log N) per kind, in a constant number of Redis commands per kind.
+
+--@include now_ms
+--@include bounds
+--@include promote
+--@include decode_meta
+--@include bury_corrupt
+--@include ready_scores
+--@include tick_us
+--@include fmt
+--@include series
+--@include notify
+--@include trim_dead
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
   notify = KEYS[11]}
 local limit, mode, aging_us = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local dead_max, dead_ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+if not is_int(limit, 1, 5000) or not is_int(dead_max, 0, MAX_EXACT) or not is_int(dead_ttl, 0, MAX_EXACT)
+  or not is_int(cap, 1, 100000) or not (mode == 'aging' or mode == 'strict' or mode == 'tstrict') then
+  error('ZQ_BAD_ARGUMENT: scan needs limit 1..5000, dead_max, dead_ttl_ms >= 0, notify_cap >= 1, a mode')
+end
 local now = now_ms()
 
-local promoted = promote(k.delayed, k.ready, k.meta, k.ctr, now, limit, mode, aging_us)
+local promoted, corrupt = promote(k, now, limit, mode, aging_us)
 notify(k.notify, promoted, cap)
 
 -- Expired leases, in a constant number of commands for the whole step: each goes back
--- in line (as retry_or_bury() with no delay) or, with its attempts spent, to dead letters.
+-- in line (as nack.lua with no delay) or, with its attempts spent, to dead letters.
 local expired = redis.call('ZRANGEBYSCORE', k.leased, '-inf', '(' .. fmt(now), 'LIMIT', 0, limit)
-local recovered, buried = 0, 0
+local recovered, buried = 0, 0 -- corrupt: buried for an unusable record (promote, below)
 if #expired > 0 then
   local raws = redis.call('HMGET', k.meta, unpack(expired))
-  local errors, metas, again, dead = {}, {}, {}, {}
+  local errors, metas, again, dead, ids, bad = {}, {}, {}, {}, {}, {}
   for i, id in ipairs(expired) do
-    local meta = raws[i] and cjson.decode(raws[i]) or {p = 0, a = 1, m = 0, e = now}
-    local total = (meta.m or 0) + 1
-    errors[#errors + 1] = id
-    errors[#errors + 1] = 'lease expired (consumer ' .. tostring(meta.c or '?') ..
-      ', attempt ' .. tostring(meta.a or 0) .. ' of ' .. tostring(total) .. ')'
-    meta.t = nil
-    meta.c = nil
-    meta.q = nil
-    metas[#metas + 1] = id
-    metas[#metas + 1] = cjson.encode(meta)
-    if (meta.a or 0) > (meta.m or 0) then
-      dead[#dead + 1] = id
+    local meta, why = decode_meta(raws[i])
+    if not meta then
+      bad[#bad + 1] = {id, why, raws[i]}
     else
-      again[#again + 1] = {id, meta}
+      ids[#ids + 1] = id
+      local total = (meta.m or 0) + 1
+      errors[#errors + 1] = id
+      errors[#errors + 1] = 'lease expired (consumer ' .. tostring(meta.c or '?') ..
+        ', attempt ' .. tostring(meta.a or 0) .. ' of ' .. tostring(total) .. ')'
+      meta.t = nil
+      meta.c = nil
+      meta.q = nil
+      metas[#metas + 1] = id
+      metas[#metas + 1] = cjson.encode(meta)
+      if (meta.a or 0) > (meta.m or 0) then
+        dead[#dead + 1] = id
+      else
+        again[#again + 1] = {id, meta}
+      end
     end
   end
   recovered, buried = #again, #dead
@@ -51,16 +75,19 @@ if #expired > 0 then
     scored = ready_scores(k.ctr, again, mode, aging_us) -- may raise: before any write
   end
   redis.call('ZREM', k.leased, unpack(expired))
-  redis.call('HDEL', k.progress, unpack(expired))
   redis.call('HINCRBY', k.stats, 'expired', #expired)
-  redis.call('HSET', k.errors, unpack(errors))
-  redis.call('HSET', k.meta, unpack(metas))
+  if #ids > 0 then
+    redis.call('HDEL', k.progress, unpack(ids))
+    redis.call('HSET', k.errors, unpack(errors))
+    redis.call('HSET', k.meta, unpack(metas))
+  end
+  corrupt = corrupt + bury_corrupt(k, bad, now, nil)
   if scored then
     redis.call('ZADD', k.ready, unpack(scored))
     redis.call('HINCRBY', k.stats, 'retried', recovered)
   end
   if buried > 0 then
-    -- time of death in ms with a µs fraction from the monotonic clock, as retry_or_bury()
+    -- time of death in ms with a µs fraction from the monotonic clock, as nack.lua
     local us = tick_us(k.ctr, 'dclock')
     if buried > 1 then
       redis.call('HSET', k.ctr, 'dclock', fmt(us + buried - 1))
@@ -86,4 +113,4 @@ local more = 0
 if promoted == limit or #expired == limit or more_dead then
   more = 1
 end
-return {promoted, recovered, buried, trimmed, more}
+return {promoted, recovered, buried + corrupt, trimmed, more}

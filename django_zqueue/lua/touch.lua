@@ -4,12 +4,22 @@
 -- ARGV[1] id   ARGV[2] token   ARGV[3] extend_ms (new deadline = now + extend_ms; 0 = keep;
 --   -1 = the job's own visibility timeout, else ARGV[5])
 -- ARGV[4] progress JSON ('' = unchanged)   ARGV[5] the queue's visibility timeout in ms
--- Returns: the lease deadline in ms (Redis TIME); 0 if the token is stale (nothing changed).
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for an extension beyond 7 days.
+-- Returns: the lease deadline in ms (Redis TIME); 0 if the token is stale or the record
+--   cannot be used (nothing changed: the lease runs out, and the scanner moves the job
+--   to dead letters).
 -- Work: O(log N).
 
+--@include bounds
+--@include decode_meta
+--@include now_ms
+
 local id, token = ARGV[1], tonumber(ARGV[2])
-local raw = redis.call('HGET', KEYS[2], id)
-local meta = raw and cjson.decode(raw)
+local extend = tonumber(ARGV[3])
+if not is_int(extend, -1, MAX_LEASE_MS) or not is_int(tonumber(ARGV[5]), 0, MAX_LEASE_MS) then
+  error('ZQ_BAD_ARGUMENT: extend_ms must be -1, 0 or at most ' .. MAX_LEASE_MS)
+end
+local meta = decode_meta(redis.call('HGET', KEYS[2], id))
 if not meta or meta.t ~= token then
   return 0
 end
@@ -18,7 +28,6 @@ if not deadline then
   return 0
 end
 deadline = tonumber(deadline)
-local extend = tonumber(ARGV[3])
 if extend < 0 then
   extend = meta.v or tonumber(ARGV[5])
 end

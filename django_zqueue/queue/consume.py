@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .. import validate
+from .. import conf, validate
 from ..connection import unavailable_as_error, wait_any
 from ..exceptions import InvalidArgument
 from ..records import Claimed, Message, NackResult, encode_body, from_ms
@@ -196,7 +196,7 @@ class Consuming(QueueBase):
         if retry_in is None:
             retry_s = self.options.retry_backoff.delay(msg.attempt)
         else:
-            retry_s = max(0.0, validate.seconds(retry_in, "retry_in"))
+            retry_s = validate.horizon(max(0.0, validate.seconds(retry_in, "retry_in")), "retry_in")
         return self.shard_for(msg.tag).nack(msg, error[:65536], int(retry_s * 1000), dead)
 
     def nack(
@@ -226,6 +226,8 @@ class Consuming(QueueBase):
         note: str = "",
     ) -> Call[int | None]:
         ext = -1 if extend is None else int(validate.seconds(extend, "extend") * 1000)
+        if not -1 <= ext <= conf.MAX_VISIBILITY_TIMEOUT * 1000:
+            raise InvalidArgument(f"extend must be in [0, {conf.MAX_VISIBILITY_TIMEOUT}] seconds")
         if extend is not None and ext < 0:
             raise InvalidArgument("extend must be >= 0 seconds")
         prog = ""

@@ -40,10 +40,7 @@ class Publishing(QueueBase):
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
         retries = self.options.max_retries if max_retries is None else max_retries
-        try:
-            retries = validate.max_retries(retries)
-        except InvalidArgument:
-            raise InvalidArgument(f"max_retries must be an int >= 0, got {max_retries!r}") from None
+        retries = validate.max_retries(retries)
         vt = (
             None
             if visibility_timeout is None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import backend_runner
+from ..backoff import RetryDelay, as_error, is_unavailable
 from ..connection import is_cluster, wait_any
 from ..events import kv, log
 from ..exceptions import QueueUnavailable
@@ -67,7 +68,7 @@ class Consumer:
         self.done: list[Finished] = []  # finished jobs whose outcome is not sent yet
         self.want = 1 if worker.auto_prefetch else worker.prefetch  # next claim's size
         self.per_job = -1.0  # moving average of this thread's job run times, s (-1: none yet)
-        self.backoff = 0.0  # seconds to wait after an error (doubles while errors last)
+        self.retry = RetryDelay(base=0.1, cap=5.0)  # the wait after errors (backoff)
 
     def run(self) -> None:
         """Claim and run jobs until the worker stops (or, with ``burst``, runs dry)."""
@@ -77,18 +78,15 @@ class Consumer:
                 if not self.step():
                     return
             except Exception as exc:  # Redis down, or a bug: never let the loop die
-                self.backoff = min(5.0, max(0.1, self.backoff * 2))
-                if not isinstance(exc, QueueUnavailable):
-                    log.exception(kv(event="consumer_error", worker=w.id))
-                log.warning(
-                    kv(
-                        event="redis_unavailable",
-                        worker=w.id,
-                        retry_in=self.backoff,
-                        error=str(exc),
+                wait = self.retry.next()
+                if is_unavailable(exc):
+                    w.outage.failed(exc)  # one line per outage, not per thread or try
+                else:  # a script error or a bug: reported as what it is, with backoff
+                    log.error(
+                        kv(event="consumer_error", worker=w.id, retry_in=f"{wait:.2f}"),
+                        exc_info=exc,
                     )
-                )
-                w.stopping.wait(self.backoff * (0.5 + random.random() / 2))
+                w.stopping.wait(wait)
 
     def step(self) -> bool:
         """One claim (waiting for work when there is none) and the run of what it
@@ -104,7 +102,8 @@ class Consumer:
                 w.stopping.set()
             return False
         queue, msgs, hints = self.claim(budget)
-        self.backoff = 0.0
+        self.retry.reset()
+        w.outage.ok()
         if queue is None:
             if w.burst and not any(h == 0 for h in hints):
                 return False
@@ -189,7 +188,7 @@ class Consumer:
             raise QueueUnavailable(str(exc)) from exc
         for reply in replies:
             if isinstance(reply, Exception):
-                raise QueueUnavailable(str(reply))
+                raise as_error(reply)
         msgs, _ = first.claim_rest(plan, pending.result())
         return (first, msgs) if msgs else None
 
@@ -231,7 +230,7 @@ class Consumer:
         _send(q, batch)
         self.outcomes_sent(pending)
         if claimed.failed is not None:
-            raise QueueUnavailable(str(claimed.failed))
+            raise as_error(claimed.failed)
         return q.claim_rest(plan, claimed.result())
 
     def flush(self) -> None:
@@ -245,9 +244,16 @@ class Consumer:
         self.outcomes_sent(pending)
 
     def outcomes_sent(self, pending: list[Pending[bool] | Pending[NackResult]]) -> None:
-        """Act on the replies to the sent outcomes (``pending``, one per finished job)."""
+        """Act on the replies to the sent outcomes (``pending``, one per finished job).
+        An outcome an outage refused (a slot migrating, a failover) is kept, still held
+        (so its lease is extended meanwhile), and sent again with the next flush; a
+        resend after a lost reply is refused as stale, harmlessly."""
+        again = []
         for f, p in zip(self.done, pending, strict=True):
             q, msg, out = f.queue, f.message, f.outcome
+            if p.failed is not None and is_unavailable(p.failed):
+                again.append(f)
+                continue
             self.worker.leases.unhold(q, msg)
             if p.failed is not None:
                 log.error(kv(event="ack_failed", queue=q.name, job=msg.tag, error=str(p.failed)))
@@ -268,4 +274,4 @@ class Consumer:
                     log.exception(kv(event="failure_hook_error", queue=q.name, job=msg.tag))
             if out.record is not None:
                 backend_runner.outcome_sent(q, msg, out, buried=buried)
-        self.done.clear()
+        self.done[:] = again

@@ -18,8 +18,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..backoff import as_error
 from ..events import kv, log
-from ..exceptions import QueueUnavailable
+from ..exceptions import QueueUnavailable, ScriptError
 from ..queue import Message, Queue
 
 REGISTER_EVERY = 10.0  # seconds between worker registrations
@@ -134,16 +135,19 @@ class Leases:
 
     # ------------------------------------------------------------------ the heartbeat
 
-    def beat(self, now: float, *, hand_back: bool) -> None:
-        """One heartbeat: timeouts, hand-backs (``hand_back``: adaptive prefetch), lease
-        extensions, and the worker's registration when due. Raises QueueUnavailable."""
-        self.enforce_timeouts(now)
+    def beat(self, now: float, *, hand_back: bool) -> bool:
+        """One heartbeat's calls to Redis: hand-backs (``hand_back``: adaptive prefetch),
+        lease extensions, and the worker's registration when due. True when a call
+        reached Redis; raises QueueUnavailable when Redis is down (the leases that were
+        due stay due, for the next try)."""
         if hand_back:
             self.hand_back_waiting(now)
-        self.extend(now)
+        reached = self.extend(now)
         if now >= self._next_register:
             self.register()
             self._next_register = now + REGISTER_EVERY
+            reached = True
+        return reached
 
     def enforce_timeouts(self, now: float) -> None:
         """Raise JobTimeout in the thread of each job past its task's timeout (once)."""
@@ -184,25 +188,30 @@ class Leases:
             self._claimed -= len(back)
         self._send_releases(back)
 
-    def extend(self, now: float) -> None:
-        """Extend the leases that are due, in one round trip."""
+    def extend(self, now: float) -> bool:
+        """Extend the leases that are due, in one round trip; True if any were. On a
+        failure they stay due (retried after the heartbeat's backoff) and it raises."""
         with self._lock:
             due = [h for h in self._held.values() if h.next_beat <= now]
             for h in due:
                 h.next_beat = now + beat_every(h.queue, h.message)
         if not due:
-            return
+            return False
         batch = due[0].queue.batch()
         pending = [batch.add(h.queue.touch_call(h.message)) for h in due]
         try:
             due[0].queue.send(batch)
-        except QueueUnavailable:
-            raise
+            failed = next((p.failed for p in pending if p.failed is not None), None)
+            if failed is not None:
+                raise as_error(failed) from failed
         except Exception as exc:
+            with self._lock:  # due again: retried after the heartbeat's backoff
+                for h in due:
+                    h.next_beat = now
+            if isinstance(exc, QueueUnavailable | ScriptError):
+                raise
             raise QueueUnavailable(str(exc)) from exc
-        for p in pending:
-            if p.failed is not None:
-                raise QueueUnavailable(str(p.failed)) from p.failed
+        return True
 
     def release_held(self, *, only_unstarted: bool) -> None:
         """Give back every held job (``only_unstarted``: the buffered ones), in one round

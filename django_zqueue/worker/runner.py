@@ -57,7 +57,8 @@ class Runner:
             reason = (
                 f"unknown task {name!r}: no task of that name is registered in this worker"
                 if isinstance(name, str)
-                else f"undecodable payload: {msg.raw_body[:200]!r}"
+                else f"corrupt record: body is not a task call (undecodable payload: "
+                f"{msg.raw_body[:200]!r})"
             )
             return failed(ctx, None, reason, None, dead=True)
         self.leases.set_timeout(queue, msg, task.timeout)
@@ -75,7 +76,8 @@ class Runner:
                 log.debug(_line("job_start", ctx))
             result = task.func(*args, **kwargs)
         except BaseException as exc:  # SystemExit from a task is a failure of that job too
-            error = f"{describe(exc)}\n{traceback.format_exc()}"
+            corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
+            error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"
             # a rerun cannot help these
             permanent = isinstance(exc, ModelInstanceMissing | MalformedPayload)
             return failed(ctx, task, error, exc, dead=permanent)

@@ -18,11 +18,13 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from ..backoff import Outage, RetryDelay, is_unavailable
 from ..connection import slot_groups
 from ..events import kv, log
 from ..exceptions import QueueUnavailable
 from ..outcome import Failure, Outcome
 from ..queue import get_queue
+from ..scanner import Scanner
 from .consumer import AUTO_PREFETCH_MAX, Consumer
 from .leases import Leases
 from .runner import Runner
@@ -77,7 +79,9 @@ class Worker:
         self._first_signal = 0.0
         self._done = threading.Event()  # set once running jobs are finished or released
         self.scheduler: Scheduler | None = None  # once run() starts, with the scanner
-        self._schedules_synced = False
+        # one redis_lost / redis_back pair per outage, whichever thread sees it first
+        self.outage = Outage(log, worker=self.id)
+        self._scanner: Scanner | None = None  # the embedded scanner (scanner.py)
         self.client = self.queues[0].client
         # One BLPOP may only name keys of one slot on a Redis Cluster: group the notify
         # keys by slot (one group, all the keys, elsewhere)
@@ -161,7 +165,6 @@ class Worker:
             from ..schedules import Scheduler
 
             self.scheduler = Scheduler([q.name for q in self.queues])
-            self._sync_schedules()
         if self.burst and self.scanner:
             # recover expired leases and promote due jobs before deciding "nothing left"
             self.scan_once()
@@ -177,55 +180,44 @@ class Worker:
 
     def _heartbeat(self) -> None:
         """Keep the leases (:meth:`Leases.beat`) and run the scanner; until the running
-        jobs are finished or given back (through the grace period too)."""
+        jobs are finished or given back (through the grace period too). With Redis down,
+        the leases are tried again after a growing backoff, and the outage is logged
+        once (``redis_lost``, then ``redis_back``), not at every beat."""
         next_scan = 0.0
+        next_try = 0.0  # after a failure: Redis is tried again from then on (backoff)
+        retry = RetryDelay(base=0.05, cap=2.0)
         while not self._done.is_set():
             now = time.monotonic()
             try:
-                self.leases.beat(now, hand_back=self.auto_prefetch)
-                if self.scanner and now >= next_scan and not self.stopping.is_set():
-                    self.scan_once()
-                    next_scan = now + self.scan_interval
-            except QueueUnavailable as exc:
-                log.warning(kv(event="heartbeat_failed", worker=self.id, error=str(exc)))
+                self.leases.enforce_timeouts(now)
             except Exception:
                 log.exception(kv(event="heartbeat_error", worker=self.id))
+            if now >= next_try:
+                try:
+                    if self.leases.beat(now, hand_back=self.auto_prefetch):
+                        self.outage.ok()  # only a call that reached Redis says it is back
+                    retry.reset()
+                except Exception as exc:
+                    next_try = now + retry.next()
+                    if is_unavailable(exc):
+                        self.outage.failed(exc)  # one line per outage, not 20 a second
+                    else:
+                        log.exception(kv(event="heartbeat_error", worker=self.id))
+            if self.scanner and now >= next_scan and not self.stopping.is_set():
+                # never raises; backs off on its own after a failure
+                next_scan = now + self.embedded_scanner().tick(self.scan_interval)
             self._done.wait(0.05)
 
-    def _sync_schedules(self) -> None:
-        """Write the schedules to Redis; with Redis down, retried by the scanner step."""
-        assert self.scheduler is not None
-        try:
-            changes = self.scheduler.sync()
-        except Exception as exc:
-            self._schedules_synced = False
-            log.warning(kv(event="schedules_sync_failed", worker=self.id, error=str(exc)))
-            return
-        self._schedules_synced = True
-        if any(changes.values()):
-            log.info(kv(event="schedules_synced", worker=self.id, **changes))
+    def embedded_scanner(self) -> Scanner:
+        """The scanner this worker runs (scanner.py), sharing its outage log."""
+        if self._scanner is None:
+            self._scanner = Scanner(
+                self.queues, self.scheduler, name=self.id, max_steps=20, outage=self.outage
+            )
+        return self._scanner
 
-    def scan_once(self, max_steps: int = 20) -> None:
-        """Run the scanner step on every queue until it reports no more work (bounded),
-        and fire due periodic schedules."""
-        if self.scheduler is not None:
-            if not self._schedules_synced:
-                self._sync_schedules()
-            if self._schedules_synced:
-                self.scheduler.step()
-        for q in self.queues:
-            for _ in range(max_steps):
-                result = q.scan()
-                if result.promoted or result.recovered or result.buried or result.trimmed:
-                    log.info(
-                        kv(
-                            event="scan",
-                            queue=q.name,
-                            promoted=result.promoted,
-                            recovered=result.recovered,
-                            buried=result.buried,
-                            trimmed=result.trimmed,
-                        )
-                    )
-                if not result.more:
-                    break
+    def scan_once(self) -> None:
+        """One step of the embedded scanner (scanner.py): scan every queue until it
+        reports no more work (bounded), fire due periodic schedules. Raises what Redis
+        raises; the heartbeat runs it through ``Scanner.tick`` (backoff, no raise)."""
+        self.embedded_scanner().step()

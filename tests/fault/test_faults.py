@@ -16,6 +16,8 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -329,10 +331,10 @@ def test_r8_scanner_flood(
     q = f.queue()
     chunk = 1000
     setup = time.monotonic()
-    # leases that run out: claimed under a 1 ms visibility timeout
+    # leases that run out: claimed under the shortest visibility timeout (1 s)
     short = Queue(
         QUEUE,
-        queue_options(QUEUE, visibility_timeout=0.001),
+        queue_options(QUEUE, visibility_timeout=1),
         prefix=f.prefix,
         client=q.client,
     )
@@ -347,7 +349,7 @@ def test_r8_scanner_flood(
     for i in range(0, n_due, chunk):
         q.publish_many([{"d": j} for j in range(i, min(i + chunk, n_due))], delay=0.2)
     setup = time.monotonic() - setup
-    time.sleep(0.5)
+    time.sleep(1.2)  # the delays are due, the leases expired
     assert q.counts() == {"ready": 0, "delayed": n_due, "inflight": n_expired, "dead": 0}
     # log every call over 1 ms (a threshold of 0 would log each command a script runs,
     # and slow Redis down doing so)
@@ -425,3 +427,247 @@ def test_r8_scanner_flood(
         # loaded 2-core host), so the CI variant reports them without asserting
         assert max(calls, default=0) <= 5000, calls[-10:]
         assert p99 <= 0.005
+
+
+# ------------------------------------------------------------------ R9 Redis restarts + scanner
+
+
+def _events(path: Path, name: str) -> int:
+    return path.read_text(errors="replace").count(f"event={name} ")
+
+
+def test_r9_redis_restarts_under_killed_workers_and_a_standalone_scanner(
+    fault: Callable[..., Fault], private_redis: Callable[..., PrivateRedis], long_run: bool
+) -> None:
+    """Workers started --no-scanner, SIGKILLed every 2-3 s, one standalone zqueue_scanner,
+    Redis SIGKILLed and restarted (AOF always) every few seconds: 0 lost, 0 stuck,
+    duplicates only from killed workers, and the scanner is still running (and recovering
+    leases) at the end."""
+    server = private_redis("--appendonly", "yes", "--appendfsync", "always")
+    # about as much work as the fault phase lasts (3 workers x 2 threads), so that the
+    # restarts and kills land on a busy queue
+    n, workers, duration, job_s = (3000, 3, 120.0, 0.2) if long_run else (300, 3, 20.0, 0.4)
+    # the lease outlasts an outage plus the heartbeat's backoff: a live worker keeps its
+    # jobs through a Redis restart, so only killed workers' jobs run twice
+    f = fault(url=server.url, lease=10.0)
+    rng = random.Random(9)
+    keys = [str(i) for i in range(n)]
+    tasks.fault_run.using(queue=QUEUE).enqueue_many(
+        [(f.ledger, k, rng.uniform(job_s / 2, job_s * 1.5)) for k in keys]
+    )
+    args = ("--concurrency", "2", "--no-scanner")
+    for _ in range(workers):
+        f.start_worker(*args)
+    scanner = f.command("zqueue_scanner", "--queues", QUEUE, "--interval", "0.5")
+    scanner_log = sorted(Path(f.ledger).parent.glob("*-zqueue_scanner.log"))[-1]
+    q = f.queue()
+    restarts = 0
+    t0 = time.monotonic()
+    next_restart = t0 + rng.uniform(3, 5)
+    down_total = 0.0
+    try:
+        while time.monotonic() - t0 < duration:
+            time.sleep(rng.uniform(2.0, 3.0))
+            f.kill_random(rng, *args)
+            if time.monotonic() >= next_restart:
+                server.kill()  # SIGKILL: a crash
+                down = time.monotonic()
+                time.sleep(rng.uniform(0.5, 1.5))
+                server.start()  # replays the AOF
+                down_total += time.monotonic() - down
+                restarts += 1
+                next_restart = time.monotonic() + rng.uniform(3, 5)
+        drain_from = time.monotonic()
+        assert wait_for(lambda: all_finished(f, keys), timeout=240, step=0.5)
+        assert wait_for(lambda: q.total_count() == 0, timeout=60, step=0.2), q.counts()
+        drain = time.monotonic() - drain_from
+        total = time.monotonic() - t0
+        assert f.restart_dead(*args) == 0  # no worker died of the restarts
+        assert scanner.poll() is None  # the scanner outlived every restart
+        # ... and still recovers leases: a job claimed by a consumer that never comes
+        # back is run by a worker once the standalone scanner recovers it
+        tasks.fault_run.using(queue=QUEUE).enqueue(f.ledger, "after")
+        msgs, _ = q.claim(1, "gone")
+        if not msgs:  # a worker took it first: then it simply runs
+            assert wait_for(lambda: all_finished(f, ["after"]), timeout=30)
+        else:
+            assert wait_for(lambda: all_finished(f, ["after"]), timeout=30 + f.lease)
+        lost = _events(scanner_log, "redis_lost")
+        back = _events(scanner_log, "redis_back")
+    finally:
+        scanner.terminate()
+        scanner.wait(20)
+    f.stop_all()
+    assert scanner.returncode == 0  # a clean stop on SIGTERM
+
+    runs = by_key(f.runs())
+    assert sorted(runs) == sorted([*keys, "after"])  # 0 lost
+    mid_run = after_finish = 0
+    for key, rs in runs.items():
+        last = max((r for r in rs if r.finished is not None), key=lambda r: r.id)
+        for r in rs:
+            if r is last:
+                continue
+            assert r.pid in f.killed, (key, rs)  # a second run only after a SIGKILL
+            if r.finished is None:
+                mid_run += 1
+            else:
+                after_finish += 1
+    dups = sum(len(rs) - 1 for rs in runs.values())
+    stats = q.stats()
+    worker_logs = sorted(Path(f.ledger).parent.glob("*-zqueue_worker.log"))
+    floods = max(_events(p, "redis_lost") for p in worker_logs)
+    print(
+        f"\nFAULT R9 jobs={n} workers={workers} kills={len(f.killed)} redis_restarts={restarts} "
+        f"redis_down_s={down_total:.1f} duplicates={dups} (killed mid-run {mid_run}, "
+        f"finished but unacked {after_finish}) expired={stats.get('expired', 0)} "
+        f"drain_after_faults_s={drain:.1f} total_s={total:.1f} "
+        f"scanner redis_lost={lost} redis_back={back} "
+        f"worst_worker_redis_lost_lines={floods} (lease {f.lease:.0f} s)"
+    )
+    assert restarts >= 3 and len(f.killed) >= 5
+    assert 1 <= lost == back <= restarts  # one line each way per outage it saw
+    assert floods <= restarts  # no flood: at most one line per outage
+    assert not any(_events(p, "heartbeat_failed") for p in worker_logs)
+    assert stats["acked"] == n + 1
+
+
+# ------------------------------------------------------------------ R10 corrupt records
+
+
+def _corrupt_cases() -> list[tuple[str, Any]]:
+    from ..test_corrupt import META_CASES
+
+    return [(name, how) for name, how, _ in META_CASES]
+
+
+BODY_CASES: list[tuple[str, bytes | None]] = [
+    ("body not JSON", b"\xff\xfe not json"),
+    ("body a number", b"5"),
+    ("body task not a string", b'{"task": 5, "args": [], "kwargs": {}}'),
+    ("body args not a list", b'{"task": "testproject.demo.tasks.fault_run", "args": 5}'),
+    ("body missing", None),
+]
+
+
+def test_r10_corrupt_record_matrix_with_a_real_worker(
+    fault: Callable[..., Fault], long_run: bool
+) -> None:
+    """Each field of meta and body undecodable or of the wrong type, for a job in each of
+    ready, delayed, leased and dead, among good jobs: every good job runs once, each bad
+    one ends in dead letters with its reason, the worker and its scanner keep working."""
+    from ..test_corrupt import corrupt_meta
+
+    f = fault(lease=1.0)
+    q = f.queue()
+    client = q.client
+    run = tasks.fault_run.using(queue=QUEUE)
+    per = 20 if long_run else 2  # good jobs around each bad one
+    good: list[str] = []
+    bad: dict[str, str] = {}  # tag -> state it was corrupted in
+    n = 0
+
+    def goods(count: int) -> None:
+        nonlocal n
+        for _ in range(count):
+            n += 1
+            good.append(str(n))
+            run.enqueue(f.ledger, str(n))
+
+    cases: list[tuple[str, Any, bytes | None, bool]] = [
+        *((name, how, b"", True) for name, how in _corrupt_cases()),
+        *((name, None, body, False) for name, body in BODY_CASES),
+    ]
+    for state in ("ready", "delayed", "leased", "dead"):
+        for name, how, body, is_meta in cases:
+            if not is_meta and state == "dead":
+                continue  # a dead job's body is read by nobody
+            goods(per)
+            tag = f"bad-{state}-{name.replace(' ', '_')}"
+            if state == "delayed":
+                run.using(tag=tag).enqueue_in(3.0, f.ledger, tag)
+            elif state == "ready":
+                run.using(tag=tag).enqueue(f.ledger, tag)
+            else:  # first in line, and claimed by a consumer that dies (so it is not run)
+                run.using(tag=tag, priority=1000).enqueue(f.ledger, tag)
+                msgs, _ = q.claim(1, "crashed")
+                assert [m.tag for m in msgs] == [tag]
+                if state == "dead":
+                    q.nack(msgs[0], "boom", dead=True)
+            if is_meta:
+                corrupt_meta(client, q, tag, how)
+            elif body is None:
+                client.hdel(q.keys.body, tag)
+            else:
+                client.hset(q.keys.body, tag, body)
+            bad[tag] = state
+            goods(per // 2)
+    goods(5)
+    assert len(bad) > 100
+    for _ in range(2):
+        f.start_worker("--concurrency", "2")
+    assert wait_for(lambda: all_finished(f, good), timeout=120, step=0.2)
+    assert wait_for(lambda: q.counts()["dead"] == len(bad), timeout=60, step=0.2), q.counts()
+    time.sleep(1.5)  # a few more scans with the dead letters in place
+    alive = all(p.poll() is None for p in f.workers)
+    f.stop_all()
+    # a dead job's record is read when an operator requeues it: refused, with the reason
+    for tag, state in bad.items():
+        if state == "dead":
+            assert not q.requeue_dead(tag)
+    runs = by_key(f.runs())
+    reasons: dict[str, str] = {}
+    for tag in bad:
+        info = q.info(tag)
+        assert info is not None and info.state == "dead", (tag, info)
+        reasons[tag] = (info.last_error or "").split("\n")[0]
+        assert reasons[tag].startswith("corrupt record: "), (tag, info.last_error)
+    logs = sorted(Path(f.ledger).parent.glob("*-zqueue_worker.log"))
+    errors = sum(_events(p, "scan_error") + _events(p, "consumer_error") for p in logs)
+    print(
+        f"\nFAULT R10 bad={len(bad)} good={len(good)} "
+        f"runs={len(f.runs())} corrupt_counter={q.stats().get('corrupt', 0)} "
+        f"script_or_consumer_errors={errors} sample_reasons={sorted(set(reasons.values()))[:4]}"
+    )
+    assert alive
+    assert {k: len(rs) for k, rs in runs.items()} == dict.fromkeys(good, 1)  # once each
+    assert errors == 0
+    assert q.scan().more is False
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": len(bad)}
+
+
+# ------------------------------------------------------------------ R11 bounds
+
+
+@pytest.mark.parametrize("lease", ["1e-06", "0.5", "1e300", "604801"])
+def test_r11_tiny_and_huge_timeouts_refused(fault: Callable[..., Fault], lease: str) -> None:
+    """A worker, a scanner and `manage.py check` all refuse a visibility_timeout outside
+    1 s .. 7 days (exit non-zero, saying why); publish refuses one and writes nothing."""
+    import subprocess
+    import sys
+
+    from django_zqueue.exceptions import InvalidArgument
+
+    f = fault(lease=30.0)
+    env = f.env(ZQ_FAULT_LEASE=lease)
+    manage = str(Path(__file__).resolve().parents[2] / "testproject" / "manage.py")
+    for args in (
+        ["check"],
+        ["zqueue_scanner", "--once"],
+        ["zqueue_worker", "--queues", QUEUE, "--burst"],
+    ):
+        out = subprocess.run(
+            [sys.executable, manage, *args], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode != 0, (args, out.stdout, out.stderr)
+        assert "visibility_timeout must be a number of seconds in [1, 604800]" in out.stderr, (
+            args,
+            out.stderr[-2000:],
+        )
+    q = f.queue()
+    with pytest.raises(InvalidArgument, match="visibility_timeout"):
+        q.publish("x", visibility_timeout=float(lease))
+    with pytest.raises(InvalidArgument, match="visibility_timeout"):
+        tasks.fault_run.using(queue=QUEUE, visibility_timeout=float(lease))
+    assert q.total_count() == 0
+    print(f"\nFAULT R11 lease={lease} refused by check, scanner, worker, publish, using")

@@ -1,31 +1,52 @@
 """``manage.py zqueue_scanner``: promote due delayed jobs, recover expired leases, trim
-dead letters. Safe with any number running at once (each step is one atomic script)."""
+dead letters, fire periodic schedules. Safe with any number running at once (each step
+is one atomic script).
+
+Rides out Redis outages (restart, failover, ``LOADING``, ``READONLY``, ``BUSY``) with
+capped exponential backoff, logging one line when Redis is lost and one when it is back;
+it exits non-zero only on a configuration error (or when ``--once`` cannot finish its
+pass). SIGTERM/SIGINT stop it after the current step (exit 0)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
+import sys
 import threading
 from typing import Any
 
+import redis
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import conf
+from ...exceptions import ZQueueError
 from ...queue import get_queue
+from ...scanner import Scanner, StepTotals
 from ...schedules import Scheduler
-from ..errors import redis_errors
+from ..errors import REDIS_ERRORS, redis_errors
+
+
+def _interval(value: str) -> float:
+    seconds = float(value)
+    if not 0.01 <= seconds <= 3600:
+        raise argparse.ArgumentTypeError("must be between 0.01 and 3600 seconds")
+    return seconds
 
 
 class Command(BaseCommand):
     help = "Run the django_zqueue scanner."
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--interval", type=float, default=1.0, help="Seconds between passes.")
+        parser.add_argument(
+            "--interval", type=_interval, default=1.0, help="Seconds between passes."
+        )
         parser.add_argument("--once", action="store_true", help="One full pass, then exit.")
         parser.add_argument("--queues", default=None, help="Comma-separated (default: all).")
 
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
+        # configuration errors: before the loop, and the only ones that exit non-zero
         configured = conf.get_config().queues
         names = (
             [n.strip() for n in options["queues"].split(",") if n.strip()]
@@ -35,29 +56,36 @@ class Command(BaseCommand):
         unknown = [n for n in names if n not in configured]
         if unknown:
             raise CommandError(f"unknown queue(s) {unknown}; configured: {sorted(configured)}")
-        queues = [get_queue(n) for n in names]
-        scheduler = Scheduler(names)
-        scheduler.sync()
-        stop = threading.Event()
-        if not options["once"]:
-            signal.signal(signal.SIGTERM, lambda *a: stop.set())
-            signal.signal(signal.SIGINT, lambda *a: stop.set())
-        while True:
-            fired = scheduler.step()
-            if fired or options["verbosity"] >= 2:
-                self.stdout.write(f"schedules fired={fired}")
-            for q in queues:
-                totals = [0, 0, 0, 0]
-                for _ in range(1000):  # bounded: at most 1000 steps per queue per pass
-                    r = q.scan()
-                    for i, v in enumerate((r.promoted, r.recovered, r.buried, r.trimmed)):
-                        totals[i] += v
-                    if not r.more or stop.is_set():
-                        break
-                if any(totals) or options["verbosity"] >= 2:
+        verbose = options["verbosity"] >= 2
+        logger = logging.getLogger("django_zqueue")
+        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+        if not logging.getLogger().handlers and not logger.handlers:  # lost/back lines
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            logger.addHandler(handler)
+
+        def report(totals: StepTotals) -> None:
+            if totals.fired or verbose:
+                self.stdout.write(f"schedules fired={totals.fired}")
+            for name, (p, r, b, t) in totals.queues.items():
+                if p or r or b or t or verbose:
                     self.stdout.write(
-                        f"queue={q.name} promoted={totals[0]} recovered={totals[1]} "
-                        f"buried={totals[2]} trimmed={totals[3]}"
+                        f"queue={name} promoted={p} recovered={r} buried={b} trimmed={t}"
                     )
-            if options["once"] or stop.wait(options["interval"]):
-                return
+            self.stdout.flush()
+
+        scanner = Scanner(
+            [get_queue(n) for n in names], Scheduler(names), name="zqueue_scanner", report=report
+        )
+        if options["once"]:
+            try:
+                report(scanner.step())
+            except REDIS_ERRORS:
+                raise  # one line saying what to check (redis_errors)
+            except (ZQueueError, redis.RedisError) as exc:
+                raise CommandError(f"the pass did not finish: {exc}") from exc
+            return
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *a: stop.set())
+        signal.signal(signal.SIGINT, lambda *a: stop.set())
+        scanner.run(stop, options["interval"])

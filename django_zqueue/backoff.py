@@ -1,0 +1,126 @@
+"""Riding out Redis outages: capped exponential backoff with jitter, and one log line
+when Redis is lost and one when it is back (with the outage length).
+
+An *outage* is anything that says "not now" about Redis itself: a refused, dropped or
+timed-out connection, a server still ``LOADING`` its data, a replica answering
+``READONLY``, a server ``BUSY`` with a slow script, a cluster failing over
+(``CLUSTERDOWN``, ``TRYAGAIN``, ``MASTERDOWN``). Anything else a script answers is a
+:class:`~django_zqueue.exceptions.ScriptError`: reported as such, and retried with the
+same backoff, never in a tight loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from .connection import UNAVAILABLE_ERRORS
+from .events import kv
+from .exceptions import QueueUnavailable, ScriptError
+
+#: first words of server replies that mean "Redis is not available right now"
+UNAVAILABLE_REPLIES = frozenset(
+    {
+        "LOADING",
+        "READONLY",
+        "BUSY",
+        "MASTERDOWN",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "NOREPLICAS",
+        "MOVED",
+        "ASK",
+    }
+)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for an outage (see the module docstring), here or in the exception's causes."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (QueueUnavailable, *UNAVAILABLE_ERRORS)):
+            return True
+        if isinstance(cur, redis.ResponseError):
+            word = str(cur).split(" ", 1)[0]
+            if word in UNAVAILABLE_REPLIES:
+                return True
+        seen.add(id(cur))
+        cur = cur.__cause__
+    return False
+
+
+def as_error(reply: BaseException) -> Exception:
+    """A failed pipeline reply as the error it is: :class:`QueueUnavailable` for an
+    outage, :class:`ScriptError` for anything else."""
+    if is_unavailable(reply):
+        return QueueUnavailable(str(reply))
+    return ScriptError(str(reply))
+
+
+class RetryDelay:
+    """Capped exponential backoff with jitter: the n-th failure in a row waits
+    ``min(cap, base * 2**(n-1))`` seconds, times a random factor in [0.5, 1) (so that
+    many processes that lost Redis together do not come back in step)."""
+
+    def __init__(
+        self, base: float = 0.1, cap: float = 30.0, rand: Callable[[], float] = random.random
+    ) -> None:
+        self.base = base
+        self.cap = cap
+        self.failures = 0
+        self._rand = rand
+
+    def next(self) -> float:
+        """Count a failure; the seconds to wait before the next try."""
+        self.failures += 1
+        raw = min(self.cap, self.base * 2 ** min(self.failures - 1, 60))
+        return float(raw * (0.5 + self._rand() / 2))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class Outage:
+    """Whether Redis answers, as one process sees it: ``failed()`` logs ``redis_lost``
+    once, at the first failure of an outage; ``ok()`` logs ``redis_back`` with the
+    outage length, once, at the first success after it. Shared by a worker's threads
+    (thread-safe), so a worker logs one pair of lines per outage, not one per thread or
+    per attempt."""
+
+    def __init__(self, logger: logging.Logger, **fields: Any) -> None:
+        self.log = logger
+        self.fields = fields
+        self.since: float | None = None  # monotonic time of the first failure
+        self.failures = 0
+        self._lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        return self.since is not None
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self.failures += 1
+            if self.since is not None:
+                return
+            self.since = time.monotonic()
+        self.log.warning(kv(event="redis_lost", **self.fields, error=str(exc)[:200]))
+
+    def ok(self) -> None:
+        if self.since is None:  # the common case: no lock
+            return
+        with self._lock:
+            if self.since is None:
+                return
+            outage, failures = time.monotonic() - self.since, self.failures
+            self.since, self.failures = None, 0
+        self.log.warning(
+            kv(event="redis_back", **self.fields, outage_s=f"{outage:.1f}", failures=failures)
+        )

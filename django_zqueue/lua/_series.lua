@@ -1,0 +1,29 @@
+-- _series.lua: per-minute counters for the last hour, kept in the stats HASH as a ring
+-- of 64 slots: field 'm<slot>' holds the minute a slot counts for; 'e' enqueued, 'a'
+-- acked, 'f' failed, 'd' dead, 'r' ready depth (last sample), 't' run ms. A slot is
+-- reset when reused, so the ring never grows. bump adds to a counter, sample_depth
+-- records the ready depth.
+
+local SERIES = {'e', 'a', 'f', 'd', 'r', 't'}
+local function series_slot(stats, now)
+  local minute = math.floor(now / 60000)
+  local slot = minute % 64
+  local owner = redis.call('HGET', stats, 'm' .. slot)
+  if owner ~= string.format('%d', minute) then
+    local fields = {'m' .. slot, string.format('%d', minute)}
+    for _, name in ipairs(SERIES) do
+      fields[#fields + 1] = name .. slot
+      fields[#fields + 1] = 0
+    end
+    redis.call('HSET', stats, unpack(fields))
+  end
+  return slot
+end
+
+local function bump(stats, name, n, now)
+  redis.call('HINCRBY', stats, name .. series_slot(stats, now), n)
+end
+
+local function sample_depth(stats, ready, now)
+  redis.call('HSET', stats, 'r' .. series_slot(stats, now), redis.call('ZCARD', ready))
+end

@@ -1,0 +1,151 @@
+"""The scanner: promote due delayed jobs, recover expired leases, trim dead letters, and
+fire due periodic schedules, on every queue it is given.
+
+One :class:`Scanner` serves both ``manage.py zqueue_scanner`` and the scanner a worker
+embeds (``Worker.scan_once``). A *step* scans each queue until the scan script reports
+no more work (bounded), then fires due schedules (synced to Redis lazily: at the first
+step that reaches Redis). :meth:`Scanner.run` repeats steps and rides out Redis being
+down, restarting, failing over or answering ``LOADING``/``READONLY``/``BUSY``: capped
+exponential backoff with jitter, one ``redis_lost`` line when Redis is lost and one
+``redis_back`` line (with the outage length) when it is back. It never returns on a
+connection error; only a configuration error (raised before the loop) stops it.
+Each scan step is one atomic script, so any number of scanners may run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backoff import Outage, RetryDelay, is_unavailable
+from .events import kv
+from .queue import Queue
+
+log = logging.getLogger("django_zqueue.scanner")
+
+#: most scan script calls per queue in one step (each moves at most scan_batch jobs of
+#: each kind); the next step carries on
+MAX_STEPS = 1000
+
+
+@dataclass
+class StepTotals:
+    """What one step did: per queue (promoted, recovered, buried, trimmed), and ticks fired."""
+
+    queues: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    fired: int = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.fired > 0 or any(any(t) for t in self.queues.values())
+
+
+class Scanner:
+    """Housekeeping of ``queues``; with a ``scheduler`` (a ``schedules.Scheduler``), also
+    their periodic schedules. ``outage`` may be shared with other loops of the process
+    (a worker's), so the process logs one lost/back pair per outage."""
+
+    def __init__(
+        self,
+        queues: Sequence[Queue],
+        scheduler: Any = None,
+        *,
+        name: str = "scanner",
+        max_steps: int = MAX_STEPS,
+        outage: Outage | None = None,
+        retry: RetryDelay | None = None,
+        report: Callable[[StepTotals], None] | None = None,
+    ) -> None:
+        self.queues = list(queues)
+        self.scheduler = scheduler
+        self.name = name
+        self.max_steps = max_steps
+        self.outage = outage or Outage(log, scanner=name)
+        self.retry = retry or RetryDelay(base=0.1, cap=30.0)
+        self.report = report or self._log_totals
+        self.synced = False
+        self.steps = 0  # steps that completed (for tests and operators)
+        self.failures = 0  # steps that failed
+
+    def sync_schedules(self) -> None:
+        """Write the schedules to Redis (raises what the write raises)."""
+        if self.scheduler is None:
+            return
+        changes = self.scheduler.sync()
+        self.synced = True
+        if any(changes.values()):
+            log.info(kv(event="schedules_synced", scanner=self.name, **changes))
+
+    def step(self, stop: threading.Event | None = None) -> StepTotals:
+        """One step on every queue, then the due schedules. Raises what Redis raises
+        (the queues scanned before the failure keep their work done)."""
+        totals = StepTotals()
+        for q in self.queues:
+            moved = [0, 0, 0, 0]
+            for _ in range(self.max_steps):
+                r = q.scan()
+                for i, v in enumerate((r.promoted, r.recovered, r.buried, r.trimmed)):
+                    moved[i] += v
+                if not r.more or (stop is not None and stop.is_set()):
+                    break
+            totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
+        if self.scheduler is not None:
+            if not self.synced:
+                try:
+                    self.sync_schedules()
+                except Exception as exc:
+                    log.warning(
+                        kv(event="schedules_sync_failed", scanner=self.name, error=str(exc)[:200])
+                    )
+                    raise
+            totals.fired = self.scheduler.step()
+        self.steps += 1
+        return totals
+
+    def tick(self, interval: float, stop: threading.Event | None = None) -> float:
+        """One step that never raises: the seconds to wait before the next one
+        (``interval`` after a success, a growing backoff after failures)."""
+        try:
+            totals = self.step(stop)
+        except Exception as exc:
+            self.failures += 1
+            wait = self.retry.next()
+            if is_unavailable(exc):
+                self.outage.failed(exc)
+            else:  # a script error or a bug: say what it is, and back off all the same
+                log.error(
+                    kv(event="scan_error", scanner=self.name, retry_in=f"{wait:.2f}"),
+                    exc_info=exc,
+                )
+            return wait
+        self.outage.ok()
+        self.retry.reset()
+        self.report(totals)
+        return interval
+
+    def run(self, stop: threading.Event, interval: float = 1.0) -> None:
+        """Step every ``interval`` seconds until ``stop`` is set, through any outage."""
+        log.info(kv(event="scanner_start", scanner=self.name, queues=len(self.queues)))
+        while not stop.is_set():
+            stop.wait(self.tick(interval, stop))
+        log.info(kv(event="scanner_stop", scanner=self.name, steps=self.steps))
+
+    def _log_totals(self, totals: StepTotals) -> None:
+        for name, (p, r, b, t) in totals.queues.items():
+            if p or r or b or t:
+                log.info(
+                    kv(
+                        event="scan",
+                        scanner=self.name,
+                        queue=name,
+                        promoted=p,
+                        recovered=r,
+                        buried=b,
+                        trimmed=t,
+                    )
+                )
+        if totals.fired:
+            log.info(kv(event="schedules_fired", scanner=self.name, fired=totals.fired))

@@ -1,0 +1,233 @@
+"""Scripts are all-or-nothing on bad data (issue 15): a job whose record cannot be used
+goes to dead letters on its own, with ``corrupt record: <what>`` and its raw record, while
+the other jobs of the same call proceed; no script raises on a bad record."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from django_zqueue.exceptions import ScriptArgumentError
+from django_zqueue.queue import Queue
+from django_zqueue.records import NewJob
+
+from .conftest import QueueFactory
+
+# (case, corruption of the meta JSON object or raw text, what the reason names)
+Corrupt = Callable[[dict[str, object]], object]
+
+
+def with_field(name: str, value: object) -> Corrupt:
+    return lambda m: {**m, name: value}
+
+
+META_CASES: list[tuple[str, Corrupt, str]] = [
+    ("meta not JSON", lambda m: b"{not json", "meta is not JSON"),
+    ("meta not UTF-8", lambda m: b"\xff\xfe", "meta is not JSON"),
+    ("meta a list", lambda m: [1, 2], "not a JSON object"),
+    ("meta a number", lambda m: 7, "not a JSON object"),
+    ("meta missing", lambda m: None, "meta missing"),
+    *[
+        (f"{f} a string", with_field(f, "x"), f"'{f}'")
+        for f in ("a", "m", "p", "t", "e", "v", "st")
+    ],
+    *[(f"{f} null", with_field(f, None), f"'{f}'") for f in ("a", "m", "p", "v")],
+    ("a fractional", lambda m: {**m, "a": 1.5}, "'a'"),
+    ("m huge", lambda m: {**m, "m": 1e30}, "'m'"),
+    ("m negative", lambda m: {**m, "m": -1}, "'m'"),
+    ("p out of range", lambda m: {**m, "p": 5000}, "'p'"),
+    ("v zero (a 0 ms lease)", lambda m: {**m, "v": 0}, "'v'"),
+    ("v huge", lambda m: {**m, "v": 1e300}, "'v'"),
+    ("s not a score", lambda m: {**m, "s": "abc"}, "'s'"),
+    ("s an object", lambda m: {**m, "s": {"x": 1}}, "'s'"),
+    ("q not a score", lambda m: {**m, "q": True}, "'q'"),
+    ("c a number", lambda m: {**m, "c": 5}, "'c'"),
+]
+STATES = ["ready", "delayed", "leased", "dead"]
+
+
+def corrupt_meta(client: redis.Redis, q: Queue, tag: str, how: Corrupt) -> bytes | None:
+    raw = client.hget(q.keys.meta, tag)
+    assert raw is not None
+    value = how(json.loads(raw))
+    if value is None:
+        client.hdel(q.keys.meta, tag)
+        return None
+    data = value if isinstance(value, bytes) else json.dumps(value).encode()
+    client.hset(q.keys.meta, tag, data)
+    return data
+
+
+def expire_leases(client: redis.Redis, q: Queue) -> None:
+    """Every lease runs out now (scores in the past) without waiting for a real lease."""
+    for tag in client.zrange(q.keys.leased, 0, -1):
+        client.zadd(q.keys.leased, {tag: 1}, xx=True)
+
+
+def drain(q: Queue) -> list[str]:
+    """Claim and ack everything claimable; the tags, in claim order."""
+    got: list[str] = []
+    for _ in range(20):
+        msgs, _ = q.claim(100, "drain")
+        if not msgs:
+            q.scan()
+            msgs, _ = q.claim(100, "drain")
+            if not msgs:
+                return got
+        for m in msgs:
+            assert q.ack(m)
+            got.append(m.tag)
+    raise AssertionError("drain did not finish")
+
+
+def put_in_state(
+    q: Queue, client: redis.Redis, state: str, how: Corrupt, meta: bool = True
+) -> tuple[str, list[str]]:
+    """A bad job in ``state`` among good jobs in the same state, its record corrupted;
+    the call that meets it has run. Returns (bad tag, good tags)."""
+    delay = 0.05 if state == "delayed" else None
+    good = [q.publish({"good": i}, delay=delay) for i in range(3)]
+    bad = q.publish({"bad": 1}, tag="bad", delay=delay)
+    good += [q.publish({"good": i}, delay=delay) for i in range(3, 6)]
+    if state == "leased":
+        msgs, _ = q.claim(7, "crashed")
+        assert len(msgs) == 7
+        corrupt_meta(client, q, bad, how)
+        expire_leases(client, q)
+        r = q.scan()  # one call meets the bad lease and six good ones
+        assert (r.recovered, r.buried) == ((6, 1) if meta else (7, 0))
+    elif state == "dead":
+        for m in q.claim(7, "c")[0]:
+            q.nack(m, "boom", dead=True) if m.tag == bad else q.release(m)
+        corrupt_meta(client, q, bad, how)
+        assert not q.requeue_dead(bad)  # refused, with the reason
+        assert q.state(bad) == "dead"
+    elif state == "delayed":
+        corrupt_meta(client, q, bad, how)
+        time.sleep(0.1)
+        r = q.scan()  # promotes six, buries one
+        assert (r.promoted, r.buried) == ((6, 1) if meta else (7, 0))
+    else:
+        corrupt_meta(client, q, bad, how)
+    return bad, good
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize(("case", "how", "reason"), META_CASES, ids=[c[0] for c in META_CASES])
+def test_a_corrupt_record_goes_to_dead_letters_alone(
+    q: Queue, redis_client: redis.Redis, state: str, case: str, how: Corrupt, reason: str
+) -> None:
+    bad, good = put_in_state(q, redis_client, state, how)
+    assert sorted(drain(q)) == sorted(good)  # every good job claimed once, none lost
+    info = q.info(bad)
+    assert info is not None and info.state == "dead", (case, state, info)
+    assert (info.last_error or "").startswith("corrupt record: "), info.last_error
+    assert reason in (info.last_error or "")
+    assert "raw meta: " in (info.last_error or "")
+    assert info.body == {"bad": 1}  # the body is left for the operator
+    assert q.scan().more is False  # scan keeps working
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 1}
+    if state != "dead":
+        assert q.stats().get("corrupt") == 1
+    # the record left behind is usable: a requeue runs it once
+    assert q.requeue_dead(bad)
+    assert drain(q) == [bad]
+
+
+@pytest.mark.parametrize("state", ["ready", "delayed", "leased"])
+def test_a_missing_body_goes_to_dead_letters_alone(
+    q: Queue, redis_client: redis.Redis, state: str
+) -> None:
+    def no_body(m: dict[str, object]) -> object:
+        redis_client.hdel(q.keys.body, "bad")
+        return m
+
+    # the scan does not read bodies: the claim meets the missing one
+    bad, good = put_in_state(q, redis_client, state, no_body, meta=False)
+    assert sorted(drain(q)) == sorted(good)
+    info = q.info(bad)
+    assert info is not None and info.state == "dead"
+    assert (info.last_error or "").startswith("corrupt record: body missing")
+
+
+def test_the_raw_record_is_kept_readable(q: Queue, redis_client: redis.Redis) -> None:
+    tag = q.publish("x")
+    redis_client.hset(q.keys.meta, tag, b'\xff{"a":\\"\xc3\xa9')
+    q.claim(1, "c")
+    info = q.info(tag)
+    assert info is not None and info.last_error is not None
+    assert info.last_error.endswith('raw meta: \\xff{"a":\\x5c"\\xc3\\xa9')
+
+
+def test_single_job_scripts_never_raise_on_a_corrupt_lease(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    tag = q.publish("x")
+    (msg,), _ = q.claim(1, "c")
+    good = redis_client.hget(q.keys.meta, tag)
+    assert good is not None
+    for raw in (b"nope", json.dumps({**json.loads(good), "t": "x"}).encode(), None):
+        if raw is None:
+            redis_client.hdel(q.keys.meta, tag)
+        else:
+            redis_client.hset(q.keys.meta, tag, raw)
+        assert q.touch(msg) is None  # stale: the lease is not extended
+        assert q.ack(msg) is False
+        assert q.nack(msg, "e") is None
+        assert q.release(msg) is False
+        assert q.state(tag) == "leased"  # nothing changed: the scanner will bury it
+    expire_leases(redis_client, q)
+    assert q.scan().buried == 1 and q.state(tag) == "dead"
+
+
+def test_claim_with_only_corrupt_records_says_claim_again(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    bad = [q.publish(i) for i in range(3)]
+    good = q.publish("good")
+    for t in bad:
+        redis_client.hset(q.keys.meta, t, b"garbage")
+    msgs, hint = q.claim(3, "c")
+    assert msgs == [] and hint == 0  # not "nothing known": there is more to claim
+    msgs, _ = q.claim(3, "c")
+    assert [m.tag for m in msgs] == [good]
+    assert q.counts()["dead"] == 3
+
+
+def test_bad_arguments_raise_before_any_write(q: Queue, redis_client: redis.Redis) -> None:
+    """A script refuses arguments out of bounds (a caller bypassing Queue's checks) with
+    ZQ_BAD_ARGUMENT, writing nothing."""
+    before = sorted(redis_client.scan_iter(f"*{q.prefix}*"))
+    shard = q.shards[0]
+    calls = [
+        shard.publish([NewJob("t", b"{}", max_retries=3, visibility_timeout_ms=0)]),  # 0 ms lease
+        shard.publish([NewJob("t", b"{}", max_retries=10**9)]),
+        q.scripts.claim(q.keys, dataclasses.replace(q.policy, visibility_ms=0), q.name, 1, "c"),
+    ]
+    for call in calls:
+        with pytest.raises(ScriptArgumentError, match="ZQ_BAD_ARGUMENT"):
+            q.scripts.run(call)
+    assert sorted(redis_client.scan_iter(f"*{q.prefix}*")) == before
+    tag = q.publish("x")
+    (msg,), _ = q.claim(1, "c")
+    for call in (shard.touch(msg, 10**12, ""), shard.nack(msg, "e", 10**15, False)):
+        with pytest.raises(ScriptArgumentError, match="ZQ_BAD_ARGUMENT"):
+            q.scripts.run(call)
+    assert q.state(tag) == "leased"
+
+
+def test_corrupt_records_in_a_partitioned_queue(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    q = make_queue(partitions=2)
+    tags = [q.publish(i) for i in range(6)]
+    k = q.keys_for(tags[0])
+    redis_client.hset(k.meta, tags[0], b"[")
+    got = drain(q)
+    assert sorted(got) == sorted(tags[1:])
+    assert q.state(tags[0]) == "dead"
