@@ -24,7 +24,9 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .exceptions import ConfigurationError, InvalidArgument
-from .keys import NAME_RE
+
+#: a queue name or key prefix: it becomes part of every key name (keys.py)
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 REDIS_SCHEMES = ("redis", "rediss", "unix")

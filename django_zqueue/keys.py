@@ -6,11 +6,8 @@ touches a single Redis Cluster slot. Scripts receive these names in ``KEYS``.
 
 from __future__ import annotations
 
-import re
 import zlib
 from dataclasses import dataclass
-
-NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 
 
 @dataclass(frozen=True, slots=True)

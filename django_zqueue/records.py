@@ -21,7 +21,7 @@ import math
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from .exceptions import InvalidArgument
 
@@ -57,8 +57,7 @@ def new_tag() -> str:
             return tag
 
 
-@dataclass(frozen=True, slots=True)
-class NewJob:
+class NewJob(NamedTuple):
     """A job validated and encoded, not yet sent (see ``publish.lua`` for its fields).
 
     ``score`` places the job at that raw ready score instead of its priority's place;

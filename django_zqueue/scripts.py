@@ -234,7 +234,15 @@ def _clashes(reply: Any) -> list[tuple[str, str]]:
 
 
 def job_args(job: NewJob) -> tuple[Arg, ...]:
-    """A job's 8 ARGV slots in ``publish.lua``/``fire.lua`` ('' = not given)."""
+    """A job's 8 ARGV slots in ``publish.lua``/``fire.lua`` ('' = not given): the fields
+    of :class:`NewJob`, in its order."""
+    if (
+        job.score is None
+        and job.delay_ms is None
+        and job.run_at_ms is None
+        and job.visibility_timeout_ms is None
+    ):  # the common case, built at once
+        return (job.tag, job.body, job.priority, "", "", "", job.max_retries, "")
     return (
         job.tag,
         job.body,

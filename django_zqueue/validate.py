@@ -19,6 +19,8 @@ MAX_TAG_BYTES = 256
 
 
 def tag(value: object) -> str:
+    if type(value) is str and 0 < len(value) <= MAX_TAG_BYTES // 4:
+        return value  # at most 4 bytes of UTF-8 per character: within bounds
     if not isinstance(value, str):
         raise InvalidArgument(f"tag must be a str, not {type(value).__name__}")
     size = len(value.encode("utf-8"))
@@ -28,6 +30,8 @@ def tag(value: object) -> str:
 
 
 def priority(value: object) -> int:
+    if type(value) is int and conf.PRIORITY_MIN <= value <= conf.PRIORITY_MAX:
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(
             f"priority must be an int in [{conf.PRIORITY_MIN}, {conf.PRIORITY_MAX}], got {value!r}"
@@ -60,6 +64,8 @@ def seconds(value: object, what: str) -> float:
 
 
 def max_retries(value: object) -> int:
+    if type(value) is int and 0 <= value <= conf.MAX_RETRIES:
+        return value
     problem = conf.max_retries_problem(value)
     if problem or not isinstance(value, int):
         raise InvalidArgument(problem or f"max_retries must be an int, got {value!r}")
@@ -84,6 +90,8 @@ def horizon(secs: float, what: str) -> float:
 
 def when(delay: object, run_at: object) -> tuple[int | None, int | None]:
     """(delay_ms, run_at_ms) of a job; None means not given (a delay under 1 ms is none)."""
+    if delay is None and run_at is None:
+        return None, None
     if delay is not None and run_at is not None:
         raise InvalidArgument("give delay or run_at, not both")
     if delay is not None:

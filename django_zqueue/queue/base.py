@@ -13,7 +13,6 @@ from .. import conf
 from ..connection import get_client, slot_groups, socket_timeout, unavailable_as_error
 from ..exceptions import InvalidArgument, PartitionMismatch
 from ..keys import QueueKeys, layout_key, partition_keys, partition_of, queue_keys
-from ..read import QueueReader
 from ..records import Message
 from ..scripts import Batch, Call, Policy, Scripts
 from ..shard import Shard
@@ -77,8 +76,6 @@ class QueueBase:
         self.sched_keys: QueueKeys = self.shards[0].keys
         #: the notify lists a waiting consumer blocks on
         self.notify_keys: list[str] = [s.keys.notify for s in self.shards]
-        #: reads of many jobs and of the counters (:class:`~.read.QueueReader`)
-        self.read = QueueReader(self)  # type: ignore[arg-type]
         self._rr = secrets.randbelow(n)  # round-robin start shard of the next claim
         self._layout_ok = n == 1
         # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from .. import validate
 from ..connection import unavailable_as_error
+from ..read import QueueReader
 from ..records import JobInfo
 from ..scripts import Call
 from .base import QueueBase
@@ -16,6 +18,11 @@ from .base import QueueBase
 
 class Lookup(QueueBase):
     """The read side of a queue."""
+
+    @cached_property
+    def read(self) -> QueueReader:
+        """Reads of many jobs and of the counters (:class:`~django_zqueue.read.QueueReader`)."""
+        return QueueReader(self)
 
     def rank(self, tag: str) -> int | None:
         """Position in line: 0 = claimed next. None unless the job is ready.

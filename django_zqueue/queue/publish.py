@@ -39,23 +39,23 @@ class Publishing(QueueBase):
         data = encode_body(body)
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
+        # (the queue's own options were checked with the settings)
         retries = self.options.max_retries if max_retries is None else max_retries
-        retries = validate.max_retries(retries)
-        vt = (
-            None
-            if visibility_timeout is None
-            else validate.visibility_timeout_ms(visibility_timeout)
-        )
-        delay_ms, run_at_ms = validate.when(delay, run_at)
+        vt = None
+        if visibility_timeout is not None:
+            vt = validate.visibility_timeout_ms(visibility_timeout)
+        delay_ms = run_at_ms = None
+        if delay is not None or run_at is not None:
+            delay_ms, run_at_ms = validate.when(delay, run_at)
         return NewJob(
-            tag=validate.tag(tag) if tag is not None else new_tag(),
-            body=data,
-            priority=validate.priority(priority),
-            score=None if score is None else validate.score(score),
-            delay_ms=delay_ms,
-            run_at_ms=run_at_ms,
-            max_retries=retries,
-            visibility_timeout_ms=vt,
+            validate.tag(tag) if tag is not None else new_tag(),
+            data,
+            validate.priority(priority),
+            None if score is None else validate.score(score),
+            delay_ms,
+            run_at_ms,
+            validate.max_retries(retries),
+            vt,
         )
 
     def publish(
@@ -141,9 +141,11 @@ class Publishing(QueueBase):
             return []
         self.ensure_layout()
         tags = [j.tag for j in jobs]
-        groups: dict[int, list[NewJob]] = {}
-        for job in jobs:
-            groups.setdefault(partition_of(job.tag, self.partitions), []).append(job)
+        groups: dict[int, list[NewJob]] = {0: list(jobs)}
+        if self.partitions > 1:
+            groups = {}
+            for job in jobs:
+                groups.setdefault(partition_of(job.tag, self.partitions), []).append(job)
         chunks = [
             (self.shards[p], group[i : i + PUBLISH_CHUNK])
             for p, group in sorted(groups.items())

@@ -35,7 +35,7 @@ from .pipeline import (
 from .stats import live_threads_now, mean_run_ms
 
 if TYPE_CHECKING:
-    from ..queue import Queue
+    from .source import Readable
 
 #: on a partitioned queue, a merged listing (dead letters, admin pages) reads at most
 #: this many entries per partition: offset + limit must stay within it
@@ -94,7 +94,7 @@ class _Range:
 
 
 def read_listing(
-    q: Queue, state: str, number: int = 1, per_page: int = 50, *, errors: bool = False
+    q: Readable, state: str, number: int = 1, per_page: int = 50, *, errors: bool = False
 ) -> Listing:
     """Page ``number`` of the jobs of ``q`` in ``state``, each with its record and body,
     its progress (leased) and, with ``errors``, its last error (dead)."""
@@ -125,7 +125,7 @@ def read_listing(
     )
 
 
-def _read_range(q: Queue, state: str, number: int, per_page: int) -> _Range:
+def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
     """One round trip: ``TIME``, four ``ZCARD`` and the range of each shard, for ready
     jobs also ``HMGET stats acked run_ms`` of each shard and ``HGETALL workers``. One
     shard's reads are one transaction (one snapshot)."""
@@ -152,7 +152,7 @@ def _read_range(q: Queue, state: str, number: int, per_page: int) -> _Range:
     return _Range(counts, entries, now_ms, live_threads_now(next(replies)), mean, merged)
 
 
-def _read_hashes(q: Queue, state: str, entries: list[Entry], errors: bool) -> list[ListedJob]:
+def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) -> list[ListedJob]:
     """One round trip: ``HMGET`` of the record and body of the page's tags, and of their
     progress (leased) or errors (dead, with ``errors``), one per hash and shard."""
     hashes = ["meta", "body"]
@@ -206,11 +206,11 @@ class JobReading:
     mean_run_ms: float | None
 
 
-def read_info(q: Queue, tag: str, *, with_body: bool = True) -> JobInfo | None:
+def read_info(q: Readable, tag: str, *, with_body: bool = True) -> JobInfo | None:
     """As :meth:`Queue.info`: the ``info`` script, and on a partitioned queue, for a ready
     job, the jobs of the other shards ahead of it (one more round trip)."""
     with unavailable_as_error():
-        info = q.scripts.run(q.info_call(tag, with_body=with_body))
+        info = q.run(q.info_call(tag, with_body=with_body))
         if info is None or info.rank is None or info.score is None or len(q.shards) == 1:
             return info
         pipe = q.client.pipeline(transaction=False)
@@ -219,12 +219,12 @@ def read_info(q: Queue, tag: str, *, with_body: bool = True) -> JobInfo | None:
     return replace(info, rank=info.rank + ahead)
 
 
-def read_job(q: Queue, tag: str) -> JobReading | None:
+def read_job(q: Readable, tag: str) -> JobReading | None:
     """One job with its body, or None. Two round trips: the ``info`` script, then
     ``TIME``, ``HMGET stats acked run_ms`` of each shard, ``HGETALL workers`` and, for a
     ready job of a partitioned queue, ``ZCOUNT`` in the other shards (its global rank)."""
     with unavailable_as_error():
-        info = q.scripts.run(q.info_call(tag, with_body=True))
+        info = q.run(q.info_call(tag, with_body=True))
     if info is None:
         return None
     shards, shard = q.shards, q.shard_for(tag)

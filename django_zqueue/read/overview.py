@@ -32,7 +32,7 @@ from .pipeline import (
 from .stats import Minute, counters, decode_stats, live_threads_now, merge_stats, minutes
 
 if TYPE_CHECKING:
-    from ..queue import Queue
+    from .source import Readable
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ class QueueFigures:
         return minutes(self.stats, self.now_ms, last, self.ready)
 
 
-def overview(queues: Sequence[Queue]) -> list[QueueFigures]:
+def overview(queues: Sequence[Readable]) -> list[QueueFigures]:
     """The figures of each queue, in order.
 
     Two round trips per Redis client: ``TIME``, then per shard four ``ZCARD``,
@@ -97,14 +97,14 @@ def overview(queues: Sequence[Queue]) -> list[QueueFigures]:
 class _QueueRead:
     """What the first round trip of :func:`overview` read of one queue."""
 
-    queue: Queue
+    queue: Readable
     counts: dict[str, int]
     stats: dict[str, int]
     head: tuple[str, int] | None  # (tag, shard) of the job at rank 0
     workers: int
 
     @classmethod
-    def of(cls, q: Queue, replies: Replies) -> _QueueRead:
+    def of(cls, q: Readable, replies: Replies) -> _QueueRead:
         n = len(q.shards)
         counts = counts_of(replies, n)
         stats = merge_stats([decode_stats(raw) for raw in take(replies, n)])
@@ -161,7 +161,7 @@ def valid_tag(tag: str) -> bool:
     return 0 < len(tag.encode("utf-8")) <= MAX_TAG_BYTES
 
 
-def locate(queues: Sequence[Queue], tag: str) -> list[Location]:
+def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
     """Where job ``tag`` is, in each of ``queues`` that has it, in order.
 
     One round trip per Redis client: in the job's shard of each queue, ``ZSCORE`` in
@@ -187,7 +187,7 @@ def locate(queues: Sequence[Queue], tag: str) -> list[Location]:
     return [found[q.name] for q in queues if q.name in found]
 
 
-def _place(q: Queue, tag: str, replies: list[Any]) -> Location | None:
+def _place(q: Readable, tag: str, replies: list[Any]) -> Location | None:
     *scores, rank, has_record = replies
     for state, score in zip(STATES, scores, strict=True):
         if score is not None:
@@ -197,7 +197,7 @@ def _place(q: Queue, tag: str, replies: list[Any]) -> Location | None:
 
 
 def _ranked(
-    client: redis.Redis, group: Sequence[Queue], places: list[Location | None]
+    client: redis.Redis, group: Sequence[Readable], places: list[Location | None]
 ) -> list[Location | None]:
     """``places`` with the rank of a ready job of a partitioned queue made global: the
     jobs ahead of it in the other shards added (one round trip, when there are any)."""

@@ -21,8 +21,8 @@ from ..exceptions import InvalidArgument
 from ..records import text
 
 if TYPE_CHECKING:
-    from ..queue import Queue
     from ..shard import Shard
+    from .source import Readable
 
 #: the four states' sorted sets, by state name
 STATES = ("ready", "delayed", "leased", "dead")
@@ -61,9 +61,9 @@ class Timed:
         return now_ms, replies
 
 
-def by_client(queues: Sequence[Queue]) -> list[list[Queue]]:
+def by_client(queues: Sequence[Readable]) -> list[list[Readable]]:
     """``queues`` grouped by their Redis client (one pipeline per group), in order."""
-    groups: dict[int, list[Queue]] = {}
+    groups: dict[int, list[Readable]] = {}
     for q in queues:
         groups.setdefault(id(q.client), []).append(q)
     return list(groups.values())

@@ -28,13 +28,13 @@ from .pipeline import (
 from .stats import counters, decode_stats, live_thread_count, local_ms, merge_stats, minute_rows
 
 if TYPE_CHECKING:
-    from ..queue import Queue
+    from .source import Readable
 
 
 class QueueReader:
     """Reads of one queue (``queue.read``); one round trip per method unless it says."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Readable) -> None:
         self.queue = queue
 
     def total_count(self) -> int:
@@ -125,10 +125,9 @@ class QueueReader:
         q = self.queue
         if not entries:
             return []
-        batch = q.scripts.batch()
+        batch = q.batch()
         pending = [batch.add(q.shards[p].info(tag, with_body)) for tag, p in entries]
-        with unavailable_as_error():
-            batch.send()
+        q.send(batch)
         return [info for p in pending if (info := p.result()) is not None]
 
     def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:

@@ -14,7 +14,7 @@ from ..records import from_ms, text
 from .pipeline import Replies, by_client
 
 if TYPE_CHECKING:
-    from ..queue import Queue
+    from .source import Readable
 
 
 #: a ``sched_defs`` hash as read: schedule name -> JSON definition
@@ -36,7 +36,7 @@ class ScheduleRow:
     last_job_state: str | None  # ready | delayed | leased | dead | None (gone: finished)
 
 
-def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
+def schedules(queues: Sequence[Readable]) -> list[ScheduleRow]:
     """The periodic schedules of ``queues``, by queue then name.
 
     At most three round trips per Redis client, O(schedules), never O(jobs):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import backend_runner
 from ..backoff import RetryDelay, as_error, is_unavailable
@@ -27,7 +27,33 @@ from ..records import NackResult
 from ..scripts import Batch, Pending
 
 if TYPE_CHECKING:
-    from .worker import Worker
+    import threading
+
+    from ..backoff import Outage
+    from .leases import Leases
+    from .runner import Runner
+
+
+class Host(Protocol):
+    """What a consumer thread uses of its worker (:class:`~.worker.Worker` is one)."""
+
+    id: str
+    queues: list[Queue]
+    client: Any
+    notify_groups: list[list[str]]
+    wait_turn: list[int]
+    leases: Leases
+    runner: Runner
+    outage: Outage
+    stopping: threading.Event
+    auto_prefetch: bool
+    prefetch: int
+    burst: bool
+    max_jobs: int | None
+    weights: list[float] | None
+
+    def count(self, outcome: Outcome) -> None: ...
+
 
 AUTO_PREFETCH_MAX = 20  # adaptive prefetch: most jobs one claim takes
 AUTO_HOLD_SECONDS = 0.05  # adaptive prefetch: most work (estimated) one claim takes
@@ -63,7 +89,7 @@ def _send(queue: Queue, batch: Batch) -> None:
 class Consumer:
     """The loop of one consumer thread of ``worker`` (:meth:`run`)."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Host) -> None:
         self.worker = worker
         self.done: list[Finished] = []  # finished jobs whose outcome is not sent yet
         self.want = 1 if worker.auto_prefetch else worker.prefetch  # next claim's size

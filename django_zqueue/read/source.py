@@ -1,0 +1,36 @@
+"""What the read side uses of a queue: a :class:`~django_zqueue.queue.Queue` is a
+:class:`Readable`. The read side depends on this contract, not on the queue core's
+classes, so that the core can own its reader (``queue.read``) without an import cycle."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+from ..keys import QueueKeys
+from ..records import JobInfo
+from ..scripts import Batch, Call
+from ..shard import Shard
+
+T = TypeVar("T")
+
+
+class Readable(Protocol):
+    """A queue as the read side sees it: its name, client, keys and shards, and how one
+    of its script calls is built and sent."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def client(self) -> Any: ...
+    @property
+    def keys(self) -> QueueKeys: ...
+    @property
+    def sched_keys(self) -> QueueKeys: ...
+    @property
+    def shards(self) -> list[Shard]: ...
+    def shard_for(self, tag: str) -> Shard: ...
+    def keys_for(self, tag: str) -> QueueKeys: ...
+    def info_call(self, tag: str, *, with_body: bool = True) -> Call[JobInfo | None]: ...
+    def run(self, call: Call[T]) -> T: ...
+    def batch(self) -> Batch: ...
+    def send(self, batch: Batch) -> list[Any]: ...

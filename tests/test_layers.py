@@ -1,0 +1,124 @@
+"""The package's shape: layers that import only from below, no import cycle, no reach into
+another module's private names (docs/architecture.md, "The code: where each concern lives")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
+
+#: bottom up; a module may import from its own layer and the layers below it
+LAYERS: list[set[str]] = [
+    {"conf", "bounds", "redis_target", "exceptions", "embedded", "signals"},  # settings
+    {"connection", "backoff", "events"},  # connection
+    {"keys", "scripts", "records", "validate", "serializer", "registry"},  # keys, scripts
+    {"shard", "queue", "read"},  # queue core: write side, read side
+    {
+        "task",
+        "callcheck",
+        "schedules",
+        "periodic",
+        "backends",
+        "_django_tasks",
+        "outcome",
+        "context",
+    },  # tasks
+    {"worker", "backend_runner", "scanner"},  # worker and scanner
+    {"dashboard", "admin", "metrics", "checks", "doctor", "management", "apps", "models"},
+]
+
+
+def _layer_of(module: str) -> int:
+    top = module.split(".")[0]
+    for i, names in enumerate(LAYERS):
+        if top in names:
+            return i
+    raise AssertionError(f"django_zqueue.{module} is in no layer: add it to LAYERS")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = list(rel.parts)
+        if parts[0] == "migrations" or parts == ["__init__"]:
+            continue  # the package's face re-exports from every layer
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, list[str]]]:
+    """(imported module, names taken from it) for every import of a package module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            elif node.module and node.module.startswith("django_zqueue."):
+                target = node.module.removeprefix("django_zqueue.")
+            else:
+                continue
+            names = [a.name for a in node.names]
+            if not target:  # "from . import x": x is a module
+                out.extend((n, []) for n in names)
+            else:
+                out.append((target, names))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("django_zqueue."):
+                    out.append((a.name.removeprefix("django_zqueue."), []))
+    return out
+
+
+MODULES = _modules()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_come_from_below(module: str) -> None:
+    own = _layer_of(module)
+    for target, _ in _imports(module, MODULES[module]):
+        assert _layer_of(target) <= own, f"{module} (layer {own}) imports {target} from above"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_of_another_module(module: str) -> None:
+    for target, names in _imports(module, MODULES[module]):
+        if target.split(".")[0] == module.split(".")[0]:
+            continue  # within one package (queue/, read/, worker/)
+        private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+        assert not private, f"{module} takes private {private} from {target}"
+
+
+def test_no_import_cycle() -> None:
+    graph = {
+        m: {t for t, _ in _imports(m, p) if t in MODULES and t != m} for m, p in MODULES.items()
+    }
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for t in graph[m]:
+            if state.get(t) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path, m, t]))
+            if t not in state:
+                visit(t, [*path, m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+def test_the_checker_sees_a_violation() -> None:
+    """The rules above can fail: a module of the bottom layer importing the worker."""
+    assert _layer_of("conf") < _layer_of("worker.consumer")
+    tree_imports = _imports("conf", PACKAGE / "conf.py")
+    assert all(_layer_of(t) == 0 for t, _ in tree_imports)
