@@ -45,7 +45,7 @@ import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, NoReturn, TypedDict, TypeVar
+from typing import Any, NoReturn, TypeAlias, TypedDict, TypeGuard, TypeVar, cast
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
@@ -65,6 +65,11 @@ __all__ = [
 ]
 
 _Clock = TypeVar("_Clock", datetime, time)
+
+#: data as JSON holds it: what encode_call returns and decode_call reads
+JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | None"
+#: a JSON object: a tagged value on the wire
+Tagged: TypeAlias = dict[str, JSON]
 
 #: the key that marks a dict on the wire as a tagged value
 MARKER = "__zq__"
@@ -102,8 +107,8 @@ class ModelInstanceMissing(ZQueueError, LookupError):
 
 
 class EncodedCall(TypedDict):
-    args: list[Any]
-    kwargs: dict[str, Any]
+    args: list[JSON]
+    kwargs: dict[str, JSON]
 
 
 class _Failure(Exception):
@@ -150,14 +155,14 @@ _ACCEPTED = (
 # --- encoding ----------------------------------------------------------------------------
 
 
-def _encode(value: Any) -> Any:
+def _encode(value: object) -> JSON:
     encoder = _ENCODERS.get(type(value))
     if encoder is None:
         encoder = _subclass_encoder(type(value))
     return encoder(value)
 
 
-def _subclass_encoder(cls: type) -> Callable[[Any], Any]:
+def _subclass_encoder(cls: type) -> Callable[[Any], JSON]:
     for base in cls.__mro__[1:]:
         encoder = _BASE_ENCODERS.get(base)
         if encoder is not None:
@@ -165,7 +170,7 @@ def _subclass_encoder(cls: type) -> Callable[[Any], Any]:
     return _unsupported
 
 
-def _same(value: Any) -> Any:
+def _same(value: JSON) -> JSON:
     return value
 
 
@@ -183,7 +188,7 @@ def _non_finite(value: float) -> NoReturn:
     )
 
 
-def _enc_list(value: list[Any] | tuple[Any, ...]) -> list[Any]:
+def _enc_list(value: list[Any] | tuple[Any, ...]) -> list[JSON]:
     try:
         return [item if type(item) in _SCALARS else _encode(item) for item in value]
     except _Failure as failure:
@@ -191,9 +196,9 @@ def _enc_list(value: list[Any] | tuple[Any, ...]) -> list[Any]:
         raise
 
 
-def _enc_entries(value: Mapping[Any, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    key: Any = None
+def _enc_entries(value: Mapping[Any, Any]) -> dict[str, JSON]:
+    out: dict[str, JSON] = {}
+    key: object = None
     try:
         for key, item in value.items():
             if type(key) is not str:
@@ -212,18 +217,18 @@ def _enc_entries(value: Mapping[Any, Any]) -> dict[str, Any]:
     return out
 
 
-def _enc_dict(value: Mapping[Any, Any]) -> dict[str, Any]:
+def _enc_dict(value: Mapping[Any, Any]) -> Tagged:
     out = _enc_entries(value)
     if MARKER in out:
         return {MARKER: "dict", "v": out}
     return out
 
 
-def _enc_tuple(value: tuple[Any, ...]) -> dict[str, Any]:
+def _enc_tuple(value: tuple[Any, ...]) -> Tagged:
     return {MARKER: "tuple", "v": _enc_list(value)}
 
 
-def _enc_zone(value: datetime | time, out: dict[str, Any]) -> dict[str, Any]:
+def _enc_zone(value: datetime | time, out: Tagged) -> Tagged:
     """Add what isoformat() loses: the zone of a ZoneInfo value and ``fold``."""
     tz = value.tzinfo
     if tz is not None:
@@ -250,35 +255,35 @@ def _enc_zone(value: datetime | time, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _enc_datetime(value: datetime) -> dict[str, Any]:
-    out = {MARKER: "datetime", "v": value.isoformat()}
+def _enc_datetime(value: datetime) -> Tagged:
+    out: Tagged = {MARKER: "datetime", "v": value.isoformat()}
     tz = value.tzinfo
     if (tz is None or tz is UTC) and not value.fold:  # naive, or django.utils.timezone.now()
         return out
     return _enc_zone(value, out)
 
 
-def _enc_time(value: time) -> dict[str, Any]:
+def _enc_time(value: time) -> Tagged:
     return _enc_zone(value, {MARKER: "time", "v": value.isoformat()})
 
 
-def _enc_date(value: date) -> dict[str, Any]:
+def _enc_date(value: date) -> Tagged:
     return {MARKER: "date", "v": value.isoformat()}
 
 
-def _enc_timedelta(value: timedelta) -> dict[str, Any]:
+def _enc_timedelta(value: timedelta) -> Tagged:
     return {MARKER: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
 
 
-def _enc_decimal(value: Decimal) -> dict[str, Any]:
+def _enc_decimal(value: Decimal) -> Tagged:
     return {MARKER: "decimal", "v": str(value)}
 
 
-def _enc_uuid(value: UUID) -> dict[str, Any]:
+def _enc_uuid(value: UUID) -> Tagged:
     return {MARKER: "uuid", "v": str(value)}
 
 
-def _enc_model(value: models.Model) -> dict[str, Any]:
+def _enc_model(value: models.Model) -> Tagged:
     meta = value._meta
     pk = value.pk
     if pk is None:
@@ -331,7 +336,7 @@ def _unsupported(value: object) -> NoReturn:
     )
 
 
-_ENCODERS: dict[type, Callable[[Any], Any]] = {
+_ENCODERS: dict[type, Callable[[Any], JSON]] = {
     str: _same,
     int: _same,
     bool: _same,
@@ -350,7 +355,7 @@ _ENCODERS: dict[type, Callable[[Any], Any]] = {
 
 # Looked up along the MRO of a type missing from _ENCODERS. The MRO puts datetime before
 # date, so a datetime subclass (freezegun's FakeDatetime, say) stays a datetime.
-_BASE_ENCODERS: dict[type, Callable[[Any], Any]] = {
+_BASE_ENCODERS: dict[type, Callable[[Any], JSON]] = {
     **_ENCODERS,
     str: _enc_str_subclass,
     int: _enc_int_subclass,
@@ -388,20 +393,21 @@ def encode_call(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> EncodedCall
 # --- decoding ----------------------------------------------------------------------------
 
 
-def _decode(value: Any) -> Any:
+def _decode(value: JSON) -> object:
     cls = type(value)
-    if cls is dict:
-        if MARKER in value:
-            return _dec_tagged(value)
-        return _dec_entries(value)
+    if cls is dict:  # exactly dict and list, as JSON gives them (not subclasses)
+        obj = cast(Tagged, value)
+        if MARKER in obj:
+            return _dec_tagged(obj)
+        return _dec_entries(obj)
     if cls is list:
-        return _dec_list(value)
+        return _dec_list(cast(list[JSON], value))
     if cls in _JSON_SCALARS:
         return value
     raise _Failure(value, f"{cls.__name__!r} is not JSON data", MalformedPayload)
 
 
-def _dec_list(value: list[Any]) -> list[Any]:
+def _dec_list(value: list[JSON]) -> list[object]:
     try:
         return [item if type(item) in _JSON_SCALARS else _decode(item) for item in value]
     except _Failure as failure:
@@ -409,7 +415,7 @@ def _dec_list(value: list[Any]) -> list[Any]:
         raise
 
 
-def _dec_entries(value: dict[str, Any]) -> dict[str, Any]:
+def _dec_entries(value: dict[str, JSON]) -> dict[str, object]:
     try:
         return {
             key: item if type(item) in _JSON_SCALARS else _decode(item)
@@ -423,7 +429,7 @@ def _dec_entries(value: dict[str, Any]) -> dict[str, Any]:
         raise
 
 
-def _dec_tagged(value: dict[str, Any]) -> Any:
+def _dec_tagged(value: Tagged) -> object:
     tag = value[MARKER]
     decoder = _DECODERS.get(tag) if type(tag) is str else None
     if decoder is None:
@@ -439,7 +445,7 @@ def _dec_tagged(value: dict[str, Any]) -> Any:
         raise
 
 
-def _malformed(value: dict[str, Any], detail: str) -> _Failure:
+def _malformed(value: Tagged, detail: str) -> _Failure:
     return _Failure(
         value,
         f"malformed {value[MARKER]!r} value {reprlib.repr(value)}: {detail}",
@@ -447,21 +453,21 @@ def _malformed(value: dict[str, Any], detail: str) -> _Failure:
     )
 
 
-def _dec_tuple(value: dict[str, Any]) -> tuple[Any, ...]:
+def _dec_tuple(value: Tagged) -> tuple[object, ...]:
     items = value.get("v")
     if type(items) is not list:
         raise _malformed(value, "'v' must be a list")
     return tuple(_dec_list(items))
 
 
-def _dec_escaped_dict(value: dict[str, Any]) -> dict[str, Any]:
+def _dec_escaped_dict(value: Tagged) -> dict[str, object]:
     entries = value.get("v")
     if type(entries) is not dict:
         raise _malformed(value, "'v' must be a dict")
     return _dec_entries(entries)
 
 
-def _dec_model(value: dict[str, Any]) -> models.Model:
+def _dec_model(value: Tagged) -> models.Model:
     app_label = value.get("app_label")
     model_name = value.get("model_name")
     if type(app_label) is not str or type(model_name) is not str or "pk" not in value:
@@ -472,10 +478,10 @@ def _dec_model(value: dict[str, Any]) -> models.Model:
         raise _Failure(
             value, f"model '{app_label}.{model_name}' is not installed", MalformedPayload
         ) from None
-    pk = value["pk"]
+    pk: object = value["pk"]
     if type(pk) not in _JSON_SCALARS:
         try:
-            pk = _decode(pk)
+            pk = _decode(value["pk"])
         except _Failure as failure:
             failure.within(value, ".pk")
             raise
@@ -486,14 +492,14 @@ def _dec_model(value: dict[str, Any]) -> models.Model:
     return instance
 
 
-def _text(value: dict[str, Any]) -> str:
+def _text(value: Tagged) -> str:
     text = value["v"]
     if type(text) is not str:
         raise TypeError("'v' must be a str")
     return text
 
 
-def _with_zone(result: _Clock, value: dict[str, Any]) -> _Clock:
+def _with_zone(result: _Clock, value: Tagged) -> _Clock:
     if len(value) == 2:  # only the marker and "v"
         return result
     key = value.get("tz")
@@ -503,44 +509,53 @@ def _with_zone(result: _Clock, value: dict[str, Any]) -> _Clock:
         result = result.replace(tzinfo=ZoneInfo(key))
     fold = value.get("fold", 0)
     if fold:
+        if not isinstance(fold, int):
+            raise TypeError("'fold' must be 0 or 1")
         result = result.replace(fold=fold)  # ValueError unless 0 or 1
     return result
 
 
-def _dec_datetime(value: dict[str, Any]) -> datetime:
+def _dec_datetime(value: Tagged) -> datetime:
     return _with_zone(datetime.fromisoformat(_text(value)), value)
 
 
-def _dec_time(value: dict[str, Any]) -> time:
+def _dec_time(value: Tagged) -> time:
     return _with_zone(time.fromisoformat(_text(value)), value)
 
 
-def _dec_date(value: dict[str, Any]) -> date:
+def _dec_date(value: Tagged) -> date:
     return date.fromisoformat(_text(value))
 
 
-def _dec_timedelta(value: dict[str, Any]) -> timedelta:
-    days, seconds, microseconds = value["v"]
-    if not all(type(part) is int for part in (days, seconds, microseconds)):
+def _dec_timedelta(value: Tagged) -> timedelta:
+    parts = value["v"]
+    if not isinstance(parts, list) or len(parts) != 3:
+        raise TypeError("'v' must be three ints")
+    days, seconds, microseconds = parts
+    if not (_exact_int(days) and _exact_int(seconds) and _exact_int(microseconds)):
         raise TypeError("'v' must be three ints")
     return timedelta(days=days, seconds=seconds, microseconds=microseconds)
 
 
-def _dec_decimal(value: dict[str, Any]) -> Decimal:
+def _exact_int(x: object) -> TypeGuard[int]:
+    return type(x) is int
+
+
+def _dec_decimal(value: Tagged) -> Decimal:
     return Decimal(_text(value))
 
 
-def _dec_uuid(value: dict[str, Any]) -> UUID:
+def _dec_uuid(value: Tagged) -> UUID:
     return UUID(_text(value))
 
 
-def _leaf(parse: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+def _leaf(parse: Callable[[Tagged], object]) -> Callable[[Tagged], object]:
     """Turn the errors of a leaf parser into a MalformedPayload failure.
 
     Only leaves are wrapped: a nested model lookup's own errors must pass through untouched.
     """
 
-    def decode(value: dict[str, Any]) -> Any:
+    def decode(value: Tagged) -> object:
         try:
             return parse(value)
         except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
@@ -549,7 +564,7 @@ def _leaf(parse: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], 
     return decode
 
 
-_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+_DECODERS: dict[str, Callable[[Tagged], object]] = {
     "tuple": _dec_tuple,
     "dict": _dec_escaped_dict,
     "model": _dec_model,
