@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
 from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
@@ -164,8 +164,7 @@ def script_error(script: str, exc: ResponseError) -> BaseException:
     return ScriptError(f"script {script} failed: {message}")
 
 
-@dataclass(frozen=True, slots=True)
-class Call(Generic[T]):
+class Call(NamedTuple, Generic[T]):
     """One script call, not yet sent: the script, its KEYS and ARGV, and how its reply
     reads (:meth:`result`)."""
 
