@@ -10,146 +10,44 @@ Validation produces a list of :class:`Problem` (id, message, hint). The system c
 
 from __future__ import annotations
 
-import math
 import random
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .exceptions import ConfigurationError, InvalidArgument
+from .bounds import (
+    MAX_BACKOFF,
+    backoff_problem,
+    is_int,
+    is_number,
+    max_retries_problem,
+    visibility_timeout_problem,
+)
+from .exceptions import ConfigurationError
 from .keys import NAME_RE
+from .redis_url import (
+    MIN_REDIS_PY_FOR_CLUSTER,
+    RedisTarget,
+    parse_redis_url,
+    redacted_url,
+    redis_py_version,
+)
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
-SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
-#: redis-py's RedisCluster runs MULTI/EXEC pipelines (one slot) from 6.1 on
-MIN_REDIS_PY_FOR_CLUSTER = (6, 1)
 PRIORITY_MIN = -1000
 PRIORITY_MAX = 1000
 #: ready scores of priority p lie in [-p * 2**42, -p * 2**42 + 2**42) in strict mode
 PRIORITY_BAND = 2**42
 MAX_AGING_SECONDS = 30 * 86400
-MAX_EXACT = 2**53
 #: most partitions one queue may have (option ``partitions``)
 MAX_PARTITIONS = 256
-#: Bounds of what becomes a lease, a delay or a count (docs/settings.md, "Bounds");
-#: lua/_bounds.lua holds the same numbers and the scripts refuse what lies outside.
-MIN_VISIBILITY_TIMEOUT = 1  # seconds: a shorter lease expires under a running job
-MAX_VISIBILITY_TIMEOUT = 7 * 86400  # seconds: a longer one hides a dead worker's job for days
-MAX_RETRIES = 1000
-MAX_DELAY = 3650 * 86400  # seconds: the horizon of delay, run_at and a retry's wait
-MAX_BACKOFF = 7 * 86400  # seconds: retry_backoff base and max
 
 PriorityMode = Literal["strict", "aging"]
-Topology = Literal["standalone", "cluster", "sentinel"]
-
-
-@dataclass(frozen=True, slots=True)
-class RedisTarget:
-    """Where Redis is, from ``REDIS_URL`` (and ``CLUSTER``). For a standalone server the
-    URL goes to redis-py's ``Redis.from_url`` as it is; the other fields serve Cluster
-    (startup nodes) and Sentinel (sentinel addresses, service name, database)."""
-
-    topology: Topology
-    url: str
-    nodes: tuple[tuple[str, int], ...] = ()
-    service: str = ""
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-    ssl: bool = False
-
-
-_HOST_RE = re.compile(
-    r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\[\]/]+))(?::(?P<port>\d{1,5}))?$"
-)
-
-
-def _nodes(netloc: str, default_port: int, what: str) -> tuple[tuple[str, int], ...]:
-    out = []
-    for part in netloc.split(","):
-        m = _HOST_RE.match(part.strip())
-        port = int(m["port"]) if m and m["port"] else default_port
-        if m is None or not 0 < port < 65536:
-            raise ValueError(f"{what} address {part!r} is not host[:port]")
-        out.append((m["v6"] or m["host"], port))
-    return tuple(out)
-
-
-def parse_redis_url(url: str, cluster: bool = False) -> RedisTarget:
-    """The :class:`RedisTarget` of a ``REDIS_URL``; ``ValueError`` with the reason if the
-    URL cannot be used. ``cluster=True`` (setting ``CLUSTER``) reads a ``redis://`` or
-    ``rediss://`` URL as the startup nodes of a Redis Cluster."""
-    parts = urlsplit(url)
-    scheme = parts.scheme
-    if scheme not in (*REDIS_SCHEMES, *CLUSTER_SCHEMES, *SENTINEL_SCHEMES):
-        known = REDIS_SCHEMES + CLUSTER_SCHEMES + SENTINEL_SCHEMES
-        raise ValueError(f"scheme {scheme!r} is not one of {known}")
-    if cluster and scheme not in ("redis", "rediss", *CLUSTER_SCHEMES):
-        raise ValueError(
-            f"CLUSTER=True needs a redis://, rediss:// or redis+cluster:// URL, not {scheme}://"
-        )
-    if scheme in REDIS_SCHEMES and not cluster:
-        if "," in parts.netloc:
-            raise ValueError(
-                "several hosts need redis+cluster:// (or CLUSTER=True) or redis+sentinel://"
-            )
-        return RedisTarget("standalone", url)
-    if parts.query or parts.fragment:
-        raise ValueError(
-            "Cluster and Sentinel URLs take no query string: put redis-py options in "
-            "CONNECTION_OPTIONS"
-        )
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    username = password = None
-    if userinfo:
-        user, colon, pw = userinfo.partition(":")
-        username = unquote(user) or None
-        password = unquote(pw) if colon else None
-    if not hosts:
-        raise ValueError("no host given")
-    ssl = scheme.startswith("rediss")
-    path = [p for p in parts.path.split("/") if p]
-    if scheme in SENTINEL_SCHEMES:
-        nodes = _nodes(hosts, 26379, "sentinel")
-        if not path:
-            raise ValueError(
-                "a Sentinel URL names the service: redis+sentinel://host:26379/<service>[/<db>]"
-            )
-        if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-            raise ValueError(f"path {parts.path!r} is not /<service>[/<db>]")
-        db = int(path[1]) if len(path) == 2 else 0
-        return RedisTarget("sentinel", url, nodes, unquote(path[0]), db, username, password, ssl)
-    nodes = _nodes(hosts, 6379, "cluster node")
-    if path not in ([], ["0"]):
-        raise ValueError("a Redis Cluster has database 0 only")
-    return RedisTarget("cluster", url, nodes, "", 0, username, password, ssl)
-
-
-def redacted_url(url: str) -> str:
-    """``url`` with its password, if any, shown as ``***`` (for messages and logs)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:
-        return url
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}"))
-
-
-def redis_py_version() -> tuple[int, ...]:
-    import redis
-
-    return tuple(int(p) for p in re.findall(r"\d+", redis.__version__)[:2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,70 +128,6 @@ QUEUE_KEYS = set(QueueOptions.__dataclass_fields__)
 BACKOFF_KEYS = {"base", "max", "jitter"}
 
 
-def _is_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def visibility_timeout_problem(v: object) -> str | None:
-    """Why ``v`` (seconds) cannot be a visibility timeout, or None."""
-    lo, hi = MIN_VISIBILITY_TIMEOUT, MAX_VISIBILITY_TIMEOUT
-    if not _is_number(v) or not lo <= v <= hi:  # type: ignore[operator]
-        return f"visibility_timeout must be a number of seconds in [{lo}, {hi}] (7 days), got {v!r}"
-    return None
-
-
-def max_retries_problem(v: object) -> str | None:
-    """Why ``v`` cannot be a ``max_retries``, or None."""
-    if not _is_int(v) or not 0 <= v <= MAX_RETRIES:  # type: ignore[operator]
-        return (
-            f"max_retries must be an integer in [0, {MAX_RETRIES}] (retries after the first "
-            f"run; 0: never retried), got {v!r}"
-        )
-    return None
-
-
-def backoff_problem(b: Backoff) -> str | None:
-    """Why ``b`` cannot be a retry backoff, or None."""
-    for what, v in (("base", b.base), ("max", b.max)):
-        if not _is_number(v) or not 0 <= v <= MAX_BACKOFF:
-            return f"retry_backoff {what} must be in [0, {MAX_BACKOFF}] seconds (7 days), got {v!r}"
-    if not _is_number(b.jitter) or not 0 <= b.jitter <= 1:
-        return f"retry_backoff jitter must be in [0, 1], got {b.jitter!r}"
-    return None
-
-
-def delay_problem(seconds: float, what: str = "delay") -> str | None:
-    """Why a wait of ``seconds`` from now lies beyond the horizon, or None."""
-    if seconds > MAX_DELAY:
-        return (
-            f"{what} is {seconds:.0f} s from now, beyond the horizon of {MAX_DELAY} s (3650 days)"
-        )
-    return None
-
-
-def check_job_options(
-    owner: str,
-    *,
-    max_retries: object = None,
-    visibility_timeout: object = None,
-    retry_backoff: Backoff | None = None,
-) -> None:
-    """Raise :class:`InvalidArgument` (``owner``: what the values belong to) for a value
-    out of bounds; None means "not given"."""
-    problems = [
-        max_retries_problem(max_retries) if max_retries is not None else None,
-        visibility_timeout_problem(visibility_timeout) if visibility_timeout is not None else None,
-        backoff_problem(retry_backoff) if retry_backoff is not None else None,
-    ]
-    found = [p for p in problems if p]
-    if found:
-        raise InvalidArgument(f"{owner}: {'; '.join(found)}")
-
-
 class _Collector:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
@@ -334,7 +168,7 @@ def _timeout(raw: Mapping[str, Any], key: str, out: _Collector) -> float | None:
     v = raw.get(key, 5.0)
     if v is None:
         return None
-    if not _is_number(v) or v <= 0:
+    if not is_number(v) or v <= 0:
         out.add("E003", f"ZQUEUE[{key!r}] must be a positive number of seconds or None.", "Use 5.")
         return 5.0
     return float(v)
@@ -359,18 +193,18 @@ def _parse_backoff(name: str, v: object, out: _Collector) -> Backoff:
         )
     base, mx, jit = v.get("base", 1.0), v.get("max", 300.0), v.get("jitter", 0.2)
     ok = True
-    if _is_number(base) and _is_number(mx) and _is_number(jit):
+    if is_number(base) and is_number(mx) and is_number(jit):
         problem = backoff_problem(Backoff(float(base), float(mx), float(jit)))
         if problem and (base > MAX_BACKOFF or mx > MAX_BACKOFF):
             out.add("E011", f"Queue {name!r}: {problem}.", "Use at most 7 days (604800 s).")
             ok = False
-    if not _is_number(base) or base < 0:
+    if not is_number(base) or base < 0:
         out.add("E011", f"Queue {name!r}: retry_backoff base must be >= 0 seconds.", "Use 1.")
         ok = False
-    if not _is_number(mx) or mx < 0:
+    if not is_number(mx) or mx < 0:
         out.add("E011", f"Queue {name!r}: retry_backoff max must be >= 0 seconds.", "Use 300.")
         ok = False
-    if not _is_number(jit) or not 0 <= jit <= 1:
+    if not is_number(jit) or not 0 <= jit <= 1:
         out.add("E011", f"Queue {name!r}: retry_backoff jitter must be in [0, 1].", "Use 0.2.")
         ok = False
     return Backoff(float(base), float(mx), float(jit)) if ok else Backoff()
@@ -404,7 +238,7 @@ def _parse_queue(
         if v is None and allow_none:
             kw[key] = None
             return
-        good = _is_int(v) if integer else _is_number(v)
+        good = is_int(v) if integer else is_number(v)
         if not good or v <= 0:
             kind = "a positive integer" if integer else "a positive number"
             out.add(
@@ -467,7 +301,7 @@ def _parse_queue(
         kw.pop("scan_batch")
     if "partitions" in merged:
         v = merged["partitions"]
-        if not _is_int(v) or not 1 <= v <= MAX_PARTITIONS:
+        if not is_int(v) or not 1 <= v <= MAX_PARTITIONS:
             out.add(
                 "E007",
                 f"Queue {name!r}: partitions must be an integer in [1, {MAX_PARTITIONS}], "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import conf
+from .redis_url import redacted_url
 
 Level = Literal["ok", "note", "warning", "error"]
 
@@ -67,7 +68,7 @@ def redis_error_parts(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, QueueUnavailable) and exc.__cause__ is not None:
         exc = exc.__cause__
     try:
-        url = conf.redacted_url(conf.get_config().redis_url)
+        url = redacted_url(conf.get_config().redis_url)
     except Exception:  # settings unreadable: the checks say why
         url = "ZQUEUE['REDIS_URL']"
     detail = (str(exc).strip() or type(exc).__name__).rstrip(".")
@@ -178,7 +179,7 @@ def _redis(config: conf.Config) -> Iterator[Finding]:
     from .connection import UNAVAILABLE_ERRORS, get_client
     from .exceptions import QueueUnavailable
 
-    url = conf.redacted_url(config.redis_url)
+    url = redacted_url(config.redis_url)
     try:
         client = get_client(config)
         t0 = time.perf_counter()
