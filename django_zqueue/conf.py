@@ -125,6 +125,8 @@ TOP_LEVEL_KEYS = {
     "CLUSTER",
 }
 QUEUE_KEYS = set(QueueOptions.__dataclass_fields__)
+#: the options of a queue with none set (the defaults that hints name)
+_DEFAULT_QUEUE = QueueOptions()
 BACKOFF_KEYS = {"base", "max", "jitter"}
 
 
@@ -228,36 +230,64 @@ def _parse_queue(
             f"Queue {name!r}: unknown option(s) {sorted(unknown)}.",
             f"Known options: {', '.join(sorted(QUEUE_KEYS))}.",
         )
-    base = QueueOptions()
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = {}  # the valid options, for QueueOptions(**kw)
+    _positive_options(name, merged, kw, out)
+    _retry_options(name, merged, kw, out)
+    _priority_options(name, merged, kw, out)
+    if kw.get("scan_batch", 0) > 5000:
+        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 100.")
+        kw.pop("scan_batch")
+    _partitions_option(name, merged, kw, out)
+    return QueueOptions(**kw)
 
-    def positive(key: str, *, integer: bool = False, allow_none: bool = False) -> None:
-        if key not in merged:
-            return
-        v = merged[key]
-        if v is None and allow_none:
-            kw[key] = None
-            return
-        good = is_int(v) if integer else is_number(v)
-        if not good or v <= 0:
-            kind = "a positive integer" if integer else "a positive number"
-            out.add(
-                "E007",
-                f"Queue {name!r}: {key} must be {kind}{' or None' if allow_none else ''}, "
-                f"got {v!r}.",
-                f"Default: {getattr(base, key)!r}.",
-            )
-            return
-        kw[key] = v if integer else float(v)
 
-    positive("visibility_timeout")
-    positive("concurrency", integer=True, allow_none=True)
-    positive("qps", allow_none=True)
-    positive("dead_letter_max", integer=True)
-    positive("dead_letter_ttl")
-    positive("max_payload_bytes", integer=True)
-    positive("priority_aging_seconds")
-    positive("scan_batch", integer=True)
+def _positive(
+    name: str,
+    merged: Mapping[str, Any],
+    kw: dict[str, Any],
+    out: _Collector,
+    key: str,
+    *,
+    integer: bool = False,
+    allow_none: bool = False,
+) -> None:
+    """Option ``key``, if given, into ``kw`` when it is a positive number (E007 if not)."""
+    if key not in merged:
+        return
+    v = merged[key]
+    if v is None and allow_none:
+        kw[key] = None
+        return
+    good = is_int(v) if integer else is_number(v)
+    if not good or v <= 0:
+        kind = "a positive integer" if integer else "a positive number"
+        out.add(
+            "E007",
+            f"Queue {name!r}: {key} must be {kind}{' or None' if allow_none else ''}, got {v!r}.",
+            f"Default: {getattr(_DEFAULT_QUEUE, key)!r}.",
+        )
+        return
+    kw[key] = v if integer else float(v)
+
+
+def _positive_options(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """The options that are positive numbers (E007)."""
+    _positive(name, merged, kw, out, "visibility_timeout")
+    _positive(name, merged, kw, out, "concurrency", integer=True, allow_none=True)
+    _positive(name, merged, kw, out, "qps", allow_none=True)
+    _positive(name, merged, kw, out, "dead_letter_max", integer=True)
+    _positive(name, merged, kw, out, "dead_letter_ttl")
+    _positive(name, merged, kw, out, "max_payload_bytes", integer=True)
+    _positive(name, merged, kw, out, "priority_aging_seconds")
+    _positive(name, merged, kw, out, "scan_batch", integer=True)
+
+
+def _retry_options(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """max_retries, the visibility timeout's bounds (E007) and retry_backoff (E011)."""
     if "max_retries" in merged:
         v = merged["max_retries"]
         problem = max_retries_problem(v)
@@ -277,6 +307,12 @@ def _parse_queue(
             kw.pop("visibility_timeout")
     if "retry_backoff" in merged:
         kw["retry_backoff"] = _parse_backoff(name, merged["retry_backoff"], out)
+
+
+def _priority_options(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """priority_mode (E008) and the upper bound of priority_aging_seconds (E009)."""
     if "priority_mode" in merged:
         v = merged["priority_mode"]
         if v not in ("strict", "aging"):
@@ -288,7 +324,7 @@ def _parse_queue(
             )
         else:
             kw["priority_mode"] = v
-    aging = kw.get("priority_aging_seconds", base.priority_aging_seconds)
+    aging = kw.get("priority_aging_seconds", _DEFAULT_QUEUE.priority_aging_seconds)
     if aging > MAX_AGING_SECONDS:
         out.add(
             "E009",
@@ -296,29 +332,30 @@ def _parse_queue(
             "Scores must stay below 2**53 to be exact.",
         )
         kw.pop("priority_aging_seconds", None)
-    if kw.get("scan_batch", 0) > 5000:
-        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 100.")
-        kw.pop("scan_batch")
-    if "partitions" in merged:
-        v = merged["partitions"]
-        if not is_int(v) or not 1 <= v <= MAX_PARTITIONS:
-            out.add(
-                "E007",
-                f"Queue {name!r}: partitions must be an integer in [1, {MAX_PARTITIONS}], "
-                f"got {v!r}.",
-                "Use 1 (one hash tag, the default) unless the queue must spread over cluster "
-                "nodes.",
-            )
-        elif v > 1 and (kw.get("concurrency") or kw.get("qps")):
-            out.add(
-                "E007",
-                f"Queue {name!r}: concurrency and qps cannot be combined with partitions > 1.",
-                "Both limits are enforced atomically on one hash tag; a partitioned queue has "
-                "several. Use partitions = 1, or drop the limit.",
-            )
-        else:
-            kw["partitions"] = v
-    return QueueOptions(**kw)
+
+
+def _partitions_option(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """partitions (E007), which excludes concurrency and qps."""
+    if "partitions" not in merged:
+        return
+    v = merged["partitions"]
+    if not is_int(v) or not 1 <= v <= MAX_PARTITIONS:
+        out.add(
+            "E007",
+            f"Queue {name!r}: partitions must be an integer in [1, {MAX_PARTITIONS}], got {v!r}.",
+            "Use 1 (one hash tag, the default) unless the queue must spread over cluster nodes.",
+        )
+    elif v > 1 and (kw.get("concurrency") or kw.get("qps")):
+        out.add(
+            "E007",
+            f"Queue {name!r}: concurrency and qps cannot be combined with partitions > 1.",
+            "Both limits are enforced atomically on one hash tag; a partitioned queue has "
+            "several. Use partitions = 1, or drop the limit.",
+        )
+    else:
+        kw["partitions"] = v
 
 
 def queue_options(name: str = "queue", **raw: Any) -> QueueOptions:
@@ -337,19 +374,7 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        if isinstance(raw, str):
-            out.add(
-                "E001",
-                f"settings.ZQUEUE must be a dict, not a string ({redacted_url(raw)!r}).",
-                f"Put the URL in a dict: ZQUEUE = {{'REDIS_URL': {redacted_url(raw)!r}}}.",
-            )
-        else:
-            out.add(
-                "E001",
-                f"settings.ZQUEUE must be a dict, not {type(raw).__name__}.",
-                "For example ZQUEUE = {'REDIS_URL': 'redis://127.0.0.1:6379/0', "
-                "'QUEUES': {'default': {}}} (docs/settings.md).",
-            )
+        _not_a_dict(raw, out)
         return Config(), out.problems
     unknown = set(raw) - TOP_LEVEL_KEYS
     if unknown:
@@ -358,6 +383,46 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             f"settings.ZQUEUE has unknown key(s) {sorted(unknown)}.",
             f"Known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}.",
         )
+    url, cluster = _parse_redis(raw, out)
+    prefix = _parse_prefix(raw, out)
+    queues = _parse_queues(raw, out)
+    conn_opts = _parse_connection_options(raw, out)
+    on_commit = _parse_flag(raw, "ENQUEUE_ON_COMMIT", out)
+    _check_schedules(raw, out)
+    admin_actions = _parse_flag(raw, "ADMIN_ACTIONS", out)
+    config = Config(
+        enqueue_on_commit=on_commit,
+        admin_actions=admin_actions,
+        redis_url=url if isinstance(url, str) else DEFAULT_REDIS_URL,
+        prefix=prefix,
+        queues=queues,
+        socket_timeout=_timeout(raw, "SOCKET_TIMEOUT", out),
+        socket_connect_timeout=_timeout(raw, "SOCKET_CONNECT_TIMEOUT", out),
+        connection_options=conn_opts,
+        cluster=cluster,
+    )
+    return config, out.problems
+
+
+def _not_a_dict(raw: object, out: _Collector) -> None:
+    """E001 for a ``ZQUEUE`` that is not a dict (a bare URL gets its own hint)."""
+    if isinstance(raw, str):
+        out.add(
+            "E001",
+            f"settings.ZQUEUE must be a dict, not a string ({redacted_url(raw)!r}).",
+            f"Put the URL in a dict: ZQUEUE = {{'REDIS_URL': {redacted_url(raw)!r}}}.",
+        )
+    else:
+        out.add(
+            "E001",
+            f"settings.ZQUEUE must be a dict, not {type(raw).__name__}.",
+            "For example ZQUEUE = {'REDIS_URL': 'redis://127.0.0.1:6379/0', "
+            "'QUEUES': {'default': {}}} (docs/settings.md).",
+        )
+
+
+def _parse_redis(raw: Mapping[str, Any], out: _Collector) -> tuple[object, bool]:
+    """``REDIS_URL`` (checked, returned as given) and ``CLUSTER`` (E002, E014)."""
     url = raw.get("REDIS_URL", DEFAULT_REDIS_URL)
     cluster = raw.get("CLUSTER", False)
     if not isinstance(cluster, bool):
@@ -368,6 +433,10 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
         )
         cluster = False
     _check_url(url, cluster, out)
+    return url, cluster
+
+
+def _parse_prefix(raw: Mapping[str, Any], out: _Collector) -> str:
     prefix = raw.get("PREFIX", "zq")
     if not isinstance(prefix, str) or not NAME_RE.match(prefix):
         out.add(
@@ -376,6 +445,11 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "Use 1-100 characters from A-Z a-z 0-9 _ . -",
         )
         prefix = "zq"
+    return prefix
+
+
+def _parse_queues(raw: Mapping[str, Any], out: _Collector) -> dict[str, QueueOptions]:
+    """``QUEUES``, each queue's options over ``DEFAULTS`` (E004, E005 and the queue's own)."""
     defaults = raw.get("DEFAULTS", {})
     if not isinstance(defaults, Mapping):
         out.add("E005", "ZQUEUE['DEFAULTS'] must be a dict of queue options.", "Use {}.")
@@ -388,16 +462,20 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "ZQUEUE['QUEUES'] must be a non-empty dict of queue name -> options.",
             "For example {'default': {}}.",
         )
-    else:
-        for name, opts in queues_raw.items():
-            if not isinstance(name, str) or not NAME_RE.match(name):
-                out.add(
-                    "E004",
-                    f"Queue name {name!r} is invalid.",
-                    "Use 1-100 characters from A-Z a-z 0-9 _ . -",
-                )
-                continue
-            queues[name] = _parse_queue(name, opts, defaults, out)
+        return queues
+    for name, opts in queues_raw.items():
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            out.add(
+                "E004",
+                f"Queue name {name!r} is invalid.",
+                "Use 1-100 characters from A-Z a-z 0-9 _ . -",
+            )
+            continue
+        queues[name] = _parse_queue(name, opts, defaults, out)
+    return queues
+
+
+def _parse_connection_options(raw: Mapping[str, Any], out: _Collector) -> dict[str, Any]:
     conn_opts = raw.get("CONNECTION_OPTIONS", {})
     if not isinstance(conn_opts, Mapping):
         out.add(
@@ -406,10 +484,20 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "For example {'ssl_ca_certs': '/etc/ssl/ca.pem'}.",
         )
         conn_opts = {}
-    on_commit = raw.get("ENQUEUE_ON_COMMIT", True)
-    if not isinstance(on_commit, bool):
-        out.add("E010", "ZQUEUE['ENQUEUE_ON_COMMIT'] must be True or False.", "Default: True.")
-        on_commit = True
+    return dict(conn_opts)
+
+
+def _parse_flag(raw: Mapping[str, Any], key: str, out: _Collector) -> bool:
+    """``ENQUEUE_ON_COMMIT`` or ``ADMIN_ACTIONS``: True (the default) or False (E010)."""
+    value = raw.get(key, True)
+    if not isinstance(value, bool):
+        out.add("E010", f"ZQUEUE[{key!r}] must be True or False.", "Default: True.")
+        return True
+    return value
+
+
+def _check_schedules(raw: Mapping[str, Any], out: _Collector) -> None:
+    """``SCHEDULES`` maps names to dicts with a task name (E012); schedules.py reads it."""
     schedules = raw.get("SCHEDULES", {})
     if not isinstance(schedules, Mapping) or not all(
         isinstance(v, Mapping) and isinstance(v.get("task"), str) for v in schedules.values()
@@ -419,22 +507,6 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "ZQUEUE['SCHEDULES'] must map schedule names to dicts with a 'task' name.",
             "For example {'nightly': {'task': 'app.tasks.report', 'cron': '0 3 * * *'}}.",
         )
-    admin_actions = raw.get("ADMIN_ACTIONS", True)
-    if not isinstance(admin_actions, bool):
-        out.add("E010", "ZQUEUE['ADMIN_ACTIONS'] must be True or False.", "Default: True.")
-        admin_actions = True
-    config = Config(
-        enqueue_on_commit=on_commit,
-        admin_actions=admin_actions,
-        redis_url=url if isinstance(url, str) else DEFAULT_REDIS_URL,
-        prefix=prefix,
-        queues=queues,
-        socket_timeout=_timeout(raw, "SOCKET_TIMEOUT", out),
-        socket_connect_timeout=_timeout(raw, "SOCKET_CONNECT_TIMEOUT", out),
-        connection_options=dict(conn_opts),
-        cluster=cluster,
-    )
-    return config, out.problems
 
 
 @lru_cache(maxsize=1)
