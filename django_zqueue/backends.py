@@ -128,6 +128,13 @@ class ZQueueBackend(BaseTaskBackend):
         return list(super().check(**kwargs)) + list(self._check_options())
 
     def _check_options(self) -> Iterable[checks.CheckMessage]:
+        yield from self._check_option_keys()
+        yield from self._check_result_options()
+        yield from self._check_retry_options()
+        yield from self._check_task_modules()
+        yield from self._check_queues()
+
+    def _check_option_keys(self) -> Iterable[checks.CheckMessage]:
         unknown = set(self.options) - OPTION_KEYS
         if unknown:
             yield checks.Error(
@@ -135,6 +142,9 @@ class ZQueueBackend(BaseTaskBackend):
                 hint=f"Known: {', '.join(sorted(OPTION_KEYS))}.",
                 id="django_zqueue.E101",
             )
+
+    def _check_result_options(self) -> Iterable[checks.CheckMessage]:
+        """RESULT_TTL (E102) and ENQUEUE_ON_COMMIT (E103)."""
         ttl = self.options.get("RESULT_TTL", 86400)
         if (
             isinstance(ttl, bool)
@@ -152,6 +162,9 @@ class ZQueueBackend(BaseTaskBackend):
                 hint="Default: False (enqueue at once, as Django's framework specifies).",
                 id="django_zqueue.E103",
             )
+
+    def _check_retry_options(self) -> Iterable[checks.CheckMessage]:
+        """MAX_RETRIES (E105) and RETRY_BACKOFF (E106)."""
         retries = self.options.get("MAX_RETRIES", 0)
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 1000:
             yield checks.Error(
@@ -169,6 +182,8 @@ class ZQueueBackend(BaseTaskBackend):
                     hint="A dict such as {'base': 1, 'max': 300, 'jitter': 0.2}.",
                     id="django_zqueue.E106",
                 )
+
+    def _check_task_modules(self) -> Iterable[checks.CheckMessage]:
         modules = self.options.get("TASK_MODULES")
         if modules is not None and (
             not isinstance(modules, list | tuple)
@@ -181,6 +196,10 @@ class ZQueueBackend(BaseTaskBackend):
                 hint="For example ['myproject', 'wagtail', 'modelsearch']; default: None (any).",
                 id="django_zqueue.E107",
             )
+
+    def _check_queues(self) -> Iterable[checks.CheckMessage]:
+        """The queues of ``QUEUES`` are in ``ZQUEUE['QUEUES']`` (E104), unless the checks
+        of ZQUEUE report that it cannot be read."""
         configured, problems = conf.parse(getattr(settings, "ZQUEUE", None))
         unreadable = {"django_zqueue.E001", "django_zqueue.E004", "django_zqueue.E005"}
         missing = sorted(set(self.queues) - set(configured.queues))

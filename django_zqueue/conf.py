@@ -10,148 +10,48 @@ Validation produces a list of :class:`Problem` (id, message, hint). The system c
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .exceptions import ConfigurationError, InvalidArgument
+from .bounds import (
+    MAX_EXACT,  # noqa: F401 - django_zqueue.conf.MAX_EXACT before 0.2
+    MAX_BACKOFF,
+    backoff_problem,
+    is_int,
+    is_number,
+    max_retries_problem,
+    visibility_timeout_problem,
+)
+from .exceptions import ConfigurationError
+from .redis_url import (
+    MIN_REDIS_PY_FOR_CLUSTER,
+    RedisTarget,
+    parse_redis_url,
+    redacted_url,
+    redis_py_version,
+)
 
 #: a queue name or key prefix: it becomes part of every key name (keys.py)
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
-SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
-#: redis-py's RedisCluster runs MULTI/EXEC pipelines (one slot) from 6.1 on
-MIN_REDIS_PY_FOR_CLUSTER = (6, 1)
 PRIORITY_MIN = -1000
 PRIORITY_MAX = 1000
 #: ready scores of priority p lie in [-p * 2**42, -p * 2**42 + 2**42) in strict mode
 PRIORITY_BAND = 2**42
 MAX_AGING_SECONDS = 30 * 86400
-MAX_EXACT = 2**53
 #: most partitions one queue may have (option ``partitions``)
 MAX_PARTITIONS = 256
-#: Bounds of what becomes a lease, a delay or a count (docs/settings.md, "Bounds");
-#: lua/_bounds.lua holds the same numbers and the scripts refuse what lies outside.
-MIN_VISIBILITY_TIMEOUT = 1  # seconds: a shorter lease expires under a running job
-MAX_VISIBILITY_TIMEOUT = 7 * 86400  # seconds: a longer one hides a dead worker's job for days
-MAX_RETRIES = 1000
-MAX_DELAY = 3650 * 86400  # seconds: the horizon of delay, run_at and a retry's wait
-MAX_BACKOFF = 7 * 86400  # seconds: retry_backoff base and max
 
 PriorityMode = Literal["strict", "aging"]
-Topology = Literal["standalone", "cluster", "sentinel"]
-
-
-@dataclass(frozen=True, slots=True)
-class RedisTarget:
-    """Where Redis is, from ``REDIS_URL`` (and ``CLUSTER``). For a standalone server the
-    URL goes to redis-py's ``Redis.from_url`` as it is; the other fields serve Cluster
-    (startup nodes) and Sentinel (sentinel addresses, service name, database)."""
-
-    topology: Topology
-    url: str
-    nodes: tuple[tuple[str, int], ...] = ()
-    service: str = ""
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-    ssl: bool = False
-
-
-_HOST_RE = re.compile(
-    r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\[\]/]+))(?::(?P<port>\d{1,5}))?$"
-)
-
-
-def _nodes(netloc: str, default_port: int, what: str) -> tuple[tuple[str, int], ...]:
-    out = []
-    for part in netloc.split(","):
-        m = _HOST_RE.match(part.strip())
-        port = int(m["port"]) if m and m["port"] else default_port
-        if m is None or not 0 < port < 65536:
-            raise ValueError(f"{what} address {part!r} is not host[:port]")
-        out.append((m["v6"] or m["host"], port))
-    return tuple(out)
-
-
-def parse_redis_url(url: str, cluster: bool = False) -> RedisTarget:
-    """The :class:`RedisTarget` of a ``REDIS_URL``; ``ValueError`` with the reason if the
-    URL cannot be used. ``cluster=True`` (setting ``CLUSTER``) reads a ``redis://`` or
-    ``rediss://`` URL as the startup nodes of a Redis Cluster."""
-    parts = urlsplit(url)
-    scheme = parts.scheme
-    if scheme not in (*REDIS_SCHEMES, *CLUSTER_SCHEMES, *SENTINEL_SCHEMES):
-        known = REDIS_SCHEMES + CLUSTER_SCHEMES + SENTINEL_SCHEMES
-        raise ValueError(f"scheme {scheme!r} is not one of {known}")
-    if cluster and scheme not in ("redis", "rediss", *CLUSTER_SCHEMES):
-        raise ValueError(
-            f"CLUSTER=True needs a redis://, rediss:// or redis+cluster:// URL, not {scheme}://"
-        )
-    if scheme in REDIS_SCHEMES and not cluster:
-        if "," in parts.netloc:
-            raise ValueError(
-                "several hosts need redis+cluster:// (or CLUSTER=True) or redis+sentinel://"
-            )
-        return RedisTarget("standalone", url)
-    if parts.query or parts.fragment:
-        raise ValueError(
-            "Cluster and Sentinel URLs take no query string: put redis-py options in "
-            "CONNECTION_OPTIONS"
-        )
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    username = password = None
-    if userinfo:
-        user, colon, pw = userinfo.partition(":")
-        username = unquote(user) or None
-        password = unquote(pw) if colon else None
-    if not hosts:
-        raise ValueError("no host given")
-    ssl = scheme.startswith("rediss")
-    path = [p for p in parts.path.split("/") if p]
-    if scheme in SENTINEL_SCHEMES:
-        nodes = _nodes(hosts, 26379, "sentinel")
-        if not path:
-            raise ValueError(
-                "a Sentinel URL names the service: redis+sentinel://host:26379/<service>[/<db>]"
-            )
-        if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-            raise ValueError(f"path {parts.path!r} is not /<service>[/<db>]")
-        db = int(path[1]) if len(path) == 2 else 0
-        return RedisTarget("sentinel", url, nodes, unquote(path[0]), db, username, password, ssl)
-    nodes = _nodes(hosts, 6379, "cluster node")
-    if path not in ([], ["0"]):
-        raise ValueError("a Redis Cluster has database 0 only")
-    return RedisTarget("cluster", url, nodes, "", 0, username, password, ssl)
-
-
-def redacted_url(url: str) -> str:
-    """``url`` with its password, if any, shown as ``***`` (for messages and logs)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:
-        return url
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}"))
-
-
-def redis_py_version() -> tuple[int, ...]:
-    import redis
-
-    return tuple(int(p) for p in re.findall(r"\d+", redis.__version__)[:2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,71 +129,9 @@ TOP_LEVEL_KEYS = {
     "CLUSTER",
 }
 QUEUE_KEYS = set(QueueOptions.__dataclass_fields__)
+#: the options of a queue with none set (the defaults that hints name)
+_DEFAULT_QUEUE = QueueOptions()
 BACKOFF_KEYS = {"base", "max", "jitter"}
-
-
-def _is_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def visibility_timeout_problem(v: object) -> str | None:
-    """Why ``v`` (seconds) cannot be a visibility timeout, or None."""
-    lo, hi = MIN_VISIBILITY_TIMEOUT, MAX_VISIBILITY_TIMEOUT
-    if not _is_number(v) or not lo <= v <= hi:  # type: ignore[operator]
-        return f"visibility_timeout must be a number of seconds in [{lo}, {hi}] (7 days), got {v!r}"
-    return None
-
-
-def max_retries_problem(v: object) -> str | None:
-    """Why ``v`` cannot be a ``max_retries``, or None."""
-    if not _is_int(v) or not 0 <= v <= MAX_RETRIES:  # type: ignore[operator]
-        return (
-            f"max_retries must be an integer in [0, {MAX_RETRIES}] (retries after the first "
-            f"run; 0: never retried), got {v!r}"
-        )
-    return None
-
-
-def backoff_problem(b: Backoff) -> str | None:
-    """Why ``b`` cannot be a retry backoff, or None."""
-    for what, v in (("base", b.base), ("max", b.max)):
-        if not _is_number(v) or not 0 <= v <= MAX_BACKOFF:
-            return f"retry_backoff {what} must be in [0, {MAX_BACKOFF}] seconds (7 days), got {v!r}"
-    if not _is_number(b.jitter) or not 0 <= b.jitter <= 1:
-        return f"retry_backoff jitter must be in [0, 1], got {b.jitter!r}"
-    return None
-
-
-def delay_problem(seconds: float, what: str = "delay") -> str | None:
-    """Why a wait of ``seconds`` from now lies beyond the horizon, or None."""
-    if seconds > MAX_DELAY:
-        return (
-            f"{what} is {seconds:.0f} s from now, beyond the horizon of {MAX_DELAY} s (3650 days)"
-        )
-    return None
-
-
-def check_job_options(
-    owner: str,
-    *,
-    max_retries: object = None,
-    visibility_timeout: object = None,
-    retry_backoff: Backoff | None = None,
-) -> None:
-    """Raise :class:`InvalidArgument` (``owner``: what the values belong to) for a value
-    out of bounds; None means "not given"."""
-    problems = [
-        max_retries_problem(max_retries) if max_retries is not None else None,
-        visibility_timeout_problem(visibility_timeout) if visibility_timeout is not None else None,
-        backoff_problem(retry_backoff) if retry_backoff is not None else None,
-    ]
-    found = [p for p in problems if p]
-    if found:
-        raise InvalidArgument(f"{owner}: {'; '.join(found)}")
 
 
 class _Collector:
@@ -336,7 +174,7 @@ def _timeout(raw: Mapping[str, Any], key: str, out: _Collector) -> float | None:
     v = raw.get(key, 5.0)
     if v is None:
         return None
-    if not _is_number(v) or v <= 0:
+    if not is_number(v) or v <= 0:
         out.add("E003", f"ZQUEUE[{key!r}] must be a positive number of seconds or None.", "Use 5.")
         return 5.0
     return float(v)
@@ -361,18 +199,18 @@ def _parse_backoff(name: str, v: object, out: _Collector) -> Backoff:
         )
     base, mx, jit = v.get("base", 1.0), v.get("max", 300.0), v.get("jitter", 0.2)
     ok = True
-    if _is_number(base) and _is_number(mx) and _is_number(jit):
+    if is_number(base) and is_number(mx) and is_number(jit):
         problem = backoff_problem(Backoff(float(base), float(mx), float(jit)))
         if problem and (base > MAX_BACKOFF or mx > MAX_BACKOFF):
             out.add("E011", f"Queue {name!r}: {problem}.", "Use at most 7 days (604800 s).")
             ok = False
-    if not _is_number(base) or base < 0:
+    if not is_number(base) or base < 0:
         out.add("E011", f"Queue {name!r}: retry_backoff base must be >= 0 seconds.", "Use 1.")
         ok = False
-    if not _is_number(mx) or mx < 0:
+    if not is_number(mx) or mx < 0:
         out.add("E011", f"Queue {name!r}: retry_backoff max must be >= 0 seconds.", "Use 300.")
         ok = False
-    if not _is_number(jit) or not 0 <= jit <= 1:
+    if not is_number(jit) or not 0 <= jit <= 1:
         out.add("E011", f"Queue {name!r}: retry_backoff jitter must be in [0, 1].", "Use 0.2.")
         ok = False
     return Backoff(float(base), float(mx), float(jit)) if ok else Backoff()
@@ -396,36 +234,64 @@ def _parse_queue(
             f"Queue {name!r}: unknown option(s) {sorted(unknown)}.",
             f"Known options: {', '.join(sorted(QUEUE_KEYS))}.",
         )
-    base = QueueOptions()
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = {}  # the valid options, for QueueOptions(**kw)
+    _positive_options(name, merged, kw, out)
+    _retry_options(name, merged, kw, out)
+    _priority_options(name, merged, kw, out)
+    if kw.get("scan_batch", 0) > 5000:
+        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 100.")
+        kw.pop("scan_batch")
+    _partitions_option(name, merged, kw, out)
+    return QueueOptions(**kw)
 
-    def positive(key: str, *, integer: bool = False, allow_none: bool = False) -> None:
-        if key not in merged:
-            return
-        v = merged[key]
-        if v is None and allow_none:
-            kw[key] = None
-            return
-        good = _is_int(v) if integer else _is_number(v)
-        if not good or v <= 0:
-            kind = "a positive integer" if integer else "a positive number"
-            out.add(
-                "E007",
-                f"Queue {name!r}: {key} must be {kind}{' or None' if allow_none else ''}, "
-                f"got {v!r}.",
-                f"Default: {getattr(base, key)!r}.",
-            )
-            return
-        kw[key] = v if integer else float(v)
 
-    positive("visibility_timeout")
-    positive("concurrency", integer=True, allow_none=True)
-    positive("qps", allow_none=True)
-    positive("dead_letter_max", integer=True)
-    positive("dead_letter_ttl")
-    positive("max_payload_bytes", integer=True)
-    positive("priority_aging_seconds")
-    positive("scan_batch", integer=True)
+def _positive(
+    name: str,
+    merged: Mapping[str, Any],
+    kw: dict[str, Any],
+    out: _Collector,
+    key: str,
+    *,
+    integer: bool = False,
+    allow_none: bool = False,
+) -> None:
+    """Option ``key``, if given, into ``kw`` when it is a positive number (E007 if not)."""
+    if key not in merged:
+        return
+    v = merged[key]
+    if v is None and allow_none:
+        kw[key] = None
+        return
+    good = is_int(v) if integer else is_number(v)
+    if not good or v <= 0:
+        kind = "a positive integer" if integer else "a positive number"
+        out.add(
+            "E007",
+            f"Queue {name!r}: {key} must be {kind}{' or None' if allow_none else ''}, got {v!r}.",
+            f"Default: {getattr(_DEFAULT_QUEUE, key)!r}.",
+        )
+        return
+    kw[key] = v if integer else float(v)
+
+
+def _positive_options(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """The options that are positive numbers (E007)."""
+    _positive(name, merged, kw, out, "visibility_timeout")
+    _positive(name, merged, kw, out, "concurrency", integer=True, allow_none=True)
+    _positive(name, merged, kw, out, "qps", allow_none=True)
+    _positive(name, merged, kw, out, "dead_letter_max", integer=True)
+    _positive(name, merged, kw, out, "dead_letter_ttl")
+    _positive(name, merged, kw, out, "max_payload_bytes", integer=True)
+    _positive(name, merged, kw, out, "priority_aging_seconds")
+    _positive(name, merged, kw, out, "scan_batch", integer=True)
+
+
+def _retry_options(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """max_retries, the visibility timeout's bounds (E007) and retry_backoff (E011)."""
     if "max_retries" in merged:
         v = merged["max_retries"]
         problem = max_retries_problem(v)
@@ -445,6 +311,12 @@ def _parse_queue(
             kw.pop("visibility_timeout")
     if "retry_backoff" in merged:
         kw["retry_backoff"] = _parse_backoff(name, merged["retry_backoff"], out)
+
+
+def _priority_options(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """priority_mode (E008) and the upper bound of priority_aging_seconds (E009)."""
     if "priority_mode" in merged:
         v = merged["priority_mode"]
         if v not in ("strict", "aging"):
@@ -456,7 +328,7 @@ def _parse_queue(
             )
         else:
             kw["priority_mode"] = v
-    aging = kw.get("priority_aging_seconds", base.priority_aging_seconds)
+    aging = kw.get("priority_aging_seconds", _DEFAULT_QUEUE.priority_aging_seconds)
     if aging > MAX_AGING_SECONDS:
         out.add(
             "E009",
@@ -464,29 +336,30 @@ def _parse_queue(
             "Scores must stay below 2**53 to be exact.",
         )
         kw.pop("priority_aging_seconds", None)
-    if kw.get("scan_batch", 0) > 5000:
-        out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 100.")
-        kw.pop("scan_batch")
-    if "partitions" in merged:
-        v = merged["partitions"]
-        if not _is_int(v) or not 1 <= v <= MAX_PARTITIONS:
-            out.add(
-                "E007",
-                f"Queue {name!r}: partitions must be an integer in [1, {MAX_PARTITIONS}], "
-                f"got {v!r}.",
-                "Use 1 (one hash tag, the default) unless the queue must spread over cluster "
-                "nodes.",
-            )
-        elif v > 1 and (kw.get("concurrency") or kw.get("qps")):
-            out.add(
-                "E007",
-                f"Queue {name!r}: concurrency and qps cannot be combined with partitions > 1.",
-                "Both limits are enforced atomically on one hash tag; a partitioned queue has "
-                "several. Use partitions = 1, or drop the limit.",
-            )
-        else:
-            kw["partitions"] = v
-    return QueueOptions(**kw)
+
+
+def _partitions_option(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """partitions (E007), which excludes concurrency and qps."""
+    if "partitions" not in merged:
+        return
+    v = merged["partitions"]
+    if not is_int(v) or not 1 <= v <= MAX_PARTITIONS:
+        out.add(
+            "E007",
+            f"Queue {name!r}: partitions must be an integer in [1, {MAX_PARTITIONS}], got {v!r}.",
+            "Use 1 (one hash tag, the default) unless the queue must spread over cluster nodes.",
+        )
+    elif v > 1 and (kw.get("concurrency") or kw.get("qps")):
+        out.add(
+            "E007",
+            f"Queue {name!r}: concurrency and qps cannot be combined with partitions > 1.",
+            "Both limits are enforced atomically on one hash tag; a partitioned queue has "
+            "several. Use partitions = 1, or drop the limit.",
+        )
+    else:
+        kw["partitions"] = v
 
 
 def queue_options(name: str = "queue", **raw: Any) -> QueueOptions:
@@ -505,19 +378,7 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        if isinstance(raw, str):
-            out.add(
-                "E001",
-                f"settings.ZQUEUE must be a dict, not a string ({redacted_url(raw)!r}).",
-                f"Put the URL in a dict: ZQUEUE = {{'REDIS_URL': {redacted_url(raw)!r}}}.",
-            )
-        else:
-            out.add(
-                "E001",
-                f"settings.ZQUEUE must be a dict, not {type(raw).__name__}.",
-                "For example ZQUEUE = {'REDIS_URL': 'redis://127.0.0.1:6379/0', "
-                "'QUEUES': {'default': {}}} (docs/settings.md).",
-            )
+        _not_a_dict(raw, out)
         return Config(), out.problems
     unknown = set(raw) - TOP_LEVEL_KEYS
     if unknown:
@@ -526,6 +387,46 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             f"settings.ZQUEUE has unknown key(s) {sorted(unknown)}.",
             f"Known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}.",
         )
+    url, cluster = _parse_redis(raw, out)
+    prefix = _parse_prefix(raw, out)
+    queues = _parse_queues(raw, out)
+    conn_opts = _parse_connection_options(raw, out)
+    on_commit = _parse_flag(raw, "ENQUEUE_ON_COMMIT", out)
+    _check_schedules(raw, out)
+    admin_actions = _parse_flag(raw, "ADMIN_ACTIONS", out)
+    config = Config(
+        enqueue_on_commit=on_commit,
+        admin_actions=admin_actions,
+        redis_url=url if isinstance(url, str) else DEFAULT_REDIS_URL,
+        prefix=prefix,
+        queues=queues,
+        socket_timeout=_timeout(raw, "SOCKET_TIMEOUT", out),
+        socket_connect_timeout=_timeout(raw, "SOCKET_CONNECT_TIMEOUT", out),
+        connection_options=conn_opts,
+        cluster=cluster,
+    )
+    return config, out.problems
+
+
+def _not_a_dict(raw: object, out: _Collector) -> None:
+    """E001 for a ``ZQUEUE`` that is not a dict (a bare URL gets its own hint)."""
+    if isinstance(raw, str):
+        out.add(
+            "E001",
+            f"settings.ZQUEUE must be a dict, not a string ({redacted_url(raw)!r}).",
+            f"Put the URL in a dict: ZQUEUE = {{'REDIS_URL': {redacted_url(raw)!r}}}.",
+        )
+    else:
+        out.add(
+            "E001",
+            f"settings.ZQUEUE must be a dict, not {type(raw).__name__}.",
+            "For example ZQUEUE = {'REDIS_URL': 'redis://127.0.0.1:6379/0', "
+            "'QUEUES': {'default': {}}} (docs/settings.md).",
+        )
+
+
+def _parse_redis(raw: Mapping[str, Any], out: _Collector) -> tuple[object, bool]:
+    """``REDIS_URL`` (checked, returned as given) and ``CLUSTER`` (E002, E014)."""
     url = raw.get("REDIS_URL", DEFAULT_REDIS_URL)
     cluster = raw.get("CLUSTER", False)
     if not isinstance(cluster, bool):
@@ -536,6 +437,10 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
         )
         cluster = False
     _check_url(url, cluster, out)
+    return url, cluster
+
+
+def _parse_prefix(raw: Mapping[str, Any], out: _Collector) -> str:
     prefix = raw.get("PREFIX", "zq")
     if not isinstance(prefix, str) or not NAME_RE.match(prefix):
         out.add(
@@ -544,6 +449,11 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "Use 1-100 characters from A-Z a-z 0-9 _ . -",
         )
         prefix = "zq"
+    return prefix
+
+
+def _parse_queues(raw: Mapping[str, Any], out: _Collector) -> dict[str, QueueOptions]:
+    """``QUEUES``, each queue's options over ``DEFAULTS`` (E004, E005 and the queue's own)."""
     defaults = raw.get("DEFAULTS", {})
     if not isinstance(defaults, Mapping):
         out.add("E005", "ZQUEUE['DEFAULTS'] must be a dict of queue options.", "Use {}.")
@@ -556,16 +466,20 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "ZQUEUE['QUEUES'] must be a non-empty dict of queue name -> options.",
             "For example {'default': {}}.",
         )
-    else:
-        for name, opts in queues_raw.items():
-            if not isinstance(name, str) or not NAME_RE.match(name):
-                out.add(
-                    "E004",
-                    f"Queue name {name!r} is invalid.",
-                    "Use 1-100 characters from A-Z a-z 0-9 _ . -",
-                )
-                continue
-            queues[name] = _parse_queue(name, opts, defaults, out)
+        return queues
+    for name, opts in queues_raw.items():
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            out.add(
+                "E004",
+                f"Queue name {name!r} is invalid.",
+                "Use 1-100 characters from A-Z a-z 0-9 _ . -",
+            )
+            continue
+        queues[name] = _parse_queue(name, opts, defaults, out)
+    return queues
+
+
+def _parse_connection_options(raw: Mapping[str, Any], out: _Collector) -> dict[str, Any]:
     conn_opts = raw.get("CONNECTION_OPTIONS", {})
     if not isinstance(conn_opts, Mapping):
         out.add(
@@ -574,10 +488,20 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "For example {'ssl_ca_certs': '/etc/ssl/ca.pem'}.",
         )
         conn_opts = {}
-    on_commit = raw.get("ENQUEUE_ON_COMMIT", True)
-    if not isinstance(on_commit, bool):
-        out.add("E010", "ZQUEUE['ENQUEUE_ON_COMMIT'] must be True or False.", "Default: True.")
-        on_commit = True
+    return dict(conn_opts)
+
+
+def _parse_flag(raw: Mapping[str, Any], key: str, out: _Collector) -> bool:
+    """``ENQUEUE_ON_COMMIT`` or ``ADMIN_ACTIONS``: True (the default) or False (E010)."""
+    value = raw.get(key, True)
+    if not isinstance(value, bool):
+        out.add("E010", f"ZQUEUE[{key!r}] must be True or False.", "Default: True.")
+        return True
+    return value
+
+
+def _check_schedules(raw: Mapping[str, Any], out: _Collector) -> None:
+    """``SCHEDULES`` maps names to dicts with a task name (E012); schedules.py reads it."""
     schedules = raw.get("SCHEDULES", {})
     if not isinstance(schedules, Mapping) or not all(
         isinstance(v, Mapping) and isinstance(v.get("task"), str) for v in schedules.values()
@@ -587,22 +511,6 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
             "ZQUEUE['SCHEDULES'] must map schedule names to dicts with a 'task' name.",
             "For example {'nightly': {'task': 'app.tasks.report', 'cron': '0 3 * * *'}}.",
         )
-    admin_actions = raw.get("ADMIN_ACTIONS", True)
-    if not isinstance(admin_actions, bool):
-        out.add("E010", "ZQUEUE['ADMIN_ACTIONS'] must be True or False.", "Default: True.")
-        admin_actions = True
-    config = Config(
-        enqueue_on_commit=on_commit,
-        admin_actions=admin_actions,
-        redis_url=url if isinstance(url, str) else DEFAULT_REDIS_URL,
-        prefix=prefix,
-        queues=queues,
-        socket_timeout=_timeout(raw, "SOCKET_TIMEOUT", out),
-        socket_connect_timeout=_timeout(raw, "SOCKET_CONNECT_TIMEOUT", out),
-        connection_options=dict(conn_opts),
-        cluster=cluster,
-    )
-    return config, out.problems
 
 
 @lru_cache(maxsize=1)

@@ -34,6 +34,7 @@ from redis.sentinel import Sentinel
 
 from . import conf
 from .exceptions import QueueUnavailable
+from .redis_url import RedisTarget
 
 _clients: dict[tuple[Any, ...], redis.Redis] = {}
 _lock = threading.Lock()
@@ -99,7 +100,7 @@ def make_client(config: conf.Config) -> redis.Redis:
     return redis.Redis.from_url(config.redis_url, **options)
 
 
-def _cluster_client(config: conf.Config, target: conf.RedisTarget) -> redis.Redis:
+def _cluster_client(config: conf.Config, target: RedisTarget) -> redis.Redis:
     options: dict[str, Any] = {
         "startup_nodes": [
             ClusterNode(host, port)  # type: ignore[no-untyped-call]
@@ -123,7 +124,7 @@ def _cluster_client(config: conf.Config, target: conf.RedisTarget) -> redis.Redi
     return client  # type: ignore[no-any-return]
 
 
-def _sentinel_client(config: conf.Config, target: conf.RedisTarget) -> redis.Redis:
+def _sentinel_client(config: conf.Config, target: RedisTarget) -> redis.Redis:
     options: dict[str, Any] = {
         "username": target.username,
         "password": target.password,

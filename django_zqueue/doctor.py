@@ -8,11 +8,17 @@ The page docs/troubleshooting.md lists the same diagnoses with their symptoms.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import conf
+from .redis_url import redacted_url
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import Permission
+
+    from .queue import Queue
 
 Level = Literal["ok", "note", "warning", "error"]
 
@@ -67,7 +73,7 @@ def redis_error_parts(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, QueueUnavailable) and exc.__cause__ is not None:
         exc = exc.__cause__
     try:
-        url = conf.redacted_url(conf.get_config().redis_url)
+        url = redacted_url(conf.get_config().redis_url)
     except Exception:  # settings unreadable: the checks say why
         url = "ZQUEUE['REDIS_URL']"
     detail = (str(exc).strip() or type(exc).__name__).rstrip(".")
@@ -178,7 +184,7 @@ def _redis(config: conf.Config) -> Iterator[Finding]:
     from .connection import UNAVAILABLE_ERRORS, get_client
     from .exceptions import QueueUnavailable
 
-    url = conf.redacted_url(config.redis_url)
+    url = redacted_url(config.redis_url)
     try:
         client = get_client(config)
         t0 = time.perf_counter()
@@ -267,12 +273,23 @@ def _clock(config: conf.Config) -> Iterator[Finding]:
 
 
 def _queue(name: str) -> Iterator[Finding]:
-    from .connection import server_time_ms, unavailable_as_error
     from .queue import get_queue
 
     q = get_queue(name)
     counts = q.counts()
     threads = q.live_threads(LIVE_WITHIN)
+    late = _overdue(q)
+    yield _workers(name, counts, threads)
+    yield from _scanner(name, late)
+    if counts["dead"]:
+        yield _dead_letters(name, q, counts["dead"])
+
+
+def _overdue(q: Queue) -> dict[str, tuple[int, float]]:
+    """For "delayed" and "leased": how many of the queue's jobs are due (a delay ended, a
+    lease expired) for longer than SCANNER_SLACK_MS, and for how long (ms) the oldest."""
+    from .connection import server_time_ms, unavailable_as_error
+
     with unavailable_as_error():
         now = server_time_ms(q.client, q.keys.ready)
         late: dict[str, tuple[int, float]] = {}
@@ -286,16 +303,20 @@ def _queue(name: str) -> Iterator[Finding]:
             count = sum(int(c) for c in replies[0::2])
             oldest = min((r[0][1] for r in replies[1::2] if r), default=now)
             late[kind] = (count, now - oldest)
+    return late
+
+
+def _workers(name: str, counts: Mapping[str, int], threads: int) -> Finding:
     state = (
         f"{counts['ready']} ready, {counts['delayed']} delayed, {counts['inflight']} running, "
         f"{counts['dead']} dead"
     )
     if threads:
-        yield Finding(
+        return Finding(
             "ok", "workers", f"queue {name!r}: {_plural(threads, 'worker thread')} live; {state}"
         )
-    elif counts["ready"]:
-        yield Finding(
+    if counts["ready"]:
+        return Finding(
             "error",
             "workers",
             f"queue {name!r}: {_plural(counts['ready'], 'job')} ready and no live worker (none "
@@ -303,8 +324,10 @@ def _queue(name: str) -> Iterator[Finding]:
             f"start one: python manage.py zqueue_worker --queues {name} (or read the logs of "
             "the one that should run)",
         )
-    else:
-        yield Finding("note", "workers", f"queue {name!r}: no live worker; {state}")
+    return Finding("note", "workers", f"queue {name!r}: no live worker; {state}")
+
+
+def _scanner(name: str, late: Mapping[str, tuple[int, float]]) -> Iterator[Finding]:
     delayed, delayed_by = late["delayed"]
     if delayed:
         yield Finding(
@@ -326,16 +349,18 @@ def _queue(name: str) -> Iterator[Finding]:
             "run a worker without --no-scanner, or python manage.py zqueue_scanner "
             f"--queues {name}",
         )
-    if counts["dead"]:
-        newest = q.dead_letters(limit=1)
-        error = (newest[0].last_error or "").splitlines()[:1] if newest else []
-        yield Finding(
-            "warning",
-            "dead letters",
-            f"queue {name!r}: {_plural(counts['dead'], 'dead letter')}"
-            + (f"; the newest failed with: {error[0][:200]}" if error else ""),
-            f"python manage.py zqueue_dead {name} list, then requeue or purge",
-        )
+
+
+def _dead_letters(name: str, q: Queue, dead: int) -> Finding:
+    newest = q.dead_letters(limit=1)
+    error = (newest[0].last_error or "").splitlines()[:1] if newest else []
+    return Finding(
+        "warning",
+        "dead letters",
+        f"queue {name!r}: {_plural(dead, 'dead letter')}"
+        + (f"; the newest failed with: {error[0][:200]}" if error else ""),
+        f"python manage.py zqueue_dead {name} list, then requeue or purge",
+    )
 
 
 # ------------------------------------------------------------------ schedules
@@ -412,31 +437,10 @@ def _admin() -> Iterator[Finding]:
     ):
         yield Finding("note", "admin", "django.contrib.admin is not installed: no dashboard")
         return
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Permission
-    from django.core.exceptions import FieldError
     from django.db import DatabaseError
-    from django.db.models import Q
 
-    wanted = {"view_queue", "view_payload", "manage_dead_letters"}
     try:
-        perms = {
-            p.codename: p
-            for p in Permission.objects.filter(
-                content_type__app_label="django_zqueue", codename__in=wanted
-            )
-        }
-        missing = sorted(wanted - set(perms))
-        lacking = 0
-        if not missing:
-            User = get_user_model()
-            view = perms["view_queue"]
-            lacking = (
-                User._default_manager.filter(is_staff=True, is_superuser=False)
-                .exclude(Q(user_permissions=view) | Q(groups__permissions=view))
-                .distinct()
-                .count()
-            )
+        missing, lacking = _admin_permissions()
     except DatabaseError as exc:
         yield Finding(
             "warning",
@@ -445,8 +449,6 @@ def _admin() -> Iterator[Finding]:
             "python manage.py migrate",
         )
         return
-    except FieldError:  # a custom user model without is_staff or is_superuser
-        lacking = 0
     if missing:
         yield Finding(
             "warning",
@@ -467,3 +469,39 @@ def _admin() -> Iterator[Finding]:
         )
     else:
         yield Finding("ok", "admin", "the dashboard's permissions exist (ZQueue > Queues)")
+
+
+def _admin_permissions() -> tuple[list[str], int]:
+    """(the dashboard's permissions missing from the database, and when none is: how many
+    staff users who are not superusers lack view_queue). Raises DatabaseError."""
+    from django.contrib.auth.models import Permission
+
+    wanted = {"view_queue", "view_payload", "manage_dead_letters"}
+    perms = {
+        p.codename: p
+        for p in Permission.objects.filter(
+            content_type__app_label="django_zqueue", codename__in=wanted
+        )
+    }
+    missing = sorted(wanted - set(perms))
+    if missing:
+        return missing, 0
+    return missing, _staff_without(perms["view_queue"])
+
+
+def _staff_without(view: Permission) -> int:
+    """Staff users, not superusers, granted ``view`` neither directly nor by a group."""
+    from django.contrib.auth import get_user_model
+    from django.core.exceptions import FieldError
+    from django.db.models import Q
+
+    try:
+        User = get_user_model()
+        return (
+            User._default_manager.filter(is_staff=True, is_superuser=False)
+            .exclude(Q(user_permissions=view) | Q(groups__permissions=view))
+            .distinct()
+            .count()
+        )
+    except FieldError:  # a custom user model without is_staff or is_superuser
+        return 0

@@ -28,6 +28,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from django.db import transaction
 
 from . import conf, registry
+from .bounds import check_job_options
 from .callcheck import check_call
 from .conf import Backoff
 from .exceptions import InvalidArgument, ZQueueError
@@ -81,7 +82,7 @@ class Task(Generic[P, R]):
 
         ``tag`` may be a fixed string for the next enqueue or a function of the call's
         arguments."""
-        conf.check_job_options(
+        check_job_options(
             f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
         )
         changes: dict[str, Any] = {}
@@ -322,7 +323,7 @@ def task(func: Any = None, /, **options: Any) -> Any:
         backoff = opts.pop("retry_backoff", None)
         if isinstance(backoff, Mapping):
             backoff = conf.queue_options(name, retry_backoff=backoff).retry_backoff
-        conf.check_job_options(
+        check_job_options(
             f"task {name!r}",
             max_retries=opts.get("max_retries"),
             visibility_timeout=opts.get("visibility_timeout"),

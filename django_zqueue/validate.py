@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from . import conf
+from . import bounds, conf
 from .exceptions import InvalidArgument
 
 #: a tag is 1..MAX_TAG_BYTES bytes of UTF-8
@@ -48,7 +48,7 @@ def score(value: object) -> float:
         raise InvalidArgument(f"score must be a number, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidArgument(f"score must be finite, got {value!r}")
-    if abs(value) > conf.MAX_EXACT:
+    if abs(value) > bounds.MAX_EXACT:
         raise InvalidArgument(f"score must be within ±2**53 to be exact, got {value!r}")
     return float(value)
 
@@ -64,9 +64,9 @@ def seconds(value: object, what: str) -> float:
 
 
 def max_retries(value: object) -> int:
-    if type(value) is int and 0 <= value <= conf.MAX_RETRIES:
+    if type(value) is int and 0 <= value <= bounds.MAX_RETRIES:
         return value
-    problem = conf.max_retries_problem(value)
+    problem = bounds.max_retries_problem(value)
     if problem or not isinstance(value, int):
         raise InvalidArgument(problem or f"max_retries must be an int, got {value!r}")
     return value
@@ -74,15 +74,15 @@ def max_retries(value: object) -> int:
 
 def visibility_timeout_ms(value: object) -> int:
     secs = seconds(value, "visibility_timeout")
-    problem = conf.visibility_timeout_problem(secs)
+    problem = bounds.visibility_timeout_problem(secs)
     if problem:
         raise InvalidArgument(problem)
     return int(secs * 1000)
 
 
 def horizon(secs: float, what: str) -> float:
-    """``secs`` (a wait from now), refused beyond the horizon (``conf.MAX_DELAY``)."""
-    problem = conf.delay_problem(secs, what)
+    """``secs`` (a wait from now), refused beyond the horizon (``bounds.MAX_DELAY``)."""
+    problem = bounds.delay_problem(secs, what)
     if problem:
         raise InvalidArgument(problem)
     return secs

@@ -11,7 +11,7 @@ import pytest
 import redis
 from django.utils import timezone
 
-from django_zqueue import conf, task
+from django_zqueue import bounds, conf, task
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.queue import Queue
 
@@ -75,11 +75,11 @@ def test_publish_refuses_max_retries_out_of_range(q: Queue, retries: int) -> Non
 
 def test_publish_refuses_a_delay_beyond_the_horizon(q: Queue) -> None:
     with pytest.raises(InvalidArgument, match="horizon"):
-        q.publish("x", delay=conf.MAX_DELAY + 60)
+        q.publish("x", delay=bounds.MAX_DELAY + 60)
     with pytest.raises(InvalidArgument, match="horizon"):
-        q.publish("x", run_at=timezone.now() + timedelta(seconds=conf.MAX_DELAY + 60))
+        q.publish("x", run_at=timezone.now() + timedelta(seconds=bounds.MAX_DELAY + 60))
     assert q.total_count() == 0
-    q.publish("x", delay=conf.MAX_DELAY - 60)  # within: taken
+    q.publish("x", delay=bounds.MAX_DELAY - 60)  # within: taken
     assert q.counts()["delayed"] == 1
 
 
@@ -88,9 +88,9 @@ def test_nack_and_touch_refuse_waits_beyond_the_bounds(q: Queue) -> None:
     msg = q.get()
     assert msg is not None
     with pytest.raises(InvalidArgument, match="horizon"):
-        q.nack(msg, "e", retry_in=conf.MAX_DELAY + 60)
+        q.nack(msg, "e", retry_in=bounds.MAX_DELAY + 60)
     with pytest.raises(InvalidArgument, match="extend"):
-        q.touch(msg, extend=conf.MAX_VISIBILITY_TIMEOUT + 1)
+        q.touch(msg, extend=bounds.MAX_VISIBILITY_TIMEOUT + 1)
     assert q.state(msg.tag) == "leased"
 
 

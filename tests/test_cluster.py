@@ -25,8 +25,9 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from django_zqueue import checks, conf, connection, get_queue
-from django_zqueue.conf import parse, parse_redis_url
+from django_zqueue.conf import parse
 from django_zqueue.exceptions import DuplicateJob, QueueUnavailable
+from django_zqueue.redis_url import parse_redis_url
 from django_zqueue.worker import Worker
 from testproject.demo import tasks
 

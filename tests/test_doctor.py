@@ -17,6 +17,7 @@ from django.test import override_settings
 from django_zqueue import conf, doctor, get_queue
 from django_zqueue.connection import server_time_ms
 from django_zqueue.embedded import free_port
+from django_zqueue.redis_url import redacted_url
 from django_zqueue.schedules import Scheduler
 from testproject.demo import tasks
 
@@ -52,7 +53,7 @@ def test_a_healthy_setup_has_no_warning(synced: dict[str, str]) -> None:
     lines, error = run()
     assert error is None
     assert lines[0] == "ok       settings: ZQUEUE passes the system checks"
-    assert lines[1].startswith(f"ok       redis: {conf.redacted_url(conf.get_config().redis_url)}")
+    assert lines[1].startswith(f"ok       redis: {redacted_url(conf.get_config().redis_url)}")
     assert "ok       tasks: " in "\n".join(lines)
     assert (
         "note     workers: queue 'default': no live worker; 0 ready, 0 delayed, 0 running, 0 dead"

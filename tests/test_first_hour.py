@@ -21,6 +21,7 @@ from django.test import override_settings
 
 from django_zqueue import InvalidArgument, conf, get_queue, registry, task
 from django_zqueue.embedded import free_port
+from django_zqueue.redis_url import redacted_url
 from django_zqueue.worker import Worker
 from testproject.demo import tasks
 
@@ -279,7 +280,7 @@ def test_wrong_password_says_so(zqueue_settings: dict[str, Any]) -> None:
     from django_zqueue.management.errors import explain_redis_error
 
     assert explain_redis_error(redis.AuthenticationError("invalid username-password pair")) == (
-        f"Redis at {conf.redacted_url(zqueue_settings['REDIS_URL'])} refused the login: "
+        f"Redis at {redacted_url(zqueue_settings['REDIS_URL'])} refused the login: "
         "invalid username-password pair. Check the user name and password in "
         "ZQUEUE['REDIS_URL']."
     )

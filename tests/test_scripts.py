@@ -96,18 +96,18 @@ def test_source_holds_each_helper_once_after_its_own_helpers(name: str) -> None:
 
 
 def test_lua_bounds_match_conf() -> None:
-    from django_zqueue import conf
+    from django_zqueue import bounds
 
     text = op_source("_bounds")
 
     def value(name: str) -> int:
         return int(re.search(rf"local {name} = (\d+)", text)[1])  # type: ignore[index]
 
-    assert value("MIN_LEASE_MS") == conf.MIN_VISIBILITY_TIMEOUT * 1000
-    assert value("MAX_LEASE_MS") == conf.MAX_VISIBILITY_TIMEOUT * 1000
-    assert value("MAX_RETRIES") == conf.MAX_RETRIES
-    assert value("MAX_DELAY_MS") == conf.MAX_DELAY * 1000
-    assert value("MAX_EXACT") == conf.MAX_EXACT
+    assert value("MIN_LEASE_MS") == bounds.MIN_VISIBILITY_TIMEOUT * 1000
+    assert value("MAX_LEASE_MS") == bounds.MAX_VISIBILITY_TIMEOUT * 1000
+    assert value("MAX_RETRIES") == bounds.MAX_RETRIES
+    assert value("MAX_DELAY_MS") == bounds.MAX_DELAY * 1000
+    assert value("MAX_EXACT") == bounds.MAX_EXACT
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)

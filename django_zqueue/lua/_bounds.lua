@@ -1,5 +1,5 @@
 -- _bounds.lua: the bounds of what becomes a lease, a delay or a count; the same numbers
--- as django_zqueue/conf.py (tests/test_scripts.py checks they agree). is_int: x is an
+-- as django_zqueue/bounds.py (tests/test_scripts.py checks they agree). is_int: x is an
 -- integer in [lo, hi] (NaN and infinities are not).
 
 local MIN_LEASE_MS = 1000 -- 1 s

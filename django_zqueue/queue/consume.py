@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .. import conf, validate
+from .. import validate
+from ..bounds import MAX_VISIBILITY_TIMEOUT
 from ..connection import unavailable_as_error, wait_any
 from ..exceptions import InvalidArgument
 from ..records import Claimed, Message, NackResult, encode_body, from_ms
@@ -226,8 +227,8 @@ class Consuming(QueueBase):
         note: str = "",
     ) -> Call[int | None]:
         ext = -1 if extend is None else int(validate.seconds(extend, "extend") * 1000)
-        if not -1 <= ext <= conf.MAX_VISIBILITY_TIMEOUT * 1000:
-            raise InvalidArgument(f"extend must be in [0, {conf.MAX_VISIBILITY_TIMEOUT}] seconds")
+        if not -1 <= ext <= MAX_VISIBILITY_TIMEOUT * 1000:
+            raise InvalidArgument(f"extend must be in [0, {MAX_VISIBILITY_TIMEOUT}] seconds")
         if extend is not None and ext < 0:
             raise InvalidArgument("extend must be >= 0 seconds")
         prog = ""
