@@ -22,8 +22,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .bounds import (
-    MAX_EXACT,  # noqa: F401 - django_zqueue.conf.MAX_EXACT before 0.2
     MAX_BACKOFF,
+    MAX_EXACT,  # noqa: F401 - django_zqueue.conf.MAX_EXACT before 0.2
     backoff_problem,
     is_int,
     is_number,
