@@ -289,9 +289,11 @@ class Scripts:
     def __init__(self, client: Client) -> None:
         self.client = client
         self._s = {name: Script(client, source(name)) for name in SCRIPT_NAMES}
+        #: script name -> SHA1 of its source (what EVALSHA names)
+        self.shas: dict[str, str] = {name: str(s.sha) for name, s in self._s.items()}
 
     def sha(self, name: str) -> str:
-        return str(self._s[name].sha)
+        return self.shas[name]
 
     def run(self, call: Call[T]) -> T:
         """Send one call (plain EVALSHA); after a ``SCRIPT FLUSH`` (NOSCRIPT: Redis ran
@@ -462,7 +464,7 @@ class Batch:
     def add(self, call: Call[T]) -> Pending[T]:
         """Queue ``call``; its result is read from the returned :class:`Pending` after
         :meth:`send`."""
-        sha = self.scripts.sha(call.script)
+        sha = self.scripts.shas[call.script]
         self.pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
         pending = Pending(call)
         self._pending.append((self._size, pending))

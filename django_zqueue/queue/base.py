@@ -103,6 +103,8 @@ class QueueBase:
 
     def shard_for(self, tag: str) -> Shard:
         """The shard that holds job ``tag`` (:func:`keys.partition_of`)."""
+        if self.partitions == 1:
+            return self.shards[0]
         return self.shards[partition_of(tag, self.partitions)]
 
     def keys_for(self, tag: str) -> QueueKeys:

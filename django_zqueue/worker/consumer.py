@@ -277,12 +277,13 @@ class Consumer:
         again = []
         for f, p in zip(self.done, pending, strict=True):
             q, msg, out = f.queue, f.message, f.outcome
-            if p.failed is not None and is_unavailable(p.failed):
+            failed = p.failed
+            if failed is not None and is_unavailable(failed):
                 again.append(f)
                 continue
             self.worker.leases.unhold(q, msg)
-            if p.failed is not None:
-                log.error(kv(event="ack_failed", queue=q.name, job=msg.tag, error=str(p.failed)))
+            if failed is not None:
+                log.error(kv(event="ack_failed", queue=q.name, job=msg.tag, error=str(failed)))
                 continue
             # an ack's reply: True, or False when stale; a nack's: "retry", "dead", or
             # None when stale (the lease was recovered, or the job handed to another)
