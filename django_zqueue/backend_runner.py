@@ -66,6 +66,7 @@ def _call(
         result=record.data,
         result_ttl=record.ttl,
         run_ms=int(duration * 1000),
+        finished=time.monotonic(),
         record=record,
     )
 

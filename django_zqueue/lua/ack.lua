@@ -9,19 +9,23 @@
 -- ARGV[4] result JSON ('' = keep none)   ARGV[5] result TTL ms   ARGV[6] run time ms
 --   ('' = not measured; else added to stats run_ms)
 -- Returns: 1 acked; 0 stale (the job is not leased under this token: its lease was
---   recovered or it was handed to another consumer), or a record that cannot be used
---   (the scanner moves it to dead letters when its lease runs out): nothing changed.
+--   recovered or it was handed to another consumer), or a record that does not decode
+--   to an object holding this token (the scanner moves it to dead letters when its lease
+--   runs out): nothing changed. Only the token is read: the record is deleted.
 -- Work: O(log N).
 
---@include decode_meta
 --@include drop_record
 --@include now_ms
 --@include series
 --@include notify
 
 local id, token, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local meta = decode_meta(redis.call('HGET', KEYS[3], id))
-if not meta or meta.t ~= token or not redis.call('ZSCORE', KEYS[1], id) then
+local raw = redis.call('HGET', KEYS[3], id)
+local ok, meta = false, nil
+if raw then
+  ok, meta = pcall(cjson.decode, raw)
+end
+if not ok or type(meta) ~= 'table' or meta.t ~= token or not redis.call('ZSCORE', KEYS[1], id) then
   return 0
 end
 redis.call('ZREM', KEYS[1], id)

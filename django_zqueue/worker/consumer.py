@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import backend_runner
 from ..backoff import RetryDelay, as_error, is_unavailable
@@ -60,8 +59,7 @@ AUTO_HOLD_SECONDS = 0.05  # adaptive prefetch: most work (estimated) one claim t
 FLUSH_AFTER = 0.05  # seconds a finished job's outcome may wait for the next round trip
 
 
-@dataclass(frozen=True, slots=True)
-class Finished:
+class Finished(NamedTuple):
     """A job that ran, and its outcome, not yet sent."""
 
     queue: Queue

@@ -103,8 +103,8 @@ def _succeeded(
     if log.isEnabledFor(logging.DEBUG):  # one line per job: DEBUG (-v 2), not INFO
         log.debug(_line("job_done", ctx, ms=round(duration * 1000, 2)))
     if task.store_result:
-        return Success(task.result_ttl, int(duration * 1000), result)
-    return Success(task.result_ttl, int(duration * 1000))
+        return Success(task.result_ttl, int(duration * 1000), time.monotonic(), result)
+    return Success(task.result_ttl, int(duration * 1000), time.monotonic())
 
 
 def _line(event: str, ctx: JobContext, **more: Any) -> str:
