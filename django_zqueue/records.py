@@ -74,9 +74,9 @@ class NewJob(NamedTuple):
     visibility_timeout_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One delivery of a job to one consumer, valid while its lease lasts.
+class Message(NamedTuple):
+    """One delivery of a job to one consumer, valid while its lease lasts. (A NamedTuple:
+    one is made per claimed job, on the worker's hot path.)
 
     ``token`` identifies this delivery: :meth:`Queue.ack`, :meth:`Queue.nack` and
     :meth:`Queue.touch` are rejected once the job was handed to anyone else.

@@ -236,7 +236,7 @@ def test_ack_nack_touch_return_codes(q: Queue) -> None:
     q.publish("x", tag="t")
     msg = q.get()
     assert msg is not None
-    stale = dataclasses.replace(msg, token=msg.token + 1)
+    stale = msg._replace(token=msg.token + 1)
     shard = q.shards[0]
     assert raw(q, shard.ack(stale, "", 0, None)) == 0
     assert raw(q, shard.touch(stale, 1000, "")) == 0
@@ -246,7 +246,7 @@ def test_ack_nack_touch_return_codes(q: Queue) -> None:
     assert q.scripts.run(shard.nack(stale, "", 0, False)) is None
     assert q.scripts.run(shard.nack(msg, "", 0, False)) == "retry"
     assert raw(q, shard.nack(msg, "", 0, False)) == 0
-    gone = dataclasses.replace(msg, tag="nope", token=1)
+    gone = msg._replace(tag="nope", token=1)
     assert raw(q, shard.ack(gone, "", 0, None)) == 0
     assert q.scripts.run(shard.ack(gone, "", 0, None)) is False
 
