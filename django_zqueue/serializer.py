@@ -45,7 +45,7 @@ import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, NoReturn, TypeAlias, TypedDict, TypeGuard, TypeVar, cast
+from typing import Any, NoReturn, TypeAlias, TypedDict, TypeVar, cast
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
@@ -68,8 +68,7 @@ _Clock = TypeVar("_Clock", datetime, time)
 
 #: data as JSON holds it: what encode_call returns and decode_call reads
 JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | None"
-#: a JSON object: a tagged value on the wire
-Tagged: TypeAlias = dict[str, JSON]
+Tagged: TypeAlias = dict[str, JSON]  # a JSON object: a tagged value on the wire
 
 #: the key that marks a dict on the wire as a tagged value
 MARKER = "__zq__"
@@ -531,14 +530,10 @@ def _dec_timedelta(value: Tagged) -> timedelta:
     parts = value["v"]
     if not isinstance(parts, list) or len(parts) != 3:
         raise TypeError("'v' must be three ints")
-    days, seconds, microseconds = parts
-    if not (_exact_int(days) and _exact_int(seconds) and _exact_int(microseconds)):
+    if not all(type(x) is int for x in parts):
         raise TypeError("'v' must be three ints")
+    days, seconds, microseconds = cast(list[int], parts)
     return timedelta(days=days, seconds=seconds, microseconds=microseconds)
-
-
-def _exact_int(x: object) -> TypeGuard[int]:
-    return type(x) is int
 
 
 def _dec_decimal(value: Tagged) -> Decimal:
