@@ -195,11 +195,13 @@ assert not errors, errors
 # Lua scripts load from the installed package
 lua = resources.files("django_zqueue") / "lua"
 names = sorted(p.name[:-4] for p in lua.iterdir() if p.name.endswith(".lua"))
-assert "claim" in names and "_common" in names, names
-assert "redis.call" in scripts.source("claim")
-for name in names:
-    if name != "_common":
-        assert scripts.source(name).strip(), name
+# every script the package runs is there, and each helper it includes (lua/_<name>.lua)
+assert set(scripts.SCRIPT_NAMES) <= set(names), names
+assert "redis.call" in scripts.source("claim") and "local function now_ms" in scripts.source("claim")
+for name in scripts.SCRIPT_NAMES:
+    for helper in scripts.includes(name):
+        assert f"_{helper}" in names, (name, helper)
+    assert scripts.source(name).strip(), name
 print(f"smoke: {len(names)} Lua files, scripts.source('claim') is "
       f"{len(scripts.source('claim'))} chars")
 
