@@ -11,6 +11,7 @@ from typing import Any
 from .. import validate
 from ..connection import unavailable_as_error
 from ..read import QueueReader
+from ..read.pipeline import queue_ahead
 from ..records import JobInfo
 from ..scripts import Call
 from .base import QueueBase
@@ -49,13 +50,10 @@ class Lookup(QueueBase):
     def _ahead(self, score: float, p: int) -> int:
         """Jobs of the other shards ahead of score ``score`` in shard ``p`` (0 when the
         queue has one shard)."""
-        others = [s for s in self.shards if s.index != p]
-        if not others:
+        if len(self.shards) == 1:
             return 0
-        bound = f"{score:.17g}"
         pipe = self.client.pipeline(transaction=False)
-        for s in others:  # ties: a lower-numbered shard goes first
-            pipe.zcount(s.keys.ready, "-inf", bound if s.index < p else "(" + bound)
+        queue_ahead(pipe, self.shards, score, p)  # the tie rule, shared with the read side
         return sum(int(c) for c in pipe.execute())
 
     def score(self, tag: str) -> float | None:
