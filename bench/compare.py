@@ -84,7 +84,7 @@ def table(this: list[dict[str, Any]], other: list[dict[str, Any]], rev: str) -> 
         lines.append(
             f"| {label} | {statistics.median(a for a, _ in pairs):,.2f} | "
             f"{statistics.median(b for _, b in pairs):,.2f} | "
-            f"{statistics.median(ratios):.2f}× | {ratios[0]:.2f} .. {ratios[-1]:.2f} |"
+            f"{statistics.median(ratios):.2f}x | {ratios[0]:.2f} .. {ratios[-1]:.2f} |"
         )
     lines.append("")
     lines.append(
