@@ -4,6 +4,8 @@
     python -m bench --redis-url URL      # a given Redis: only keys under a fresh prefix are used
     python -m bench --peers              # also the shared harness (../shared/bench) with the
                                          # peers and bench/peers/zqueue, on the same server
+    python -m bench --compare REV        # this checkout and git revision REV, interleaved
+                                         # pair by pair: the ratios (bench/compare.py)
 
 Measures, for django_zqueue: enqueue jobs/s (one call per job; enqueue_many by 1000),
 no-op jobs/s draining N jobs with 1 and 2 worker processes (several variants),
@@ -49,6 +51,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--peer-list", default="", help="harness peers to run (default: all)")
     ap.add_argument("--harness", type=Path, default=None, help="shared harness folder")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results folder (bench/results)")
+    ap.add_argument(
+        "--compare",
+        metavar="REV",
+        help="quick figures of this checkout and of git revision REV, interleaved; prints ratios",
+    )
+    ap.add_argument("--pairs", type=int, default=5, help="--compare: runs of each (5)")
     return ap.parse_args()
 
 
@@ -184,6 +192,10 @@ def run_self(
 
 def main() -> int:
     args = parse_args()
+    if args.compare:
+        from . import compare
+
+        return compare.main(args.compare, args.pairs, args.n, args.latency_count)
     # SIGTERM (e.g. from `timeout`) becomes SystemExit, so workers and the server are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.out.mkdir(parents=True, exist_ok=True)

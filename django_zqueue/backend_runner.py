@@ -16,9 +16,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import close_old_connections
-
-from . import backends
+from . import backends, dbconn
 from ._django_tasks import AnyResult, AnyTask, normalize_json
 from .context import JobContext, set_current_job
 from .events import kv, log
@@ -46,7 +44,7 @@ def _call(
     record: TaskRecord,
 ) -> Outcome:
     task_result = backends.result_from_record(ctx.id, record.data)
-    close_old_connections()
+    dbconn.tidy()
     set_current_job(ctx)
     t0 = time.perf_counter()
     permanent = False  # a failure that a rerun cannot fix (and would repeat)
@@ -59,7 +57,7 @@ def _call(
         return _failed(ctx, exc, backend, record, permanent=permanent)
     finally:
         set_current_job(None)
-        close_old_connections()
+        dbconn.tidy()
     duration = time.perf_counter() - t0
     record.data.update(status="SUCCESSFUL", finished_at=backends.now_iso(), return_value=value)
     return Success(

@@ -2,7 +2,8 @@
 
 - :class:`NewJob`: a job validated and encoded, about to be published (made by
   :meth:`Queue.prepare <django_zqueue.queue.Queue.prepare>`, sent by ``publish.lua``).
-- :class:`Message`: one delivery of a job to one consumer (from ``claim.lua``).
+- :class:`Message`: one delivery of a job to one consumer (from ``claim.lua``);
+  :class:`Ack`: one to finish (``ack_many.lua``).
 - :class:`JobInfo`: a consistent snapshot of one job (from ``info.lua``).
 - :class:`ScanResult`, :class:`Claimed`: what a scan step and a claim call did.
 - :class:`Record`, :class:`Progress`: a job's record and progress as the read side
@@ -125,6 +126,17 @@ class Message(NamedTuple):
             raw_body=raw,
             visibility_timeout_ms=int(meta["v"]) if "v" in meta else None,
         )
+
+
+class Ack(NamedTuple):
+    """A delivery to finish with an ack (see ``ack_many.lua``): ``result`` is the JSON
+    text to keep for ``result_ttl_ms`` ('' = keep none); ``run_ms`` the run time to add
+    to the stats (None: not measured)."""
+
+    msg: Message
+    result: str = ""
+    result_ttl_ms: int = 86_400_000
+    run_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

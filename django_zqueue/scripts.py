@@ -35,7 +35,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from .connection import UNAVAILABLE_ERRORS
 from .exceptions import ScriptArgumentError, ScriptError, SequenceExhausted
 from .keys import QueueKeys
-from .records import Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
+from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 
 Client: TypeAlias = Any  # redis.Redis or RedisCluster
 Arg: TypeAlias = str | bytes | int | float
@@ -44,6 +44,7 @@ SCRIPT_NAMES = (
     "publish",
     "claim",
     "ack",
+    "ack_many",
     "release",
     "nack",
     "touch",
@@ -186,22 +187,47 @@ class Call(NamedTuple, Generic[T]):
         return self.read(reply)
 
 
+_UNREAD: Any = object()
+
+
 class Pending(Generic[T]):
     """The reply of a call sent in a :class:`Batch`, once the batch is sent."""
 
-    __slots__ = ("call", "reply")
+    __slots__ = ("_value", "call", "reply")
 
     def __init__(self, call: Call[T]) -> None:
         self.call = call
         self.reply: Any = None
+        self._value: Any = _UNREAD
 
     def result(self) -> T:
-        return self.call.result(self.reply)
+        if self._value is _UNREAD:  # read once: a list result is read item by item (Part)
+            self._value = self.call.result(self.reply)
+        value: T = self._value
+        return value
 
     @property
     def failed(self) -> BaseException | None:
         """The error reply, if the call failed (then :meth:`result` raises it)."""
         return self.reply if isinstance(self.reply, BaseException) else None
+
+
+class Part(Generic[T]):
+    """Item ``index`` of the list result of a call sent in a :class:`Batch` (one job of
+    an ``ack_many`` call): read like a :class:`Pending` of its own."""
+
+    __slots__ = ("index", "pending")
+
+    def __init__(self, pending: Pending[list[T]], index: int) -> None:
+        self.pending = pending
+        self.index = index
+
+    def result(self) -> T:
+        return self.pending.result()[self.index]
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self.pending.failed
 
 
 def _int(reply: Any) -> int:
@@ -210,6 +236,10 @@ def _int(reply: Any) -> int:
 
 def _flag(reply: Any) -> bool:
     return int(reply) == 1
+
+
+def _flags(reply: Any) -> list[bool]:
+    return [int(x) == 1 for x in reply]
 
 
 def _nack(reply: Any) -> NackResult:
@@ -375,6 +405,17 @@ class Scripts:
         run = "" if run_ms is None else run_ms
         args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
         return Call("ack", keys, args, _flag)
+
+    def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[bool]]:
+        """One call finishing up to 100 deliveries of one shard (``ack_many.lua``)."""
+        keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
+        args: list[Arg] = [p.ack_notify]
+        for a in acks:
+            if a.result:
+                keys.append(k.result(a.msg.tag))
+            run = "" if a.run_ms is None else a.run_ms
+            args += (a.msg.tag, a.msg.token, a.result, a.result_ttl_ms, run)
+        return Call("ack_many", tuple(keys), tuple(args), _flags)
 
     def release(self, k: QueueKeys, p: Policy, msg: Message) -> Call[bool]:
         keys = (k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .keys import QueueKeys
-from .records import Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
+from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
 from .scripts import Call, Policy, Scripts
 
 
@@ -43,6 +43,9 @@ class Shard:
 
     def ack(self, msg: Message, result: str, result_ttl_ms: int, run_ms: int | None) -> Call[bool]:
         return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms)
+
+    def ack_many(self, acks: Sequence[Ack]) -> Call[list[bool]]:
+        return self.scripts.ack_many(self.keys, self.policy, acks)
 
     def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
         return self.scripts.nack(self.keys, self.policy, msg, error, retry_ms, bury)

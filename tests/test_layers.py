@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
         "outcome",
         "context",
     },  # tasks
-    {"worker", "backend_runner", "scanner"},  # worker and scanner
+    {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
     {"dashboard", "admin", "metrics", "checks", "doctor", "management", "apps", "models"},
 ]
 

@@ -170,13 +170,19 @@ def test_header_key_count_matches_the_call(name: str, q: Queue) -> None:
         q.delete(tag)
         q.publish("y")
         q.ack(q.get())  # type: ignore[arg-type]
+        q.publish("z")
+        q.ack_many([q.get()])  # type: ignore[list-item]
         q.scan()
         q.purge_dead()
         q.fire("no-such-schedule", 1, None, None)
     finally:
         Batch.add = original_batch  # type: ignore[method-assign]
     assert seen, f"{name} was not called"
-    assert set(seen) == {max(declared)} and declared == set(range(1, max(declared) + 1))
+    assert declared == set(range(1, max(declared) + 1))
+    if re.search(r"KEYS\[\d+\.\.\]", op_source(name).split("\n\n")[0]):  # then one per item
+        assert min(seen) >= max(declared)
+    else:
+        assert set(seen) == {max(declared)}
 
 
 def raw(q: Queue, call: Call[Any]) -> Any:

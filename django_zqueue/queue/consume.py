@@ -16,8 +16,8 @@ from .. import validate
 from ..bounds import MAX_VISIBILITY_TIMEOUT
 from ..connection import unavailable_as_error, wait_any
 from ..exceptions import InvalidArgument
-from ..records import Claimed, Message, NackResult, encode_body, from_ms
-from ..scripts import Call
+from ..records import Ack, Claimed, Message, NackResult, encode_body, from_ms
+from ..scripts import Batch, Call, Part
 from .base import MAX_BLOCK, QueueBase
 
 #: most jobs one claim may lease
@@ -26,6 +26,10 @@ MAX_BATCH = 1000
 CLAIM_CHUNK = 100
 #: "no result to keep" for :meth:`Consuming.ack`
 NO_RESULT: Any = object()
+#: longest a kept result may live (10 years), ms
+MAX_RESULT_TTL_MS = 10 * 365 * 86_400_000
+#: at most this many acks per ``ack_many`` script call
+ACK_CHUNK = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,8 +159,8 @@ class Consuming(QueueBase):
         result_ttl: float = 86400,
         run_ms: int | None = None,
     ) -> Call[bool]:
-        stored = "" if result is NO_RESULT else encode_body(result).decode("utf-8")
-        return self.shard_for(msg.tag).ack(msg, stored, int(result_ttl * 1000), run_ms)
+        a = self.make_ack(msg, result, result_ttl, run_ms)
+        return self.shard_for(msg.tag).ack(msg, a.result, a.result_ttl_ms, a.run_ms)
 
     def ack(self, msg: Message, result: Any = NO_RESULT, result_ttl: float = 86400) -> bool:
         """Finish a delivery: the job and its record are deleted.
@@ -168,13 +172,48 @@ class Consuming(QueueBase):
         return self.run(self.ack_call(msg, result, result_ttl))
 
     def ack_many(self, msgs: Sequence[Message]) -> list[bool]:
-        """Ack several deliveries in one pipelined round trip."""
+        """Ack several deliveries in one round trip (one script call per shard and per
+        ``ACK_CHUNK`` jobs); each entry as :meth:`ack` would return it."""
         if not msgs:
             return []
         batch = self.batch()
-        pending = [batch.add(self.ack_call(m)) for m in msgs]
+        parts = self.add_acks(batch, [Ack(m) for m in msgs])
         self.send(batch)
-        return [p.result() for p in pending]
+        return [p.result() for p in parts]
+
+    def make_ack(
+        self,
+        msg: Message,
+        result: Any = NO_RESULT,
+        result_ttl: float = 86400,
+        run_ms: int | None = None,
+    ) -> Ack:
+        """The :class:`Ack` of a delivery, its result (any JSON value) encoded;
+        ``InvalidArgument`` for a result that is not JSON or a TTL not in [1 ms, 10 years]."""
+        if result is NO_RESULT:
+            return Ack(msg, "", 86_400_000, run_ms)
+        ttl_ms = validate.seconds(result_ttl, "result_ttl") * 1000
+        if not 1 <= ttl_ms <= MAX_RESULT_TTL_MS:
+            raise InvalidArgument(
+                f"result_ttl must be in [0.001, {MAX_RESULT_TTL_MS // 1000}] s, got {result_ttl!r}"
+            )
+        return Ack(msg, encode_body(result).decode("utf-8"), int(ttl_ms), run_ms)
+
+    def add_acks(self, batch: Batch, acks: Sequence[Ack]) -> list[Part[bool]]:
+        """Queue ``acks`` in ``batch`` as ``ack_many`` calls (one per shard and per
+        ``ACK_CHUNK`` jobs); one reply per ack, in order, readable once ``batch`` is sent."""
+        by_shard: dict[int, list[int]] = {}
+        for i, a in enumerate(acks):
+            by_shard.setdefault(self.shard_for(a.msg.tag).index, []).append(i)
+        parts: list[Part[bool] | None] = [None] * len(acks)
+        for index, members in by_shard.items():
+            shard = self.shards[index]
+            for start in range(0, len(members), ACK_CHUNK):
+                chunk = members[start : start + ACK_CHUNK]
+                pending = batch.add(shard.ack_many([acks[i] for i in chunk]))
+                for j, i in enumerate(chunk):
+                    parts[i] = Part(pending, j)
+        return [p for p in parts if p is not None]
 
     def release_call(self, msg: Message) -> Call[bool]:
         return self.shard_for(msg.tag).release(msg)

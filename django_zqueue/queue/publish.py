@@ -140,6 +140,9 @@ class Publishing(QueueBase):
         if not jobs:
             return []
         self.ensure_layout()
+        if len(jobs) == 1:  # one job, one script call: atomic, no clash precheck
+            found = self.run(self.shard_for(jobs[0].tag).publish(jobs))
+            return self._published([jobs], [found], [jobs[0].tag]) if found else [jobs[0].tag]
         tags = [j.tag for j in jobs]
         groups: dict[int, list[NewJob]] = {0: list(jobs)}
         if self.partitions > 1:

@@ -22,8 +22,8 @@ from ..events import kv, log
 from ..exceptions import QueueUnavailable
 from ..outcome import Outcome, Success
 from ..queue import Message, Queue
-from ..records import NackResult
-from ..scripts import Batch, Pending
+from ..records import Ack, NackResult
+from ..scripts import Batch, Part, Pending
 
 if TYPE_CHECKING:
     import threading
@@ -66,12 +66,27 @@ class Finished(NamedTuple):
     message: Message
     outcome: Outcome
 
-    def add_to(self, batch: Batch) -> Pending[bool] | Pending[NackResult]:
-        """Queue its ack (a Success) or nack (a Failure) in ``batch``."""
-        out, q, msg = self.outcome, self.queue, self.message
+
+Reply = Pending[NackResult] | Part[bool]
+
+
+def add_outcomes(batch: Batch, done: list[Finished]) -> list[Reply]:
+    """Queue the acks (Successes: one ``ack_many`` call per queue shard) and nacks
+    (Failures: one call each) of ``done`` in ``batch``; one reply per job, in order."""
+    replies: list[Reply | None] = [None] * len(done)
+    acks: dict[Queue, tuple[list[int], list[Ack]]] = {}
+    for i, f in enumerate(done):
+        out, q, msg = f.outcome, f.queue, f.message
         if isinstance(out, Success):
-            return batch.add(q.ack_call(msg, out.result, out.result_ttl, out.run_ms))
-        return batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
+            where, items = acks.setdefault(q, ([], []))
+            where.append(i)
+            items.append(q.make_ack(msg, out.result, out.result_ttl, out.run_ms))
+        else:
+            replies[i] = batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
+    for q, (where, items) in acks.items():
+        for i, part in zip(where, q.add_acks(batch, items), strict=True):
+            replies[i] = part
+    return [r for r in replies if r is not None]
 
 
 def _send(queue: Queue, batch: Batch) -> None:
@@ -248,7 +263,7 @@ class Consumer:
         if not self.done:
             return q.claim(budget, self.worker.id)
         batch = q.batch()
-        pending = [f.add_to(batch) for f in self.done]
+        pending = add_outcomes(batch, self.done)
         plan = q.plan_claim(budget, self.worker.id)
         claimed = batch.add(plan.call)
         _send(q, batch)
@@ -263,11 +278,11 @@ class Consumer:
             return
         q = self.done[0].queue
         batch = q.batch()
-        pending = [f.add_to(batch) for f in self.done]
+        pending = add_outcomes(batch, self.done)
         _send(q, batch)
         self.outcomes_sent(pending)
 
-    def outcomes_sent(self, pending: list[Pending[bool] | Pending[NackResult]]) -> None:
+    def outcomes_sent(self, pending: list[Reply]) -> None:
         """Act on the replies to the sent outcomes (``pending``, one per finished job).
         An outcome an outage refused (a slot migrating, a failover) is kept, still held
         (so its lease is extended meanwhile), and sent again with the next flush; a

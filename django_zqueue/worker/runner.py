@@ -3,8 +3,8 @@
 
 A job of a registered ``@task`` runs here: its arguments decoded, ``job_started`` /
 ``job_finished`` / ``job_failed`` sent, :func:`~django_zqueue.current_job` set, database
-connections checked before and after (``close_old_connections``, as Django does around a
-request). A job of Django's Tasks framework runs in :mod:`django_zqueue.backend_runner`.
+connections checked before and after (:func:`~django_zqueue.dbconn.tidy`, as Django does
+around a request). A job of Django's Tasks framework runs in :mod:`django_zqueue.backend_runner`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import time
 import traceback
 from typing import Any
 
-from django.db import close_old_connections
-
-from .. import backend_runner, signals
+from .. import backend_runner, dbconn, signals
 from ..backends import MARKER
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
@@ -66,7 +64,7 @@ class Runner:
 
     def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
         """Call the task's function with the job's arguments."""
-        close_old_connections()
+        dbconn.tidy()
         set_current_job(ctx)
         t0 = time.perf_counter()
         try:
@@ -83,7 +81,7 @@ class Runner:
             return failed(ctx, task, error, exc, dead=permanent)
         finally:
             set_current_job(None)
-            close_old_connections()
+            dbconn.tidy()
         return _succeeded(task, ctx, result, time.perf_counter() - t0)
 
 

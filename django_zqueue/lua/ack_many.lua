@@ -1,0 +1,126 @@
+-- ack_many.lua: finish up to 100 deliveries of one shard in one call (a worker's flush).
+-- Each job is acked exactly as ack.lua would (same checks, same writes), but the
+-- removals and the stats are made once for all of them.
+--
+-- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
+-- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST
+-- KEYS[8..] the result STRING key of each job that keeps a result, in job order
+-- ARGV[1] notify_cap (0 = don't notify; set when the queue has a concurrency limit)
+-- then 5 per job: id, token (from the claim), result JSON ('' = keep none), result TTL
+--   ms, run time ms ('' = not measured)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) when the arguments are malformed: not 1..100
+--   jobs, a token, TTL or run time that is not an integer, or not one result key per
+--   job that keeps a result.
+-- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
+--   or listed twice in the call): nothing changed for it.
+--   The token is read from the record's text (`"t":<token>` right after `{` or `,`: a
+--   quote inside a JSON string is always escaped, so no string value can fake it),
+--   without decoding the JSON. A record that holds no such token is stale, as in ack.lua.
+-- Work: O(n log N) for n jobs, in a constant number of commands plus one ZSCORE and one
+--   SET (kept result) per job.
+
+--@include now_ms
+--@include series
+--@include notify
+
+local n = (#ARGV - 1) / 5
+local cap = tonumber(ARGV[1])
+local function bad(why)
+  error('ZQ_BAD_ARGUMENT: ack_many: ' .. why)
+end
+if n ~= math.floor(n) or n < 1 or n > 100 or not cap then
+  bad('needs notify_cap and 5 values per job, 1..100 jobs')
+end
+local results = 0
+for i = 0, n - 1 do
+  local b = 1 + 5 * i
+  if not tonumber(ARGV[b + 2]) then
+    bad('token of job ' .. ARGV[b + 1] .. ' is not a number')
+  end
+  if ARGV[b + 3] ~= '' then
+    results = results + 1
+    local ttl = tonumber(ARGV[b + 4])
+    if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+      bad('result TTL of job ' .. ARGV[b + 1] .. ' must be a positive integer (ms)')
+    end
+  end
+  local run = tonumber(ARGV[b + 5])
+  if ARGV[b + 5] ~= '' and not (run and run >= 0 and run == math.floor(run)) then
+    bad('run time of job ' .. ARGV[b + 1] .. ' must be an integer >= 0 (ms) or empty')
+  end
+end
+if #KEYS ~= 7 + results then
+  bad('needs one result key per job that keeps a result')
+end
+
+local ids = {}
+for i = 0, n - 1 do
+  ids[i + 1] = ARGV[2 + 5 * i]
+end
+local metas = redis.call('HMGET', KEYS[3], unpack(ids))
+-- does record `raw` hold delivery token `token` (text)? Read from the text first; a
+-- record whose token is written otherwise (e.g. as 1.2e+14) is decoded, as ack.lua does
+local function holds(raw, token)
+  local field = '"t":' .. token
+  local at = string.find(raw, field, 1, true)
+  while at do
+    local before = string.sub(raw, at - 1, at - 1)
+    local after = string.sub(raw, at + #field, at + #field)
+    if (before == '{' or before == ',') and (after == ',' or after == '}') then
+      return true
+    end
+    at = string.find(raw, field, at + 1, true)
+  end
+  local ok, meta = pcall(cjson.decode, raw)
+  return ok and type(meta) == 'table' and meta.t == tonumber(token)
+end
+
+local out, done, seen = {}, {}, {}
+local run_ms, key = 0, 8
+for i = 0, n - 1 do
+  local b = 1 + 5 * i
+  local id, token = ARGV[b + 1], ARGV[b + 2]
+  local raw = metas[i + 1]
+  local ok = false
+  if raw and not seen[id] and holds(raw, token) then
+    ok = redis.call('ZSCORE', KEYS[1], id) ~= false
+  end
+  if ok then
+    seen[id] = true
+  end
+  if ARGV[b + 3] ~= '' then
+    if ok then
+      local result_key = KEYS[key]
+      redis.call('SET', result_key, ARGV[b + 3], 'PX', ARGV[b + 4])
+    end
+    key = key + 1
+  end
+  if ok then
+    done[#done + 1] = id
+    if ARGV[b + 5] ~= '' then
+      run_ms = run_ms + tonumber(ARGV[b + 5])
+    end
+    out[i + 1] = 1
+  else
+    out[i + 1] = 0
+  end
+end
+if #done == 0 then
+  return out
+end
+redis.call('ZREM', KEYS[1], unpack(done))
+redis.call('HDEL', KEYS[2], unpack(done))
+redis.call('HDEL', KEYS[3], unpack(done))
+redis.call('HDEL', KEYS[4], unpack(done))
+redis.call('HDEL', KEYS[5], unpack(done))
+redis.call('HINCRBY', KEYS[6], 'acked', #done)
+local now = now_ms()
+bump(KEYS[6], 'a', #done, now)
+if run_ms > 0 then
+  redis.call('HINCRBY', KEYS[6], 'run_ms', run_ms)
+  bump(KEYS[6], 't', run_ms, now)
+end
+if cap > 0 then
+  notify(KEYS[7], #done, cap)
+end
+return out

@@ -1,0 +1,175 @@
+"""ack_many.lua: a flush's acks in one script call, each exactly as ack.lua would do it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis
+
+from django_zqueue.exceptions import InvalidArgument, ScriptArgumentError
+from django_zqueue.queue import Message, Queue
+from django_zqueue.records import Ack
+
+from .conftest import QueueFactory, snapshot
+
+
+def claim(q: Queue, n: int, consumer: str = "") -> list[Message]:
+    msgs, _ = q.claim(n, consumer)
+    assert len(msgs) == n
+    return msgs
+
+
+def send(q: Queue, acks: list[Ack]) -> list[bool]:
+    batch = q.batch()
+    parts = q.add_acks(batch, acks)
+    q.send(batch)
+    return [p.result() for p in parts]
+
+
+def test_acks_results_and_stats_like_single_acks(q: Queue, redis_client: redis.Redis) -> None:
+    q.publish_many(range(4))
+    a, b, c, d = claim(q, 4)
+    acks = [
+        q.make_ack(a, {"x": 1}, 60, run_ms=5),
+        q.make_ack(b, run_ms=7),
+        q.make_ack(c, [1, 2], 0.5, run_ms=None),
+        Ack(d),
+    ]
+    assert send(q, acks) == [True, True, True, True]
+    assert q.result(a.tag) == {"x": 1} and q.result(c.tag) == [1, 2]
+    for kept_none in (b, d):
+        with pytest.raises(LookupError):
+            q.result(kept_none.tag)
+    assert 0 < redis_client.pttl(q.keys.result(c.tag)) <= 500
+    assert 59_000 < redis_client.pttl(q.keys.result(a.tag)) <= 60_000
+    stats = q.stats()
+    assert stats["acked"] == 4 and stats["run_ms"] == 12
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+    for key in (q.keys.body, q.keys.meta, q.keys.errors, q.keys.progress):
+        assert redis_client.hlen(key) == 0
+    assert send(q, acks) == [False] * 4  # a replay is stale: nothing counted twice
+    assert q.stats()["acked"] == 4
+
+
+def test_a_stale_delivery_is_skipped_and_the_others_acked(q: Queue) -> None:
+    q.publish_many(range(3))
+    a, b, c = claim(q, 3)
+    assert q.release(b)  # b is back in line: its delivery is stale
+    (b2,) = claim(q, 1)
+    assert b2.tag == b.tag and b2.token != b.token
+    assert q.ack_many([a, b, c]) == [True, False, True]
+    assert q.state(b.tag) == "leased" and q.stats()["acked"] == 2
+    assert q.ack_many([b2]) == [True]
+
+
+def test_a_job_listed_twice_is_acked_once(q: Queue) -> None:
+    q.publish("x")
+    (m,) = claim(q, 1)
+    assert q.ack_many([m, m]) == [True, False]
+    assert q.stats()["acked"] == 1
+
+
+def test_a_token_that_is_a_prefix_of_the_real_one_is_stale(q: Queue) -> None:
+    q.publish_many(range(12))
+    msgs = claim(q, 12)
+    last = msgs[-1]
+    assert last.token >= 10
+    fake = last._replace(token=int(str(last.token)[:-1]))  # 12 -> 1: a prefix of the text
+    assert q.ack_many([fake]) == [False]
+    assert q.state(last.tag) == "leased"
+
+
+def test_a_consumer_id_cannot_fake_the_token(q: Queue) -> None:
+    """The consumer id is free text kept in the record: a quote in it is escaped, so a
+    crafted id cannot make `"t":<token>` appear as a field."""
+    q.publish("x")
+    (m,) = claim(q, 1, consumer='w","t":999999,"z":{"t":999999}')
+    fake = m._replace(token=999999)
+    assert q.ack_many([fake]) == [False]
+    assert q.ack_many([m]) == [True]
+
+
+def test_a_token_written_otherwise_is_read_by_decoding(q: Queue, redis_client: redis.Redis) -> None:
+    q.publish("x")
+    (m,) = claim(q, 1)
+    meta = json.loads(redis_client.hget(q.keys.meta, m.tag))  # type: ignore[arg-type]
+    text = json.dumps(meta).replace(f'"t": {m.token}', f'"t": {m.token}.0')
+    redis_client.hset(q.keys.meta, m.tag, text)  # same number, other text
+    assert q.ack_many([m]) == [True]
+
+
+@pytest.mark.parametrize("meta", [b"not json", b"[1,2]", b'{"a":1}', b""])
+def test_a_corrupt_record_is_stale_and_left_for_the_scanner(
+    q: Queue, redis_client: redis.Redis, meta: bytes
+) -> None:
+    q.publish_many(range(2))
+    a, b = claim(q, 2)
+    redis_client.hset(q.keys.meta, a.tag, meta)
+    assert q.ack_many([a, b]) == [False, True]
+    assert redis_client.zscore(q.keys.leased, a.tag) is not None
+
+
+def test_more_than_a_chunk_goes_in_several_calls(q: Queue) -> None:
+    q.publish_many(range(250))
+    msgs = [m for _ in range(3) for m in q.claim(100)[0]]
+    assert len(msgs) == 250
+    assert q.ack_many(msgs) == [True] * 250
+    assert q.stats()["acked"] == 250
+
+
+def test_partitioned_queue_acks_per_shard(make_queue: QueueFactory) -> None:
+    q = make_queue("parts", partitions=3)
+    tags = q.publish_many(range(30))
+    msgs, _ = q.claim(30)
+    assert len(msgs) == 30
+    assert q.ack_many(list(reversed(msgs))) == [True] * 30
+    assert all(q.state(t) is None for t in tags)
+
+
+def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
+    q.publish("x")
+    (m,) = claim(q, 1)
+    for ttl in (0, -1, float("nan"), 10 * 365 * 86400 + 1, "1"):
+        with pytest.raises(InvalidArgument):
+            q.make_ack(m, {"r": 1}, ttl)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        q.ack(m, {"r": 1}, 0)
+    assert q.state(m.tag) == "leased"
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda keys, args: (keys, args[:-1]),  # not 5 values per job
+        lambda keys, args: (keys, [args[0]]),  # no job
+        lambda keys, args: (keys, [*args[:2], "x", *args[3:]]),  # token not a number
+        lambda keys, args: (keys[:-1], args),  # a result key missing
+        lambda keys, args: (keys, [*args[:4], "0", *args[5:]]),  # TTL 0
+        lambda keys, args: (keys, [*args[:5], "1.5"]),  # run time not an integer
+        lambda keys, args: (keys, [args[0], *args[1:] * 101]),  # 101 jobs
+    ],
+)
+def test_malformed_arguments_write_nothing(
+    q: Queue, redis_client: redis.Redis, prefix: str, mutate: Any
+) -> None:
+    q.publish("x")
+    (m,) = claim(q, 1)
+    call = q.shards[0].ack_many([q.make_ack(m, {"r": 1}, 60, 3)])
+    keys, args = mutate(list(call.keys), list(call.args))
+    before = snapshot(redis_client, prefix)
+    with pytest.raises(ScriptArgumentError):
+        q.run(call._replace(keys=tuple(keys), args=tuple(args)))
+    assert snapshot(redis_client, prefix) == before
+
+
+def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:
+    """What a worker's flush sends: the acks of a batch in one script call."""
+    q.publish_many(range(20))
+    msgs = claim(q, 20)
+    batch = q.batch()
+    parts = q.add_acks(batch, [q.make_ack(m, run_ms=1) for m in msgs])
+    assert len(batch) == 1
+    q.send(batch)
+    assert [p.result() for p in parts] == [True] * 20
