@@ -59,6 +59,15 @@ class Shard:
     def delete(self, tag: str, waiting_only: bool) -> Call[int]:
         return self.scripts.delete(self.keys, tag, waiting_only)
 
+    def cancel(self, tag: str, ttl_ms: int) -> Call[int]:
+        return self.scripts.cancel(self.keys, self.policy, tag, ttl_ms)
+
+    def run_now(self, tag: str, below: float | None) -> Call[int]:
+        return self.scripts.run_now(self.keys, self.policy, tag, below)
+
+    def set_priority(self, tag: str, priority: int) -> Call[int]:
+        return self.scripts.set_priority(self.keys, self.policy, tag, priority)
+
     def requeue_dead(self, tag: str) -> Call[bool]:
         return self.scripts.requeue_dead(self.keys, self.policy, tag)
 

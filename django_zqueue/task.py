@@ -239,8 +239,8 @@ class Job:
 
     def status(self) -> str:
         """``ready``, ``delayed``, ``running``, ``dead``, ``finished`` (a result is kept),
-        or ``unknown`` (finished without a kept result, cancelled, or never published:
-        e.g. its transaction rolled back)."""
+        ``cancelled`` (its cancel record is kept), or ``unknown`` (finished without a
+        kept result, or never published: e.g. its transaction rolled back)."""
         state = self.queue.state(self.id)
         if state == "leased":
             return "running"
@@ -249,7 +249,7 @@ class Job:
         try:
             self.queue.result(self.id)
         except LookupError:
-            return "unknown"
+            return "cancelled" if self.queue.cancelled(self.id) is not None else "unknown"
         return "finished"
 
     def eta(self) -> float | None:
@@ -268,7 +268,8 @@ class Job:
         return (rank + 1) * (run_ms / done / 1000) / threads
 
     def cancel(self) -> bool:
-        """Remove the job if it is still waiting (ready or delayed)."""
+        """Cancel the job while it waits or runs (:meth:`Queue.cancel_job
+        <django_zqueue.queue.Queue.cancel_job>`); False when it is dead or gone."""
         return self.queue.cancel(self.id)
 
     def result(self) -> Any:

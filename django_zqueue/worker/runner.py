@@ -24,7 +24,7 @@ from ..outcome import Failure, Outcome, Success, describe, failed
 from ..queue import Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
-from .leases import Leases
+from .leases import JobCancelled, Leases
 
 
 class Runner:
@@ -62,6 +62,7 @@ class Runner:
             )
             return failed(ctx, None, reason, None, dead=True)
         self.leases.set_timeout(queue, msg, task.timeout)
+        self.leases.attach(queue, msg, ctx)
         return self._call(task, ctx)
 
     def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
@@ -76,6 +77,8 @@ class Runner:
                 log.debug(_line("job_start", ctx))
             result = task.func(*args, **kwargs)
         except BaseException as exc:  # SystemExit from a task is a failure of that job too
+            if isinstance(exc, JobCancelled):  # not a failure: its outcome is not sent
+                return Failure(describe(exc), 0.0, True, ctx, exc)
             corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
             error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"
             # a rerun cannot help these
