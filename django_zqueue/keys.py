@@ -35,6 +35,10 @@ class QueueKeys:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
         return f"{self.tag}:result:{id}"
 
+    def unique(self, id: str) -> str:
+        """STRING: tag ``id`` is reserved while it exists (``unique_for``, with a TTL)."""
+        return f"{self.tag}:unique:{id}"
+
     def cancelled(self, id: str) -> str:
         """STRING: the record of cancelled job ``id`` (kept with a TTL)."""
         return f"{self.tag}:cancelled:{id}"

@@ -57,6 +57,7 @@ SCRIPT_NAMES = (
     "cancel",
     "run_now",
     "set_priority",
+    "publish_once",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
@@ -228,6 +229,10 @@ def _deadline(reply: Any) -> int | None:
     return ms or None
 
 
+def _once(reply: Any) -> tuple[str, str]:
+    return text(reply[0]), text(reply[1]) if len(reply) > 1 else ""
+
+
 def _state(reply: Any) -> str | None:
     return text(reply) or None
 
@@ -336,6 +341,21 @@ class Scripts:
             args.extend(job_args(job))
         return Call("publish", keys, tuple(args), _clashes)
 
+    def publish_once(
+        self,
+        k: QueueKeys,
+        p: Policy,
+        job: NewJob,
+        debounce_ms: int | None,
+        unique_ms: int | None,
+    ) -> Call[tuple[str, str]]:
+        """Returns ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
+        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
+        debounce = "" if debounce_ms is None else debounce_ms
+        unique = "" if unique_ms is None else unique_ms
+        args = (p.mode, p.aging_us, p.notify_cap, debounce, unique, *job_args(job))
+        return Call("publish_once", (*keys, k.unique(job.tag)), args, _once)
+
     def claim(
         self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str
     ) -> Call[Claimed]:
@@ -378,6 +398,7 @@ class Scripts:
             k.stats,
             k.notify,
             k.result(msg.tag),
+            k.unique(msg.tag),
         )
         run = "" if run_ms is None else run_ms
         args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
