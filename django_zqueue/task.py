@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from django.db import transaction
 
@@ -61,6 +61,7 @@ class Task(Generic[P, R]):
     using_db: str | None = None  # database whose transaction to wait for
     debounce: float | None = None  # seconds: see Queue.publish_once (needs a tag)
     unique_for: float | None = None  # seconds the tag stays reserved after the job finished
+    isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -338,6 +339,7 @@ def task(
     cron: str | None = None,
     debounce: float | None = None,
     unique_for: float | None = None,
+    isolation: Literal["thread", "process"] | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -370,6 +372,8 @@ def task(func: Any = None, /, **options: Any) -> Any:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
         ):
             raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
+        if opts.get("isolation") not in (None, "thread", "process"):
+            raise InvalidArgument(f"task {name!r}: isolation must be 'thread' or 'process'")
         for option in ("debounce", "unique_for"):
             if opts.get(option) is not None:
                 opts[option] = _once_seconds(name, option, opts[option])

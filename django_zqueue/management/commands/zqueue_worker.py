@@ -77,6 +77,13 @@ class Command(BaseCommand):
         parser.add_argument("--no-scanner", action="store_true", help="No embedded scanner.")
         parser.add_argument("--grace", type=float, default=30.0, help="Shutdown grace, seconds.")
         parser.add_argument(
+            "--pool",
+            choices=["thread", "process"],
+            default="thread",
+            help="Where tasks run: 'thread' (default) or 'process' (a child process per "
+            "job, killed past its timeout; a task's isolation= wins).",
+        )
+        parser.add_argument(
             "--cancel-grace",
             type=float,
             default=5.0,
@@ -124,6 +131,7 @@ class Command(BaseCommand):
                 weights=[w for _, w in pairs] if weighted else None,
                 grace=options["grace"],
                 cancel_grace=options["cancel_grace"],
+                pool=options["pool"],
             )
 
         if options["processes"] > 1:
