@@ -50,7 +50,7 @@ COUNTERS = (
     ("deleted", "Jobs deleted or cancelled."),
     ("requeued", "Dead letters put back in line."),
     ("released", "Deliveries given back unrun."),
-    ("cancelled", "Jobs cancelled (waiting or running)."),
+    ("cancelled", "Running jobs cancelled (a waiting job cancelled counts as deleted)."),
 )
 INSTALL_HINT = "Prometheus metrics need prometheus-client: pip install 'django-zqueue[prometheus]'"
 

@@ -594,7 +594,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         want = "running" if job.state == LEASED else "waiting"
         assert self.q.cancel_job(tag) == want
-        self.stats["cancelled"] += 1
+        self.stats["cancelled" if want == "running" else "deleted"] += 1
         del self.jobs[tag]
         rec = self.q.cancelled(tag)
         assert rec is not None and rec.was == job.state and rec.attempts == job.attempts

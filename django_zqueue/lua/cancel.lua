@@ -53,9 +53,10 @@ if ok and type(meta) == 'table' then
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
 redis.call('SET', KEYS[11], cjson.encode(rec), 'PX', ttl)
-redis.call('HINCRBY', KEYS[9], 'cancelled', 1)
-if was == 'leased' then
+if was == 'leased' then -- a delivery ends: counted apart, so inflight = claimed - ... - cancelled
+  redis.call('HINCRBY', KEYS[9], 'cancelled', 1)
   notify(KEYS[10], 1, cap)
   return 2
 end
+redis.call('HINCRBY', KEYS[9], 'deleted', 1) -- a waiting job removed, as delete does
 return 1
