@@ -44,6 +44,8 @@ def test_r_cancel_a_cancelled_job_never_runs_again(
     outcomes: dict[str, int] = {"waiting": 0, "running": 0}
     for _ in range(rounds):
         time.sleep(rng.uniform(0.5, 1.0))
+        # a loaded host starts workers slowly: wait for a run to cancel in the middle
+        wait_for(lambda: any(r.finished is None for r in f.runs()), timeout=20)
         running = [r.job for r in f.runs() if r.finished is None]
         picks = rng.sample(running, min(3, len(running)))
         picks += [j.id for j in rng.sample(jobs, n // (2 * rounds))]
