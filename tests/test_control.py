@@ -285,6 +285,20 @@ def test_queue_command_pause_resume_status(
         call_command("zqueue_queue", "pause", "nope")
 
 
+def test_job_command_shows_a_cancelled_job(
+    zqueue_settings: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    q = get_queue("default")
+    tag = q.publish("x")
+    q.get(consumer="w1")
+    q.cancel(tag)
+    call_command("zqueue_job", "default", tag)
+    out = capsys.readouterr().out
+    assert "state: cancelled" in out and "was: leased" in out and "consumer: w1" in out
+    with pytest.raises(CommandError, match="no job"):
+        call_command("zqueue_job", "default", "never")
+
+
 def test_overview_and_metrics_show_the_pause(zqueue_settings: dict[str, object]) -> None:
     from django_zqueue import metrics, read
 
