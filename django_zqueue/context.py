@@ -24,6 +24,14 @@ class JobContext:
     queue: Queue
     task_name: str
     started: float = field(default_factory=time.monotonic)
+    #: set by the worker when the job was cancelled (``Queue.cancel``) while it runs
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once the job was cancelled: stop cleanly (return) before the worker's
+        grace period ends and it raises ``JobCancelled`` in the job."""
+        return self.cancel_event.is_set()
 
     @property
     def id(self) -> str:

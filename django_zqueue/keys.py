@@ -29,10 +29,19 @@ class QueueKeys:
     sched: str  # ZSET periodic schedule name -> next tick, ms (paused ones are absent)
     sched_defs: str  # HASH schedule name -> JSON definition (and "paused")
     sched_last: str  # HASH schedule name -> "tick_ms job_tag" of its last firing
+    paused: str  # STRING present while the queue is paused (claim.lua hands out nothing)
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
         return f"{self.tag}:result:{id}"
+
+    def unique(self, id: str) -> str:
+        """STRING: tag ``id`` is reserved while it exists (``unique_for``, with a TTL)."""
+        return f"{self.tag}:unique:{id}"
+
+    def cancelled(self, id: str) -> str:
+        """STRING: the record of cancelled job ``id`` (kept with a TTL)."""
+        return f"{self.tag}:cancelled:{id}"
 
     def lifecycle(self) -> list[str]:
         """The KEYS of the scripts that can move a job anywhere (nack, scan), in order."""
@@ -59,6 +68,7 @@ class QueueKeys:
             self.sched,
             self.sched_defs,
             self.sched_last,
+            self.paused,
         ]
 
 
@@ -82,6 +92,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         sched=f"{tag}:sched",
         sched_defs=f"{tag}:sched_defs",
         sched_last=f"{tag}:sched_last",
+        paused=f"{tag}:paused",
     )
 
 

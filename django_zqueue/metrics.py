@@ -20,8 +20,9 @@ Metrics, each labelled ``queue``::
     zqueue_jobs{state="ready|delayed|inflight|dead"}  gauge
     zqueue_lag_seconds          age of the job at the head of the line (0 when empty)
     zqueue_workers              live worker threads serving the queue
+    zqueue_paused               1 while the queue is paused (Queue.pause), else 0
     zqueue_jobs_<event>_total   counters: enqueued, claimed, acked, failed, retried,
-                                dead, expired, deleted, requeued, released
+                                dead, expired, deleted, requeued, released, cancelled
     zqueue_run_seconds_total    run time reported by acks
 """
 
@@ -49,6 +50,7 @@ COUNTERS = (
     ("deleted", "Jobs deleted or cancelled."),
     ("requeued", "Dead letters put back in line."),
     ("released", "Deliveries given back unrun."),
+    ("cancelled", "Running jobs cancelled (a waiting job cancelled counts as deleted)."),
 )
 INSTALL_HINT = "Prometheus metrics need prometheus-client: pip install 'django-zqueue[prometheus]'"
 
@@ -85,6 +87,9 @@ class ZQueueCollector:
         workers = GaugeMetricFamily(
             "zqueue_workers", "Live worker threads serving the queue.", labels=["queue"]
         )
+        paused = GaugeMetricFamily(
+            "zqueue_paused", "1 while the queue is paused, else 0.", labels=["queue"]
+        )
         counters = {
             name: CounterMetricFamily(f"zqueue_jobs_{name}", doc, labels=["queue"])
             for name, doc in COUNTERS
@@ -102,6 +107,7 @@ class ZQueueCollector:
                 jobs.add_metric([f.name, state], n)
             lag.add_metric([f.name], f.lag_seconds or 0.0)
             workers.add_metric([f.name], f.workers)
+            paused.add_metric([f.name], 1 if f.paused else 0)
             lifetime = f.counters
             for name, family in counters.items():
                 family.add_metric([f.name], lifetime.get(name, 0))
@@ -109,6 +115,7 @@ class ZQueueCollector:
         yield jobs
         yield lag
         yield workers
+        yield paused
         yield from counters.values()
         yield run
 

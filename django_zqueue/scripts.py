@@ -55,7 +55,14 @@ SCRIPT_NAMES = (
     "info",
     "state",
     "fire",
+    "cancel",
+    "run_now",
+    "set_priority",
+    "publish_once",
 )
+
+#: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
+CANCELLED = -1
 
 
 #: ``--@include <helper>``: the script (or helper) calls something ``lua/_<helper>.lua`` defines
@@ -252,6 +259,10 @@ def _deadline(reply: Any) -> int | None:
     return ms or None
 
 
+def _once(reply: Any) -> tuple[str, str]:
+    return text(reply[0]), text(reply[1]) if len(reply) > 1 else ""
+
+
 def _state(reply: Any) -> str | None:
     return text(reply) or None
 
@@ -360,6 +371,21 @@ class Scripts:
             args.extend(job_args(job))
         return Call("publish", keys, tuple(args), _clashes)
 
+    def publish_once(
+        self,
+        k: QueueKeys,
+        p: Policy,
+        job: NewJob,
+        debounce_ms: int | None,
+        unique_ms: int | None,
+    ) -> Call[tuple[str, str]]:
+        """Returns ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
+        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
+        debounce = "" if debounce_ms is None else debounce_ms
+        unique = "" if unique_ms is None else unique_ms
+        args = (p.mode, p.aging_us, p.notify_cap, debounce, unique, *job_args(job))
+        return Call("publish_once", (*keys, k.unique(job.tag)), args, _once)
+
     def claim(
         self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str
     ) -> Call[Claimed]:
@@ -374,6 +400,7 @@ class Scripts:
             k.stats,
             k.dead,
             k.errors,
+            k.paused,
         )
         args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit, p.mode)
         return Call(
@@ -401,6 +428,7 @@ class Scripts:
             k.stats,
             k.notify,
             k.result(msg.tag),
+            k.unique(msg.tag),
         )
         run = "" if run_ms is None else run_ms
         args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
@@ -431,9 +459,11 @@ class Scripts:
     def touch(
         self, k: QueueKeys, p: Policy, msg: Message, extend_ms: int, progress: str
     ) -> Call[int | None]:
-        """Returns the new lease deadline (ms), or None for a stale delivery."""
+        """Returns the new lease deadline (ms), None for a stale delivery, or
+        :data:`CANCELLED` for a cancelled one."""
         args = (msg.tag, msg.token, extend_ms, progress, p.visibility_ms)
-        return Call("touch", (k.leased, k.meta, k.progress), args, _deadline)
+        keys = (k.leased, k.meta, k.progress, k.cancelled(msg.tag))
+        return Call("touch", keys, args, _deadline)
 
     def scan(self, k: QueueKeys, p: Policy, limit: int) -> Call[ScanResult]:
         args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
@@ -443,6 +473,23 @@ class Scripts:
         """Returns 1 deleted, 0 no such job, -1 in flight (or dead with waiting_only)."""
         keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress, k.stats)
         return Call("delete", keys, (tag, "1" if waiting_only else "0"), _int)
+
+    def cancel(self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int) -> Call[int]:
+        """Returns 1 cancelled while waiting, 2 while running, 0 no such job, -1 dead."""
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
+        rest = (k.stats, k.notify, k.cancelled(tag))
+        return Call("cancel", (*keys, *rest), (tag, ttl_ms, p.notify_cap), _int)
+
+    def run_now(self, k: QueueKeys, p: Policy, tag: str, below: float | None) -> Call[int]:
+        """Returns 1 moved to the front, 0 no such job, -1 in flight or dead."""
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)
+        low = "" if below is None else repr(float(below))
+        return Call("run_now", keys, (tag, low, p.notify_cap), _int)
+
+    def set_priority(self, k: QueueKeys, p: Policy, tag: str, priority: int) -> Call[int]:
+        """Returns 1 changed, 0 no such job, -1 in flight, dead or unusable."""
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta)
+        return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), _int)
 
     def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[bool]:
         keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors)

@@ -38,6 +38,11 @@ class Shard:
     def publish(self, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
         return self.scripts.publish(self.keys, self.policy, jobs)
 
+    def publish_once(
+        self, job: NewJob, debounce_ms: int | None, unique_ms: int | None
+    ) -> Call[tuple[str, str]]:
+        return self.scripts.publish_once(self.keys, self.policy, job, debounce_ms, unique_ms)
+
     def claim(self, batch: int, consumer: str) -> Call[Claimed]:
         return self.scripts.claim(self.keys, self.policy, self.queue, batch, consumer)
 
@@ -61,6 +66,15 @@ class Shard:
 
     def delete(self, tag: str, waiting_only: bool) -> Call[int]:
         return self.scripts.delete(self.keys, tag, waiting_only)
+
+    def cancel(self, tag: str, ttl_ms: int) -> Call[int]:
+        return self.scripts.cancel(self.keys, self.policy, tag, ttl_ms)
+
+    def run_now(self, tag: str, below: float | None) -> Call[int]:
+        return self.scripts.run_now(self.keys, self.policy, tag, below)
+
+    def set_priority(self, tag: str, priority: int) -> Call[int]:
+        return self.scripts.set_priority(self.keys, self.policy, tag, priority)
 
     def requeue_dead(self, tag: str) -> Call[bool]:
         return self.scripts.requeue_dead(self.keys, self.policy, tag)

@@ -23,16 +23,16 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from django.db import transaction
 
 from . import conf, registry
-from .bounds import check_job_options
+from .bounds import MAX_DELAY, check_job_options
 from .callcheck import check_call
 from .conf import Backoff
 from .exceptions import InvalidArgument, ZQueueError
-from .queue import JobInfo, Queue, get_queue, new_tag
+from .queue import JobInfo, NewJob, Queue, get_queue, new_tag
 from .schedules import Schedule, declare
 from .serializer import encode_call
 
@@ -59,6 +59,9 @@ class Task(Generic[P, R]):
     on_commit: bool | None = None  # None: ZQUEUE["ENQUEUE_ON_COMMIT"]
     on_failure: Callable[..., Any] | None = None  # called as on_failure(job, exc) when dead
     using_db: str | None = None  # database whose transaction to wait for
+    debounce: float | None = None  # seconds: see Queue.publish_once (needs a tag)
+    unique_for: float | None = None  # seconds the tag stays reserved after the job finished
+    isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -77,6 +80,8 @@ class Task(Generic[P, R]):
         using_db: str | None = None,
         max_retries: int | None = None,
         visibility_timeout: float | None = None,
+        debounce: float | None = None,
+        unique_for: float | None = None,
     ) -> Task[P, R]:
         """A copy with other enqueue options (the registered task is unchanged).
 
@@ -86,6 +91,9 @@ class Task(Generic[P, R]):
             f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
         )
         changes: dict[str, Any] = {}
+        for option, value in (("debounce", debounce), ("unique_for", unique_for)):
+            if value is not None:
+                changes[option] = _once_seconds(self.name, option, value)
         if queue is not None:
             changes["queue_name"] = queue
         if priority is not None:
@@ -123,6 +131,14 @@ class Task(Generic[P, R]):
     ) -> list[Job]:
         for i, (a, k) in enumerate(calls):
             check_call(self.name, self.func, a, k, i if len(calls) > 1 else None)
+        once = self.debounce is not None or self.unique_for is not None
+        if once and self.tag is None:
+            raise InvalidArgument(
+                f"task {self.name!r}: debounce and unique_for need a tag: give "
+                "@task(tag=...) or .using(tag=...)"
+            )
+        if self.debounce is not None and (delay is not None or run_at is not None):
+            raise InvalidArgument(f"task {self.name!r}: debounce sets the run-at: no delay")
         queue = self.queue
         # Everything is validated and encoded now, inside the caller's transaction: a
         # bad call raises here and writes nothing, whenever the jobs are sent.
@@ -146,7 +162,7 @@ class Task(Generic[P, R]):
 
             def send() -> None:
                 try:
-                    queue.publish_prepared(jobs)
+                    self._publish(queue, jobs)
                 except Exception as exc:
                     # The transaction has committed: nothing can be undone. One line with
                     # what was lost (a traceback only for an unexpected error), and no
@@ -163,8 +179,17 @@ class Task(Generic[P, R]):
 
             transaction.on_commit(send, using=self.using_db, robust=True)
         else:
-            queue.publish_prepared(jobs)
+            self._publish(queue, jobs)
         return [Job(j.tag, queue.name, self.name) for j in jobs]
+
+    def _publish(self, queue: Queue, jobs: list[NewJob]) -> None:
+        """Send prepared jobs: in one round trip, or one by one under the debounce and
+        unique-for rules (``Queue.publish_once``)."""
+        if self.debounce is None and self.unique_for is None:
+            queue.publish_prepared(jobs)
+            return
+        for job in jobs:
+            queue.publish_once(job, debounce=self.debounce, unique_for=self.unique_for)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
@@ -239,8 +264,8 @@ class Job:
 
     def status(self) -> str:
         """``ready``, ``delayed``, ``running``, ``dead``, ``finished`` (a result is kept),
-        or ``unknown`` (finished without a kept result, cancelled, or never published:
-        e.g. its transaction rolled back)."""
+        ``cancelled`` (its cancel record is kept), or ``unknown`` (finished without a
+        kept result, or never published: e.g. its transaction rolled back)."""
         state = self.queue.state(self.id)
         if state == "leased":
             return "running"
@@ -249,7 +274,7 @@ class Job:
         try:
             self.queue.result(self.id)
         except LookupError:
-            return "unknown"
+            return "cancelled" if self.queue.cancelled(self.id) is not None else "unknown"
         return "finished"
 
     def eta(self) -> float | None:
@@ -268,7 +293,8 @@ class Job:
         return (rank + 1) * (run_ms / done / 1000) / threads
 
     def cancel(self) -> bool:
-        """Remove the job if it is still waiting (ready or delayed)."""
+        """Cancel the job while it waits or runs (:meth:`Queue.cancel_job
+        <django_zqueue.queue.Queue.cancel_job>`); False when it is dead or gone."""
         return self.queue.cancel(self.id)
 
     def result(self) -> Any:
@@ -311,6 +337,9 @@ def task(
     on_commit: bool | None = None,
     on_failure: Callable[..., Any] | None = None,
     cron: str | None = None,
+    debounce: float | None = None,
+    unique_for: float | None = None,
+    isolation: Literal["thread", "process"] | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -343,6 +372,11 @@ def task(func: Any = None, /, **options: Any) -> Any:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
         ):
             raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
+        if opts.get("isolation") not in (None, "thread", "process"):
+            raise InvalidArgument(f"task {name!r}: isolation must be 'thread' or 'process'")
+        for option in ("debounce", "unique_for"):
+            if opts.get(option) is not None:
+                opts[option] = _once_seconds(name, option, opts[option])
         cron = opts.pop("cron", None)
         t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
         registry.register(t)
@@ -357,6 +391,15 @@ def task(func: Any = None, /, **options: Any) -> Any:
     if func is not None:
         return wrap(func)
     return wrap
+
+
+def _once_seconds(name: str, option: str, value: object) -> float:
+    """A task's ``debounce`` or ``unique_for``: seconds, at least 1 ms, within 3650 days."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0.001:
+        raise InvalidArgument(f"task {name!r}: {option} must be a positive number of seconds")
+    if value > MAX_DELAY:
+        raise InvalidArgument(f"task {name!r}: {option} must be within 3650 days")
+    return float(value)
 
 
 def registered(name: str) -> Task[..., Any] | None:

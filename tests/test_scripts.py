@@ -175,6 +175,11 @@ def test_header_key_count_matches_the_call(name: str, q: Queue) -> None:
         q.scan()
         q.purge_dead()
         q.fire("no-such-schedule", 1, None, None)
+        waiting = q.publish("w")
+        q.set_priority(waiting, 2)
+        q.run_now(waiting)
+        q.cancel(waiting)
+        q.publish("o", tag="once", debounce=5, unique_for=5)
     finally:
         Batch.add = original_batch  # type: ignore[method-assign]
     assert seen, f"{name} was not called"

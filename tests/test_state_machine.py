@@ -99,6 +99,7 @@ COUNTERS = (
     "expired",
     "deleted",
     "requeued",
+    "cancelled",
 )
 
 _names = itertools.count()
@@ -553,7 +554,9 @@ class QueueMachine(RuleBasedStateMachine):
         return tags[idx % len(tags)]
 
     @rule(
-        op=st.sampled_from(["delete", "delete", "requeue_dead", "purge_dead", "inspect"]),
+        op=st.sampled_from(
+            ["delete", "delete", "requeue_dead", "purge_dead", "inspect", "cancel", "priority"]
+        ),
         idx=INDEX,
     )
     def operator(self, op, idx):
@@ -577,6 +580,37 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.delete(tag) is True
         self.stats["deleted"] += 1
         del self.jobs[tag]
+
+    def _cancel(self, idx: int) -> None:
+        """Cancel: a waiting or running job ends in the terminal state ``cancelled`` (out
+        of every set, its record gone, its delivery stale); a dead one is refused."""
+        leased = self._in(LEASED)
+        tag = self._pick(leased, idx).tag if leased and idx % 2 else self._any_tag(idx)
+        job = self.jobs.get(tag)
+        if job is None or job.state == DEAD:
+            before = self._snapshot()
+            assert self.q.cancel_job(tag) == ("missing" if job is None else "dead")
+            assert self._snapshot() == before, "a refused cancel changes nothing"
+            return
+        want = "running" if job.state == LEASED else "waiting"
+        assert self.q.cancel_job(tag) == want
+        self.stats["cancelled" if want == "running" else "deleted"] += 1
+        del self.jobs[tag]
+        rec = self.q.cancelled(tag)
+        assert rec is not None and rec.was == job.state and rec.attempts == job.attempts
+
+    def _priority(self, idx: int) -> None:
+        """A waiting job's new priority: its FIFO place among that priority's jobs."""
+        tag = self._any_tag(idx)
+        job = self.jobs.get(tag)
+        priority = [-1, 0, 1, 5][idx % 4]
+        if job is None or job.state not in (READY, DELAYED):
+            before = self._snapshot()
+            assert self.q.set_priority(tag, priority) is False
+            assert self._snapshot() == before
+            return
+        assert self.q.set_priority(tag, priority) is True
+        job.priority = priority
 
     def _requeue_dead(self, idx: int) -> None:
         dead = self._in(DEAD)

@@ -41,7 +41,7 @@ COMMANDS = [
 CLAIMS = {
     "job.info()": "assert job.rank() == 1 and vip.rank() == 0 and job.status() == 'ready'\n"
     "assert job.eta() is None and job.score() is not None\n",
-    "later.cancel()": "assert later.status() == 'unknown'\n",
+    "later.cancel()": "assert later.status() == 'cancelled'\n",
     'Job(job.id, "emails")': "assert Job(job.id, 'emails').status() == 'ready'\n",
     "response.json()": "assert response.json()['order'] == 3 and response.json()['rank'] == 3\n",
     "job.result()": "assert job.result() == 5\n",

@@ -80,7 +80,7 @@ def test_enqueue_in_at_many_and_cancel(project: dict[str, str]) -> None:
     assert later.status() == "delayed" and at.status() == "delayed"
     jobs = tasks.add.enqueue_many([(1, 2), {"a": 3, "b": 4}, ((5,), {"b": 6})])
     assert [j.rank() for j in jobs] == [0, 1, 2]
-    assert later.cancel() and not later.exists() and later.status() == "unknown"
+    assert later.cancel() and not later.exists() and later.status() == "cancelled"
 
 
 def test_unsupported_argument_fails_at_enqueue_and_writes_nothing(

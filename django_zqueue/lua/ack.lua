@@ -4,6 +4,8 @@
 -- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
 -- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST KEYS[8] result STRING
 --   (this job's result key; written only when ARGV[4] is not '')
+-- KEYS[9] unique STRING (this tag's reservation: written for `u` ms when the record has
+--   `u`, set by publish_once.lua for unique_for)
 -- ARGV[1] id   ARGV[2] token (from the claim)   ARGV[3] notify_cap (0 = don't notify;
 --   set when the queue has a concurrency limit, so a consumer waiting for room wakes)
 -- ARGV[4] result JSON ('' = keep none)   ARGV[5] result TTL ms   ARGV[6] run time ms
@@ -29,6 +31,9 @@ if not ok or type(meta) ~= 'table' or meta.t ~= token or not redis.call('ZSCORE'
   return 0
 end
 redis.call('ZREM', KEYS[1], id)
+if type(meta.u) == 'number' and meta.u >= 1 then
+  redis.call('SET', KEYS[9], '1', 'PX', math.floor(meta.u))
+end
 drop_record(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id)
 redis.call('HINCRBY', KEYS[6], 'acked', 1)
 local now = now_ms()

@@ -5,7 +5,8 @@
 --
 -- KEYS[1] ready   ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] body HASH
 -- KEYS[5] meta    HASH   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
--- KEYS[9] dead    ZSET   KEYS[10] errors HASH
+-- KEYS[9] dead    ZSET   KEYS[10] errors HASH   KEYS[11] paused STRING (present: the
+--   queue is paused, nothing is claimed nor promoted and the hint is -1)
 -- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
 -- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
 -- ARGV[5] promote_limit                  ARGV[6] mode    ARGV[7] aging_us
@@ -36,6 +37,10 @@ if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)
   or not is_int(tonumber(ARGV[5]), 0, 5000) then
   error('ZQ_BAD_ARGUMENT: claim needs batch 1..100, visibility_ms ' .. MIN_LEASE_MS .. '..' ..
     MAX_LEASE_MS .. ', concurrency >= 0, qps >= 0, promote_limit 0..5000')
+end
+
+if redis.call('EXISTS', KEYS[11]) == 1 then
+  return {-1}
 end
 
 local now = now_ms()

@@ -1,13 +1,14 @@
 -- touch.lua: heartbeat of a running job: extend its lease and optionally record progress.
 --
 -- KEYS[1] leased ZSET   KEYS[2] meta HASH   KEYS[3] progress HASH
+-- KEYS[4] cancelled STRING (this job's record of a cancel, written by cancel.lua)
 -- ARGV[1] id   ARGV[2] token   ARGV[3] extend_ms (new deadline = now + extend_ms; 0 = keep;
 --   -1 = the job's own visibility timeout, else ARGV[5])
 -- ARGV[4] progress JSON ('' = unchanged)   ARGV[5] the queue's visibility timeout in ms
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for an extension beyond 7 days.
 -- Returns: the lease deadline in ms (Redis TIME); 0 if the token is stale or the record
 --   cannot be used (nothing changed: the lease runs out, and the scanner moves the job
---   to dead letters).
+--   to dead letters); -1 if this delivery was cancelled (cancel.lua: its worker stops it).
 -- Work: O(log N).
 
 --@include bounds
@@ -21,6 +22,10 @@ if not is_int(extend, -1, MAX_LEASE_MS) or not is_int(tonumber(ARGV[5]), 0, MAX_
 end
 local meta = decode_meta(redis.call('HGET', KEYS[2], id))
 if not meta or meta.t ~= token then
+  local ok, rec = pcall(cjson.decode, redis.call('GET', KEYS[4]) or '')
+  if ok and type(rec) == 'table' and rec.t == token then
+    return -1
+  end
   return 0
 end
 local deadline = redis.call('ZSCORE', KEYS[1], id)

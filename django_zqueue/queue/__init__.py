@@ -34,10 +34,12 @@ from ..records import JobInfo, Message, NewJob, ScanResult, encode_body, new_tag
 from ..validate import MAX_TAG_BYTES
 from .base import MAX_BLOCK, NOTIFY_CAP, PROMOTE_LIMIT
 from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT, ClaimPlan
+from .control import CANCELLED_TTL, CancelledJob, CancelResult
 from .core import Queue
 from .publish import PUBLISH_CHUNK
 
 __all__ = [
+    "CANCELLED_TTL",
     "CLAIM_CHUNK",
     "MAX_BATCH",
     "MAX_BLOCK",
@@ -48,6 +50,8 @@ __all__ = [
     "PROMOTE_LIMIT",
     "PUBLISH_CHUNK",
     "SERIES",
+    "CancelResult",
+    "CancelledJob",
     "ClaimPlan",
     "JobInfo",
     "Message",

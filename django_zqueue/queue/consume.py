@@ -289,7 +289,8 @@ class Consuming(QueueBase):
         job's own visibility timeout, else the queue's) and/or record progress
         (0.0-1.0 and a short note).
 
-        Returns the new lease deadline, or None when the delivery is stale.
+        Returns the new lease deadline, or None when the delivery is stale (or was
+        cancelled: :meth:`cancel`).
         """
         deadline = self.run(self.touch_call(msg, extend, progress, note))
-        return from_ms(deadline) if deadline else None
+        return from_ms(deadline) if deadline is not None and deadline > 0 else None

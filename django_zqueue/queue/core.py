@@ -9,11 +9,12 @@ from ..exceptions import InvalidArgument
 from ..keys import layout_key
 from ..records import NewJob, ScanResult
 from .consume import Consuming
+from .control import Control
 from .lookup import Lookup
 from .publish import Publishing
 
 
-class Queue(Publishing, Consuming, Lookup):
+class Queue(Publishing, Consuming, Lookup, Control):
     """A named queue in Redis. Every method is one round trip unless it says otherwise.
 
     Jobs are identified by a *tag*: given by the caller (and then unique among the
@@ -34,10 +35,6 @@ class Queue(Publishing, Consuming, Lookup):
         holds its lease; it is left alone).
         """
         return self.run(self.shard_for(validate.tag(tag)).delete(tag, False)) == 1
-
-    def cancel(self, tag: str) -> bool:
-        """Remove a job only while it waits (ready or delayed). False otherwise."""
-        return self.run(self.shard_for(validate.tag(tag)).delete(tag, True)) == 1
 
     def requeue_dead(self, tag: str) -> bool:
         """Put a dead job back in line with its attempts reset. False if it isn't dead."""

@@ -12,13 +12,13 @@ from ..connection import unavailable_as_error
 from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge
 from ..keys import partition_of
 from ..records import NewJob, encode_body, new_tag
-from .base import QueueBase
+from .once import Once
 
 #: at most this many jobs per publish script call, so one call stays short
 PUBLISH_CHUNK = 100
 
 
-class Publishing(QueueBase):
+class Publishing(Once):
     """The write side of a queue: new jobs."""
 
     def prepare(
@@ -69,6 +69,8 @@ class Publishing(QueueBase):
         *,
         max_retries: int | None = None,
         visibility_timeout: float | None = None,
+        debounce: float | timedelta | None = None,
+        unique_for: float | timedelta | None = None,
     ) -> str:
         """Add one job; return its tag.
 
@@ -82,7 +84,12 @@ class Publishing(QueueBase):
 
         Raises :class:`DuplicateJob` (nothing overwritten) when ``tag`` belongs to a
         ready, delayed, in-flight or dead job of this queue.
+
+        ``debounce`` and ``unique_for`` (seconds; both need a ``tag``) apply the rules
+        of :meth:`publish_once` (docs/job-control.md).
         """
+        if (debounce is not None or unique_for is not None) and tag is None:
+            raise InvalidArgument("debounce and unique_for need a tag")
         job = self.prepare(
             body,
             tag,
@@ -93,6 +100,9 @@ class Publishing(QueueBase):
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
         )
+        if debounce is not None or unique_for is not None:
+            self.publish_once(job, debounce=debounce, unique_for=unique_for)
+            return job.tag
         return self.publish_prepared([job])[0]
 
     def publish_many(

@@ -49,6 +49,7 @@ class QueueFigures:
     workers: int  # live worker threads
     head: Record | None  # the record of the job claimed next; None when none waits
     now_ms: int  # Redis time of the read
+    paused: bool = False  # Queue.pause(): claims hand out nothing
 
     @property
     def counters(self) -> dict[str, int]:
@@ -73,7 +74,8 @@ def overview(queues: Sequence[Readable]) -> list[QueueFigures]:
 
     Two round trips per Redis client: ``TIME``, then per shard four ``ZCARD``,
     ``HGETALL stats`` (bounded: the counters and the 64-slot ring) and ``ZRANGE ready 0 0
-    WITHSCORES``, and per queue ``HGETALL workers`` (one field per worker); then one
+    WITHSCORES``, and per queue ``HGETALL workers`` (one field per worker) and ``EXISTS``
+    of its pause key (the first shard's: a pause writes every shard's); then one
     ``HGET meta`` of the first job of each queue that has one."""
     out: dict[str, QueueFigures] = {}
     for group in by_client(queues):
@@ -85,6 +87,7 @@ def overview(queues: Sequence[Readable]) -> list[QueueFigures]:
                     timed.pipe.hgetall(s.keys.stats)
                 queue_range(timed.pipe, q.shards, "ready", 0, 1)
                 timed.pipe.hgetall(q.keys.workers)
+                timed.pipe.exists(q.shards[0].keys.paused)
             now_ms, replies = timed.execute()
             reads = [_QueueRead.of(q, replies) for q in group]
             heads = _head_records(group[0].client, reads)
@@ -102,6 +105,7 @@ class _QueueRead:
     stats: dict[str, int]
     head: tuple[str, int] | None  # (tag, shard) of the job at rank 0
     workers: int
+    paused: bool
 
     @classmethod
     def of(cls, q: Readable, replies: Replies) -> _QueueRead:
@@ -110,7 +114,9 @@ class _QueueRead:
         stats = merge_stats([decode_stats(raw) for raw in take(replies, n)])
         first = head(replies, n)
         workers = live_threads_now(next(replies))
-        return cls(q, counts, stats, None if first is None else (first[0], first[2]), workers)
+        paused = bool(int(next(replies)))
+        tagged = None if first is None else (first[0], first[2])
+        return cls(q, counts, stats, tagged, workers, paused)
 
     def figures(self, record: Record | None, now_ms: int) -> QueueFigures:
         c = self.counts
@@ -124,6 +130,7 @@ class _QueueRead:
             workers=self.workers,
             head=record,
             now_ms=now_ms,
+            paused=self.paused,
         )
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 # module's (change them there, e.g. django_zqueue.worker.consumer.AUTO_HOLD_SECONDS).
 from ..context import JobContext, current_job
 from .consumer import AUTO_HOLD_SECONDS, AUTO_PREFETCH_MAX
-from .leases import GIVE_BACK_AFTER, JobTimeout
+from .leases import GIVE_BACK_AFTER, JobCancelled, JobTimeout
 from .processes import run_processes
 from .worker import Worker
 
@@ -39,6 +39,7 @@ __all__ = [
     "AUTO_HOLD_SECONDS",
     "AUTO_PREFETCH_MAX",
     "GIVE_BACK_AFTER",
+    "JobCancelled",
     "JobContext",
     "JobTimeout",
     "Worker",

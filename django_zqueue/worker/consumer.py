@@ -249,6 +249,10 @@ class Consumer:
             t0 = time.monotonic()
             outcome = w.runner.run(queue, msg)
             w.count(outcome)
+            if w.leases.was_cancelled(queue, msg):  # cancel.lua ended it: nothing to send
+                w.leases.unhold(queue, msg)
+                log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
+                continue
             self.done.append(Finished(queue, msg, outcome))
             w.leases.finish(queue, msg)
             ran = time.monotonic() - t0

@@ -3,9 +3,11 @@
 Every claimed job is *held* from its claim until its outcome was sent or it was given
 back: buffered (claimed with others, not started), running in a consumer thread, or
 finished and waiting for its ack. The heartbeat thread, every 50 ms, calls
-:meth:`Leases.beat`: it interrupts jobs past their task's timeout, hands back the jobs
+:meth:`Leases.beat`: it interrupts jobs past their task's timeout or their cancel's
+grace, hands back the jobs
 waiting behind a slow one (adaptive prefetch), extends the leases that are due (a third
-of a lease, at most 10 s, apart) and every 10 s records the worker on its queues.
+of a lease, at most 10 s, apart; a reply of ``touch.lua`` also says a job was
+cancelled) and every 10 s records the worker on its queues.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import time
 from dataclasses import dataclass
 
 from ..backoff import as_error
+from ..context import JobContext
 from ..events import kv, log
 from ..exceptions import QueueUnavailable, ScriptError
 from ..queue import Message, Queue
+from ..scripts import CANCELLED
 
 REGISTER_EVERY = 10.0  # seconds between worker registrations
 GIVE_BACK_AFTER = 1.0  # adaptive prefetch: a job this slow hands its thread's waiting ones back
@@ -32,8 +36,14 @@ class JobTimeout(Exception):
     """Raised inside a job that ran past its task's ``timeout``."""
 
 
-# Its documented name: a timed-out job's last error reads "django_zqueue.worker.JobTimeout"
+class JobCancelled(Exception):
+    """Raised inside a job that was cancelled while it ran and had not stopped by itself
+    within the worker's ``cancel_grace``."""
+
+
+# Their documented names: a timed-out job's last error reads "django_zqueue.worker.JobTimeout"
 JobTimeout.__module__ = "django_zqueue.worker"
+JobCancelled.__module__ = "django_zqueue.worker"
 
 
 @dataclass
@@ -50,6 +60,10 @@ class Held:
     timeout: float | None = None
     timed_out: bool = False
     finished: bool = False
+    context: JobContext | None = None  # what the running job sees (cancel_requested)
+    cancelled: bool = False  # cancelled in Redis (touch said so): its outcome is not sent
+    cancel_at: float = 0.0  # monotonic time JobCancelled is raised, unless it stopped
+    cancel_raised: bool = False
 
 
 def beat_every(queue: Queue, msg: Message) -> float:
@@ -63,8 +77,12 @@ class Leases:
 
     ``claimed`` counts the jobs claimed and not given back (what ``max_jobs`` limits)."""
 
-    def __init__(self, worker_id: str, queues: list[Queue], threads: int) -> None:
+    def __init__(
+        self, worker_id: str, queues: list[Queue], threads: int, cancel_grace: float = 5.0
+    ) -> None:
         self.worker_id = worker_id
+        #: seconds a cancelled job may take to stop by itself before JobCancelled
+        self.cancel_grace = cancel_grace
         self.queues = queues
         self.threads = threads
         self.client = queues[0].client
@@ -99,7 +117,8 @@ class Leases:
         """Mark a held job as running in this thread; False if it was given back."""
         with self._lock:
             h = self._held.get((queue.name, msg.tag))
-            if h is None:
+            if h is None or h.cancelled:  # a job cancelled before it started never starts
+                self._held.pop((queue.name, msg.tag), None)
                 return False
             h.thread = threading.get_ident()
             h.started = time.monotonic()
@@ -111,6 +130,21 @@ class Leases:
             h = self._held.get((queue.name, msg.tag))
             if h is not None:
                 h.timeout = timeout
+
+    def attach(self, queue: Queue, msg: Message, ctx: JobContext) -> None:
+        """The running job's context: told when the job is cancelled."""
+        with self._lock:
+            h = self._held.get((queue.name, msg.tag))
+            if h is not None:
+                h.context = ctx
+                if h.cancelled:
+                    ctx.cancel_event.set()
+
+    def was_cancelled(self, queue: Queue, msg: Message) -> bool:
+        """Whether the held job was cancelled (its outcome is not to be sent)."""
+        with self._lock:
+            h = self._held.get((queue.name, msg.tag))
+            return h is not None and h.cancelled
 
     def finish(self, queue: Queue, msg: Message) -> None:
         """The job ran; it stays held (its lease extended) until its outcome is sent."""
@@ -150,7 +184,8 @@ class Leases:
         return reached
 
     def enforce_timeouts(self, now: float) -> None:
-        """Raise JobTimeout in the thread of each job past its task's timeout (once)."""
+        """Raise JobTimeout in the thread of each job past its task's timeout, and
+        JobCancelled in that of each cancelled job past its grace (once)."""
         with self._lock:
             late = [
                 h
@@ -161,14 +196,26 @@ class Leases:
                 and not h.timed_out
                 and now - h.started > h.timeout
             ]
+            stopped = [
+                h
+                for h in self._held.values()
+                if h.cancelled
+                and h.thread is not None
+                and not h.finished
+                and not h.cancel_raised
+                and now >= h.cancel_at
+            ]
+            for h in stopped:
+                h.cancel_raised = True
         for h in late:
             h.timed_out = True
             log.warning(
                 kv(event="job_timeout", queue=h.queue.name, job=h.message.tag, timeout=h.timeout)
             )
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(h.thread or 0), ctypes.py_object(JobTimeout)
-            )
+            _raise_in(h.thread or 0, JobTimeout)
+        for h in stopped:
+            log.warning(kv(event="job_cancel_forced", queue=h.queue.name, job=h.message.tag))
+            _raise_in(h.thread or 0, JobCancelled)
 
     def hand_back_waiting(self, now: float) -> None:
         """Adaptive prefetch: when a job has run for GIVE_BACK_AFTER seconds, the jobs its
@@ -192,7 +239,7 @@ class Leases:
         """Extend the leases that are due, in one round trip; True if any were. On a
         failure they stay due (retried after the heartbeat's backoff) and it raises."""
         with self._lock:
-            due = [h for h in self._held.values() if h.next_beat <= now]
+            due = [h for h in self._held.values() if h.next_beat <= now and not h.cancelled]
             for h in due:
                 h.next_beat = now + beat_every(h.queue, h.message)
         if not due:
@@ -211,7 +258,22 @@ class Leases:
             if isinstance(exc, QueueUnavailable | ScriptError):
                 raise
             raise QueueUnavailable(str(exc)) from exc
+        self._cancelled([h for h, p in zip(due, pending, strict=True) if p.result() == CANCELLED])
         return True
+
+    def _cancelled(self, held: list[Held]) -> None:
+        """Jobs cancelled in Redis: tell each one, and give it ``cancel_grace`` seconds."""
+        if not held:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for h in held:
+                h.cancelled = True
+                h.cancel_at = now + self.cancel_grace
+                if h.context is not None:
+                    h.context.cancel_event.set()
+        for h in held:
+            log.info(kv(event="job_cancel_seen", queue=h.queue.name, job=h.message.tag))
 
     def release_held(self, *, only_unstarted: bool) -> None:
         """Give back every held job (``only_unstarted``: the buffered ones), in one round
@@ -272,3 +334,8 @@ class Leases:
             pipe.execute()
         except Exception:
             log.warning(kv(event="unregister_failed", worker=self.worker_id))
+
+
+def _raise_in(thread: int, exc: type[BaseException]) -> None:
+    """Raise ``exc`` in thread ``thread`` at its next Python bytecode."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc))

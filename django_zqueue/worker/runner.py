@@ -22,16 +22,19 @@ from ..outcome import Failure, Outcome, Success, describe, failed
 from ..queue import Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
-from .leases import Leases
+from .isolation import run_isolated
+from .leases import JobCancelled, Leases
 
 
 class Runner:
     """Runs jobs for worker ``worker_id``; a task's timeout is set on its lease in
     ``leases`` (the heartbeat enforces it)."""
 
-    def __init__(self, worker_id: str, leases: Leases) -> None:
+    def __init__(self, worker_id: str, leases: Leases, pool: str = "thread") -> None:
         self.worker_id = worker_id
         self.leases = leases
+        #: "process": every task runs in a child process (else only isolation="process")
+        self.pool = pool
 
     def run(self, queue: Queue, msg: Message) -> Outcome:
         """Run a job; a failure of the machinery around it (not of the task) still ends
@@ -59,6 +62,9 @@ class Runner:
                 f"{msg.raw_body[:200]!r})"
             )
             return failed(ctx, None, reason, None, dead=True)
+        self.leases.attach(queue, msg, ctx)
+        if (task.isolation or self.pool) == "process":  # the child is killed, not interrupted
+            return run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
         self.leases.set_timeout(queue, msg, task.timeout)
         return self._call(task, ctx)
 
@@ -74,6 +80,8 @@ class Runner:
                 log.debug(_line("job_start", ctx))
             result = task.func(*args, **kwargs)
         except BaseException as exc:  # SystemExit from a task is a failure of that job too
+            if isinstance(exc, JobCancelled):  # not a failure: its outcome is not sent
+                return Failure(describe(exc), 0.0, True, ctx, exc)
             corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
             error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"
             # a rerun cannot help these

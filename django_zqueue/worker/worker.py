@@ -50,9 +50,15 @@ class Worker:
         weights: Sequence[float] | None = None,
         grace: float = 30.0,
         name: str | None = None,
+        cancel_grace: float = 5.0,
+        pool: str = "thread",
     ) -> None:
         if concurrency < 1 or (prefetch is not None and prefetch < 1):
             raise ValueError("concurrency and prefetch must be >= 1")
+        if cancel_grace < 0:
+            raise ValueError("cancel_grace must be >= 0")
+        if pool not in ("thread", "process"):
+            raise ValueError("pool must be 'thread' or 'process'")
         if weights is not None and len(weights) != len(queues):
             raise ValueError("give one weight per queue")
         self.queues = [get_queue(q) for q in queues]
@@ -72,9 +78,9 @@ class Worker:
         self.failed = 0
         self._count_lock = threading.Lock()
         #: the jobs this worker holds a lease on, and their heartbeat
-        self.leases = Leases(self.id, self.queues, concurrency)
+        self.leases = Leases(self.id, self.queues, concurrency, cancel_grace)
         #: runs one job to its outcome
-        self.runner = Runner(self.id, self.leases)
+        self.runner = Runner(self.id, self.leases, pool)
         self._signals = 0
         self._first_signal = 0.0
         self._done = threading.Event()  # set once running jobs are finished or released

@@ -20,8 +20,17 @@ class Command(BaseCommand):
 
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
-        info = command_queue(options["queue"]).read.info(options["tag"])
+        q = command_queue(options["queue"])
+        info = q.read.info(options["tag"])
         if info is None:
+            gone = q.cancelled(options["tag"])
+            if gone is not None:  # the terminal state kept after a cancel
+                self.stdout.write("state: cancelled")
+                self.stdout.write(f"cancelled_at: {gone.cancelled_at}")
+                self.stdout.write(f"was: {gone.was}")
+                self.stdout.write(f"attempts: {gone.attempts}")
+                self.stdout.write(f"consumer: {gone.consumer}")
+                return
             raise CommandError(f"no job {options['tag']!r} in queue {options['queue']!r}")
         for field in (
             "state",

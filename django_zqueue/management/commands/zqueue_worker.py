@@ -76,6 +76,20 @@ class Command(BaseCommand):
         parser.add_argument("--max-jobs", type=positive_int, default=None)
         parser.add_argument("--no-scanner", action="store_true", help="No embedded scanner.")
         parser.add_argument("--grace", type=float, default=30.0, help="Shutdown grace, seconds.")
+        parser.add_argument(
+            "--pool",
+            choices=["thread", "process"],
+            default="thread",
+            help="Where tasks run: 'thread' (default) or 'process' (a child process per "
+            "job, killed past its timeout; a task's isolation= wins).",
+        )
+        parser.add_argument(
+            "--cancel-grace",
+            type=float,
+            default=5.0,
+            help="Seconds a cancelled running job may take to stop by itself before "
+            "JobCancelled is raised in it.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         config = conf.get_config()
@@ -116,6 +130,8 @@ class Command(BaseCommand):
                 scanner=not options["no_scanner"],
                 weights=[w for _, w in pairs] if weighted else None,
                 grace=options["grace"],
+                cancel_grace=options["cancel_grace"],
+                pool=options["pool"],
             )
 
         if options["processes"] > 1:

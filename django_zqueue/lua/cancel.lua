@@ -1,0 +1,62 @@
+-- cancel.lua: cancel a job that waits (ready or delayed) or runs (leased). Its record is
+-- deleted and a cancelled record is kept under its own key with a TTL: the terminal
+-- state `cancelled`. A running job's lease is taken away at once, so its delivery is
+-- stale from now on (no ack, nack or lease recovery can put it back in line); its
+-- worker learns of it from its next heartbeat (touch.lua) and stops the run.
+--
+-- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
+-- KEYS[5] body HASH    KEYS[6] meta HASH      KEYS[7] errors HASH   KEYS[8] progress HASH
+-- KEYS[9] stats HASH   KEYS[10] notify LIST   KEYS[11] cancelled STRING (this job's)
+-- ARGV[1] id   ARGV[2] ttl_ms (how long the cancelled record is kept, 1 ms .. 3650 days)
+-- ARGV[3] notify_cap (a running job's slot comes free: one wake-up token)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds.
+-- Returns: 1 cancelled while waiting; 2 cancelled while running; 0 no such job;
+--   -1 dead (nothing changed: delete it instead).
+-- The cancelled record is JSON {"at": ms, "was": state, "a": attempts, "t": token,
+--   "c": consumer} (token and consumer only for a running job).
+-- Work: O(log N).
+
+--@include bounds
+--@include now_ms
+--@include drop_record
+--@include notify
+
+local id, ttl, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if not is_int(ttl, 1, MAX_DELAY_MS) then
+  error('ZQ_BAD_ARGUMENT: ttl_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']')
+end
+if redis.call('ZSCORE', KEYS[4], id) then
+  return -1
+end
+local was = nil
+for i, name in ipairs({'ready', 'delayed', 'leased'}) do
+  if redis.call('ZREM', KEYS[i], id) == 1 then
+    was = name
+    break
+  end
+end
+if not was then
+  return 0
+end
+local rec = {at = now_ms(), was = was}
+local raw = redis.call('HGET', KEYS[6], id)
+local ok, meta = false, nil
+if raw then
+  ok, meta = pcall(cjson.decode, raw)
+end
+if ok and type(meta) == 'table' then
+  rec.a = tonumber(meta.a) or 0
+  if was == 'leased' then
+    rec.t = meta.t
+    rec.c = meta.c
+  end
+end
+drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
+redis.call('SET', KEYS[11], cjson.encode(rec), 'PX', ttl)
+if was == 'leased' then -- a delivery ends: counted apart, so inflight = claimed - ... - cancelled
+  redis.call('HINCRBY', KEYS[9], 'cancelled', 1)
+  notify(KEYS[10], 1, cap)
+  return 2
+end
+redis.call('HINCRBY', KEYS[9], 'deleted', 1) -- a waiting job removed, as delete does
+return 1

@@ -1,0 +1,99 @@
+-- publish_once.lua: add one job under a tag with debounce and/or unique-for rules.
+--
+-- debounce: while a job with this tag waits (ready or delayed), the call replaces its
+--   body, priority and record options and moves its run-at to now + debounce_ms
+--   (a ready job goes back to delayed): one job is kept, its enqueue time and attempts
+--   too. With no job under the tag, the new job is delayed by debounce_ms.
+-- unique_for: the tag must not be reserved (KEYS[10], written by ack.lua for
+--   unique_ms after the job under this tag finished); the job's record keeps `u`
+--   (unique_ms) for ack.lua.
+-- A tag held by a job in flight or dead, or reserved, is a clash: nothing is written.
+--
+-- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH
+-- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
+-- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
+-- KEYS[10] unique STRING (this tag's reservation)
+-- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap
+-- ARGV[4] debounce_ms ('' = no debounce; else 1 .. 3650 days)
+-- ARGV[5] unique_ms ('' = none; else 1 .. 3650 days)
+-- ARGV[6..13] the job: id, body, priority, score, delay_ms, run_at_ms, max_retries,
+--   visibility_ms (as publish.lua; with debounce, delay_ms and run_at_ms must be '')
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- Returns: {'new'} written; {'replaced'} a waiting job was debounced;
+--   {'clash', state} nothing written (state: leased | dead | reserved | unknown, or
+--   ready | delayed without debounce).
+-- Work: O(log N).
+
+--@include bounds
+--@include fmt
+--@include new_job
+--@include notify
+--@include now_ms
+--@include ready_scores
+--@include series
+--@include tag_state
+
+local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
+local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local debounce = ARGV[4] ~= '' and tonumber(ARGV[4]) or nil
+local unique = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
+local now = now_ms()
+local why = check_job(ARGV, 6, now)
+if not why and debounce and not is_int(debounce, 1, MAX_DELAY_MS) then
+  why = 'debounce_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']'
+end
+if not why and debounce and (ARGV[10] ~= '' or ARGV[11] ~= '') then
+  why = 'debounce sets the run-at: give no delay_ms or run_at_ms'
+end
+if not why and unique and not is_int(unique, 1, MAX_DELAY_MS) then
+  why = 'unique_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']'
+end
+if why then
+  error('ZQ_BAD_ARGUMENT: ' .. why)
+end
+
+local id = ARGV[6]
+local state = tag_state(k, id)
+if state == nil and redis.call('EXISTS', KEYS[10]) == 1 then
+  return {'clash', 'reserved'}
+end
+if state ~= nil and not (debounce and (state == 'ready' or state == 'delayed')) then
+  return {'clash', state}
+end
+
+local meta, run_at = new_record(ARGV, 6, now)
+if debounce then
+  run_at = now + debounce
+end
+if unique then
+  meta.u = unique
+end
+if state ~= nil then -- debounce a waiting job: keep its enqueue time and attempts
+  local ok, old = pcall(cjson.decode, redis.call('HGET', k.meta, id))
+  if ok and type(old) == 'table' then
+    meta.e = tonumber(old.e) or now
+    meta.a = tonumber(old.a)
+  end
+  redis.call('ZREM', k.ready, id)
+  redis.call('HSET', k.body, id, ARGV[7])
+  redis.call('HSET', k.meta, id, cjson.encode(meta))
+  redis.call('ZADD', k.delayed, run_at, id)
+  notify(k.notify, 1, cap)
+  return {'replaced'}
+end
+local score = nil
+if not (run_at and run_at > now) then
+  score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes
+end
+redis.call('HSET', k.body, id, ARGV[7])
+redis.call('HSET', k.meta, id, cjson.encode(meta))
+if score then
+  redis.call('ZADD', k.ready, score, id)
+else
+  redis.call('ZADD', k.delayed, run_at, id)
+end
+redis.call('HINCRBY', k.stats, 'enqueued', 1)
+bump(k.stats, 'e', 1, now)
+notify(k.notify, 1, cap)
+return {'new'}

@@ -1,0 +1,52 @@
+-- set_priority.lua: change the priority of a waiting job (ready or delayed).
+-- A ready job moves to the band of its new priority at the same point of the queue's
+-- order it entered at (strict: its sequence number; aging: its entry time), so among
+-- jobs of its new priority it keeps its FIFO place; no sequence number is used. A job
+-- with a raw score (`s`) keeps its place (the score is what orders it); a delayed job
+-- takes the new priority when it is promoted.
+--
+-- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
+-- KEYS[5] meta HASH
+-- ARGV[1] id   ARGV[2] priority (integer in [-1000, 1000])
+-- ARGV[3] mode ('strict' | 'tstrict' | 'aging')   ARGV[4] aging_us
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a priority out of bounds.
+-- Returns: 1 changed; 0 no such job; -1 in flight or dead, or its record cannot be used
+--   (nothing changed).
+-- Work: O(log N).
+
+--@include bounds
+--@include decode_meta
+--@include priority_band
+--@include fmt
+
+local id, p = ARGV[1], tonumber(ARGV[2])
+local mode, aging_us = ARGV[3], tonumber(ARGV[4])
+if not is_int(p, -1000, 1000) or not is_int(aging_us, 0, MAX_EXACT) then
+  error('ZQ_BAD_ARGUMENT: priority must be an integer in [-1000, 1000]')
+end
+if redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[4], id) then
+  return -1
+end
+local ready = redis.call('ZSCORE', KEYS[1], id)
+if not ready and not redis.call('ZSCORE', KEYS[2], id) then
+  return 0
+end
+local meta = decode_meta(redis.call('HGET', KEYS[5], id))
+if not meta then
+  return -1
+end
+local old = meta.p or 0
+if p == 0 then
+  meta.p = nil
+else
+  meta.p = p
+end
+if ready and not meta.s and old ~= p then
+  local step = PRIORITY_BAND
+  if mode == 'aging' then
+    step = aging_us
+  end
+  redis.call('ZADD', KEYS[1], 'XX', fmt(tonumber(ready) + (old - p) * step), id)
+end
+redis.call('HSET', KEYS[5], id, cjson.encode(meta))
+return 1

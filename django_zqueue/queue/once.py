@@ -1,0 +1,61 @@
+"""Publishing one job under a tag with debounce and unique-for rules
+(``publish_once.lua``); the exact rules are in docs/job-control.md."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from .. import validate
+from ..bounds import MAX_DELAY
+from ..exceptions import DuplicateJob, InvalidArgument
+from ..records import NewJob
+from .base import QueueBase
+
+#: what :meth:`Once.publish_once` did: a new job, or a waiting one debounced
+OnceResult = Literal["new", "replaced"]
+
+
+def _ms(value: float | timedelta | None, what: str) -> int | None:
+    if value is None:
+        return None
+    ms = int(validate.seconds(value, what) * 1000)
+    if not 1 <= ms <= MAX_DELAY * 1000:
+        raise InvalidArgument(f"{what} must be at least 1 ms and within 3650 days")
+    return ms
+
+
+class Once(QueueBase):
+    """One job under a caller's tag: debounced, or kept unique for a while."""
+
+    def publish_once(
+        self,
+        job: NewJob,
+        *,
+        debounce: float | timedelta | None = None,
+        unique_for: float | timedelta | None = None,
+    ) -> OnceResult:
+        """Send a job made by :meth:`prepare` (with the caller's tag) under these rules,
+        in one script call:
+
+        - ``debounce`` (seconds): while a job with this tag waits (ready or delayed),
+          replace its arguments and options and move its run-at to now + ``debounce``;
+          with no job under the tag, publish it to run in ``debounce`` seconds. The job
+          must have no ``delay`` or ``run_at`` of its own.
+        - ``unique_for`` (seconds): refuse the tag for ``unique_for`` seconds after the
+          job under it finished (was acked), on top of the usual refusal while a job
+          with the tag is waiting, running or dead.
+
+        Returns ``"new"`` or ``"replaced"``; raises :class:`DuplicateJob` (nothing
+        written) when the tag is running, dead or reserved (or waiting, without
+        ``debounce``)."""
+        debounce_ms = _ms(debounce, "debounce")
+        unique_ms = _ms(unique_for, "unique_for")
+        if debounce_ms is not None and (job.delay_ms is not None or job.run_at_ms is not None):
+            raise InvalidArgument("debounce sets the run-at: give no delay or run_at with it")
+        self.ensure_layout()
+        call = self.shard_for(job.tag).publish_once(job, debounce_ms, unique_ms)
+        outcome, state = self.run(call)
+        if outcome == "clash":
+            raise DuplicateJob([job.tag], [state])
+        return "replaced" if outcome == "replaced" else "new"
