@@ -208,7 +208,7 @@ class Pending(Generic[T]):
         self._value: Any = _UNREAD
 
     def result(self) -> T:
-        if self._value is _UNREAD:  # read once: a list result is read item by item (Part)
+        if self._value is _UNREAD:  # read once: a list result is read item by item
             self._value = self.call.result(self.reply)
         value: T = self._value
         return value
@@ -219,24 +219,6 @@ class Pending(Generic[T]):
         return self.reply if isinstance(self.reply, BaseException) else None
 
 
-class Part(Generic[T]):
-    """Item ``index`` of the list result of a call sent in a :class:`Batch` (one job of
-    an ``ack_many`` call): read like a :class:`Pending` of its own."""
-
-    __slots__ = ("index", "pending")
-
-    def __init__(self, pending: Pending[list[T]], index: int) -> None:
-        self.pending = pending
-        self.index = index
-
-    def result(self) -> T:
-        return self.pending.result()[self.index]
-
-    @property
-    def failed(self) -> BaseException | None:
-        return self.pending.failed
-
-
 def _int(reply: Any) -> int:
     return int(reply)
 
@@ -245,8 +227,8 @@ def _flag(reply: Any) -> bool:
     return int(reply) == 1
 
 
-def _flags(reply: Any) -> list[bool]:
-    return [int(x) == 1 for x in reply]
+def _codes(reply: Any) -> list[int]:
+    return [int(x) for x in reply]
 
 
 def _nack(reply: Any) -> NackResult:
@@ -434,8 +416,9 @@ class Scripts:
         args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
         return Call("ack", keys, args, _flag)
 
-    def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[bool]]:
-        """One call finishing up to 100 deliveries of one shard (``ack_many.lua``)."""
+    def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[int]]:
+        """One call finishing up to 100 deliveries of one shard (``ack_many.lua``): per
+        job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
         args: list[Arg] = [p.ack_notify]
         for a in acks:
@@ -443,7 +426,7 @@ class Scripts:
                 keys.append(k.result(a.msg.tag))
             run = "" if a.run_ms is None else a.run_ms
             args += (a.msg.tag, a.msg.token, a.result, a.result_ttl_ms, run)
-        return Call("ack_many", tuple(keys), tuple(args), _flags)
+        return Call("ack_many", tuple(keys), tuple(args), _codes)
 
     def release(self, k: QueueKeys, p: Policy, msg: Message) -> Call[bool]:
         keys = (k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify)

@@ -49,7 +49,7 @@ class Shard:
     def ack(self, msg: Message, result: str, result_ttl_ms: int, run_ms: int | None) -> Call[bool]:
         return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms)
 
-    def ack_many(self, acks: Sequence[Ack]) -> Call[list[bool]]:
+    def ack_many(self, acks: Sequence[Ack]) -> Call[list[int]]:
         return self.scripts.ack_many(self.keys, self.policy, acks)
 
     def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:

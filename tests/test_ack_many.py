@@ -173,3 +173,37 @@ def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:
     assert len(batch) == 1
     q.send(batch)
     assert [p.result() for p in parts] == [True] * 20
+
+
+def test_a_record_only_ack_lua_handles_is_acked_by_it(q: Queue, redis_client: redis.Redis) -> None:
+    """A unique_for job (record field `u`): ack_many leaves it untouched (code 2) and
+    settle_acks acks it with ack.lua, which writes the reservation."""
+    q.publish("plain", tag="p")
+    q.publish("once", tag="u", unique_for=60)
+    p, u = claim(q, 2)
+    call = q.shards[0].ack_many([Ack(p), Ack(u)])
+    assert q.run(call) == [1, 2]
+    assert q.state("u") == "leased" and not redis_client.exists(q.keys.unique("u"))
+    assert q.ack_many([u]) == [True]
+    assert 0 < redis_client.pttl(q.keys.unique("u")) <= 60_000
+    assert q.stats()["acked"] == 2
+
+
+def test_the_worker_path_settles_what_ack_many_left(q: Queue, redis_client: redis.Redis) -> None:
+    q.publish_many(range(3))
+    q.publish("once", tag="u", unique_for=60)
+    msgs = claim(q, 4)
+    batch = q.batch()
+    replies = q.add_acks(batch, [q.make_ack(m, {"r": m.tag}, 60) for m in msgs])
+    q.send(batch)
+    q.settle_acks(replies)
+    assert [r.result() for r in replies] == [True] * 4
+    assert q.result("u") == {"r": "u"} and redis_client.exists(q.keys.unique("u"))
+    assert q.stats()["acked"] == 4
+
+
+def test_a_field_name_inside_a_string_is_not_a_field(q: Queue) -> None:
+    """A consumer id holding `,"u":` does not send a plain job to ack.lua."""
+    q.publish("x")
+    (m,) = claim(q, 1, consumer='w,"u":1,"k":1')
+    assert q.run(q.shards[0].ack_many([Ack(m)])) == [1]

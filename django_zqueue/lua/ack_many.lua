@@ -12,7 +12,9 @@
 --   jobs, a token, TTL or run time that is not an integer, or not one result key per
 --   job that keeps a result.
 -- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
---   or listed twice in the call): nothing changed for it.
+--   or listed twice in the call): nothing changed for it; 2 not acked here, nothing
+--   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
+--   a unique_for reservation): the caller acks it with ack.lua.
 --   The token is read from the record's text (`"t":<token>` right after `{` or `,`: a
 --   quote inside a JSON string is always escaped, so no string value can fake it),
 --   without decoding the JSON. A record that holds no such token is stale, as in ack.lua.
@@ -22,6 +24,9 @@
 --@include now_ms
 --@include series
 --@include notify
+--@include record_text
+
+local FULL_ACK_FIELDS = {'u'}
 
 local n = (#ARGV - 1) / 5
 local cap = tonumber(ARGV[1])
@@ -61,18 +66,21 @@ local metas = redis.call('HMGET', KEYS[3], unpack(ids))
 -- does record `raw` hold delivery token `token` (text)? Read from the text first; a
 -- record whose token is written otherwise (e.g. as 1.2e+14) is decoded, as ack.lua does
 local function holds(raw, token)
-  local field = '"t":' .. token
-  local at = string.find(raw, field, 1, true)
-  while at do
-    local before = string.sub(raw, at - 1, at - 1)
-    local after = string.sub(raw, at + #field, at + #field)
-    if (before == '{' or before == ',') and (after == ',' or after == '}') then
-      return true
-    end
-    at = string.find(raw, field, at + 1, true)
+  if text_field_is(raw, 't', token) then
+    return true
   end
   local ok, meta = pcall(cjson.decode, raw)
   return ok and type(meta) == 'table' and meta.t == tonumber(token)
+end
+
+-- a record with a field only ack.lua handles (`u`: a unique_for reservation to write)
+local function needs_ack_lua(raw)
+  for _, name in ipairs(FULL_ACK_FIELDS) do
+    if text_has_field(raw, name) then
+      return true
+    end
+  end
+  return false
 end
 
 local out, done, seen = {}, {}, {}
@@ -81,12 +89,15 @@ for i = 0, n - 1 do
   local b = 1 + 5 * i
   local id, token = ARGV[b + 1], ARGV[b + 2]
   local raw = metas[i + 1]
-  local ok = false
+  local ok, later = false, false
   if raw and not seen[id] and holds(raw, token) then
     ok = redis.call('ZSCORE', KEYS[1], id) ~= false
   end
   if ok then
     seen[id] = true
+    if needs_ack_lua(raw) then
+      ok, later = false, true
+    end
   end
   if ARGV[b + 3] ~= '' then
     if ok then
@@ -101,6 +112,8 @@ for i = 0, n - 1 do
       run_ms = run_ms + tonumber(ARGV[b + 5])
     end
     out[i + 1] = 1
+  elseif later then
+    out[i + 1] = 2
   else
     out[i + 1] = 0
   end

@@ -33,7 +33,7 @@ from ..read import MAX_MERGED, SERIES, live_thread_count, minute_rows
 from ..records import JobInfo, Message, NewJob, ScanResult, encode_body, new_tag
 from ..validate import MAX_TAG_BYTES
 from .base import MAX_BLOCK, NOTIFY_CAP, PROMOTE_LIMIT
-from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT, ClaimPlan
+from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT, AckReply, ClaimPlan
 from .control import CANCELLED_TTL, CancelledJob, CancelResult
 from .core import Queue
 from .publish import PUBLISH_CHUNK
@@ -50,6 +50,7 @@ __all__ = [
     "PROMOTE_LIMIT",
     "PUBLISH_CHUNK",
     "SERIES",
+    "AckReply",
     "CancelResult",
     "CancelledJob",
     "ClaimPlan",

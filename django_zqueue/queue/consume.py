@@ -17,7 +17,7 @@ from ..bounds import MAX_VISIBILITY_TIMEOUT
 from ..connection import unavailable_as_error, wait_any
 from ..exceptions import InvalidArgument
 from ..records import Ack, Claimed, Message, NackResult, encode_body, from_ms
-from ..scripts import Batch, Call, Part
+from ..scripts import Batch, Call, Pending
 from .base import MAX_BLOCK, QueueBase
 
 #: most jobs one claim may lease
@@ -30,6 +30,34 @@ NO_RESULT: Any = object()
 MAX_RESULT_TTL_MS = 10 * 365 * 86_400_000
 #: at most this many acks per ``ack_many`` script call
 ACK_CHUNK = 100
+
+
+class AckReply:
+    """The reply to one :class:`Ack` sent in an ``ack_many`` call, read like a
+    ``Pending[bool]`` once the batch is sent and :meth:`Consuming.settle_acks` has run:
+    True acked, False stale. ``redo`` is the ``ack.lua`` call that finished a job
+    ``ack_many`` left to it."""
+
+    __slots__ = ("ack", "index", "pending", "redo")
+
+    def __init__(self, ack: Ack, pending: Pending[list[int]], index: int) -> None:
+        self.ack = ack
+        self.pending = pending
+        self.index = index
+        self.redo: Pending[bool] | None = None
+
+    def code(self) -> int:
+        """``ack_many``'s code for this job: 1 acked, 0 stale, 2 left to ``ack.lua``."""
+        return self.pending.result()[self.index]
+
+    def result(self) -> bool:
+        if self.redo is not None:
+            return self.redo.result()
+        return self.code() == 1
+
+    @property
+    def failed(self) -> BaseException | None:
+        return (self.redo or self.pending).failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +205,10 @@ class Consuming(QueueBase):
         if not msgs:
             return []
         batch = self.batch()
-        parts = self.add_acks(batch, [Ack(m) for m in msgs])
+        replies = self.add_acks(batch, [Ack(m) for m in msgs])
         self.send(batch)
-        return [p.result() for p in parts]
+        self.settle_acks(replies)
+        return [r.result() for r in replies]
 
     def make_ack(
         self,
@@ -199,21 +228,37 @@ class Consuming(QueueBase):
             )
         return Ack(msg, encode_body(result).decode("utf-8"), int(ttl_ms), run_ms)
 
-    def add_acks(self, batch: Batch, acks: Sequence[Ack]) -> list[Part[bool]]:
+    def add_acks(self, batch: Batch, acks: Sequence[Ack]) -> list[AckReply]:
         """Queue ``acks`` in ``batch`` as ``ack_many`` calls (one per shard and per
-        ``ACK_CHUNK`` jobs); one reply per ack, in order, readable once ``batch`` is sent."""
+        ``ACK_CHUNK`` jobs); one reply per ack, in order, to read once ``batch`` is sent
+        and :meth:`settle_acks` has run."""
         by_shard: dict[int, list[int]] = {}
         for i, a in enumerate(acks):
             by_shard.setdefault(self.shard_for(a.msg.tag).index, []).append(i)
-        parts: list[Part[bool] | None] = [None] * len(acks)
+        replies: list[AckReply | None] = [None] * len(acks)
         for index, members in by_shard.items():
             shard = self.shards[index]
             for start in range(0, len(members), ACK_CHUNK):
                 chunk = members[start : start + ACK_CHUNK]
                 pending = batch.add(shard.ack_many([acks[i] for i in chunk]))
                 for j, i in enumerate(chunk):
-                    parts[i] = Part(pending, j)
-        return [p for p in parts if p is not None]
+                    replies[i] = AckReply(acks[i], pending, j)
+        return [r for r in replies if r is not None]
+
+    def settle_acks(self, replies: Sequence[AckReply]) -> None:
+        """After the batch of :meth:`add_acks` was sent: ack with ``ack.lua`` each job
+        ``ack_many`` left to it (a record with fields only ``ack.lua`` handles), in one
+        more round trip, only when there are any."""
+        later = [r for r in replies if r.pending.failed is None and r.code() == 2]
+        if not later:
+            return
+        batch = self.batch()
+        for r in later:
+            a = r.ack
+            r.redo = batch.add(
+                self.shard_for(a.msg.tag).ack(a.msg, a.result, a.result_ttl_ms, a.run_ms)
+            )
+        self.send(batch)
 
     def release_call(self, msg: Message) -> Call[bool]:
         return self.shard_for(msg.tag).release(msg)

@@ -21,9 +21,9 @@ from ..connection import is_cluster, wait_any
 from ..events import kv, log
 from ..exceptions import QueueUnavailable
 from ..outcome import Outcome, Success
-from ..queue import Message, Queue
+from ..queue import AckReply, Message, Queue
 from ..records import Ack, NackResult
-from ..scripts import Batch, Part, Pending
+from ..scripts import Batch, Pending
 
 if TYPE_CHECKING:
     import threading
@@ -67,7 +67,7 @@ class Finished(NamedTuple):
     outcome: Outcome
 
 
-Reply = Pending[NackResult] | Part[bool]
+Reply = Pending[NackResult] | AckReply
 
 
 def add_outcomes(batch: Batch, done: list[Finished]) -> list[Reply]:
@@ -87,6 +87,23 @@ def add_outcomes(batch: Batch, done: list[Finished]) -> list[Reply]:
         for i, part in zip(where, q.add_acks(batch, items), strict=True):
             replies[i] = part
     return [r for r in replies if r is not None]
+
+
+def settle(done: list[Finished], replies: list[Reply]) -> None:
+    """Once the batch of :func:`add_outcomes` is sent: the acks ``ack_many`` left to
+    ``ack.lua`` (see :meth:`Queue.settle_acks`), one more round trip per queue that has
+    any; a failure to send is QueueUnavailable (the loop retries the whole flush)."""
+    by_queue: dict[Queue, list[AckReply]] = {}
+    for f, r in zip(done, replies, strict=True):
+        if isinstance(r, AckReply):
+            by_queue.setdefault(f.queue, []).append(r)
+    for q, acks in by_queue.items():
+        try:
+            q.settle_acks(acks)
+        except QueueUnavailable:
+            raise
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
 
 
 def _send(queue: Queue, batch: Batch) -> None:
@@ -291,6 +308,7 @@ class Consumer:
         An outcome an outage refused (a slot migrating, a failover) is kept, still held
         (so its lease is extended meanwhile), and sent again with the next flush; a
         resend after a lost reply is refused as stale, harmlessly."""
+        settle(self.done, pending)
         again = []
         for f, p in zip(self.done, pending, strict=True):
             q, msg, out = f.queue, f.message, f.outcome
