@@ -30,6 +30,7 @@ from .bounds import (
     max_retries_problem,
     visibility_timeout_problem,
 )
+from .fairness import Fairness, fairness_options
 from .exceptions import ConfigurationError
 from .redis_url import (
     MIN_REDIS_PY_FOR_CLUSTER,
@@ -85,6 +86,8 @@ class QueueOptions:
     priority_aging_seconds: float = 60.0
     scan_batch: int = 100
     partitions: int = 1  # > 1: the queue is spread over this many hash tags
+    fairness: Fairness = "fifo"  # "groups": weighted fair order across group keys
+    group_weights: Mapping[str, float] = field(default_factory=dict)  # absent: weight 1
 
     @property
     def visibility_timeout_ms(self) -> int:
@@ -242,6 +245,7 @@ def _parse_queue(
         out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 100.")
         kw.pop("scan_batch")
     _partitions_option(name, merged, kw, out)
+    fairness_options(name, merged, kw, out.add)
     return QueueOptions(**kw)
 
 

@@ -29,6 +29,8 @@ class QueueKeys:
     sched: str  # ZSET periodic schedule name -> next tick, ms (paused ones are absent)
     sched_defs: str  # HASH schedule name -> JSON definition (and "paused")
     sched_last: str  # HASH schedule name -> "tick_ms job_tag" of its last firing
+    gstarts: str  # HASH group -> starts this minute (fair queues; minute in ctr "gmin")
+    gstarts_prev: str  # HASH group -> starts in the minute before
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -59,6 +61,8 @@ class QueueKeys:
             self.sched,
             self.sched_defs,
             self.sched_last,
+            self.gstarts,
+            self.gstarts_prev,
         ]
 
 
@@ -82,6 +86,8 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         sched=f"{tag}:sched",
         sched_defs=f"{tag}:sched_defs",
         sched_last=f"{tag}:sched_last",
+        gstarts=f"{tag}:gstarts",
+        gstarts_prev=f"{tag}:gstarts_prev",
     )
 
 

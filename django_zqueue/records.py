@@ -10,7 +10,8 @@
 
 The job record (``meta`` hash, one JSON object per job) uses short fields: ``p`` priority,
 ``a`` attempts, ``m`` max retries, ``t`` delivery token, ``e`` enqueued at (ms), ``v``
-the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score.
+the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score, ``g`` the group
+key, ``w`` the group's weight in a fair queue.
 Only this module reads them on the Python side.
 """
 
@@ -72,6 +73,8 @@ class NewJob(NamedTuple):
     run_at_ms: int | None = None
     max_retries: int = 0
     visibility_timeout_ms: int | None = None
+    group: str | None = None  # its group key (fair order and per-group counts)
+    weight: float | None = None  # its group's weight in a fair queue (None: 1)
 
 
 class Message(NamedTuple):

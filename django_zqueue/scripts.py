@@ -233,15 +233,16 @@ def _clashes(reply: Any) -> list[tuple[str, str]]:
 
 
 def job_args(job: NewJob) -> tuple[Arg, ...]:
-    """A job's 8 ARGV slots in ``publish.lua``/``fire.lua`` ('' = not given): the fields
+    """A job's 10 ARGV slots in ``publish.lua``/``fire.lua`` ('' = not given): the fields
     of :class:`NewJob`, in its order."""
     if (
         job.score is None
         and job.delay_ms is None
         and job.run_at_ms is None
         and job.visibility_timeout_ms is None
+        and job.group is None
     ):  # the common case, built at once
-        return (job.tag, job.body, job.priority, "", "", "", job.max_retries, "")
+        return (job.tag, job.body, job.priority, "", "", "", job.max_retries, "", "", "")
     return (
         job.tag,
         job.body,
@@ -251,16 +252,19 @@ def job_args(job: NewJob) -> tuple[Arg, ...]:
         "" if job.run_at_ms is None else str(job.run_at_ms),
         job.max_retries,
         "" if job.visibility_timeout_ms is None else str(job.visibility_timeout_ms),
+        "" if job.group is None else job.group,
+        "" if job.weight is None else repr(float(job.weight)),
     )
 
 
-NO_JOB: tuple[Arg, ...] = ("",) * 8
+NO_JOB: tuple[Arg, ...] = ("",) * 10
 
 
 #: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a
 #: partitioned queue in strict mode uses ``tstrict`` (a clock-based sequence, so scores
 #: compare across its partitions)
-ScoreMode = Literal["strict", "tstrict", "aging"]
+#: ``fair``: a queue with ``fairness="groups"`` (virtual time of the job's group)
+ScoreMode = Literal["strict", "tstrict", "aging", "fair"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +348,8 @@ class Scripts:
             k.stats,
             k.dead,
             k.errors,
+            k.gstarts,
+            k.gstarts_prev,
         )
         args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit, p.mode)
         return Call(

@@ -14,7 +14,7 @@ from ..connection import get_client, slot_groups, socket_timeout, unavailable_as
 from ..exceptions import InvalidArgument, PartitionMismatch
 from ..keys import QueueKeys, layout_key, partition_keys, partition_of, queue_keys
 from ..records import Message
-from ..scripts import Batch, Call, Policy, Scripts
+from ..scripts import Batch, Call, Policy, ScoreMode, Scripts
 from ..shard import Shard
 
 T = TypeVar("T")
@@ -26,6 +26,15 @@ PROMOTE_LIMIT = 100
 #: longest single blocking wait; a wait is also cut to a share of the socket timeout
 MAX_BLOCK = 5.0
 
+
+
+def score_mode(o: conf.QueueOptions) -> ScoreMode:
+    """How the queue's ready scores are made: ``fair`` with ``fairness="groups"``;
+    partitions in strict mode share one clock-based sequence (``tstrict``) so scores
+    compare across them."""
+    if o.fairness == "groups":
+        return "fair"
+    return "tstrict" if o.partitions > 1 and o.priority_mode == "strict" else o.priority_mode
 
 class QueueBase:
     """What every part of a queue shares (see :class:`~django_zqueue.queue.Queue`)."""
@@ -55,7 +64,7 @@ class QueueBase:
         #: the queue's options as its scripts take them; partitions share one clock-based
         #: sequence ('tstrict') so scores compare across them
         self.policy = Policy(
-            mode="tstrict" if n > 1 and o.priority_mode == "strict" else o.priority_mode,
+            mode=score_mode(o),
             aging_us=int(o.priority_aging_seconds * 1_000_000),
             visibility_ms=o.visibility_timeout_ms,
             concurrency=o.concurrency or 0,
