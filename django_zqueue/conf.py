@@ -30,8 +30,8 @@ from .bounds import (
     max_retries_problem,
     visibility_timeout_problem,
 )
-from .fairness import Fairness, fairness_options
 from .exceptions import ConfigurationError
+from .fairness import Fairness, fairness_options
 from .redis_url import (
     MIN_REDIS_PY_FOR_CLUSTER,
     RedisTarget,

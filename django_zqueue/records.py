@@ -10,8 +10,8 @@
 
 The job record (``meta`` hash, one JSON object per job) uses short fields: ``p`` priority,
 ``a`` attempts, ``m`` max retries, ``t`` delivery token, ``e`` enqueued at (ms), ``v``
-the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score, ``g`` the group
-key, ``w`` the group's weight in a fair queue.
+the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score,
+``g`` the group key, ``w`` the group's weight in a fair queue.
 Only this module reads them on the Python side.
 """
 
@@ -166,6 +166,7 @@ class JobInfo:
     last_error: str | None
     progress: dict[str, Any] | None
     body: Any
+    group: str | None = None  # its group key (docs/fairness.md)
 
     @classmethod
     def from_reply(cls, queue: str, tag: str, reply: list[Any]) -> JobInfo | None:
@@ -200,6 +201,7 @@ class JobInfo:
             last_error=text(error) or None,
             progress=json.loads(progress) if progress else None,
             body=decoded,
+            group=record.group,
         )
 
 
@@ -240,6 +242,7 @@ class Record:
     enqueued_at_ms: int | None = None
     started_at_ms: int | None = None
     consumer: str | None = None
+    group: str | None = None
 
     @property
     def enqueued_at(self) -> datetime | None:
@@ -264,6 +267,7 @@ class Record:
                 enqueued_at_ms=int(meta["e"]) if "e" in meta else None,
                 started_at_ms=int(meta["st"]) if "st" in meta else None,
                 consumer=None if meta.get("c") is None else str(meta["c"]),
+                group=None if meta.get("g") is None else str(meta["g"]),
             )
         except (TypeError, ValueError):
             return None

@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from django.db import transaction
 
@@ -32,6 +32,7 @@ from .bounds import check_job_options
 from .callcheck import check_call
 from .conf import Backoff
 from .exceptions import InvalidArgument, ZQueueError
+from .fairness import group_problem
 from .queue import JobInfo, Queue, get_queue, new_tag
 from .schedules import Schedule, declare
 from .serializer import encode_call
@@ -59,6 +60,7 @@ class Task(Generic[P, R]):
     on_commit: bool | None = None  # None: ZQUEUE["ENQUEUE_ON_COMMIT"]
     on_failure: Callable[..., Any] | None = None  # called as on_failure(job, exc) when dead
     using_db: str | None = None  # database whose transaction to wait for
+    group: Callable[..., str] | None = None  # group key from the call's arguments
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -77,11 +79,12 @@ class Task(Generic[P, R]):
         using_db: str | None = None,
         max_retries: int | None = None,
         visibility_timeout: float | None = None,
+        group: Callable[..., str] | str | None = None,
     ) -> Task[P, R]:
         """A copy with other enqueue options (the registered task is unchanged).
 
-        ``tag`` may be a fixed string for the next enqueue or a function of the call's
-        arguments."""
+        ``tag`` and ``group`` may each be a fixed string for the next enqueue or a
+        function of the call's arguments."""
         check_job_options(
             f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
         )
@@ -100,12 +103,22 @@ class Task(Generic[P, R]):
             changes["max_retries"] = max_retries
         if visibility_timeout is not None:
             changes["visibility_timeout"] = visibility_timeout
+        if group is not None:
+            changes["group"] = _by_call(group, "group", self.name)
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ enqueueing
 
     def _body(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         return {"task": self.name, **encode_call(args, dict(kwargs))}
+
+    def _group(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        if self.group is None:
+            return None
+        value = self.group(*args, **kwargs)
+        if not isinstance(value, str):
+            raise InvalidArgument(f"group function of task {self.name!r} returned {value!r}")
+        return value
 
     def _tag(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         if self.tag is None:
@@ -136,6 +149,7 @@ class Task(Generic[P, R]):
                 run_at,
                 max_retries=self.max_retries,
                 visibility_timeout=self.visibility_timeout,
+                group=self._group(a, k),
             )
             for a, k in calls
         ]
@@ -288,6 +302,18 @@ class Job:
                 time.sleep(interval)
 
 
+def _by_call(value: object, what: str, task_name: str) -> Callable[..., str]:
+    """A fixed string, or a function of the call's arguments, as such a function."""
+    if isinstance(value, str):
+        problem = group_problem(value)
+        if problem:
+            raise InvalidArgument(f"task {task_name!r}: {problem}")
+        return lambda *a, **k: value
+    if not callable(value):
+        raise InvalidArgument(f"task {task_name!r}: {what} must be a string or a callable")
+    return cast("Callable[..., str]", value)
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -306,6 +332,7 @@ def task(
     timeout: float | None = None,
     visibility_timeout: float | None = None,
     tag: Callable[..., str] | None = None,
+    group: Callable[..., str] | str | None = None,
     store_result: bool = False,
     result_ttl: float = 86400.0,
     on_commit: bool | None = None,
@@ -331,6 +358,8 @@ def task(func: Any = None, /, **options: Any) -> Any:
         )
         if "queue" in opts:
             opts["queue_name"] = opts.pop("queue")
+        if opts.get("group") is not None:
+            opts["group"] = _by_call(opts["group"], "group", name)
         ttl = opts.get("result_ttl", 1.0)
         if (
             isinstance(ttl, bool)

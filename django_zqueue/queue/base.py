@@ -27,7 +27,6 @@ PROMOTE_LIMIT = 100
 MAX_BLOCK = 5.0
 
 
-
 def score_mode(o: conf.QueueOptions) -> ScoreMode:
     """How the queue's ready scores are made: ``fair`` with ``fairness="groups"``;
     partitions in strict mode share one clock-based sequence (``tstrict``) so scores
@@ -35,6 +34,7 @@ def score_mode(o: conf.QueueOptions) -> ScoreMode:
     if o.fairness == "groups":
         return "fair"
     return "tstrict" if o.partitions > 1 and o.priority_mode == "strict" else o.priority_mode
+
 
 class QueueBase:
     """What every part of a queue shares (see :class:`~django_zqueue.queue.Queue`)."""
