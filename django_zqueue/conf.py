@@ -88,6 +88,8 @@ class QueueOptions:
     partitions: int = 1  # > 1: the queue is spread over this many hash tags
     fairness: Fairness = "fifo"  # "groups": weighted fair order across group keys
     group_weights: Mapping[str, float] = field(default_factory=dict)  # absent: weight 1
+    group_concurrency: int | None = None  # most jobs of one group in flight
+    group_qps: float | None = None  # most starts of one group per second
 
     @property
     def visibility_timeout_ms(self) -> int:

@@ -23,6 +23,9 @@ MAX_WEIGHT = 1000.0
 #: job advances it by 1, so this is 2^50 weight-1 starts; far below 2^53, where a double
 #: stops holding every integer
 MAX_VTIME = 2**50
+#: bounds of the per-group limits (claim_fair.lua checks them too)
+MAX_GROUP_CONCURRENCY = 1000
+MAX_GROUP_QPS = 1_000_000
 
 Report = Callable[[str, str, str], None]
 
@@ -33,6 +36,8 @@ def group_problem(group: object) -> str | None:
         return f"group must be a non-empty string, got {group!r}"
     if len(group.encode("utf-8")) > MAX_GROUP_BYTES:
         return f"group must be at most {MAX_GROUP_BYTES} bytes in UTF-8"
+    if "\0" in group:
+        return "group must not contain a NUL character"
     return None
 
 
@@ -49,7 +54,8 @@ def weight_problem(weight: object) -> str | None:
 def fairness_options(
     name: str, merged: Mapping[str, Any], kw: dict[str, Any], report: Report
 ) -> None:
-    """``fairness`` and ``group_weights`` (E021) into ``kw`` when valid."""
+    """``fairness``, ``group_weights``, ``group_concurrency`` and ``group_qps`` (E021)
+    into ``kw`` when valid."""
     if "fairness" in merged:
         v = merged["fairness"]
         if v not in FAIRNESS_MODES:
@@ -80,6 +86,7 @@ def fairness_options(
             )
         else:
             kw["group_weights"] = {str(g): float(w) for g, w in weights.items()}
+    _limit_options(name, merged, kw, report)
     if kw.get("group_weights") and merged.get("fairness", "fifo") != "groups":
         report(
             "E021",
@@ -96,3 +103,41 @@ def fairness_options(
             "time, docs/fairness.md), or use fairness='fifo'.",
         )
         kw.pop("fairness")
+
+
+def _limit_options(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], report: Report
+) -> None:
+    """group_concurrency (1..1000 or None) and group_qps (> 0 up to 10^6 or None): fair
+    queues only, and not with partitions (a limit is kept in one hash tag)."""
+    for key, top, integer in (
+        ("group_concurrency", MAX_GROUP_CONCURRENCY, True),
+        ("group_qps", MAX_GROUP_QPS, False),
+    ):
+        if merged.get(key) is None:
+            continue
+        v = merged[key]
+        good = (isinstance(v, int) if integer else isinstance(v, int | float)) and not isinstance(
+            v, bool
+        )
+        if not good or not 0 < v <= top:
+            kind = "an integer in [1, " if integer else "a number in (0, "
+            report(
+                "E021",
+                f"Queue {name!r}: {key} must be {kind}{top}] or None, got {v!r}.",
+                "A per-group limit; None (the default) means no limit.",
+            )
+        elif merged.get("fairness", "fifo") != "groups":
+            report(
+                "E021",
+                f"Queue {name!r}: {key} needs fairness='groups'.",
+                "Set fairness='groups', or remove the per-group limit.",
+            )
+        elif merged.get("partitions", 1) != 1:
+            report(
+                "E021",
+                f"Queue {name!r}: {key} cannot be combined with partitions > 1.",
+                "A per-group limit is enforced in one hash tag; use partitions = 1.",
+            )
+        else:
+            kw[key] = v if integer else float(v)

@@ -31,6 +31,10 @@ class QueueKeys:
     sched_last: str  # HASH schedule name -> "tick_ms job_tag" of its last firing
     gstarts: str  # HASH group -> starts this minute (fair queues; minute in ctr "gmin")
     gstarts_prev: str  # HASH group -> starts in the minute before
+    ginflight: str  # ZSET (lex) "group\0token\0id": jobs in flight per group (limits)
+    grate: str  # HASH group -> theoretical arrival time, ms (group_qps)
+    gpark: str  # ZSET (lex) "group\0order\0score\0run-at\0id": jobs set aside by group
+    gwait: str  # ZSET group -> ms of the next look at its set-aside jobs
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -63,6 +67,10 @@ class QueueKeys:
             self.sched_last,
             self.gstarts,
             self.gstarts_prev,
+            self.ginflight,
+            self.grate,
+            self.gpark,
+            self.gwait,
         ]
 
 
@@ -88,6 +96,10 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         sched_last=f"{tag}:sched_last",
         gstarts=f"{tag}:gstarts",
         gstarts_prev=f"{tag}:gstarts_prev",
+        ginflight=f"{tag}:ginflight",
+        grate=f"{tag}:grate",
+        gpark=f"{tag}:gpark",
+        gwait=f"{tag}:gwait",
     )
 
 

@@ -43,6 +43,7 @@ Arg: TypeAlias = str | bytes | int | float
 SCRIPT_NAMES = (
     "publish",
     "claim",
+    "claim_fair",
     "ack",
     "release",
     "nack",
@@ -282,6 +283,8 @@ class Policy:
     notify_cap: int
     ack_notify: int  # notify_cap on ack only with a concurrency limit (a slot frees)
     promote_limit: int
+    group_concurrency: int = 0  # fair queues: jobs of one group in flight (0: no limit)
+    group_qps: float = 0  # fair queues: starts of one group per second (0: no limit)
 
 
 class Scripts:
@@ -337,25 +340,29 @@ class Scripts:
     def claim(
         self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str
     ) -> Call[Claimed]:
-        keys = (
-            k.ready,
-            k.delayed,
-            k.leased,
-            k.body,
-            k.meta,
-            k.ctr,
-            k.rate,
-            k.stats,
-            k.dead,
-            k.errors,
-            k.gstarts,
-            k.gstarts_prev,
-        )
-        args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit, p.mode)
+        """``claim.lua``; ``claim_fair.lua`` for a queue with ``fairness="groups"``."""
+        keys = (k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats, k.dead)
+        args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit)
+        if p.mode == "fair":
+            return Call(
+                "claim_fair",
+                (
+                    *keys,
+                    k.errors,
+                    k.gstarts,
+                    k.gstarts_prev,
+                    k.ginflight,
+                    k.grate,
+                    k.gpark,
+                    k.gwait,
+                ),
+                (*args, consumer, p.group_concurrency, p.group_qps),
+                lambda reply: Claimed.from_reply(queue, reply),
+            )
         return Call(
             "claim",
-            keys,
-            (*args, p.aging_us, consumer),
+            (*keys, k.errors),
+            (*args, p.mode, p.aging_us, consumer),
             lambda reply: Claimed.from_reply(queue, reply),
         )
 

@@ -37,8 +37,8 @@ local function check_job(a, b, now)
   if a[b + 7] ~= '' and not is_int(num(7), MIN_LEASE_MS, MAX_LEASE_MS) then
     return 'visibility_ms must be an integer in [' .. MIN_LEASE_MS .. ', ' .. MAX_LEASE_MS .. ']'
   end
-  if a[b + 8] ~= '' and (a[b + 8] == nil or #a[b + 8] > 200) then
-    return 'group must be at most 200 bytes'
+  if a[b + 8] ~= '' and (a[b + 8] == nil or #a[b + 8] > 200 or string.find(a[b + 8], '\0')) then
+    return 'group must be at most 200 bytes, without NUL'
   end
   if a[b + 9] ~= '' and not (num(9) and num(9) >= 0.001 and num(9) <= 1000) then
     return 'weight must be a number in [0.001, 1000]'

@@ -6,7 +6,6 @@
 -- KEYS[1] ready   ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] body HASH
 -- KEYS[5] meta    HASH   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
 -- KEYS[9] dead    ZSET   KEYS[10] errors HASH
--- KEYS[11] gstarts HASH  KEYS[12] gstarts_prev HASH (starts per group, mode 'fair' only)
 -- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
 -- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
 -- ARGV[5] promote_limit                  ARGV[6] mode    ARGV[7] aging_us
@@ -25,11 +24,9 @@
 --@include promote
 --@include bury_corrupt
 --@include fmt
---@include fair
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
-  meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
-  gstarts = KEYS[11], gstarts_prev = KEYS[12]}
+  meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10]}
 local rate = KEYS[7]
 local batch, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local concurrency, qps = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -120,9 +117,6 @@ if n > 0 then
       end
       redis.call('HSET', k.meta, unpack(new_meta))
       redis.call('ZADD', k.leased, unpack(lease))
-      if mode == 'fair' then
-        fair_claimed(k, good, now) -- virtual time, idle groups forgotten, starts counted
-      end
     end
     bury_corrupt(k, bad, now, nil)
   end

@@ -75,6 +75,8 @@ class QueueBase:
             notify_cap=NOTIFY_CAP,
             ack_notify=NOTIFY_CAP if o.concurrency else 0,
             promote_limit=PROMOTE_LIMIT,
+            group_concurrency=o.group_concurrency or 0,
+            group_qps=o.group_qps or 0,
         )
         #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
         self.shards = [
