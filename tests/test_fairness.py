@@ -393,3 +393,138 @@ def test_partitioned_fair_queue_rank_and_order(make_queue: QueueFactory) -> None
     assert [q.rank(tag) for tag, _, _ in page] == list(range(36))
     order = groups_of(drain(q))
     assert Counter(order[:12])["b"] >= 4  # each partition keeps fair order of its share
+
+
+# ---------------------------------------------------------------- per-group limits
+
+
+def claim_all(q: Queue, batch: int = 100) -> list[Any]:
+    msgs, _ = q.claim(batch)
+    return msgs
+
+
+def test_a_group_at_its_concurrency_waits_without_blocking_others(
+    make_queue: QueueFactory,
+) -> None:
+    q = fair(make_queue, group_concurrency=2)
+    a = q.publish_many([f"a:{i}" for i in range(10)], group="a")
+    q.publish_many([f"b:{i}" for i in range(3)], group="b")
+    msgs = claim_all(q, 10)
+    assert sorted(m.body for m in msgs) == ["a:0", "a:1", "b:0", "b:1"]
+    # the rest of a and b were set aside: waiting (delayed), no rank, still there
+    assert q.state(a[5]) == "delayed" and q.rank(a[5]) is None and q.exists(a[5])
+    c = q.publish_many([f"c:{i}" for i in range(3)], group="c")
+    got = claim_all(q, 10)
+    assert sorted(m.body for m in got) == ["c:0", "c:1"]  # c is not held behind a and b
+    assert q.state(c[2]) == "delayed"
+    # a slot of a frees: a's next job in its own order comes back and is claimed (a
+    # waiting group is looked at every 50 ms: moved on by hand, no sleeping)
+    assert q.ack(next(m for m in msgs if m.body == "a:0"))
+    q.client.zadd(q.keys.gwait, {"a": 0})
+    assert [m.body for m in claim_all(q, 10)] == ["a:2"]
+    assert [m.body for m in claim_all(q, 10)] == []  # a is at 2 again, b and c at 2
+
+
+def test_the_claim_sets_aside_at_most_100_jobs_per_call(make_queue: QueueFactory) -> None:
+    q = fair(make_queue, group_concurrency=1)
+    q.publish_many([f"a:{i}" for i in range(450)], group="a")
+    assert [m.body for m in claim_all(q, 1)] == ["a:0"]
+    q.publish("b:0", group="b", score=10**6)  # behind all of a
+    calls, got = 0, []
+    while not got:
+        before = q.client.zcard(q.keys.gpark)
+        got = claim_all(q, 1)
+        calls += 1
+        assert q.client.zcard(q.keys.gpark) - before <= 100
+    assert [m.body for m in got] == ["b:0"] and calls == 5
+    assert q.client.zcard(q.keys.gpark) == 449
+    assert q.counts()["ready"] == 0 and q.counts()["delayed"] == 449
+
+
+def test_group_qps_spaces_the_starts_of_one_group(make_queue: QueueFactory) -> None:
+    q = fair(make_queue, group_qps=2)
+    q.publish_many([f"a:{i}" for i in range(6)], group="a")
+    q.publish_many([f"b:{i}" for i in range(1)], group="b")
+    first, hint = q.claim(10)
+    assert sorted(m.body for m in first) == ["a:0", "a:1", "b:0"]  # a bucket of 2
+    nothing, hint = q.claim(10)
+    assert nothing == [] and hint is not None and 0 < hint <= 0.5
+    # half a second later (the bucket's clock moved back by hand: no sleeping)
+    tat = float(q.client.hget(q.keys.grate, "a"))
+    q.client.hset(q.keys.grate, "a", str(tat - 500))
+    q.client.zadd(q.keys.gwait, {"a": 0})
+    assert [m.body for m in claim_all(q)] == ["a:2"]
+
+
+def test_finished_and_expired_jobs_free_their_slot(make_queue: QueueFactory) -> None:
+    q = fair(make_queue, group_concurrency=1, visibility_timeout=1)
+    q.publish_many(["a:0", "a:1", "a:2"], group="a")
+    first = claim_all(q)
+    assert [m.body for m in first] == ["a:0"]
+    assert q.nack(first[0], "boom", retry_in=0) == "retry"  # a retry frees the slot
+    q.client.zadd(q.keys.gwait, {"a": 0})
+    second = claim_all(q)
+    assert [m.body for m in second] == ["a:1"]
+    # the worker dies: its lease expires and the scanner recovers it
+    q.client.zadd(q.keys.leased, {second[0].tag: 1})
+    assert q.scan().recovered == 1
+    q.client.zadd(q.keys.gwait, {"a": 0})
+    # recovered, it goes to the back of its group (as in a fifo queue): a:2 first
+    assert [m.body for m in claim_all(q)] == ["a:2"]
+
+
+def test_a_deleted_job_set_aside_does_not_come_back(make_queue: QueueFactory) -> None:
+    q = fair(make_queue, group_concurrency=1)
+    tags = q.publish_many(["a:0", "a:1", "a:2"], group="a")
+    held = claim_all(q)
+    assert q.cancel(tags[1])
+    q.ack(held[0])
+    q.client.zadd(q.keys.gwait, {"a": 0})
+    assert [m.body for m in claim_all(q)] == ["a:2"]
+    assert q.info(tags[1]) is None
+
+
+def test_limits_removed_from_the_settings_release_the_jobs_set_aside(
+    make_queue: QueueFactory,
+) -> None:
+    limited = fair(make_queue, "lim", group_concurrency=1)
+    limited.publish_many(["a:0", "a:1", "a:2"], group="a")
+    claim_all(limited)
+    assert limited.client.zcard(limited.keys.gpark) == 2
+    free = fair(make_queue, "lim")
+    free.client.zadd(free.keys.gwait, {"a": 0})
+    assert sorted(m.body for m in claim_all(free)) == ["a:1", "a:2"]
+
+
+def test_idle_groups_leave_no_limit_state(make_queue: QueueFactory) -> None:
+    q = fair(make_queue, group_concurrency=3, group_qps=1000)
+    for g in range(40):
+        q.publish(f"{g}", group=f"t{g}")
+    for m in claim_all(q):
+        q.ack(m)
+    assert q.client.zcard(q.keys.ginflight) == 40  # stale entries, pruned lazily
+    for _ in range(3):  # each claim checks a few entries of each kind
+        claim_all(q)
+    assert q.client.zcard(q.keys.ginflight) == 0
+    assert q.client.hlen(q.keys.grate) == 0
+    assert not [f for f in q.client.hkeys(q.keys.ctr) if f.startswith(b"g:")]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"group_concurrency": 2},
+        {"fairness": "groups", "group_concurrency": 0},
+        {"fairness": "groups", "group_concurrency": 1001},
+        {"fairness": "groups", "group_concurrency": 1.5},
+        {"fairness": "groups", "group_qps": -1},
+        {"fairness": "groups", "group_qps": True},
+        {"fairness": "groups", "group_qps": 5, "partitions": 2},
+    ],
+)
+def test_bad_group_limits_are_reported(options: dict[str, Any]) -> None:
+    with override_settings(ZQUEUE={"QUEUES": {"q": options}}):
+        conf.reset()
+        problems = conf.problems()
+    conf.reset()
+    assert [p.id for p in problems] == ["django_zqueue.E021"], problems

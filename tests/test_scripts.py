@@ -136,9 +136,7 @@ def test_keys_come_from_keys_never_built(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
-def test_header_key_count_matches_the_call(
-    name: str, q: Queue, make_queue: QueueFactory
-) -> None:
+def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: QueueFactory) -> None:
     """The KEYS listed in the header are exactly the keys scripts.py passes."""
     if name == "claim_fair":
         q = make_queue("fairq", fairness="groups")

@@ -152,8 +152,10 @@ local function unpark(k, lim, now)
     end
     if ok then
       local lo, hi = lex_range(group)
+      local room = group_room(k, lim, group, now)
+      -- read a few more than the room: entries of jobs deleted meanwhile are dropped
       local members = redis.call('ZRANGEBYLEX', k.gpark, lo, hi, 'LIMIT', 0,
-        group_room(k, lim, group, now))
+        math.min(PARK_MAX, room + SWEEP))
       local ids, scores = {}, {}
       for i, m in ipairs(members) do
         local _, _, score, run_at, id = string.match(m, '^(.-)%z([^%z]*)%z([^%z]*)%z(%d+)%z(.*)$')
@@ -161,15 +163,20 @@ local function unpark(k, lim, now)
       end
       if #members > 0 then
         local at = redis.call('ZMSCORE', k.delayed, unpack(ids))
-        local back, out = {}, {}
+        local back, out, gone = {}, {}, {}
         for i, id in ipairs(ids) do
-          if at[i] and tonumber(at[i]) == scores[i][2] then -- still the job set aside
+          local live = at[i] and tonumber(at[i]) == scores[i][2] -- still the job set aside
+          if live and #out >= room then
+            break
+          end
+          if live then
             back[#back + 1] = scores[i][1]
             back[#back + 1] = id
             out[#out + 1] = id
           end
+          gone[#gone + 1] = members[i]
         end
-        redis.call('ZREM', k.gpark, unpack(members))
+        redis.call('ZREM', k.gpark, unpack(gone))
         if #out > 0 then
           redis.call('ZREM', k.delayed, unpack(out))
           redis.call('ZADD', k.ready, unpack(back))
