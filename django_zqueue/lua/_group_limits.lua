@@ -21,7 +21,8 @@ local PARK_MS = 86400000 -- run-at of a set-aside job: the fallback if no claim 
 local PARK_MAX = 100 -- jobs set aside per call
 local UNPARK_GROUPS = 4 -- waiting groups looked at per call
 local VERIFY_BUDGET = 2000 -- in-flight entries checked per call
-local SWEEP = 20
+local SWEEP = 100 -- in-flight entries and qps fields checked per call
+local UNPARK_EXTRA = 20 -- set-aside entries read beyond a group's room (deleted jobs)
 
 local function lex_range(group)
   return '[' .. group .. '\0', '(' .. group .. '\1'
@@ -155,7 +156,7 @@ local function unpark(k, lim, now)
       local room = group_room(k, lim, group, now)
       -- read a few more than the room: entries of jobs deleted meanwhile are dropped
       local members = redis.call('ZRANGEBYLEX', k.gpark, lo, hi, 'LIMIT', 0,
-        math.min(PARK_MAX, room + SWEEP))
+        math.min(PARK_MAX, room + UNPARK_EXTRA))
       local ids, scores = {}, {}
       for i, m in ipairs(members) do
         local _, _, score, run_at, id = string.match(m, '^(.-)%z([^%z]*)%z([^%z]*)%z(%d+)%z(.*)$')

@@ -165,6 +165,8 @@ if #good > 0 then
     redis.call('ZADD', k.ginflight, unpack(inflight))
   end
   fair_claimed(k, good, now)
+else
+  fair_starts(k, {}, now) -- the start counts of an idle queue rotate out too
 end
 if #parked > 0 then
   park(k, parked, now)
