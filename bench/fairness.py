@@ -125,7 +125,7 @@ def weights(client: redis.Redis, prefix: str, a: argparse.Namespace) -> dict[str
         for _ in range(0, per, 1000):
             q.publish_many([BODY] * 1000, group=g)
     starts = per  # every group stays backlogged (w3 gets half of them)
-    count = {g: 0 for g in w}
+    count = dict.fromkeys(w, 0)
     done = 0
     while done < starts:
         msgs, _ = q.claim(min(100, starts - done))
