@@ -192,6 +192,20 @@ def test_drained_groups_leave_no_state(make_queue: QueueFactory) -> None:
     assert not [f for f in fields if f.startswith("g:")], fields
 
 
+def test_groups_whose_jobs_were_deleted_are_swept(make_queue: QueueFactory) -> None:
+    q = fair(make_queue)
+    tags = [q.publish(f"{g}", group=f"t{g}") for g in range(30)]
+    q.publish_many(["x:0", "x:1"], group="x")
+    for t in tags:
+        assert q.cancel(t)
+    drain_n(q, 2)  # moves the virtual time up to the cancelled groups' finish (1)
+    fields = {f.decode() for f in q.client.hkeys(q.keys.ctr)}
+    assert len([f for f in fields if f.startswith("g:")]) == 30  # not yet swept
+    drain_n(q, 1)  # a later claim (even one that finds nothing) sweeps them
+    fields = {f.decode() for f in q.client.hkeys(q.keys.ctr)}
+    assert not [f for f in fields if f.startswith("g:")], fields
+
+
 def test_starts_are_counted_per_group_and_minute(make_queue: QueueFactory) -> None:
     q = fair(make_queue)
     q.publish_many(["a"] * 3, group="a")

@@ -11,6 +11,9 @@
 --   finish of a group that has nothing else queued (so an idle group costs no memory),
 --   and count each group's starts in HASH k.gstarts (this minute; the previous minute's
 --   counts move to k.gstarts_prev; ctr field 'gmin' is the minute of k.gstarts).
+-- fair_sweep: look at FAIR_SWEEP fields of ctr from a rotating cursor (field 'fsweep') and
+--   drop group finishes at or below vt (the same as no entry): the state of a group whose
+--   last jobs were deleted rather than claimed.
 --@include fmt
 
 local FAIR_MAX_VTIME = 1125899906842624 -- 2^50 (fairness.MAX_VTIME)
@@ -113,4 +116,23 @@ local function fair_claimed(k, good, now)
     end
   end
   fair_starts(k, counts, now)
+end
+
+local FAIR_SWEEP = 100
+
+local function fair_sweep(k)
+  local r = redis.call('HSCAN', k.ctr, redis.call('HGET', k.ctr, 'fsweep') or '0',
+    'COUNT', FAIR_SWEEP)
+  local vt = tonumber(redis.call('HGET', k.ctr, 'vt') or '0')
+  local gone = {}
+  for i = 1, #r[2], 2 do
+    local f = r[2][i]
+    if string.sub(f, 1, 2) == 'g:' and tonumber(r[2][i + 1]) <= vt then
+      gone[#gone + 1] = f
+    end
+  end
+  if #gone > 0 then
+    redis.call('HDEL', k.ctr, unpack(gone))
+  end
+  redis.call('HSET', k.ctr, 'fsweep', r[1])
 end

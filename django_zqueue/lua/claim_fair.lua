@@ -22,7 +22,8 @@
 --   when jobs were only set aside (claim again), else the earliest of the next delayed
 --   job and the next look at a waiting group.
 -- Work: O((batch + promote_limit + PARK_MAX) log N), plus at most VERIFY_BUDGET (2000)
---   in-flight entries checked and UNPARK_GROUPS (4) waiting groups of up to 100 jobs.
+--   in-flight entries checked, UNPARK_GROUPS (4) waiting groups of up to 100 jobs, and
+--   100 entries of each sweep (fair_sweep, limits_sweep).
 
 --@include now_ms
 --@include bounds
@@ -58,6 +59,7 @@ if gq > 0 then
   lim.tau = (math.max(gq, 1) - 1) * lim.T
 end
 limits_sweep(k, lim, now)
+fair_sweep(k)
 unpark(k, lim, now)
 
 local n = batch
