@@ -542,3 +542,22 @@ def test_bad_group_limits_are_reported(options: dict[str, Any]) -> None:
         problems = conf.problems()
     conf.reset()
     assert [p.id for p in problems] == ["django_zqueue.E021"], problems
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def test_metrics_give_the_top_groups_by_rank_never_by_name(make_queue: QueueFactory) -> None:
+    from django_zqueue.metrics import exposition
+
+    q = fair(make_queue, "m")
+    plain = make_queue("p")
+    q.publish_many(["x"] * 4, group="secret-tenant-a")
+    q.publish_many(["x"] * 2, group="secret-tenant-b")
+    plain.publish("x", group="c")
+    text = exposition([q, plain]).decode()
+    assert "secret-tenant" not in text
+    assert f'zqueue_group_top_ready{{queue="{q.name}",rank="1"}} 4.0' in text
+    assert f'zqueue_group_top_ready{{queue="{q.name}",rank="2"}} 2.0' in text
+    assert f'zqueue_groups_seen{{queue="{q.name}"}} 2.0' in text
+    assert f'queue="{plain.name}",rank=' not in text  # fifo queues: no group figures
