@@ -200,8 +200,8 @@ def test_groups_whose_jobs_were_deleted_are_swept(make_queue: QueueFactory) -> N
         assert q.cancel(t)
     drain_n(q, 2)  # moves the virtual time up to the cancelled groups' finish (1)
     fields = {f.decode() for f in q.client.hkeys(q.keys.ctr)}
-    assert len([f for f in fields if f.startswith("g:")]) == 30  # not yet swept
-    drain_n(q, 1)  # a later claim (even one that finds nothing) sweeps them
+    assert len([f for f in fields if f.startswith("g:")]) >= 30 - 10  # 10 per busy call
+    drain_n(q, 1)  # a claim that finds nothing sweeps up to 200
     fields = {f.decode() for f in q.client.hkeys(q.keys.ctr)}
     assert not [f for f in fields if f.startswith("g:")], fields
 

@@ -11,7 +11,7 @@
 --   finish of a group that has nothing else queued (so an idle group costs no memory),
 --   and count each group's starts in HASH k.gstarts (this minute; the previous minute's
 --   counts move to k.gstarts_prev; ctr field 'gmin' is the minute of k.gstarts).
--- fair_sweep: look at FAIR_SWEEP fields of ctr from a rotating cursor (field 'fsweep') and
+-- fair_sweep: look at `count` fields of ctr from a rotating cursor (field 'fsweep') and
 --   drop group finishes at or below vt (the same as no entry): the state of a group whose
 --   last jobs were deleted rather than claimed.
 --@include fmt
@@ -118,11 +118,9 @@ local function fair_claimed(k, good, now)
   fair_starts(k, counts, now)
 end
 
-local FAIR_SWEEP = 100
-
-local function fair_sweep(k)
+local function fair_sweep(k, count)
   local r = redis.call('HSCAN', k.ctr, redis.call('HGET', k.ctr, 'fsweep') or '0',
-    'COUNT', FAIR_SWEEP)
+    'COUNT', count)
   local vt = tonumber(redis.call('HGET', k.ctr, 'vt') or '0')
   local gone = {}
   for i = 1, #r[2], 2 do

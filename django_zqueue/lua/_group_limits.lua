@@ -13,15 +13,16 @@
 -- group_admits: true, or false and when to look again, or nil (check budget spent).
 -- group_took: account for one start of the group in this call.
 -- park / unpark: set jobs aside; bring back the jobs of groups that have room.
--- limits_sweep: check SWEEP in-flight entries and qps fields from rotating cursors, so
---   an idle group's entries are dropped.
+-- limits_sweep: check `count` in-flight entries and qps fields from rotating cursors,
+--   so an idle group's entries are dropped.
 
 local GROUP_CHECK_MS = 50 -- a group waiting for a slot is looked at again after this long
 local PARK_MS = 86400000 -- run-at of a set-aside job: the fallback if no claim comes back
 local PARK_MAX = 100 -- jobs set aside per call
 local UNPARK_GROUPS = 4 -- waiting groups looked at per call
 local VERIFY_BUDGET = 2000 -- in-flight entries checked per call
-local SWEEP = 100 -- in-flight entries and qps fields checked per call
+local SWEEP_BUSY = 10 -- entries of each sweep per call that leased jobs
+local SWEEP_IDLE = 200 -- per call that leased nothing (an idle consumer's poll)
 local UNPARK_EXTRA = 20 -- set-aside entries read beyond a group's room (deleted jobs)
 
 local function lex_range(group)
@@ -194,11 +195,11 @@ local function unpark(k, lim, now)
   end
 end
 
-local function limits_sweep(k, lim, now)
+local function limits_sweep(k, lim, now, count)
   if lim.c > 0 then
     local cur = redis.call('HGET', k.ctr, 'gsweep')
     local members = redis.call('ZRANGEBYLEX', k.ginflight, cur and '(' .. cur or '-', '+',
-      'LIMIT', 0, SWEEP)
+      'LIMIT', 0, count)
     if #members > 0 then
       redis.call('HSET', k.ctr, 'gsweep', members[#members])
       prune(k, members)
@@ -208,7 +209,7 @@ local function limits_sweep(k, lim, now)
   end
   if lim.q > 0 then
     local r = redis.call('HSCAN', k.grate, redis.call('HGET', k.ctr, 'qsweep') or '0',
-      'COUNT', SWEEP)
+      'COUNT', count)
     local done = {}
     for i = 1, #r[2], 2 do
       if tonumber(r[2][i + 1]) <= now then -- a full bucket: the same as no entry

@@ -23,7 +23,7 @@
 --   job and the next look at a waiting group.
 -- Work: O((batch + promote_limit + PARK_MAX) log N), plus at most VERIFY_BUDGET (2000)
 --   in-flight entries checked, UNPARK_GROUPS (4) waiting groups of up to 100 jobs, and
---   100 entries of each sweep (fair_sweep, limits_sweep).
+--   10 entries of each sweep (fair_sweep, limits_sweep; 200 when nothing was leased).
 
 --@include now_ms
 --@include bounds
@@ -58,8 +58,6 @@ if gq > 0 then
   lim.T = 1000 / gq
   lim.tau = (math.max(gq, 1) - 1) * lim.T
 end
-limits_sweep(k, lim, now)
-fair_sweep(k)
 unpark(k, lim, now)
 
 local n = batch
@@ -182,6 +180,10 @@ if gq > 0 and #take > 0 then
   redis.call('HSET', k.grate, unpack(set))
 end
 bury_corrupt(k, bad, now, nil)
+-- the sweeps: a few entries while there is work, more when the call leased nothing
+local sweep = #good > 0 and SWEEP_BUSY or SWEEP_IDLE
+limits_sweep(k, lim, now, sweep)
+fair_sweep(k, sweep)
 if qps > 0 and n > 0 then
   redis.call('HSET', rate, 'tokens', fmt(tokens - #good), 'ts', now)
 end
