@@ -230,17 +230,83 @@ def blocked_head(client: redis.Redis, prefix: str, a: argparse.Namespace) -> dic
     for i in range(0, a.flood, 1000):
         q.publish_many([BODY] * min(1000, a.flood - i), group="big")
     q.claim(1)  # big is at its limit now
-    q.publish_many([BODY] * 10, group="other")
+    for i in range(10):  # ten other groups (each also limited to 1 in flight)
+        q.publish(BODY, group=f"other-{i}")
     calls, got = 0, 0
     t = time.perf_counter()
     while got < 10 and calls < a.flood:
         msgs, _ = q.claim(10)
         got += len(msgs)
         calls += 1
-        q.ack_many(msgs)  # other (also limited to 1 in flight) finishes each job
+        q.ack_many(msgs)
     took = time.perf_counter() - t
     q.clear()
     return {"big_jobs_at_head": a.flood, "claim_calls_until_other_done": calls, "seconds": took}
+
+
+def script_times(
+    client: redis.Redis, prefix: str, a: argparse.Namespace, slow: Slowlog, own: bool
+) -> dict[str, Any]:
+    """Server-side duration of every script call (SLOWLOG at 0 us, our own server only)
+    with ``--idle`` groups queued: claim(100)+ack_many and publish of 100 jobs of new
+    groups, with and without limits, and a blocked group's jobs at the head."""
+    if not own:
+        return {"skipped": "needs the bench's own redis-server (SLOWLOG at 0 us)"}
+    times: dict[str, list[float]] = {}
+
+    def record(fn: Any) -> None:
+        slow.harvest()
+        client.config_set("slowlog-log-slower-than", 0)
+        try:
+            fn()
+        finally:
+            client.config_set("slowlog-log-slower-than", slow.threshold_us)
+        for e in client.slowlog_get(-1):
+            cmd = e["command"]
+            words = cmd.split()[:2] if isinstance(cmd, bytes | str) else list(cmd)[:2]
+            words = [w.decode() if isinstance(w, bytes) else str(w) for w in words]
+            if len(words) == 2 and words[0].lower() == "evalsha":
+                name = slow.by_sha.get(words[1].lower(), "?")
+                times.setdefault(name, []).append(e["duration"] / 1000)
+        client.slowlog_reset()
+
+    for v, opts in {
+        "": {"fairness": "groups"},
+        "+limits": {"fairness": "groups", "group_concurrency": 5, "group_qps": 1000},
+    }.items():
+        q = make(client, prefix, f"times{v}", **opts)
+        publish_groups(q, [f"tenant-{i}" for i in range(a.idle)])
+        for _ in range(30):
+
+            def step(q: Queue = q) -> None:
+                msgs, _ = q.claim(100)
+                q.ack_many(msgs)
+                q.publish_prepared([q.prepare(BODY, group=uuid.uuid4().hex) for _ in range(100)])
+
+            record(step)
+        q.clear()
+    blocked = make(client, prefix, "times-blocked", fairness="groups", group_concurrency=1)
+    for _ in range(0, a.flood, 1000):
+        blocked.publish_many([BODY] * 1000, group="big")
+    blocked.claim(1)
+    for _ in range(30):
+        record(lambda: blocked.claim(100))  # sets 100 of big's jobs aside per call
+    blocked.clear()
+
+    def pct(xs: list[float], p: float) -> float:
+        xs = sorted(xs)
+        return round(xs[min(len(xs) - 1, int(len(xs) * p))], 3)
+
+    return {
+        name: {
+            "calls": len(xs),
+            "p50_ms": pct(xs, 0.5),
+            "p99_ms": pct(xs, 0.99),
+            "max_ms": round(max(xs), 3),
+            "over_5ms": sum(x > 5 for x in xs),
+        }
+        for name, xs in sorted(times.items())
+    }
 
 
 def main() -> None:
@@ -269,6 +335,9 @@ def main() -> None:
             log(name)
             result[name] = fn(client, prefix, a)
             log(json.dumps(result[name]))
+        log("script_times")
+        result["script_times"] = script_times(client, prefix, a, slow, private is not None)
+        log(json.dumps(result["script_times"]))
         result["slowlog"] = slow.summary()
         result["load_after"] = loadavg()
     finally:

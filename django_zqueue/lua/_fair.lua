@@ -74,8 +74,18 @@ local function fair_starts(k, counts, now)
     end
     redis.call('HSET', k.ctr, 'gmin', minute)
   end
-  for group, n in pairs(counts) do
-    redis.call('HINCRBY', k.gstarts, group, n)
+  local groups = {}
+  for group in pairs(counts) do
+    groups[#groups + 1] = group
+  end
+  if #groups > 0 then -- one read and one write for all the groups of the call
+    local held_n = redis.call('HMGET', k.gstarts, unpack(groups))
+    local set = {}
+    for i, group in ipairs(groups) do
+      set[#set + 1] = group
+      set[#set + 1] = (tonumber(held_n[i]) or 0) + counts[group]
+    end
+    redis.call('HSET', k.gstarts, unpack(set))
   end
 end
 
