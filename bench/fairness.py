@@ -230,8 +230,8 @@ def blocked_head(client: redis.Redis, prefix: str, a: argparse.Namespace) -> dic
     for i in range(0, a.flood, 1000):
         q.publish_many([BODY] * min(1000, a.flood - i), group="big")
     q.claim(1)  # big is at its limit now
-    for i in range(10):  # ten other groups (each also limited to 1 in flight)
-        q.publish(BODY, group=f"other-{i}")
+    for i in range(10):  # ten other groups, behind every job of big (a raw score)
+        q.publish(BODY, group=f"other-{i}", score=a.flood + 1)
     calls, got = 0, 0
     t = time.perf_counter()
     while got < 10 and calls < a.flood:
@@ -241,7 +241,12 @@ def blocked_head(client: redis.Redis, prefix: str, a: argparse.Namespace) -> dic
         q.ack_many(msgs)
     took = time.perf_counter() - t
     q.clear()
-    return {"big_jobs_at_head": a.flood, "claim_calls_until_other_done": calls, "seconds": took}
+    return {
+        "big_jobs_at_head": a.flood,
+        "claim_calls_until_other_done": calls,
+        "seconds": round(took, 3),
+        "ms_per_call": round(took * 1000 / calls, 3),
+    }
 
 
 def script_times(
