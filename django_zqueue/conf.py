@@ -31,6 +31,7 @@ from .bounds import (
     visibility_timeout_problem,
 )
 from .exceptions import ConfigurationError
+from .fairness import Fairness, fairness_options
 from .redis_url import (
     MIN_REDIS_PY_FOR_CLUSTER,
     RedisTarget,
@@ -85,6 +86,10 @@ class QueueOptions:
     priority_aging_seconds: float = 60.0
     scan_batch: int = 100
     partitions: int = 1  # > 1: the queue is spread over this many hash tags
+    fairness: Fairness = "fifo"  # "groups": weighted fair order across group keys
+    group_weights: Mapping[str, float] = field(default_factory=dict)  # absent: weight 1
+    group_concurrency: int | None = None  # most jobs of one group in flight
+    group_qps: float | None = None  # most starts of one group per second
 
     @property
     def visibility_timeout_ms(self) -> int:
@@ -242,6 +247,7 @@ def _parse_queue(
         out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 100.")
         kw.pop("scan_batch")
     _partitions_option(name, merged, kw, out)
+    fairness_options(name, merged, kw, out.add)
     return QueueOptions(**kw)
 
 

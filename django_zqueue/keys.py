@@ -30,6 +30,12 @@ class QueueKeys:
     sched_defs: str  # HASH schedule name -> JSON definition (and "paused")
     sched_last: str  # HASH schedule name -> "tick_ms job_tag" of its last firing
     paused: str  # STRING present while the queue is paused (claim.lua hands out nothing)
+    gstarts: str  # HASH group -> starts this minute (fair queues; minute in ctr "gmin")
+    gstarts_prev: str  # HASH group -> starts in the minute before
+    ginflight: str  # ZSET (lex) "group\0token\0id": jobs in flight per group (limits)
+    grate: str  # HASH group -> theoretical arrival time, ms (group_qps)
+    gpark: str  # ZSET (lex) "group\0order\0score\0run-at\0id": jobs set aside by group
+    gwait: str  # ZSET group -> ms of the next look at its set-aside jobs
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -69,6 +75,12 @@ class QueueKeys:
             self.sched_defs,
             self.sched_last,
             self.paused,
+            self.gstarts,
+            self.gstarts_prev,
+            self.ginflight,
+            self.grate,
+            self.gpark,
+            self.gwait,
         ]
 
 
@@ -93,6 +105,12 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         sched_defs=f"{tag}:sched_defs",
         sched_last=f"{tag}:sched_last",
         paused=f"{tag}:paused",
+        gstarts=f"{tag}:gstarts",
+        gstarts_prev=f"{tag}:gstarts_prev",
+        ginflight=f"{tag}:ginflight",
+        grate=f"{tag}:grate",
+        gpark=f"{tag}:gpark",
+        gwait=f"{tag}:gwait",
     )
 
 

@@ -24,6 +24,17 @@ Metrics, each labelled ``queue``::
     zqueue_jobs_<event>_total   counters: enqueued, claimed, acked, failed, retried,
                                 dead, expired, deleted, requeued, released, cancelled
     zqueue_run_seconds_total    run time reported by acks
+
+and, for a queue with ``fairness="groups"`` only, the biggest groups without their names
+(a label per group would grow without bound), labelled ``queue`` and ``rank`` (1..5)::
+
+    zqueue_group_top_ready      ready jobs of the rank-th biggest group
+    zqueue_group_top_inflight   jobs in flight of that group
+    zqueue_group_top_started    its starts in the last full minute
+    zqueue_groups_seen          groups among the jobs read
+
+read over the first 500 ready and 500 leased jobs of each partition
+(:func:`django_zqueue.read.group_figures`; docs/fairness.md#watching-groups).
 """
 
 from __future__ import annotations
@@ -52,6 +63,9 @@ COUNTERS = (
     ("released", "Deliveries given back unrun."),
     ("cancelled", "Running jobs cancelled (a waiting job cancelled counts as deleted)."),
 )
+#: groups per fair queue in the metrics, and jobs of each state read to find them
+TOP_GROUPS = 5
+GROUP_SAMPLE = 500
 INSTALL_HINT = "Prometheus metrics need prometheus-client: pip install 'django-zqueue[prometheus]'"
 
 
@@ -118,9 +132,40 @@ class ZQueueCollector:
         yield paused
         yield from counters.values()
         yield run
+        yield from group_metrics([q for q in queues if q.options.fairness == "groups"])
 
     def describe(self) -> list[Any]:
         return []  # no Redis read at registration time
+
+
+def group_metrics(queues: Sequence[Queue]) -> Iterator[Metric]:
+    """The top groups of fair queues, by rank: no group name becomes a label."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    labels = ["queue", "rank"]
+    families = {
+        "ready": GaugeMetricFamily(
+            "zqueue_group_top_ready", "Ready jobs of the rank-th biggest group.", labels=labels
+        ),
+        "inflight": GaugeMetricFamily(
+            "zqueue_group_top_inflight", "Jobs in flight of the rank-th group.", labels=labels
+        ),
+        "started_before": GaugeMetricFamily(
+            "zqueue_group_top_started",
+            "Starts of the rank-th group in the last full minute.",
+            labels=labels,
+        ),
+    }
+    seen = GaugeMetricFamily("zqueue_groups_seen", "Groups among the jobs read.", labels=["queue"])
+    for q in queues:
+        figures = read.group_figures(q, TOP_GROUPS, GROUP_SAMPLE)
+        seen.add_metric([q.name], figures.groups_seen)
+        for i, row in enumerate(figures.rows, start=1):
+            for field, family in families.items():
+                family.add_metric([q.name, str(i)], getattr(row, field))
+    if queues:
+        yield from families.values()
+        yield seen
 
 
 def exposition(queues: Sequence[Queue] | None = None) -> bytes:

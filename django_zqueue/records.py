@@ -11,7 +11,8 @@
 
 The job record (``meta`` hash, one JSON object per job) uses short fields: ``p`` priority,
 ``a`` attempts, ``m`` max retries, ``t`` delivery token, ``e`` enqueued at (ms), ``v``
-the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score.
+the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score,
+``g`` the group key, ``w`` the group's weight in a fair queue.
 Only this module reads them on the Python side.
 """
 
@@ -73,6 +74,8 @@ class NewJob(NamedTuple):
     run_at_ms: int | None = None
     max_retries: int = 0
     visibility_timeout_ms: int | None = None
+    group: str | None = None  # its group key (fair order and per-group counts)
+    weight: float | None = None  # its group's weight in a fair queue (None: 1)
 
 
 class Message(NamedTuple):
@@ -175,6 +178,7 @@ class JobInfo:
     last_error: str | None
     progress: dict[str, Any] | None
     body: Any
+    group: str | None = None  # its group key (docs/fairness.md)
 
     @classmethod
     def from_reply(cls, queue: str, tag: str, reply: list[Any]) -> JobInfo | None:
@@ -209,6 +213,7 @@ class JobInfo:
             last_error=text(error) or None,
             progress=json.loads(progress) if progress else None,
             body=decoded,
+            group=record.group,
         )
 
 
@@ -249,6 +254,7 @@ class Record:
     enqueued_at_ms: int | None = None
     started_at_ms: int | None = None
     consumer: str | None = None
+    group: str | None = None
 
     @property
     def enqueued_at(self) -> datetime | None:
@@ -273,6 +279,7 @@ class Record:
                 enqueued_at_ms=int(meta["e"]) if "e" in meta else None,
                 started_at_ms=int(meta["st"]) if "st" in meta else None,
                 consumer=None if meta.get("c") is None else str(meta["c"]),
+                group=None if meta.get("g") is None else str(meta["g"]),
             )
         except (TypeError, ValueError):
             return None

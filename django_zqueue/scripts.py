@@ -43,6 +43,7 @@ Arg: TypeAlias = str | bytes | int | float
 SCRIPT_NAMES = (
     "publish",
     "claim",
+    "claim_fair",
     "ack",
     "ack_many",
     "release",
@@ -256,15 +257,16 @@ def _clashes(reply: Any) -> list[tuple[str, str]]:
 
 
 def job_args(job: NewJob) -> tuple[Arg, ...]:
-    """A job's 8 ARGV slots in ``publish.lua``/``fire.lua`` ('' = not given): the fields
+    """A job's 10 ARGV slots in ``publish.lua``/``fire.lua`` ('' = not given): the fields
     of :class:`NewJob`, in its order."""
     if (
         job.score is None
         and job.delay_ms is None
         and job.run_at_ms is None
         and job.visibility_timeout_ms is None
+        and job.group is None
     ):  # the common case, built at once
-        return (job.tag, job.body, job.priority, "", "", "", job.max_retries, "")
+        return (job.tag, job.body, job.priority, "", "", "", job.max_retries, "", "", "")
     return (
         job.tag,
         job.body,
@@ -274,16 +276,19 @@ def job_args(job: NewJob) -> tuple[Arg, ...]:
         "" if job.run_at_ms is None else str(job.run_at_ms),
         job.max_retries,
         "" if job.visibility_timeout_ms is None else str(job.visibility_timeout_ms),
+        "" if job.group is None else job.group,
+        "" if job.weight is None else repr(float(job.weight)),
     )
 
 
-NO_JOB: tuple[Arg, ...] = ("",) * 8
+NO_JOB: tuple[Arg, ...] = ("",) * 10
 
 
 #: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a
 #: partitioned queue in strict mode uses ``tstrict`` (a clock-based sequence, so scores
 #: compare across its partitions)
-ScoreMode = Literal["strict", "tstrict", "aging"]
+#: ``fair``: a queue with ``fairness="groups"`` (virtual time of the job's group)
+ScoreMode = Literal["strict", "tstrict", "aging", "fair"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +306,8 @@ class Policy:
     notify_cap: int
     ack_notify: int  # notify_cap on ack only with a concurrency limit (a slot frees)
     promote_limit: int
+    group_concurrency: int = 0  # fair queues: jobs of one group in flight (0: no limit)
+    group_qps: float = 0  # fair queues: starts of one group per second (0: no limit)
 
 
 class Scripts:
@@ -371,24 +378,30 @@ class Scripts:
     def claim(
         self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str
     ) -> Call[Claimed]:
-        keys = (
-            k.ready,
-            k.delayed,
-            k.leased,
-            k.body,
-            k.meta,
-            k.ctr,
-            k.rate,
-            k.stats,
-            k.dead,
-            k.errors,
-            k.paused,
-        )
-        args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit, p.mode)
+        """``claim.lua``; ``claim_fair.lua`` for a queue with ``fairness="groups"``."""
+        keys = (k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats, k.dead)
+        args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit)
+        if p.mode == "fair":
+            return Call(
+                "claim_fair",
+                (
+                    *keys,
+                    k.errors,
+                    k.gstarts,
+                    k.gstarts_prev,
+                    k.ginflight,
+                    k.grate,
+                    k.gpark,
+                    k.gwait,
+                    k.paused,
+                ),
+                (*args, consumer, p.group_concurrency, p.group_qps),
+                lambda reply: Claimed.from_reply(queue, reply),
+            )
         return Call(
             "claim",
-            keys,
-            (*args, p.aging_us, consumer),
+            (*keys, k.errors, k.paused),
+            (*args, p.mode, p.aging_us, consumer),
             lambda reply: Claimed.from_reply(queue, reply),
         )
 

@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
 
 from django.db import transaction
 
@@ -32,6 +32,7 @@ from .bounds import MAX_DELAY, check_job_options
 from .callcheck import check_call
 from .conf import Backoff
 from .exceptions import InvalidArgument, ZQueueError
+from .fairness import group_problem
 from .queue import JobInfo, NewJob, Queue, get_queue, new_tag
 from .schedules import Schedule, declare
 from .serializer import encode_call
@@ -62,6 +63,7 @@ class Task(Generic[P, R]):
     debounce: float | None = None  # seconds: see Queue.publish_once (needs a tag)
     unique_for: float | None = None  # seconds the tag stays reserved after the job finished
     isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
+    group: Callable[..., str] | None = None  # group key from the call's arguments
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -82,11 +84,12 @@ class Task(Generic[P, R]):
         visibility_timeout: float | None = None,
         debounce: float | None = None,
         unique_for: float | None = None,
+        group: Callable[..., str] | str | None = None,
     ) -> Task[P, R]:
         """A copy with other enqueue options (the registered task is unchanged).
 
-        ``tag`` may be a fixed string for the next enqueue or a function of the call's
-        arguments."""
+        ``tag`` and ``group`` may each be a fixed string for the next enqueue or a
+        function of the call's arguments."""
         check_job_options(
             f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
         )
@@ -108,12 +111,22 @@ class Task(Generic[P, R]):
             changes["max_retries"] = max_retries
         if visibility_timeout is not None:
             changes["visibility_timeout"] = visibility_timeout
+        if group is not None:
+            changes["group"] = _by_call(group, "group", self.name)
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ enqueueing
 
     def _body(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         return {"task": self.name, **encode_call(args, dict(kwargs))}
+
+    def _group(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        if self.group is None:
+            return None
+        value = self.group(*args, **kwargs)
+        if not isinstance(value, str):
+            raise InvalidArgument(f"group function of task {self.name!r} returned {value!r}")
+        return value
 
     def _tag(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         if self.tag is None:
@@ -152,6 +165,7 @@ class Task(Generic[P, R]):
                 run_at,
                 max_retries=self.max_retries,
                 visibility_timeout=self.visibility_timeout,
+                group=self._group(a, k),
             )
             for a, k in calls
         ]
@@ -314,6 +328,18 @@ class Job:
                 time.sleep(interval)
 
 
+def _by_call(value: object, what: str, task_name: str) -> Callable[..., str]:
+    """A fixed string, or a function of the call's arguments, as such a function."""
+    if isinstance(value, str):
+        problem = group_problem(value)
+        if problem:
+            raise InvalidArgument(f"task {task_name!r}: {problem}")
+        return lambda *a, **k: value
+    if not callable(value):
+        raise InvalidArgument(f"task {task_name!r}: {what} must be a string or a callable")
+    return cast("Callable[..., str]", value)
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -332,6 +358,7 @@ def task(
     timeout: float | None = None,
     visibility_timeout: float | None = None,
     tag: Callable[..., str] | None = None,
+    group: Callable[..., str] | str | None = None,
     store_result: bool = False,
     result_ttl: float = 86400.0,
     on_commit: bool | None = None,
@@ -360,6 +387,8 @@ def task(func: Any = None, /, **options: Any) -> Any:
         )
         if "queue" in opts:
             opts["queue_name"] = opts.pop("queue")
+        if opts.get("group") is not None:
+            opts["group"] = _by_call(opts["group"], "group", name)
         ttl = opts.get("result_ttl", 1.0)
         if (
             isinstance(ttl, bool)

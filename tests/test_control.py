@@ -4,6 +4,8 @@ now, change priority, pause and resume (``cancel.lua``, ``run_now.lua``,
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis
 from django.core.management import call_command
@@ -319,3 +321,19 @@ def test_claim_script_reads_the_pause_key_of_its_own_shard(
     assert q.run(q.shards[0].claim(1, "c")).messages == []
     redis_client.delete(q.keys.paused)
     assert len(q.run(q.shards[0].claim(1, "c")).messages) == 1
+
+
+@pytest.mark.parametrize(
+    "options", [{"fairness": "groups"}, {"fairness": "groups", "group_concurrency": 1}]
+)
+def test_a_paused_fair_queue_hands_out_none(
+    make_queue: QueueFactory, options: dict[str, Any]
+) -> None:
+    """claim_fair.lua obeys the pause as claim.lua does."""
+    q = make_queue("fairpause", **options)
+    q.publish("a", group="g1")
+    q.publish("b", group="g2")
+    q.pause()
+    assert q.claim(5) == ([], None)
+    q.resume()
+    assert len(q.claim(5)[0]) == 2

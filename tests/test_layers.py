@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 
 #: bottom up; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
-    {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals"},  # settings
+    {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals", "fairness"},  # settings
     {"connection", "backoff", "events"},  # connection
     {"keys", "scripts", "records", "validate", "serializer", "registry"},  # keys, scripts
     {"shard", "queue", "read"},  # queue core: write side, read side

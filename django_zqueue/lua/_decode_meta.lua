@@ -37,5 +37,11 @@ local function decode_meta(raw)
   if meta.c ~= nil and type(meta.c) ~= 'string' then
     return nil, "meta field 'c' is not a string"
   end
+  if meta.g ~= nil and (type(meta.g) ~= 'string' or #meta.g > 200) then
+    return nil, "meta field 'g' is not a group key"
+  end
+  if meta.w ~= nil and not (type(meta.w) == 'number' and meta.w >= 0.001 and meta.w <= 1000) then
+    return nil, "meta field 'w' is not a weight in [0.001, 1000]"
+  end
   return meta, nil
 end

@@ -1,6 +1,7 @@
--- _new_job.lua: a new job is given as 8 consecutive arguments starting at a[b]: id,
+-- _new_job.lua: a new job is given as 10 consecutive arguments starting at a[b]: id,
 -- body, priority, score ('' = computed), delay_ms ('' = none), run_at_ms ('' = none;
--- absolute), max_retries, visibility_ms ('' = the queue's).
+-- absolute), max_retries, visibility_ms ('' = the queue's), group ('' = none), weight
+-- ('' = 1: its group's weight in a fair queue).
 -- check_job: nil when the arguments make a job, else why not (the caller raises
 --   ZQ_BAD_ARGUMENT before any write).
 -- new_record: its record and its run-at (nil: ready now). Priority 0 and attempts 0 are
@@ -36,6 +37,12 @@ local function check_job(a, b, now)
   if a[b + 7] ~= '' and not is_int(num(7), MIN_LEASE_MS, MAX_LEASE_MS) then
     return 'visibility_ms must be an integer in [' .. MIN_LEASE_MS .. ', ' .. MAX_LEASE_MS .. ']'
   end
+  if a[b + 8] ~= '' and (a[b + 8] == nil or #a[b + 8] > 200 or string.find(a[b + 8], '\0')) then
+    return 'group must be at most 200 bytes, without NUL'
+  end
+  if a[b + 9] ~= '' and not (num(9) and num(9) >= 0.001 and num(9) <= 1000) then
+    return 'weight must be a number in [0.001, 1000]'
+  end
   return nil
 end
 
@@ -49,6 +56,12 @@ local function new_record(a, b, now)
   end
   if a[b + 7] ~= '' then
     meta.v = tonumber(a[b + 7])
+  end
+  if a[b + 8] ~= '' then
+    meta.g = a[b + 8]
+  end
+  if a[b + 9] ~= '' and a[b + 9] ~= '1.0' then
+    meta.w = tonumber(a[b + 9])
   end
   local run_at = nil
   if a[b + 4] ~= '' then

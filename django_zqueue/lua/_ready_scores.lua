@@ -4,15 +4,20 @@
 -- FIFO order:
 -- strict : a server-side sequence inside the priority's band;
 -- tstrict: the same bands, the sequence from tick_seq (partitioned queues);
--- aging  : the monotonic server clock in microseconds minus priority * aging_us.
+-- aging  : the monotonic server clock in microseconds minus priority * aging_us;
+-- fair   : the virtual time of the job's group (fair_scores in _fair.lua).
 -- A spent strict sequence raises before anything is written. ready_score: the ready
 -- score of one job record.
 --@include priority_band
 --@include tick_us
 --@include tick_seq
 --@include fmt
+--@include fair
 
 local function ready_scores(ctr, entries, mode, aging_us)
+  if mode == 'fair' then
+    return fair_scores(ctr, entries)
+  end
   local need = 0
   for _, e in ipairs(entries) do
     if not e[2].s then

@@ -11,8 +11,8 @@
 -- ARGV[3] next tick ('' = take the schedule out of the due set)
 -- ARGV[4] fire (1 = enqueue the job; 0 = only move on: a tick skipped by catch-up policy)
 -- ARGV[5] mode   ARGV[6] aging_us   ARGV[7] notify_cap
--- ARGV[8..15] the job, as in publish.lua: id, body, priority, score, delay_ms, run_at_ms,
---   max_retries, visibility_ms
+-- ARGV[8..17] the job, as in publish.lua: id, body, priority, score, delay_ms, run_at_ms,
+--   max_retries, visibility_ms, group, weight
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the job's arguments are out of bounds.
 -- Returns: 1 fired (or moved on); 0 the tick was already handled (nothing changed).
 -- Work: O(log N).

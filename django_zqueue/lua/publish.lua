@@ -3,11 +3,12 @@
 -- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH
 -- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
--- ARGV[1] mode ('strict' | 'tstrict' | 'aging')   ARGV[2] aging_us (µs one priority step is worth)
+-- ARGV[1] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[2] aging_us (µs one priority step is worth)
 -- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
--- ARGV[5 + 8*(i-1) ..] per job i:
+-- ARGV[5 + 10*(i-1) ..] per job i:
 --   id, body, priority, score ('' = computed), delay_ms ('' = none),
---   run_at_ms ('' = none; absolute, Redis TIME), max_retries, visibility_ms ('' = queue's)
+--   run_at_ms ('' = none; absolute, Redis TIME), max_retries, visibility_ms ('' = queue's),
+--   group ('' = none), weight ('' = 1; used by mode 'fair')
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose arguments are out of bounds.
 -- Returns: {0} written; or {1, id, state, id, state, ...} for the tags already in use
 --          (state: ready | delayed | leased | dead | batch), nothing written.
@@ -29,7 +30,7 @@ local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), to
 -- from writing a record that other scripts would refuse)
 local now = now_ms()
 for i = 0, n - 1 do
-  local why = check_job(ARGV, 5 + 8 * i, now)
+  local why = check_job(ARGV, 5 + 10 * i, now)
   if why then
     error('ZQ_BAD_ARGUMENT: job ' .. (i + 1) .. ': ' .. why)
   end
@@ -38,7 +39,7 @@ end
 -- 1. every tag must be free: one HMGET for all, the state only of those in use
 local ids = {}
 for i = 0, n - 1 do
-  ids[i + 1] = ARGV[5 + 8 * i]
+  ids[i + 1] = ARGV[5 + 10 * i]
 end
 local found = redis.call('HMGET', k.meta, unpack(ids))
 local clash = {}
@@ -62,7 +63,7 @@ end
 local bodies, metas, later = {}, {}, {}
 local queued = {} -- {id, meta} of jobs ready now, in call order
 for i = 0, n - 1 do
-  local b = 5 + 8 * i
+  local b = 5 + 10 * i
   local id = ARGV[b]
   local meta, run_at = new_record(ARGV, b, now)
   bodies[#bodies + 1] = id

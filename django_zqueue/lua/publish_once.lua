@@ -16,8 +16,9 @@
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap
 -- ARGV[4] debounce_ms ('' = no debounce; else 1 .. 3650 days)
 -- ARGV[5] unique_ms ('' = none; else 1 .. 3650 days)
--- ARGV[6..13] the job: id, body, priority, score, delay_ms, run_at_ms, max_retries,
---   visibility_ms (as publish.lua; with debounce, delay_ms and run_at_ms must be '')
+-- ARGV[6..15] the job: id, body, priority, score, delay_ms, run_at_ms, max_retries,
+--   visibility_ms, group, weight (as publish.lua; with debounce, delay_ms and run_at_ms
+--   must be '')
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {'new'} written; {'replaced'} a waiting job was debounced;
 --   {'clash', state} nothing written (state: leased | dead | reserved | unknown, or

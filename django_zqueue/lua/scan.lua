@@ -32,7 +32,7 @@ local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4],
 local limit, mode, aging_us = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local dead_max, dead_ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if not is_int(limit, 1, 5000) or not is_int(dead_max, 0, MAX_EXACT) or not is_int(dead_ttl, 0, MAX_EXACT)
-  or not is_int(cap, 1, 100000) or not (mode == 'aging' or mode == 'strict' or mode == 'tstrict') then
+  or not is_int(cap, 1, 100000) or not (mode == 'aging' or mode == 'strict' or mode == 'tstrict' or mode == 'fair') then
   error('ZQ_BAD_ARGUMENT: scan needs limit 1..5000, dead_max, dead_ttl_ms >= 0, notify_cap >= 1, a mode')
 end
 local now = now_ms()

@@ -14,7 +14,7 @@ from ..connection import get_client, slot_groups, socket_timeout, unavailable_as
 from ..exceptions import InvalidArgument, PartitionMismatch
 from ..keys import QueueKeys, layout_key, partition_keys, partition_of, queue_keys
 from ..records import Message
-from ..scripts import Batch, Call, Policy, Scripts
+from ..scripts import Batch, Call, Policy, ScoreMode, Scripts
 from ..shard import Shard
 
 T = TypeVar("T")
@@ -25,6 +25,15 @@ NOTIFY_CAP = 64
 PROMOTE_LIMIT = 100
 #: longest single blocking wait; a wait is also cut to a share of the socket timeout
 MAX_BLOCK = 5.0
+
+
+def score_mode(o: conf.QueueOptions) -> ScoreMode:
+    """How the queue's ready scores are made: ``fair`` with ``fairness="groups"``;
+    partitions in strict mode share one clock-based sequence (``tstrict``) so scores
+    compare across them."""
+    if o.fairness == "groups":
+        return "fair"
+    return "tstrict" if o.partitions > 1 and o.priority_mode == "strict" else o.priority_mode
 
 
 class QueueBase:
@@ -55,7 +64,7 @@ class QueueBase:
         #: the queue's options as its scripts take them; partitions share one clock-based
         #: sequence ('tstrict') so scores compare across them
         self.policy = Policy(
-            mode="tstrict" if n > 1 and o.priority_mode == "strict" else o.priority_mode,
+            mode=score_mode(o),
             aging_us=int(o.priority_aging_seconds * 1_000_000),
             visibility_ms=o.visibility_timeout_ms,
             concurrency=o.concurrency or 0,
@@ -66,6 +75,8 @@ class QueueBase:
             notify_cap=NOTIFY_CAP,
             ack_notify=NOTIFY_CAP if o.concurrency else 0,
             promote_limit=PROMOTE_LIMIT,
+            group_concurrency=o.group_concurrency or 0,
+            group_qps=o.group_qps or 0,
         )
         #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
         self.shards = [

@@ -10,6 +10,7 @@ from typing import Any
 from .. import validate
 from ..connection import unavailable_as_error
 from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge
+from ..fairness import group_problem
 from ..keys import partition_of
 from ..records import NewJob, encode_body, new_tag
 from .once import Once
@@ -32,6 +33,7 @@ class Publishing(Once):
         *,
         max_retries: int | None = None,
         visibility_timeout: float | None = None,
+        group: str | None = None,
     ) -> NewJob:
         """Validate and encode one job without sending it (see :meth:`publish_prepared`).
 
@@ -56,7 +58,21 @@ class Publishing(Once):
             run_at_ms,
             validate.max_retries(retries),
             vt,
+            *self._group(group),
         )
+
+    def _group(self, group: str | None) -> tuple[str | None, float | None]:
+        """The job's group key and, in a fair queue, its group's weight (None: 1)."""
+        if group is None:
+            return None, None
+        problem = group_problem(group)
+        if problem:
+            raise InvalidArgument(problem)
+        weight = None
+        if self.options.fairness == "groups":
+            w = self.options.group_weights.get(group, 1.0)
+            weight = None if w == 1.0 else w
+        return group, weight
 
     def publish(
         self,
@@ -71,6 +87,7 @@ class Publishing(Once):
         visibility_timeout: float | None = None,
         debounce: float | timedelta | None = None,
         unique_for: float | timedelta | None = None,
+        group: str | None = None,
     ) -> str:
         """Add one job; return its tag.
 
@@ -81,6 +98,9 @@ class Publishing(Once):
         (seconds or timedelta) or ``run_at`` (aware datetime) holds the job back until
         then, measured on Redis' clock; a delay <= 0 or a past run-at means now.
         ``max_retries`` and ``visibility_timeout`` override the queue's options.
+        ``group`` (a string of at most 200 bytes, e.g. a tenant) is the job's group key:
+        with ``fairness="groups"`` the queue serves groups in weighted fair order
+        (docs/fairness.md); in any queue it is kept in the record and counted per group.
 
         Raises :class:`DuplicateJob` (nothing overwritten) when ``tag`` belongs to a
         ready, delayed, in-flight or dead job of this queue.
@@ -99,6 +119,7 @@ class Publishing(Once):
             run_at,
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
+            group=group,
         )
         if debounce is not None or unique_for is not None:
             self.publish_once(job, debounce=debounce, unique_for=unique_for)
@@ -114,6 +135,7 @@ class Publishing(Once):
         tags: Iterable[str] | None = None,
         run_at: datetime | None = None,
         max_retries: int | None = None,
+        group: str | None = None,
     ) -> list[str]:
         """Add many jobs in one round trip; return their tags in order.
 
@@ -138,6 +160,7 @@ class Publishing(Once):
                 delay,
                 run_at,
                 max_retries=max_retries,
+                group=group,
             )
             for i, b in enumerate(body_list)
         ]

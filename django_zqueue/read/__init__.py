@@ -13,9 +13,12 @@ collection (no ``KEYS``, ``SCAN`` or unbounded command).
   dead letters;
 - :func:`overview`, :func:`locate`, :func:`schedules`: across queues, one pipeline per
   Redis client;
+- :func:`group_figures` (``queue.read.groups()``): jobs ready and in flight and starts
+  per group key, biggest groups first, bounded;
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
+from .groups import GroupFigures, GroupRow, group_figures
 from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_count
 from .overview import Location, QueueFigures, locate, overview, valid_tag
 from .pipeline import STATES
@@ -42,6 +45,8 @@ __all__ = [
     "SERIES",
     "STATES",
     "WORKER_WITHIN_MS",
+    "GroupFigures",
+    "GroupRow",
     "JobReading",
     "ListedJob",
     "Listing",
@@ -53,6 +58,7 @@ __all__ = [
     "counters",
     "decode_stats",
     "eta_seconds",
+    "group_figures",
     "live_thread_count",
     "live_threads_now",
     "locate",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..connection import is_cluster, server_time_ms, unavailable_as_error
 from ..exceptions import InvalidArgument
 from ..records import JobInfo
+from .groups import GroupFigures, group_figures
 from .jobs import (
     MAX_MERGED,
     JobReading,
@@ -147,6 +148,10 @@ class QueueReader:
         """One job with its body, and the figures of its ETA (:func:`~.jobs.read_job`).
         Two round trips."""
         return read_job(self.queue, tag)
+
+    def groups(self, top: int = 20, sample: int = 1000) -> GroupFigures:
+        """Per-group counts, biggest groups first (:func:`~.groups.group_figures`)."""
+        return group_figures(self.queue, top, sample)
 
     def listing(
         self, state: str, number: int = 1, per_page: int = 50, *, errors: bool = False

@@ -1,0 +1,216 @@
+-- claim_fair.lua: the claim of a queue with fairness = 'groups' (docs/fairness.md). As
+-- claim.lua: promote due delayed jobs, then lease up to `batch` jobs from the head of
+-- ready within the queue's global limits (corrupt records go to dead letters alone). And:
+-- within each group's limits (group_concurrency jobs in flight, group_qps starts per
+-- second): a job at the head whose group is at its limit is set aside (it waits in
+-- delayed, indexed by group in gpark) and comes back to ready with its own score once
+-- its group has room; then the virtual time moves on, drained groups are forgotten and
+-- starts are counted per group (fair_claimed).
+--
+-- KEYS[1] ready   ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] body HASH
+-- KEYS[5] meta    HASH   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
+-- KEYS[9] dead    ZSET   KEYS[10] errors HASH   KEYS[11] gstarts HASH
+-- KEYS[12] gstarts_prev HASH   KEYS[13] ginflight ZSET   KEYS[14] grate HASH
+-- KEYS[15] gpark ZSET          KEYS[16] gwait ZSET   (see _group_limits.lua)
+-- KEYS[17] paused STRING (present: the queue is paused, nothing is claimed nor promoted
+--   and the hint is -1)
+-- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
+-- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
+-- ARGV[5] promote_limit                  ARGV[6] consumer id
+-- ARGV[7] group_concurrency (0 = unlimited, else 1..1000)
+-- ARGV[8] group_qps (0 = unlimited)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...} as claim.lua; hint 0 also
+--   when jobs were only set aside (claim again), else the earliest of the next delayed
+--   job and the next look at a waiting group.
+-- Work: O((batch + promote_limit + PARK_MAX) log N), plus at most VERIFY_BUDGET (2000)
+--   in-flight entries checked, UNPARK_GROUPS (4) waiting groups of up to 100 jobs, and
+--   10 entries of each sweep (fair_sweep, limits_sweep; 200 when nothing was leased).
+
+--@include now_ms
+--@include bounds
+--@include decode_meta
+--@include promote
+--@include bury_corrupt
+--@include fmt
+--@include fair
+--@include group_limits
+
+local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
+  meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
+  gstarts = KEYS[11], gstarts_prev = KEYS[12], ginflight = KEYS[13], grate = KEYS[14],
+  gpark = KEYS[15], gwait = KEYS[16]}
+local rate = KEYS[7]
+local batch, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
+local concurrency, qps = tonumber(ARGV[3]), tonumber(ARGV[4])
+local consumer, gc, gq = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)
+  or not is_int(concurrency, 0, MAX_EXACT) or not (qps and qps >= 0 and qps < MAX_EXACT)
+  or not is_int(tonumber(ARGV[5]), 0, 5000) or not is_int(gc, 0, 1000)
+  or not (gq and gq >= 0 and gq <= 1000000) then
+  error('ZQ_BAD_ARGUMENT: claim_fair needs batch 1..100, visibility_ms ' .. MIN_LEASE_MS ..
+    '..' .. MAX_LEASE_MS .. ', concurrency >= 0, qps >= 0, promote_limit 0..5000, ' ..
+    'group_concurrency 0..1000, group_qps 0..1000000')
+end
+
+if redis.call('EXISTS', KEYS[17]) == 1 then
+  return {-1}
+end
+
+local now = now_ms()
+promote(k, now, tonumber(ARGV[5]), 'fair', 0)
+local lim = {c = gc, q = gq, budget = VERIFY_BUDGET, inflight = {}, tat = {}, took = {}}
+if gq > 0 then
+  lim.T = 1000 / gq
+  lim.tau = (math.max(gq, 1) - 1) * lim.T
+end
+unpark(k, lim, now)
+
+local n = batch
+local hint = -1
+if concurrency > 0 then
+  n = math.min(n, concurrency - redis.call('ZCARD', k.leased))
+end
+local tokens
+if qps > 0 and n > 0 then
+  local state = redis.call('HMGET', rate, 'tokens', 'ts')
+  local burst = math.max(qps, 1)
+  tokens = tonumber(state[1]) or burst
+  local last = tonumber(state[2]) or now
+  if now > last then
+    tokens = math.min(burst, tokens + (now - last) * qps / 1000)
+  end
+  if math.floor(tokens) < n then
+    n = math.floor(tokens)
+    if n <= 0 then
+      hint = math.ceil((1 - tokens) * 1000 / qps)
+    end
+  end
+end
+
+-- 1. read the head; decide each job in line order: lease, set aside, or corrupt
+local out = {0}
+local take, parked, bad, done = {}, {}, {}, {}
+if n > 0 then
+  local extra = (gc > 0 or gq > 0) and PARK_MAX or 0 -- room to set jobs aside
+  local head = redis.call('ZRANGE', k.ready, 0, n + extra - 1, 'WITHSCORES')
+  local ids = {}
+  for i = 1, #head / 2 do
+    ids[i] = head[2 * i - 1]
+  end
+  local metas = #ids > 0 and redis.call('HMGET', k.meta, unpack(ids)) or {}
+  for i, id in ipairs(ids) do
+    if #take >= n or #parked >= PARK_MAX then
+      break
+    end
+    local m, why = decode_meta(metas[i])
+    if not m then
+      bad[#bad + 1] = {id, why, metas[i]}
+    else
+      local group = m.g or ''
+      local ok, wake = group_admits(k, lim, group, now)
+      if ok == nil then
+        break -- check budget spent: the rest waits for the next call
+      elseif ok then
+        group_took(k, lim, group, now)
+        take[#take + 1] = {id, m, nil, head[2 * i]}
+      else
+        parked[#parked + 1] = {id, group, head[2 * i], wake}
+      end
+    end
+    done[#done + 1] = id
+  end
+end
+
+-- 2. write: bodies checked, leases, set-aside jobs, counters
+local good = {}
+if #take > 0 then
+  local tids = {}
+  for i, t in ipairs(take) do
+    tids[i] = t[1]
+  end
+  local bodies = redis.call('HMGET', k.body, unpack(tids))
+  for i, t in ipairs(take) do
+    if bodies[i] then
+      t[3] = bodies[i]
+      good[#good + 1] = t
+    else
+      bad[#bad + 1] = {t[1], 'body missing', cjson.encode(t[2])}
+    end
+  end
+end
+if #done > 0 then
+  redis.call('ZREM', k.ready, unpack(done))
+end
+if #good > 0 then
+  local first = redis.call('HINCRBY', k.ctr, 'tok', #good) - #good + 1
+  local new_meta, lease, inflight = {}, {}, {}
+  for i, g in ipairs(good) do
+    local id, m = g[1], g[2]
+    m.a = (m.a or 0) + 1
+    m.t = first + i - 1
+    m.c = consumer
+    m.st = now
+    m.q = g[4]
+    local enc = cjson.encode(m)
+    local deadline = now + (m.v or vt)
+    new_meta[#new_meta + 1] = id
+    new_meta[#new_meta + 1] = enc
+    lease[#lease + 1] = deadline
+    lease[#lease + 1] = id
+    inflight[#inflight + 1] = 0
+    inflight[#inflight + 1] = (m.g or '') .. '\0' .. m.t .. '\0' .. id
+    out[#out + 1] = id
+    out[#out + 1] = g[3]
+    out[#out + 1] = enc
+    out[#out + 1] = deadline
+  end
+  redis.call('HSET', k.meta, unpack(new_meta))
+  redis.call('ZADD', k.leased, unpack(lease))
+  if gc > 0 then
+    redis.call('ZADD', k.ginflight, unpack(inflight))
+  end
+  fair_claimed(k, good, now)
+else
+  fair_starts(k, {}, now) -- the start counts of an idle queue rotate out too
+end
+if #parked > 0 then
+  park(k, parked, now)
+end
+if gq > 0 and #take > 0 then
+  local set = {}
+  for group in pairs(lim.took) do
+    set[#set + 1] = group
+    set[#set + 1] = fmt(lim.tat[group])
+  end
+  redis.call('HSET', k.grate, unpack(set))
+end
+bury_corrupt(k, bad, now, nil)
+-- the sweeps: a few entries while there is work, more when the call leased nothing
+local sweep = #good > 0 and SWEEP_BUSY or SWEEP_IDLE
+limits_sweep(k, lim, now, sweep)
+fair_sweep(k, sweep)
+if qps > 0 and n > 0 then
+  redis.call('HSET', rate, 'tokens', fmt(tokens - #good), 'ts', now)
+end
+if #good > 0 then
+  redis.call('HINCRBY', k.stats, 'claimed', #good)
+  return out
+end
+if #bad > 0 or #parked > 0 then
+  return out -- hint 0: the head changed, claim again
+end
+if hint < 0 then
+  local first = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
+  local wait = redis.call('ZRANGE', k.gwait, 0, 0, 'WITHSCORES')
+  for _, at in ipairs({first[2] or false, wait[2] or false}) do
+    if at then
+      local ms = math.max(0, tonumber(at) - now)
+      if hint < 0 or ms < hint then
+        hint = ms
+      end
+    end
+  end
+end
+out[1] = hint
+return out
