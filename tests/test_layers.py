@@ -25,9 +25,22 @@ LAYERS: list[set[str]] = [
         "_django_tasks",
         "outcome",
         "context",
+        "watch",
     },  # tasks
     {"worker", "backend_runner", "scanner"},  # worker and scanner
-    {"dashboard", "admin", "metrics", "checks", "doctor", "management", "apps", "models"},
+    {
+        "dashboard",
+        "admin",
+        "metrics",
+        "checks",
+        "doctor",
+        "management",
+        "apps",
+        "models",
+        "position",
+        "urls",
+        "templatetags",
+    },
 ]
 
 
