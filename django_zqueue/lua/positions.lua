@@ -1,7 +1,7 @@
 -- positions.lua (read-only): where each of several jobs stands, read atomically.
 --
 -- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
--- ARGV[1..n] ids (1 <= n <= 500: Scripts.positions checks it)
+-- ARGV[1] .. ARGV[n] ids (1 <= n <= 500: Scripts.positions checks it)
 -- Returns: 2n values, two per id in order: its ZRANK in ready and its ready score (a
 --   string), or a code and '': -1 delayed, -2 leased, -3 dead, -4 in no set.
 -- Work: O(n log N), n <= 500.
