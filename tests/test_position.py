@@ -68,7 +68,11 @@ def test_position_counts_down_as_jobs_ahead_leave(default: Queue) -> None:
     default.nack(msgs[1], "ValueError: card 4242 4242 declined", dead=True)
     watch._watches.clear()
     status, body = get(c, url)
-    assert (body["status"], body["rank"], body["text"]) == ("failed", None, "It could not be completed.")
+    assert (body["status"], body["rank"], body["text"]) == (
+        "failed",
+        None,
+        "It could not be completed.",
+    )
     raw = json.dumps(body)
     assert "declined" not in raw and "payload" not in raw and "secret.task" not in raw
 
@@ -104,7 +108,9 @@ def test_bad_forged_expired_and_other_users_tokens_all_answer_the_same_404(
     bob = User.objects.create_user("bob", password="pw")
     good = watch.make_token("default", tag, user=alice)
     forged_key = signing.dumps(
-        {"q": "default", "j": tag, "x": int(time.time()) + 99}, key="not-the-secret", salt=watch.SALT
+        {"q": "default", "j": tag, "x": int(time.time()) + 99},
+        key="not-the-secret",
+        salt=watch.SALT,
     )
     expired = signing.dumps({"q": "default", "j": tag, "x": int(time.time()) - 1}, salt=watch.SALT)
     other_salt = signing.dumps({"q": "default", "j": tag, "x": int(time.time()) + 99})
@@ -128,7 +134,7 @@ def test_bad_forged_expired_and_other_users_tokens_all_answer_the_same_404(
     answers = {
         (r.status_code, r.content)
         for c in (anonymous, as_bob)
-        for token in bad + [good]
+        for token in [*bad, good]
         for r in [c.get(f"/zqueue/position/{token}/")]
     }
     assert answers == {(404, b'{"status": "unknown", "text": "This position is not available."}')}
