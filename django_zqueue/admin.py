@@ -102,6 +102,10 @@ else:  # ModelAdmin is generic only in django-stubs
 class QueueAdmin(_ModelAdmin):
     """Overview, queue, job and search pages, and the dead-letter actions."""
 
+    #: the overview, queue and job pages refresh their figures in place this often
+    #: (seconds; paused while the browser tab is hidden)
+    refresh_seconds = 5
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -193,6 +197,7 @@ class QueueAdmin(_ModelAdmin):
             "title": title,
             "crumbs": trail,
             "zq_layout": _admin_layout(),
+            "refresh_seconds": self.refresh_seconds,
             **extra,
         }
 
