@@ -36,8 +36,9 @@ from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from . import conf, dashboard
+from . import conf, dashboard, display
 from .exceptions import QueueUnavailable, UnknownQueue
+from .metrics import available as metrics_available
 from .models import Queue as QueueModel
 from .queue import Queue, get_queue
 
@@ -47,6 +48,14 @@ DEFAULT_PER_PAGE = 50
 MAX_TAGS = dashboard.MAX_PER_PAGE
 
 V = TypeVar("V", bound=Callable[..., HttpResponse])
+
+
+class MissingPermission(PermissionDenied):
+    """The user lacks ``codename`` of this app: a 403 page in the admin's look names it."""
+
+    def __init__(self, codename: str) -> None:
+        super().__init__(codename)
+        self.codename = codename
 
 
 def _int(value: str | None, default: int) -> int:
@@ -157,12 +166,22 @@ class QueueAdmin(_ModelAdmin):
                 return TemplateResponse(
                     request, "admin/django_zqueue/unavailable.html", ctx, status=503
                 )
+            except MissingPermission as exc:
+                ctx = self._context(
+                    request,
+                    "Permission needed",
+                    codename=f"{self.opts.app_label}.{exc.codename}",
+                    permission=display.permission_text(exc.codename),
+                )
+                return TemplateResponse(
+                    request, "admin/django_zqueue/forbidden.html", ctx, status=403
+                )
 
         return cast(V, inner)
 
     def _require_view(self, request: HttpRequest) -> None:
         if not self.has_view_permission(request):
-            raise PermissionDenied
+            raise MissingPermission("view_queue")
 
     def _queue(self, name: str) -> Queue:
         try:
@@ -225,7 +244,7 @@ class QueueAdmin(_ModelAdmin):
             rows=rows,
             schedules=dashboard.schedules(queues),
             perms=self._perms(request),
-            metrics_url=self.url("metrics"),
+            metrics_url=self.url("metrics") if metrics_available() else None,
             search_url=self.url("search"),
             **(extra_context or {}),
         )
@@ -332,6 +351,11 @@ class QueueAdmin(_ModelAdmin):
             (tag, None),
             queue=queue,
             job=detail,
+            arguments_html=display.arguments_html(
+                detail.info.body, display.model_link(self.admin_site)
+            )
+            if detail.arguments is not None
+            else None,
             perms=perms,
             queue_url=self.url("queue", queue),
             state_url=self.url("queue", queue, state=state_tab),
@@ -378,7 +402,7 @@ class QueueAdmin(_ModelAdmin):
         if not perms["actions_on"]:
             raise Http404("dead-letter actions are off (ZQUEUE['ADMIN_ACTIONS'] = False)")
         if not perms["manage"]:
-            raise PermissionDenied
+            raise MissingPermission("manage_dead_letters")
         return self._queue(queue)
 
     def _tags(self, request: HttpRequest) -> list[str]:

@@ -38,6 +38,7 @@ LAYERS: list[set[str]] = [
         "apps",
         "models",
         "position",
+        "display",
         "urls",
         "templatetags",
     },

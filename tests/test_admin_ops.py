@@ -1,0 +1,89 @@
+"""The admin's operator features beyond the read-only pages: the 403 that names the
+permission, model arguments linked to their admin pages, no metrics link without
+prometheus-client, no ETA while no worker is live (against the real Redis)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from django_zqueue import display, get_queue
+from testproject.demo import tasks
+
+from .test_admin import BASE, client_for, make_user, manager, project, superuser, viewer  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def test_missing_permission_is_a_403_in_the_admin_look_naming_it(
+    project: dict[str, Any],  # noqa: F811
+) -> None:
+    staff = client_for(make_user("staff"))
+    r = staff.get(BASE)
+    assert r.status_code == 403
+    page = r.content.decode()
+    assert 'id="header"' in page and "Can view queue" in page and "django_zqueue.view_queue" in page
+    dead = get_queue("default").publish("x")
+    r = client_for(make_user("looker", "view_queue")).post(
+        f"{BASE}q/default/dead/requeue/", {"tags": [dead]}
+    )
+    assert r.status_code == 403
+    assert "django_zqueue.manage_dead_letters" in r.content.decode()
+
+
+def test_no_metrics_link_without_prometheus_client(
+    project: dict[str, Any],  # noqa: F811
+    viewer: Client,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert f'href="{BASE}metrics/"' in viewer.get(BASE).content.decode()
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    assert "metrics/" not in viewer.get(BASE).content.decode()
+
+
+def test_model_arguments_link_to_their_admin_page(
+    project: dict[str, Any],  # noqa: F811
+    superuser: Client,  # noqa: F811
+) -> None:
+    who = User.objects.create_user("alice")
+    job = tasks.record.enqueue("ledger", {"user": who, "note": "<b>hi</b>"})
+    page = superuser.get(f"{BASE}q/default/job/", {"id": job.id}).content.decode()
+    assert f'<a href="/admin/auth/user/{who.pk}/change/">auth.User #{who.pk}</a>' in page
+    assert "__zq__" not in page and "&lt;b&gt;hi&lt;/b&gt;" in page
+
+
+def test_arguments_html_escapes_and_leaves_unknown_models_as_text() -> None:
+    body = {
+        "task": "t",
+        "args": [{"__zq__": "model", "app_label": "nope", "model_name": "gone", "pk": 3}],
+        "kwargs": {"x": "<script>", "y": {"__zq__": "model", "app_label": "a", "model_name": "b"}},
+    }
+    html = display.arguments_html(body, lambda a, m, pk: (f"{a}.{m} #{pk}", None))
+    assert "nope.gone #3" in html and "a.b #None" in html
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    from django.contrib import admin
+
+    assert display.model_link(admin.site)("nope", "gone", 3) == ("nope.gone #3", None)
+
+
+def test_no_eta_while_no_worker_is_live(
+    project: dict[str, Any],  # noqa: F811
+    viewer: Client,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    tags = [q.publish(i) for i in range(2)]
+    q.client.hset(q.keys.stats, mapping={"acked": 4, "run_ms": 8000})
+    rows = viewer.get(f"{BASE}q/default/").context["page"].rows
+    assert [r.eta for r in rows] == ["", ""]
+    job = viewer.get(f"{BASE}q/default/job/", {"id": tags[1]})
+    assert "no live worker" in job.content.decode()
+    seen = int(time.time() * 1000)
+    q.client.hset(q.keys.workers, "w:1:a", json.dumps({"threads": 1, "seen": seen}))
+    rows = viewer.get(f"{BASE}q/default/").context["page"].rows
+    assert [r.eta for r in rows] == ["2 s", "4 s"]
