@@ -36,7 +36,7 @@ from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from . import conf, dashboard, display
+from . import actions, conf, dashboard, display
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import Queue as QueueModel
@@ -146,13 +146,11 @@ class QueueAdmin(_ModelAdmin):
             path("q/<str:queue>/", wrap(self.queue_view), name=self._name("queue")),
             path("q/<str:queue>/job/", wrap(self.job_view), name=self._name("job")),
             path(
-                "q/<str:queue>/dead/requeue/",
-                wrap(self.requeue_dead_view),
-                name=self._name("requeue"),
+                "q/<str:queue>/do/<str:action>/", wrap(self.action_view), name=self._name("action")
             ),
-            path(
-                "q/<str:queue>/dead/delete/", wrap(self.delete_dead_view), name=self._name("delete")
-            ),
+            # the dead-letter actions' first URLs
+            path("q/<str:queue>/dead/requeue/", wrap(self.action_view), {"action": "requeue"}),
+            path("q/<str:queue>/dead/delete/", wrap(self.action_view), {"action": "delete"}),
             path("q/<str:queue>/dead/purge/", wrap(self.purge_dead_view), name=self._name("purge")),
         ]
 
@@ -304,7 +302,8 @@ class QueueAdmin(_ModelAdmin):
             perms=perms,
             search_url=self.url("search"),
             job_url=self.url("job", queue),
-            actions={v: self.url(v, queue) for v in ("requeue", "delete", "purge")},
+            row_actions=self._actions(request, queue, state),
+            purge_url=self.url("purge", queue),
             here=link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
@@ -359,7 +358,7 @@ class QueueAdmin(_ModelAdmin):
             perms=perms,
             queue_url=self.url("queue", queue),
             state_url=self.url("queue", queue, state=state_tab),
-            actions={v: self.url(v, queue) for v in ("requeue", "delete")},
+            job_actions=self._actions(request, queue, detail.info.state),
             here=self.url("job", queue, id=tag),
         )
         return TemplateResponse(request, "admin/django_zqueue/job.html", ctx)
@@ -394,58 +393,71 @@ class QueueAdmin(_ModelAdmin):
 
         return metrics_response()
 
-    # ------------------------------------------------------------ dead-letter actions
+    # ------------------------------------------------------------ actions
 
-    def _require_actions(self, request: HttpRequest, queue: str) -> Queue:
+    def _require_actions(self, request: HttpRequest, queue: str, codename: str) -> Queue:
         self._require_view(request)
-        perms = self._perms(request)
-        if not perms["actions_on"]:
-            raise Http404("dead-letter actions are off (ZQUEUE['ADMIN_ACTIONS'] = False)")
-        if not perms["manage"]:
-            raise MissingPermission("manage_dead_letters")
+        if not conf.get_config().admin_actions:
+            raise Http404("admin actions are off (ZQUEUE['ADMIN_ACTIONS'] = False)")
+        if not request.user.has_perm(f"{self.opts.app_label}.{codename}"):
+            raise MissingPermission(codename)
         return self._queue(queue)
+
+    def _actions(self, request: HttpRequest, queue: str, state: str) -> list[dict[str, Any]]:
+        """The buttons of the actions a user may run on a tab."""
+        if not conf.get_config().admin_actions:
+            return []
+        label = self.opts.app_label
+        mine = actions.offered(state, lambda code: request.user.has_perm(f"{label}.{code}"))
+        return [
+            {"a": a, "url": self.url("action", queue, a.name), "danger": a.confirm is not None}
+            for a in mine
+        ]
 
     def _tags(self, request: HttpRequest) -> list[str]:
         tags = [t for t in request.POST.getlist("tags") if dashboard.valid_tag(t)]
         return list(dict.fromkeys(tags))[:MAX_TAGS]
 
-    def _back(self, request: HttpRequest, queue: str) -> HttpResponseRedirect:
+    def _back(self, request: HttpRequest, queue: str, state: str) -> HttpResponseRedirect:
         target = request.POST.get("next", "")
         if not target or not url_has_allowed_host_and_scheme(
             target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
         ):
-            target = self.url("queue", queue, state="dead")
+            target = self.url("queue", queue, state=state)
         return HttpResponseRedirect(target)
 
-    @staticmethod
-    def _plural(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-
     @method_decorator(require_POST)
-    def requeue_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
-        """Put the dead letters ``tags`` back in line (attempts reset)."""
-        q = self._require_actions(request, queue)
+    def action_view(self, request: HttpRequest, queue: str, action: str) -> HttpResponse:
+        """Run ``action`` (:data:`~django_zqueue.actions.ACTIONS`) on the selected jobs
+        ``tags``; a destructive one first asks on a confirmation page."""
+        found = actions.ACTIONS.get(action)
+        if found is None:
+            raise Http404(f"no action {action!r}")
+        q = self._require_actions(request, queue, found.permission)
         tags = self._tags(request)
-        done = sum(q.requeue_dead(t) for t in tags)
-        self._report(request, done, len(tags), "requeued")
-        return self._back(request, queue)
-
-    @method_decorator(require_POST)
-    def delete_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
-        """Delete the dead letters ``tags`` (a job that is not dead is left alone)."""
-        q = self._require_actions(request, queue)
-        tags = self._tags(request)
-        done = 0
-        for t in tags:
-            if q.state(t) == "dead":
-                done += q.delete(t)
-        self._report(request, done, len(tags), "deleted")
-        return HttpResponseRedirect(self.url("queue", queue, state="dead"))
+        if found.confirm and tags and request.POST.get("confirm") != "yes":
+            what = actions.plural(len(tags), found.noun)
+            ctx = self._context(
+                request,
+                f"{found.label.split()[0]} {what}?",
+                (queue, self.url("queue", queue, state=found.states[0])),
+                (found.label.lower(), None),
+                question=found.confirm.format(what=what),
+                tags=tags,
+                action_url=self.url("action", queue, found.name),
+                next=request.POST.get("next", ""),
+                back_url=self.url("queue", queue, state=found.states[0]),
+            )
+            return TemplateResponse(request, "admin/django_zqueue/action_confirm.html", ctx)
+        done = sum(found.run(q, t) for t in tags)
+        for good, text in actions.outcome(found, done, len(tags)):
+            (messages.success if good else messages.warning)(request, text)
+        return self._back(request, queue, found.states[0])
 
     @method_decorator(require_POST)
     def purge_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
         """Delete every dead letter of the queue, after a confirmation page."""
-        q = self._require_actions(request, queue)
+        q = self._require_actions(request, queue, "manage_dead_letters")
         if request.POST.get("confirm") != "yes":
             ctx = self._context(
                 request,
@@ -459,16 +471,5 @@ class QueueAdmin(_ModelAdmin):
             )
             return TemplateResponse(request, "admin/django_zqueue/purge_confirm.html", ctx)
         n = q.purge_dead()
-        messages.success(request, f"Purged {self._plural(n, 'dead letter')} of {queue}.")
+        messages.success(request, f"Purged {actions.plural(n, 'dead letter')} of {queue}.")
         return HttpResponseRedirect(self.url("queue", queue, state="dead"))
-
-    def _report(self, request: HttpRequest, done: int, asked: int, verb: str) -> None:
-        if done:
-            messages.success(request, f"{self._plural(done, 'dead letter')} {verb}.")
-        if asked - done:
-            messages.warning(
-                request,
-                f"{self._plural(asked - done, 'job')} not {verb}: no longer dead letters.",
-            )
-        if not asked:
-            messages.warning(request, "No dead letter selected.")

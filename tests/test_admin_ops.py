@@ -87,3 +87,52 @@ def test_no_eta_while_no_worker_is_live(
     q.client.hset(q.keys.workers, "w:1:a", json.dumps({"threads": 1, "seen": seen}))
     rows = viewer.get(f"{BASE}q/default/").context["page"].rows
     assert [r.eta for r in rows] == ["2 s", "4 s"]
+
+
+# ---------------------------------------------------------------- actions
+
+
+def test_cancel_waiting_jobs_asks_first_and_needs_its_permission(
+    project: dict[str, Any],  # noqa: F811
+    manager: Client,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    ready, later = q.publish("a"), q.publish("b", delay=3600)
+    url = f"{BASE}q/default/do/cancel/"
+    # manage_dead_letters is not enough; no button either
+    assert manager.post(url, {"tags": [ready]}).status_code == 403
+    assert "Cancel selected" not in manager.get(f"{BASE}q/default/").content.decode()
+    c = client_for(make_user("canceller", "view_queue", "manage_jobs"))
+    page = c.get(f"{BASE}q/default/").content.decode()
+    assert "Cancel selected" in page and "data-zq-select-all" in page
+    assert "Requeue selected" not in c.get(f"{BASE}q/default/?state=dead").content.decode()
+    r = c.post(url, {"tags": [ready, later]})
+    assert r.status_code == 200 and "Cancel 2 waiting jobs?" in r.content.decode()
+    assert q.counts()["ready"] == 1 and q.counts()["delayed"] == 1
+    r = c.post(url, {"tags": [ready, later, "gone"], "confirm": "yes"})
+    assert r.status_code == 302 and q.counts()["ready"] == q.counts()["delayed"] == 0
+    msgs = [str(m) for m in c.get(r["Location"]).context["messages"]]
+    assert msgs == ["2 waiting jobs cancelled.", "1 job not cancelled: no longer waiting jobs."]
+    assert c.post(f"{BASE}q/default/do/nope/", {"tags": [ready]}).status_code == 404
+    assert c.get(url).status_code == 405
+
+
+def test_a_running_job_cannot_be_cancelled(
+    project: dict[str, Any],  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    tag = q.publish("a")
+    q.claim(1)
+    c = client_for(make_user("canceller", "view_queue", "manage_jobs"))
+    assert "Cancel" not in c.get(f"{BASE}q/default/job/", {"id": tag}).content.decode()
+    c.post(f"{BASE}q/default/do/cancel/", {"tags": [tag], "confirm": "yes"})
+    assert q.state(tag) == "leased"
+
+
+def test_every_action_is_offered_where_it_applies() -> None:
+    from django_zqueue.actions import ACTIONS, offered
+
+    assert [a.name for a in offered("dead", lambda code: True)] == ["requeue", "delete"]
+    assert [a.name for a in offered("ready", lambda code: True)] == ["cancel"]
+    assert offered("leased", lambda code: True) == []
+    assert all(a.confirm is None or "{what}" in a.confirm for a in ACTIONS.values())

@@ -39,6 +39,7 @@ LAYERS: list[set[str]] = [
         "models",
         "position",
         "display",
+        "actions",
         "urls",
         "templatetags",
     },

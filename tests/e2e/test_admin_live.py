@@ -25,8 +25,18 @@ def fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(QueueAdmin, "refresh_seconds", 1)
 
 
+def text_of(browser: WebDriver, css: str) -> str:  # noqa: F811
+    """Read in one step: a refresh may replace the element between a find and a read."""
+    return str(
+        browser.execute_script(
+            "var e = document.querySelector(arguments[0]); return e ? e.innerText.trim() : null",
+            css,
+        )
+    )
+
+
 def text_becomes(browser: WebDriver, css: str, value: str) -> None:  # noqa: F811
-    WebDriverWait(browser, 15).until(lambda b: b.find_element(By.CSS_SELECTOR, css).text == value)
+    WebDriverWait(browser, 15).until(lambda b: text_of(b, css) == value)
 
 
 def set_hidden(browser: WebDriver, hidden: bool) -> None:  # noqa: F811
@@ -47,7 +57,7 @@ def test_pages_refresh_in_place_and_pause_when_hidden(
     tags = [default.publish(i) for i in range(3)]
     browser.get(f"{admin_login}{BASE}")
     cell = "#result_list tbody tr:first-child td.zq-num"
-    assert browser.find_element(By.CSS_SELECTOR, cell).text == "3"
+    assert text_of(browser, cell) == "3"
     browser.execute_script("window.zqMark = 'same page'")
     for i in range(4):
         default.publish(i)
@@ -61,20 +71,69 @@ def test_pages_refresh_in_place_and_pause_when_hidden(
     time.sleep(2.5)  # more than two refresh periods
     after = browser.execute_script("return document.querySelector('[data-zq-refresh]').dataset")
     assert after.get("zqRefreshes") == before.get("zqRefreshes")
-    assert browser.find_element(By.CSS_SELECTOR, cell).text == "7"
+    assert text_of(browser, cell) == "7"
     set_hidden(browser, False)
     text_becomes(browser, cell, "8")
 
     # queue page: the line moves up as the head is claimed
     browser.get(f"{admin_login}{BASE}q/default/")
     first = "#result_list tbody tr:first-child th a"
-    assert browser.find_element(By.CSS_SELECTOR, first).text == tags[0]
+    assert text_of(browser, first) == tags[0]
     default.claim(1)
     text_becomes(browser, first, tags[1])
-    assert browser.find_element(By.CSS_SELECTOR, ".zq-tabs a.current .zq-badge").text == "7"
+    text_becomes(browser, ".zq-tabs a.current .zq-badge", "7")
 
     # job page: its rank goes down
     browser.get(f"{admin_login}{BASE}q/default/job/?id={tags[2]}")
-    assert browser.find_element(By.CSS_SELECTOR, ".zq-rank").text == "1"
+    assert text_of(browser, ".zq-rank") == "1"
     default.claim(1)
     text_becomes(browser, ".zq-rank", "0")
+
+
+def test_each_action_from_the_browser(
+    project: dict[str, Any],  # noqa: F811
+    admin_login: str,  # noqa: F811
+    browser: WebDriver,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    waiting = [q.publish(i) for i in range(4)]
+    # select every job of the page, cancel: a confirmation page first
+    browser.get(f"{admin_login}{BASE}q/default/?per_page=25")
+    browser.find_element(By.CSS_SELECTOR, "[data-zq-select-all]").click()
+    boxes = browser.find_elements(By.CSS_SELECTOR, "input[name=tags]")
+    assert len(boxes) == 4 and all(b.is_selected() for b in boxes)
+    boxes[0].click()  # all but the first
+    browser.find_element(By.XPATH, "//button[text()='Cancel selected']").click()
+    WebDriverWait(browser, 10).until(lambda b: "Cancel 3 waiting jobs?" in b.page_source)
+    assert q.counts()["ready"] == 4  # nothing yet
+    browser.find_element(By.CSS_SELECTOR, 'input[type=submit][value="Yes, I\'m sure"]').click()
+    WebDriverWait(browser, 10).until(
+        lambda b: (
+            "3 waiting jobs cancelled." in b.find_element(By.CSS_SELECTOR, ".messagelist").text
+        )
+    )
+    assert [q.state(t) for t in waiting] == ["ready", None, None, None]
+
+    # dead letters: requeue one, delete one (confirmed), purge the rest (confirmed)
+    for m in q.claim(1)[0]:
+        q.nack(m, "boom", dead=True)
+    dead = [q.publish(f"d{i}") for i in range(3)]
+    for m in q.claim(3)[0]:
+        q.nack(m, "boom", dead=True)
+    browser.get(f"{admin_login}{BASE}q/default/?state=dead")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "input[name=tags]")) == 4
+    browser.find_element(By.CSS_SELECTOR, f"input[name=tags][value='{dead[0]}']").click()
+    browser.find_element(By.XPATH, "//button[text()='Requeue selected']").click()
+    WebDriverWait(browser, 10).until(lambda b: "1 dead letter requeued." in b.page_source)
+    assert q.state(dead[0]) == "ready"
+    browser.find_element(By.CSS_SELECTOR, f"input[name=tags][value='{dead[1]}']").click()
+    browser.find_element(By.XPATH, "//button[text()='Delete selected']").click()
+    WebDriverWait(browser, 10).until(lambda b: "This cannot be undone" in b.page_source)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: "1 dead letter deleted." in b.page_source)
+    assert q.state(dead[1]) is None
+    browser.find_element(By.CSS_SELECTOR, ".zq-purge button").click()
+    WebDriverWait(browser, 10).until(lambda b: "Yes, purge them" in b.page_source)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: "Purged 2 dead letters" in b.page_source)
+    assert q.counts()["dead"] == 0

@@ -1,9 +1,17 @@
-/* django_zqueue admin: refresh the figures of the page in place.
+/* django_zqueue admin: select every row of a page; refresh the figures in place.
    Every data-zq-refresh seconds the page is fetched again and each [data-zq-live] region
    is replaced by its new content. Paused while the tab is hidden, and while a row is
    selected for an action (nothing the operator chose is swept away). */
 (function () {
   "use strict";
+  /* the header checkbox selects (or clears) every job of the page */
+  document.addEventListener("change", function (e) {
+    var all = e.target;
+    if (!all.matches || !all.matches("[data-zq-select-all]")) return;
+    all.form.querySelectorAll("input[name=tags]").forEach(function (box) {
+      box.checked = all.checked;
+    });
+  });
   var main = document.querySelector("[data-zq-refresh]");
   if (!main || !window.fetch || !window.DOMParser) return;
   var period = Math.max(1, Number(main.dataset.zqRefresh) || 5) * 1000;
