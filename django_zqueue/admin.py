@@ -36,7 +36,7 @@ from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from . import actions, conf, dashboard, display
+from . import actions, conf, dashboard, display, workers_page
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import Queue as QueueModel
@@ -143,6 +143,7 @@ class QueueAdmin(_ModelAdmin):
             path("", wrap(self.changelist_view), name=self._name("changelist")),
             path("search/", wrap(self.search_view), name=self._name("search")),
             path("metrics/", wrap(self.metrics_view), name=self._name("metrics")),
+            path("workers/", wrap(self.workers_view), name=self._name("workers")),
             path("q/<str:queue>/", wrap(self.queue_view), name=self._name("queue")),
             path("q/<str:queue>/job/", wrap(self.job_view), name=self._name("job")),
             path(
@@ -243,6 +244,7 @@ class QueueAdmin(_ModelAdmin):
             schedules=dashboard.schedules(queues),
             perms=self._perms(request),
             metrics_url=self.url("metrics") if metrics_available() else None,
+            workers_url=self.url("workers"),
             search_url=self.url("search"),
             **(extra_context or {}),
         )
@@ -385,6 +387,13 @@ class QueueAdmin(_ModelAdmin):
             only=only,
         )
         return TemplateResponse(request, "admin/django_zqueue/search.html", ctx)
+
+    def workers_view(self, request: HttpRequest) -> HttpResponse:
+        """Every worker registered in a configured queue, with the jobs it holds."""
+        self._require_view(request)
+        page = workers_page.workers(_queues(), lambda q, tag: self.url("job", q, id=tag))
+        ctx = self._context(request, "Workers", ("workers", None), page=page)
+        return TemplateResponse(request, "admin/django_zqueue/workers.html", ctx)
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
         """The Prometheus text format for every configured queue (staff with view)."""

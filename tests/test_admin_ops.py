@@ -136,3 +136,40 @@ def test_every_action_is_offered_where_it_applies() -> None:
     assert [a.name for a in offered("ready", lambda code: True)] == ["cancel"]
     assert offered("leased", lambda code: True) == []
     assert all(a.confirm is None or "{what}" in a.confirm for a in ACTIONS.values())
+
+
+# ---------------------------------------------------------------- workers page
+
+
+def test_workers_page_lists_each_worker_and_the_jobs_it_holds(
+    project: dict[str, Any],  # noqa: F811
+    viewer: Client,  # noqa: F811
+) -> None:
+    from django_zqueue.worker.leases import Leases
+
+    default, emails = get_queue("default"), get_queue("emails")
+    Leases("web-1:4242:ab12", [default, emails], threads=3).register()
+    old = int(time.time() * 1000) - 60_000
+    gone = {"threads": 2, "seen": old, "host": "web-2", "pid": 7}
+    default.client.hset(default.keys.workers, "web-2:7:cd34", json.dumps(gone))
+    default.client.hset(default.keys.workers, "junk", "not json")
+    tags = [default.publish(i) for i in range(3)]
+    held = default.claim(2, consumer="web-1:4242:ab12")[0]
+    default.claim(1, consumer="someone-else")
+    r = viewer.get(f"{BASE}workers/")
+    assert r.status_code == 200
+    page = r.context["page"]
+    assert [(w.id, w.live, w.threads, w.queues) for w in page.workers] == [
+        ("web-1:4242:ab12", True, 3, ["default", "emails"]),
+        ("web-2:7:cd34", False, 2, ["default"]),
+    ]
+    first = page.workers[0]
+    assert first.started and first.pid is not None and first.host
+    assert sorted(j.tag for j in first.jobs) == sorted(m.tag for m in held)
+    assert all(j.lease_left.startswith("in ") for j in first.jobs)
+    assert page.workers[1].started == "" and page.workers[1].jobs == []
+    html = r.content.decode()
+    assert f"{BASE}q/default/job/?id={held[0].tag}" in html and "GONE" in html
+    assert tags[2] not in html  # held by a consumer that is no registered worker
+    assert f'href="{BASE}workers/"' in viewer.get(BASE).content.decode()
+    assert client_for(make_user("nobody")).get(f"{BASE}workers/").status_code == 403

@@ -40,6 +40,7 @@ LAYERS: list[set[str]] = [
         "position",
         "display",
         "actions",
+        "workers_page",
         "urls",
         "templatetags",
     },
