@@ -36,7 +36,7 @@ from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from . import actions, conf, dashboard, display, workers_page
+from . import actions, conf, dashboard, display, filters, workers_page
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import Queue as QueueModel
@@ -95,6 +95,25 @@ def _page_links(pg: dashboard.Page, link: Callable[[int], str]) -> list[dict[str
             pages.append({"number": None})
         pages.append({"number": n, "url": link(n), "current": n == pg.number})
     return pages
+
+
+def _per_page_choices(url: Callable[[int | None], str], per_page: int) -> list[dict[str, Any]]:
+    return [
+        {"n": n, "current": n == per_page, "url": url(n if n != DEFAULT_PER_PAGE else None)}
+        for n in PER_PAGE_CHOICES
+    ]
+
+
+def _listing(
+    q: Queue, state: str, request: HttpRequest, per_page: int, payload: bool
+) -> tuple[dashboard.Page, filters.Scan | None, filters.Filter]:
+    """The page of the queue view: a window of matches when a filter is set."""
+    flt = filters.Filter.of(request.GET.get("task"), request.GET.get("error"))
+    if flt.active:
+        sc = filters.scan(q, state, _int(request.GET.get("window"), 1), flt, payload=payload)
+        return sc.page, sc, flt
+    page = _int(request.GET.get("page"), 1)
+    return dashboard.page(q, state, page, per_page, payload=payload), None, flt
 
 
 def _queues() -> list[Queue]:
@@ -261,13 +280,7 @@ class QueueAdmin(_ModelAdmin):
         if per_page not in PER_PAGE_CHOICES:
             per_page = DEFAULT_PER_PAGE
         perms = self._perms(request)
-        pg = dashboard.page(
-            q,
-            state,
-            _int(request.GET.get("page"), 1),
-            per_page,
-            payload=perms["payload"],
-        )
+        pg, sc, flt = _listing(q, state, request, per_page, perms["payload"])
 
         def link(number: int) -> str:
             return self.url(
@@ -278,6 +291,16 @@ class QueueAdmin(_ModelAdmin):
                 per_page=per_page if per_page != DEFAULT_PER_PAGE else None,
             )
 
+        def scan_link(window: int) -> str:
+            return self.url(
+                "queue",
+                queue,
+                state=state,
+                task=flt.task or None,
+                error=flt.error or None,
+                window=window,
+            )
+
         ctx = self._context(
             request,
             f"Queue {queue}",
@@ -285,28 +308,23 @@ class QueueAdmin(_ModelAdmin):
             queue=queue,
             page=pg,
             tabs=self._tabs(queue, pg),
-            pages=_page_links(pg, link),
-            prev_url=link(pg.number - 1) if pg.number > 1 else None,
-            next_url=link(pg.number + 1) if pg.number < pg.pages else None,
-            per_page_choices=[
-                {
-                    "n": n,
-                    "current": n == per_page,
-                    "url": self.url(
-                        "queue",
-                        queue,
-                        state=state,
-                        per_page=n if n != DEFAULT_PER_PAGE else None,
-                    ),
-                }
-                for n in PER_PAGE_CHOICES
-            ],
+            pages=[] if sc else _page_links(pg, link),
+            prev_url=link(pg.number - 1) if pg.number > 1 and not sc else None,
+            next_url=link(pg.number + 1) if pg.number < pg.pages and not sc else None,
+            per_page_choices=_per_page_choices(
+                lambda n: self.url("queue", queue, state=state, per_page=n), per_page
+            ),
+            scan=sc,
+            filter=flt,
+            scan_window=filters.WINDOW,
+            scan_next=scan_link(sc.window + 1) if sc and sc.more else None,
+            clear_url=self.url("queue", queue, state=state),
             perms=perms,
             search_url=self.url("search"),
             job_url=self.url("job", queue),
             row_actions=self._actions(request, queue, state),
             purge_url=self.url("purge", queue),
-            here=link(pg.number),
+            here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
 

@@ -420,7 +420,7 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
         queue=q.name,
         state=state,
         counts=listing.counts,
-        rows=[_row(listing, i, job) for i, job in enumerate(listing.jobs)],
+        rows=[job_row(listing, i, job) for i, job in enumerate(listing.jobs)],
         number=listing.number,
         per_page=per_page,
         now_ms=listing.now_ms,
@@ -430,7 +430,7 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     )
 
 
-def _row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
+def job_row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
     """The row of one listed job (the ``index``-th of its page)."""
     state, record, when = listing.state, job.record, from_ms(job.score)
     if record is None:  # gone between the two reads, or a record that is not an object

@@ -173,3 +173,53 @@ def test_workers_page_lists_each_worker_and_the_jobs_it_holds(
     assert tags[2] not in html  # held by a consumer that is no registered worker
     assert f'href="{BASE}workers/"' in viewer.get(BASE).content.decode()
     assert client_for(make_user("nobody")).get(f"{BASE}workers/").status_code == 403
+
+
+# ---------------------------------------------------------------- filters
+
+
+def test_filter_by_task_reads_a_bounded_window_and_scans_further(
+    project: dict[str, Any],  # noqa: F811
+    viewer: Client,  # noqa: F811
+) -> None:
+    from django_zqueue import filters
+
+    q = get_queue("default")
+    n = filters.WINDOW + 100
+    tags = q.publish_many(
+        [{"task": "shop.mail" if i % 3 == 0 else "shop.report", "args": [i]} for i in range(n)]
+    )
+    r = viewer.get(f"{BASE}q/default/", {"task": "MAIL"})
+    scan = r.context["scan"]
+    assert (scan.first, scan.last, scan.total, scan.more) == (1, filters.WINDOW, n, True)
+    rows = r.context["page"].rows
+    assert [row.tag for row in rows] == [
+        t for i, t in enumerate(tags[: filters.WINDOW]) if i % 3 == 0
+    ]
+    assert [row.rank for row in rows[:3]] == [0, 3, 6]  # their rank in the whole line
+    nxt = r.context["scan_next"]
+    assert "window=2" in nxt and "task=MAIL" in nxt
+    r = viewer.get(nxt)
+    rows = r.context["page"].rows
+    want = [t for i, t in enumerate(tags) if i >= filters.WINDOW and i % 3 == 0]
+    assert [row.tag for row in rows] == want and r.context["scan_next"] is None
+    r = viewer.get(f"{BASE}q/default/", {"task": "nothing-like-it"})
+    assert "No job of this window matches." in r.content.decode()
+
+
+def test_filter_dead_letters_by_error_needs_payload_permission(
+    project: dict[str, Any],  # noqa: F811
+    viewer: Client,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    for i in range(6):
+        q.publish({"task": "t", "args": [i]})
+    for i, m in enumerate(q.claim(6)[0]):
+        q.nack(m, "SMTPError: refused" if i % 2 else "KeyError: 'x'", dead=True)
+    reader = client_for(make_user("reader", "view_queue", "view_payload"))
+    r = reader.get(f"{BASE}q/default/", {"state": "dead", "error": "smtp"})
+    assert len(r.context["page"].rows) == 3
+    assert all("SMTPError" in (row.error or "") for row in r.context["page"].rows)
+    # without the payload permission the error filter is not offered and not applied
+    r = viewer.get(f"{BASE}q/default/", {"state": "dead", "error": "smtp"})
+    assert len(r.context["page"].rows) == 6 and 'name="error"' not in r.content.decode()

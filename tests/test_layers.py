@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
         "display",
         "actions",
         "workers_page",
+        "filters",
         "urls",
         "templatetags",
     },
