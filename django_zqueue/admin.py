@@ -36,7 +36,7 @@ from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from . import actions, conf, dashboard, display, filters, workers_page
+from . import actions, conf, dashboard, display, filters, taskstats, workers_page
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import Queue as QueueModel
@@ -314,6 +314,7 @@ class QueueAdmin(_ModelAdmin):
             per_page_choices=_per_page_choices(
                 lambda n: self.url("queue", queue, state=state, per_page=n), per_page
             ),
+            tasks=display.task_rows(taskstats.read(q)),
             scan=sc,
             filter=flt,
             scan_window=filters.WINDOW,

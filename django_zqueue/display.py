@@ -13,8 +13,9 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from .dashboard import arguments
+from .dashboard import arguments, duration
 from .serializer import MARKER
+from .taskstats import TaskStat
 
 #: (text, URL or None) of a model instance sent by reference
 Link = Callable[[str, str, Any], tuple[str, str | None]]
@@ -74,3 +75,26 @@ def permission_text(codename: str) -> str:
         content_type__app_label="django_zqueue", codename=codename
     ).first()
     return found.name if found else codename
+
+
+def _bound(ms: int | None) -> str:
+    if ms is None:
+        return "—"
+    return "> 5 min" if ms < 0 else f"≤ {duration(ms / 1000)}"
+
+
+def task_rows(stats: list[TaskStat]) -> list[dict[str, Any]]:
+    """The rows of the queue page's "tasks, last hour" table."""
+    return [
+        {
+            "task": t.task,
+            "runs": t.runs,
+            "failures": t.failures,
+            "retries": t.retries,
+            "mean": "—" if t.mean_ms is None else duration(t.mean_ms / 1000),
+            "p50": _bound(t.percentile_ms(50)),
+            "p95": _bound(t.percentile_ms(95)),
+            "p99": _bound(t.percentile_ms(99)),
+        }
+        for t in stats
+    ]

@@ -34,6 +34,11 @@ class QueueKeys:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
         return f"{self.tag}:result:{id}"
 
+    def task_stats(self, slot: int) -> str:
+        """HASH: per-task counts and run-time histogram of one 5-minute slot (expires after
+        an hour: :mod:`django_zqueue.taskstats`)."""
+        return f"{self.tag}:tstats:{slot}"
+
     def lifecycle(self) -> list[str]:
         """The KEYS of the scripts that can move a job anywhere (nack, scan), in order."""
         return [

@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
         "outcome",
         "context",
         "watch",
+        "taskstats",
     },  # tasks
     {"worker", "backend_runner", "scanner"},  # worker and scanner
     {
