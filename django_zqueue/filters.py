@@ -17,8 +17,8 @@ from .read import ListedJob
 if TYPE_CHECKING:
     from .queue import Queue
 
-#: jobs read per filtered page
-WINDOW = 500
+#: jobs read per filtered page (every match of a window is shown: at most this many rows)
+WINDOW = 200
 #: longest filter text
 MAX_TEXT = 200
 
