@@ -16,7 +16,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from .test_admin_browser import BASE, admin_login, browser, project  # noqa: F401 - fixtures
+from .test_admin_browser import (  # noqa: F401 - fixtures
+    BASE,
+    admin_login,
+    browser,
+    demo_data,
+    project,
+    shoot,
+)
 from .test_admin_browser import pytestmark as pytestmark
 
 
@@ -137,3 +144,58 @@ def test_each_action_from_the_browser(
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
     WebDriverWait(browser, 10).until(lambda b: "Purged 2 dead letters" in b.page_source)
     assert q.counts()["dead"] == 0
+
+
+def test_new_pages_render_in_the_browser(
+    project: dict[str, Any],  # noqa: F811
+    admin_login: str,  # noqa: F811
+    browser: WebDriver,  # noqa: F811
+    redis_client: Any,
+) -> None:
+    """Workers, filters, task statistics, a confirmation, the 403 and the end user's
+    widget, as a browser shows them (and their screenshots with ZQUEUE_SCREENSHOTS=1)."""
+    from django_zqueue import taskstats
+    from django_zqueue.worker.leases import Leases
+
+    data = demo_data(redis_client)
+    default = data["default"]
+    Leases("web-1:4242:a1b2", [default, data["emails"]], threads=8).register()
+    default.claim(2, consumer="web-1:4242:a1b2")
+    now = taskstats.slot_now()
+    stats = ((now, "testproject.demo.tasks.add"), (now - 1, "testproject.demo.tasks.sleep"))
+    for slot, task in stats:
+        fields = {f"{task}|n": 120, f"{task}|f": 3, f"{task}|r": 2, f"{task}|s": 120 * 180}
+        fields.update({f"{task}|b{b}": 10 for b in (6, 7, 8, 9)})
+        redis_client.hset(default.keys.task_stats(slot), mapping=fields)
+    browser.get(f"{admin_login}{BASE}workers/")
+    assert "web-1:4242:a1b2" in browser.page_source, text_of(browser, "#content-main")
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".zq-held tbody tr")) == 2
+    shoot(browser, "workers")
+    browser.get(f"{admin_login}{BASE}q/default/?task=sleep")
+    assert "matches in jobs 1" in text_of(browser, ".zq-scan")
+    assert text_of(browser, "#zq-tasks tbody tr:first-child th") == "testproject.demo.tasks.add"
+    shoot(browser, "filter")
+    browser.get(f"{admin_login}{BASE}q/emails/?state=dead&error=refused")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")) == 8
+    shoot(browser, "dead-filter")
+    browser.find_element(By.CSS_SELECTOR, "[data-zq-select-all]").click()
+    browser.find_element(By.XPATH, "//button[text()='Delete selected']").click()
+    WebDriverWait(browser, 10).until(lambda b: "Delete 8 dead letters" in b.page_source)
+    shoot(browser, "confirm")
+    # the 403 of a staff user without the view permission
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("staff", password="secret-pw", is_staff=True)
+    browser.delete_all_cookies()
+    browser.get(f"{admin_login}/admin/login/")
+    browser.find_element(By.ID, "id_username").send_keys("staff")
+    browser.find_element(By.ID, "id_password").send_keys("secret-pw")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    browser.get(f"{admin_login}{BASE}")
+    assert "Can view queue" in text_of(browser, "#content-main")
+    shoot(browser, "forbidden")
+    # the end user's page
+    browser.get(f"{admin_login}/demo/wait/")
+    browser.find_element(By.XPATH, "//button[text()='Start a report']").click()
+    WebDriverWait(browser, 10).until(lambda b: "ahead of yours" in text_of(b, "[data-zq-position]"))
+    shoot(browser, "position")
