@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .connection import unavailable_as_error
+from .keys import TASK_STATS_SLOT_SECONDS
 from .outcome import Outcome, Success
 from .records import text
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .records import Message
     from .scripts import Batch
 
-SLOT_SECONDS = 300
+SLOT_SECONDS = TASK_STATS_SLOT_SECONDS
 #: slots read for "the last hour": the current one and the twelve before it
 SLOTS = 13
 KEEP_SECONDS = SLOTS * SLOT_SECONDS
