@@ -31,7 +31,12 @@ def test_a_worker_records_runs_failures_and_retries_per_task(
     original = Batch.send
 
     def spy(self: Batch) -> list[Any]:
-        sends.append([str(args[0]).upper() for args, _ in self.pipe.command_stack])
+        strategy = getattr(self.pipe, "_execution_strategy", None)
+        if strategy is not None:  # a cluster pipeline
+            stack = [(c.args, c.options) for c in strategy.command_queue]
+        else:
+            stack = self.pipe.command_stack
+        sends.append([str(args[0]).upper() for args, _ in stack])
         return original(self)
 
     monkeypatch.setattr(Batch, "send", spy)
