@@ -139,6 +139,22 @@ def fill(q: Any, ready: int, dead: int) -> dict[str, Any]:
     for j, m in enumerate(leased):
         batch.add(q.touch_call(m, progress=(j % 100) / 100, note=f"step {j}"))
     q.send(batch)
+    # a live worker holding those 200, and an hour of per-task statistics (13 slots)
+    from django_zqueue import taskstats
+
+    seen = int(time.time() * 1000)
+    worker = {"threads": 8, "seen": seen, "host": "bench", "pid": 1, "started": seen - 60_000}
+    q.client.hset(q.keys.workers, "bench-worker:1:abcd", json.dumps(worker))
+    now = taskstats.slot_now()
+    for slot in range(now - taskstats.SLOTS + 1, now + 1):
+        fields = {}
+        for t, task in enumerate(
+            ("bench.tasks.process", "bench.tasks.charge", "bench.tasks.later")
+        ):
+            fields.update({f"{task}|n": 900 + t, f"{task}|f": t, f"{task}|s": 90_000})
+            fields.update({f"{task}|b{b}": 50 + b for b in range(len(taskstats.BOUNDS_MS) + 1)})
+        q.client.hset(q.keys.task_stats(slot), mapping=fields)
+        q.client.expire(q.keys.task_stats(slot), taskstats.KEEP_SECONDS)
     return {"fill_dead_s": round(t_dead, 1), "fill_ready_s": round(t_ready, 1)}
 
 
@@ -169,6 +185,7 @@ def main() -> None:
     from django.test.utils import override_settings
 
     from django_zqueue import get_queue
+    from django_zqueue.watch import position_url
 
     prefix = f"zqbench-{uuid.uuid4().hex[:8]}"
     zq = {
@@ -229,6 +246,10 @@ def main() -> None:
             "job (dead)": f"{base}q/bench/job/?id={dead_mid}",
             "search -> redirect": f"{base}search/?q={ready_mid}",
             "metrics": f"{base}metrics/",
+            "workers": f"{base}workers/",
+            "ready, filter by task (200 read)": f"{base}q/bench/?task=process",
+            "dead, filter by error (200 read)": f"{base}q/bench/?state=dead&error=declined",
+            "position (JSON, end user)": position_url(q.name, ready_mid),
         }
         client = Client()
         client.force_login(User.objects.create_superuser("bench", "bench@example.com", "pw"))
@@ -267,10 +288,12 @@ def main() -> None:
         }
         results["forbidden_commands"] = sorted(forbidden)
     finally:
+        now = int(time.time()) // 300
         for name in zq["QUEUES"]:  # type: ignore[union-attr]
             qq = get_queue(name)
             for keys in {qq.keys, *qq.part_keys}:
                 qq.client.unlink(*keys.all())
+                qq.client.unlink(*(keys.task_stats(s) for s in range(now - 20, now + 1)))
             qq.clear()  # the layout record of a partitioned queue (the rest is gone)
         override.disable()
         runner.teardown_databases(old_db)

@@ -36,8 +36,9 @@ from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from . import conf, dashboard
+from . import actions, conf, dashboard, display, filters, taskstats, workers_page
 from .exceptions import QueueUnavailable, UnknownQueue
+from .metrics import available as metrics_available
 from .models import Queue as QueueModel
 from .queue import Queue, get_queue
 
@@ -47,6 +48,14 @@ DEFAULT_PER_PAGE = 50
 MAX_TAGS = dashboard.MAX_PER_PAGE
 
 V = TypeVar("V", bound=Callable[..., HttpResponse])
+
+
+class MissingPermission(PermissionDenied):
+    """The user lacks ``codename`` of this app: a 403 page in the admin's look names it."""
+
+    def __init__(self, codename: str) -> None:
+        super().__init__(codename)
+        self.codename = codename
 
 
 def _int(value: str | None, default: int) -> int:
@@ -88,6 +97,25 @@ def _page_links(pg: dashboard.Page, link: Callable[[int], str]) -> list[dict[str
     return pages
 
 
+def _per_page_choices(url: Callable[[int | None], str], per_page: int) -> list[dict[str, Any]]:
+    return [
+        {"n": n, "current": n == per_page, "url": url(n if n != DEFAULT_PER_PAGE else None)}
+        for n in PER_PAGE_CHOICES
+    ]
+
+
+def _listing(
+    q: Queue, state: str, request: HttpRequest, per_page: int, payload: bool
+) -> tuple[dashboard.Page, filters.Scan | None, filters.Filter]:
+    """The page of the queue view: a window of matches when a filter is set."""
+    flt = filters.Filter.of(request.GET.get("task"), request.GET.get("error"))
+    if flt.active:
+        sc = filters.scan(q, state, _int(request.GET.get("window"), 1), flt, payload=payload)
+        return sc.page, sc, flt
+    page = _int(request.GET.get("page"), 1)
+    return dashboard.page(q, state, page, per_page, payload=payload), None, flt
+
+
 def _queues() -> list[Queue]:
     return [get_queue(name) for name in conf.get_config().queues]
 
@@ -101,6 +129,10 @@ else:  # ModelAdmin is generic only in django-stubs
 @admin.register(QueueModel)
 class QueueAdmin(_ModelAdmin):
     """Overview, queue, job and search pages, and the dead-letter actions."""
+
+    #: the overview, queue and job pages refresh their figures in place this often
+    #: (seconds; paused while the browser tab is hidden)
+    refresh_seconds = 5
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -130,16 +162,15 @@ class QueueAdmin(_ModelAdmin):
             path("", wrap(self.changelist_view), name=self._name("changelist")),
             path("search/", wrap(self.search_view), name=self._name("search")),
             path("metrics/", wrap(self.metrics_view), name=self._name("metrics")),
+            path("workers/", wrap(self.workers_view), name=self._name("workers")),
             path("q/<str:queue>/", wrap(self.queue_view), name=self._name("queue")),
             path("q/<str:queue>/job/", wrap(self.job_view), name=self._name("job")),
             path(
-                "q/<str:queue>/dead/requeue/",
-                wrap(self.requeue_dead_view),
-                name=self._name("requeue"),
+                "q/<str:queue>/do/<str:action>/", wrap(self.action_view), name=self._name("action")
             ),
-            path(
-                "q/<str:queue>/dead/delete/", wrap(self.delete_dead_view), name=self._name("delete")
-            ),
+            # the dead-letter actions' first URLs
+            path("q/<str:queue>/dead/requeue/", wrap(self.action_view), {"action": "requeue"}),
+            path("q/<str:queue>/dead/delete/", wrap(self.action_view), {"action": "delete"}),
             path("q/<str:queue>/dead/purge/", wrap(self.purge_dead_view), name=self._name("purge")),
         ]
 
@@ -153,12 +184,22 @@ class QueueAdmin(_ModelAdmin):
                 return TemplateResponse(
                     request, "admin/django_zqueue/unavailable.html", ctx, status=503
                 )
+            except MissingPermission as exc:
+                ctx = self._context(
+                    request,
+                    "Permission needed",
+                    codename=f"{self.opts.app_label}.{exc.codename}",
+                    permission=display.permission_text(exc.codename),
+                )
+                return TemplateResponse(
+                    request, "admin/django_zqueue/forbidden.html", ctx, status=403
+                )
 
         return cast(V, inner)
 
     def _require_view(self, request: HttpRequest) -> None:
         if not self.has_view_permission(request):
-            raise PermissionDenied
+            raise MissingPermission("view_queue")
 
     def _queue(self, name: str) -> Queue:
         try:
@@ -193,6 +234,7 @@ class QueueAdmin(_ModelAdmin):
             "title": title,
             "crumbs": trail,
             "zq_layout": _admin_layout(),
+            "refresh_seconds": self.refresh_seconds,
             **extra,
         }
 
@@ -220,7 +262,8 @@ class QueueAdmin(_ModelAdmin):
             rows=rows,
             schedules=dashboard.schedules(queues),
             perms=self._perms(request),
-            metrics_url=self.url("metrics"),
+            metrics_url=self.url("metrics") if metrics_available() else None,
+            workers_url=self.url("workers"),
             search_url=self.url("search"),
             **(extra_context or {}),
         )
@@ -237,13 +280,7 @@ class QueueAdmin(_ModelAdmin):
         if per_page not in PER_PAGE_CHOICES:
             per_page = DEFAULT_PER_PAGE
         perms = self._perms(request)
-        pg = dashboard.page(
-            q,
-            state,
-            _int(request.GET.get("page"), 1),
-            per_page,
-            payload=perms["payload"],
-        )
+        pg, sc, flt = _listing(q, state, request, per_page, perms["payload"])
 
         def link(number: int) -> str:
             return self.url(
@@ -254,6 +291,16 @@ class QueueAdmin(_ModelAdmin):
                 per_page=per_page if per_page != DEFAULT_PER_PAGE else None,
             )
 
+        def scan_link(window: int) -> str:
+            return self.url(
+                "queue",
+                queue,
+                state=state,
+                task=flt.task or None,
+                error=flt.error or None,
+                window=window,
+            )
+
         ctx = self._context(
             request,
             f"Queue {queue}",
@@ -261,27 +308,24 @@ class QueueAdmin(_ModelAdmin):
             queue=queue,
             page=pg,
             tabs=self._tabs(queue, pg),
-            pages=_page_links(pg, link),
-            prev_url=link(pg.number - 1) if pg.number > 1 else None,
-            next_url=link(pg.number + 1) if pg.number < pg.pages else None,
-            per_page_choices=[
-                {
-                    "n": n,
-                    "current": n == per_page,
-                    "url": self.url(
-                        "queue",
-                        queue,
-                        state=state,
-                        per_page=n if n != DEFAULT_PER_PAGE else None,
-                    ),
-                }
-                for n in PER_PAGE_CHOICES
-            ],
+            pages=[] if sc else _page_links(pg, link),
+            prev_url=link(pg.number - 1) if pg.number > 1 and not sc else None,
+            next_url=link(pg.number + 1) if pg.number < pg.pages and not sc else None,
+            per_page_choices=_per_page_choices(
+                lambda n: self.url("queue", queue, state=state, per_page=n), per_page
+            ),
+            tasks=display.task_rows(taskstats.read(q)),
+            scan=sc,
+            filter=flt,
+            scan_window=filters.WINDOW,
+            scan_next=scan_link(sc.window + 1) if sc and sc.more else None,
+            clear_url=self.url("queue", queue, state=state),
             perms=perms,
             search_url=self.url("search"),
             job_url=self.url("job", queue),
-            actions={v: self.url(v, queue) for v in ("requeue", "delete", "purge")},
-            here=link(pg.number),
+            row_actions=self._actions(request, queue, state),
+            purge_url=self.url("purge", queue),
+            here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
 
@@ -327,10 +371,15 @@ class QueueAdmin(_ModelAdmin):
             (tag, None),
             queue=queue,
             job=detail,
+            arguments_html=display.arguments_html(
+                detail.info.body, display.model_link(self.admin_site)
+            )
+            if detail.arguments is not None
+            else None,
             perms=perms,
             queue_url=self.url("queue", queue),
             state_url=self.url("queue", queue, state=state_tab),
-            actions={v: self.url(v, queue) for v in ("requeue", "delete")},
+            job_actions=self._actions(request, queue, detail.info.state),
             here=self.url("job", queue, id=tag),
         )
         return TemplateResponse(request, "admin/django_zqueue/job.html", ctx)
@@ -358,6 +407,13 @@ class QueueAdmin(_ModelAdmin):
         )
         return TemplateResponse(request, "admin/django_zqueue/search.html", ctx)
 
+    def workers_view(self, request: HttpRequest) -> HttpResponse:
+        """Every worker registered in a configured queue, with the jobs it holds."""
+        self._require_view(request)
+        page = workers_page.workers(_queues(), lambda q, tag: self.url("job", q, id=tag))
+        ctx = self._context(request, "Workers", ("workers", None), page=page)
+        return TemplateResponse(request, "admin/django_zqueue/workers.html", ctx)
+
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
         """The Prometheus text format for every configured queue (staff with view)."""
         self._require_view(request)
@@ -365,58 +421,71 @@ class QueueAdmin(_ModelAdmin):
 
         return metrics_response()
 
-    # ------------------------------------------------------------ dead-letter actions
+    # ------------------------------------------------------------ actions
 
-    def _require_actions(self, request: HttpRequest, queue: str) -> Queue:
+    def _require_actions(self, request: HttpRequest, queue: str, codename: str) -> Queue:
         self._require_view(request)
-        perms = self._perms(request)
-        if not perms["actions_on"]:
-            raise Http404("dead-letter actions are off (ZQUEUE['ADMIN_ACTIONS'] = False)")
-        if not perms["manage"]:
-            raise PermissionDenied
+        if not conf.get_config().admin_actions:
+            raise Http404("admin actions are off (ZQUEUE['ADMIN_ACTIONS'] = False)")
+        if not request.user.has_perm(f"{self.opts.app_label}.{codename}"):
+            raise MissingPermission(codename)
         return self._queue(queue)
+
+    def _actions(self, request: HttpRequest, queue: str, state: str) -> list[dict[str, Any]]:
+        """The buttons of the actions a user may run on a tab."""
+        if not conf.get_config().admin_actions:
+            return []
+        label = self.opts.app_label
+        mine = actions.offered(state, lambda code: request.user.has_perm(f"{label}.{code}"))
+        return [
+            {"a": a, "url": self.url("action", queue, a.name), "danger": a.confirm is not None}
+            for a in mine
+        ]
 
     def _tags(self, request: HttpRequest) -> list[str]:
         tags = [t for t in request.POST.getlist("tags") if dashboard.valid_tag(t)]
         return list(dict.fromkeys(tags))[:MAX_TAGS]
 
-    def _back(self, request: HttpRequest, queue: str) -> HttpResponseRedirect:
+    def _back(self, request: HttpRequest, queue: str, state: str) -> HttpResponseRedirect:
         target = request.POST.get("next", "")
         if not target or not url_has_allowed_host_and_scheme(
             target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
         ):
-            target = self.url("queue", queue, state="dead")
+            target = self.url("queue", queue, state=state)
         return HttpResponseRedirect(target)
 
-    @staticmethod
-    def _plural(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-
     @method_decorator(require_POST)
-    def requeue_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
-        """Put the dead letters ``tags`` back in line (attempts reset)."""
-        q = self._require_actions(request, queue)
+    def action_view(self, request: HttpRequest, queue: str, action: str) -> HttpResponse:
+        """Run ``action`` (:data:`~django_zqueue.actions.ACTIONS`) on the selected jobs
+        ``tags``; a destructive one first asks on a confirmation page."""
+        found = actions.ACTIONS.get(action)
+        if found is None:
+            raise Http404(f"no action {action!r}")
+        q = self._require_actions(request, queue, found.permission)
         tags = self._tags(request)
-        done = sum(q.requeue_dead(t) for t in tags)
-        self._report(request, done, len(tags), "requeued")
-        return self._back(request, queue)
-
-    @method_decorator(require_POST)
-    def delete_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
-        """Delete the dead letters ``tags`` (a job that is not dead is left alone)."""
-        q = self._require_actions(request, queue)
-        tags = self._tags(request)
-        done = 0
-        for t in tags:
-            if q.state(t) == "dead":
-                done += q.delete(t)
-        self._report(request, done, len(tags), "deleted")
-        return HttpResponseRedirect(self.url("queue", queue, state="dead"))
+        if found.confirm and tags and request.POST.get("confirm") != "yes":
+            what = actions.plural(len(tags), found.noun)
+            ctx = self._context(
+                request,
+                f"{found.label.split()[0]} {what}?",
+                (queue, self.url("queue", queue, state=found.states[0])),
+                (found.label.lower(), None),
+                question=found.confirm.format(what=what),
+                tags=tags,
+                action_url=self.url("action", queue, found.name),
+                next=request.POST.get("next", ""),
+                back_url=self.url("queue", queue, state=found.states[0]),
+            )
+            return TemplateResponse(request, "admin/django_zqueue/action_confirm.html", ctx)
+        done = sum(found.run(q, t) for t in tags)
+        for good, text in actions.outcome(found, done, len(tags)):
+            (messages.success if good else messages.warning)(request, text)
+        return self._back(request, queue, found.states[0])
 
     @method_decorator(require_POST)
     def purge_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:
         """Delete every dead letter of the queue, after a confirmation page."""
-        q = self._require_actions(request, queue)
+        q = self._require_actions(request, queue, "manage_dead_letters")
         if request.POST.get("confirm") != "yes":
             ctx = self._context(
                 request,
@@ -430,16 +499,5 @@ class QueueAdmin(_ModelAdmin):
             )
             return TemplateResponse(request, "admin/django_zqueue/purge_confirm.html", ctx)
         n = q.purge_dead()
-        messages.success(request, f"Purged {self._plural(n, 'dead letter')} of {queue}.")
+        messages.success(request, f"Purged {actions.plural(n, 'dead letter')} of {queue}.")
         return HttpResponseRedirect(self.url("queue", queue, state="dead"))
-
-    def _report(self, request: HttpRequest, done: int, asked: int, verb: str) -> None:
-        if done:
-            messages.success(request, f"{self._plural(done, 'dead letter')} {verb}.")
-        if asked - done:
-            messages.warning(
-                request,
-                f"{self._plural(asked - done, 'job')} not {verb}: no longer dead letters.",
-            )
-        if not asked:
-            messages.warning(request, "No dead letter selected.")

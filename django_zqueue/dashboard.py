@@ -420,7 +420,7 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
         queue=q.name,
         state=state,
         counts=listing.counts,
-        rows=[_row(listing, i, job) for i, job in enumerate(listing.jobs)],
+        rows=[job_row(listing, i, job) for i, job in enumerate(listing.jobs)],
         number=listing.number,
         per_page=per_page,
         now_ms=listing.now_ms,
@@ -430,7 +430,7 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     )
 
 
-def _row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
+def job_row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
     """The row of one listed job (the ``index``-th of its page)."""
     state, record, when = listing.state, job.record, from_ms(job.score)
     if record is None:  # gone between the two reads, or a record that is not an object
@@ -448,7 +448,7 @@ def _row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
         attempts=record.attempts,
         max_retries=record.max_retries,
         eta_seconds=None
-        if rank is None
+        if rank is None or not listing.workers  # no live worker: no ETA
         else read.eta_seconds(rank, listing.mean_run_ms, listing.workers),
         run_at=when if state == "delayed" else None,
         consumer=record.consumer if state == "leased" else None,
@@ -474,10 +474,16 @@ class JobDetail:
     error_hidden: bool
     eta_seconds: float | None
     now_ms: int
+    workers: int = 0  # live worker threads
 
     @property
     def score_text(self) -> str:
         return format_score(self.info.score)
+
+    @property
+    def eta_note(self) -> str:
+        """Why there is no ETA."""
+        return "no live worker" if not self.workers else "nothing has run yet to measure"
 
     @property
     def eta(self) -> str:
@@ -528,7 +534,7 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
         return None
     info = reading.info
     eta = None
-    if info.rank is not None:
+    if info.rank is not None and reading.workers:  # no live worker: no ETA
         eta = read.eta_seconds(info.rank, reading.mean_run_ms, reading.workers)
     return JobDetail(
         info=info,
@@ -538,4 +544,5 @@ def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:
         error_hidden=bool(info.last_error) and not payload,
         eta_seconds=eta,
         now_ms=reading.now_ms,
+        workers=reading.workers,
     )

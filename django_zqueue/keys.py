@@ -9,6 +9,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+#: the length of one slot of per-task statistics (``{p:q}:tstats:<slot>``)
+TASK_STATS_SLOT_SECONDS = 300
+
 
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
@@ -48,6 +51,17 @@ class QueueKeys:
     def cancelled(self, id: str) -> str:
         """STRING: the record of cancelled job ``id`` (kept with a TTL)."""
         return f"{self.tag}:cancelled:{id}"
+
+    def task_stats(self, slot: int) -> str:
+        """HASH: per-task counts and run-time histogram of one 5-minute slot (expires after
+        an hour: :mod:`django_zqueue.taskstats`)."""
+        return f"{self.tag}:tstats:{slot}"
+
+    def recent_task_stats(self, now_s: float) -> list[str]:
+        """The task statistics keys that may still exist at ``now_s`` (Unix time): the
+        last hour's slots, and one each side for clocks a little off."""
+        now = int(now_s) // TASK_STATS_SLOT_SECONDS
+        return [self.task_stats(s) for s in range(now - 14, now + 2)]
 
     def lifecycle(self) -> list[str]:
         """The KEYS of the scripts that can move a job anywhere (nack, scan), in order."""

@@ -1,13 +1,16 @@
 """An unmanaged model: it gives the app its admin entry and its permissions, and no table.
 
 The admin pages (:mod:`django_zqueue.admin`) read Redis; nothing is stored in the
-database. Besides the default ``view_queue`` permission, two finer ones exist:
+database. Besides the default ``view_queue`` permission, three finer ones exist:
 
 ``view_payload``
     see job arguments (bodies) and error text, which may hold personal data or secrets;
 ``manage_dead_letters``
     requeue, delete and purge dead letters (POST only, and only while
-    ``ZQUEUE["ADMIN_ACTIONS"]`` is on).
+    ``ZQUEUE["ADMIN_ACTIONS"]`` is on);
+``manage_jobs``
+    act on waiting jobs: cancel them (the same conditions; see
+    :data:`django_zqueue.actions.ACTIONS`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ class Queue(models.Model):
         permissions = [
             ("view_payload", "Can see job arguments and errors"),
             ("manage_dead_letters", "Can requeue, delete and purge dead letters"),
+            ("manage_jobs", "Can act on waiting jobs (cancel them)"),
         ]
         verbose_name = "queue"
         verbose_name_plural = "queues"

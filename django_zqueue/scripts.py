@@ -33,7 +33,7 @@ from redis.commands.core import Script
 from redis.exceptions import NoScriptError, ResponseError
 
 from .connection import UNAVAILABLE_ERRORS
-from .exceptions import ScriptArgumentError, ScriptError, SequenceExhausted
+from .exceptions import InvalidArgument, ScriptArgumentError, ScriptError, SequenceExhausted
 from .keys import QueueKeys
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 
@@ -55,6 +55,7 @@ SCRIPT_NAMES = (
     "purge_dead",
     "info",
     "state",
+    "positions",
     "fire",
     "cancel",
     "run_now",
@@ -248,6 +249,36 @@ def _once(reply: Any) -> tuple[str, str]:
 
 def _state(reply: Any) -> str | None:
     return text(reply) or None
+
+
+#: at most this many jobs per ``positions`` call
+MAX_POSITIONS = 500
+#: ``positions.lua`` codes of a job that is not ready
+_NOT_READY = {-1: "delayed", -2: "leased", -3: "dead", -4: ""}
+
+
+class Standing(NamedTuple):
+    """Where one job stands (``positions.lua``): ``state`` is ready, delayed, leased, dead
+    or '' (in no set); a ready job has its ``rank`` in its shard and its ``score``."""
+
+    tag: str
+    state: str
+    rank: int | None = None
+    score: float | None = None
+
+
+def _standings(tags: Sequence[str]) -> Callable[[Any], list[Standing]]:
+    def read(reply: Any) -> list[Standing]:
+        out = []
+        for tag, code, score in zip(tags, reply[0::2], reply[1::2], strict=True):
+            n = int(code)
+            if n >= 0:
+                out.append(Standing(tag, "ready", n, float(score)))
+            else:
+                out.append(Standing(tag, _NOT_READY[n]))
+        return out
+
+    return read
 
 
 def _clashes(reply: Any) -> list[tuple[str, str]]:
@@ -506,6 +537,13 @@ class Scripts:
     def state(self, k: QueueKeys, tag: str) -> Call[str | None]:
         """Returns ``ready``, ``delayed``, ``leased``, ``dead``, or None (no such job)."""
         return Call("state", (k.ready, k.delayed, k.leased, k.dead), (tag,), _state)
+
+    def positions(self, k: QueueKeys, tags: Sequence[str]) -> Call[list[Standing]]:
+        """Where each of ``tags`` stands, in one atomic read (1 to ``MAX_POSITIONS``)."""
+        if not 1 <= len(tags) <= MAX_POSITIONS:
+            raise InvalidArgument(f"positions takes 1 to {MAX_POSITIONS} tags, got {len(tags)}")
+        tags = tuple(tags)
+        return Call("positions", (k.ready, k.delayed, k.leased, k.dead), tags, _standings(tags))
 
     def fire(
         self,

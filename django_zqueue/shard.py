@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from .keys import QueueKeys
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
-from .scripts import Call, Policy, Scripts
+from .scripts import Call, Policy, Scripts, Standing
 
 
 class Shard:
@@ -94,3 +94,6 @@ class Shard:
 
     def state(self, tag: str) -> Call[str | None]:
         return self.scripts.state(self.keys, tag)
+
+    def positions(self, tags: Sequence[str]) -> Call[list[Standing]]:
+        return self.scripts.positions(self.keys, tags)

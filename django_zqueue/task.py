@@ -36,6 +36,7 @@ from .fairness import group_problem
 from .queue import JobInfo, NewJob, Queue, get_queue, new_tag
 from .schedules import Schedule, declare
 from .serializer import encode_call
+from .watch import DEFAULT_MAX_AGE, position_url
 
 log = logging.getLogger("django_zqueue.task")
 P = ParamSpec("P")
@@ -305,6 +306,12 @@ class Job:
             return None
         threads = max(1, q.live_threads())
         return (rank + 1) * (run_ms / done / 1000) / threads
+
+    def position_url(self, *, user: Any = None, max_age: int = DEFAULT_MAX_AGE) -> str:
+        """The URL of this job's position for the person waiting on it (JSON, long-poll):
+        a signed token valid ``max_age`` seconds, for ``user`` only when given. Needs
+        ``django_zqueue.urls`` in the site's URLconf (see docs/position.md)."""
+        return position_url(self.queue_name, self.id, user=user, max_age=max_age)
 
     def cancel(self) -> bool:
         """Cancel the job while it waits or runs (:meth:`Queue.cancel_job

@@ -416,12 +416,15 @@ def test_requeue_and_delete(manager: Client, jobs: dict[str, str]) -> None:
     msgs = [str(m) for m in manager.get(r["Location"]).context["messages"]]
     assert msgs == ["1 dead letter requeued.", "1 job not requeued: no longer dead letters."]
     # delete refuses a job that is not dead
-    r = manager.post(action_url("delete"), {"tags": [jobs["dead"]]})
+    r = manager.post(action_url("delete"), {"tags": [jobs["dead"]], "confirm": "yes"})
     assert q.state(jobs["dead"]) == "ready"
     msg = q.claim(10)[0]
     doomed = next(m for m in msg if m.tag == jobs["dead"])
     q.nack(doomed, "again", dead=True)
     r = manager.post(action_url("delete"), {"tags": [jobs["dead"]]})
+    assert r.status_code == 200 and "This cannot be undone" in r.content.decode()
+    assert q.state(jobs["dead"]) == "dead"  # asked first
+    r = manager.post(action_url("delete"), {"tags": [jobs["dead"]], "confirm": "yes"})
     assert r.status_code == 302 and q.state(jobs["dead"]) is None
     # from the job page, "next" brings you back there; a foreign "next" is ignored
     q.publish({}, tag="d2")

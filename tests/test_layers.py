@@ -25,9 +25,27 @@ LAYERS: list[set[str]] = [
         "_django_tasks",
         "outcome",
         "context",
+        "watch",
+        "taskstats",
     },  # tasks
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
-    {"dashboard", "admin", "metrics", "checks", "doctor", "management", "apps", "models"},
+    {
+        "dashboard",
+        "admin",
+        "metrics",
+        "checks",
+        "doctor",
+        "management",
+        "apps",
+        "models",
+        "position",
+        "display",
+        "actions",
+        "workers_page",
+        "filters",
+        "urls",
+        "templatetags",
+    },
 ]
 
 

@@ -161,6 +161,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         tag = q.publish("x")
         q.state(tag)
         q.info(tag)
+        q.run(q.shards[0].positions([tag]))
         msg = q.get()
         assert msg is not None
         q.touch(msg)

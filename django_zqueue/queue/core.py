@@ -3,6 +3,8 @@ and adds removal and housekeeping."""
 
 from __future__ import annotations
 
+import time
+
 from .. import validate
 from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
@@ -75,6 +77,7 @@ class Queue(Publishing, Consuming, Lookup, Control):
         with unavailable_as_error():
             for k in {self.keys, *self.part_keys}:  # one DEL per hash tag (one slot each)
                 self.client.delete(*k.all())
+            self.client.delete(*self.keys.recent_task_stats(time.time()))
             if self.partitions > 1:
                 self.client.delete(layout_key(self.prefix, self.name))
         self._layout_ok = self.partitions == 1

@@ -15,7 +15,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from .. import backend_runner
+from .. import backend_runner, taskstats
 from ..backoff import RetryDelay, as_error, is_unavailable
 from ..connection import is_cluster, wait_any
 from ..events import kv, log
@@ -285,6 +285,7 @@ class Consumer:
             return q.claim(budget, self.worker.id)
         batch = q.batch()
         pending = add_outcomes(batch, self.done)
+        taskstats.add_to(batch, self.done)  # per-task statistics, in the same round trip
         plan = q.plan_claim(budget, self.worker.id)
         claimed = batch.add(plan.call)
         _send(q, batch)
@@ -300,6 +301,7 @@ class Consumer:
         q = self.done[0].queue
         batch = q.batch()
         pending = add_outcomes(batch, self.done)
+        taskstats.add_to(batch, self.done)  # per-task statistics, in the same round trip
         _send(q, batch)
         self.outcomes_sent(pending)
 

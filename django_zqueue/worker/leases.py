@@ -90,6 +90,7 @@ class Leases:
         self._claimed = 0
         self._lock = threading.Lock()
         self._next_register = 0.0
+        self.started_ms = int(time.time() * 1000)  # shown on the admin's workers page
 
     @property
     def claimed(self) -> int:
@@ -308,6 +309,7 @@ class Leases:
                 "seen": now_ms,
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
+                "started": self.started_ms,
             }
         )
         pipe = self.client.pipeline(transaction=False)

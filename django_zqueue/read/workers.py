@@ -1,0 +1,126 @@
+"""The live workers of a set of queues, from what workers publish: their registration in
+each queue's workers hash (``{threads, seen, host, pid, started}``, every 10 s) and the
+consumer id (``c``) that ``claim`` writes in the record of each job it leases.
+
+Bounded: the in-flight jobs read per queue shard are the :data:`MAX_HELD` nearest to
+their lease deadline. Two round trips per Redis client: ``TIME``, ``HGETALL workers`` and
+``ZRANGE leased`` of each queue, then ``HMGET meta`` of the leased jobs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..connection import unavailable_as_error
+from ..records import Record, text
+from .pipeline import Timed, by_client
+from .stats import WORKER_WITHIN_MS, local_ms
+
+if TYPE_CHECKING:
+    from .source import Readable
+
+#: in-flight jobs read per queue shard
+MAX_HELD = 500
+
+
+@dataclass(frozen=True, slots=True)
+class HeldJob:
+    queue: str
+    tag: str
+    started_ms: int | None  # Redis time of the claim
+    deadline_ms: int  # lease deadline, Redis time
+
+
+@dataclass(slots=True)
+class WorkerInfo:
+    """One worker process, over every queue it registered in."""
+
+    id: str
+    host: str
+    pid: int | None
+    threads: int
+    seen_ms: int  # its last heartbeat, on its host's clock
+    started_ms: int | None  # when it started, on its host's clock (None: older workers)
+    queues: list[str] = field(default_factory=list)
+    jobs: list[HeldJob] = field(default_factory=list)
+
+    @property
+    def live(self) -> bool:
+        return self.seen_ms >= local_ms() - WORKER_WITHIN_MS
+
+
+@dataclass(frozen=True, slots=True)
+class WorkersReading:
+    workers: list[WorkerInfo]  # most recently seen first
+    now_ms: int  # Redis time
+    capped: bool  # some queue had more than MAX_HELD jobs in flight: not all are listed
+
+
+def _entry(raw: Any) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
+
+
+def read_workers(queues: Sequence[Readable]) -> WorkersReading:
+    """Every worker registered in ``queues`` with the jobs it holds (see module doc)."""
+    found: dict[str, WorkerInfo] = {}
+    now_ms, capped = 0, False
+    for group in by_client(queues):
+        with unavailable_as_error():
+            timed = Timed(group[0].client, group[0].keys.workers)
+            for q in group:
+                timed.pipe.hgetall(q.keys.workers)
+                for s in q.shards:
+                    timed.pipe.zrange(s.keys.leased, 0, MAX_HELD, withscores=True)
+            now_ms, replies = timed.execute()
+            leased: list[tuple[Readable, Any, list[tuple[bytes, float]]]] = []
+            for q in group:
+                _register(found, q.name, next(replies))
+                for s in q.shards:
+                    entries = next(replies)
+                    capped = capped or len(entries) > MAX_HELD
+                    leased.append((q, s, entries[:MAX_HELD]))
+            pipe = group[0].client.pipeline(transaction=False)
+            for _, s, entries in leased:
+                pipe.hmget(s.keys.meta, [text(tag) for tag, _ in entries] or ["-"])
+            metas = pipe.execute()
+        for (q, _, entries), raws in zip(leased, metas, strict=True):
+            for (tag, deadline), raw in zip(entries, raws, strict=False):
+                record = Record.decode(raw)
+                holder = found.get(record.consumer or "") if record else None
+                if holder is not None and record is not None:
+                    holder.jobs.append(
+                        HeldJob(q.name, text(tag), record.started_at_ms, int(deadline))
+                    )
+    workers = sorted(found.values(), key=lambda w: (-w.seen_ms, w.id))
+    return WorkersReading(workers, now_ms, capped)
+
+
+def _register(found: dict[str, WorkerInfo], queue: str, raw: dict[Any, Any]) -> None:
+    for wid, value in raw.items():
+        entry = _entry(value)
+        if entry is None:
+            continue
+        key = text(wid)
+        info = found.get(key)
+        if info is None:
+            info = found[key] = WorkerInfo(
+                id=key,
+                host=str(entry.get("host", "")),
+                pid=_int(entry.get("pid")),
+                threads=_int(entry.get("threads")) or 0,
+                seen_ms=_int(entry.get("seen")) or 0,
+                started_ms=_int(entry.get("started")),
+            )
+        info.seen_ms = max(info.seen_ms, _int(entry.get("seen")) or 0)
+        info.queues.append(queue)

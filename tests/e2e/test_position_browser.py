@@ -1,0 +1,53 @@
+"""The end user's "place in line" widget in a real headless Chromium: the demo page of
+testproject, its number going down as the jobs ahead leave the line (long-poll)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from django_zqueue import get_queue, watch
+
+pytest.importorskip("selenium")
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from .test_admin_browser import browser, project  # noqa: F401 - fixtures
+from .test_admin_browser import pytestmark as pytestmark
+
+
+def attribute_becomes(browser: WebDriver, name: str, value: str) -> None:  # noqa: F811
+    WebDriverWait(browser, 15).until(
+        lambda b: b.find_element(By.CSS_SELECTOR, "[data-zq-position]").get_attribute(name) == value
+    )
+
+
+def test_widget_counts_down_live(
+    project: dict[str, Any],  # noqa: F811
+    live_server: Any,
+    browser: WebDriver,  # noqa: F811
+) -> None:
+    watch._watches.clear()
+    default = get_queue("default")
+    ahead = [default.publish({"task": "someone.else", "args": [i]}) for i in range(3)]
+    browser.delete_all_cookies()
+    browser.get(f"{live_server.url}/demo/wait/")
+    browser.find_element(By.XPATH, "//button[text()='Start a report']").click()
+    attribute_becomes(browser, "data-zq-ahead", "3")
+    box = browser.find_element(By.CSS_SELECTOR, "[data-zq-position] [role=status]")
+    assert box.get_attribute("aria-live") == "polite"
+    assert box.text.startswith("3 jobs ahead of yours.")
+    for left in ("2", "1", "0"):
+        msgs, _ = default.claim(1)
+        assert msgs[0].tag in ahead
+        default.ack(msgs[0])
+        attribute_becomes(browser, "data-zq-ahead", left)  # no reload: the page long-polls
+    assert box.text.startswith("Next in line.")
+    mine = default.claim(1)[0][0]
+    attribute_becomes(browser, "data-zq-status", "running")
+    assert box.text.startswith("Running now.")
+    default.ack(mine)
+    attribute_becomes(browser, "data-zq-status", "done")
+    assert box.text == "Done."
