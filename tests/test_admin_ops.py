@@ -141,8 +141,8 @@ def test_run_now_moves_a_waiting_job_to_the_front(
     assert q.rank(last) == 5
     r = c.post(f"{BASE}q/default/do/run_now/", {"tags": [last]})
     assert r.status_code == 302 and q.rank(last) == 0
-    viewer = client_for(make_user("viewer", "view_queue"))
-    r = viewer.post(f"{BASE}q/default/do/run_now/", {"tags": [last]})
+    onlooker = client_for(make_user("onlooker", "view_queue"))
+    r = onlooker.post(f"{BASE}q/default/do/run_now/", {"tags": [last]})
     assert r.status_code == 403 and "manage_jobs" in r.content.decode()
 
 
