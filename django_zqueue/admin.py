@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseRedirect,
+)
 from django.template.loader import get_template
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -172,6 +178,7 @@ class QueueAdmin(_ModelAdmin):
             path("q/<str:queue>/dead/requeue/", wrap(self.action_view), {"action": "requeue"}),
             path("q/<str:queue>/dead/delete/", wrap(self.action_view), {"action": "delete"}),
             path("q/<str:queue>/dead/purge/", wrap(self.purge_dead_view), name=self._name("purge")),
+            path("q/<str:queue>/pause/", wrap(self.pause_view), name=self._name("pause")),
         ]
 
     def _unavailable_as_503(self, view: V) -> V:
@@ -216,6 +223,7 @@ class QueueAdmin(_ModelAdmin):
             "manage": manage,
             "actions_on": actions_on,
             "actions": manage and actions_on,
+            "pause": actions_on and request.user.has_perm(f"{label}.manage_jobs"),
         }
 
     def _context(
@@ -325,6 +333,8 @@ class QueueAdmin(_ModelAdmin):
             job_url=self.url("job", queue),
             row_actions=self._actions(request, queue, state),
             purge_url=self.url("purge", queue),
+            pause_url=self.url("pause", queue),
+            paused=q.is_paused(),
             here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
@@ -481,6 +491,21 @@ class QueueAdmin(_ModelAdmin):
         for good, text in actions.outcome(found, done, len(tags)):
             (messages.success if good else messages.warning)(request, text)
         return self._back(request, queue, found.states[0])
+
+    @method_decorator(require_POST)
+    def pause_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """Pause (``op=pause``) or resume (``op=resume``) a queue (:meth:`Queue.pause`)."""
+        q = self._require_actions(request, queue, "manage_jobs")
+        op = request.POST.get("op")
+        if op == "pause":
+            q.pause()
+            messages.success(request, f"Queue {queue} paused: workers take none of its jobs.")
+        elif op == "resume":
+            q.resume()
+            messages.success(request, f"Queue {queue} resumed.")
+        else:
+            return HttpResponseBadRequest("op must be pause or resume")
+        return HttpResponseRedirect(self.url("queue", queue))
 
     @method_decorator(require_POST)
     def purge_dead_view(self, request: HttpRequest, queue: str) -> HttpResponse:

@@ -241,3 +241,24 @@ def test_filter_dead_letters_by_error_needs_payload_permission(
     # without the payload permission the error filter is not offered and not applied
     r = viewer.get(f"{BASE}q/default/", {"state": "dead", "error": "smtp"})
     assert len(r.context["page"].rows) == 6 and 'name="error"' not in r.content.decode()
+
+
+def test_pause_and_resume_a_queue_from_its_page(
+    project: dict[str, Any],  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    c = client_for(make_user("pauser", "view_queue", "manage_jobs"))
+    page = c.get(f"{BASE}q/default/").content.decode()
+    assert "Pause queue" in page and "Paused:" not in page
+    assert c.get(f"{BASE}q/default/pause/").status_code == 405
+    r = c.post(f"{BASE}q/default/pause/", {"op": "pause"})
+    assert r.status_code == 302 and q.is_paused()
+    page = c.get(f"{BASE}q/default/").content.decode()
+    assert "Resume queue" in page and "Paused:" in page
+    onlooker = client_for(make_user("onlooker2", "view_queue"))
+    assert "Resume queue" not in onlooker.get(f"{BASE}q/default/").content.decode()
+    assert onlooker.post(f"{BASE}q/default/pause/", {"op": "resume"}).status_code == 403
+    assert q.is_paused()
+    assert c.post(f"{BASE}q/default/pause/", {"op": "nope"}).status_code == 400
+    c.post(f"{BASE}q/default/pause/", {"op": "resume"})
+    assert not q.is_paused()
