@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 #: bottom up; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
     {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals"},  # settings
-    {"connection", "backoff", "events"},  # connection
+    {"connection", "aconnection", "backoff", "events"},  # connection
     {"keys", "scripts", "records", "validate", "serializer", "registry"},  # keys, scripts
     {"shard", "queue", "read"},  # queue core: write side, read side
     {
@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
         "_django_tasks",
         "outcome",
         "context",
+        "tracing",
     },  # tasks
     {"worker", "backend_runner", "scanner"},  # worker and scanner
     {"dashboard", "admin", "metrics", "checks", "doctor", "management", "apps", "models"},

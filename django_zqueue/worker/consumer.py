@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import threading
 
     from ..backoff import Outage
+    from .aio import AioLane
     from .leases import Leases
     from .runner import Runner
 
@@ -50,6 +51,7 @@ class Host(Protocol):
     burst: bool
     max_jobs: int | None
     weights: list[float] | None
+    lane: AioLane | None
 
     def count(self, outcome: Outcome) -> None: ...
 
@@ -231,6 +233,8 @@ class Consumer:
                 break
             if not w.leases.start(queue, msg):
                 continue  # given back already (stopping, or a slow job before it)
+            if w.lane is not None and w.lane.submit(queue, msg):
+                continue  # an async task: the event-loop lane runs and reports it
             t0 = time.monotonic()
             outcome = w.runner.run(queue, msg)
             w.count(outcome)

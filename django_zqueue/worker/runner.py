@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from .. import backend_runner, signals
+from .. import backend_runner, signals, tracing
 from ..backends import MARKER
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
@@ -24,6 +24,7 @@ from ..outcome import Failure, Outcome, Success, describe, failed
 from ..queue import Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
+from .aio import run_blocking
 from .leases import Leases
 
 
@@ -61,8 +62,12 @@ class Runner:
                 f"{msg.raw_body[:200]!r})"
             )
             return failed(ctx, None, reason, None, dead=True)
-        self.leases.set_timeout(queue, msg, task.timeout)
-        return self._call(task, ctx)
+        # an async task's timeout is asyncio.timeout's (aio.run_blocking), not the heartbeat's
+        self.leases.set_timeout(queue, msg, None if task.is_async else task.timeout)
+        with tracing.process(ctx) as span:
+            outcome = self._call(task, ctx)
+            tracing.ended(span, outcome)
+        return outcome
 
     def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
         """Call the task's function with the job's arguments."""
@@ -75,6 +80,8 @@ class Runner:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(_line("job_start", ctx))
             result = task.func(*args, **kwargs)
+            if task.is_async:  # no event-loop lane in this worker: a loop of its own
+                result = run_blocking(result, task.timeout)
         except BaseException as exc:  # SystemExit from a task is a failure of that job too
             corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
             error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"

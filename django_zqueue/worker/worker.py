@@ -25,6 +25,7 @@ from ..exceptions import QueueUnavailable
 from ..outcome import Failure, Outcome
 from ..queue import get_queue
 from ..scanner import Scanner
+from .aio import lane_for
 from .consumer import AUTO_PREFETCH_MAX, Consumer
 from .leases import Leases
 from .runner import Runner
@@ -50,6 +51,7 @@ class Worker:
         weights: Sequence[float] | None = None,
         grace: float = 30.0,
         name: str | None = None,
+        async_concurrency: int = 0,
     ) -> None:
         if concurrency < 1 or (prefetch is not None and prefetch < 1):
             raise ValueError("concurrency and prefetch must be >= 1")
@@ -89,6 +91,8 @@ class Worker:
             self.client, [key for q in self.queues for key in q.notify_keys]
         )
         self.wait_turn = [0]  # which group a wait blocks on next (connection.wait_any)
+        #: the event-loop lane for ``async def`` tasks (aio.py), or None
+        self.lane = lane_for(self, async_concurrency)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -123,6 +127,7 @@ class Worker:
                 concurrency=self.concurrency,
                 prefetch="auto" if self.auto_prefetch else self.prefetch,
                 burst=self.burst,
+                async_concurrency=self.lane.slots if self.lane else 0,
             )
         )
         self._prepare()
@@ -130,6 +135,8 @@ class Worker:
             threading.Thread(target=Consumer(self).run, name=f"zqueue-consumer-{i}", daemon=True)
             for i in range(self.concurrency)
         ]
+        if self.lane is not None:
+            threads.append(threading.Thread(target=self.lane.run, name="zqueue-aio", daemon=True))
         beat = threading.Thread(target=self._heartbeat, name="zqueue-heartbeat", daemon=True)
         for t in threads:
             t.start()
