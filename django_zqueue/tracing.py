@@ -32,8 +32,6 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .outcome import Failure, Outcome
-
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
@@ -52,9 +50,7 @@ SYSTEM = "django_zqueue"
 def _tracer() -> Tracer:
     from opentelemetry import trace
 
-    from . import __version__
-
-    return trace.get_tracer("django_zqueue", __version__)
+    return trace.get_tracer("django_zqueue")
 
 
 def start_send(queue: str, task: str, count: int) -> Span | None:
@@ -154,21 +150,26 @@ def process(ctx: JobContext) -> contextlib.AbstractContextManager[Span | None]:
     return _process(ctx) if ENABLED else _NO_SPAN
 
 
-def ended(span: Span | None, outcome: Outcome) -> None:
-    """Record how a run ended on its consumer span."""
+def ended(
+    span: Span | None,
+    *,
+    error: str | None = None,
+    exception: BaseException | None = None,
+    retry: bool = False,
+) -> None:
+    """Record how a run ended on its consumer span: a success, or a failure with its
+    ``error`` text (retried, or dead)."""
     if span is None:
         return
-    if isinstance(outcome, Failure):
-        from opentelemetry.trace import Status, StatusCode
-
-        if outcome.exception is not None:
-            span.record_exception(outcome.exception)
-        msg = outcome.context.message
-        retry = not outcome.dead and msg.attempt <= msg.max_retries
-        span.set_attribute("zqueue.outcome", "retry" if retry else "dead")
-        span.set_status(Status(StatusCode.ERROR, outcome.error.splitlines()[0][:200]))
-    else:
+    if error is None:
         span.set_attribute("zqueue.outcome", "success")
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    if exception is not None:
+        span.record_exception(exception)
+    span.set_attribute("zqueue.outcome", "retry" if retry else "dead")
+    span.set_status(Status(StatusCode.ERROR, error.splitlines()[0][:200] if error else ""))
 
 
 class TraceContextFilter(logging.Filter):

@@ -36,9 +36,9 @@ import contextlib
 import threading
 import time
 import traceback
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -54,11 +54,17 @@ from ..queue.aio import AsyncQueue, wait_any
 from ..scripts import Call, Pending
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
-from .consumer import Consumer, Finished
+from .consumer import Consumer, Finished, Host
+from .coro import bounded, span_ended
 from .leases import JobTimeout
 
-if TYPE_CHECKING:
-    from .worker import Worker
+
+class LaneHost(Host, Protocol):
+    """What the lane uses of its worker (:class:`~.worker.Worker` is one)."""
+
+    grace: float
+    concurrency: int
+
 
 #: slots of the lane when ``async_concurrency`` is not given and an async task exists
 DEFAULT_ASYNC_CONCURRENCY = 100
@@ -82,29 +88,6 @@ def async_task_of(msg: Message) -> Task[..., Any] | None:
     return task if task is not None and task.is_async else None
 
 
-def run_blocking(coro: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
-    """Run an async task's coroutine to its end in the calling thread (a worker without
-    a lane), bounded by ``timeout`` seconds (JobTimeout)."""
-
-    async def bounded() -> Any:
-        return await _bounded(coro, timeout)
-
-    return asyncio.run(bounded())
-
-
-async def _bounded(coro: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
-    if timeout is None:
-        return await coro
-    cm = asyncio.timeout(timeout)
-    try:
-        async with cm:
-            return await coro
-    except TimeoutError as exc:
-        if cm.expired():
-            raise JobTimeout(f"ran past its timeout of {timeout}s") from exc
-        raise
-
-
 def _model_refs(msg: Message) -> bool:
     """Whether decoding the call reads the database (model instances by reference)."""
     return b'"__zq__":"model"' in msg.raw_body
@@ -113,7 +96,7 @@ def _model_refs(msg: Message) -> bool:
 class AioLane:
     """The event-loop lane of ``worker``: at most ``slots`` jobs at once (:meth:`run`)."""
 
-    def __init__(self, worker: Worker, slots: int) -> None:
+    def __init__(self, worker: LaneHost, slots: int) -> None:
         if slots < 1:
             raise ValueError("async_concurrency must be >= 1")
         self.worker = worker
@@ -413,7 +396,7 @@ class AioLane:
                 log.exception(kv(event="job_machinery_error", queue=queue.name, job=msg.tag))
                 error = f"worker error around the job: {type(exc).__name__}: {exc}\n"
                 outcome = failed(ctx, None, error + traceback.format_exc(), exc, dead=False)
-            tracing.ended(span, outcome)
+            span_ended(span, outcome)
         await self._check_db(force=isinstance(outcome, Failure))
         return outcome
 
@@ -427,7 +410,7 @@ class AioLane:
             else:
                 args, kwargs = decode_call(ctx.message.body)
             send(signals.job_started, sender=task, job=ctx)
-            result = await _bounded(task.func(*args, **kwargs), task.timeout)
+            result = await bounded(task.func(*args, **kwargs), task.timeout)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -477,7 +460,7 @@ def _success(task: Task[..., Any], ctx: JobContext, result: Any, duration: float
     return Success(task.result_ttl, ms, time.monotonic())
 
 
-def lane_for(worker: Worker, async_concurrency: int) -> AioLane | None:
+def lane_for(worker: LaneHost, async_concurrency: int) -> AioLane | None:
     """The lane of ``worker`` with ``async_concurrency`` slots; None for 0 (a consumer
     thread then runs an async task on a loop of its own, one at a time)."""
     n = async_concurrency

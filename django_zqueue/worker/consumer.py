@@ -29,9 +29,14 @@ if TYPE_CHECKING:
     import threading
 
     from ..backoff import Outage
-    from .aio import AioLane
     from .leases import Leases
     from .runner import Runner
+
+
+class Lane(Protocol):
+    """The event-loop lane (:class:`.aio.AioLane`) as a consumer thread sees it."""
+
+    def submit(self, queue: Queue, msg: Message) -> bool: ...
 
 
 class Host(Protocol):
@@ -51,7 +56,9 @@ class Host(Protocol):
     burst: bool
     max_jobs: int | None
     weights: list[float] | None
-    lane: AioLane | None
+
+    @property
+    def lane(self) -> Lane | None: ...
 
     def count(self, outcome: Outcome) -> None: ...
 

@@ -24,7 +24,7 @@ from ..outcome import Failure, Outcome, Success, describe, failed
 from ..queue import Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
-from .aio import run_blocking
+from .coro import run_blocking, span_ended
 from .leases import Leases
 
 
@@ -66,7 +66,7 @@ class Runner:
         self.leases.set_timeout(queue, msg, None if task.is_async else task.timeout)
         with tracing.process(ctx) as span:
             outcome = self._call(task, ctx)
-            tracing.ended(span, outcome)
+            span_ended(span, outcome)
         return outcome
 
     def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
