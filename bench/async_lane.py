@@ -5,14 +5,16 @@
 On a private redis-server (stopped at the end), one worker process each time:
 
 - no-op jobs/s: a sync ``@task`` (the thread lane, default options) and an ``async def``
-  one (the event-loop lane, default options: 100 slots);
+  one (the event-loop lane, default options: 100 slots), true no-ops counted by the
+  queue's ``acked`` counter;
 - ``--n`` jobs that each await ``asyncio.sleep(0.05)`` (an I/O-bound job) on the
   event-loop lane, and the same work as a sync task (``time.sleep(0.05)``) on the thread
   lane with ``--concurrency`` 1 (the default) and 8 (``--sync-n`` jobs: it is slow);
-- arq and taskiq on the same two workloads, 100 jobs at once (their venv:
-  ``.ci/work/bench-async-peers`` with ``arq taskiq taskiq-redis``; built when missing).
+- arq and taskiq on the same two workloads, 100 jobs at once (their venvs:
+  ``.ci/work/bench-async-arq`` and ``-taskiq``, built when missing).
 
-Every job ends with one INCR of a done counter; a rate runs from the first finished job to
+The other jobs end with one INCR of a done counter (the peers have no other completion
+signal, so their no-ops do it too); a rate runs from the first finished job to
 the last, so a worker's start-up is left out. The host is shared: only the ratios between
 rows of one run mean anything. Writes bench/results/async-latest.json.
 """
@@ -31,7 +33,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PEER_VENV = ROOT / ".ci" / "work" / "bench-async-peers"
+#: each peer in a venv of its own (arq pins redis-py < 6, taskiq-redis wants a newer one)
+PEER_VENVS = {
+    "arq": (ROOT / ".ci" / "work" / "bench-async-arq", ["arq", "redis[hiredis]<6"]),
+    "taskiq": (
+        ROOT / ".ci" / "work" / "bench-async-taskiq",
+        ["taskiq", "taskiq-redis", "redis[hiredis]"],
+    ),
+}
 SLEEP = 0.05
 
 
@@ -39,25 +48,13 @@ def log(*a: Any) -> None:
     print("[async-bench]", *a, file=sys.stderr, flush=True)
 
 
-def peer_python() -> Path | None:
-    py = PEER_VENV / "bin" / "python"
+def peer_python(kind: str) -> Path | None:
+    venv, packages = PEER_VENVS[kind]
+    py = venv / "bin" / "python"
     if not py.exists():
-        log(f"building {PEER_VENV} (arq, taskiq, taskiq-redis)")
-        subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-        res = subprocess.run(
-            [
-                str(py),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "arq",
-                "taskiq",
-                "taskiq-redis",
-                "redis[hiredis]",
-            ],
-            check=False,
-        )
+        log(f"building {venv} ({', '.join(packages)})")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        res = subprocess.run([str(py), "-m", "pip", "install", "-q", *packages], check=False)
         if res.returncode:
             return None
     return py
@@ -82,7 +79,7 @@ def main() -> None:
             "ZQUEUE_REDIS_URL": server.url,
             "ZQUEUE_PREFIX": prefix,
             "DJANGO_SETTINGS_MODULE": "bench.django_settings",
-            "ZQBENCH_TASK_MODULES": "bench.async_tasks",
+            "ZQBENCH_TASK_MODULES": "bench.async_tasks,testproject.demo.async_tasks",
         }
     )
     import django
@@ -104,11 +101,13 @@ def main() -> None:
 
 
 def run_all(args: argparse.Namespace, port: int) -> list[dict[str, Any]]:
-    from bench import async_tasks, tasks
+    from bench import async_tasks
+    from testproject.demo import async_tasks as demo_async
+    from testproject.demo import tasks as demo
 
-    rows = [
-        drain("sync no-op, thread lane", tasks.noop, (), args.noop_n, [], args.timeout),
-        drain("async no-op, event-loop lane", async_tasks.anoop, (), args.noop_n, [], args.timeout),
+    rows = [  # true no-ops, counted by the queue's acked counter
+        drain("sync no-op, thread lane", demo.noop, (), args.noop_n, [], args.timeout),
+        drain("async no-op, event-loop lane", demo_async.anoop, (), args.noop_n, [], args.timeout),
         drain(
             "async sleep 50 ms, lane 100", async_tasks.asleep, (SLEEP,), args.n, [], args.timeout
         ),
@@ -138,8 +137,8 @@ def run_all(args: argparse.Namespace, port: int) -> list[dict[str, Any]]:
         ),
     ]
     if not args.no_peers:
-        py = peer_python()
         for kind in ("arq", "taskiq"):
+            py = peer_python(kind)
             for work, n in (("noop", args.noop_n), ("sleep", args.n)):
                 rows.append(peer(py, kind, work, n, port, args.timeout))
     return rows
@@ -175,7 +174,10 @@ def drain(
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    rate, done = watch(r, done_key, n, timeout)
+    if task.name.startswith("zqbench."):  # the job INCRs the done counter, as the peers' do
+        rate, done = watch(lambda: int(r.get(done_key) or 0), n, timeout)
+    else:
+        rate, done = watch(lambda: q.stats().get("acked", 0), n, timeout)
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(60)
     row = {"queue": "django_zqueue", "label": label, "n": n, "done": done, "jobs_per_s": rate}
@@ -183,12 +185,12 @@ def drain(
     return row
 
 
-def watch(r: Any, key: str, n: int, timeout: float) -> tuple[float, int]:
+def watch(count: Any, n: int, timeout: float) -> tuple[float, int]:
     """Jobs/s from the first finished job to the last (or to the end of the time box)."""
     first_t, first_n, done = 0.0, 0, 0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        done = int(r.get(key) or 0)
+        done = count()
         if done and not first_n:
             first_t, first_n = time.monotonic(), done
         if done >= n:
