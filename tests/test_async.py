@@ -426,3 +426,14 @@ def test_deleted_instance_fails_an_async_job_clearly(project: dict[str, str]) ->
     info = job.info()
     assert info is not None and info.state == "dead"  # a rerun cannot help: dead at once
     assert info.attempts == 1 and "ModelInstanceMissing" in (info.last_error or "")
+
+
+def test_the_worker_command_runs_async_jobs(project: dict[str, str]) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    jobs = [at.aadd.enqueue(i, 1) for i in range(5)]
+    call_command("zqueue_worker", "--burst", "--queues", "default", "--async-concurrency", "3")
+    assert [j.result() for j in jobs] == [i + 1 for i in range(5)]
+    with pytest.raises(CommandError, match="async-concurrency"):
+        call_command("zqueue_worker", "--burst", "--async-concurrency", "-1")

@@ -34,7 +34,7 @@ from ..connection import UNAVAILABLE_ERRORS, get_client
 from ..exceptions import DuplicateJob, InvalidArgument, QueueUnavailable
 from ..keys import partition_of
 from ..read.pipeline import queue_ahead
-from ..records import Claimed, JobInfo, Message, NackResult, NewJob
+from ..records import Claimed, JobInfo, Message, NackResult, NewJob, from_ms
 from ..scripts import Call, script_error, source
 from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT
 from .core import Queue
@@ -302,9 +302,10 @@ class AsyncQueue:
         extend: float | None = None,
         progress: float | None = None,
         note: str = "",
-    ) -> int | None:
-        """:meth:`Queue.touch`: the new lease deadline in ms, None for a stale delivery."""
-        return await self.run(self.queue.touch_call(msg, extend, progress, note))
+    ) -> datetime | None:
+        """:meth:`Queue.touch`: the new lease deadline, None for a stale delivery."""
+        deadline = await self.run(self.queue.touch_call(msg, extend, progress, note))
+        return from_ms(deadline) if deadline else None
 
     async def wait(self, seconds: float) -> bool:
         """:meth:`Queue.wait`: block up to ``seconds`` for a wake-up token."""
