@@ -127,7 +127,7 @@ class Worker:
                 concurrency=self.concurrency,
                 prefetch="auto" if self.auto_prefetch else self.prefetch,
                 burst=self.burst,
-                async_concurrency=self.lane.slots if self.lane else 0,
+                **({"async_concurrency": self.lane.slots} if self.lane else {}),
             )
         )
         self._prepare()
