@@ -24,7 +24,7 @@ A sync job the lane claims runs in one of ``concurrency`` threads of the lane's 
 thread lane's runner and timeouts apply there; so a worker with a lane runs up to twice
 ``concurrency`` sync jobs at once); an async job a consumer thread claims is handed to the lane
 (:meth:`AioLane.submit`), or, without a lane, run by that thread on a loop of its own
-(:func:`run_blocking`). Django's async ORM works inside a task: its queries go to
+(:func:`.coro.run_blocking`). Django's async ORM works inside a task: its queries go to
 asgiref's thread-sensitive executor, whose connections the lane checks (Django's
 ``close_old_connections``) after a failed job and at most once a second.
 """

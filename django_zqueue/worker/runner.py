@@ -62,7 +62,7 @@ class Runner:
                 f"{msg.raw_body[:200]!r})"
             )
             return failed(ctx, None, reason, None, dead=True)
-        # an async task's timeout is asyncio.timeout's (aio.run_blocking), not the heartbeat's
+        # an async task's timeout is asyncio.timeout's (coro.run_blocking), not the heartbeat's
         self.leases.set_timeout(queue, msg, None if task.is_async else task.timeout)
         with tracing.process(ctx) as span:
             outcome = self._call(task, ctx)
