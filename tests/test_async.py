@@ -20,7 +20,8 @@ from django_zqueue.queue.aio import AsyncQueue, get_async_queue
 from django_zqueue.serializer import UnsupportedArgument
 from django_zqueue.task import Job
 from django_zqueue.worker import Worker
-from django_zqueue.worker.aio import AioLane, default_async_concurrency
+from django_zqueue.worker.aio import AioLane
+from django_zqueue.worker.coro import default_async_concurrency
 from testproject.demo import async_tasks as at
 from testproject.demo import tasks
 from testproject.demo.models import Article

@@ -36,14 +36,13 @@ import contextlib
 import threading
 import time
 import traceback
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
-from .. import registry, signals, tracing
+from .. import signals, tracing
 from ..backends import MARKER
 from ..backoff import is_unavailable
 from ..context import JobContext, set_current_job
@@ -66,8 +65,6 @@ class LaneHost(Host, Protocol):
     concurrency: int
 
 
-#: slots of the lane when ``async_concurrency`` is not given and an async task exists
-DEFAULT_ASYNC_CONCURRENCY = 100
 CHECK_DB_EVERY = 1.0  # seconds between checks of the async ORM's connections
 
 
@@ -467,11 +464,3 @@ def lane_for(worker: LaneHost, async_concurrency: int) -> AioLane | None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError("async_concurrency must be an int >= 0")
     return AioLane(worker, n) if n else None
-
-
-def default_async_concurrency(queues: Sequence[str]) -> int:
-    """``zqueue_worker``'s default: 100 slots when a registered ``async def`` task uses
-    one of ``queues``, else 0 (no lane)."""
-    tasks = registry.all_tasks().values()
-    found = any(isinstance(t, Task) and t.is_async and t.queue_name in queues for t in tasks)
-    return DEFAULT_ASYNC_CONCURRENCY if found else 0

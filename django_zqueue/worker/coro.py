@@ -6,11 +6,12 @@ a loop of its own when the worker has no lane."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from .. import tracing
+from .. import registry, tracing
 from ..outcome import Failure, Outcome
+from ..task import Task
 from .leases import JobTimeout
 
 
@@ -45,3 +46,16 @@ def span_ended(span: Any, outcome: Outcome) -> None:
         tracing.ended(span, error=outcome.error, exception=outcome.exception, retry=retry)
     else:
         tracing.ended(span)
+
+
+#: slots of the event-loop lane when ``zqueue_worker`` is given no ``--async-concurrency``
+#: and an async task uses one of its queues
+DEFAULT_ASYNC_CONCURRENCY = 100
+
+
+def default_async_concurrency(queues: Sequence[str]) -> int:
+    """``zqueue_worker``'s default: 100 slots when a registered ``async def`` task uses
+    one of ``queues``, else 0 (no lane)."""
+    tasks = registry.all_tasks().values()
+    found = any(isinstance(t, Task) and t.is_async and t.queue_name in queues for t in tasks)
+    return DEFAULT_ASYNC_CONCURRENCY if found else 0

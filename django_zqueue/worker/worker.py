@@ -25,13 +25,13 @@ from ..exceptions import QueueUnavailable
 from ..outcome import Failure, Outcome
 from ..queue import get_queue
 from ..scanner import Scanner
-from .aio import lane_for
 from .consumer import AUTO_PREFETCH_MAX, Consumer
 from .leases import Leases
 from .runner import Runner
 
 if TYPE_CHECKING:
     from ..schedules import Scheduler
+    from .aio import AioLane
 
 
 class Worker:
@@ -92,7 +92,11 @@ class Worker:
         )
         self.wait_turn = [0]  # which group a wait blocks on next (connection.wait_any)
         #: the event-loop lane for ``async def`` tasks (aio.py), or None
-        self.lane = lane_for(self, async_concurrency)
+        self.lane: AioLane | None = None
+        if async_concurrency != 0:  # imported only then: redis.asyncio is slow to import
+            from .aio import lane_for
+
+            self.lane = lane_for(self, async_concurrency)
 
     # ------------------------------------------------------------------ lifecycle
 

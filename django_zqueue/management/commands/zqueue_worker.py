@@ -14,7 +14,7 @@ from ... import conf, registry
 from ...checks import eviction_warning
 from ...connection import get_client
 from ...worker import Worker, run_processes
-from ...worker.aio import default_async_concurrency
+from ...worker.coro import default_async_concurrency
 
 
 def positive_int(value: str) -> int:
