@@ -47,6 +47,13 @@ ENVELOPE_KEY = "tc"
 SYSTEM = "django_zqueue"
 
 
+def prepare() -> None:
+    """Import what the spans need now (a worker calls it before its first claim): the
+    propagators' import reads entry points, which must not delay a claimed job."""
+    if ENABLED:
+        from opentelemetry import propagate, trace  # noqa: F401
+
+
 def _tracer() -> Tracer:
     from opentelemetry import trace
 

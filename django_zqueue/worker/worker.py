@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from .. import tracing
 from ..backoff import Outage, RetryDelay, is_unavailable
 from ..connection import slot_groups
 from ..events import kv, log
@@ -169,6 +170,7 @@ class Worker:
     def _prepare(self) -> None:
         """Before the threads start: check the queues' layout, sync the schedules and,
         with ``burst``, run the scanner once."""
+        tracing.prepare()  # OpenTelemetry's imports, if installed: not on a claimed job's time
         for q in self.queues:  # refuse a changed 'partitions' before running anything
             with contextlib.suppress(QueueUnavailable):  # down: checked at first claim
                 q.check_layout()
