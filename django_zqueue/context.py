@@ -1,5 +1,5 @@
 """What a running job knows about itself: :class:`JobContext`, and :func:`current_job`
-in the thread that runs it.
+in the thread (or, for an ``async def`` task, the asyncio task) that runs it.
 
 Below the worker and the Django Tasks runner (both set it while a job runs), so that
 ``django_zqueue`` exports ``current_job`` without importing the worker.
@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import threading
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from .queue import Message, Queue
 
-_current = threading.local()
+# a context variable: each thread has its own context, and so has each asyncio task (a
+# copy of its creator's), so concurrent coroutines on one loop each see their own job
+_current: ContextVar[JobContext | None] = ContextVar("zqueue_current_job", default=None)
 
 
 @dataclass
@@ -45,13 +48,18 @@ class JobContext:
         """Record progress (0.0-1.0 and a short note) on the job record; extends the lease."""
         self.queue.touch(self.message, progress=value, note=note)
 
+    async def aprogress(self, value: float, note: str = "") -> None:
+        """:meth:`progress` from an ``async def`` task (without blocking its loop)."""
+        from .queue.aio import get_async_queue
+
+        await get_async_queue(self.queue.name).touch(self.message, progress=value, note=note)
+
 
 def current_job() -> JobContext | None:
-    """The job running in this thread, or None outside a job."""
-    job: JobContext | None = getattr(_current, "job", None)
-    return job
+    """The job running in this thread (or asyncio task), or None outside a job."""
+    return _current.get()
 
 
 def set_current_job(job: JobContext | None) -> None:
     """Make ``job`` the one running in this thread (None: no job); for the runners."""
-    _current.job = job
+    _current.set(job)

@@ -17,17 +17,19 @@ encoded by :mod:`django_zqueue.serializer` (model instances by reference).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import inspect
 import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
 
 from django.db import transaction
 
-from . import conf, registry
+from . import conf, registry, tracing
 from .bounds import MAX_DELAY, check_job_options
 from .callcheck import check_call
 from .conf import Backoff
@@ -37,6 +39,11 @@ from .queue import JobInfo, NewJob, Queue, get_queue, new_tag
 from .schedules import Schedule, declare
 from .serializer import encode_call
 from .watch import DEFAULT_MAX_AGE, position_url
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from .queue.aio import AsyncQueue
 
 log = logging.getLogger("django_zqueue.task")
 P = ParamSpec("P")
@@ -137,12 +144,15 @@ class Task(Generic[P, R]):
             raise InvalidArgument(f"tag function of task {self.name!r} returned {value!r}")
         return value
 
-    def _submit(
+    def _prepare(
         self,
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
-    ) -> list[Job]:
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        span: Span | None,
+    ) -> tuple[Queue, list[NewJob]]:
+        """The jobs of ``calls``, checked and encoded (a bad call raises, writing nothing),
+        each body carrying the trace context of ``span`` (:mod:`.tracing`)."""
         for i, (a, k) in enumerate(calls):
             check_call(self.name, self.func, a, k, i if len(calls) > 1 else None)
         once = self.debounce is not None or self.unique_for is not None
@@ -154,22 +164,45 @@ class Task(Generic[P, R]):
         if self.debounce is not None and (delay is not None or run_at is not None):
             raise InvalidArgument(f"task {self.name!r}: debounce sets the run-at: no delay")
         queue = self.queue
-        # Everything is validated and encoded now, inside the caller's transaction: a
-        # bad call raises here and writes nothing, whenever the jobs are sent.
-        jobs = [
-            queue.prepare(
-                self._body(a, k),
-                self._tag(a, k),
-                self.priority,
-                None,
-                delay,
-                run_at,
-                max_retries=self.max_retries,
-                visibility_timeout=self.visibility_timeout,
-                group=self._group(a, k),
+        jobs = []
+        for a, k in calls:
+            body = self._body(a, k)
+            tracing.inject(span, body)
+            jobs.append(
+                queue.prepare(
+                    body,
+                    self._tag(a, k),
+                    self.priority,
+                    None,
+                    delay,
+                    run_at,
+                    max_retries=self.max_retries,
+                    visibility_timeout=self.visibility_timeout,
+                    group=self._group(a, k),
+                )
             )
-            for a, k in calls
-        ]
+        return queue, jobs
+
+    def _submit(
+        self,
+        calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+    ) -> list[Job]:
+        span = tracing.start_send(self.queue_name, self.name, len(calls))
+        try:
+            # Everything is validated and encoded now, inside the caller's transaction: a
+            # bad call raises here and writes nothing, whenever the jobs are sent.
+            queue, jobs = self._prepare(calls, delay, run_at, span)
+            deferred = self._send(queue, jobs)
+        except BaseException as exc:
+            tracing.fail_send(span, exc)
+            raise
+        tracing.end_send(span, queue, [j.tag for j in jobs], deferred=deferred)
+        return [Job(j.tag, queue.name, self.name) for j in jobs]
+
+    def _send(self, queue: Queue, jobs: list[NewJob]) -> bool:
+        """Publish ``jobs`` now, or when the transaction commits (returns True then)."""
         on_commit = self.on_commit
         if on_commit is None:
             on_commit = conf.get_config().enqueue_on_commit
@@ -193,9 +226,9 @@ class Task(Generic[P, R]):
                     )
 
             transaction.on_commit(send, using=self.using_db, robust=True)
-        else:
-            self._publish(queue, jobs)
-        return [Job(j.tag, queue.name, self.name) for j in jobs]
+            return True
+        self._publish(queue, jobs)
+        return False
 
     def _publish(self, queue: Queue, jobs: list[NewJob]) -> None:
         """Send prepared jobs: in one round trip, or one by one under the debounce and
@@ -205,6 +238,47 @@ class Task(Generic[P, R]):
             return
         for job in jobs:
             queue.publish_once(job, debounce=self.debounce, unique_for=self.unique_for)
+
+    async def _asubmit(
+        self,
+        calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+    ) -> list[Job]:
+        from .queue.aio import get_async_queue
+
+        span = tracing.start_send(self.queue_name, self.name, len(calls))
+        try:
+            queue, jobs = self._prepare(calls, delay, run_at, span)
+            if self.debounce is None and self.unique_for is None:
+                await get_async_queue(queue.name).publish_prepared(jobs)
+            else:  # the once rules are one script call per job: the sync client, in a thread
+                await asyncio.to_thread(self._publish, queue, jobs)
+        except BaseException as exc:
+            tracing.fail_send(span, exc)
+            raise
+        tracing.end_send(span, queue, [j.tag for j in jobs], deferred=False)
+        return [Job(j.tag, queue.name, self.name) for j in jobs]
+
+    @property
+    def is_async(self) -> bool:
+        """True for an ``async def`` task: a worker runs it on its event-loop lane."""
+        return inspect.iscoroutinefunction(self.func)
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """:meth:`enqueue` from asyncio code (redis-py's asyncio client, the same script).
+
+        Published at once: async code holds no open transaction (Django's
+        ``transaction.atomic`` is sync-only), so there is no commit to wait for."""
+        return (await self._asubmit([(args, kwargs)]))[0]
+
+    async def aenqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """:meth:`enqueue_in` from asyncio code."""
+        return (await self._asubmit([(args, kwargs)], delay=delay))[0]
+
+    async def aenqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """:meth:`enqueue_at` from asyncio code."""
+        return (await self._asubmit([(args, kwargs)], run_at=when))[0]
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
@@ -322,6 +396,61 @@ class Job:
         """The return value, when the task has ``store_result=True`` and has finished;
         ``LookupError`` otherwise."""
         return self.queue.result(self.id)
+
+    # ------------------------------------------------------------------ from asyncio code
+
+    @property
+    def aqueue(self) -> AsyncQueue:
+        from .queue.aio import get_async_queue
+
+        return get_async_queue(self.queue_name)
+
+    async def arank(self) -> int | None:
+        """:meth:`rank` from asyncio code."""
+        return await self.aqueue.rank(self.id)
+
+    async def ascore(self) -> float | None:
+        """:meth:`score` from asyncio code."""
+        return await self.aqueue.score(self.id)
+
+    async def aexists(self) -> bool:
+        """:meth:`exists` from asyncio code."""
+        return await self.aqueue.exists(self.id)
+
+    async def ainfo(self) -> JobInfo | None:
+        """:meth:`info` from asyncio code."""
+        return await self.aqueue.info(self.id)
+
+    async def astatus(self) -> str:
+        """:meth:`status` from asyncio code."""
+        aq = self.aqueue
+        state = await aq.state(self.id)
+        if state is not None:
+            return "running" if state == "leased" else state
+        try:
+            await aq.result(self.id)
+        except LookupError:
+            return "unknown"
+        return "finished"
+
+    async def acancel(self) -> bool:
+        """:meth:`cancel` from asyncio code."""
+        return await self.aqueue.cancel(self.id)
+
+    async def aresult(self) -> Any:
+        """:meth:`result` from asyncio code."""
+        return await self.aqueue.result(self.id)
+
+    async def await_result(self, timeout: float = 10.0, interval: float = 0.05) -> Any:
+        """:meth:`wait` from asyncio code: poll for the result without blocking the loop."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return await self.aresult()
+            except LookupError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(interval)
 
     def wait(self, timeout: float = 10.0, interval: float = 0.05) -> Any:
         """Poll for the result for up to ``timeout`` seconds (for scripts and tests)."""

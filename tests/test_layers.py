@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 #: bottom up; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
     {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals", "fairness"},  # settings
-    {"connection", "backoff", "events"},  # connection
+    {"connection", "aconnection", "backoff", "events"},  # connection
     {"keys", "scripts", "records", "validate", "serializer", "registry"},  # keys, scripts
     {"shard", "queue", "read"},  # queue core: write side, read side
     {
@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
         "context",
         "watch",
         "taskstats",
+        "tracing",
     },  # tasks
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
     {

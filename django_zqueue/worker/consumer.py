@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import backend_runner, taskstats
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 
+class Lane(Protocol):
+    """The event-loop lane (:class:`.aio.AioLane`) as a consumer thread sees it."""
+
+    def submit(self, queue: Queue, msg: Message) -> bool: ...
+
+
 class Host(Protocol):
     """What a consumer thread uses of its worker (:class:`~.worker.Worker` is one)."""
 
@@ -50,6 +57,9 @@ class Host(Protocol):
     burst: bool
     max_jobs: int | None
     weights: list[float] | None
+
+    @property
+    def lane(self) -> Lane | None: ...
 
     def count(self, outcome: Outcome) -> None: ...
 
@@ -89,7 +99,7 @@ def add_outcomes(batch: Batch, done: list[Finished]) -> list[Reply]:
     return [r for r in replies if r is not None]
 
 
-def settle(done: list[Finished], replies: list[Reply]) -> None:
+def settle(done: list[Finished], replies: Sequence[Reply]) -> None:
     """Once the batch of :func:`add_outcomes` is sent: the acks ``ack_many`` left to
     ``ack.lua`` (see :meth:`Queue.settle_acks`), one more round trip per queue that has
     any; a failure to send is QueueUnavailable (the loop retries the whole flush)."""
@@ -263,6 +273,8 @@ class Consumer:
                 break
             if not w.leases.start(queue, msg):
                 continue  # given back already (stopping, or a slow job before it)
+            if w.lane is not None and w.lane.submit(queue, msg):
+                continue  # an async task: the event-loop lane runs and reports it
             t0 = time.monotonic()
             outcome = w.runner.run(queue, msg)
             w.count(outcome)
@@ -305,7 +317,7 @@ class Consumer:
         _send(q, batch)
         self.outcomes_sent(pending)
 
-    def outcomes_sent(self, pending: list[Reply]) -> None:
+    def outcomes_sent(self, pending: Sequence[Reply]) -> None:
         """Act on the replies to the sent outcomes (``pending``, one per finished job).
         An outcome an outage refused (a slot migrating, a failover) is kept, still held
         (so its lease is extended meanwhile), and sent again with the next flush; a

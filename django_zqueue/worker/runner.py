@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import Any
 
-from .. import backend_runner, dbconn, signals
+from .. import backend_runner, dbconn, signals, tracing
 from ..backends import MARKER
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
@@ -22,6 +22,7 @@ from ..outcome import Failure, Outcome, Success, describe, failed
 from ..queue import Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
+from .coro import run_blocking, span_ended
 from .isolation import run_isolated
 from .leases import JobCancelled, Leases
 
@@ -63,10 +64,16 @@ class Runner:
             )
             return failed(ctx, None, reason, None, dead=True)
         self.leases.attach(queue, msg, ctx)
-        if (task.isolation or self.pool) == "process":  # the child is killed, not interrupted
-            return run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
-        self.leases.set_timeout(queue, msg, task.timeout)
-        return self._call(task, ctx)
+        with tracing.process(ctx) as span:
+            if (task.isolation or self.pool) == "process":  # the child is killed, not interrupted
+                outcome = run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
+            else:
+                # an async task's timeout is asyncio.timeout's (coro.run_blocking), not the
+                # heartbeat's
+                self.leases.set_timeout(queue, msg, None if task.is_async else task.timeout)
+                outcome = self._call(task, ctx)
+            span_ended(span, outcome)
+        return outcome
 
     def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
         """Call the task's function with the job's arguments."""
@@ -79,6 +86,8 @@ class Runner:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(_line("job_start", ctx))
             result = task.func(*args, **kwargs)
+            if task.is_async:  # no event-loop lane in this worker: a loop of its own
+                result = run_blocking(result, task.timeout)
         except BaseException as exc:  # SystemExit from a task is a failure of that job too
             if isinstance(exc, JobCancelled):  # not a failure: its outcome is not sent
                 return Failure(describe(exc), 0.0, True, ctx, exc)

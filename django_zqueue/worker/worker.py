@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from .. import tracing
 from ..backoff import Outage, RetryDelay, is_unavailable
 from ..connection import slot_groups
 from ..events import kv, log
@@ -31,6 +32,7 @@ from .runner import Runner
 
 if TYPE_CHECKING:
     from ..schedules import Scheduler
+    from .aio import AioLane
 
 
 class Worker:
@@ -52,6 +54,7 @@ class Worker:
         name: str | None = None,
         cancel_grace: float = 5.0,
         pool: str = "thread",
+        async_concurrency: int = 0,
     ) -> None:
         if concurrency < 1 or (prefetch is not None and prefetch < 1):
             raise ValueError("concurrency and prefetch must be >= 1")
@@ -95,6 +98,12 @@ class Worker:
             self.client, [key for q in self.queues for key in q.notify_keys]
         )
         self.wait_turn = [0]  # which group a wait blocks on next (connection.wait_any)
+        #: the event-loop lane for ``async def`` tasks (aio.py), or None
+        self.lane: AioLane | None = None
+        if async_concurrency != 0:  # imported only then: redis.asyncio is slow to import
+            from .aio import lane_for
+
+            self.lane = lane_for(self, async_concurrency)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -129,6 +138,7 @@ class Worker:
                 concurrency=self.concurrency,
                 prefetch="auto" if self.auto_prefetch else self.prefetch,
                 burst=self.burst,
+                **({"async_concurrency": self.lane.slots} if self.lane else {}),
             )
         )
         self._prepare()
@@ -136,6 +146,8 @@ class Worker:
             threading.Thread(target=Consumer(self).run, name=f"zqueue-consumer-{i}", daemon=True)
             for i in range(self.concurrency)
         ]
+        if self.lane is not None:
+            threads.append(threading.Thread(target=self.lane.run, name="zqueue-aio", daemon=True))
         beat = threading.Thread(target=self._heartbeat, name="zqueue-heartbeat", daemon=True)
         for t in threads:
             t.start()
@@ -164,6 +176,7 @@ class Worker:
     def _prepare(self) -> None:
         """Before the threads start: check the queues' layout, sync the schedules and,
         with ``burst``, run the scanner once."""
+        tracing.prepare()  # OpenTelemetry's imports, if installed: not on a claimed job's time
         for q in self.queues:  # refuse a changed 'partitions' before running anything
             with contextlib.suppress(QueueUnavailable):  # down: checked at first claim
                 q.check_layout()

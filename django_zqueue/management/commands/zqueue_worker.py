@@ -14,12 +14,20 @@ from ... import conf, registry
 from ...checks import eviction_warning
 from ...connection import get_client
 from ...worker import Worker, run_processes
+from ...worker.coro import default_async_concurrency
 
 
 def positive_int(value: str) -> int:
     n = int(value)
     if n < 1:
         raise argparse.ArgumentTypeError("must be >= 1")
+    return n
+
+
+def non_negative_int(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
     return n
 
 
@@ -72,6 +80,13 @@ class Command(BaseCommand):
             help="Jobs each thread claims at once: 'auto' (default: 1 to 20, by the "
             "length of the line and the run time of recent jobs) or a fixed N.",
         )
+        parser.add_argument(
+            "--async-concurrency",
+            type=non_negative_int,
+            default=None,
+            help="async def tasks run at once on the worker's event-loop lane (default: "
+            "100 when an async task is registered, else 0: no lane).",
+        )
         parser.add_argument("--burst", action="store_true", help="Exit when nothing is ready.")
         parser.add_argument("--max-jobs", type=positive_int, default=None)
         parser.add_argument("--no-scanner", action="store_true", help="No embedded scanner.")
@@ -120,6 +135,10 @@ class Command(BaseCommand):
         if warning:
             logging.getLogger("django_zqueue.worker").warning("event=redis_eviction %s", warning)
 
+        lanes = options["async_concurrency"]
+        if lanes is None:
+            lanes = default_async_concurrency(names)
+
         def make() -> Worker:
             return Worker(
                 names,
@@ -132,6 +151,7 @@ class Command(BaseCommand):
                 grace=options["grace"],
                 cancel_grace=options["cancel_grace"],
                 pool=options["pool"],
+                async_concurrency=lanes,
             )
 
         if options["processes"] > 1:

@@ -1,0 +1,466 @@
+"""The event-loop lane of a worker: ``async def`` tasks, many at once on one thread.
+
+Beside the consumer threads, a worker started with ``async_concurrency`` N > 0
+(``zqueue_worker --async-concurrency``, by default 100 when a registered ``async def``
+task uses one of its queues, else none; ``Worker(async_concurrency=0)`` by default)
+runs an asyncio loop in a thread of its own. The lane claims from the same queues
+(redis-py's asyncio client, the same scripts), up to its free slots at a time, and runs
+each job as an asyncio task, so N jobs that await I/O wait together. It keeps the
+worker's rules, through the worker's own parts:
+
+- leases: every job it claims is held in the worker's :class:`~.leases.Leases`, so the
+  heartbeat thread extends its lease and a stop gives it back;
+- timeouts: ``asyncio.timeout(task.timeout)`` around the run, which interrupts any await
+  (the thread lane's async exception cannot reach a coroutine), reported as
+  ``django_zqueue.worker.JobTimeout`` like a thread's;
+- retries, dead letters, results, ``on_failure``, signals, ``current_job()``,
+  OpenTelemetry spans: the same :class:`~django_zqueue.outcome.Outcome`, sent in one
+  round trip with the next claim and acted on by the consumer's own code
+  (:meth:`.consumer.Consumer.outcomes_sent`);
+- cancellation: each run is an asyncio task; :meth:`AioLane.cancel` cancels it (the job
+  ends dead with ``JobCancelled``), the one call a cancel of a running job needs.
+
+A sync job the lane claims runs in one of ``concurrency`` threads of the lane's own (the
+thread lane's runner and timeouts apply there; so a worker with a lane runs up to twice
+``concurrency`` sync jobs at once); an async job a consumer thread claims is handed to the lane
+(:meth:`AioLane.submit`), or, without a lane, run by that thread on a loop of its own
+(:func:`.coro.run_blocking`). Django's async ORM works inside a task: its queries go to
+asgiref's thread-sensitive executor, whose connections the lane checks (Django's
+``close_old_connections``) after a failed job and at most once a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from .. import signals, tracing
+from ..backends import MARKER
+from ..backoff import is_unavailable
+from ..context import JobContext, set_current_job
+from ..events import kv, log, send
+from ..outcome import Failure, Outcome, Success, describe, failed
+from ..queue import Message, Queue, encode_body
+from ..queue.aio import AsyncQueue, wait_any
+from ..scripts import Call, Pending
+from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
+from ..task import Task, registered
+from .consumer import Consumer, Finished, Host
+from .coro import bounded, span_ended
+from .leases import JobTimeout
+
+
+class LaneHost(Host, Protocol):
+    """What the lane uses of its worker (:class:`~.worker.Worker` is one)."""
+
+    grace: float
+    concurrency: int
+
+
+CHECK_DB_EVERY = 1.0  # seconds between checks of the async ORM's connections
+
+
+class JobCancelled(Exception):
+    """The run of a job was cancelled (:meth:`AioLane.cancel`)."""
+
+
+JobCancelled.__module__ = "django_zqueue.worker"
+
+
+def async_task_of(msg: Message) -> Task[..., Any] | None:
+    """The registered ``async def`` task a message calls, or None."""
+    body = msg.body
+    if not isinstance(body, dict) or MARKER in body:
+        return None
+    name = body.get("task")
+    task = registered(name) if isinstance(name, str) else None
+    return task if task is not None and task.is_async else None
+
+
+def _model_refs(msg: Message) -> bool:
+    """Whether decoding the call reads the database (model instances by reference)."""
+    return b'"__zq__":"model"' in msg.raw_body
+
+
+class AioLane:
+    """The event-loop lane of ``worker``: at most ``slots`` jobs at once (:meth:`run`)."""
+
+    def __init__(self, worker: LaneHost, slots: int) -> None:
+        if slots < 1:
+            raise ValueError("async_concurrency must be >= 1")
+        self.worker = worker
+        self.slots = slots
+        #: the outcomes not sent yet
+        self.done: list[Finished] = []
+        #: a consumer's queue order (weights)
+        self.reporter = Consumer(worker)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._cancelled: set[tuple[str, str]] = set()
+        self._sync: set[tuple[str, str]] = set()  # running in an executor thread
+        self._closed = False
+        self._ready = threading.Event()  # set once the loop runs (or the lane is done)
+        self._lock = threading.Lock()
+        self._freed: asyncio.Event | None = None
+        self._finished: asyncio.Event | None = None
+        self._next_db_check = 0.0
+        self._stop_flusher = False
+        self._flushing = 0  # outcomes on their way (burst: not done before their replies)
+        #: sync jobs the lane claims run here, at most ``concurrency`` at once
+        self._executor = ThreadPoolExecutor(
+            worker.concurrency, thread_name_prefix="zqueue-aio-sync"
+        )
+
+    # ------------------------------------------------------------------ other threads
+
+    def submit(self, queue: Queue, msg: Message) -> bool:
+        """From a consumer thread: hand over a claimed job of an async task (held and
+        started there) to run on the loop. False (the thread runs it) for a sync job, or
+        once the lane has stopped."""
+        if async_task_of(msg) is None:
+            return False
+        self._ready.wait(5.0)  # the lane thread may still be starting its loop
+        with self._lock:
+            loop = self.loop
+            if loop is None or self._closed:
+                return False
+            loop.call_soon_threadsafe(self._spawn, queue, msg)
+        return True
+
+    def cancel(self, queue: str, tag: str) -> bool:
+        """Cancel the running job ``tag`` of ``queue`` if this lane runs it (from any
+        thread): its run ends at its current await, dead, with ``JobCancelled``."""
+        with self._lock:
+            loop = self.loop
+            key = (queue, tag)
+            if loop is None or self._closed or key not in self._tasks or key in self._sync:
+                return False
+            loop.call_soon_threadsafe(self._cancel, key)
+        return True
+
+    def _cancel(self, key: tuple[str, str]) -> None:
+        task = self._tasks.get(key)
+        if task is not None:
+            self._cancelled.add(key)
+            task.cancel()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        """The lane thread: run the loop until the worker stops (or, with ``burst``, the
+        queues have nothing ready and nothing runs)."""
+        try:
+            asyncio.run(self._main())
+        finally:
+            with self._lock:
+                self._closed = True
+            self._ready.set()
+
+    async def _main(self) -> None:
+        w = self.worker
+        self._freed, self._finished = asyncio.Event(), asyncio.Event()
+        with self._lock:
+            self.loop = asyncio.get_running_loop()
+        self._ready.set()
+        aqs = {q.name: AsyncQueue(q) for q in w.queues}
+        flusher = asyncio.create_task(self._flusher(aqs))
+        try:
+            await self._claim_loop(aqs)
+        finally:
+            with self._lock:
+                self._closed = True
+            await self._drain()
+            self._stop_flusher = True  # (a cancel could be swallowed by an await in redis-py)
+            assert self._finished is not None
+            self._finished.set()
+            _, late = await asyncio.wait({flusher}, timeout=5.0)
+            for t in late:
+                t.cancel()
+            with contextlib.suppress(Exception):
+                await self._flush(aqs, [])
+            await self._check_db(force=True)
+            self._executor.shutdown(wait=False)
+
+    async def _claim_loop(self, aqs: dict[str, AsyncQueue]) -> None:
+        w = self.worker
+        assert self._freed is not None
+        errors = 0
+        while not w.stopping.is_set():
+            free = self.slots - len(self._tasks)
+            if w.max_jobs is not None:
+                free = min(free, w.max_jobs - w.leases.claimed)
+                if free <= 0 and not self._tasks:
+                    w.stopping.set()
+                    return
+            if free <= 0:
+                await self._wait_freed(0.1)
+                continue
+            try:
+                queue, msgs, hints = await self._claim(aqs, free)
+                errors = 0
+                w.outage.ok()
+            except Exception as exc:
+                errors += 1
+                if is_unavailable(exc):
+                    w.outage.failed(exc)
+                else:
+                    log.error(kv(event="consumer_error", worker=w.id, lane="aio"), exc_info=exc)
+                await asyncio.sleep(min(5.0, 0.1 * 2**errors))
+                continue
+            if queue is not None:
+                w.leases.hold(queue, msgs)
+                for msg in msgs:
+                    if w.leases.start(queue, msg):
+                        self._spawn(queue, msg)
+                continue
+            if w.burst and not any(h == 0 for h in hints):
+                if not self._tasks and not self.done and not self._flushing:
+                    return
+                await self._wait_freed(0.1)
+                continue
+            wait = min([*hints, 1.0])
+            if wait > 0:
+                if self._tasks:  # a job may end meanwhile: do not block for long
+                    wait = min(wait, 0.05)
+                await wait_any(aqs[w.queues[0].name].client, w.notify_groups, wait)
+
+    async def _wait_freed(self, seconds: float) -> None:
+        assert self._freed is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._freed.wait()
+        self._freed.clear()
+
+    async def _claim(
+        self, aqs: dict[str, AsyncQueue], budget: int
+    ) -> tuple[Queue | None, list[Message], list[float]]:
+        """Claim up to ``budget`` jobs from the first queue in order that has some; the
+        pending outcomes go in the first claim's round trip."""
+        hints: list[float] = []
+        for i, q in enumerate(self.reporter.order()):
+            aq = aqs[q.name]
+            if i == 0 and self.done:
+                msgs, hint = await self._flush(aqs, [(aq, budget)])
+            else:
+                msgs, hint = await aq.claim(min(budget, 100), self.worker.id)
+            if msgs:
+                return q, msgs, hints
+            if hint is not None:
+                hints.append(hint)
+        return None, [], hints
+
+    async def _flush(
+        self, aqs: dict[str, AsyncQueue], claim: list[tuple[AsyncQueue, int]]
+    ) -> tuple[list[Message], float | None]:
+        """Send the pending outcomes (and a claim of ``claim`` on an unpartitioned
+        queue) in one round trip; act on the replies as a consumer thread does."""
+        done, self.done = self.done, []
+        self._flushing += 1
+        try:
+            return await self._send_outcomes(aqs, done, claim)
+        finally:
+            self._flushing -= 1
+
+    async def _send_outcomes(
+        self,
+        aqs: dict[str, AsyncQueue],
+        done: list[Finished],
+        claim: list[tuple[AsyncQueue, int]],
+    ) -> tuple[list[Message], float | None]:
+        if not done:
+            return await claim[0][0].claim(claim[0][1], self.worker.id) if claim else ([], None)
+        calls: list[Call[Any]] = [_outcome_call(f) for f in done]
+        claim_call = None
+        if claim and claim[0][0].queue.partitions == 1:
+            aq, n = claim[0]
+            claim_call = aq.queue.shards[0].claim(min(n, 100), self.worker.id)
+        try:
+            replies = await aqs[done[0].queue.name].send(
+                [*calls, *([claim_call] if claim_call else [])]
+            )
+        except BaseException:
+            self.done[:0] = done  # kept, sent again with the next flush
+            raise
+        pending: list[Pending[Any]] = []
+        for call, reply in zip(calls, replies, strict=False):
+            p: Pending[Any] = Pending(call)
+            p.reply = reply
+            pending.append(p)
+        # the consumer's own handling of the replies, in a thread: on_failure hooks and
+        # Django task records are sync code (the ORM refuses to run on a loop)
+        reporter = Consumer(self.worker)
+        reporter.done = done
+        await asyncio.to_thread(reporter.outcomes_sent, pending)
+        self.done[:0] = reporter.done  # refused by an outage: sent again
+        if claim_call is not None:
+            got = claim_call.result(replies[-1])
+            return got.messages, (None if got.messages or got.hint_ms < 0 else got.hint_ms / 1000)
+        if claim:
+            return await claim[0][0].claim(claim[0][1], self.worker.id)
+        return [], None
+
+    async def _flusher(self, aqs: dict[str, AsyncQueue]) -> None:
+        """Send outcomes that wait while the claim loop blocks (slots full, or idle)."""
+        assert self._finished is not None
+        while True:
+            await self._finished.wait()
+            self._finished.clear()
+            if self._stop_flusher:
+                return
+            await asyncio.sleep(0.005)  # let a burst of finishing jobs join one round trip
+            if self.done:
+                try:
+                    await self._flush(aqs, [])
+                except Exception as exc:  # kept; sent again with the next flush
+                    if not is_unavailable(exc):
+                        log.error(kv(event="ack_failed", worker=self.worker.id), exc_info=exc)
+                    await asyncio.sleep(0.1)
+                    self._finished.set()
+
+    async def _drain(self) -> None:
+        """Stopping: let the running jobs finish within the worker's grace period, then
+        cancel the rest (the worker gives their leases back)."""
+        if not self._tasks:
+            return
+        pending = set(self._tasks.values())
+        _, late = await asyncio.wait(pending, timeout=max(0.0, self.worker.grace))
+        for t in late:
+            t.cancel()
+        if late:
+            await asyncio.wait(late, timeout=5.0)
+
+    # ------------------------------------------------------------------ one job
+
+    def _spawn(self, queue: Queue, msg: Message) -> None:
+        key = (queue.name, msg.tag)
+        self._tasks[key] = asyncio.get_running_loop().create_task(
+            self._job(queue, msg), name=f"zqueue-job-{msg.tag}"
+        )
+
+    async def _job(self, queue: Queue, msg: Message) -> None:
+        w, key = self.worker, (queue.name, msg.tag)
+        outcome: Outcome | None = None
+        try:
+            task = async_task_of(msg)
+            if task is None:  # a sync job (or a Django task): a thread of the executor
+                self._sync.add(key)
+                loop = asyncio.get_running_loop()
+                outcome = await loop.run_in_executor(self._executor, self._sync_job, queue, msg)
+            else:
+                outcome = await self._async_job(task, queue, msg)
+        except asyncio.CancelledError:
+            if key not in self._cancelled:
+                raise  # the lane is stopping: the worker gives the job back
+            ctx = JobContext(msg, queue, task.name if task is not None else "")
+            exc = JobCancelled("cancelled while running")
+            outcome = failed(ctx, task, f"{describe(exc)}\n", exc, dead=True)
+        finally:
+            self._tasks.pop(key, None)
+            self._cancelled.discard(key)
+            self._sync.discard(key)
+            assert self._freed is not None and self._finished is not None
+            self._freed.set()
+            if outcome is not None:
+                w.count(outcome)
+                self.done.append(Finished(queue, msg, outcome))
+                w.leases.finish(queue, msg)
+                self._finished.set()
+
+    def _sync_job(self, queue: Queue, msg: Message) -> Outcome | None:
+        """A sync job in an executor thread: the thread lane's runner (and its timeout,
+        raised in this thread)."""
+        w = self.worker
+        if not w.leases.start(queue, msg):  # now running in this thread
+            return None
+        return w.runner.run(queue, msg)
+
+    async def _async_job(self, task: Task[..., Any], queue: Queue, msg: Message) -> Outcome:
+        ctx = JobContext(msg, queue, task.name)
+        with tracing.process(ctx) as span:
+            try:
+                outcome = await self._call(task, ctx)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the machinery around the job, not the task
+                log.exception(kv(event="job_machinery_error", queue=queue.name, job=msg.tag))
+                error = f"worker error around the job: {type(exc).__name__}: {exc}\n"
+                outcome = failed(ctx, None, error + traceback.format_exc(), exc, dead=False)
+            span_ended(span, outcome)
+        await self._check_db(force=isinstance(outcome, Failure))
+        return outcome
+
+    async def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
+        """Await the task's coroutine with the job's arguments, within its timeout."""
+        set_current_job(ctx)  # this asyncio task's context only
+        t0 = time.perf_counter()
+        try:
+            if _model_refs(ctx.message):
+                args, kwargs = await sync_to_async(decode_call)(ctx.message.body)
+            else:
+                args, kwargs = decode_call(ctx.message.body)
+            send(signals.job_started, sender=task, job=ctx)
+            result = await bounded(task.func(*args, **kwargs), task.timeout)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
+            error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"
+            permanent = isinstance(exc, ModelInstanceMissing | MalformedPayload)
+            if isinstance(exc, JobTimeout):
+                log.warning(
+                    kv(event="job_timeout", queue=ctx.queue.name, job=ctx.id, timeout=task.timeout)
+                )
+            return failed(ctx, task, error, exc, dead=permanent)
+        finally:
+            set_current_job(None)
+        return _success(task, ctx, result, time.perf_counter() - t0)
+
+    async def _check_db(self, *, force: bool = False) -> None:
+        """Django's ``close_old_connections`` in the async ORM's thread: after a failed job,
+        else at most once a second (a check per job would cost two thread hops)."""
+        now = time.monotonic()
+        if force or now >= self._next_db_check:
+            self._next_db_check = now + CHECK_DB_EVERY
+            with contextlib.suppress(Exception):
+                await sync_to_async(close_old_connections)()
+
+
+def _outcome_call(f: Finished) -> Call[Any]:
+    """The ack (a Success) or nack (a Failure) of a finished job, as a script call."""
+    out, q, msg = f.outcome, f.queue, f.message
+    if isinstance(out, Success):
+        return q.ack_call(msg, out.result, out.result_ttl, out.run_ms)
+    return q.nack_call(msg, out.error, out.retry_in, dead=out.dead)
+
+
+def _success(task: Task[..., Any], ctx: JobContext, result: Any, duration: float) -> Outcome:
+    """A run that returned ``result``: a Success (a Failure, dead, when the result is to
+    be kept and cannot be stored as JSON)."""
+    if task.store_result:
+        try:
+            encode_body(result)
+        except (TypeError, ValueError) as exc:
+            error = f"return value of {ctx.task_name} cannot be stored as JSON: {exc}"
+            return failed(ctx, task, error, exc, dead=True)
+    send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
+    ms = int(duration * 1000)
+    if task.store_result:
+        return Success(task.result_ttl, ms, time.monotonic(), result)
+    return Success(task.result_ttl, ms, time.monotonic())
+
+
+def lane_for(worker: LaneHost, async_concurrency: int) -> AioLane | None:
+    """The lane of ``worker`` with ``async_concurrency`` slots; None for 0 (a consumer
+    thread then runs an async task on a loop of its own, one at a time)."""
+    n = async_concurrency
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError("async_concurrency must be an int >= 0")
+    return AioLane(worker, n) if n else None

@@ -1,0 +1,440 @@
+"""``async def`` tasks: ``aenqueue`` and the Job's async reads, the asyncio Queue API, and
+the worker's event-loop lane, held to the sync tasks' semantics (ack, retry, dead,
+timeout, cancel, results, signals, leases), against a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from django_zqueue import current_job, get_queue, registry, signals
+from django_zqueue.exceptions import DuplicateJob, QueueUnavailable
+from django_zqueue.queue import Queue
+from django_zqueue.queue.aio import AsyncQueue, get_async_queue
+from django_zqueue.serializer import UnsupportedArgument
+from django_zqueue.task import Job
+from django_zqueue.worker import Worker
+from django_zqueue.worker.aio import AioLane
+from django_zqueue.worker.coro import default_async_concurrency
+from testproject.demo import async_tasks as at
+from testproject.demo import tasks
+from testproject.demo.models import Article
+
+from .test_worker import lines
+
+
+def burst(async_concurrency: int = 10, **kwargs: Any) -> Worker:
+    w = Worker(
+        ["default"], burst=True, scan_interval=0.05, async_concurrency=async_concurrency, **kwargs
+    )
+    w.run()
+    return w
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def in_background(w: Worker) -> threading.Thread:
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    return t
+
+
+def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+# ------------------------------------------------------------------ @task on async def
+
+
+def test_async_def_is_a_task_and_awaitable_in_process() -> None:
+    assert registry.get("testproject.demo.async_tasks.aadd") is at.aadd
+    assert at.aadd.is_async and not tasks.add.is_async
+    assert run(at.aadd(2, 3)) == 5
+
+
+def test_aenqueue_and_the_jobs_async_reads(project: dict[str, str]) -> None:
+    async def scenario() -> tuple[Any, ...]:
+        first = await at.aadd.aenqueue(1, 2)
+        second = await tasks.add.aenqueue(3, 4)  # a sync task enqueued from async code
+        urgent = await at.aadd.using(priority=10).aenqueue(5, 6)
+        later = await at.aadd.aenqueue_in(60, 7, 8)
+        ranks = (await urgent.arank(), await first.arank(), await second.arank())
+        info = await first.ainfo()
+        return (
+            first,
+            ranks,
+            await first.astatus(),
+            await later.astatus(),
+            await later.arank(),
+            info,
+            await first.aexists(),
+            await first.ascore(),
+        )
+
+    first, ranks, status, later_status, later_rank, info, exists, score = run(scenario())
+    assert isinstance(first, Job) and ranks == (0, 1, 2)
+    assert (status, later_status, later_rank, exists) == ("ready", "delayed", None, True)
+    assert info is not None and info.body["task"] == "testproject.demo.async_tasks.aadd"
+    # the same queue, the same records: the sync side reads them alike
+    assert first.rank() == 1 and first.score() == score and first.status() == "ready"
+
+
+def test_aenqueue_bad_input_raises_and_writes_nothing(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    with pytest.raises(UnsupportedArgument):
+        run(at.aadd.aenqueue(1, {1, 2}))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        run(at.aadd.aenqueue(1))  # type: ignore[call-arg]
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+
+
+def test_aenqueue_duplicate_tag_is_refused(project: dict[str, str]) -> None:
+    tagged = at.aadd.using(tag="same")
+    run(tagged.aenqueue(1, 1))
+    with pytest.raises(DuplicateJob):
+        run(tagged.aenqueue(2, 2))
+    assert get_queue("default").total_count() == 1
+
+
+def test_async_queue_api_matches_the_sync_one(project: dict[str, str]) -> None:
+    q = get_queue("default")
+
+    async def scenario() -> dict[str, Any]:
+        aq = get_async_queue("default")
+        tags = [await aq.publish({"n": i}) for i in range(3)]
+        out: dict[str, Any] = {"tags": tags, "rank": [await aq.rank(t) for t in tags]}
+        out["state"] = await aq.state(tags[0])
+        msgs, _ = await aq.claim(2, "me")
+        out["claimed"] = [m.tag for m in msgs]
+        out["ack"] = await aq.ack(msgs[0], result={"ok": 1})
+        out["again"] = await aq.ack(msgs[0])  # stale now
+        out["nack"] = await aq.nack(msgs[1], "boom", retry_in=0)
+        out["result"] = await aq.result(tags[0])
+        out["cancel"] = await aq.cancel(tags[2])
+        out["none"], out["hint"] = await aq.claim(5, "me")
+        return out
+
+    out = run(scenario())
+    assert out["rank"] == [0, 1, 2] and out["state"] == "ready"
+    assert out["claimed"] == out["tags"][:2]
+    assert (out["ack"], out["again"], out["nack"]) == (True, False, "retry")
+    assert out["result"] == {"ok": 1} and out["cancel"] is True
+    assert [m.tag for m in out["none"]] == [out["tags"][1]]  # the retried one, back in line
+    assert q.counts()["inflight"] == 1 and q.stats()["acked"] == 1
+
+
+def test_async_rank_on_a_partitioned_queue_equals_the_sync_rank(
+    make_queue: Any, redis_client: Any
+) -> None:
+    q: Queue = make_queue("parts", partitions=4)
+    tags = q.publish_many([{"i": i} for i in range(40)], priority=0)
+    q.publish({"i": "urgent"}, tag="urgent", priority=5)
+
+    async def ranks() -> list[int | None]:
+        import redis.asyncio as aredis
+
+        from .redis_server import redis_url
+
+        client = aredis.Redis.from_url(redis_url())
+        try:
+            aq = AsyncQueue(q, client=client)
+            return [await aq.rank(t) for t in ["urgent", *tags]]
+        finally:
+            await client.aclose()
+
+    got = run(ranks())
+    assert got == [q.rank(t) for t in ["urgent", *tags]]
+    assert got[0] == 0 and sorted(got) == list(range(41))
+
+
+def test_a_queue_on_its_own_client_needs_its_asyncio_client(
+    project: dict[str, str], make_queue: Any
+) -> None:
+    with pytest.raises(Exception, match="asyncio client"):
+        run(AsyncQueue(make_queue("own")).rank("x"))
+
+
+def test_async_reads_say_queue_unavailable_when_redis_is_down(project: dict[str, str]) -> None:
+    import redis.asyncio as aredis
+
+    async def scenario() -> None:
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        dead = aredis.Redis(
+            host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0)
+        )
+        await AsyncQueue(get_queue("default"), client=dead).rank("x")
+
+    with pytest.raises(QueueUnavailable):
+        run(scenario())
+
+
+def test_async_views_on_wsgi_each_loop_gets_its_client(project: dict[str, str]) -> None:
+    """async_to_sync runs each call on a loop of its own (Django's async views under WSGI)."""
+    jobs = [async_to_sync(at.aadd.aenqueue)(i, i) for i in range(3)]
+    assert [async_to_sync(j.arank)() for j in jobs] == [0, 1, 2]
+
+
+# ------------------------------------------------------------------ the event-loop lane
+
+
+def test_lane_runs_async_jobs_and_stores_results(project: dict[str, str]) -> None:
+    jobs = [at.aadd.enqueue(i, i) for i in range(30)]
+    w = burst(async_concurrency=8)
+    assert w.processed == 30 and w.failed == 0
+    assert [j.result() for j in jobs] == [2 * i for i in range(30)]
+    assert run(jobs[0].aresult()) == 0 and run(jobs[0].astatus()) == "finished"
+    q = get_queue("default")
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+    assert q.stats()["acked"] == 30
+
+
+def test_sync_and_async_tasks_share_one_queue(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    jobs = []
+    for i in range(10):
+        jobs.append(tasks.add.enqueue(i, 1))
+        jobs.append(at.aadd.enqueue(i, 2))
+    at.arecord.enqueue(str(ledger), "a")
+    tasks.record.enqueue(str(ledger), "s")
+    w = burst(async_concurrency=4, concurrency=2)
+    assert w.processed == 22 and w.failed == 0
+    assert [j.result() for j in jobs] == [i + k for i in range(10) for k in (1, 2)]
+    assert sorted(line.split()[0] for line in lines(ledger)) == ["a", "s"]
+
+
+def test_async_jobs_run_concurrently_each_with_its_own_current_job(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    starts: list[str] = []
+    gate = threading.Event()
+
+    def on_start(sender: Any, job: Any, **kw: Any) -> None:
+        starts.append(job.id)
+        if len(starts) == 20:
+            gate.set()
+
+    signals.job_started.connect(on_start, weak=False, dispatch_uid="conc")
+    try:
+        for i in range(20):
+            at.arecord.enqueue(str(ledger), i, 0.2)
+        w = Worker(["default"], async_concurrency=20, scan_interval=0.05)
+        t = in_background(w)
+        # all 20 started while none had finished: they wait together
+        assert gate.wait(10)
+        assert get_queue("default").stats().get("acked", 0) < 20
+        assert wait_for(lambda: get_queue("default").stats().get("acked", 0) == 20)
+        w.stop()
+        t.join(10)
+    finally:
+        signals.job_started.disconnect(dispatch_uid="conc")
+    got = lines(ledger)
+    assert len(got) == 20 and all(line.endswith("attempt=1 mine=True") for line in got)
+    assert current_job() is None
+
+
+def test_async_failures_retry_then_dead_letter_with_the_hook_once(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    import dataclasses
+
+    ledger = tmp_path / "ledger"
+    calls: list[tuple[Any, BaseException | None]] = []
+    seen: list[bool] = []
+    hooked = dataclasses.replace(
+        at.always_fails, on_failure=lambda job, exc: calls.append((job, exc))
+    )
+    registry.register(hooked)
+
+    def on_failed(sender: Any, will_retry: bool, **kw: Any) -> None:
+        seen.append(will_retry)
+
+    signals.job_failed.connect(on_failed)
+    try:
+        job = at.always_fails.enqueue(str(ledger))
+        w = burst()
+    finally:
+        registry.register(at.always_fails)
+        signals.job_failed.disconnect(on_failed)
+    assert lines(ledger) == [f"fail attempt={i}" for i in (1, 2, 3)]  # max_retries=2
+    assert seen == [True, True, False]
+    assert w.processed == 3 and w.failed == 3
+    assert len(calls) == 1 and calls[0][0].attempt == 3 and isinstance(calls[0][1], RuntimeError)
+    info = job.info()
+    assert info is not None and info.state == "dead"
+    assert "RuntimeError: this async task always fails" in (info.last_error or "")
+    assert "Traceback" in (info.last_error or "")
+
+
+def test_async_flaky_task_succeeds_on_retry(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    job = at.flaky.enqueue(str(ledger), 3)
+    burst()
+    assert lines(ledger) == ["flaky attempt=1", "flaky attempt=2", "flaky attempt=3"]
+    assert not job.exists()
+
+
+def test_async_timeout_interrupts_the_await(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    job = at.too_slow.enqueue(str(ledger))
+    fine = at.within_timeout.enqueue()
+    burst()
+    assert lines(ledger) == ["too_slow start"]  # the await never resumed
+    info = job.info()
+    assert info is not None and info.state == "dead"
+    assert "django_zqueue.worker.JobTimeout" in (info.last_error or "")
+    assert fine.result() == "in time"  # the timeout did not leak to the other job
+
+
+def test_without_a_lane_a_thread_runs_async_tasks_with_the_same_semantics(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    slow = at.too_slow.enqueue(str(ledger))
+    added = at.aadd.enqueue(20, 22)
+    flaky = at.flaky.enqueue(str(ledger), 2)
+    w = burst(async_concurrency=0)
+    assert w.lane is None and w.processed == 4
+    assert added.result() == 42 and not flaky.exists()
+    info = slow.info()
+    assert info is not None and info.state == "dead" and "JobTimeout" in (info.last_error or "")
+
+
+def test_cancel_a_running_async_job(project: dict[str, str], tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    job = at.forever.enqueue(str(ledger))
+    w = Worker(["default"], async_concurrency=5, scan_interval=0.05)
+    t = in_background(w)
+    try:
+        assert wait_for(lambda: lines(ledger) == ["forever start"])
+        assert w.lane is not None
+        assert w.lane.cancel("default", "not-running") is False
+        assert w.lane.cancel("default", job.id) is True
+        assert wait_for(lambda: job.status() == "dead")
+    finally:
+        w.stop()
+        t.join(10)
+    info = job.info()
+    assert info is not None and "django_zqueue.worker.JobCancelled" in (info.last_error or "")
+
+
+def test_stop_gives_running_async_jobs_back_after_the_grace(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    job = at.forever.enqueue(str(ledger))
+    w = Worker(["default"], async_concurrency=5, scan_interval=0.05, grace=0.2)
+    t = in_background(w)
+    assert wait_for(lambda: lines(ledger) == ["forever start"])
+    w.stop()
+    t.join(10)
+    assert not t.is_alive()
+    # given back, not lost and not counted as an attempt (a consumer thread woken by the
+    # release's wake-up token may claim it on its way out: it gives it back too)
+    assert wait_for(lambda: job.status() == "ready")
+    info = job.info()
+    assert info is not None and info.attempts == 0
+
+
+def test_short_lease_of_an_async_job_is_extended_while_it_runs(project: dict[str, str]) -> None:
+    at.aadd.using(visibility_timeout=1).enqueue(1, 1)
+    slow = at.asleep.using(visibility_timeout=1).enqueue(2.5)
+    w = burst(async_concurrency=4)
+    q = get_queue("default")
+    # ran once, never recovered by the scanner though it ran 4 leases long
+    assert w.processed == 2 and q.stats().get("expired", 0) == 0 and not slow.exists()
+
+
+def test_async_progress_and_signals(project: dict[str, str]) -> None:
+    events: list[str] = []
+    progress: dict[str, Any] = {}
+
+    def on_start(sender: Any, job: Any, **kw: Any) -> None:
+        events.append(f"start {job.task_name}")
+        progress["ctx"] = job
+
+    signals.job_started.connect(on_start, weak=False, dispatch_uid="a1")
+    signals.job_finished.connect(
+        lambda sender, job, **kw: events.append("finish"), weak=False, dispatch_uid="a2"
+    )
+    try:
+        at.asleep.enqueue(0.01)
+        burst()
+    finally:
+        signals.job_started.disconnect(dispatch_uid="a1")
+        signals.job_finished.disconnect(dispatch_uid="a2")
+    assert events == ["start testproject.demo.async_tasks.asleep", "finish"]
+
+
+def test_max_jobs_counts_the_lanes_jobs(project: dict[str, str]) -> None:
+    for i in range(10):
+        at.aadd.enqueue(i, i)
+    w = Worker(["default"], max_jobs=4, async_concurrency=3, scan_interval=0.05)
+    w.run()
+    q = get_queue("default")
+    # stopped early (each of its two lanes may overrun by one claim, as threads do), and
+    # nothing lost: what was claimed and not run went back
+    acked = q.stats()["acked"]
+    assert 4 <= acked <= 8 and q.total_count() == 10 - acked
+    assert q.counts()["inflight"] == 0
+
+
+def test_lane_options() -> None:
+    with pytest.raises(ValueError, match="async_concurrency"):
+        Worker(["default"], async_concurrency=-1)
+    assert default_async_concurrency(["default"]) == 100  # the async demo tasks use it
+    assert default_async_concurrency(["emails"]) == 0
+    assert Worker(["default"]).lane is None
+    assert isinstance(Worker(["default"], async_concurrency=3).lane, AioLane)
+
+
+@pytest.mark.orm
+@pytest.mark.django_db(transaction=True)
+def test_async_orm_inside_async_jobs(project: dict[str, str]) -> None:
+    article = Article.objects.create(title="hello")
+    for _ in range(3):
+        at.abump_views.enqueue(article)
+    made = at.acreate_article.enqueue("from an async job")
+    w = burst(async_concurrency=3)
+    assert w.failed == 0, [get_queue("default").dead_letters()]
+    article.refresh_from_db()
+    assert article.views == 3
+    assert Article.objects.get(pk=made.result()).title == "from an async job"
+
+
+@pytest.mark.orm
+@pytest.mark.django_db(transaction=True)
+def test_deleted_instance_fails_an_async_job_clearly(project: dict[str, str]) -> None:
+    article = Article.objects.create(title="gone")
+    job = at.abump_views.enqueue(article)
+    Article.objects.filter(pk=article.pk).delete()
+    burst()
+    info = job.info()
+    assert info is not None and info.state == "dead"  # a rerun cannot help: dead at once
+    assert info.attempts == 1 and "ModelInstanceMissing" in (info.last_error or "")
+
+
+def test_the_worker_command_runs_async_jobs(project: dict[str, str]) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    jobs = [at.aadd.enqueue(i, 1) for i in range(5)]
+    call_command("zqueue_worker", "--burst", "--queues", "default", "--async-concurrency", "3")
+    assert [j.result() for j in jobs] == [i + 1 for i in range(5)]
+    with pytest.raises(CommandError, match="async-concurrency"):
+        call_command("zqueue_worker", "--burst", "--async-concurrency", "-1")
