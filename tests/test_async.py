@@ -438,3 +438,30 @@ def test_the_worker_command_runs_async_jobs(project: dict[str, str]) -> None:
     assert [j.result() for j in jobs] == [i + 1 for i in range(5)]
     with pytest.raises(CommandError, match="async-concurrency"):
         call_command("zqueue_worker", "--burst", "--async-concurrency", "-1")
+
+
+def test_cancel_in_redis_stops_an_async_job_and_not_its_neighbours(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    """Queue.cancel_job on a job of the event-loop lane: the heartbeat sees it, the job's
+    asyncio task is cancelled after the grace (never an exception raised in the loop's
+    thread), its outcome is not sent, and the job beside it on the same loop finishes."""
+    ledger = tmp_path / "ledger"
+    job = at.forever.enqueue(str(ledger))
+    other = at.arecord.enqueue(str(ledger), "neighbour", 1.5)
+    w = Worker(["default"], async_concurrency=5, scan_interval=0.05, cancel_grace=0.2)
+    t = in_background(w)
+    try:
+        assert wait_for(lambda: "forever start" in lines(ledger))
+        assert get_queue("default").cancel_job(job.id) == "running"
+        assert wait_for(lambda: other.status() == "done" or other.info() is None, timeout=30)
+        assert wait_for(lambda: w.lane is not None and not w.lane._tasks, timeout=30)
+    finally:
+        w.stop()
+        t.join(10)
+    assert not t.is_alive()
+    assert job.status() == "cancelled"
+    assert "neighbour" in " ".join(lines(ledger))
+    q = get_queue("default")
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+    assert q.stats().get("failed", 0) == 0

@@ -368,7 +368,10 @@ class AioLane:
             self._sync.discard(key)
             assert self._freed is not None and self._finished is not None
             self._freed.set()
-            if outcome is not None:
+            if outcome is not None and w.leases.was_cancelled(queue, msg):
+                w.leases.unhold(queue, msg)  # cancel.lua ended it: nothing to send
+                log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
+            elif outcome is not None:
                 w.count(outcome)
                 self.done.append(Finished(queue, msg, outcome))
                 w.leases.finish(queue, msg)
@@ -384,6 +387,10 @@ class AioLane:
 
     async def _async_job(self, task: Task[..., Any], queue: Queue, msg: Message) -> Outcome:
         ctx = JobContext(msg, queue, task.name)
+        # cancelled in Redis: cancel_requested now, its asyncio task cancelled after the
+        # grace (never an exception raised in this thread: it runs the other coroutines)
+        self.worker.leases.attach(queue, msg, ctx)
+        self.worker.leases.on_cancel(queue, msg, lambda: self.cancel(queue.name, msg.tag))
         with tracing.process(ctx) as span:
             try:
                 outcome = await self._call(task, ctx)

@@ -18,6 +18,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..backoff import as_error
@@ -64,6 +65,9 @@ class Held:
     cancelled: bool = False  # cancelled in Redis (touch said so): its outcome is not sent
     cancel_at: float = 0.0  # monotonic time JobCancelled is raised, unless it stopped
     cancel_raised: bool = False
+    #: stops the job instead of raising in its thread (a coroutine of the event-loop lane:
+    #: its thread runs other jobs too)
+    stop: Callable[[], object] | None = None
 
 
 def beat_every(queue: Queue, msg: Message) -> float:
@@ -141,6 +145,14 @@ class Leases:
                 if h.cancelled:
                     ctx.cancel_event.set()
 
+    def on_cancel(self, queue: Queue, msg: Message, stop: Callable[[], object]) -> None:
+        """A job that is stopped by ``stop()``, not by an exception raised in its thread,
+        when it was cancelled and is past its grace (an ``async def`` job)."""
+        with self._lock:
+            h = self._held.get((queue.name, msg.tag))
+            if h is not None:
+                h.stop = stop
+
     def was_cancelled(self, queue: Queue, msg: Message) -> bool:
         """Whether the held job was cancelled (its outcome is not to be sent)."""
         with self._lock:
@@ -216,7 +228,10 @@ class Leases:
             _raise_in(h.thread or 0, JobTimeout)
         for h in stopped:
             log.warning(kv(event="job_cancel_forced", queue=h.queue.name, job=h.message.tag))
-            _raise_in(h.thread or 0, JobCancelled)
+            if h.stop is not None:
+                h.stop()
+            else:
+                _raise_in(h.thread or 0, JobCancelled)
 
     def hand_back_waiting(self, now: float) -> None:
         """Adaptive prefetch: when a job has run for GIVE_BACK_AFTER seconds, the jobs its
