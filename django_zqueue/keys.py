@@ -29,10 +29,18 @@ class QueueKeys:
     sched: str  # ZSET periodic schedule name -> next tick, ms (paused ones are absent)
     sched_defs: str  # HASH schedule name -> JSON definition (and "paused")
     sched_last: str  # HASH schedule name -> "tick_ms job_tag" of its last firing
+    wait: str  # ZSET id -> ms it began waiting for its parents (workflows: "waiting")
+    wf_out: str  # ZSET id -> ms its end was recorded: the workflow outbox
+    wf_res: str  # HASH id -> "1<result JSON>" (succeeded) or "0" (failed): outbox entries
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
         return f"{self.tag}:result:{id}"
+
+    def wf(self, id: str) -> str:
+        """HASH: workflow links of job ``id``: ``kids`` (its dependents), ``par`` (its
+        parents), ``need``, ``got`` and ``r<i>`` (results passed by parent i)."""
+        return f"{self.tag}:wf:{id}"
 
     def lifecycle(self) -> list[str]:
         """The KEYS of the scripts that can move a job anywhere (nack, scan), in order."""
@@ -48,6 +56,9 @@ class QueueKeys:
             self.ctr,
             self.stats,
             self.notify,
+            self.wait,
+            self.wf_out,
+            self.wf_res,
         ]
 
     def all(self) -> list[str]:
@@ -82,6 +93,9 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         sched=f"{tag}:sched",
         sched_defs=f"{tag}:sched_defs",
         sched_last=f"{tag}:sched_last",
+        wait=f"{tag}:wait",
+        wf_out=f"{tag}:wf_out",
+        wf_res=f"{tag}:wf_res",
     )
 
 

@@ -35,6 +35,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from .connection import UNAVAILABLE_ERRORS
 from .exceptions import ScriptArgumentError, ScriptError, SequenceExhausted
 from .keys import QueueKeys
+from .links import FlowJob, Resolution, Resolved
 from .records import Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 
 Client: TypeAlias = Any  # redis.Redis or RedisCluster
@@ -54,6 +55,10 @@ SCRIPT_NAMES = (
     "info",
     "state",
     "fire",
+    "wf_publish",
+    "wf_link",
+    "wf_resolve",
+    "wf_clear",
 )
 
 
@@ -361,7 +366,9 @@ class Scripts:
         result: str,
         result_ttl_ms: int,
         run_ms: int | None,
+        passed: str = "",
     ) -> Call[bool]:
+        """``passed``: the result handed to dependents (JSON; '' = null)."""
         keys = (
             k.leased,
             k.body,
@@ -371,9 +378,11 @@ class Scripts:
             k.stats,
             k.notify,
             k.result(msg.tag),
+            k.wf_out,
+            k.wf_res,
         )
         run = "" if run_ms is None else run_ms
-        args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
+        args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run, passed)
         return Call("ack", keys, args, _flag)
 
     def release(self, k: QueueKeys, p: Policy, msg: Message) -> Call[bool]:
@@ -400,18 +409,19 @@ class Scripts:
 
     def delete(self, k: QueueKeys, tag: str, waiting_only: bool) -> Call[int]:
         """Returns 1 deleted, 0 no such job, -1 in flight (or dead with waiting_only)."""
-        keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress, k.stats)
-        return Call("delete", keys, (tag, "1" if waiting_only else "0"), _int)
+        keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
+        wf = (k.stats, k.wait, k.wf_out, k.wf_res)
+        return Call("delete", (*keys, *wf), (tag, "1" if waiting_only else "0"), _int)
 
     def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[bool]:
-        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors)
+        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
         return Call("requeue_dead", keys, (tag, p.mode, p.aging_us, p.notify_cap), _flag)
 
     def purge_dead(self, k: QueueKeys, limit: int) -> Call[int]:
         return Call("purge_dead", (k.dead, k.body, k.meta, k.errors, k.progress), (limit,), _int)
 
     def info(self, k: QueueKeys, queue: str, tag: str, with_body: bool) -> Call[JobInfo | None]:
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.errors, k.progress, k.body)
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.errors, k.progress, k.body, k.wait)
         return Call(
             "info",
             keys,
@@ -420,8 +430,9 @@ class Scripts:
         )
 
     def state(self, k: QueueKeys, tag: str) -> Call[str | None]:
-        """Returns ``ready``, ``delayed``, ``leased``, ``dead``, or None (no such job)."""
-        return Call("state", (k.ready, k.delayed, k.leased, k.dead), (tag,), _state)
+        """Returns ``ready``, ``delayed``, ``leased``, ``dead``, ``waiting``, or None (no
+        such job)."""
+        return Call("state", (k.ready, k.delayed, k.leased, k.dead, k.wait), (tag,), _state)
 
     def fire(
         self,
@@ -439,6 +450,42 @@ class Scripts:
         head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
         args = (*head, *(NO_JOB if job is None else job_args(job)))
         return Call("fire", (*keys, k.sched, k.sched_last), args, _flag)
+
+
+    # ------------------------------------------------------------------ workflows
+
+    def wf_publish(
+        self, k: QueueKeys, p: Policy, jobs: Sequence[FlowJob]
+    ) -> Call[list[tuple[str, str]]]:
+        """As :meth:`publish`, with each job's links (at most 100 jobs)."""
+        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
+        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(jobs)]
+        for fj in jobs:
+            args.extend(job_args(fj.job))
+            args.extend(fj.link_args())
+        wf = tuple(k.wf(fj.job.tag) for fj in jobs)
+        return Call("wf_publish", (*keys, k.wait, *wf), tuple(args), _clashes)
+
+    def wf_link(self, k: QueueKeys, parent: str, kid: str, most: int) -> Call[str]:
+        """Returns ``linked``, ``dead``, ``corrupt`` or '' (no such parent)."""
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.wf(parent))
+        return Call("wf_link", keys, (parent, kid, most), text)
+
+    def wf_resolve(
+        self, k: QueueKeys, p: Policy, entries: Sequence[Resolution]
+    ) -> Call[Resolved]:
+        keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
+        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(entries)]
+        for e in entries:
+            args.extend((e.child, e.place, "1" if e.ok else "0", e.result, e.parent))
+        wf = tuple(k.wf(e.child) for e in entries)
+        return Call(
+            "wf_resolve", (*keys, k.wf_out, k.wf_res, *wf), tuple(args), Resolved.from_reply
+        )
+
+    def wf_clear(self, k: QueueKeys, p: Policy, tag: str, seen: bytes) -> Call[bool]:
+        keys = (k.wf_out, k.wf_res, k.meta, k.dead, k.wf(tag))
+        return Call("wf_clear", keys, (tag, seen, p.dead_ttl_ms), _flag)
 
 
 class Batch:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .keys import QueueKeys
+from .links import FlowJob, Resolution, Resolved
 from .records import Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
 from .scripts import Call, Policy, Scripts
 
@@ -41,8 +42,10 @@ class Shard:
     def claim(self, batch: int, consumer: str) -> Call[Claimed]:
         return self.scripts.claim(self.keys, self.policy, self.queue, batch, consumer)
 
-    def ack(self, msg: Message, result: str, result_ttl_ms: int, run_ms: int | None) -> Call[bool]:
-        return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms)
+    def ack(
+        self, msg: Message, result: str, result_ttl_ms: int, run_ms: int | None, passed: str = ""
+    ) -> Call[bool]:
+        return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms, passed)
 
     def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
         return self.scripts.nack(self.keys, self.policy, msg, error, retry_ms, bury)
@@ -77,3 +80,17 @@ class Shard:
 
     def state(self, tag: str) -> Call[str | None]:
         return self.scripts.state(self.keys, tag)
+
+    # ---------------------------------------------------------------- workflows
+
+    def wf_publish(self, jobs: Sequence[FlowJob]) -> Call[list[tuple[str, str]]]:
+        return self.scripts.wf_publish(self.keys, self.policy, jobs)
+
+    def wf_link(self, parent: str, kid: str, most: int) -> Call[str]:
+        return self.scripts.wf_link(self.keys, parent, kid, most)
+
+    def wf_resolve(self, entries: Sequence[Resolution]) -> Call[Resolved]:
+        return self.scripts.wf_resolve(self.keys, self.policy, entries)
+
+    def wf_clear(self, tag: str, seen: bytes) -> Call[bool]:
+        return self.scripts.wf_clear(self.keys, self.policy, tag, seen)

@@ -8,6 +8,9 @@
 --   set when the queue has a concurrency limit, so a consumer waiting for room wakes)
 -- ARGV[4] result JSON ('' = keep none)   ARGV[5] result TTL ms   ARGV[6] run time ms
 --   ('' = not measured; else added to stats run_ms)
+-- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH (the workflow outbox, see _wf_mark.lua)
+-- ARGV[7] the result passed to dependents, JSON ('' = null; used only when the job is
+--   part of a workflow)
 -- Returns: 1 acked; 0 stale (the job is not leased under this token: its lease was
 --   recovered or it was handed to another consumer), or a record that does not decode
 --   to an object holding this token (the scanner moves it to dead letters when its lease
@@ -18,6 +21,7 @@
 --@include now_ms
 --@include series
 --@include notify
+--@include wf_mark
 
 local id, token, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local raw = redis.call('HGET', KEYS[3], id)
@@ -37,6 +41,7 @@ if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[6], 'run_ms', ARGV[6])
   bump(KEYS[6], 't', tonumber(ARGV[6]), now)
 end
+wf_mark(KEYS[9], KEYS[10], id, meta, true, ARGV[7], now)
 if ARGV[4] ~= '' then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])
 end

@@ -3,6 +3,7 @@
 --
 -- KEYS[1] dead ZSET   KEYS[2] ready ZSET   KEYS[3] meta HASH   KEYS[4] ctr HASH
 -- KEYS[5] stats HASH  KEYS[6] notify LIST  KEYS[7] errors HASH
+-- KEYS[8] wf HASH (this job's workflow links: kept again without expiry)
 -- ARGV[1] id   ARGV[2] mode   ARGV[3] aging_us   ARGV[4] notify_cap
 -- Returns: 1 requeued; 0 not a dead job (nothing changed); -2 its record cannot be used:
 --   it stays dead, its error becomes 'corrupt record: ...' with the raw meta, and its
@@ -35,5 +36,6 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', KEYS[3], id, cjson.encode(meta))
 redis.call('ZADD', KEYS[2], score, id)
 redis.call('HINCRBY', KEYS[5], 'requeued', 1)
+redis.call('PERSIST', KEYS[8])
 notify(KEYS[6], 1, tonumber(ARGV[4]))
 return 1

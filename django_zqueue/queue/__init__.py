@@ -35,6 +35,7 @@ from ..validate import MAX_TAG_BYTES
 from .base import MAX_BLOCK, NOTIFY_CAP, PROMOTE_LIMIT
 from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT, ClaimPlan
 from .core import Queue
+from .flow import publish_flow, use_resolver
 from .publish import PUBLISH_CHUNK
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "live_thread_count",
     "minute_rows",
     "new_tag",
+    "publish_flow",
 ]
 
 
@@ -80,6 +82,7 @@ def get_queue(name: str = "default") -> Queue:
 
 
 conf.on_reset(_queues.clear)
+use_resolver(get_queue)
 
 
 def command_queue(name: str) -> Queue:

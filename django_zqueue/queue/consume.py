@@ -154,9 +154,11 @@ class Consuming(QueueBase):
         result: Any = NO_RESULT,
         result_ttl: float = 86400,
         run_ms: int | None = None,
+        passed: str = "",
     ) -> Call[bool]:
+        """``passed``: the result a workflow job hands to its dependents (JSON, '' = null)."""
         stored = "" if result is NO_RESULT else encode_body(result).decode("utf-8")
-        return self.shard_for(msg.tag).ack(msg, stored, int(result_ttl * 1000), run_ms)
+        return self.shard_for(msg.tag).ack(msg, stored, int(result_ttl * 1000), run_ms, passed)
 
     def ack(self, msg: Message, result: Any = NO_RESULT, result_ttl: float = 86400) -> bool:
         """Finish a delivery: the job and its record are deleted.

@@ -10,10 +10,10 @@ from ..keys import layout_key
 from ..records import NewJob, ScanResult
 from .consume import Consuming
 from .lookup import Lookup
-from .publish import Publishing
+from .flow import Flows
 
 
-class Queue(Publishing, Consuming, Lookup):
+class Queue(Flows, Consuming, Lookup):
     """A named queue in Redis. Every method is one round trip unless it says otherwise.
 
     Jobs are identified by a *tag*: given by the caller (and then unique among the
