@@ -141,9 +141,10 @@ def kids_of(raw: bytes | str | None) -> list[Kid]:
     ]
 
 
-def passed_results(raw: Mapping[Any, Any], need: int) -> list[Any]:
-    """The results passed on by parents 1..``need``, in order (from the ``wf:<id>`` hash);
-    ``LookupError`` when one is missing."""
+def passed_results(raw: Mapping[Any, Any]) -> list[Any]:
+    """The results passed on by the job's parents, in order (from its ``wf:<id>``
+    hash); ``LookupError`` when one is missing."""
+    need = int(raw.get(b"need", raw.get("need", 0)))
     out = []
     for i in range(1, need + 1):
         value = raw.get(f"r{i}".encode(), raw.get(f"r{i}"))

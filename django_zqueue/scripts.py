@@ -219,7 +219,19 @@ def _flag(reply: Any) -> bool:
 
 def _nack(reply: Any) -> NackResult:
     code = int(reply)
-    return "retry" if code == 1 else "dead" if code == 2 else None
+    return "retry" if code == 1 else "dead" if code in (2, 3) else None
+
+
+def _acked(reply: Any) -> bool:
+    return int(reply) in (1, 2)
+
+
+def flow_ended(call: Call[Any], reply: Any) -> bool:
+    """Whether an ack or nack reply says the job's end went to the workflow outbox
+    (ack 2, nack 3): its dependents are to be told (``Queue.dispatch``)."""
+    return not isinstance(reply, BaseException) and (
+        (call.script == "ack" and reply == 2) or (call.script == "nack" and reply == 3)
+    )
 
 
 def _deadline(reply: Any) -> int | None:
@@ -383,7 +395,7 @@ class Scripts:
         )
         run = "" if run_ms is None else run_ms
         args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run, passed)
-        return Call("ack", keys, args, _flag)
+        return Call("ack", keys, args, _acked)
 
     def release(self, k: QueueKeys, p: Policy, msg: Message) -> Call[bool]:
         keys = (k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify)
@@ -451,7 +463,6 @@ class Scripts:
         args = (*head, *(NO_JOB if job is None else job_args(job)))
         return Call("fire", (*keys, k.sched, k.sched_last), args, _flag)
 
-
     # ------------------------------------------------------------------ workflows
 
     def wf_publish(
@@ -471,9 +482,7 @@ class Scripts:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.wf(parent))
         return Call("wf_link", keys, (parent, kid, most), text)
 
-    def wf_resolve(
-        self, k: QueueKeys, p: Policy, entries: Sequence[Resolution]
-    ) -> Call[Resolved]:
+    def wf_resolve(self, k: QueueKeys, p: Policy, entries: Sequence[Resolution]) -> Call[Resolved]:
         keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
         args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(entries)]
         for e in entries:

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 LAYERS: list[set[str]] = [
     {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals"},  # settings
     {"connection", "backoff", "events"},  # connection
-    {"keys", "scripts", "records", "validate", "serializer", "registry"},  # keys, scripts
+    {"keys", "scripts", "records", "links", "validate", "serializer", "registry"},  # keys, scripts
     {"shard", "queue", "read"},  # queue core: write side, read side
     {
         "task",
@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
         "_django_tasks",
         "outcome",
         "context",
+        "workflow",
     },  # tasks
     {"worker", "backend_runner", "scanner"},  # worker and scanner
     {"dashboard", "admin", "metrics", "checks", "doctor", "management", "apps", "models"},

@@ -11,7 +11,8 @@
 -- ARGV[6] mode   ARGV[7] aging_us   ARGV[8] dead_max   ARGV[9] dead_ttl_ms
 -- ARGV[10] trim_limit (dead letters removed at most per call)   ARGV[11] notify_cap
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a retry_ms beyond the delay horizon.
--- Returns: 1 retried; 2 dead; 0 stale token, or a record that cannot be used (nothing
+-- Returns: 1 retried; 2 dead; 3 dead, and its end is in the workflow outbox to
+--   dispatch; 0 stale token, or a record that cannot be used (nothing
 --   changed: the scanner moves it to dead letters when its lease runs out).
 -- Work: O((1 + trim_limit) log N).
 
@@ -65,9 +66,12 @@ if dead then
   if limit > 0 then
     trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now, dead_max, dead_ttl, limit)
   end
-  wf_mark(k.wf_out, k.wf_res, id, meta, false, nil, now)
+  local recorded = wf_mark(k.wf_out, k.wf_res, id, meta, false, nil, now)
   -- a slot is free: wake a consumer waiting under a concurrency limit
   notify(k.notify, 1, cap)
+  if recorded then
+    return 3
+  end
   return 2
 end
 redis.call('HINCRBY', k.stats, 'retried', 1)

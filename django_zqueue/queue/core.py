@@ -9,8 +9,8 @@ from ..exceptions import InvalidArgument
 from ..keys import layout_key
 from ..records import NewJob, ScanResult
 from .consume import Consuming
-from .lookup import Lookup
 from .flow import Flows
+from .lookup import Lookup
 
 
 class Queue(Flows, Consuming, Lookup):

@@ -12,6 +12,7 @@ exactly-once across queues and Redis Cluster slots, without a cross-slot transac
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -232,12 +233,12 @@ class Flows(Publishing):
             raw = self.client.hgetall(self.keys_for(tag).wf(tag))
         return Links.decode(raw)
 
-    def passed_results(self, tag: str, need: int) -> list[Any]:
+    def passed_results(self, tag: str) -> list[Any]:
         """The results job ``tag``'s parents passed on, in the order of its parents
         (``LookupError`` when one is missing)."""
         with unavailable_as_error():
             raw = self.client.hgetall(self.keys_for(tag).wf(tag))
-        return decode_results(raw, need)
+        return decode_results(raw)
 
     def outbox_size(self) -> int:
         """Entries waiting for dispatch (all shards)."""
@@ -265,10 +266,8 @@ def publish_flow(parts: Sequence[tuple[Flows, FlowJob]]) -> list[str]:
             sent.extend(step)
     except Exception:
         for q, fj in sent:
-            try:
+            with contextlib.suppress(Exception):  # the original error says more
                 q.run(q.shard_for(fj.job.tag).delete(fj.job.tag, False))
-            except Exception:  # the original error says more
-                pass
         raise
     return [fj.job.tag for _, fj in parts]
 

@@ -23,7 +23,7 @@ from ..exceptions import QueueUnavailable
 from ..outcome import Outcome, Success
 from ..queue import Message, Queue
 from ..records import NackResult
-from ..scripts import Batch, Pending
+from ..scripts import Batch, Pending, flow_ended
 
 if TYPE_CHECKING:
     import threading
@@ -70,8 +70,18 @@ class Finished(NamedTuple):
         """Queue its ack (a Success) or nack (a Failure) in ``batch``."""
         out, q, msg = self.outcome, self.queue, self.message
         if isinstance(out, Success):
-            return batch.add(q.ack_call(msg, out.result, out.result_ttl, out.run_ms))
+            return batch.add(q.ack_call(msg, out.result, out.result_ttl, out.run_ms, out.passed))
         return batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
+
+
+def dispatch_ends(queue: Queue, tags: list[str]) -> None:
+    """Tell the dependents of workflow jobs that ended (their outbox entries); on any
+    error the scanner's drain does it later."""
+    try:
+        queue.dispatch(tags)
+    except Exception as exc:
+        error = str(exc)[:200]
+        log.warning(kv(event="dispatch_deferred", queue=queue.name, jobs=len(tags), error=error))
 
 
 def _send(queue: Queue, batch: Batch) -> None:
@@ -273,8 +283,11 @@ class Consumer:
         (so its lease is extended meanwhile), and sent again with the next flush; a
         resend after a lost reply is refused as stale, harmlessly."""
         again = []
+        ended: dict[str, tuple[Queue, list[str]]] = {}
         for f, p in zip(self.done, pending, strict=True):
             q, msg, out = f.queue, f.message, f.outcome
+            if flow_ended(p.call, p.reply):
+                ended.setdefault(q.name, (q, []))[1].append(msg.tag)
             failed = p.failed
             if failed is not None and is_unavailable(failed):
                 again.append(f)
@@ -300,3 +313,5 @@ class Consumer:
             if out.record is not None:
                 backend_runner.outcome_sent(q, msg, out, buried=buried)
         self.done[:] = again
+        for q, tags in ended.values():
+            dispatch_ends(q, tags)
