@@ -65,8 +65,8 @@ class Resolution(NamedTuple):
 
     child: str
     place: int
-    ok: bool
-    result: str  # JSON passed on ('' when failed)
+    end: str  # '1' succeeded, '0' failed, 'r' revived (waits again)
+    result: str  # JSON passed on ('' unless it succeeded)
     parent: str  # its tag, for the error text of a failed dependency
 
 

@@ -486,7 +486,7 @@ class Scripts:
         keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
         args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(entries)]
         for e in entries:
-            args.extend((e.child, e.place, "1" if e.ok else "0", e.result, e.parent))
+            args.extend((e.child, e.place, e.end, e.result, e.parent))
         wf = tuple(k.wf(e.child) for e in entries)
         return Call(
             "wf_resolve", (*keys, k.wf_out, k.wf_res, *wf), tuple(args), Resolved.from_reply

@@ -88,8 +88,6 @@ class _Plan:
         self.kids: list[list[Kid]] = []
 
     def add(self, sig: Signature, flow: dict[str, Any]) -> int:
-        if not isinstance(sig, Signature):
-            raise InvalidArgument(f"a workflow takes signatures (task.s(...)), got {sig!r}")
         self.sigs.append(sig)
         self.flows.append(flow)
         self.parents.append([])
@@ -154,6 +152,9 @@ class _Plan:
 
 def _signatures(items: Iterable[Signature], what: str, least: int = 1) -> list[Signature]:
     sigs = list(items)
+    for s in sigs:
+        if not isinstance(s, Signature):
+            raise InvalidArgument(f"a {what} takes signatures (task.s(...)), got {s!r}")
     if not least <= len(sigs) <= MAX_LINKS:
         raise InvalidArgument(f"{what} takes {least}..{MAX_LINKS} signatures, got {len(sigs)}")
     return sigs
@@ -217,7 +218,7 @@ class chord:
 
     def __init__(self, header: Iterable[Signature], callback: Signature) -> None:
         object.__setattr__(self, "header", tuple(_signatures(header, "chord")))
-        object.__setattr__(self, "callback", callback)
+        object.__setattr__(self, "callback", _signatures([callback], "chord callback")[0])
 
     def enqueue(self) -> Workflow:
         plan = _Plan()

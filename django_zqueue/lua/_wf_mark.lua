@@ -1,7 +1,8 @@
 -- _wf_mark.lua: a job of a workflow (record field `k`: it has dependents; `w`: it waited
 -- for parents) that ends (acked, dead, deleted) leaves an entry in its shard's outbox:
--- `out` ZSET id -> now, `res` HASH id -> '1' .. result JSON (succeeded; '' = null) or '0'
--- (failed). The dispatcher (queue/flow.py) applies it to the dependents, in their own
+-- `out` ZSET id -> now, `res` HASH id -> '1' .. result JSON (ok = true: succeeded; '' =
+-- null), '0' (ok = false: failed) or 'r' (ok = 'r': revived, back to waiting: dependents
+-- buried on its account wait again). The dispatcher (queue/flow.py) applies it to the dependents, in their own
 -- slots, and then clears it; the scanner finishes what a crash interrupted. A later end
 -- (a dead job requeued, then acked) overwrites the entry. Nothing for other jobs.
 
@@ -10,7 +11,9 @@ local function wf_mark(out, res, id, meta, ok, result, now)
     return false
   end
   redis.call('ZADD', out, now, id)
-  if ok then
+  if ok == 'r' then
+    redis.call('HSET', res, id, 'r')
+  elseif ok then
     if result == nil or result == '' then
       result = 'null'
     end

@@ -7,6 +7,8 @@
 --   failed: a waiting dependent goes to dead letters with the error
 --     'dependency <parent> failed' (record field `f`: the indexes of its failed
 --     parents); its own dependents are told through the outbox (_wf_mark.lua).
+--   revived (the parent was itself revived, and waits again): a dependent dead on its
+--     account only goes back to waiting, and tells its own dependents the same.
 -- A dependent that is in line, in flight, delayed or gone is left alone.
 --
 -- KEYS[1] ready ZSET   KEYS[2] wait   ZSET  KEYS[3] dead  ZSET  KEYS[4] meta  HASH
@@ -14,10 +16,12 @@
 -- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH
 -- KEYS[10 + i] wf HASH of the dependent of entry i, i = 1..m
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] m (entries, 1..100)
--- ARGV[5 + 5*(i-1) ..] per entry i: dependent id, parent index (1..10000), ok ('1'
---   succeeded, '0' failed), result JSON ('' when failed), parent (for the error text)
+-- ARGV[5 + 5*(i-1) ..] per entry i: dependent id, parent index (1..10000), end ('1'
+--   succeeded, '0' failed, 'r' revived), result JSON ('' unless succeeded), parent (for
+--   the error text)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
--- Returns: {released, killed, revived, <ids of killed dependents that have dependents>}
+-- Returns: {released, killed, revived, <ids of buried or revived dependents that have
+--   dependents: their outbox entries to dispatch next>}
 -- Work: O(m log N) plus the results written.
 
 --@include bounds
@@ -40,8 +44,8 @@ end
 for i = 0, m - 1 do
   local b = 5 + E * i
   if ARGV[b] == '' or not is_int(tonumber(ARGV[b + 1]), 1, 10000)
-    or not (ARGV[b + 2] == '1' or ARGV[b + 2] == '0') then
-    error('ZQ_BAD_ARGUMENT: entry ' .. (i + 1) .. ': needs an id, an index in [1, 10000], ok 1 or 0')
+    or not (ARGV[b + 2] == '1' or ARGV[b + 2] == '0' or ARGV[b + 2] == 'r') then
+    error('ZQ_BAD_ARGUMENT: entry ' .. (i + 1) .. ': needs an id, an index in [1, 10000], an end 1, 0 or r')
   end
 end
 
@@ -73,13 +77,35 @@ end
 
 for i = 0, m - 1 do
   local b = 5 + E * i
-  local id, index, ok, result, parent = ARGV[b], tonumber(ARGV[b + 1]), ARGV[b + 2] == '1',
+  local id, index, e, result, parent = ARGV[b], tonumber(ARGV[b + 1]), ARGV[b + 2],
     ARGV[b + 3], ARGV[b + 4]
+  local ok = e == '1'
+  if e == 'r' then
+    ok = nil
+  end
   local wf = KEYS[11 + i]
   local meta = decode_meta(redis.call('HGET', k.meta, id))
   local waiting = meta and redis.call('ZSCORE', k.wait, id)
   local dead = meta and not waiting and type(meta.f) == 'table' and redis.call('ZSCORE', k.dead, id)
-  if ok and (waiting or dead) then
+  if ok == nil then
+    if dead and #without(meta.f, index) < #meta.f then
+      local left = without(meta.f, index)
+      if #left == 0 then
+        meta.f = nil
+        redis.call('ZREM', k.dead, id)
+        redis.call('HDEL', k.errors, id)
+        redis.call('PERSIST', wf)
+        redis.call('ZADD', k.wait, now, id)
+        revived = revived + 1
+        if wf_mark(k.wf_out, k.wf_res, id, meta, 'r', nil, now) and meta.k then
+          cascade[#cascade + 1] = id
+        end
+      else
+        meta.f = left
+      end
+      redis.call('HSET', k.meta, id, cjson.encode(meta))
+    end
+  elseif ok and (waiting or dead) then
     if redis.call('HSETNX', wf, 'r' .. index, result) == 1 then
       redis.call('HINCRBY', wf, 'got', 1)
     end
@@ -98,6 +124,9 @@ for i = 0, m - 1 do
         redis.call('HSET', k.meta, id, cjson.encode(meta))
         enter(id, meta, wf)
         revived = revived + 1
+        if wf_mark(k.wf_out, k.wf_res, id, meta, 'r', nil, now) and meta.k then
+          cascade[#cascade + 1] = id
+        end
       else
         meta.f = left
         redis.call('HSET', k.meta, id, cjson.encode(meta))

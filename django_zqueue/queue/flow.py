@@ -129,7 +129,7 @@ class Flows(Publishing):
         ]
         states = self.run_all(calls)
         now = [
-            Resolution(tag, i, state == "", "null" if state == "" else "", p.tag)
+            Resolution(tag, i, "1" if state == "" else "0", "null" if state == "" else "", p.tag)
             for i, (p, state) in enumerate(zip(parents, states, strict=True), 1)
             if state != "linked"
         ]
@@ -192,12 +192,12 @@ class Flows(Publishing):
             return 0, []
         groups: dict[tuple[str, int], list[Resolution]] = {}
         for tag, entry, kids in entries:
-            ok = entry[:1] == b"1"
-            result = entry[1:].decode("utf-8") if ok else ""
+            end = entry[:1].decode("ascii", "replace")
+            result = entry[1:].decode("utf-8") if end == "1" else ""
             for kid in kids:
                 shard = self.queue_named(kid.queue).shard_for(kid.tag)
                 groups.setdefault((kid.queue, shard.index), []).append(
-                    Resolution(kid.tag, kid.place, ok, result, tag)
+                    Resolution(kid.tag, kid.place, end, result, tag)
                 )
         calls: list[Call[Resolved]] = []
         owners: list[str] = []
