@@ -173,10 +173,19 @@ def test_header_key_count_matches_the_call(name: str, q: Queue) -> None:
         q.scan()
         q.purge_dead()
         q.fire("no-such-schedule", 1, None, None)
+        parent = q.publish("p")  # workflows: one job, one link, one entry per call
+        q.publish("c", depends_on=[parent])
+        q.ack(q.get())  # type: ignore[arg-type]
+        q.dispatch([parent])
     finally:
         Batch.add = original_batch  # type: ignore[method-assign]
     assert seen, f"{name} was not called"
-    assert set(seen) == {max(declared)} and declared == set(range(1, max(declared) + 1))
+    assert declared == set(range(1, max(declared) + 1))
+    # "KEYS[n + i] ... i = 1..m": one more key per job or entry of the call (here one)
+    per_item = re.search(r"KEYS\[(\d+) \+ i\]", op_source(name).split("\n\n")[0])
+    expected = max(declared) + (1 if per_item else 0)
+    assert per_item is None or int(per_item[1]) == max(declared)
+    assert set(seen) == {expected}
 
 
 def raw(q: Queue, call: Call[Any]) -> Any:
