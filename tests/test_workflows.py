@@ -71,7 +71,6 @@ def test_chain_passes_each_result_to_the_next() -> None:
     assert flow.result() == 101
 
 
-
 def test_group_runs_in_parallel_and_gives_results_in_order() -> None:
     flow = group(add.s(i, 1) for i in range(5)).enqueue()
     assert flow.statuses() == ["ready"] * 5
@@ -290,10 +289,16 @@ def test_inside_a_transaction_all_or_nothing() -> None:
         flow = chain(add.s(1), add.s(2)).enqueue()
         assert flow.statuses() == ["unknown", "unknown"]
     assert flow.statuses() == ["ready", "waiting"]
-    with pytest.raises(RuntimeError), transaction.atomic():
-        lost = chord([add.s(1)], collect.s()).enqueue()
-        raise RuntimeError("rollback")
-    assert lost.statuses() == ["unknown", "unknown"]
+    handles = []
+
+    def rolled_back() -> None:
+        with transaction.atomic():
+            handles.append(chord([add.s(1)], collect.s()).enqueue())
+            raise RuntimeError("rollback")
+
+    with pytest.raises(RuntimeError):
+        rolled_back()
+    assert handles[0].statuses() == ["unknown", "unknown"]
 
 
 def test_a_result_too_big_to_pass_on_ends_the_parent_dead() -> None:

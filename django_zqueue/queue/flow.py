@@ -24,6 +24,7 @@ from ..links import MAX_LINKS, FlowJob, Kid, Links, Ref, Resolution, Resolved, k
 from ..links import passed_results as decode_results
 from ..records import NewJob
 from ..scripts import Call
+from .base import RESOLVER, QueueBase
 from .publish import PUBLISH_CHUNK, Publishing
 
 #: entries one ``wf_resolve`` call applies, and outbox entries one drain step reads
@@ -32,13 +33,10 @@ RESOLVE_CHUNK = 100
 #: dispatch follows; deeper ones are left to the scanner's next drain
 CASCADE_ROUNDS = 20
 
-Resolver = Callable[[str], "Flows"]
-_resolver: list[Resolver] = []
 
-
-def use_resolver(resolve: Resolver) -> None:
+def use_resolver(resolve: Callable[[str], QueueBase]) -> None:
     """How a queue finds another queue by name (``django_zqueue.queue.get_queue``)."""
-    _resolver[:] = [resolve]
+    RESOLVER[:] = [resolve]
 
 
 def parse_ref(value: Any, default_queue: str) -> Ref:
@@ -61,11 +59,10 @@ class Flows(Publishing):
 
     def queue_named(self, name: str) -> Flows:
         """This queue, or another configured queue of the same Redis."""
-        if name == self.name:
-            return self
-        if not _resolver:
+        found = self.other(name)
+        if not isinstance(found, Flows):
             raise InvalidArgument(f"queue {name!r} is not known here")
-        return _resolver[0](name)
+        return found
 
     # ----------------------------------------------------------------- publishing
 

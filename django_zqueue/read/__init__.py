@@ -13,10 +13,12 @@ collection (no ``KEYS``, ``SCAN`` or unbounded command).
   dead letters;
 - :func:`overview`, :func:`locate`, :func:`schedules`: across queues, one pipeline per
   Redis client;
+- :func:`read_links` (``queue.read.links``): a workflow job's parents and dependents;
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
 from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_count
+from .links import MAX_LINKED, JobLinks, LinkedJob, read_links
 from .overview import Location, QueueFigures, locate, overview, valid_tag
 from .pipeline import STATES
 from .reader import QueueReader
@@ -38,11 +40,14 @@ from .stats import (
 
 __all__ = [
     "MAX_LIMIT",
+    "MAX_LINKED",
     "MAX_MERGED",
     "SERIES",
     "STATES",
     "WORKER_WITHIN_MS",
+    "JobLinks",
     "JobReading",
+    "LinkedJob",
     "ListedJob",
     "Listing",
     "Location",
@@ -62,6 +67,7 @@ __all__ = [
     "minutes",
     "overview",
     "page_count",
+    "read_links",
     "schedules",
     "valid_tag",
 ]

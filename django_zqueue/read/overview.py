@@ -49,6 +49,7 @@ class QueueFigures:
     workers: int  # live worker threads
     head: Record | None  # the record of the job claimed next; None when none waits
     now_ms: int  # Redis time of the read
+    waiting: int = 0  # jobs waiting for their parents (workflows)
 
     @property
     def counters(self) -> dict[str, int]:
@@ -85,6 +86,8 @@ def overview(queues: Sequence[Readable]) -> list[QueueFigures]:
                     timed.pipe.hgetall(s.keys.stats)
                 queue_range(timed.pipe, q.shards, "ready", 0, 1)
                 timed.pipe.hgetall(q.keys.workers)
+                for s in q.shards:
+                    timed.pipe.zcard(s.keys.wait)
             now_ms, replies = timed.execute()
             reads = [_QueueRead.of(q, replies) for q in group]
             heads = _head_records(group[0].client, reads)
@@ -102,6 +105,7 @@ class _QueueRead:
     stats: dict[str, int]
     head: tuple[str, int] | None  # (tag, shard) of the job at rank 0
     workers: int
+    waiting: int
 
     @classmethod
     def of(cls, q: Readable, replies: Replies) -> _QueueRead:
@@ -110,7 +114,9 @@ class _QueueRead:
         stats = merge_stats([decode_stats(raw) for raw in take(replies, n)])
         first = head(replies, n)
         workers = live_threads_now(next(replies))
-        return cls(q, counts, stats, None if first is None else (first[0], first[2]), workers)
+        waiting = sum(int(x) for x in take(replies, n))
+        where = None if first is None else (first[0], first[2])
+        return cls(q, counts, stats, where, workers, waiting)
 
     def figures(self, record: Record | None, now_ms: int) -> QueueFigures:
         c = self.counts
@@ -124,6 +130,7 @@ class _QueueRead:
             workers=self.workers,
             head=record,
             now_ms=now_ms,
+            waiting=self.waiting,
         )
 
 
@@ -147,7 +154,7 @@ class Location:
 
     queue: str
     tag: str
-    state: str  # ready | delayed | leased | dead | orphan
+    state: str  # ready | delayed | leased | dead | waiting | orphan
     score: float | None
     rank: int | None  # in the whole queue
 
@@ -176,12 +183,12 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
             pipe = group[0].client.pipeline(transaction=False)
             for q in group:
                 k = q.keys_for(tag)
-                for key in (k.ready, k.delayed, k.leased, k.dead):
+                for key in (k.ready, k.delayed, k.leased, k.dead, k.wait):
                     pipe.zscore(key, tag)
                 pipe.zrank(k.ready, tag)
                 pipe.hexists(k.meta, tag)
             replies = iter(pipe.execute())
-            places = [_place(q, tag, take(replies, 6)) for q in group]
+            places = [_place(q, tag, take(replies, 7)) for q in group]
             places = _ranked(group[0].client, group, places)
         found.update((loc.queue, loc) for loc in places if loc is not None)
     return [found[q.name] for q in queues if q.name in found]
@@ -189,7 +196,7 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
 
 def _place(q: Readable, tag: str, replies: list[Any]) -> Location | None:
     *scores, rank, has_record = replies
-    for state, score in zip(STATES, scores, strict=True):
+    for state, score in zip((*STATES, "waiting"), scores, strict=True):
         if score is not None:
             own = int(rank) if state == "ready" and rank is not None else None
             return Location(q.name, tag, state, float(score), own)
