@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: one worker process, one thread (as Celery's -P prefork -c 1 beside it)
+WORKER = ("--queues", "default", "--concurrency", "1")
 
 
 def parse_args() -> argparse.Namespace:
@@ -100,8 +102,7 @@ def run_ours(a: argparse.Namespace, url: str, prefix: str) -> dict[str, Any]:
     targets = {"enqueue_many": a.n, "group": a.n, "chord": a.n + 1, "chains": a.n}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen(
-        [sys.executable, str(ROOT / "testproject" / "manage.py"), "zqueue_worker"]
-        + ["--queues", "default", "--concurrency", "1"],
+        [sys.executable, str(ROOT / "testproject" / "manage.py"), "zqueue_worker", *WORKER],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -168,14 +169,17 @@ def round_trips_per_edge(n: int = 1000) -> dict[str, float]:
             b = q.batch()
             pending = [b.add(q.ack_call(m, passed="1")) for m in msgs]
             q.send(b)
-            ended = [m.tag for m, p in zip(msgs, pending, strict=True) if flow_ended(p.call, p.reply)]
+            ended = [
+                m.tag for m, p in zip(msgs, pending, strict=True) if flow_ended(p.call, p.reply)
+            ]
             if ended:
                 q.dispatch(ended)
 
     redis.connection.AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
     try:
         plain = run(lambda: bt.member.enqueue_many([(i,) for i in range(n)]))
-        chained = run(lambda: chain(bt.member.s(0), *(bt.member.s() for _ in range(n - 1))).enqueue())
+        rest = [bt.member.s() for _ in range(n - 1)]
+        chained = run(lambda: chain(bt.member.s(0), *rest).enqueue())
     finally:
         redis.connection.AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
     return {
@@ -189,7 +193,9 @@ def run_celery(a: argparse.Namespace, url: str) -> dict[str, Any]:
     base = url.rsplit("/", 1)[0]
     cmd = [a.celery_python, str(ROOT / "bench" / "workflows_celery.py")]
     cmd += ["--redis-url", f"{base}/{a.celery_db}", "--n", str(a.n), "--timeout", str(a.timeout)]
-    got = subprocess.run(cmd, cwd=ROOT / "bench", capture_output=True, text=True, timeout=3 * a.timeout)
+    got = subprocess.run(
+        cmd, cwd=ROOT / "bench", capture_output=True, text=True, timeout=3 * a.timeout
+    )
     if got.returncode != 0:
         return {"error": got.stderr[-2000:]}
     return dict(json.loads(got.stdout.strip().splitlines()[-1]))

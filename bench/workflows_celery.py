@@ -19,6 +19,8 @@ URL = os.environ.get("ZQBW_CELERY_URL", "redis://127.0.0.1:6379/9")
 app = Celery("workflows_celery", broker=URL, backend=URL)
 app.conf.broker_connection_retry_on_startup = True
 DONE = "zqbw:celery:done"
+#: one worker process, one pool process (as one zqueue_worker thread beside it)
+WORKER = ("-P", "prefork", "-c", "1", "-l", "WARNING")
 
 
 def _r() -> redis.Redis:
@@ -58,8 +60,7 @@ def main() -> None:
     r = redis.Redis.from_url(a.redis_url)
     celery_bin = os.path.join(os.path.dirname(sys.executable), "celery")
     worker = subprocess.Popen(
-        [celery_bin, "-A", "workflows_celery", "worker", "-P", "prefork", "-c", "1"]
-        + ["--loglevel=WARNING"],
+        [celery_bin, "-A", "workflows_celery", "worker", *WORKER],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -425,9 +425,12 @@ class Scripts:
         wf = (k.stats, k.wait, k.wf_out, k.wf_res)
         return Call("delete", (*keys, *wf), (tag, "1" if waiting_only else "0"), _int)
 
-    def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[bool]:
+    def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[int]:
+        """Returns 1 requeued, 2 requeued and its revival recorded (workflows), 0 not dead,
+        -2 a corrupt record."""
         keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
-        return Call("requeue_dead", keys, (tag, p.mode, p.aging_us, p.notify_cap), _flag)
+        args = (tag, p.mode, p.aging_us, p.notify_cap)
+        return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, _int)
 
     def purge_dead(self, k: QueueKeys, limit: int) -> Call[int]:
         return Call("purge_dead", (k.dead, k.body, k.meta, k.errors, k.progress), (limit,), _int)

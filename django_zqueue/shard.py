@@ -62,7 +62,7 @@ class Shard:
     def delete(self, tag: str, waiting_only: bool) -> Call[int]:
         return self.scripts.delete(self.keys, tag, waiting_only)
 
-    def requeue_dead(self, tag: str) -> Call[bool]:
+    def requeue_dead(self, tag: str) -> Call[int]:
         return self.scripts.requeue_dead(self.keys, self.policy, tag)
 
     def purge_dead(self, limit: int) -> Call[int]:

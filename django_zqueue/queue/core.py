@@ -41,7 +41,10 @@ class Queue(Flows, Consuming, Lookup):
 
     def requeue_dead(self, tag: str) -> bool:
         """Put a dead job back in line with its attempts reset. False if it isn't dead."""
-        return self.run(self.shard_for(validate.tag(tag)).requeue_dead(tag))
+        done = self.run(self.shard_for(validate.tag(tag)).requeue_dead(tag))
+        if done == 2:  # a workflow job: its buried dependents wait again
+            self.dispatch([tag])
+        return done >= 1
 
     def purge_dead(self) -> int:
         """Delete every dead letter, in bounded script calls. Returns how many."""
