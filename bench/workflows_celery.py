@@ -78,8 +78,12 @@ def main() -> None:
         t_enq = time.perf_counter() - t0
         ok = wait_for(r, a.n, a.timeout)
         el = time.perf_counter() - t0
-        out["plain"] = {"enqueue_s": round(t_enq, 3), "total_s": round(el, 3),
-                        "jobs_per_s": round(a.n / el, 1), "drained": ok}
+        out["plain"] = {
+            "enqueue_s": round(t_enq, 3),
+            "total_s": round(el, 3),
+            "jobs_per_s": round(a.n / el, 1),
+            "drained": ok,
+        }
         r.set(DONE, 0)
         t0 = time.perf_counter()
         res = chord(member.s(i) for i in range(a.n))(total.s())
@@ -87,9 +91,13 @@ def main() -> None:
         got = res.get(timeout=a.timeout)
         el = time.perf_counter() - t0
         fired = int(r.get(DONE) or 0) - a.n
-        out["chord"] = {"enqueue_s": round(t_enq, 3), "total_s": round(el, 3),
-                        "jobs_per_s": round((a.n + 1) / el, 1), "drained": got == a.n,
-                        "callbacks": fired}
+        out["chord"] = {
+            "enqueue_s": round(t_enq, 3),
+            "total_s": round(el, 3),
+            "jobs_per_s": round((a.n + 1) / el, 1),
+            "drained": got == a.n,
+            "callbacks": fired,
+        }
     finally:
         os.killpg(worker.pid, 15)
         worker.wait(30)
