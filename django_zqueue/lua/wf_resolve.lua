@@ -5,8 +5,8 @@
 --     a dependent dead because of a failed parent is revived once no failed parent is
 --     left (to ready, or back to waiting).
 --   failed: a waiting dependent goes to dead letters with the error
---     'dependency <parent> failed' (record field `f`: the indexes of its failed
---     parents); its own dependents are told through the outbox (_wf_mark.lua).
+--     'dependency <parent> failed' (record field `f`: its failed parents, {index, tag}
+--     pairs; the error names the first one left); its own dependents are told through the outbox (_wf_mark.lua).
 --   revived (the parent was itself revived, and waits again): a dependent dead on its
 --     account only goes back to waiting, and tells its own dependents the same.
 -- A dependent that is in line, in flight, delayed or gone is left alone.
@@ -52,14 +52,20 @@ end
 local now = now_ms()
 local released, killed, revived, cascade = 0, 0, 0, {}
 
+-- record field `f`: the failed parents, as {index, tag} pairs
 local function without(list, x)
   local out = {}
   for _, v in ipairs(list or {}) do
-    if v ~= x then
+    if type(v) == 'table' and v[1] ~= x then
       out[#out + 1] = v
     end
   end
   return out
+end
+
+-- still dead for another failed parent: the error names that one
+local function blame(id, left)
+  redis.call('HSET', k.errors, id, 'dependency ' .. tostring(left[1][2]) .. ' failed')
 end
 
 -- into line (all parents in) or back to waiting
@@ -102,6 +108,7 @@ for i = 0, m - 1 do
         end
       else
         meta.f = left
+        blame(id, left)
       end
       redis.call('HSET', k.meta, id, cjson.encode(meta))
     end
@@ -129,12 +136,13 @@ for i = 0, m - 1 do
         end
       else
         meta.f = left
+        blame(id, left)
         redis.call('HSET', k.meta, id, cjson.encode(meta))
       end
     end
   elseif not ok and (waiting or dead) then
     local failed = without(meta.f, index)
-    failed[#failed + 1] = index
+    failed[#failed + 1] = {index, parent}
     meta.f = failed
     redis.call('HSET', k.meta, id, cjson.encode(meta))
     if waiting then
