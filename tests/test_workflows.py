@@ -4,12 +4,14 @@ adversary would."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.db import transaction
+from django.test import override_settings
 
-from django_zqueue import chain, chord, get_queue, group, task
+from django_zqueue import chain, chord, conf, get_queue, group, task
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.worker import Worker
 
@@ -34,7 +36,7 @@ def boom(x: int = 0) -> None:
     raise RuntimeError("boom")
 
 
-@task(queue="other")
+@task(queue="emails")
 def double(x: int) -> int:
     LOG.append(("double", x))
     return 2 * x
@@ -46,8 +48,14 @@ def note(*args: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _log(zqueue_settings: dict[str, Any]) -> None:
+def _log(zqueue_settings: dict[str, Any]) -> Iterator[None]:
+    """The test settings plus "emails", a queue of the test project too (a task on a
+    queue the project lacks would fail its ``manage.py check`` in other tests)."""
     LOG.clear()
+    with override_settings(ZQUEUE={**zqueue_settings, "QUEUES": {"default": {}, "emails": {}}}):
+        conf.reset()
+        yield
+    conf.reset()
 
 
 def burst(*queues: str) -> int:
@@ -55,7 +63,7 @@ def burst(*queues: str) -> int:
     ready, which may be before the dependents its last acks released)."""
     total = 0
     while True:
-        ran = Worker(list(queues or ("default", "other")), burst=True, scan_interval=0.05).run()
+        ran = Worker(list(queues or ("default", "emails")), burst=True, scan_interval=0.05).run()
         total += ran
         if not ran:
             return total
@@ -91,7 +99,7 @@ def test_chord_calls_back_once_with_the_results_in_order() -> None:
 
 def test_chain_across_queues() -> None:
     flow = chain(add.s(2, 3), double.s(), add.s(1)).enqueue()
-    assert [j.queue_name for j in flow.jobs] == ["default", "other", "default"]
+    assert [j.queue_name for j in flow.jobs] == ["default", "emails", "default"]
     burst()
     assert flow.result() == 11
 
@@ -99,10 +107,10 @@ def test_chain_across_queues() -> None:
 def test_depends_on_waits_for_every_parent_in_any_order_of_acks(
     zqueue_settings: dict[str, Any],
 ) -> None:
-    q, other = get_queue("default"), get_queue("other")
+    q, other = get_queue("default"), get_queue("emails")
     for order in ([0, 1, 2], [2, 1, 0], [1, 2, 0]):
         parents = [q.publish({"p": 0}), other.publish({"p": 1}), q.publish({"p": 2})]
-        refs: list[Any] = [parents[0], ("other", parents[1]), parents[2]]
+        refs: list[Any] = [parents[0], ("emails", parents[1]), parents[2]]
         child = q.publish({"c": 1}, depends_on=refs, priority=5)
         assert q.state(child) == "waiting" and q.rank(child) is None
         msgs = {m.tag: m for m in [q.get(), q.get(), other.get()] if m is not None}

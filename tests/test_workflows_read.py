@@ -3,10 +3,23 @@ dependents with their states, waiting jobs counted in the overview and found by 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from django_zqueue import chain, chord, get_queue, task
+import pytest
+from django.test import override_settings
+
+from django_zqueue import chain, chord, conf, get_queue, task
 from django_zqueue.read import LinkedJob, locate, overview
+
+
+@pytest.fixture(autouse=True)
+def _queues(zqueue_settings: dict[str, Any]) -> Iterator[None]:
+    """The test settings plus "emails", a queue of the test project too."""
+    with override_settings(ZQUEUE={**zqueue_settings, "QUEUES": {"default": {}, "emails": {}}}):
+        conf.reset()
+        yield
+    conf.reset()
 
 
 @task
@@ -14,7 +27,7 @@ def step(x: int = 0) -> int:
     return x
 
 
-@task(queue="other")
+@task(queue="emails")
 def far(x: int = 0) -> int:
     return x
 
@@ -23,7 +36,7 @@ def test_a_job_shows_its_parents_and_children_with_their_states(
     zqueue_settings: dict[str, Any],
 ) -> None:
     flow = chain(step.s(1), far.s(), step.s()).enqueue()
-    q, other = get_queue("default"), get_queue("other")
+    q, other = get_queue("default"), get_queue("emails")
     first, middle, last = flow.ids
     links = other.read.links(middle)
     assert links is not None
@@ -52,9 +65,9 @@ def test_a_chord_callback_lists_its_parents_a_page_at_a_time(
 
 def test_waiting_jobs_are_counted_and_found_by_id(zqueue_settings: dict[str, Any]) -> None:
     flow = chain(step.s(), step.s(), far.s()).enqueue()
-    q, other = get_queue("default"), get_queue("other")
+    q, other = get_queue("default"), get_queue("emails")
     figures = {f.name: f for f in overview([q, other])}
-    assert (figures["default"].waiting, figures["other"].waiting) == (1, 1)
+    assert (figures["default"].waiting, figures["emails"].waiting) == (1, 1)
     assert figures["default"].ready == 1
     assert q.read.waiting_count() == 1
     (where,) = locate([q, other], flow.ids[1])
