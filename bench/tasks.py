@@ -55,5 +55,19 @@ def noop(t: float = 0.0) -> None:
         r.incr(done)
 
 
+@task(name="zqbench.member")
+def member(i: int = 0) -> int:
+    """A workflow member: counts itself done and returns ``i`` (passed on)."""
+    _client().incr(counter_keys(os.environ.get("ZQUEUE_PREFIX", "zq"))[0])
+    return i
+
+
+@task(name="zqbench.total")
+def total(results: list[int]) -> int:
+    """A chord's callback: counts itself done."""
+    _client().incr(counter_keys(os.environ.get("ZQUEUE_PREFIX", "zq"))[0])
+    return len(results)
+
+
 for _name in filter(None, os.environ.get("ZQBENCH_TASK_MODULES", "").split(",")):
     importlib.import_module(_name.strip())

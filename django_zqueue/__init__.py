@@ -19,12 +19,17 @@ __all__ = [
     "Queue",
     "QueueUnavailable",
     "ScanResult",
+    "Signature",
     "Task",
     "UnknownQueue",
+    "Workflow",
     "ZQueueError",
     "__version__",
+    "chain",
+    "chord",
     "current_job",
     "get_queue",
+    "group",
     "task",
 ]
 
@@ -40,4 +45,5 @@ from .exceptions import (
     ZQueueError,
 )
 from .queue import JobInfo, Message, Queue, ScanResult, get_queue
-from .task import Job, Task, task
+from .task import Job, Signature, Task, task
+from .workflow import Workflow, chain, chord, group

@@ -39,6 +39,9 @@ class QueueKeys:
     grate: str  # HASH group -> theoretical arrival time, ms (group_qps)
     gpark: str  # ZSET (lex) "group\0order\0score\0run-at\0id": jobs set aside by group
     gwait: str  # ZSET group -> ms of the next look at its set-aside jobs
+    wait: str  # ZSET id -> ms it began waiting for its parents (workflows: "waiting")
+    wf_out: str  # ZSET id -> ms its end was recorded: the workflow outbox
+    wf_res: str  # HASH id -> "1<result JSON>" (succeeded) or "0" (failed): outbox entries
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -63,6 +66,11 @@ class QueueKeys:
         now = int(now_s) // TASK_STATS_SLOT_SECONDS
         return [self.task_stats(s) for s in range(now - 14, now + 2)]
 
+    def wf(self, id: str) -> str:
+        """HASH: workflow links of job ``id``: ``kids`` (its dependents), ``par`` (its
+        parents), ``need``, ``got`` and ``r<i>`` (results passed by parent i)."""
+        return f"{self.tag}:wf:{id}"
+
     def lifecycle(self) -> list[str]:
         """The KEYS of the scripts that can move a job anywhere (nack, scan), in order."""
         return [
@@ -77,6 +85,9 @@ class QueueKeys:
             self.ctr,
             self.stats,
             self.notify,
+            self.wait,
+            self.wf_out,
+            self.wf_res,
         ]
 
     def all(self) -> list[str]:
@@ -125,6 +136,9 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         grate=f"{tag}:grate",
         gpark=f"{tag}:gpark",
         gwait=f"{tag}:gwait",
+        wait=f"{tag}:wait",
+        wf_out=f"{tag}:wf_out",
+        wf_res=f"{tag}:wf_res",
     )
 
 

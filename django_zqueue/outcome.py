@@ -47,6 +47,7 @@ class Success(NamedTuple):
     finished: float  # monotonic end of the run
     result: Any = NO_RESULT  # NO_RESULT: nothing is kept
     record: TaskRecord | None = None  # a Django task's record (the result itself)
+    passed: str = ""  # a workflow job's result for its dependents (JSON; '' = null)
 
 
 @dataclass(frozen=True, slots=True)

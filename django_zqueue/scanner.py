@@ -37,10 +37,11 @@ class StepTotals:
 
     queues: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     fired: int = 0
+    dispatched: int = 0  # workflow outbox entries applied (what no worker finished)
 
     @property
     def busy(self) -> bool:
-        return self.fired > 0 or any(any(t) for t in self.queues.values())
+        return self.fired > 0 or self.dispatched > 0 or any(any(t) for t in self.queues.values())
 
 
 class Scanner:
@@ -92,6 +93,11 @@ class Scanner:
                 if not r.more or (stop is not None and stop.is_set()):
                     break
             totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
+            for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
+                n = q.drain()
+                totals.dispatched += n
+                if not n or (stop is not None and stop.is_set()):
+                    break
         if self.scheduler is not None:
             if not self.synced:
                 try:
@@ -149,3 +155,5 @@ class Scanner:
                 )
         if totals.fired:
             log.info(kv(event="schedules_fired", scanner=self.name, fired=totals.fired))
+        if totals.dispatched:
+            log.info(kv(event="workflow_dispatched", scanner=self.name, ends=totals.dispatched))

@@ -35,6 +35,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from .connection import UNAVAILABLE_ERRORS
 from .exceptions import InvalidArgument, ScriptArgumentError, ScriptError, SequenceExhausted
 from .keys import QueueKeys
+from .links import FlowJob, Resolution, Resolved
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 
 Client: TypeAlias = Any  # redis.Redis or RedisCluster
@@ -61,6 +62,10 @@ SCRIPT_NAMES = (
     "run_now",
     "set_priority",
     "publish_once",
+    "wf_publish",
+    "wf_link",
+    "wf_resolve",
+    "wf_clear",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
@@ -235,7 +240,19 @@ def _codes(reply: Any) -> list[int]:
 
 def _nack(reply: Any) -> NackResult:
     code = int(reply)
-    return "retry" if code == 1 else "dead" if code == 2 else None
+    return "retry" if code == 1 else "dead" if code in (2, 3) else None
+
+
+def _acked(reply: Any) -> bool:
+    return int(reply) in (1, 2)
+
+
+def flow_ended(call: Call[Any], reply: Any) -> bool:
+    """Whether an ack or nack reply says the job's end went to the workflow outbox
+    (ack 2, nack 3): its dependents are to be told (``Queue.dispatch``)."""
+    return not isinstance(reply, BaseException) and (
+        (call.script == "ack" and reply == 2) or (call.script == "nack" and reply == 3)
+    )
 
 
 def _deadline(reply: Any) -> int | None:
@@ -444,7 +461,9 @@ class Scripts:
         result: str,
         result_ttl_ms: int,
         run_ms: int | None,
+        passed: str = "",
     ) -> Call[bool]:
+        """``passed``: the result handed to dependents (JSON; '' = null)."""
         keys = (
             k.leased,
             k.body,
@@ -455,10 +474,12 @@ class Scripts:
             k.notify,
             k.result(msg.tag),
             k.unique(msg.tag),
+            k.wf_out,
+            k.wf_res,
         )
         run = "" if run_ms is None else run_ms
-        args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
-        return Call("ack", keys, args, _flag)
+        args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run, passed)
+        return Call("ack", keys, args, _acked)
 
     def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[int]]:
         """One call finishing up to 100 deliveries of one shard (``ack_many.lua``): per
@@ -498,13 +519,14 @@ class Scripts:
 
     def delete(self, k: QueueKeys, tag: str, waiting_only: bool) -> Call[int]:
         """Returns 1 deleted, 0 no such job, -1 in flight (or dead with waiting_only)."""
-        keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress, k.stats)
-        return Call("delete", keys, (tag, "1" if waiting_only else "0"), _int)
+        keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
+        wf = (k.stats, k.wait, k.wf_out, k.wf_res)
+        return Call("delete", (*keys, *wf), (tag, "1" if waiting_only else "0"), _int)
 
     def cancel(self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int) -> Call[int]:
         """Returns 1 cancelled while waiting, 2 while running, 0 no such job, -1 dead."""
         keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
-        rest = (k.stats, k.notify, k.cancelled(tag))
+        rest = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out, k.wf_res)
         return Call("cancel", (*keys, *rest), (tag, ttl_ms, p.notify_cap), _int)
 
     def run_now(self, k: QueueKeys, p: Policy, tag: str, below: float | None) -> Call[int]:
@@ -518,15 +540,18 @@ class Scripts:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta)
         return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), _int)
 
-    def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[bool]:
-        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors)
-        return Call("requeue_dead", keys, (tag, p.mode, p.aging_us, p.notify_cap), _flag)
+    def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[int]:
+        """Returns 1 requeued, 2 requeued and its revival recorded (workflows), 0 not dead,
+        -2 a corrupt record."""
+        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
+        args = (tag, p.mode, p.aging_us, p.notify_cap)
+        return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, _int)
 
     def purge_dead(self, k: QueueKeys, limit: int) -> Call[int]:
         return Call("purge_dead", (k.dead, k.body, k.meta, k.errors, k.progress), (limit,), _int)
 
     def info(self, k: QueueKeys, queue: str, tag: str, with_body: bool) -> Call[JobInfo | None]:
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.errors, k.progress, k.body)
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.errors, k.progress, k.body, k.wait)
         return Call(
             "info",
             keys,
@@ -535,8 +560,9 @@ class Scripts:
         )
 
     def state(self, k: QueueKeys, tag: str) -> Call[str | None]:
-        """Returns ``ready``, ``delayed``, ``leased``, ``dead``, or None (no such job)."""
-        return Call("state", (k.ready, k.delayed, k.leased, k.dead), (tag,), _state)
+        """Returns ``ready``, ``delayed``, ``leased``, ``dead``, ``waiting``, or None (no
+        such job)."""
+        return Call("state", (k.ready, k.delayed, k.leased, k.dead, k.wait), (tag,), _state)
 
     def positions(self, k: QueueKeys, tags: Sequence[str]) -> Call[list[Standing]]:
         """Where each of ``tags`` stands, in one atomic read (1 to ``MAX_POSITIONS``)."""
@@ -561,6 +587,39 @@ class Scripts:
         head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
         args = (*head, *(NO_JOB if job is None else job_args(job)))
         return Call("fire", (*keys, k.sched, k.sched_last), args, _flag)
+
+    # ------------------------------------------------------------------ workflows
+
+    def wf_publish(
+        self, k: QueueKeys, p: Policy, jobs: Sequence[FlowJob]
+    ) -> Call[list[tuple[str, str]]]:
+        """As :meth:`publish`, with each job's links (at most 100 jobs)."""
+        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
+        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(jobs)]
+        for fj in jobs:
+            args.extend(job_args(fj.job))
+            args.extend(fj.link_args())
+        wf = tuple(k.wf(fj.job.tag) for fj in jobs)
+        return Call("wf_publish", (*keys, k.wait, *wf), tuple(args), _clashes)
+
+    def wf_link(self, k: QueueKeys, parent: str, kid: str, most: int) -> Call[str]:
+        """Returns ``linked``, ``dead``, ``corrupt`` or '' (no such parent)."""
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.wf(parent))
+        return Call("wf_link", keys, (parent, kid, most), text)
+
+    def wf_resolve(self, k: QueueKeys, p: Policy, entries: Sequence[Resolution]) -> Call[Resolved]:
+        keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
+        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(entries)]
+        for e in entries:
+            args.extend((e.child, e.place, e.end, e.result, e.parent))
+        wf = tuple(k.wf(e.child) for e in entries)
+        return Call(
+            "wf_resolve", (*keys, k.wf_out, k.wf_res, *wf), tuple(args), Resolved.from_reply
+        )
+
+    def wf_clear(self, k: QueueKeys, p: Policy, tag: str, seen: bytes) -> Call[bool]:
+        keys = (k.wf_out, k.wf_res, k.meta, k.dead, k.wf(tag))
+        return Call("wf_clear", keys, (tag, seen, p.dead_ttl_ms), _flag)
 
 
 class Batch:

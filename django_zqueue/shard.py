@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .keys import QueueKeys
+from .links import FlowJob, Resolution, Resolved
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
 from .scripts import Call, Policy, Scripts, Standing
 
@@ -46,8 +47,10 @@ class Shard:
     def claim(self, batch: int, consumer: str) -> Call[Claimed]:
         return self.scripts.claim(self.keys, self.policy, self.queue, batch, consumer)
 
-    def ack(self, msg: Message, result: str, result_ttl_ms: int, run_ms: int | None) -> Call[bool]:
-        return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms)
+    def ack(
+        self, msg: Message, result: str, result_ttl_ms: int, run_ms: int | None, passed: str = ""
+    ) -> Call[bool]:
+        return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms, passed)
 
     def ack_many(self, acks: Sequence[Ack]) -> Call[list[int]]:
         return self.scripts.ack_many(self.keys, self.policy, acks)
@@ -76,7 +79,7 @@ class Shard:
     def set_priority(self, tag: str, priority: int) -> Call[int]:
         return self.scripts.set_priority(self.keys, self.policy, tag, priority)
 
-    def requeue_dead(self, tag: str) -> Call[bool]:
+    def requeue_dead(self, tag: str) -> Call[int]:
         return self.scripts.requeue_dead(self.keys, self.policy, tag)
 
     def purge_dead(self, limit: int) -> Call[int]:
@@ -97,3 +100,17 @@ class Shard:
 
     def positions(self, tags: Sequence[str]) -> Call[list[Standing]]:
         return self.scripts.positions(self.keys, tags)
+
+    # ---------------------------------------------------------------- workflows
+
+    def wf_publish(self, jobs: Sequence[FlowJob]) -> Call[list[tuple[str, str]]]:
+        return self.scripts.wf_publish(self.keys, self.policy, jobs)
+
+    def wf_link(self, parent: str, kid: str, most: int) -> Call[str]:
+        return self.scripts.wf_link(self.keys, parent, kid, most)
+
+    def wf_resolve(self, entries: Sequence[Resolution]) -> Call[Resolved]:
+        return self.scripts.wf_resolve(self.keys, self.policy, entries)
+
+    def wf_clear(self, tag: str, seen: bytes) -> Call[bool]:
+        return self.scripts.wf_clear(self.keys, self.policy, tag, seen)

@@ -183,25 +183,61 @@ class Task(Generic[P, R]):
             )
         return queue, jobs
 
+    # ------------------------------------------------------------------ workflows
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature: this task with these arguments, not yet sent (see
+        :mod:`django_zqueue.workflow`). In a chain it gets the previous job's return
+        value as its first argument; in a chord's callback, the list of results."""
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable signature: it gets no parent's result."""
+        return Signature(self, args, kwargs, immutable=True)
+
+    def prepare_call(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], flow: Mapping[str, Any]
+    ) -> NewJob:
+        """A workflow job of this task, validated and encoded, not sent. ``flow``: how it
+        takes part (``{"in": "one" | "list", "out": 1, "keep": 1}``): with ``in``, a
+        parent's result (or the list of them) comes first in its arguments."""
+        received = (None,) if flow.get("in") else ()
+        check_call(self.name, self.func, (*received, *args), kwargs)
+        body = {**self._body(args, kwargs), "flow": dict(flow)}
+        return self.queue.prepare(
+            body,
+            self._tag(args, kwargs),
+            self.priority,
+            max_retries=self.max_retries,
+            visibility_timeout=self.visibility_timeout,
+            group=self._group(args, kwargs),
+        )
+
     def _submit(
         self,
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
+        depends_on: Iterable[Any] | None = None,
     ) -> list[Job]:
         span = tracing.start_send(self.queue_name, self.name, len(calls))
         try:
             # Everything is validated and encoded now, inside the caller's transaction: a
             # bad call raises here and writes nothing, whenever the jobs are sent.
             queue, jobs = self._prepare(calls, delay, run_at, span)
-            deferred = self._send(queue, jobs)
+            parents = None if depends_on is None else list(depends_on)
+            if parents is not None and (self.debounce is not None or self.unique_for is not None):
+                raise InvalidArgument(
+                    f"task {self.name!r}: depends_on does not go with debounce or unique_for"
+                )
+            deferred = self._send(queue, jobs, parents)
         except BaseException as exc:
             tracing.fail_send(span, exc)
             raise
         tracing.end_send(span, queue, [j.tag for j in jobs], deferred=deferred)
         return [Job(j.tag, queue.name, self.name) for j in jobs]
 
-    def _send(self, queue: Queue, jobs: list[NewJob]) -> bool:
+    def _send(self, queue: Queue, jobs: list[NewJob], parents: list[Any] | None = None) -> bool:
         """Publish ``jobs`` now, or when the transaction commits (returns True then)."""
         on_commit = self.on_commit
         if on_commit is None:
@@ -210,7 +246,7 @@ class Task(Generic[P, R]):
 
             def send() -> None:
                 try:
-                    self._publish(queue, jobs)
+                    self._publish(queue, jobs, parents)
                 except Exception as exc:
                     # The transaction has committed: nothing can be undone. One line with
                     # what was lost (a traceback only for an unexpected error), and no
@@ -227,12 +263,17 @@ class Task(Generic[P, R]):
 
             transaction.on_commit(send, using=self.using_db, robust=True)
             return True
-        self._publish(queue, jobs)
+        self._publish(queue, jobs, parents)
         return False
 
-    def _publish(self, queue: Queue, jobs: list[NewJob]) -> None:
-        """Send prepared jobs: in one round trip, or one by one under the debounce and
-        unique-for rules (``Queue.publish_once``)."""
+    def _publish(self, queue: Queue, jobs: list[NewJob], parents: list[Any] | None = None) -> None:
+        """Send prepared jobs: in one round trip; each waiting for ``parents``
+        (``Queue.publish_after``); or one by one under the debounce and unique-for rules
+        (``Queue.publish_once``)."""
+        if parents is not None:
+            for job in jobs:
+                queue.publish_after(job, parents)
+            return
         if self.debounce is None and self.unique_for is None:
             queue.publish_prepared(jobs)
             return
@@ -280,11 +321,26 @@ class Task(Generic[P, R]):
         """:meth:`enqueue_at` from asyncio code."""
         return (await self._asubmit([(args, kwargs)], run_at=when))[0]
 
+    def _depends_on(self, kwargs: dict[str, Any]) -> Iterable[Any] | None:
+        """``depends_on`` taken out of a call's keyword arguments, unless the task's
+        function has a parameter of that name."""
+        if "depends_on" not in kwargs or "depends_on" in inspect.signature(self.func).parameters:
+            return None
+        parents = kwargs.pop("depends_on")
+        if parents is None:
+            return None
+        return [parents] if isinstance(parents, Job | str) else list(parents)
+
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
         the job is published when the transaction commits (and never on rollback),
-        unless ``on_commit`` is off for this task or in settings."""
-        return self._submit([(args, kwargs)])[0]
+        unless ``on_commit`` is off for this task or in settings.
+
+        ``depends_on=[job, ...]`` (Job handles, tags of the task's queue or ``(queue,
+        tag)`` pairs) makes the job wait (status ``"waiting"``) until every one of them
+        has succeeded (docs/workflows.md)."""
+        parents = self._depends_on(kwargs)
+        return self._submit([(args, kwargs)], depends_on=parents)[0]
 
     def enqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run ``delay`` seconds (or a timedelta) from now."""
@@ -299,9 +355,12 @@ class Task(Generic[P, R]):
         calls: Iterable[
             tuple[Any, ...] | Mapping[str, Any] | tuple[tuple[Any, ...], Mapping[str, Any]]
         ],
+        *,
+        depends_on: Iterable[Any] | None = None,
     ) -> list[Job]:
         """Enqueue many calls in one round trip. Each call is a tuple of positional
-        arguments, a dict of keyword arguments, or an ``(args, kwargs)`` pair."""
+        arguments, a dict of keyword arguments, or an ``(args, kwargs)`` pair. With
+        ``depends_on``, each waits for those jobs (one round trip per call then)."""
         normalised: list[tuple[tuple[Any, ...], Mapping[str, Any]]] = []
         for call in calls:
             if isinstance(call, Mapping):
@@ -322,7 +381,23 @@ class Task(Generic[P, R]):
                 )
         if not normalised:
             return []
-        return self._submit(normalised)
+        return self._submit(normalised, depends_on=depends_on)
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """A task with its arguments, not yet sent: the unit of chains, groups and chords
+    (:mod:`django_zqueue.workflow`). ``immutable`` (``.si()``): it gets no parent's
+    result."""
+
+    task: Task[..., Any]
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    immutable: bool = False
+
+    def enqueue(self) -> Job:
+        """Enqueue this one call, as ``task.enqueue(*args, **kwargs)``."""
+        return self.task._submit([(self.args, self.kwargs)])[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,9 +427,10 @@ class Job:
         return self.queue.info(self.id)
 
     def status(self) -> str:
-        """``ready``, ``delayed``, ``running``, ``dead``, ``finished`` (a result is kept),
-        ``cancelled`` (its cancel record is kept), or ``unknown`` (finished without a
-        kept result, or never published: e.g. its transaction rolled back)."""
+        """``ready``, ``waiting`` (for its parents: a workflow), ``delayed``, ``running``,
+        ``dead``, ``finished`` (a result is kept), ``cancelled`` (its cancel record is
+        kept), or ``unknown`` (finished without a kept result, or never published: e.g.
+        its transaction rolled back)."""
         state = self.queue.state(self.id)
         if state == "leased":
             return "running"

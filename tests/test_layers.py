@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 LAYERS: list[set[str]] = [
     {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals", "fairness"},  # settings
     {"connection", "aconnection", "backoff", "events"},  # connection
-    {"keys", "scripts", "records", "validate", "serializer", "registry"},  # keys, scripts
+    {"keys", "scripts", "records", "links", "validate", "serializer", "registry"},  # keys, scripts
     {"shard", "queue", "read"},  # queue core: write side, read side
     {
         "task",
@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
         "watch",
         "taskstats",
         "tracing",
+        "workflow",
     },  # tasks
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
     {

@@ -183,14 +183,23 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q.run_now(waiting)
         q.cancel(waiting)
         q.publish("o", tag="once", debounce=5, unique_for=5)
+        parent = q.publish("p")  # workflows: one job, one link, one entry per call
+        q.publish("c", depends_on=[parent])
+        q.ack(q.get())  # type: ignore[arg-type]
+        q.dispatch([parent])
     finally:
         Batch.add = original_batch  # type: ignore[method-assign]
     assert seen, f"{name} was not called"
     assert declared == set(range(1, max(declared) + 1))
-    if re.search(r"KEYS\[\d+\.\.\]", op_source(name).split("\n\n")[0]):  # then one per item
+    header = op_source(name).split("\n\n")[0]
+    if re.search(r"KEYS\[\d+\.\.\]", header):  # ack_many: one more key per kept result
         assert min(seen) >= max(declared)
     else:
-        assert set(seen) == {max(declared)}
+        # "KEYS[n + i] ... i = 1..m": one more key per job or entry of the call (here one)
+        per_item = re.search(r"KEYS\[(\d+) \+ i\]", header)
+        expected = max(declared) + (1 if per_item else 0)
+        assert per_item is None or int(per_item[1]) == max(declared)
+        assert set(seen) == {expected}
 
 
 def raw(q: Queue, call: Call[Any]) -> Any:

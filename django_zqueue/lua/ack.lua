@@ -10,8 +10,11 @@
 --   set when the queue has a concurrency limit, so a consumer waiting for room wakes)
 -- ARGV[4] result JSON ('' = keep none)   ARGV[5] result TTL ms   ARGV[6] run time ms
 --   ('' = not measured; else added to stats run_ms)
--- Returns: 1 acked; 0 stale (the job is not leased under this token: its lease was
---   recovered or it was handed to another consumer), or a record that does not decode
+-- KEYS[10] wf_out ZSET  KEYS[11] wf_res HASH (the workflow outbox, see _wf_mark.lua)
+-- ARGV[7] the result passed to dependents, JSON ('' = null; used only when the job is
+--   part of a workflow)
+-- Returns: 1 acked; 2 acked, and its end is in the workflow outbox to dispatch; 0 stale
+--   (the job is not leased under this token: its lease was recovered or it was handed to another consumer), or a record that does not decode
 --   to an object holding this token (the scanner moves it to dead letters when its lease
 --   runs out): nothing changed. Only the token is read: the record is deleted.
 -- Work: O(log N).
@@ -20,6 +23,7 @@
 --@include now_ms
 --@include series
 --@include notify
+--@include wf_mark
 
 local id, token, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local raw = redis.call('HGET', KEYS[3], id)
@@ -42,10 +46,14 @@ if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[6], 'run_ms', ARGV[6])
   bump(KEYS[6], 't', tonumber(ARGV[6]), now)
 end
+local recorded = wf_mark(KEYS[10], KEYS[11], id, meta, true, ARGV[7], now)
 if ARGV[4] ~= '' then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])
 end
 if cap > 0 then
   notify(KEYS[7], 1, cap)
+end
+if recorded then
+  return 2
 end
 return 1

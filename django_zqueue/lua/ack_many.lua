@@ -14,7 +14,8 @@
 -- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
 --   or listed twice in the call): nothing changed for it; 2 not acked here, nothing
 --   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
---   a unique_for reservation): the caller acks it with ack.lua.
+--   a unique_for reservation; `k`, `n`, a workflow job whose end goes to the outbox):
+--   the caller acks it with ack.lua.
 --   The token is read from the record's text (`"t":<token>` right after `{` or `,`: a
 --   quote inside a JSON string is always escaped, so no string value can fake it),
 --   without decoding the JSON. A record that holds no such token is stale, as in ack.lua.
@@ -26,7 +27,7 @@
 --@include notify
 --@include record_text
 
-local FULL_ACK_FIELDS = {'u'}
+local FULL_ACK_FIELDS = {'u', 'k', 'n'}
 
 local n = (#ARGV - 1) / 5
 local cap = tonumber(ARGV[1])
@@ -73,7 +74,8 @@ local function holds(raw, token)
   return ok and type(meta) == 'table' and meta.t == tonumber(token)
 end
 
--- a record with a field only ack.lua handles (`u`: a unique_for reservation to write)
+-- a record with a field only ack.lua handles (`u`: a unique_for reservation to write;
+-- `k`, `n`: a workflow job, its end recorded in the outbox)
 local function needs_ack_lua(raw)
   for _, name in ipairs(FULL_ACK_FIELDS) do
     if text_has_field(raw, name) then

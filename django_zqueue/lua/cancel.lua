@@ -7,10 +7,14 @@
 -- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
 -- KEYS[5] body HASH    KEYS[6] meta HASH      KEYS[7] errors HASH   KEYS[8] progress HASH
 -- KEYS[9] stats HASH   KEYS[10] notify LIST   KEYS[11] cancelled STRING (this job's)
+-- KEYS[12] wait ZSET   KEYS[13] wf_out ZSET   KEYS[14] wf_res HASH (workflows: a job
+--   waiting for its parents is cancelled too; a cancelled workflow job leaves an outbox
+--   entry, its end a failure for its dependents: _wf_mark.lua)
 -- ARGV[1] id   ARGV[2] ttl_ms (how long the cancelled record is kept, 1 ms .. 3650 days)
 -- ARGV[3] notify_cap (a running job's slot comes free: one wake-up token)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds.
--- Returns: 1 cancelled while waiting; 2 cancelled while running; 0 no such job;
+-- Returns: 1 cancelled while waiting (ready, delayed, or for its parents); 2 cancelled
+--   while running; 0 no such job;
 --   -1 dead (nothing changed: delete it instead).
 -- The cancelled record is JSON {"at": ms, "was": state, "a": attempts, "t": token,
 --   "c": consumer} (token and consumer only for a running job).
@@ -20,6 +24,7 @@
 --@include now_ms
 --@include drop_record
 --@include notify
+--@include wf_mark
 
 local id, ttl, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if not is_int(ttl, 1, MAX_DELAY_MS) then
@@ -35,6 +40,9 @@ for i, name in ipairs({'ready', 'delayed', 'leased'}) do
     break
   end
 end
+if not was and redis.call('ZREM', KEYS[12], id) == 1 then
+  was = 'waiting'
+end
 if not was then
   return 0
 end
@@ -45,6 +53,7 @@ if raw then
   ok, meta = pcall(cjson.decode, raw)
 end
 if ok and type(meta) == 'table' then
+  wf_mark(KEYS[13], KEYS[14], id, meta, false, nil, rec.at)
   rec.a = tonumber(meta.a) or 0
   if was == 'leased' then
     rec.t = meta.t

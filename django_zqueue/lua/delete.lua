@@ -3,22 +3,31 @@
 --
 -- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] dead ZSET  KEYS[4] leased ZSET
 -- KEYS[5] body  HASH  KEYS[6] meta    HASH  KEYS[7] errors HASH  KEYS[8] progress HASH
--- KEYS[9] stats HASH
+-- KEYS[9] stats HASH  KEYS[10] wait ZSET  KEYS[11] wf_out ZSET  KEYS[12] wf_res HASH
+--   (a waiting job is deleted too; a deleted workflow job leaves an outbox entry, its
+--   end a failure for its dependents: _wf_mark.lua)
 -- ARGV[1] id   ARGV[2] waiting_only (1 = refuse dead jobs too: cancel)
 -- Returns: 1 deleted; 0 no such job; -1 in flight, or dead with waiting_only (nothing
 --   changed).
 -- Work: O(log N).
 
 --@include drop_record
+--@include now_ms
+--@include wf_mark
 
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[4], id) or (ARGV[2] == '1' and redis.call('ZSCORE', KEYS[3], id)) then
   return -1
 end
 local removed = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
-  + redis.call('ZREM', KEYS[3], id)
-if removed == 0 and redis.call('HEXISTS', KEYS[6], id) == 0 then
+  + redis.call('ZREM', KEYS[3], id) + redis.call('ZREM', KEYS[10], id)
+local raw = redis.call('HGET', KEYS[6], id)
+if removed == 0 and not raw then
   return 0
+end
+local ok, meta = pcall(cjson.decode, raw or '')
+if ok then
+  wf_mark(KEYS[11], KEYS[12], id, meta, false, nil, now_ms())
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
 redis.call('HINCRBY', KEYS[9], 'deleted', 1)

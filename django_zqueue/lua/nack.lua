@@ -4,12 +4,15 @@
 -- KEYS[1] ready  ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
 -- KEYS[5] body   HASH  KEYS[6] meta    HASH  KEYS[7] errors HASH  KEYS[8] progress HASH
 -- KEYS[9] ctr    HASH  KEYS[10] stats  HASH  KEYS[11] notify LIST
+-- KEYS[12] wait  ZSET  KEYS[13] wf_out ZSET  KEYS[14] wf_res HASH (a dead workflow job
+--   leaves an outbox entry, see _wf_mark.lua)
 -- ARGV[1] id   ARGV[2] token   ARGV[3] error text ('' keeps the previous one)
 -- ARGV[4] retry_ms (0 = ready now)   ARGV[5] bury (1 = dead now, whatever the attempts)
 -- ARGV[6] mode   ARGV[7] aging_us   ARGV[8] dead_max   ARGV[9] dead_ttl_ms
 -- ARGV[10] trim_limit (dead letters removed at most per call)   ARGV[11] notify_cap
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a retry_ms beyond the delay horizon.
--- Returns: 1 retried; 2 dead; 0 stale token, or a record that cannot be used (nothing
+-- Returns: 1 retried; 2 dead; 3 dead, and its end is in the workflow outbox to
+--   dispatch; 0 stale token, or a record that cannot be used (nothing
 --   changed: the scanner moves it to dead letters when its lease runs out).
 -- Work: O((1 + trim_limit) log N).
 
@@ -22,10 +25,11 @@
 --@include series
 --@include trim_dead
 --@include notify
+--@include wf_mark
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
-  notify = KEYS[11]}
+  notify = KEYS[11], wf_out = KEYS[13], wf_res = KEYS[14]}
 local id, token = ARGV[1], tonumber(ARGV[2])
 local retry_ms, bury, mode, aging_us = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6], tonumber(ARGV[7])
 local dead_max, dead_ttl = tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -62,8 +66,12 @@ if dead then
   if limit > 0 then
     trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now, dead_max, dead_ttl, limit)
   end
+  local recorded = wf_mark(k.wf_out, k.wf_res, id, meta, false, nil, now)
   -- a slot is free: wake a consumer waiting under a concurrency limit
   notify(k.notify, 1, cap)
+  if recorded then
+    return 3
+  end
   return 2
 end
 redis.call('HINCRBY', k.stats, 'retried', 1)

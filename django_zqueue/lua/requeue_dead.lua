@@ -3,8 +3,12 @@
 --
 -- KEYS[1] dead ZSET   KEYS[2] ready ZSET   KEYS[3] meta HASH   KEYS[4] ctr HASH
 -- KEYS[5] stats HASH  KEYS[6] notify LIST  KEYS[7] errors HASH
+-- KEYS[8] wf HASH (this job's workflow links: kept again without expiry)
+-- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH (a workflow job records that it is revived:
+--   its dependents buried on its account wait again, _wf_mark.lua)
 -- ARGV[1] id   ARGV[2] mode   ARGV[3] aging_us   ARGV[4] notify_cap
--- Returns: 1 requeued; 0 not a dead job (nothing changed); -2 its record cannot be used:
+-- Returns: 1 requeued; 2 requeued, and recorded as revived in the workflow outbox (to
+--   dispatch); 0 not a dead job (nothing changed); -2 its record cannot be used:
 --   it stays dead, its error becomes 'corrupt record: ...' with the raw meta, and its
 --   meta a minimal valid record, as bury_corrupt() leaves it (a second requeue runs it
 --   once).
@@ -16,6 +20,7 @@
 --@include ready_scores
 --@include fmt
 --@include notify
+--@include wf_mark
 
 local id = ARGV[1]
 if not redis.call('ZSCORE', KEYS[1], id) then
@@ -35,5 +40,10 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', KEYS[3], id, cjson.encode(meta))
 redis.call('ZADD', KEYS[2], score, id)
 redis.call('HINCRBY', KEYS[5], 'requeued', 1)
+redis.call('PERSIST', KEYS[8])
+if wf_mark(KEYS[9], KEYS[10], id, meta, 'r', nil, now_ms()) then
+  notify(KEYS[6], 1, tonumber(ARGV[4]))
+  return 2
+end
 notify(KEYS[6], 1, tonumber(ARGV[4]))
 return 1

@@ -7,6 +7,8 @@
 -- KEYS[1] ready  ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
 -- KEYS[5] body   HASH  KEYS[6] meta    HASH  KEYS[7] errors HASH  KEYS[8] progress HASH
 -- KEYS[9] ctr    HASH  KEYS[10] stats  HASH  KEYS[11] notify LIST
+-- KEYS[12] wait  ZSET  KEYS[13] wf_out ZSET  KEYS[14] wf_res HASH (a workflow job buried
+--   here leaves an outbox entry, see _wf_mark.lua)
 -- ARGV[1] limit (jobs per step and kind, 1..5000)   ARGV[2] mode   ARGV[3] aging_us
 -- ARGV[4] dead_max   ARGV[5] dead_ttl_ms   ARGV[6] notify_cap
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
@@ -25,10 +27,11 @@
 --@include series
 --@include notify
 --@include trim_dead
+--@include wf_mark
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
-  notify = KEYS[11]}
+  notify = KEYS[11], wf_out = KEYS[13], wf_res = KEYS[14]}
 local limit, mode, aging_us = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local dead_max, dead_ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if not is_int(limit, 1, 5000) or not is_int(dead_max, 0, MAX_EXACT) or not is_int(dead_ttl, 0, MAX_EXACT)
@@ -46,7 +49,7 @@ local expired = redis.call('ZRANGEBYSCORE', k.leased, '-inf', '(' .. fmt(now), '
 local recovered, buried = 0, 0 -- corrupt: buried for an unusable record (promote, below)
 if #expired > 0 then
   local raws = redis.call('HMGET', k.meta, unpack(expired))
-  local errors, metas, again, dead, ids, bad = {}, {}, {}, {}, {}, {}
+  local errors, metas, again, dead, ids, bad, flows = {}, {}, {}, {}, {}, {}, {}
   for i, id in ipairs(expired) do
     local meta, why = decode_meta(raws[i])
     if not meta then
@@ -64,6 +67,9 @@ if #expired > 0 then
       metas[#metas + 1] = cjson.encode(meta)
       if (meta.a or 0) > (meta.m or 0) then
         dead[#dead + 1] = id
+        if meta.k or meta.n then
+          flows[#flows + 1] = {id, meta}
+        end
       else
         again[#again + 1] = {id, meta}
       end
@@ -100,6 +106,9 @@ if #expired > 0 then
     redis.call('ZADD', k.dead, unpack(scored))
     redis.call('HINCRBY', k.stats, 'dead', buried)
     bump(k.stats, 'd', buried, now)
+    for _, f in ipairs(flows) do
+      wf_mark(k.wf_out, k.wf_res, f[1], f[2], false, nil, now)
+    end
   end
   -- a retried job waits in line; a buried one frees a slot under a concurrency limit
   notify(k.notify, #expired, cap)

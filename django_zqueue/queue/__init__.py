@@ -36,6 +36,7 @@ from .base import MAX_BLOCK, NOTIFY_CAP, PROMOTE_LIMIT
 from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT, AckReply, ClaimPlan
 from .control import CANCELLED_TTL, CancelledJob, CancelResult
 from .core import Queue
+from .flow import publish_flow, use_resolver
 from .publish import PUBLISH_CHUNK
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "live_thread_count",
     "minute_rows",
     "new_tag",
+    "publish_flow",
 ]
 
 
@@ -85,6 +87,7 @@ def get_queue(name: str = "default") -> Queue:
 
 
 conf.on_reset(_queues.clear)
+use_resolver(get_queue)
 
 
 def command_queue(name: str) -> Queue:

@@ -4,7 +4,7 @@ how a script call is sent, and the check of its partition layout."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -34,6 +34,11 @@ def score_mode(o: conf.QueueOptions) -> ScoreMode:
     if o.fairness == "groups":
         return "fair"
     return "tstrict" if o.partitions > 1 and o.priority_mode == "strict" else o.priority_mode
+
+
+#: how a queue finds another queue of the same Redis by name (``django_zqueue.queue`` sets
+#: its ``get_queue``): workflows link jobs of several queues
+RESOLVER: list[Callable[[str], QueueBase]] = []
 
 
 class QueueBase:
@@ -121,6 +126,18 @@ class QueueBase:
     def keys_for(self, tag: str) -> QueueKeys:
         """The keys of the shard that holds job ``tag``."""
         return self.shard_for(tag).keys
+
+    def other(self, name: str) -> QueueBase:
+        """This queue, or another configured queue of the same Redis."""
+        if name == self.name:
+            return self
+        if not RESOLVER:
+            raise InvalidArgument(f"queue {name!r} is not known here")
+        return RESOLVER[0](name)
+
+    def keys_of(self, queue: str, tag: str) -> QueueKeys:
+        """The keys of the shard holding job ``tag`` of queue ``queue``."""
+        return self.other(queue).keys_for(tag)
 
     @property
     def part_keys(self) -> list[QueueKeys]:

@@ -186,18 +186,29 @@ class Consuming(QueueBase):
         result: Any = NO_RESULT,
         result_ttl: float = 86400,
         run_ms: int | None = None,
+        passed: str = "",
     ) -> Call[bool]:
+        """``passed``: the result a workflow job hands to its dependents (JSON, '' = null)."""
         a = self.make_ack(msg, result, result_ttl, run_ms)
-        return self.shard_for(msg.tag).ack(msg, a.result, a.result_ttl_ms, a.run_ms)
+        return self.shard_for(msg.tag).ack(msg, a.result, a.result_ttl_ms, a.run_ms, passed)
 
-    def ack(self, msg: Message, result: Any = NO_RESULT, result_ttl: float = 86400) -> bool:
+    def ack(
+        self,
+        msg: Message,
+        result: Any = NO_RESULT,
+        result_ttl: float = 86400,
+        *,
+        passed: Any = None,
+    ) -> bool:
         """Finish a delivery: the job and its record are deleted.
 
         With ``result`` (any JSON value), it is kept for ``result_ttl`` seconds and can be
-        read back with :meth:`result`. Returns False, changing nothing, when the delivery
+        read back with :meth:`result`. ``passed`` (JSON) is what a workflow job hands its
+        dependents (docs/workflows.md). Returns False, changing nothing, when the delivery
         is stale (its lease was recovered, or the job was handed to another consumer).
         """
-        return self.run(self.ack_call(msg, result, result_ttl))
+        given = "" if passed is None else encode_body(passed).decode("utf-8")
+        return self.run(self.ack_call(msg, result, result_ttl, passed=given))
 
     def ack_many(self, msgs: Sequence[Message]) -> list[bool]:
         """Ack several deliveries in one round trip (one script call per shard and per

@@ -12,11 +12,11 @@ from ..keys import layout_key
 from ..records import NewJob, ScanResult
 from .consume import Consuming
 from .control import Control
+from .flow import Flows
 from .lookup import Lookup
-from .publish import Publishing
 
 
-class Queue(Publishing, Consuming, Lookup, Control):
+class Queue(Flows, Consuming, Lookup, Control):
     """A named queue in Redis. Every method is one round trip unless it says otherwise.
 
     Jobs are identified by a *tag*: given by the caller (and then unique among the
@@ -40,7 +40,10 @@ class Queue(Publishing, Consuming, Lookup, Control):
 
     def requeue_dead(self, tag: str) -> bool:
         """Put a dead job back in line with its attempts reset. False if it isn't dead."""
-        return self.run(self.shard_for(validate.tag(tag)).requeue_dead(tag))
+        done = self.run(self.shard_for(validate.tag(tag)).requeue_dead(tag))
+        if done == 2:  # a workflow job: its buried dependents wait again
+            self.dispatch([tag])
+        return done >= 1
 
     def purge_dead(self) -> int:
         """Delete every dead letter, in bounded script calls. Returns how many."""

@@ -15,11 +15,13 @@ collection (no ``KEYS``, ``SCAN`` or unbounded command).
   Redis client;
 - :func:`group_figures` (``queue.read.groups()``): jobs ready and in flight and starts
   per group key, biggest groups first, bounded;
+- :func:`read_links` (``queue.read.links``): a workflow job's parents and dependents;
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
 from .groups import GroupFigures, GroupRow, group_figures
 from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_count
+from .links import MAX_LINKED, JobLinks, LinkedJob, read_links
 from .overview import Location, QueueFigures, locate, overview, valid_tag
 from .pipeline import STATES
 from .reader import QueueReader
@@ -41,13 +43,16 @@ from .stats import (
 
 __all__ = [
     "MAX_LIMIT",
+    "MAX_LINKED",
     "MAX_MERGED",
     "SERIES",
     "STATES",
     "WORKER_WITHIN_MS",
     "GroupFigures",
     "GroupRow",
+    "JobLinks",
     "JobReading",
+    "LinkedJob",
     "ListedJob",
     "Listing",
     "Location",
@@ -68,6 +73,7 @@ __all__ = [
     "minutes",
     "overview",
     "page_count",
+    "read_links",
     "schedules",
     "valid_tag",
 ]

@@ -50,6 +50,7 @@ class QueueFigures:
     head: Record | None  # the record of the job claimed next; None when none waits
     now_ms: int  # Redis time of the read
     paused: bool = False  # Queue.pause(): claims hand out nothing
+    waiting: int = 0  # jobs waiting for their parents (workflows)
 
     @property
     def counters(self) -> dict[str, int]:
@@ -75,7 +76,8 @@ def overview(queues: Sequence[Readable]) -> list[QueueFigures]:
     Two round trips per Redis client: ``TIME``, then per shard four ``ZCARD``,
     ``HGETALL stats`` (bounded: the counters and the 64-slot ring) and ``ZRANGE ready 0 0
     WITHSCORES``, and per queue ``HGETALL workers`` (one field per worker) and ``EXISTS``
-    of its pause key (the first shard's: a pause writes every shard's); then one
+    of its pause key (the first shard's: a pause writes every shard's) and ``ZCARD wait``
+    of each shard (workflows); then one
     ``HGET meta`` of the first job of each queue that has one."""
     out: dict[str, QueueFigures] = {}
     for group in by_client(queues):
@@ -88,6 +90,8 @@ def overview(queues: Sequence[Readable]) -> list[QueueFigures]:
                 queue_range(timed.pipe, q.shards, "ready", 0, 1)
                 timed.pipe.hgetall(q.keys.workers)
                 timed.pipe.exists(q.shards[0].keys.paused)
+                for s in q.shards:
+                    timed.pipe.zcard(s.keys.wait)
             now_ms, replies = timed.execute()
             reads = [_QueueRead.of(q, replies) for q in group]
             heads = _head_records(group[0].client, reads)
@@ -106,6 +110,7 @@ class _QueueRead:
     head: tuple[str, int] | None  # (tag, shard) of the job at rank 0
     workers: int
     paused: bool
+    waiting: int
 
     @classmethod
     def of(cls, q: Readable, replies: Replies) -> _QueueRead:
@@ -115,8 +120,9 @@ class _QueueRead:
         first = head(replies, n)
         workers = live_threads_now(next(replies))
         paused = bool(int(next(replies)))
-        tagged = None if first is None else (first[0], first[2])
-        return cls(q, counts, stats, tagged, workers, paused)
+        waiting = sum(int(x) for x in take(replies, n))
+        where = None if first is None else (first[0], first[2])
+        return cls(q, counts, stats, where, workers, paused, waiting)
 
     def figures(self, record: Record | None, now_ms: int) -> QueueFigures:
         c = self.counts
@@ -131,6 +137,7 @@ class _QueueRead:
             head=record,
             now_ms=now_ms,
             paused=self.paused,
+            waiting=self.waiting,
         )
 
 
@@ -154,7 +161,7 @@ class Location:
 
     queue: str
     tag: str
-    state: str  # ready | delayed | leased | dead | orphan
+    state: str  # ready | delayed | leased | dead | waiting | orphan
     score: float | None
     rank: int | None  # in the whole queue
 
@@ -183,12 +190,12 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
             pipe = group[0].client.pipeline(transaction=False)
             for q in group:
                 k = q.keys_for(tag)
-                for key in (k.ready, k.delayed, k.leased, k.dead):
+                for key in (k.ready, k.delayed, k.leased, k.dead, k.wait):
                     pipe.zscore(key, tag)
                 pipe.zrank(k.ready, tag)
                 pipe.hexists(k.meta, tag)
             replies = iter(pipe.execute())
-            places = [_place(q, tag, take(replies, 6)) for q in group]
+            places = [_place(q, tag, take(replies, 7)) for q in group]
             places = _ranked(group[0].client, group, places)
         found.update((loc.queue, loc) for loc in places if loc is not None)
     return [found[q.name] for q in queues if q.name in found]
@@ -196,7 +203,7 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
 
 def _place(q: Readable, tag: str, replies: list[Any]) -> Location | None:
     *scores, rank, has_record = replies
-    for state, score in zip(STATES, scores, strict=True):
+    for state, score in zip((*STATES, "waiting"), scores, strict=True):
         if score is not None:
             own = int(rank) if state == "ready" and rank is not None else None
             return Location(q.name, tag, state, float(score), own)

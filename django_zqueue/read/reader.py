@@ -17,6 +17,7 @@ from .jobs import (
     read_job,
     read_listing,
 )
+from .links import JobLinks, read_links
 from .pipeline import (
     Entry,
     check_state,
@@ -152,6 +153,19 @@ class QueueReader:
     def groups(self, top: int = 20, sample: int = 1000) -> GroupFigures:
         """Per-group counts, biggest groups first (:func:`~.groups.group_figures`)."""
         return group_figures(self.queue, top, sample)
+
+    def links(self, tag: str, offset: int = 0, limit: int = 50) -> JobLinks | None:
+        """A workflow job's parents and dependents with their states, a page of each
+        (:func:`~.links.read_links`); None when it has none. Two round trips."""
+        return read_links(self.queue, tag, offset, limit)
+
+    def waiting_count(self) -> int:
+        """Jobs waiting for their parents (workflows), over all shards."""
+        with unavailable_as_error():
+            pipe = self.queue.client.pipeline(transaction=False)
+            for s in self.queue.shards:
+                pipe.zcard(s.keys.wait)
+            return sum(int(n) for n in pipe.execute())
 
     def listing(
         self, state: str, number: int = 1, per_page: int = 50, *, errors: bool = False

@@ -24,7 +24,7 @@ from ..exceptions import QueueUnavailable
 from ..outcome import Outcome, Success
 from ..queue import AckReply, Message, Queue
 from ..records import Ack, NackResult
-from ..scripts import Batch, Pending
+from ..scripts import Batch, Pending, flow_ended
 
 if TYPE_CHECKING:
     import threading
@@ -77,7 +77,7 @@ class Finished(NamedTuple):
     outcome: Outcome
 
 
-Reply = Pending[NackResult] | AckReply
+Reply = Pending[bool] | Pending[NackResult] | AckReply
 
 
 def add_outcomes(batch: Batch, done: list[Finished]) -> list[Reply]:
@@ -87,7 +87,11 @@ def add_outcomes(batch: Batch, done: list[Finished]) -> list[Reply]:
     acks: dict[Queue, tuple[list[int], list[Ack]]] = {}
     for i, f in enumerate(done):
         out, q, msg = f.outcome, f.queue, f.message
-        if isinstance(out, Success):
+        if isinstance(out, Success) and out.passed:  # a workflow job hands on its result
+            replies[i] = batch.add(
+                q.ack_call(msg, out.result, out.result_ttl, out.run_ms, out.passed)
+            )
+        elif isinstance(out, Success):
             where, items = acks.setdefault(q, ([], []))
             where.append(i)
             items.append(q.make_ack(msg, out.result, out.result_ttl, out.run_ms))
@@ -114,6 +118,24 @@ def settle(done: list[Finished], replies: Sequence[Reply]) -> None:
             raise
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
+
+
+def _ended(reply: Reply) -> bool:
+    """Whether the job's end went to the workflow outbox (its dependents are to be told);
+    ``ack_many`` leaves every workflow job to ``ack.lua`` (``redo``)."""
+    if isinstance(reply, AckReply):
+        return reply.redo is not None and flow_ended(reply.redo.call, reply.redo.reply)
+    return flow_ended(reply.call, reply.reply)
+
+
+def dispatch_ends(queue: Queue, tags: list[str]) -> None:
+    """Tell the dependents of workflow jobs that ended (their outbox entries); on any
+    error the scanner's drain does it later."""
+    try:
+        queue.dispatch(tags)
+    except Exception as exc:
+        error = str(exc)[:200]
+        log.warning(kv(event="dispatch_deferred", queue=queue.name, jobs=len(tags), error=error))
 
 
 def _send(queue: Queue, batch: Batch) -> None:
@@ -324,8 +346,11 @@ class Consumer:
         resend after a lost reply is refused as stale, harmlessly."""
         settle(self.done, pending)
         again = []
+        ended: dict[str, tuple[Queue, list[str]]] = {}
         for f, p in zip(self.done, pending, strict=True):
             q, msg, out = f.queue, f.message, f.outcome
+            if _ended(p):
+                ended.setdefault(q.name, (q, []))[1].append(msg.tag)
             failed = p.failed
             if failed is not None and is_unavailable(failed):
                 again.append(f)
@@ -351,3 +376,5 @@ class Consumer:
             if out.record is not None:
                 backend_runner.outcome_sent(q, msg, out, buried=buried)
         self.done[:] = again
+        for q, tags in ended.values():
+            dispatch_ends(q, tags)

@@ -18,6 +18,7 @@ from .. import backend_runner, dbconn, signals, tracing
 from ..backends import MARKER
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
+from ..links import MAX_PASSED_BYTES
 from ..outcome import Failure, Outcome, Success, describe, failed
 from ..queue import Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
@@ -80,8 +81,11 @@ class Runner:
         dbconn.tidy()
         set_current_job(ctx)
         t0 = time.perf_counter()
+        flow = flow_of(ctx.message.body)
         try:
             args, kwargs = decode_call(ctx.message.body)
+            if flow.get("in"):
+                args = (*received(ctx, flow), *args)
             send(signals.job_started, sender=task, job=ctx)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(_line("job_start", ctx))
@@ -99,15 +103,52 @@ class Runner:
         finally:
             set_current_job(None)
             dbconn.tidy()
-        return _succeeded(task, ctx, result, time.perf_counter() - t0)
+        return _succeeded(task, ctx, result, time.perf_counter() - t0, flow)
+
+
+def flow_of(body: Any) -> dict[str, Any]:
+    """How a job takes part in a workflow (its body's ``flow``; {} for other jobs)."""
+    flow = body.get("flow") if isinstance(body, dict) else None
+    return flow if isinstance(flow, dict) else {}
+
+
+def received(ctx: JobContext, flow: dict[str, Any]) -> tuple[Any, ...]:
+    """What a workflow job gets first from its parents: the one result (a chain) or
+    the list of them (a chord's callback)."""
+    results = ctx.queue.passed_results(ctx.message.tag)
+    return (results,) if flow.get("in") == "list" else (results[0] if results else None,)
+
+
+def passed_on(ctx: JobContext, task: Task[..., Any], result: Any) -> str | Failure:
+    """The JSON a workflow job hands its dependents, or the Failure (dead: a rerun would
+    repeat the task's side effects) when it cannot be passed on."""
+    try:
+        data = encode_body(result)
+    except (TypeError, ValueError) as exc:
+        error = f"return value of {ctx.task_name} cannot be passed on as JSON: {exc}"
+        return failed(ctx, task, error, exc, dead=True)
+    if len(data) > MAX_PASSED_BYTES:
+        error = (
+            f"return value of {ctx.task_name} is {len(data)} bytes as JSON, more than the "
+            f"{MAX_PASSED_BYTES} a workflow job may pass on: return a reference instead"
+        )
+        return failed(ctx, task, error, None, dead=True)
+    return data.decode("utf-8")
 
 
 def _succeeded(
-    task: Task[..., Any], ctx: JobContext, result: Any, duration: float
+    task: Task[..., Any], ctx: JobContext, result: Any, duration: float, flow: dict[str, Any]
 ) -> Success | Failure:
     """The Success of a run that returned ``result``; a Failure (dead) when the result is
-    to be kept and cannot be stored."""
-    if task.store_result:
+    to be kept or passed on and cannot be."""
+    passed = ""
+    if flow.get("out"):
+        got = passed_on(ctx, task, result)
+        if isinstance(got, Failure):
+            return got
+        passed = got
+    keep = task.store_result or bool(flow.get("keep"))
+    if keep:
         try:
             encode_body(result)
         except (TypeError, ValueError) as exc:
@@ -117,9 +158,10 @@ def _succeeded(
     send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
     if log.isEnabledFor(logging.DEBUG):  # one line per job: DEBUG (-v 2), not INFO
         log.debug(_line("job_done", ctx, ms=round(duration * 1000, 2)))
-    if task.store_result:
-        return Success(task.result_ttl, int(duration * 1000), time.monotonic(), result)
-    return Success(task.result_ttl, int(duration * 1000), time.monotonic())
+    run_ms, end = int(duration * 1000), time.monotonic()
+    if keep:
+        return Success(task.result_ttl, run_ms, end, result, None, passed)
+    return Success(task.result_ttl, run_ms, end, passed=passed)
 
 
 def _line(event: str, ctx: JobContext, **more: Any) -> str:

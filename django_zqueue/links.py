@@ -1,0 +1,154 @@
+"""The typed values of workflow links as they cross the layers (see docs/workflows.md).
+
+- :class:`FlowJob`: a new job of a workflow: its :class:`~.records.NewJob`, how many
+  parents it waits for, its dependents and its parents (``wf_publish.lua``).
+- :class:`Ref`: one job of any queue, ``(queue, tag)``; :class:`Kid`: a dependent and the
+  index of this parent among its parents (1-based: the place of its result).
+- :class:`Resolution`: the end of one parent, to apply to one dependent
+  (``wf_resolve.lua``); :class:`Resolved`: what a call of it did.
+- :class:`Links`: a job's links as the read side shows them.
+
+The links of a job live in its ``wf:<id>`` hash: ``kids`` and ``par`` (JSON lists),
+``need``, ``got`` and ``r<i>`` (the result parent i passed on). Only this module and the
+scripts know those fields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from .records import NewJob, text
+
+#: most parents a job may wait for, and most dependents a job may have
+MAX_LINKS = 10_000
+#: largest result (JSON bytes) a job passes on to its dependents
+MAX_PASSED_BYTES = 65_536
+
+
+class Ref(NamedTuple):
+    """A job of any queue."""
+
+    queue: str
+    tag: str
+
+
+class Kid(NamedTuple):
+    """A dependent of a job: ``place`` is the parent's place among the dependent's parents."""
+
+    queue: str
+    tag: str
+    place: int
+
+
+class FlowJob(NamedTuple):
+    """A new job of a workflow (``wf_publish.lua``)."""
+
+    job: NewJob
+    parents: tuple[Ref, ...] = ()
+    kids: tuple[Kid, ...] = ()
+
+    @property
+    def need(self) -> int:
+        return len(self.parents)
+
+    def link_args(self) -> tuple[int, str, str]:
+        """need, kids JSON, parents JSON ('' = none)."""
+        kids = json.dumps([list(k) for k in self.kids]) if self.kids else ""
+        par = json.dumps([list(p) for p in self.parents]) if self.parents else ""
+        return self.need, kids, par
+
+
+class Resolution(NamedTuple):
+    """The end of parent ``parent`` (``place`` among ``child``'s parents), for ``child``."""
+
+    child: str
+    place: int
+    end: str  # '1' succeeded, '0' failed, 'r' revived (waits again)
+    result: str  # JSON passed on ('' unless it succeeded)
+    parent: str  # its tag, for the error text of a failed dependency
+
+
+class Resolved(NamedTuple):
+    """What one ``wf_resolve`` call did; ``cascade``: dependents it buried that have
+    dependents of their own (their outbox entries are to be dispatched next)."""
+
+    released: int
+    killed: int
+    revived: int
+    cascade: tuple[str, ...]
+
+    @classmethod
+    def from_reply(cls, reply: Sequence[Any]) -> Resolved:
+        return cls(int(reply[0]), int(reply[1]), int(reply[2]), tuple(text(x) for x in reply[3:]))
+
+
+class Links(NamedTuple):
+    """A job's workflow links (read side): its parents, its dependents, how many parents
+    it waits for and how many have passed their result."""
+
+    parents: tuple[Ref, ...]
+    kids: tuple[Kid, ...]
+    need: int
+    got: int
+
+    @classmethod
+    def decode(cls, raw: Mapping[Any, Any]) -> Links | None:
+        """From the ``wf:<id>`` hash (HGETALL); None when it is empty. Entries that do not
+        decode are left out."""
+        if not raw:
+            return None
+        fields = {text(k): text(v) for k, v in raw.items()}
+
+        def rows(name: str, width: int) -> list[list[Any]]:
+            try:
+                value = json.loads(fields.get(name, "[]"))
+            except ValueError:
+                return []
+            if not isinstance(value, list):
+                return []
+            return [r for r in value if isinstance(r, list) and len(r) == width]
+
+        def num(name: str) -> int:
+            try:
+                return int(fields.get(name, "0"))
+            except ValueError:
+                return 0
+
+        return cls(
+            tuple(Ref(str(q), str(t)) for q, t in rows("par", 2)),
+            tuple(Kid(str(q), str(t), int(i)) for q, t, i in rows("kids", 3)),
+            num("need"),
+            num("got"),
+        )
+
+
+def kids_of(raw: bytes | str | None) -> list[Kid]:
+    """The ``kids`` field of a ``wf:<id>`` hash (None or undecodable: none)."""
+    if raw is None:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return []
+    if not isinstance(value, list):
+        return []
+    return [
+        Kid(str(r[0]), str(r[1]), int(r[2]))
+        for r in value
+        if isinstance(r, list) and len(r) == 3 and isinstance(r[2], int)
+    ]
+
+
+def passed_results(raw: Mapping[Any, Any]) -> list[Any]:
+    """The results passed on by the job's parents, in order (from its ``wf:<id>``
+    hash); ``LookupError`` when one is missing."""
+    need = int(raw.get(b"need", raw.get("need", 0)))
+    out = []
+    for i in range(1, need + 1):
+        value = raw.get(f"r{i}".encode(), raw.get(f"r{i}"))
+        if value is None:
+            raise LookupError(f"the result of parent {i} of {need} is missing")
+        out.append(json.loads(value))
+    return out

@@ -1,0 +1,32 @@
+-- wf_clear.lua: an outbox entry was applied to every dependent: remove it, unless a
+-- later end replaced it meanwhile; then the job's links: deleted when the job is gone,
+-- kept with the life of a dead letter (dead_ttl) when it is dead (a requeue keeps them
+-- again, requeue_dead.lua), left as they are while it is back in line.
+--
+-- KEYS[1] wf_out ZSET  KEYS[2] wf_res HASH  KEYS[3] meta HASH  KEYS[4] dead ZSET
+-- KEYS[5] wf HASH (the job's links)
+-- ARGV[1] id   ARGV[2] the entry's value as the dispatcher read it   ARGV[3] dead_ttl_ms
+-- Returns: 1 cleared; 0 the entry is gone or was replaced (nothing changed).
+-- Work: O(1), plus the size of the links when they are deleted.
+
+--@include bounds
+
+local id, seen, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if not is_int(ttl, 0, MAX_EXACT) then
+  error('ZQ_BAD_ARGUMENT: dead_ttl_ms must be an integer >= 0')
+end
+if redis.call('HGET', KEYS[2], id) ~= seen then
+  return 0
+end
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[2], id)
+if redis.call('HEXISTS', KEYS[3], id) == 0 then
+  redis.call('DEL', KEYS[5])
+elseif redis.call('ZSCORE', KEYS[4], id) then
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[5], ttl)
+  else
+    redis.call('DEL', KEYS[5])
+  end
+end
+return 1

@@ -1,0 +1,132 @@
+-- wf_publish.lua: add N new jobs of a workflow, all or none (duplicate tags write
+-- nothing): as publish.lua, and each job may wait for parents (state "waiting": in
+-- `wait`, not in line) and may have dependents (its links in its own `wf:<id>` hash).
+--
+-- KEYS[1] ready  ZSET   KEYS[2] delayed ZSET   KEYS[3] body   HASH   KEYS[4] meta HASH
+-- KEYS[5] ctr    HASH   KEYS[6] notify  LIST   KEYS[7] stats  HASH   KEYS[8] dead ZSET
+-- KEYS[9] leased ZSET   KEYS[10] wait   ZSET
+-- KEYS[10 + i] wf HASH of job i (its workflow links), i = 1..n
+-- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] n (1..100)
+-- ARGV[5 + 13*(i-1) ..] per job i: the 10 job arguments of publish.lua (id, body,
+--   priority, score, delay_ms, run_at_ms, max_retries, visibility_ms, group, weight), then
+--   need (parents to wait for, 0..10000; > 0: no delay), kids (JSON list of its
+--   dependents [queue, tag, index], '' = none), parents (JSON list of [queue, tag],
+--   '' = none)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- Returns: {0} written; or {1, id, state, ...} for the tags already in use, nothing written.
+-- Work: O(n log N) plus the size of the links written.
+
+--@include new_job
+--@include notify
+--@include now_ms
+--@include ready_scores
+--@include series
+--@include tag_state
+--@include bounds
+
+local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10]}
+local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local W = 13
+if not is_int(n, 1, 100) or #KEYS ~= 10 + n or #ARGV ~= 4 + W * n then
+  error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and 13 arguments each')
+end
+
+local now = now_ms()
+for i = 0, n - 1 do
+  local b = 5 + W * i
+  local why = check_job(ARGV, b, now)
+  local need = tonumber(ARGV[b + 10])
+  if not why and not is_int(need, 0, 10000) then
+    why = 'need must be an integer in [0, 10000]'
+  end
+  if not why and need > 0 and (ARGV[b + 4] ~= '' or ARGV[b + 5] ~= '') then
+    why = 'a job that waits for parents cannot be delayed'
+  end
+  if why then
+    error('ZQ_BAD_ARGUMENT: job ' .. (i + 1) .. ': ' .. why)
+  end
+end
+
+local ids, seen, clash = {}, {}, {}
+for i = 0, n - 1 do
+  ids[i + 1] = ARGV[5 + W * i]
+end
+local found = redis.call('HMGET', k.meta, unpack(ids))
+for i, id in ipairs(ids) do
+  if seen[id] then
+    clash[#clash + 1] = id
+    clash[#clash + 1] = 'batch'
+  elseif found[i] then
+    clash[#clash + 1] = id
+    clash[#clash + 1] = tag_state(k, id) or 'unknown'
+  end
+  seen[id] = true
+end
+if #clash > 0 then
+  table.insert(clash, 1, 1)
+  return clash
+end
+
+local bodies, metas, later, waiting, queued, links = {}, {}, {}, {}, {}, {}
+for i = 0, n - 1 do
+  local b = 5 + W * i
+  local id = ARGV[b]
+  local meta, run_at = new_record(ARGV, b, now)
+  local need, kids, parents = tonumber(ARGV[b + 10]), ARGV[b + 11], ARGV[b + 12]
+  local wf = {}
+  if need > 0 then
+    meta.n = need
+    wf[#wf + 1] = 'need'
+    wf[#wf + 1] = need
+    waiting[#waiting + 1] = now
+    waiting[#waiting + 1] = id
+  elseif run_at and run_at > now then
+    later[#later + 1] = run_at
+    later[#later + 1] = id
+  else
+    queued[#queued + 1] = {id, meta}
+  end
+  if kids ~= '' then
+    meta.k = 1
+    wf[#wf + 1] = 'kids'
+    wf[#wf + 1] = kids
+  end
+  if parents ~= '' then
+    wf[#wf + 1] = 'par'
+    wf[#wf + 1] = parents
+  end
+  if #wf > 0 then
+    links[#links + 1] = {KEYS[11 + i], wf}
+  end
+  bodies[#bodies + 1] = id
+  bodies[#bodies + 1] = ARGV[b + 1]
+  metas[#metas + 1] = id
+  metas[#metas + 1] = cjson.encode(meta)
+end
+local scored = nil
+if #queued > 0 then
+  scored = ready_scores(k.ctr, queued, mode, aging_us) -- may raise: before any write
+end
+redis.call('HSET', k.body, unpack(bodies))
+redis.call('HSET', k.meta, unpack(metas))
+for _, l in ipairs(links) do
+  local wf = l[1]
+  redis.call('DEL', wf) -- links left by an earlier job of the same tag
+  redis.call('HSET', wf, unpack(l[2]))
+end
+if #later > 0 then
+  redis.call('ZADD', k.delayed, unpack(later))
+end
+if #waiting > 0 then
+  redis.call('ZADD', k.wait, unpack(waiting))
+end
+if scored then
+  redis.call('ZADD', k.ready, unpack(scored))
+end
+redis.call('HINCRBY', k.stats, 'enqueued', n)
+bump(k.stats, 'e', n, now)
+if #queued + #later > 0 then
+  notify(k.notify, #queued + #later, cap)
+end
+return {0}

@@ -1,0 +1,165 @@
+-- wf_resolve.lua: apply the ends of parents to their dependents in this shard; each
+-- (dependent, parent index) counts once, so a replay changes nothing (idempotent).
+--   succeeded: the result is kept as r<index> in the dependent's links; with every
+--     parent in, a waiting dependent enters ready (its own priority, back of the line);
+--     a dependent dead because of a failed parent is revived once no failed parent is
+--     left (to ready, or back to waiting).
+--   failed: a waiting dependent goes to dead letters with the error
+--     'dependency <parent> failed' (record field `f`: its failed parents, {index, tag}
+--     pairs; the error names the first one left); its own dependents are told through the outbox (_wf_mark.lua).
+--   revived (the parent was itself revived, and waits again): a dependent dead on its
+--     account only goes back to waiting, and tells its own dependents the same.
+-- A dependent that is in line, in flight, delayed or gone is left alone.
+--
+-- KEYS[1] ready ZSET   KEYS[2] wait   ZSET  KEYS[3] dead  ZSET  KEYS[4] meta  HASH
+-- KEYS[5] errors HASH  KEYS[6] ctr    HASH  KEYS[7] stats HASH  KEYS[8] notify LIST
+-- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH
+-- KEYS[10 + i] wf HASH of the dependent of entry i, i = 1..m
+-- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] m (entries, 1..100)
+-- ARGV[5 + 5*(i-1) ..] per entry i: dependent id, parent index (1..10000), end ('1'
+--   succeeded, '0' failed, 'r' revived), result JSON ('' unless succeeded), parent (for
+--   the error text)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- Returns: {released, killed, revived, <ids of buried or revived dependents that have
+--   dependents: their outbox entries to dispatch next>}
+-- Work: O(m log N) plus the results written.
+
+--@include bounds
+--@include decode_meta
+--@include now_ms
+--@include ready_scores
+--@include tick_us
+--@include fmt
+--@include series
+--@include notify
+--@include wf_mark
+
+local k = {ready = KEYS[1], wait = KEYS[2], dead = KEYS[3], meta = KEYS[4], errors = KEYS[5],
+  ctr = KEYS[6], stats = KEYS[7], notify = KEYS[8], wf_out = KEYS[9], wf_res = KEYS[10]}
+local mode, aging_us, cap, m = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local E = 5
+if not is_int(m, 1, 100) or #KEYS ~= 10 + m or #ARGV ~= 4 + E * m then
+  error('ZQ_BAD_ARGUMENT: wf_resolve needs 1..100 entries, one wf key and 5 arguments each')
+end
+for i = 0, m - 1 do
+  local b = 5 + E * i
+  if ARGV[b] == '' or not is_int(tonumber(ARGV[b + 1]), 1, 10000)
+    or not (ARGV[b + 2] == '1' or ARGV[b + 2] == '0' or ARGV[b + 2] == 'r') then
+    error('ZQ_BAD_ARGUMENT: entry ' .. (i + 1) .. ': needs an id, an index in [1, 10000], an end 1, 0 or r')
+  end
+end
+
+local now = now_ms()
+local released, killed, revived, cascade = 0, 0, 0, {}
+
+-- record field `f`: the failed parents, as {index, tag} pairs
+local function without(list, x)
+  local out = {}
+  for _, v in ipairs(list or {}) do
+    if type(v) == 'table' and v[1] ~= x then
+      out[#out + 1] = v
+    end
+  end
+  return out
+end
+
+-- still dead for another failed parent: the error names that one
+local function blame(id, left)
+  redis.call('HSET', k.errors, id, 'dependency ' .. tostring(left[1][2]) .. ' failed')
+end
+
+-- into line (all parents in) or back to waiting
+local function enter(id, meta, wf)
+  local got = tonumber(redis.call('HGET', wf, 'got') or '0')
+  if got >= (meta.n or 0) then
+    local score = fmt(ready_score(k.ctr, meta, mode, aging_us))
+    redis.call('ZADD', k.ready, score, id)
+    notify(k.notify, 1, cap)
+    released = released + 1
+  else
+    redis.call('ZADD', k.wait, now, id)
+  end
+end
+
+for i = 0, m - 1 do
+  local b = 5 + E * i
+  local id, index, e, result, parent = ARGV[b], tonumber(ARGV[b + 1]), ARGV[b + 2],
+    ARGV[b + 3], ARGV[b + 4]
+  local ok = e == '1'
+  if e == 'r' then
+    ok = nil
+  end
+  local wf = KEYS[11 + i]
+  local meta = decode_meta(redis.call('HGET', k.meta, id))
+  local waiting = meta and redis.call('ZSCORE', k.wait, id)
+  local dead = meta and not waiting and type(meta.f) == 'table' and redis.call('ZSCORE', k.dead, id)
+  if ok == nil then
+    if dead and #without(meta.f, index) < #meta.f then
+      local left = without(meta.f, index)
+      if #left == 0 then
+        meta.f = nil
+        redis.call('ZREM', k.dead, id)
+        redis.call('HDEL', k.errors, id)
+        redis.call('PERSIST', wf)
+        redis.call('ZADD', k.wait, now, id)
+        revived = revived + 1
+        if wf_mark(k.wf_out, k.wf_res, id, meta, 'r', nil, now) and meta.k then
+          cascade[#cascade + 1] = id
+        end
+      else
+        meta.f = left
+        blame(id, left)
+      end
+      redis.call('HSET', k.meta, id, cjson.encode(meta))
+    end
+  elseif ok and (waiting or dead) then
+    if redis.call('HSETNX', wf, 'r' .. index, result) == 1 then
+      redis.call('HINCRBY', wf, 'got', 1)
+    end
+    if waiting then
+      if tonumber(redis.call('HGET', wf, 'got')) >= (meta.n or 0) then
+        redis.call('ZREM', k.wait, id)
+        enter(id, meta, wf)
+      end
+    else
+      local left = without(meta.f, index)
+      if #left == 0 then -- no failed parent left: revived
+        meta.f = nil
+        redis.call('ZREM', k.dead, id)
+        redis.call('HDEL', k.errors, id)
+        redis.call('PERSIST', wf)
+        redis.call('HSET', k.meta, id, cjson.encode(meta))
+        enter(id, meta, wf)
+        revived = revived + 1
+        if wf_mark(k.wf_out, k.wf_res, id, meta, 'r', nil, now) and meta.k then
+          cascade[#cascade + 1] = id
+        end
+      else
+        meta.f = left
+        blame(id, left)
+        redis.call('HSET', k.meta, id, cjson.encode(meta))
+      end
+    end
+  elseif not ok and (waiting or dead) then
+    local failed = without(meta.f, index)
+    failed[#failed + 1] = {index, parent}
+    meta.f = failed
+    redis.call('HSET', k.meta, id, cjson.encode(meta))
+    if waiting then
+      redis.call('ZREM', k.wait, id)
+      redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
+      redis.call('HSET', k.errors, id, 'dependency ' .. parent .. ' failed')
+      redis.call('HINCRBY', k.stats, 'dead', 1)
+      bump(k.stats, 'd', 1, now)
+      killed = killed + 1
+      if wf_mark(k.wf_out, k.wf_res, id, meta, false, nil, now) and meta.k then
+        cascade[#cascade + 1] = id
+      end
+    end
+  end
+end
+local reply = {released, killed, revived}
+for _, id in ipairs(cascade) do
+  reply[#reply + 1] = id
+end
+return reply

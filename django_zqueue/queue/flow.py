@@ -1,0 +1,322 @@
+"""Workflows in the queue core: jobs that wait for parents, and the dispatch of a job's
+end to its dependents (docs/workflows.md).
+
+A job's end is recorded **in its own slot**, in the same script call as the end itself
+(``ack``, ``nack``/``scan`` burying it, ``delete``): an entry in its shard's outbox
+(``wf_out``/``wf_res``, see ``lua/_wf_mark.lua``). :meth:`Flows.dispatch` then applies it
+to each dependent **in the dependent's slot** (``wf_resolve.lua``, idempotent: each
+parent counts once per dependent) and clears the entry (``wf_clear.lua``). A crash
+between the two leaves the entry, and the scanner's :meth:`Flows.drain` applies it again:
+exactly-once across queues and Redis Cluster slots, without a cross-slot transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..connection import unavailable_as_error
+from ..exceptions import DuplicateJob, InvalidArgument
+from ..links import MAX_LINKS, FlowJob, Kid, Links, Ref, Resolution, Resolved, kids_of
+from ..links import passed_results as decode_results
+from ..records import NewJob
+from ..scripts import Call
+from .base import RESOLVER, QueueBase
+from .publish import PUBLISH_CHUNK, Publishing
+
+#: entries one ``wf_resolve`` call applies, and outbox entries one drain step reads
+RESOLVE_CHUNK = 100
+#: cascades (a dependent buried for a failed parent, with dependents of its own) one
+#: dispatch follows; deeper ones are left to the scanner's next drain
+CASCADE_ROUNDS = 20
+
+
+def use_resolver(resolve: Callable[[str], QueueBase]) -> None:
+    """How a queue finds another queue by name (``django_zqueue.queue.get_queue``)."""
+    RESOLVER[:] = [resolve]
+
+
+def parse_ref(value: Any, default_queue: str) -> Ref:
+    """A parent given as a tag (of ``default_queue``), a ``(queue, tag)`` pair, or any
+    object with ``id`` and ``queue_name`` (a task's ``Job``)."""
+    if isinstance(value, str):
+        return Ref(default_queue, value)
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(x, str) for x in value):
+        return Ref(value[0], value[1])
+    tag, queue = getattr(value, "id", None), getattr(value, "queue_name", None)
+    if isinstance(tag, str) and isinstance(queue, str):
+        return Ref(queue, tag)
+    raise InvalidArgument(
+        f"depends_on takes job tags, (queue, tag) pairs or Job handles; got {value!r}"
+    )
+
+
+class Flows(Publishing):
+    """The workflow side of a queue."""
+
+    def queue_named(self, name: str) -> Flows:
+        """This queue, or another configured queue of the same Redis."""
+        found = self.other(name)
+        if not isinstance(found, Flows):
+            raise InvalidArgument(f"queue {name!r} is not known here")
+        return found
+
+    # ----------------------------------------------------------------- publishing
+
+    def publish(
+        self,
+        body: Any,
+        tag: str | None = None,
+        priority: int = 0,
+        score: float | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        *,
+        max_retries: int | None = None,
+        visibility_timeout: float | None = None,
+        debounce: float | timedelta | None = None,
+        unique_for: float | timedelta | None = None,
+        group: str | None = None,
+        depends_on: Iterable[Any] | None = None,
+    ) -> str:
+        """As :meth:`Publishing.publish`; with ``depends_on`` (tags of this queue,
+        ``(queue, tag)`` pairs or ``Job`` handles) the job waits (state ``waiting``)
+        until every parent has succeeded: see :meth:`publish_after`. ``depends_on`` does
+        not go with ``debounce`` or ``unique_for``."""
+        if depends_on is None:
+            return super().publish(
+                body,
+                tag,
+                priority,
+                score,
+                delay,
+                run_at,
+                max_retries=max_retries,
+                visibility_timeout=visibility_timeout,
+                debounce=debounce,
+                unique_for=unique_for,
+                group=group,
+            )
+        if debounce is not None or unique_for is not None:
+            raise InvalidArgument("depends_on does not go with debounce or unique_for")
+        job = self.prepare(
+            body,
+            tag,
+            priority,
+            score,
+            delay,
+            run_at,
+            max_retries=max_retries,
+            visibility_timeout=visibility_timeout,
+            group=group,
+        )
+        return self.publish_after(job, depends_on)
+
+    def publish_after(self, job: NewJob, depends_on: Iterable[Any]) -> str:
+        """Publish ``job`` waiting for existing jobs: it enters the line once all have
+        succeeded, exactly once. A parent that is no longer in its queue (finished, or
+        never published) counts as succeeded; a dead one as failed (the job then goes to
+        dead letters with ``dependency <tag> failed``; requeueing the parent revives it)."""
+        parents = tuple(parse_ref(p, self.name) for p in depends_on)
+        if not parents:
+            return self.publish_prepared([job])[0]
+        if len(parents) > MAX_LINKS or len(set(parents)) != len(parents):
+            raise InvalidArgument(f"depends_on takes 1..{MAX_LINKS} distinct jobs")
+        if job.delay_ms is not None or job.run_at_ms is not None:
+            raise InvalidArgument("a job that depends on others cannot also be delayed")
+        self.ensure_layout()
+        found = self.run(self.shard_for(job.tag).wf_publish([FlowJob(job, parents)]))
+        if found:
+            raise DuplicateJob([t for t, _ in found], [s for _, s in found])
+        self.link_parents(job.tag, parents)
+        return job.tag
+
+    def link_parents(self, tag: str, parents: Sequence[Ref]) -> None:
+        """Register waiting job ``tag`` with each parent (one ``wf_link`` each, in one
+        round trip); parents already finished or dead are applied at once."""
+        calls = [
+            self.queue_named(p.queue)
+            .shard_for(p.tag)
+            .wf_link(p.tag, json.dumps([self.name, tag, i]), MAX_LINKS)
+            for i, p in enumerate(parents, 1)
+        ]
+        states = self.run_all(calls)
+        now = [
+            Resolution(tag, i, "1" if state == "" else "0", "null" if state == "" else "", p.tag)
+            for i, (p, state) in enumerate(zip(parents, states, strict=True), 1)
+            if state != "linked"
+        ]
+        for i in range(0, len(now), RESOLVE_CHUNK):
+            self.run(self.shard_for(tag).wf_resolve(now[i : i + RESOLVE_CHUNK]))
+
+    def flow_calls(self, jobs: Sequence[FlowJob]) -> list[Call[list[tuple[str, str]]]]:
+        """The ``wf_publish`` calls of jobs of this queue: per shard, per 100 jobs."""
+        self.ensure_layout()
+        groups: dict[int, list[FlowJob]] = {}
+        for fj in jobs:
+            groups.setdefault(self.shard_for(fj.job.tag).index, []).append(fj)
+        return [
+            self.shards[s].wf_publish(group[i : i + PUBLISH_CHUNK])
+            for s, group in sorted(groups.items())
+            for i in range(0, len(group), PUBLISH_CHUNK)
+        ]
+
+    # ----------------------------------------------------------------- dispatch
+
+    def dispatch(self, tags: Sequence[str]) -> int:
+        """Apply the outbox entries of jobs ``tags`` of this queue to their dependents,
+        then of the dependents buried on the way (up to ``CASCADE_ROUNDS`` levels; the
+        scanner's drain goes on from there). Returns the entries applied. Idempotent: any
+        number of processes may dispatch the same entries."""
+        work: dict[str, set[str]] = {self.name: set(tags)}
+        done = 0
+        for _ in range(CASCADE_ROUNDS):
+            nxt: dict[str, set[str]] = {}
+            for name, batch in work.items():
+                applied, cascade = self.queue_named(name).dispatch_once(sorted(batch))
+                done += applied
+                for ref in cascade:
+                    nxt.setdefault(ref.queue, set()).add(ref.tag)
+            if not nxt:
+                break
+            work = nxt
+        return done
+
+    def read_outbox(self, tags: Sequence[str]) -> list[tuple[str, bytes, list[Kid]]]:
+        """(tag, entry, dependents) of each of ``tags`` that has an outbox entry."""
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for t in tags:
+                k = self.keys_for(t)
+                pipe.hget(k.wf_res, t)
+                pipe.hget(k.wf(t), "kids")
+            replies = pipe.execute()
+        return [
+            (t, replies[2 * i], kids_of(replies[2 * i + 1]))
+            for i, t in enumerate(tags)
+            if replies[2 * i] is not None
+        ]
+
+    def dispatch_once(self, tags: Sequence[str]) -> tuple[int, list[Ref]]:
+        """One level of :meth:`dispatch`: the entries applied and the buried dependents
+        whose own entries are to be dispatched next."""
+        entries = self.read_outbox(tags)
+        if not entries:
+            return 0, []
+        groups: dict[tuple[str, int], list[Resolution]] = {}
+        for tag, entry, kids in entries:
+            end = entry[:1].decode("ascii", "replace")
+            result = entry[1:].decode("utf-8") if end == "1" else ""
+            for kid in kids:
+                shard = self.queue_named(kid.queue).shard_for(kid.tag)
+                groups.setdefault((kid.queue, shard.index), []).append(
+                    Resolution(kid.tag, kid.place, end, result, tag)
+                )
+        calls: list[Call[Resolved]] = []
+        owners: list[str] = []
+        for (name, index), group in groups.items():
+            shard = self.queue_named(name).shards[index]
+            for i in range(0, len(group), RESOLVE_CHUNK):
+                calls.append(shard.wf_resolve(group[i : i + RESOLVE_CHUNK]))
+                owners.append(name)
+        resolved = self.run_all(calls) if calls else []
+        self.run_all([self.shard_for(t).wf_clear(t, e) for t, e, _ in entries])
+        cascade = [Ref(o, t) for o, r in zip(owners, resolved, strict=True) for t in r.cascade]
+        return len(entries), cascade
+
+    def drain(self, limit: int = RESOLVE_CHUNK) -> int:
+        """The scanner's part: dispatch up to ``limit`` outbox entries of each shard (what
+        a worker did not dispatch, or a crash interrupted). Returns how many."""
+        total = 0
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for s in self.shards:
+                pipe.zrange(s.keys.wf_out, 0, limit - 1)
+            found = pipe.execute()
+        tags = sorted({t.decode("utf-8") for ts in found for t in ts})
+        if tags:
+            total = self.dispatch(tags)
+        return total
+
+    # ----------------------------------------------------------------- reading
+
+    def links(self, tag: str) -> Links | None:
+        """Job ``tag``'s parents and dependents (None: it has none, or it is gone)."""
+        with unavailable_as_error():
+            raw = self.client.hgetall(self.keys_for(tag).wf(tag))
+        return Links.decode(raw)
+
+    def passed_results(self, tag: str) -> list[Any]:
+        """The results job ``tag``'s parents passed on, in the order of its parents
+        (``LookupError`` when one is missing)."""
+        with unavailable_as_error():
+            raw = self.client.hgetall(self.keys_for(tag).wf(tag))
+        return decode_results(raw)
+
+    def outbox_size(self) -> int:
+        """Entries waiting for dispatch (all shards)."""
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for s in self.shards:
+                pipe.zcard(s.keys.wf_out)
+            return sum(int(n) for n in pipe.execute())
+
+
+def publish_flow(parts: Sequence[tuple[Flows, FlowJob]]) -> list[str]:
+    """Publish the jobs of a workflow over any queues: first every job that waits for
+    parents (they cannot run yet), then the others, so a parent never ends before its
+    dependents exist. Tags are checked for clashes first (nothing written on a clash).
+    If the second step fails, the waiting jobs of the first are deleted again."""
+    if not parts:
+        return []
+    check_free(parts)
+    first = [(q, fj) for q, fj in parts if fj.need]
+    second = [(q, fj) for q, fj in parts if not fj.need]
+    sent: list[tuple[Flows, FlowJob]] = []
+    try:
+        for step in (first, second):
+            _send_step(step)
+            sent.extend(step)
+    except Exception:
+        for q, fj in sent:
+            with contextlib.suppress(Exception):  # the original error says more
+                q.run(q.shard_for(fj.job.tag).delete(fj.job.tag, False))
+        raise
+    return [fj.job.tag for _, fj in parts]
+
+
+def _send_step(step: Sequence[tuple[Flows, FlowJob]]) -> None:
+    by_queue: dict[str, tuple[Flows, list[FlowJob]]] = {}
+    for q, fj in step:
+        by_queue.setdefault(q.name, (q, []))[1].append(fj)
+    calls = [c for q, jobs in by_queue.values() for c in q.flow_calls(jobs)]
+    if not calls:
+        return
+    head = next(iter(by_queue.values()))[0]
+    clashes = [c for found in head.run_all(calls) for c in found]
+    if clashes:
+        raise DuplicateJob([t for t, _ in clashes], [s for _, s in clashes])
+
+
+def check_free(parts: Sequence[tuple[Flows, FlowJob]]) -> None:
+    """DuplicateJob (nothing written) when a tag is used twice or is taken."""
+    seen: set[Ref] = set()
+    dupes = []
+    for q, fj in parts:
+        ref = Ref(q.name, fj.job.tag)
+        if ref in seen:
+            dupes.append(ref.tag)
+        seen.add(ref)
+    if dupes:
+        raise DuplicateJob(dupes, ["batch"] * len(dupes))
+    head = parts[0][0]
+    with unavailable_as_error():
+        pipe = head.client.pipeline(transaction=False)
+        for q, fj in parts:
+            pipe.hexists(q.keys_for(fj.job.tag).meta, fj.job.tag)
+        taken = [fj.job.tag for (_, fj), t in zip(parts, pipe.execute(), strict=True) if t]
+    if taken:
+        raise DuplicateJob(taken, ["taken"] * len(taken))

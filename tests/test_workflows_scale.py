@@ -1,0 +1,107 @@
+"""Workflows at scale (issue 17): a chord of 10,000 members fires its callback exactly
+once, a chain of 1,000 runs in order, and no script call does more than a bounded amount
+of work (publish and resolve calls carry at most 100 jobs or entries). The jobs are run by
+hand through the queue core, as a worker does (ack with the result passed on, then
+dispatch), so that thousands of jobs stay quick."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from django_zqueue import chain, chord, get_queue, task
+from django_zqueue.queue import Queue
+from django_zqueue.scripts import Batch, flow_ended
+
+
+@task
+def member(i: int) -> int:
+    return i
+
+
+@task
+def gather(results: list[int]) -> int:
+    return len(results)
+
+
+def run_all_ready(q: Queue, batch: int = 100, result: Any = None) -> list[str]:
+    """Claim, ack (each passing on ``result(msg)`` or the message's first argument) and
+    dispatch, as a worker does, until nothing is ready; the tags in the order run."""
+    ran: list[str] = []
+    while True:
+        msgs, _ = q.claim(batch)
+        if not msgs:
+            return ran
+        b = q.batch()
+        pending = [
+            b.add(q.ack_call(m, passed=json.dumps(m.body["args"][0] if m.body["args"] else None)))
+            for m in msgs
+        ]
+        q.send(b)
+        ended = [m.tag for m, p in zip(msgs, pending, strict=True) if flow_ended(p.call, p.reply)]
+        assert all(p.result() for p in pending)
+        q.dispatch(ended)
+        ran.extend(m.tag for m in msgs)
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """(script, jobs or entries) of every workflow script call sent in a pipeline."""
+    seen: list[tuple[str, int]] = []
+    original = Batch.add
+
+    def spy(self: Batch, call: Any) -> Any:
+        if call.script in ("wf_publish", "wf_resolve"):
+            seen.append((call.script, int(call.args[3])))
+        return original(self, call)
+
+    monkeypatch.setattr(Batch, "add", spy)
+    return seen
+
+
+def test_a_chord_of_10000_fires_its_callback_exactly_once(
+    zqueue_settings: dict[str, Any], calls: list[tuple[str, int]]
+) -> None:
+    q = get_queue("default")
+    flow = chord((member.s(i) for i in range(10_000)), gather.s()).enqueue()
+    callback = flow.jobs[-1]
+    assert q.counts()["ready"] == 10_000 and callback.status() == "waiting"
+    ran = run_all_ready(q, batch=500)
+    assert len(ran) == 10_001 and ran[-1] == callback.id
+    assert ran.count(callback.id) == 1
+    assert q.stats()["acked"] == 10_001
+    assert max(n for _, n in calls) <= 100  # bounded chunks
+    assert q.outbox_size() == 0 and q.links(callback.id) is None
+
+
+def test_the_callback_gets_10000_results_in_order(zqueue_settings: dict[str, Any]) -> None:
+    q = get_queue("default")
+    flow = chord((member.s(i) for i in range(10_000)), gather.s()).enqueue()
+    callback = flow.jobs[-1].id
+    # acks in reverse order of the members, in uneven batches
+    msgs = []
+    while len(msgs) < 10_000:
+        got, _ = q.claim(1000)
+        msgs.extend(got)
+    msgs.sort(key=lambda m: -int(m.body["args"][0]))
+    for start in range(0, len(msgs), 777):
+        part = msgs[start : start + 777]
+        b = q.batch()
+        for m in part:
+            b.add(q.ack_call(m, passed=json.dumps(m.body["args"][0])))
+        q.send(b)
+        q.dispatch([m.tag for m in part])
+        expected = "ready" if start + 777 >= len(msgs) else "waiting"
+        assert q.state(callback) == expected
+    assert q.passed_results(callback) == list(range(10_000))
+
+
+def test_a_chain_of_1000_runs_in_order(zqueue_settings: dict[str, Any]) -> None:
+    q = get_queue("default")
+    flow = chain(member.s(0), *(member.si(i) for i in range(1, 1000))).enqueue()
+    assert q.counts()["ready"] == 1
+    ran = run_all_ready(q, batch=10)
+    assert ran == flow.ids
+    assert q.outbox_size() == 0
