@@ -335,6 +335,7 @@ class QueueAdmin(_ModelAdmin):
             purge_url=self.url("purge", queue),
             pause_url=self.url("pause", queue),
             paused=q.is_paused(),
+            groups=q.read.groups(top=20) if q.options.fairness == "groups" else None,
             here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
@@ -390,9 +391,24 @@ class QueueAdmin(_ModelAdmin):
             queue_url=self.url("queue", queue),
             state_url=self.url("queue", queue, state=state_tab),
             job_actions=self._actions(request, queue, detail.info.state),
+            links=self._links(q, tag),
             here=self.url("job", queue, id=tag),
         )
         return TemplateResponse(request, "admin/django_zqueue/job.html", ctx)
+
+    def _links(self, q: Queue, tag: str) -> dict[str, Any] | None:
+        """A workflow job's parents and dependents (the first 50 of each), linked."""
+        links = q.read.links(tag)
+        if links is None:
+            return None
+
+        def rows(jobs: list[Any]) -> list[dict[str, Any]]:
+            return [
+                {"j": j, "url": self.url("job", j.queue, id=j.tag) if j.state else None}
+                for j in jobs
+            ]
+
+        return {"l": links, "parents": rows(links.parents), "children": rows(links.children)}
 
     def search_view(self, request: HttpRequest) -> HttpResponse:
         """Find job ``?q=<tag>`` (in ``?queue=<name>``, or in every queue): redirect to its

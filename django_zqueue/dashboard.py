@@ -235,6 +235,8 @@ class QueueSummary:
     counters: dict[str, int]  # lifetime counters (enqueued, acked, failed, retried, ...)
     minutes: list[Minute]  # oldest first
     now_ms: int  # Redis time of the snapshot
+    waiting: int = 0  # jobs waiting for their parents (workflows)
+    paused: bool = False  # Queue.pause(): workers are handed none of its jobs
 
     @property
     def last_minute(self) -> Minute:
@@ -280,6 +282,8 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
             counters=f.counters,
             minutes=f.minutes(last),
             now_ms=f.now_ms,
+            waiting=f.waiting,
+            paused=f.paused,
         )
         for f in read.overview(queues)
     ]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 
-from django_zqueue import display, get_queue
+from django_zqueue import conf, display, get_queue
 from testproject.demo import tasks
 
 from .test_admin import BASE, client_for, make_user, manager, project, superuser, viewer  # noqa: F401
@@ -262,3 +262,42 @@ def test_pause_and_resume_a_queue_from_its_page(
     assert c.post(f"{BASE}q/default/pause/", {"op": "nope"}).status_code == 400
     c.post(f"{BASE}q/default/pause/", {"op": "resume"})
     assert not q.is_paused()
+
+
+# ---------------------------------------------------------------- workflows and groups
+
+
+def test_a_workflow_job_page_shows_its_parents_and_dependents(
+    project: dict[str, Any],  # noqa: F811
+    superuser: Client,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    parent = q.publish("p")
+    kid = q.publish("k", depends_on=[parent])
+    page = superuser.get(f"{BASE}q/default/job/", {"id": parent}).content.decode()
+    assert "Workflow" in page and f"id={kid}" in page and "Dependents (1)" in page
+    page = superuser.get(f"{BASE}q/default/job/", {"id": kid}).content.decode()
+    assert f"id={parent}" in page and "Parents (1)" in page and "waiting" in page
+    plain = q.publish("plain")
+    assert "Workflow" not in superuser.get(f"{BASE}q/default/job/", {"id": plain}).content.decode()
+    overview = superuser.get(BASE).content.decode()
+    assert "+1 waiting" in overview
+
+
+def test_a_fair_queue_page_lists_its_groups(
+    project: dict[str, Any],  # noqa: F811
+    superuser: Client,  # noqa: F811
+) -> None:
+    queues = {**project["QUEUES"], "fair": {"fairness": "groups"}}
+    with override_settings(ZQUEUE={**project, "QUEUES": queues}):
+        q = get_queue("fair")
+        tags = [q.publish(i, group="tenant-a") for i in range(3)]
+        q.publish("b", group="tenant-b")
+        page = superuser.get(f"{BASE}q/fair/").content.decode()
+        assert "zq-groups" in page and "tenant-a" in page and "tenant-b" in page
+        assert page.index("tenant-a") < page.index("tenant-b")  # biggest first
+        job = superuser.get(f"{BASE}q/fair/job/", {"id": tags[0]}).content.decode()
+        assert "Group" in job and "tenant-a" in job
+        plain = superuser.get(f"{BASE}q/default/").content.decode()
+        assert "zq-groups" not in plain
+    conf.reset()
