@@ -465,3 +465,16 @@ def test_cancel_in_redis_stops_an_async_job_and_not_its_neighbours(
     q = get_queue("default")
     assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
     assert q.stats().get("failed", 0) == 0
+
+
+def test_async_tasks_in_a_chain_and_a_chord_on_the_lane(project: dict[str, str]) -> None:
+    """Workflow jobs of async def tasks run on the event-loop lane: each gets its
+    parents' results first and hands on its own."""
+    from django_zqueue import chain, chord
+
+    flow = chain(at.aadd.s(1, 2), at.aadd.s(10), at.aadd.s(100)).enqueue()
+    fan = chord([at.aadd.s(i, i) for i in range(4)], at.asum.s()).enqueue()
+    w = burst(async_concurrency=8)
+    assert w.lane is not None
+    assert flow.wait(timeout=20) == [113]
+    assert fan.wait(timeout=20) == [12]

@@ -48,7 +48,7 @@ from ..backoff import is_unavailable
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..outcome import Failure, Outcome, Success, describe, failed
-from ..queue import Message, Queue, encode_body
+from ..queue import Message, Queue
 from ..queue.aio import AsyncQueue, wait_any
 from ..scripts import Call, Pending
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
@@ -56,6 +56,7 @@ from ..task import Task, registered
 from .consumer import Consumer, Finished, Host
 from .coro import bounded, span_ended
 from .leases import JobTimeout
+from .runner import flow_of, received, succeeded
 
 
 class LaneHost(Host, Protocol):
@@ -408,11 +409,14 @@ class AioLane:
         """Await the task's coroutine with the job's arguments, within its timeout."""
         set_current_job(ctx)  # this asyncio task's context only
         t0 = time.perf_counter()
+        flow = flow_of(ctx.message.body)
         try:
             if _model_refs(ctx.message):
                 args, kwargs = await sync_to_async(decode_call)(ctx.message.body)
             else:
                 args, kwargs = decode_call(ctx.message.body)
+            if flow.get("in"):  # a workflow job: its parents' results come first
+                args = (*(await asyncio.to_thread(received, ctx, flow)), *args)
             send(signals.job_started, sender=task, job=ctx)
             result = await bounded(task.func(*args, **kwargs), task.timeout)
         except asyncio.CancelledError:
@@ -428,7 +432,7 @@ class AioLane:
             return failed(ctx, task, error, exc, dead=permanent)
         finally:
             set_current_job(None)
-        return _success(task, ctx, result, time.perf_counter() - t0)
+        return succeeded(task, ctx, result, time.perf_counter() - t0, flow)
 
     async def _check_db(self, *, force: bool = False) -> None:
         """Django's ``close_old_connections`` in the async ORM's thread: after a failed job,
@@ -444,24 +448,8 @@ def _outcome_call(f: Finished) -> Call[Any]:
     """The ack (a Success) or nack (a Failure) of a finished job, as a script call."""
     out, q, msg = f.outcome, f.queue, f.message
     if isinstance(out, Success):
-        return q.ack_call(msg, out.result, out.result_ttl, out.run_ms)
+        return q.ack_call(msg, out.result, out.result_ttl, out.run_ms, out.passed)
     return q.nack_call(msg, out.error, out.retry_in, dead=out.dead)
-
-
-def _success(task: Task[..., Any], ctx: JobContext, result: Any, duration: float) -> Outcome:
-    """A run that returned ``result``: a Success (a Failure, dead, when the result is to
-    be kept and cannot be stored as JSON)."""
-    if task.store_result:
-        try:
-            encode_body(result)
-        except (TypeError, ValueError) as exc:
-            error = f"return value of {ctx.task_name} cannot be stored as JSON: {exc}"
-            return failed(ctx, task, error, exc, dead=True)
-    send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
-    ms = int(duration * 1000)
-    if task.store_result:
-        return Success(task.result_ttl, ms, time.monotonic(), result)
-    return Success(task.result_ttl, ms, time.monotonic())
 
 
 def lane_for(worker: LaneHost, async_concurrency: int) -> AioLane | None:

@@ -103,7 +103,7 @@ class Runner:
         finally:
             set_current_job(None)
             dbconn.tidy()
-        return _succeeded(task, ctx, result, time.perf_counter() - t0, flow)
+        return succeeded(task, ctx, result, time.perf_counter() - t0, flow)
 
 
 def flow_of(body: Any) -> dict[str, Any]:
@@ -136,7 +136,7 @@ def passed_on(ctx: JobContext, task: Task[..., Any], result: Any) -> str | Failu
     return data.decode("utf-8")
 
 
-def _succeeded(
+def succeeded(
     task: Task[..., Any], ctx: JobContext, result: Any, duration: float, flow: dict[str, Any]
 ) -> Success | Failure:
     """The Success of a run that returned ``result``; a Failure (dead) when the result is

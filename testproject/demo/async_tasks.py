@@ -34,6 +34,13 @@ async def asleep(seconds: float) -> None:
 
 
 @task(store_result=True, result_ttl=300)
+async def asum(values: list[int]) -> int:
+    """A chord's callback: the sum of its members' results."""
+    await asyncio.sleep(0)
+    return sum(values)
+
+
+@task(store_result=True, result_ttl=300)
 async def aadd(a: int, b: int) -> int:
     await asyncio.sleep(0)
     return a + b
