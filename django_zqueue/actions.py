@@ -25,11 +25,13 @@ class Action:
     label: str  # its button
     states: tuple[str, ...]  # the tabs (job states) where it is offered
     permission: str  # the codename it needs, in this app
-    run: Callable[[Queue, str], bool]  # do it to one job; False: the job was not there
+    run: Callable[..., bool]  # do it to one job (with the value, if any); False: not there
     done: str  # "N jobs <done>."
     noun: str = "job"  # what a selected job is, in messages
     gone: str = ""  # why a job was not acted on ("": no longer a <noun>)
     confirm: str | None = None  # destructive: this question first ({what}: "3 jobs")
+    value: str | None = None  # it takes a number: its label (posted as ``value``)
+    value_range: tuple[int, int] = (0, 0)  # the integers it accepts
 
 
 def _delete_dead(q: Queue, tag: str) -> bool:
@@ -78,6 +80,17 @@ ACTIONS: dict[str, Action] = {
             Queue.run_now,
             "moved to the front of the line",
             noun="waiting job",
+        ),
+        Action(
+            "priority",
+            "Set priority",
+            ("ready", "delayed"),
+            "manage_jobs",
+            Queue.set_priority,
+            "given the new priority",
+            noun="waiting job",
+            value="priority",
+            value_range=(-1000, 1000),
         ),
     )
 }

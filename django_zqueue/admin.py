@@ -503,7 +503,14 @@ class QueueAdmin(_ModelAdmin):
                 back_url=self.url("queue", queue, state=found.states[0]),
             )
             return TemplateResponse(request, "admin/django_zqueue/action_confirm.html", ctx)
-        done = sum(found.run(q, t) for t in tags)
+        args: tuple[int, ...] = ()
+        if found.value:
+            lo, hi = found.value_range
+            raw = request.POST.get("value", "").strip()
+            if not raw.lstrip("-").isdigit() or not lo <= int(raw) <= hi:
+                return HttpResponseBadRequest(f"{found.value} must be an integer in [{lo}, {hi}]")
+            args = (int(raw),)
+        done = sum(found.run(q, t, *args) for t in tags)
         for good, text in actions.outcome(found, done, len(tags)):
             (messages.success if good else messages.warning)(request, text)
         return self._back(request, queue, found.states[0])

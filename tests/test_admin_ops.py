@@ -150,7 +150,11 @@ def test_every_action_is_offered_where_it_applies() -> None:
     from django_zqueue.actions import ACTIONS, offered
 
     assert [a.name for a in offered("dead", lambda code: True)] == ["requeue", "delete"]
-    assert [a.name for a in offered("ready", lambda code: True)] == ["cancel", "run_now"]
+    assert [a.name for a in offered("ready", lambda code: True)] == [
+        "cancel",
+        "run_now",
+        "priority",
+    ]
     assert [a.name for a in offered("leased", lambda code: True)] == ["cancel"]
     assert offered("ready", lambda code: code != "manage_jobs") == []
     assert all(a.confirm is None or "{what}" in a.confirm for a in ACTIONS.values())
@@ -301,3 +305,21 @@ def test_a_fair_queue_page_lists_its_groups(
         plain = superuser.get(f"{BASE}q/default/").content.decode()
         assert "zq-groups" not in plain
     conf.reset()
+
+
+def test_set_priority_of_waiting_jobs_and_refuse_a_bad_value(
+    project: dict[str, Any],  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    q.publish_many(range(3))
+    last = q.publish("last")
+    c = client_for(make_user("prioritiser", "view_queue", "manage_jobs"))
+    url = f"{BASE}q/default/do/priority/"
+    for bad in ("", "x", "1.5", "1001", "-1001"):
+        assert c.post(url, {"tags": [last], "value": bad}).status_code == 400
+    assert q.rank(last) == 3 and q.info(last).priority == 0  # type: ignore[union-attr]
+    r = c.post(url, {"tags": [last], "value": "7"})
+    assert r.status_code == 302 and q.rank(last) == 0
+    assert q.info(last).priority == 7  # type: ignore[union-attr]
+    page = c.get(f"{BASE}q/default/job/", {"id": last}).content.decode()
+    assert 'name="value" value="7"' in page

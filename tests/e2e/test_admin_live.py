@@ -197,3 +197,36 @@ def test_new_pages_render_in_the_browser(
     browser.find_element(By.XPATH, "//button[text()='Start a report']").click()
     WebDriverWait(browser, 10).until(lambda b: "ahead of yours" in text_of(b, "[data-zq-position]"))
     shoot(browser, "position")
+
+
+def test_run_now_priority_and_pause_from_the_browser(
+    project: dict[str, Any],  # noqa: F811
+    admin_login: str,  # noqa: F811
+    browser: WebDriver,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    tags = [q.publish(i) for i in range(4)]
+    browser.get(f"{admin_login}{BASE}q/default/?per_page=25")
+    browser.find_element(By.CSS_SELECTOR, f"input[name=tags][value='{tags[3]}']").click()
+    browser.find_element(By.XPATH, "//button[text()='Run selected now']").click()
+    WebDriverWait(browser, 10).until(
+        lambda b: "moved to the front" in b.find_element(By.CSS_SELECTOR, ".messagelist").text
+    )
+    assert q.rank(tags[3]) == 0
+
+    browser.find_element(By.CSS_SELECTOR, f"input[name=tags][value='{tags[2]}']").click()
+    box = browser.find_element(By.CSS_SELECTOR, "input[name=value]")
+    box.clear()
+    box.send_keys("9")
+    browser.find_element(By.XPATH, "//button[text()='Set priority']").click()
+    WebDriverWait(browser, 10).until(
+        lambda b: "new priority" in b.find_element(By.CSS_SELECTOR, ".messagelist").text
+    )
+    assert q.rank(tags[2]) == 0 and q.info(tags[2]).priority == 9  # type: ignore[union-attr]
+
+    browser.find_element(By.XPATH, "//button[text()='Pause queue']").click()
+    WebDriverWait(browser, 10).until(lambda b: "Paused:" in b.page_source)
+    assert q.is_paused() and q.claim(1) == ([], None)
+    browser.find_element(By.XPATH, "//button[text()='Resume queue']").click()
+    WebDriverWait(browser, 10).until(lambda b: "resumed" in b.page_source)
+    assert not q.is_paused()
