@@ -474,7 +474,13 @@ def test_async_tasks_in_a_chain_and_a_chord_on_the_lane(project: dict[str, str])
 
     flow = chain(at.aadd.s(1, 2), at.aadd.s(10), at.aadd.s(100)).enqueue()
     fan = chord([at.aadd.s(i, i) for i in range(4)], at.asum.s()).enqueue()
-    w = burst(async_concurrency=8)
-    assert w.lane is not None
-    assert flow.wait(timeout=20) == [113]
-    assert fan.wait(timeout=20) == [12]
+    # not a burst worker: a dependent enters the line only once its parent's ack is sent
+    w = Worker(["default"], async_concurrency=8, scan_interval=0.05)
+    t = in_background(w)
+    try:
+        assert flow.wait(timeout=30) == [113]
+        assert fan.wait(timeout=30) == [12]
+        assert w.lane is not None
+    finally:
+        w.stop()
+        t.join(10)
