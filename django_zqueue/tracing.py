@@ -16,7 +16,7 @@ Attributes follow the OpenTelemetry messaging semantic conventions
 right after the enqueue (``zqueue.rank``, one ZRANK, only when the span is recorded),
 its attempt, the time it waited from enqueue to start (``zqueue.wait_ms``) and how the run
 ended. Spans go to whatever tracer provider the project configures (the SDK, an OTLP
-exporter...); with none, the API's no-op tracer costs next to nothing.
+exporter...); with none configured, no span is made (one check per enqueue and per run).
 
 Logs: ``key=value`` lines of django_zqueue carry ``trace_id=``/``span_id=`` while a span
 is active (:mod:`.events`); :class:`TraceContextFilter` adds ``record.trace_id`` and
@@ -54,6 +54,15 @@ def prepare() -> None:
         from opentelemetry import propagate, trace  # noqa: F401
 
 
+def _live() -> bool:
+    """Whether a tracer provider is configured (the SDK, say): with the API's default,
+    spans record nothing, so none is made and the per-job cost is this one check."""
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def _tracer() -> Tracer:
     from opentelemetry import trace
 
@@ -62,7 +71,7 @@ def _tracer() -> Tracer:
 
 def start_send(queue: str, task: str, count: int) -> Span | None:
     """Open the producer span of an enqueue of ``count`` jobs (None when OTel is absent)."""
-    if not ENABLED:
+    if not ENABLED or not _live():
         return None
     from opentelemetry.trace import SpanKind
 
@@ -154,7 +163,7 @@ _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 def process(ctx: JobContext) -> contextlib.AbstractContextManager[Span | None]:
     """The consumer span of one run of a job, current while it runs (a no-op context
     when OTel is absent); end it with :func:`ended` before leaving."""
-    return _process(ctx) if ENABLED else _NO_SPAN
+    return _process(ctx) if ENABLED and _live() else _NO_SPAN
 
 
 def ended(

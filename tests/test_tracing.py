@@ -221,3 +221,25 @@ def test_without_opentelemetry_nothing_is_imported_and_jobs_run(project: dict[st
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=project, check=True, timeout=120)
+
+
+def test_installed_but_no_tracer_provider_makes_no_span(project: dict[str, str]) -> None:
+    """With opentelemetry-api installed and no provider configured, an enqueue and a run
+    make no span (the API's spans would record nothing) and jobs carry no trace context."""
+    code = (
+        "import django; django.setup()\n"
+        "from django_zqueue import tracing\n"
+        "assert tracing.ENABLED and tracing.start_send('default', 't', 1) is None\n"
+        "from django_zqueue.worker import Worker\n"
+        "from testproject.demo import tasks\n"
+        "job = tasks.add.enqueue(1, 2)\n"
+        "assert 'tc' not in job.info().body\n"
+        "Worker(['default'], burst=True).run()\n"
+        "assert job.result() == 3\n"
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "span = tracing.start_send('default', 't', 1)\n"
+        "assert span is not None and span.is_recording()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=project, check=True, timeout=120)
