@@ -7,7 +7,6 @@ Below the worker and the Django Tasks runner (both set it while a job runs), so 
 
 from __future__ import annotations
 
-import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -27,14 +26,19 @@ class JobContext:
     queue: Queue
     task_name: str
     started: float = field(default_factory=time.monotonic)
-    #: set by the worker when the job was cancelled (``Queue.cancel``) while it runs
-    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: set by the worker when the job was cancelled (``Queue.cancel``) while it runs (a
+    #: plain flag, read by the job's thread: no lock or event to make per job)
+    cancelled: bool = field(default=False, repr=False)
 
     @property
     def cancel_requested(self) -> bool:
         """True once the job was cancelled: stop cleanly (return) before the worker's
         grace period ends and it raises ``JobCancelled`` in the job."""
-        return self.cancel_event.is_set()
+        return self.cancelled
+
+    def request_cancel(self) -> None:
+        """Tell the running job it was cancelled (:attr:`cancel_requested`)."""
+        self.cancelled = True
 
     @property
     def id(self) -> str:

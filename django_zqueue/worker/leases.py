@@ -143,7 +143,7 @@ class Leases:
             if h is not None:
                 h.context = ctx
                 if h.cancelled:
-                    ctx.cancel_event.set()
+                    ctx.request_cancel()
 
     def on_cancel(self, queue: Queue, msg: Message, stop: Callable[[], object]) -> None:
         """A job that is stopped by ``stop()``, not by an exception raised in its thread,
@@ -287,7 +287,7 @@ class Leases:
                 h.cancelled = True
                 h.cancel_at = now + self.cancel_grace
                 if h.context is not None:
-                    h.context.cancel_event.set()
+                    h.context.request_cancel()
         for h in held:
             log.info(kv(event="job_cancel_seen", queue=h.queue.name, job=h.message.tag))
 
