@@ -54,11 +54,17 @@ def prepare() -> None:
         from opentelemetry import propagate, trace  # noqa: F401
 
 
+_api: list[Any] = []  # the opentelemetry.trace module, once imported (no import per job)
+
+
 def _live() -> bool:
     """Whether a tracer provider is configured (the SDK, say): with the API's default,
     spans record nothing, so none is made and the per-job cost is this one check."""
-    from opentelemetry import trace
+    if not _api:
+        from opentelemetry import trace
 
+        _api.append(trace)
+    trace = _api[0]
     provider = trace.get_tracer_provider()
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
