@@ -114,9 +114,7 @@ def test_each_action_from_the_browser(
     WebDriverWait(browser, 10).until(lambda b: "Cancel 3 jobs?" in b.page_source)
     assert q.counts()["ready"] == 4  # nothing yet
     browser.find_element(By.CSS_SELECTOR, 'input[type=submit][value="Yes, I\'m sure"]').click()
-    WebDriverWait(browser, 10).until(
-        lambda b: "3 jobs cancelled." in b.find_element(By.CSS_SELECTOR, ".messagelist").text
-    )
+    WebDriverWait(browser, 10).until(lambda b: "3 jobs cancelled." in text_of(b, ".messagelist"))
     assert [q.state(t) for t in waiting] == ["ready", None, None, None]
 
     # dead letters: requeue one, delete one (confirmed), purge the rest (confirmed)
@@ -209,9 +207,7 @@ def test_run_now_priority_and_pause_from_the_browser(
     browser.get(f"{admin_login}{BASE}q/default/?per_page=25")
     browser.find_element(By.CSS_SELECTOR, f"input[name=tags][value='{tags[3]}']").click()
     browser.find_element(By.XPATH, "//button[text()='Run selected now']").click()
-    WebDriverWait(browser, 10).until(
-        lambda b: "moved to the front" in b.find_element(By.CSS_SELECTOR, ".messagelist").text
-    )
+    WebDriverWait(browser, 10).until(lambda b: "moved to the front" in text_of(b, ".messagelist"))
     assert q.rank(tags[3]) == 0
 
     browser.find_element(By.CSS_SELECTOR, f"input[name=tags][value='{tags[2]}']").click()
@@ -219,9 +215,7 @@ def test_run_now_priority_and_pause_from_the_browser(
     box.clear()
     box.send_keys("9")
     browser.find_element(By.XPATH, "//button[text()='Set priority']").click()
-    WebDriverWait(browser, 10).until(
-        lambda b: "new priority" in b.find_element(By.CSS_SELECTOR, ".messagelist").text
-    )
+    WebDriverWait(browser, 10).until(lambda b: "new priority" in text_of(b, ".messagelist"))
     assert q.rank(tags[2]) == 0 and q.info(tags[2]).priority == 9  # type: ignore[union-attr]
 
     browser.find_element(By.XPATH, "//button[text()='Pause queue']").click()
