@@ -1,7 +1,8 @@
 """The admin dashboard on a big queue: render time and Redis commands per page.
 
     python -m bench.admin_scale [--url redis://127.0.0.1:6379/0] [--ready 1000000]
-                                [--dead 100000] [--n 30] [--partitions 1] [--json]
+                                [--dead 100000] [--n 30] [--partitions 1] [--groups 0]
+                                [--json]
 
 Fills one queue under a key prefix of its own with ``--ready`` waiting jobs (plus 10,000
 delayed and 200 in flight with progress) and ``--dead`` dead letters (published, claimed
@@ -11,6 +12,9 @@ template instrumentation), logged in as a superuser (so payloads and errors are 
 too), and reports p50/p95 render time, Redis commands and
 round trips per page. Commands are counted in this process by wrapping redis-py's
 connection, so other clients of the same Redis don't disturb the figures.
+
+With ``--groups N`` the queue is a fair one (``fairness="groups"``) and its ready jobs are
+spread over N groups (tenants), so the queue page also reads the per-group figures.
 
 Targets: p95 <= 150 ms and <= 50 commands for every page, whatever the queue size.
 The fill is bounded by the arguments; the queue's keys are UNLINKed at the end (also
@@ -95,9 +99,27 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def fill(q: Any, ready: int, dead: int) -> dict[str, Any]:
+def publish_ready(q: Any, start: int, n: int, priority: int, groups: int) -> None:
+    bodies = [
+        {"task": "bench.tasks.process", "args": [start + j], "kwargs": {"user": (start + j) % 997}}
+        for j in range(n)
+    ]
+    if not groups:
+        q.publish_many(bodies, priority=priority)
+        return
+    for i in range(0, n, 1000):  # one group per job: tenant-<i mod groups>
+        q.publish_prepared(
+            [
+                q.prepare(b, priority=priority, group=f"tenant-{(start + i + j) % groups}")
+                for j, b in enumerate(bodies[i : i + 1000])
+            ]
+        )
+
+
+def fill(q: Any, ready: int, dead: int, groups: int = 0) -> dict[str, Any]:
     """Publish ``dead`` jobs at priority 10, bury them, then ``ready`` jobs at priorities
-    0 and 5, 10,000 delayed jobs and 200 leased ones with progress."""
+    0 and 5 (over ``groups`` groups when given), 10,000 delayed jobs and 200 leased ones
+    with progress."""
     chunk = 20_000
     t = time.perf_counter()
     for i in range(0, dead, chunk):
@@ -123,13 +145,7 @@ def fill(q: Any, ready: int, dead: int) -> dict[str, Any]:
     t = time.perf_counter()
     for i in range(0, ready, chunk):
         n = min(chunk, ready - i)
-        q.publish_many(
-            [
-                {"task": "bench.tasks.process", "args": [i + j], "kwargs": {"user": (i + j) % 997}}
-                for j in range(n)
-            ],
-            priority=5 if (i // chunk) % 10 == 3 else 0,
-        )
+        publish_ready(q, i, n, 5 if (i // chunk) % 10 == 3 else 0, groups)
         if (i // chunk) % 10 == 9:
             log(f"  {i + n:,} ready")
     t_ready = time.perf_counter() - t
@@ -167,12 +183,17 @@ def main() -> None:
     ap.add_argument(
         "--partitions", type=int, default=1, help="partitions of the benchmarked queue (1-16)"
     )
+    ap.add_argument(
+        "--groups", type=int, default=0, help="spread the ready jobs over N groups (fair queue)"
+    )
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     a = ap.parse_args()
     if not (0 <= a.ready <= 5_000_000 and 0 <= a.dead <= 1_000_000 and 1 <= a.n <= 1000):
         ap.error("--ready <= 5,000,000, --dead <= 1,000,000, 1 <= --n <= 1000")
     if not 1 <= a.partitions <= 16:
         ap.error("1 <= --partitions <= 16")
+    if not 0 <= a.groups <= 1_000_000:
+        ap.error("0 <= --groups <= 1,000,000")
 
     sys.path.insert(0, ROOT)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
@@ -197,6 +218,7 @@ def main() -> None:
                 "dead_letter_max": max(10_000, 2 * a.dead),
                 "dead_letter_ttl": 30 * 86400,
                 "partitions": a.partitions,
+                **({"fairness": "groups"} if a.groups else {}),
             },
             "emails": {},
             "reports": {},
@@ -214,12 +236,13 @@ def main() -> None:
         "dead": a.dead,
         "n": a.n,
         "partitions": a.partitions,
+        "groups": a.groups,
         "prefix": prefix,
     }
     try:
         mem0 = q.client.info("memory")["used_memory"]
         log(f"filling {a.ready:,} ready and {a.dead:,} dead jobs under {prefix!r} ...")
-        results.update(fill(q, a.ready, a.dead))
+        results.update(fill(q, a.ready, a.dead, a.groups))
         counts = q.counts()
         results["counts"] = counts
         results["redis_memory_mb"] = round((q.client.info("memory")["used_memory"] - mem0) / 2**20)
@@ -302,7 +325,7 @@ def main() -> None:
     else:
         print(
             f"\nadmin dashboard, {a.ready:,} ready + {a.dead:,} dead jobs, "
-            f"{a.partitions} partition(s), {a.n} renders per page"
+            f"{a.partitions} partition(s), {a.groups or 'no'} groups, {a.n} renders per page"
         )
         print(
             f"fill: dead {results['fill_dead_s']} s, ready {results['fill_ready_s']} s; "

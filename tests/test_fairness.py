@@ -182,6 +182,38 @@ def test_fifo_queue_keeps_its_order_and_the_group(make_queue: QueueFactory) -> N
 # ---------------------------------------------------------------- state and memory
 
 
+def test_a_big_claim_is_sent_in_calls_of_at_most_the_fair_chunk(
+    make_queue: QueueFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fair claim does more per job than a fifo one: each script call leases at most
+    FAIR_CLAIM_CHUNK jobs (so that a call stays short with many groups), the claim as a
+    whole still gets what it asked for, in fair order."""
+    from django_zqueue.queue import CLAIM_CHUNK, FAIR_CLAIM_CHUNK
+    from django_zqueue.shard import Shard
+
+    q = fair(make_queue, group_concurrency=1000)
+    assert q.claim_chunk == FAIR_CLAIM_CHUNK < CLAIM_CHUNK
+    assert make_queue("plain").claim_chunk == CLAIM_CHUNK
+    for g in range(5):
+        q.publish_many([f"g{g}:{i}" for i in range(30)], group=f"g{g}")
+    sizes: list[int] = []
+    real = Shard.claim
+
+    def spy(self: Shard, batch: int, consumer: str = "") -> Any:
+        sizes.append(batch)
+        return real(self, batch, consumer)
+
+    monkeypatch.setattr(Shard, "claim", spy)
+    msgs, _ = q.claim(100)
+    assert len(msgs) == 100 and sizes == [40, 40, 20]
+    # the first 100 of 150 in fair order: 20 of each group
+    assert Counter(groups_of([m.body for m in msgs])) == {f"g{g}": 20 for g in range(5)}
+    sizes.clear()
+    plan = q.plan_claim(100, "c")  # a worker's pipelined first call: one chunk
+    assert sizes == [40] and plan.batch == 100
+    assert len(q.claim_rest(plan, q.run(plan.call))[0]) == 40
+
+
 def test_drained_groups_leave_no_state(make_queue: QueueFactory) -> None:
     q = fair(make_queue)
     for g in range(50):

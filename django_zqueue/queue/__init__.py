@@ -32,8 +32,8 @@ from ..exceptions import UnknownQueue
 from ..read import MAX_MERGED, SERIES, live_thread_count, minute_rows
 from ..records import JobInfo, Message, NewJob, ScanResult, encode_body, new_tag
 from ..validate import MAX_TAG_BYTES
-from .base import MAX_BLOCK, NOTIFY_CAP, PROMOTE_LIMIT
-from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT, AckReply, ClaimPlan
+from .base import CLAIM_CHUNK, FAIR_CLAIM_CHUNK, MAX_BLOCK, NOTIFY_CAP, PROMOTE_LIMIT
+from .consume import MAX_BATCH, NO_RESULT, AckReply, ClaimPlan
 from .control import CANCELLED_TTL, CancelledJob, CancelResult
 from .core import Queue
 from .flow import publish_flow, use_resolver
@@ -42,6 +42,7 @@ from .publish import PUBLISH_CHUNK
 __all__ = [
     "CANCELLED_TTL",
     "CLAIM_CHUNK",
+    "FAIR_CLAIM_CHUNK",
     "MAX_BATCH",
     "MAX_BLOCK",
     "MAX_MERGED",

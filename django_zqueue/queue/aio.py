@@ -36,7 +36,7 @@ from ..keys import partition_of
 from ..read.pipeline import queue_ahead
 from ..records import Claimed, JobInfo, Message, NackResult, NewJob, from_ms
 from ..scripts import Call, script_error, source
-from .consume import CLAIM_CHUNK, MAX_BATCH, NO_RESULT
+from .consume import MAX_BATCH, NO_RESULT
 from .core import Queue
 from .publish import PUBLISH_CHUNK
 
@@ -260,7 +260,8 @@ class AsyncQueue:
                 break
             shard = q.shards[(start + i) % q.partitions]
             want = batch - len(msgs)
-            sizes = [min(CLAIM_CHUNK, want - j) for j in range(0, want, CLAIM_CHUNK)]
+            chunk = q.claim_chunk
+            sizes = [min(chunk, want - j) for j in range(0, want, chunk)]
             got: list[Claimed] = await self.run_all([shard.claim(n, consumer) for n in sizes])
             for c in got:
                 msgs.extend(c.messages)

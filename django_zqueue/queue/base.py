@@ -25,6 +25,11 @@ NOTIFY_CAP = 64
 PROMOTE_LIMIT = 100
 #: longest single blocking wait; a wait is also cut to a share of the socket timeout
 MAX_BLOCK = 5.0
+#: at most this many jobs per claim script call (a bigger claim sends several, pipelined)
+CLAIM_CHUNK = 100
+#: the same in a fair queue, whose claim does more per job (groups, limits): a call of 40
+#: stays under 5 ms of Redis time with 100,000 groups and limits on (docs/fairness.md)
+FAIR_CLAIM_CHUNK = 40
 
 
 def score_mode(o: conf.QueueOptions) -> ScoreMode:
@@ -83,6 +88,8 @@ class QueueBase:
             group_concurrency=o.group_concurrency or 0,
             group_qps=o.group_qps or 0,
         )
+        #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)
+        self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK
         #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
         self.shards = [
             Shard(name, i, k, self.scripts, self.policy)

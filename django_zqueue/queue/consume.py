@@ -22,8 +22,6 @@ from .base import MAX_BLOCK, QueueBase
 
 #: most jobs one claim may lease
 MAX_BATCH = 1000
-#: at most this many jobs per claim script call (a bigger claim sends several, pipelined)
-CLAIM_CHUNK = 100
 #: "no result to keep" for :meth:`Consuming.ack`
 NO_RESULT: Any = object()
 #: longest a kept result may live (10 years), ms
@@ -96,11 +94,12 @@ class Consuming(QueueBase):
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise InvalidArgument(f"batch must be an int in [1, {MAX_BATCH}], got {batch!r}")
         plan = self.plan_claim(batch, consumer)
-        if batch <= CLAIM_CHUNK:
+        chunk = self.claim_chunk
+        if batch <= chunk:
             return self.claim_rest(plan, self.run(plan.call))
         # one short script call per chunk on the start shard, all in one round trip
         shard = self.shards[plan.start]
-        sizes = [min(CLAIM_CHUNK, batch - i) for i in range(0, batch, CLAIM_CHUNK)]
+        sizes = [min(chunk, batch - i) for i in range(0, batch, chunk)]
         b = self.batch()
         pending = [b.add(plan.call)] + [b.add(shard.claim(n, consumer)) for n in sizes[1:]]
         self.send(b)
@@ -109,11 +108,11 @@ class Consuming(QueueBase):
         return self.claim_rest(plan, first)
 
     def plan_claim(self, batch: int, consumer: str) -> ClaimPlan:
-        """The first call of a claim of ``batch`` jobs (at most ``CLAIM_CHUNK`` in it), on
+        """The first call of a claim of ``batch`` jobs (at most ``claim_chunk`` in it), on
         the next shard round-robin, for the caller to send (in a batch of its own)."""
         self.ensure_layout()
         start = self.next_shard()
-        call = self.shards[start].claim(min(batch, CLAIM_CHUNK), consumer)
+        call = self.shards[start].claim(min(batch, self.claim_chunk), consumer)
         return ClaimPlan(start, batch, consumer, call)
 
     def claim_rest(self, plan: ClaimPlan, first: Claimed) -> tuple[list[Message], float | None]:
@@ -126,7 +125,9 @@ class Consuming(QueueBase):
             if len(msgs) >= plan.batch:
                 break
             shard = self.shards[(plan.start + i) % self.partitions]
-            more = self.run(shard.claim(min(CLAIM_CHUNK, plan.batch - len(msgs)), plan.consumer))
+            more = self.run(
+                shard.claim(min(self.claim_chunk, plan.batch - len(msgs)), plan.consumer)
+            )
             msgs.extend(more.messages)
             got.append(more)
         hint = _min_hint(got)
