@@ -178,6 +178,17 @@ def test_new_pages_render_in_the_browser(
     browser.find_element(By.XPATH, "//button[text()='Delete selected']").click()
     WebDriverWait(browser, 10).until(lambda b: "Delete 8 dead letters" in b.page_source)
     shoot(browser, "confirm")
+    # a fair queue's Groups table: the biggest groups first, with their starts
+    tenants = get_queue("tenants")
+    for name, n in (("acme", 40), ("globex", 12), ("initech", 5)):
+        tenants.publish_many(
+            [{"task": "shop.tasks.export", "args": [i]} for i in range(n)], group=name
+        )
+    tenants.claim(9, consumer="web-1:4242:a1b2")
+    browser.get(f"{admin_login}{BASE}q/tenants/?per_page=25")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#zq-groups tbody tr th")
+    assert [r.text for r in rows] == ["acme", "globex", "initech"]
+    shoot(browser, "groups")
     # the 403 of a staff user without the view permission
     from django.contrib.auth.models import User
 
@@ -187,6 +198,9 @@ def test_new_pages_render_in_the_browser(
     browser.find_element(By.ID, "id_username").send_keys("staff")
     browser.find_element(By.ID, "id_password").send_keys("secret-pw")
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    # logged in (the login's redirect done) before the next page: else the redirect to
+    # the admin index may land after it
+    WebDriverWait(browser, 10).until(lambda b: "/admin/login/" not in b.current_url)
     browser.get(f"{admin_login}{BASE}")
     assert "Can view queue" in text_of(browser, "#content-main")
     shoot(browser, "forbidden")
