@@ -5,7 +5,7 @@ The package's docstrings use Sphinx roles (``:class:`Job```, ``:meth:`Queue.ack`
 would show up verbatim. This rewrites them, in the docs build only:
 
 - a role whose target resolves to an object rendered in the API reference becomes a
-  cross-reference link (``[`Job`][django_zqueue.task.Job]``), so strict mode checks it;
+  cross-reference link (``[`Job`][django_zqueue.job.Job]``), so strict mode checks it;
 - any other role becomes inline code;
 - a trailing ``::`` becomes ``:`` (the indented block after it is already code);
 - a class attribute without a docstring (a dataclass field) gets its trailing ``#``
@@ -30,7 +30,7 @@ DOCUMENTED = (
     "django_zqueue.queue.ScanResult",
     "django_zqueue.task.task",
     "django_zqueue.task.Task",
-    "django_zqueue.task.Job",
+    "django_zqueue.job.Job",
     "django_zqueue.worker.current_job",
     "django_zqueue.worker.JobContext",
     "django_zqueue.worker.JobTimeout",

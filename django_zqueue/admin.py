@@ -132,6 +132,33 @@ else:  # ModelAdmin is generic only in django-stubs
     _ModelAdmin = admin.ModelAdmin
 
 
+def _page_params(request: HttpRequest) -> tuple[str, int]:
+    """The queue page's state tab and page size, from the query (defaults when bad)."""
+    state = request.GET.get("state", "ready")
+    if state not in dashboard.TABS:
+        state = "ready"
+    per_page = _int(request.GET.get("per_page"), DEFAULT_PER_PAGE)
+    if per_page not in PER_PAGE_CHOICES:
+        per_page = DEFAULT_PER_PAGE
+    return state, per_page
+
+
+def _queue_links(
+    url: Callable[..., str], queue: str, state: str, per_page: int, flt: filters.Filter
+) -> tuple[Callable[[int], str], Callable[[int], str]]:
+    """The queue page's links: to page N of the state, and to window N of a filter."""
+
+    def link(number: int) -> str:
+        size = per_page if per_page != DEFAULT_PER_PAGE else None
+        return url("queue", queue, state=state, page=number, per_page=size)
+
+    def scan_link(window: int) -> str:
+        task, error = flt.task or None, flt.error or None
+        return url("queue", queue, state=state, task=task, error=error, window=window)
+
+    return link, scan_link
+
+
 @admin.register(QueueModel)
 class QueueAdmin(_ModelAdmin):
     """Overview, queue, job and search pages, and the dead-letter actions."""
@@ -281,34 +308,10 @@ class QueueAdmin(_ModelAdmin):
         """One page of one state of a queue."""
         self._require_view(request)
         q = self._queue(queue)
-        state = request.GET.get("state", "ready")
-        if state not in dashboard.TABS:
-            state = "ready"
-        per_page = _int(request.GET.get("per_page"), DEFAULT_PER_PAGE)
-        if per_page not in PER_PAGE_CHOICES:
-            per_page = DEFAULT_PER_PAGE
+        state, per_page = _page_params(request)
         perms = self._perms(request)
         pg, sc, flt = _listing(q, state, request, per_page, perms["payload"])
-
-        def link(number: int) -> str:
-            return self.url(
-                "queue",
-                queue,
-                state=state,
-                page=number,
-                per_page=per_page if per_page != DEFAULT_PER_PAGE else None,
-            )
-
-        def scan_link(window: int) -> str:
-            return self.url(
-                "queue",
-                queue,
-                state=state,
-                task=flt.task or None,
-                error=flt.error or None,
-                window=window,
-            )
-
+        link, scan_link = _queue_links(self.url, queue, state, per_page, flt)
         ctx = self._context(
             request,
             f"Queue {queue}",

@@ -1,7 +1,7 @@
 """URLs a site includes for its users: ``path("zqueue/", include("django_zqueue.urls"))``.
 
 ``position/<token>/``: a job's position in line (:mod:`django_zqueue.position`), named
-``django_zqueue:position``; :meth:`Job.position_url <django_zqueue.task.Job.position_url>`
+``django_zqueue:position``; :meth:`Job.position_url <django_zqueue.job.Job.position_url>`
 builds it.
 """
 

@@ -136,6 +136,30 @@ def test_async_queue_api_matches_the_sync_one(project: dict[str, str]) -> None:
     assert q.counts()["inflight"] == 1 and q.stats()["acked"] == 1
 
 
+def test_acancel_cancels_like_cancel_waiting_or_running(project: dict[str, str]) -> None:
+    """``Job.acancel`` runs the same cancel as ``Job.cancel``: a waiting job and a running
+    one both end ``cancelled`` (kept), a dead or missing one is refused; ``astatus`` reads
+    the state as ``status`` does."""
+    q = get_queue("default")
+    waiting, running, done = (tasks.add.enqueue(i, i) for i in range(3))
+    q.claim(1, consumer="w")  # `waiting` is claimed: it runs now
+    waiting, running = running, waiting
+
+    async def scenario() -> tuple[Any, ...]:
+        return (
+            await waiting.acancel(),
+            await running.acancel(),
+            await waiting.astatus(),
+            await running.astatus(),
+            await Job("no-such-job", "default").acancel(),
+        )
+
+    assert run(scenario()) == (True, True, "cancelled", "cancelled", False)
+    assert waiting.status() == running.status() == "cancelled"
+    assert q.cancelled(running.id).was == "leased"  # type: ignore[union-attr]
+    assert done.status() == "ready"  # the other job is untouched
+
+
 def test_async_rank_on_a_partitioned_queue_equals_the_sync_rank(
     make_queue: Any, redis_client: Any
 ) -> None:

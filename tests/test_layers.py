@@ -14,10 +14,20 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 LAYERS: list[set[str]] = [
     {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals", "fairness"},  # settings
     {"connection", "aconnection", "backoff", "events"},  # connection
-    {"keys", "scripts", "records", "links", "validate", "serializer", "registry"},  # keys, scripts
+    {
+        "keys",
+        "scripts",
+        "calls",
+        "records",
+        "links",
+        "validate",
+        "serializer",
+        "registry",
+    },  # keys, scripts
     {"shard", "queue", "read"},  # queue core: write side, read side
     {
         "task",
+        "job",
         "callcheck",
         "schedules",
         "periodic",

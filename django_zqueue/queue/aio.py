@@ -37,6 +37,7 @@ from ..read.pipeline import queue_ahead
 from ..records import Claimed, JobInfo, Message, NackResult, NewJob, from_ms
 from ..scripts import Call, script_error, source
 from .consume import MAX_BATCH, NO_RESULT
+from .control import CANCELLED_TTL, CancelledJob, read_cancelled
 from .core import Queue
 from .publish import PUBLISH_CHUNK
 
@@ -240,8 +241,18 @@ class AsyncQueue:
         return json.loads(raw)
 
     async def cancel(self, tag: str) -> bool:
-        """:meth:`Queue.cancel`: remove the job only while it waits."""
-        return await self.run(self.queue.shard_for(_tag(tag)).delete(tag, True)) == 1
+        """:meth:`Queue.cancel`: cancel a job that waits or runs (``cancel.lua``); False
+        when there is no such job, or it is dead."""
+        ttl_ms = int(CANCELLED_TTL * 1000)
+        return await self.run(self.queue.shard_for(_tag(tag)).cancel(tag, ttl_ms)) in (1, 2)
+
+    async def cancelled(self, tag: str) -> CancelledJob | None:
+        """:meth:`Queue.cancelled`: the record of a cancelled job while it is kept."""
+        try:
+            raw = await self.client.get(self.queue.keys_for(_tag(tag)).cancelled(tag))
+        except UNAVAILABLE_ERRORS as exc:
+            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
+        return read_cancelled(tag, raw)
 
     # ------------------------------------------------------------------ consuming
 

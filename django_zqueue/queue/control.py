@@ -42,6 +42,24 @@ class CancelledJob:
         return from_ms(self.cancelled_at_ms)
 
 
+def read_cancelled(tag: str, raw: bytes | str | None) -> CancelledJob | None:
+    """The cancel record of ``tag`` as Redis holds it; None when absent, or not a record
+    this version wrote (read as absent)."""
+    if raw is None:
+        return None
+    try:
+        rec = json.loads(raw)
+        return CancelledJob(
+            tag,
+            int(rec["at"]),
+            str(rec["was"]),
+            int(rec.get("a", 0)),
+            None if rec.get("c") is None else str(rec["c"]),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 class Control(QueueBase):
     """Operator actions on one job or on the whole queue."""
 
@@ -73,19 +91,7 @@ class Control(QueueBase):
         """The record of a cancelled job while it is kept; None otherwise."""
         with unavailable_as_error():
             raw = self.client.get(self.keys_for(validate.tag(tag)).cancelled(tag))
-        if raw is None:
-            return None
-        try:
-            rec = json.loads(raw)
-            return CancelledJob(
-                tag,
-                int(rec["at"]),
-                str(rec["was"]),
-                int(rec.get("a", 0)),
-                None if rec.get("c") is None else str(rec["c"]),
-            )
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None  # not a record this version wrote: read as absent
+        return read_cancelled(tag, raw)
 
     def run_now(self, tag: str) -> bool:
         """Move a waiting job (ready or delayed) to the front of the line

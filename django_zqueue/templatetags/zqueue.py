@@ -22,7 +22,7 @@ register = template.Library()
 
 @register.inclusion_tag("django_zqueue/position_widget.html", takes_context=True)
 def zqueue_position(context: template.Context, job: Any) -> dict[str, Any]:
-    """The widget for ``job`` (a :class:`~django_zqueue.task.Job`, or anything with
+    """The widget for ``job`` (a :class:`~django_zqueue.job.Job`, or anything with
     ``queue_name`` and ``id``)."""
     request = context.get("request")
     user = getattr(request, "user", None)

@@ -35,6 +35,25 @@ if TYPE_CHECKING:
     from .aio import AioLane
 
 
+def _check_options(
+    queues: Sequence[str],
+    concurrency: int,
+    prefetch: int | None,
+    weights: Sequence[float] | None,
+    cancel_grace: float,
+    pool: str,
+) -> None:
+    """A worker's options, before anything starts: ValueError naming the bad one."""
+    if concurrency < 1 or (prefetch is not None and prefetch < 1):
+        raise ValueError("concurrency and prefetch must be >= 1")
+    if cancel_grace < 0:
+        raise ValueError("cancel_grace must be >= 0")
+    if pool not in ("thread", "process"):
+        raise ValueError("pool must be 'thread' or 'process'")
+    if weights is not None and len(weights) != len(queues):
+        raise ValueError("give one weight per queue")
+
+
 class Worker:
     """Runs registered tasks from ``queues``. ``run()`` returns when stopped or, with
     ``burst``, when the queues have nothing ready."""
@@ -56,14 +75,7 @@ class Worker:
         pool: str = "thread",
         async_concurrency: int = 0,
     ) -> None:
-        if concurrency < 1 or (prefetch is not None and prefetch < 1):
-            raise ValueError("concurrency and prefetch must be >= 1")
-        if cancel_grace < 0:
-            raise ValueError("cancel_grace must be >= 0")
-        if pool not in ("thread", "process"):
-            raise ValueError("pool must be 'thread' or 'process'")
-        if weights is not None and len(weights) != len(queues):
-            raise ValueError("give one weight per queue")
+        _check_options(queues, concurrency, prefetch, weights, cancel_grace, pool)
         self.queues = [get_queue(q) for q in queues]
         self.concurrency = concurrency
         # None: adaptive ("auto"), 1 to AUTO_PREFETCH_MAX jobs per claim (Consumer.next_batch)

@@ -1,0 +1,210 @@
+"""Script calls as values: a :class:`Call` (script, KEYS, ARGV and how its reply reads),
+sent alone or many in one round trip (:class:`Batch`, a pipeline of plain EVALSHA), each
+reply read from its :class:`Pending`; the ``ZQ_*`` error replies mapped to exceptions in
+one table (:data:`ERRORS`). Also what a Redis Cluster pipeline needs to route EVALSHA
+by key. The builders of each script's call are in :mod:`django_zqueue.scripts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
+
+from redis.cluster import ClusterPipeline
+from redis.exceptions import NoScriptError, ResponseError
+
+from .connection import UNAVAILABLE_ERRORS
+from .exceptions import ScriptArgumentError, ScriptError, SequenceExhausted
+
+Arg: TypeAlias = str | bytes | int | float
+
+
+class Loader(Protocol):
+    """What a :class:`Batch` needs of the scripts it sends: a client, the SHA1 of each
+    script, and a way to load them all (:class:`~django_zqueue.scripts.Scripts`)."""
+
+    client: Any
+    shas: dict[str, str]
+
+    def load_all(self) -> None: ...
+
+
+def is_cluster_pipeline(client: Any) -> bool:
+    return isinstance(client, ClusterPipeline)
+
+
+try:  # redis-py >= 8: command routing policies
+    from redis._parsers.commands import CommandPolicies, RequestPolicy, ResponsePolicy
+    from redis.commands.policies import BasePolicyResolver
+
+    _KEYED = CommandPolicies(
+        request_policy=RequestPolicy.DEFAULT_KEYED, response_policy=ResponsePolicy.DEFAULT_KEYED
+    )
+
+    class _EvalshaIsKeyed(BasePolicyResolver):
+        """EVALSHA is routed by its keys: redis-py's own ``determine_slot`` (first key)."""
+
+        def __init__(self, fallback: Any = None) -> None:
+            super().__init__({"core": {"evalsha": _KEYED}}, fallback)
+
+        def with_fallback(self, fallback: Any) -> Any:
+            return _EvalshaIsKeyed(fallback)
+
+except ImportError:  # older redis-py: its cluster pipeline routes EVALSHA by key already
+    _EvalshaIsKeyed = None  # type: ignore[assignment,misc]
+
+
+def _route_evalsha_by_key(pipe: Any) -> None:
+    """redis-py 8's cluster pipeline looks up a routing policy for each command and,
+    finding none for EVALSHA, asks a node for the call's keys (``COMMAND GETKEYS``): one
+    more round trip per script call in a pipeline (outside pipelines it routes EVALSHA by
+    its first key, as here). Its ``RedisCluster.pipeline()`` does not pass on a client's
+    resolver, so the pipeline is given one that knows EVALSHA is keyed."""
+    resolver = getattr(pipe, "_policy_resolver", None)
+    if _EvalshaIsKeyed is not None and resolver is not None:
+        pipe._policy_resolver = _EvalshaIsKeyed(fallback=resolver)
+
+
+def _command(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(args, options) of a queued pipeline command (a tuple, or redis-py's cluster
+    ``PipelineCommand``)."""
+    if isinstance(entry, tuple):
+        return entry[0], entry[1]
+    return tuple(entry.args), dict(entry.options)
+
+
+def _is_noscript(reply: Any) -> bool:
+    # a cluster pipeline may wrap the server's error in a plain ResponseError
+    return isinstance(reply, NoScriptError) or (
+        isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT")
+    )
+
+
+T = TypeVar("T")
+
+
+#: the ``ZQ_*`` error codes scripts raise, and the exception each one becomes
+ERRORS: dict[str, type[ScriptError]] = {
+    SequenceExhausted.code: SequenceExhausted,
+    ScriptArgumentError.code: ScriptArgumentError,
+}
+
+
+def script_error(script: str, exc: ResponseError) -> BaseException:
+    """The exception for an error reply of ``script`` (see :data:`ERRORS`). A reply that
+    means "Redis cannot serve this now" (READONLY, a cluster's failover states, BUSY) is
+    returned as it is, for the caller's retry and ``unavailable_as_error``."""
+    message = str(exc)
+    if isinstance(exc, UNAVAILABLE_ERRORS) or message.startswith("BUSY"):
+        return exc
+    for code, cls in ERRORS.items():
+        if code in message:
+            return cls(f"{script}: {message}")
+    return ScriptError(f"script {script} failed: {message}")
+
+
+class Call(NamedTuple, Generic[T]):
+    """One script call, not yet sent: the script, its KEYS and ARGV, and how its reply
+    reads (:meth:`result`)."""
+
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+    read: Callable[[Any], T]
+
+    def result(self, reply: Any) -> T:
+        """The typed result of ``reply``; an error reply raises its mapped exception
+        (connection errors are raised as they are)."""
+        if isinstance(reply, ResponseError) and not isinstance(reply, NoScriptError):
+            error = script_error(self.script, reply)
+            if error is reply:
+                raise reply
+            raise error from reply
+        if isinstance(reply, BaseException):
+            raise reply
+        return self.read(reply)
+
+
+_UNREAD: Any = object()
+
+
+class Pending(Generic[T]):
+    """The reply of a call sent in a :class:`Batch`, once the batch is sent."""
+
+    __slots__ = ("_value", "call", "reply")
+
+    def __init__(self, call: Call[T]) -> None:
+        self.call = call
+        self.reply: Any = None
+        self._value: Any = _UNREAD
+
+    def result(self) -> T:
+        if self._value is _UNREAD:  # read once: a list result is read item by item
+            self._value = self.call.result(self.reply)
+        value: T = self._value
+        return value
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The error reply, if the call failed (then :meth:`result` raises it)."""
+        return self.reply if isinstance(self.reply, BaseException) else None
+
+
+class Batch:
+    """Calls sent in one round trip: a non-transactional pipeline whose script calls are
+    plain EVALSHA (redis-py would check ``SCRIPT EXISTS`` before each pipeline holding
+    ``Script`` calls: one more round trip, a third of a worker's time on the hot path).
+
+    After a ``SCRIPT FLUSH``, the calls that got NOSCRIPT (Redis ran nothing for them) are
+    sent again, alone, once the scripts are loaded; every other reply is kept as it came.
+    ``pipe`` may also carry plain commands (a BLPOP before a claim)."""
+
+    def __init__(self, scripts: Loader) -> None:
+        self.scripts = scripts
+        self.pipe: Any = scripts.client.pipeline(transaction=False)
+        if is_cluster_pipeline(self.pipe):
+            _route_evalsha_by_key(self.pipe)
+        self._pending: list[tuple[int, Pending[Any]]] = []
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, call: Call[T]) -> Pending[T]:
+        """Queue ``call``; its result is read from the returned :class:`Pending` after
+        :meth:`send`."""
+        sha = self.scripts.shas[call.script]
+        self.pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+        pending = Pending(call)
+        self._pending.append((self._size, pending))
+        self._size += 1
+        return pending
+
+    def command(self, name: str, *args: Any, **options: Any) -> int:
+        """Queue a plain command (e.g. ``blpop``); returns its index in :meth:`send`'s list."""
+        getattr(self.pipe, name)(*args, **options)
+        self._size += 1
+        return self._size - 1
+
+    def send(self) -> list[Any]:
+        """Run the batch; every reply in order (errors as exception objects, also set on
+        each :class:`Pending`). Connection errors are raised."""
+        if not self._size:
+            return []
+        cluster = is_cluster_pipeline(self.pipe)
+        queued = self.pipe._execution_strategy.command_queue if cluster else self.pipe.command_stack
+        stack = [_command(c) for c in queued]
+        replies = list(self.pipe.execute(raise_on_error=False))
+        missing = [i for i, r in enumerate(replies) if _is_noscript(r)]
+        if missing:
+            self.scripts.load_all()
+            again = Batch(self.scripts)
+            for i in missing:
+                args, options = stack[i]
+                again.pipe.pipeline_execute_command(*args, **options)
+                again._size += 1
+            for i, reply in zip(missing, again.send(), strict=True):
+                replies[i] = reply
+        for i, pending in self._pending:
+            pending.reply = replies[i]
+        return replies
