@@ -40,6 +40,9 @@ from .calls import Pending as Pending
 from .calls import is_cluster_pipeline as is_cluster_pipeline
 from .calls import script_error as script_error
 from .exceptions import InvalidArgument
+from .exceptions import ScriptArgumentError as ScriptArgumentError
+from .exceptions import ScriptError as ScriptError
+from .exceptions import SequenceExhausted as SequenceExhausted
 from .keys import QueueKeys
 from .links import FlowJob, Resolution, Resolved
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
