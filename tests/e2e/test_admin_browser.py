@@ -121,8 +121,6 @@ def project(prefix: str) -> Iterator[dict[str, Any]]:
         "REDIS_URL": redis_url(),
         "PREFIX": prefix,
         "ENQUEUE_ON_COMMIT": False,
-        # a fair queue (docs/fairness.md), for its Groups table
-        "QUEUES": {**settings.ZQUEUE["QUEUES"], "tenants": {"fairness": "groups"}},
     }
     with override_settings(ZQUEUE=value):
         yield value
