@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 import socket
+import string
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -39,7 +41,7 @@ def expire_leases(client: redis.Redis, q: Queue) -> None:
 
 def test_publish_returns_tag_and_stores_job(q: Queue) -> None:
     tag = q.publish({"hello": "world"})
-    assert isinstance(tag, str) and len(tag) == 22
+    assert isinstance(tag, str) and len(tag) == 20
     info = q.info(tag)
     assert info is not None
     assert info.state == "ready" and info.rank == 0 and info.body == {"hello": "world"}
@@ -778,5 +780,38 @@ def test_generated_tags_never_start_with_a_dash() -> None:
     from django_zqueue.queue import new_tag
 
     tags = [new_tag() for _ in range(3000)]  # ~1 in 64 raw tokens starts with "-"
-    assert all(len(t) == 22 and not t.startswith("-") for t in tags)
+    assert all(len(t) == 20 and not t.startswith("-") for t in tags)
+    assert all(set(t) <= set(string.ascii_letters + string.digits + "-_") for t in tags)
     assert len(set(tags)) == 3000
+
+
+def test_generated_tags_differ_across_threads_and_a_forked_child() -> None:
+    """Tags come from a per-process pool: threads popping it at once never get the same
+    one, and a child forked with a full pool does not hand out the parent's."""
+    from django_zqueue.queue import new_tag
+
+    new_tag()  # the pool is full now (255 left), and the child inherits a copy of it
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: 300 tags to the parent, then exit at once
+        try:
+            os.write(write, " ".join(new_tag() for _ in range(300)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        child = f.read().split()
+    os.waitpid(pid, 0)
+    got: list[list[str]] = [[] for _ in range(4)]
+
+    def take(out: list[str]) -> None:
+        out.extend(new_tag() for _ in range(2000))
+
+    threads = [threading.Thread(target=take, args=(out,)) for out in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    mine = [t for out in got for t in out]
+    assert len(child) == 300 and len(set(mine)) == len(mine) == 8000
+    assert not set(child) & set(mine)
