@@ -42,10 +42,14 @@ def text(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
+#: one encoder for every body (``json.dumps`` with options builds one per call)
+_BODY_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode_body(body: Any) -> bytes:
     """JSON-encode a body; ``TypeError``/``ValueError`` (``InvalidArgument``) if it can't be."""
     try:
-        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        data = _BODY_ENCODER.encode(body)
     except ValueError as exc:  # NaN / inf, circular reference
         raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
     return data.encode("utf-8")

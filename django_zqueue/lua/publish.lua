@@ -29,11 +29,13 @@ local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), to
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
 -- from writing a record that other scripts would refuse)
 local now = now_ms()
-for i = 0, n - 1 do
-  local why = check_job(ARGV, 5 + 10 * i, now)
+local records, runs = {}, {} -- each job's record and run-at, read once
+for i = 1, n do
+  local meta, run_at, why = read_job(ARGV, 5 + 10 * (i - 1), now)
   if why then
-    error('ZQ_BAD_ARGUMENT: job ' .. (i + 1) .. ': ' .. why)
+    error('ZQ_BAD_ARGUMENT: job ' .. i .. ': ' .. why)
   end
+  records[i], runs[i] = meta, run_at
 end
 
 -- 1. every tag must be free: one HMGET for all, the state only of those in use
@@ -65,7 +67,7 @@ local queued = {} -- {id, meta} of jobs ready now, in call order
 for i = 0, n - 1 do
   local b = 5 + 10 * i
   local id = ARGV[b]
-  local meta, run_at = new_record(ARGV, b, now)
+  local meta, run_at = records[i + 1], runs[i + 1]
   bodies[#bodies + 1] = id
   bodies[#bodies + 1] = ARGV[b + 1]
   metas[#metas + 1] = id
