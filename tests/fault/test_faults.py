@@ -242,9 +242,11 @@ def test_r5_worker_clock_skew(fault: Callable[..., Fault], skew: float, long_run
         f"late_s median={statistics.median(late):.3f} max={max(late):.3f}"
     )
     assert len(f.runs()) == len(delays)
-    # late by no more than the wake-up latency of an unskewed worker (bench/ and the
-    # skew=0 case measure it well under 0.1 s on an idle host; generous for a loaded one)
-    assert max(late) < 1.0
+    # not late by the skew: a worker reading its own clock would start them 300 s late
+    # (or, 300 s fast, at once: the "never early" check above). The wake-up latency is
+    # well under 0.1 s on an idle host (bench/); the bound is far from both, so a loaded
+    # CI host does not fail it for the wrong reason.
+    assert max(late) < 10.0
 
 
 # ------------------------------------------------------------------ R6 long jobs
