@@ -284,16 +284,23 @@ class Task(Generic[P, R]):
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
+        depends_on: list[Any] | None = None,
     ) -> list[Job]:
         from .queue.aio import get_async_queue
 
         span = tracing.start_send(self.queue_name, self.name, len(calls))
         try:
             queue, jobs = self._prepare(calls, delay, run_at, span)
-            if self.debounce is None and self.unique_for is None:
+            once = self.debounce is not None or self.unique_for is not None
+            if depends_on is not None and once:
+                raise InvalidArgument(
+                    f"task {self.name!r}: depends_on does not go with debounce or unique_for"
+                )
+            if depends_on is None and not once:
                 await get_async_queue(queue.name).publish_prepared(jobs)
-            else:  # the once rules are one script call per job: the sync client, in a thread
-                await asyncio.to_thread(self._publish, queue, jobs)
+            else:  # one script call per job (the once rules, a workflow's links): the sync
+                # client, in a thread
+                await asyncio.to_thread(self._publish, queue, jobs, depends_on)
         except BaseException as exc:
             tracing.fail_send(span, exc)
             raise
@@ -309,8 +316,10 @@ class Task(Generic[P, R]):
         """:meth:`enqueue` from asyncio code (redis-py's asyncio client, the same script).
 
         Published at once: async code holds no open transaction (Django's
-        ``transaction.atomic`` is sync-only), so there is no commit to wait for."""
-        return (await self._asubmit([(args, kwargs)]))[0]
+        ``transaction.atomic`` is sync-only), so there is no commit to wait for.
+        ``depends_on`` as in :meth:`enqueue`."""
+        parents = self._depends_on(kwargs)
+        return (await self._asubmit([(args, kwargs)], depends_on=parents))[0]
 
     async def aenqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """:meth:`enqueue_in` from asyncio code."""
@@ -320,7 +329,7 @@ class Task(Generic[P, R]):
         """:meth:`enqueue_at` from asyncio code."""
         return (await self._asubmit([(args, kwargs)], run_at=when))[0]
 
-    def _depends_on(self, kwargs: dict[str, Any]) -> Iterable[Any] | None:
+    def _depends_on(self, kwargs: dict[str, Any]) -> list[Any] | None:
         """``depends_on`` taken out of a call's keyword arguments, unless the task's
         function has a parameter of that name."""
         if "depends_on" not in kwargs or "depends_on" in inspect.signature(self.func).parameters:

@@ -307,6 +307,20 @@ def test_task_enqueue_depends_on_and_enqueue_many() -> None:
     assert names[-2:] == ["add", "add"]
 
 
+def test_aenqueue_depends_on_waits_like_enqueue() -> None:
+    """``aenqueue(..., depends_on=...)`` makes the job wait for its parents, as
+    ``enqueue`` does (before, it was taken for an argument of the task and refused)."""
+    import asyncio
+
+    a = add.enqueue(1, 1)
+    child = asyncio.run(note.aenqueue("after", depends_on=[a]))
+    assert asyncio.run(child.astatus()) == "waiting" and child.rank() is None
+    with pytest.raises(InvalidArgument, match="depends_on does not go with"):
+        asyncio.run(note.using(tag="t", debounce=5).aenqueue("x", depends_on=[a]))
+    burst()
+    assert LOG == [("add", 1, 1), ("note", "after")]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_inside_a_transaction_all_or_nothing() -> None:
     with transaction.atomic():
