@@ -136,6 +136,33 @@ def test_async_queue_api_matches_the_sync_one(project: dict[str, str]) -> None:
     assert q.counts()["inflight"] == 1 and q.stats()["acked"] == 1
 
 
+def test_async_publish_takes_a_group(make_queue: Any) -> None:
+    """``AsyncQueue.publish(..., group=...)`` writes the group as ``Queue.publish`` does:
+    in a fair queue the groups are served in turn."""
+    q: Queue = make_queue("fairq", fairness="groups")
+
+    async def scenario() -> list[str]:
+        import redis.asyncio as aredis
+
+        from .redis_server import redis_url
+
+        client = aredis.Redis.from_url(redis_url())
+        try:
+            aq = AsyncQueue(q, client=client)
+            for i in range(3):
+                await aq.publish(f"a{i}", group="a")
+            return [await aq.publish(f"b{i}", group="b") for i in range(2)]
+        finally:
+            await client.aclose()
+
+    b_tags = run(scenario())
+    assert q.info(b_tags[0]).group == "b"  # type: ignore[union-attr]
+    order = [m.body for m in q.claim(5)[0]]
+    # one turn each: {a0, b0}, then {a1, b1} (a tie is broken by the random tag), then a2
+    assert {*order[:2]} == {"a0", "b0"} and {*order[2:4]} == {"a1", "b1"}
+    assert order[4] == "a2"
+
+
 def test_acancel_cancels_like_cancel_waiting_or_running(project: dict[str, str]) -> None:
     """``Job.acancel`` runs the same cancel as ``Job.cancel``: a waiting job and a running
     one both end ``cancelled`` (kept), a dead or missing one is refused; ``astatus`` reads

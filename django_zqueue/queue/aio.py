@@ -149,8 +149,10 @@ class AsyncQueue:
         *,
         max_retries: int | None = None,
         visibility_timeout: float | None = None,
+        group: str | None = None,
     ) -> str:
-        """:meth:`Queue.publish`: add one job, return its tag."""
+        """:meth:`Queue.publish`: add one job, return its tag (``debounce``,
+        ``unique_for`` and ``depends_on`` are the sync client's: run it in a thread)."""
         job = self.queue.prepare(
             body,
             tag,
@@ -160,6 +162,7 @@ class AsyncQueue:
             run_at,
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
+            group=group,
         )
         return (await self.publish_prepared([job]))[0]
 
