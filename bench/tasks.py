@@ -77,6 +77,10 @@ def orm_insert(label: str, i: int) -> None:
     from testproject.demo.models import Article
 
     Article.objects.create(title=f"{label} {i}")
+    if os.environ.get("ZQBENCH_ORM_CLOSE"):  # the "connection per job" row: as before
+        from django.db import connection
+
+        connection.close()
 
 
 for _name in filter(None, os.environ.get("ZQBENCH_TASK_MODULES", "").split(",")):
