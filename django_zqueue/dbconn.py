@@ -85,6 +85,7 @@ def before_job() -> None:
     if not getattr(_local, "open", True):
         return
     outer = []
+    still_open = False
     for conn in connections.all(initialized_only=True):
         if conn.connection is None:
             continue
@@ -94,8 +95,9 @@ def before_job() -> None:
             _close(conn)
         else:
             conn.close_if_unusable_or_obsolete()
+        still_open = still_open or conn.connection is not None
     _local.outer = tuple(outer)
-    _update_open()
+    _local.open = still_open
 
 
 def after_job() -> None:
@@ -104,17 +106,21 @@ def after_job() -> None:
     if not getattr(_local, "open", True):
         return
     outer = getattr(_local, "outer", ())
+    still_open = False
     for conn in connections.all(initialized_only=True):
-        if conn.connection is None or conn.alias in outer:
+        if conn.connection is None:
             continue
-        if _left_open(conn):
+        if conn.alias in outer:
+            pass
+        elif _left_open(conn):
             log.warning(kv(event="job_left_transaction_open", database=conn.alias))
             _discard(conn)
         else:
             conn.close_if_unusable_or_obsolete()
+        still_open = still_open or conn.connection is not None
     _local.outer = ()
     _local.last_job = time.monotonic()
-    _update_open()
+    _local.open = still_open
 
 
 def _left_open(conn: BaseDatabaseWrapper) -> bool:
