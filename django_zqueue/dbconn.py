@@ -183,7 +183,13 @@ def _server_closed(conn: BaseDatabaseWrapper) -> bool:
     if fileno is None:
         return False
     try:
-        ready, _, _ = select.select([fileno()], [], [], 0)
+        if _poll is None:
+            return bool(select.select([fileno()], [], [], 0)[0])
+        poller = _poll()  # poll, not select: no limit on the descriptor's number
+        poller.register(fileno(), select.POLLIN)
+        return bool(poller.poll(0))
     except Exception:  # a closed or foreign connection object: Django's checks decide
         return False
-    return bool(ready)
+
+
+_poll = getattr(select, "poll", None)

@@ -159,6 +159,34 @@ def test_a_connection_is_kept_across_back_to_back_jobs(
 
 
 @pytest.mark.orm
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("health_checks", [False, True])
+def test_conn_health_checks_check_a_kept_connection_at_each_job(
+    project: dict[str, str],
+    max_age: Callable[[int | None], None],
+    monkeypatch: pytest.MonkeyPatch,
+    health_checks: bool,
+) -> None:
+    monkeypatch.setitem(connection.settings_dict, "CONN_HEALTH_CHECKS", health_checks)
+    checked: list[str] = []
+    cls = type(connections["default"])
+    real = cls.is_usable
+
+    def counted(self: Any) -> bool:
+        checked.append(threading.current_thread().name)
+        return bool(real(self))
+
+    monkeypatch.setattr(cls, "is_usable", counted)
+    for _ in range(4):
+        count_articles.enqueue()
+    w = burst()
+    assert w.failed == 0
+    # the first job's connection is new (healthy); each later job checks it once
+    mine = [n for n in checked if n.startswith("zqueue-consumer")]
+    assert len(mine) == (3 if health_checks else 0)
+
+
+@pytest.mark.orm
 @needs_server
 @pytest.mark.django_db(transaction=True)
 def test_a_kept_connection_is_renewed_after_keep_seconds(
