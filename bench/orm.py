@@ -1,13 +1,14 @@
 """ORM jobs/s: a task doing one ORM INSERT, drained by one worker process, beside the
 direct insert loop (its ceiling) in the same run.
 
-    python -m bench.orm [--n 3000] [--rounds 2] [--db auto|postgres|sqlite] [--timeout 300]
+    python -m bench.orm [--n 2000] [--rounds 5] [--db auto|postgres|sqlite] [--timeout 300]
 
 The database is PostgreSQL when one answers at ``ZQUEUE_BENCH_POSTGRES_URL`` (default
 ``postgres://postgres@127.0.0.1:5432/test``): a database of the run's own is created
 there and dropped at the end; else a SQLite file in a temporary directory. Rows:
 
-- ``direct loop``: ``Article.objects.create()`` N times in this process (the ceiling);
+- ``direct loop``: ``Article.objects.create()`` N times in this process (the ceiling),
+  at the start and end of each round;
 - ``worker, Django defaults``: N jobs ``zqbench.orm_insert`` drained by one
   ``zqueue_worker --burst`` process (one thread, ``CONN_MAX_AGE = 0``);
 - ``worker, CONN_MAX_AGE=600``: the same with persistent connections;
@@ -15,8 +16,10 @@ there and dropped at the end; else a SQLite file in a temporary directory. Rows:
   before it kept connections across jobs (the task closes its connection after its
   INSERT: ``ZQBENCH_ORM_CLOSE=1``), for a same-run contrast.
 
-The rows are measured in turn, ``--rounds`` times over (interleaved, so that a busy spell
-of a shared host hits every row), and the best round of each is kept. Rates are steady
+The rows are measured in turn, ``--rounds`` times over; each round starts and ends with
+the direct loop, and a row's ratio is its rate over the mean of that round's two direct
+loops (a busy spell of a shared host slows both sides). Medians over the rounds are
+printed; the connection-per-job row drains N/4 jobs (it is ten times slower). Rates are steady
 ones, from the rows' ``created`` stamps (first to last insert), so the worker's start-up
 is not counted; CPU ms per job is the worker process's user + system time over N, less
 the CPU of a worker that starts and finds nothing to do: less sensitive to a busy host
@@ -31,6 +34,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -175,39 +179,31 @@ def run(n: int, url: str, vendor: str, timeout: float, rounds: int) -> dict[str,
     persistent = f"{url}{sep}conn_max_age=600"
     boot = min(startup_cpu(url, timeout) for _ in range(2))
     plan: dict[str, Callable[[str], Row]] = {
-        "direct loop": lambda label: direct(label, n),
         "worker, Django defaults (CONN_MAX_AGE=0)": lambda label: drain(
             label, n, url, timeout, boot
         ),
         "worker, CONN_MAX_AGE=600": lambda label: drain(label, n, persistent, timeout, boot),
         "worker, a connection per job (before)": lambda label: drain(
-            label, n, url, timeout, boot, ZQBENCH_ORM_CLOSE="1"
+            label, max(2, n // 4), url, timeout, boot, ZQBENCH_ORM_CLOSE="1"
         ),
     }
-    runs: dict[str, list[Row]] = {name: [] for name in plan}
+    runs: dict[str, list[Row]] = {name: [] for name in [DIRECT, *plan]}
+    ceilings: list[float] = []  # each round's: the mean of its two direct loops
     for r in range(rounds):  # interleaved, so that a busy spell of the host hits every row
+        first = direct(f"r{r}a", n)
         for k, (name, measure) in enumerate(plan.items()):
             runs[name].append(measure(f"r{r}k{k}"))
-    best = {name: max(rs, key=lambda x: x.per_s) for name, rs in runs.items()}
-    ceiling = best["direct loop"].per_s
+        last = direct(f"r{r}b", n)
+        runs[DIRECT] += [first, last]
+        ceilings.append((first.per_s + last.per_s) / 2)
     out = {
         "bench": "orm",
         "database": vendor,
         "n": n,
         "rounds": rounds,
-        "ceiling_per_s": round(ceiling, 1),
         "worker_startup_cpu_s": round(boot, 3),
-        "rows": [
-            {
-                "name": name,
-                "per_s": round(b.per_s, 1),
-                "ratio_to_direct": round(b.per_s / ceiling, 3) if ceiling else None,
-                "cpu_ms_per_job": round(b.cpu_ms, 3),
-                "wall_s": round(b.wall_s, 3),
-                "rounds_per_s": [round(x.per_s, 1) for x in runs[name]],
-            }
-            for name, b in best.items()
-        ],
+        "rows": [_row(DIRECT, runs[DIRECT], [c for c in ceilings for _ in (0, 1)])]
+        + [_row(name, runs[name], ceilings) for name in plan],
     }
     from django.db import connections
 
@@ -215,12 +211,29 @@ def run(n: int, url: str, vendor: str, timeout: float, rounds: int) -> dict[str,
     return out
 
 
+DIRECT = "direct loop"
+
+
+def _row(name: str, rows: list[Row], ceilings: list[float]) -> dict[str, Any]:
+    """A row's figures: median rate and CPU, and the median of its rounds' ratios to the
+    direct loop of the same round."""
+    ratios = [x.per_s / c for x, c in zip(rows, ceilings, strict=True) if c]
+    return {
+        "name": name,
+        "per_s": round(statistics.median(x.per_s for x in rows), 1),
+        "ratio_to_direct": round(statistics.median(ratios), 3) if ratios else None,
+        "cpu_ms_per_job": round(statistics.median(x.cpu_ms for x in rows), 3),
+        "rounds_per_s": [round(x.per_s, 1) for x in rows],
+        "rounds_ratio": [round(x, 3) for x in ratios],
+    }
+
+
 def report(out: dict[str, Any]) -> str:
     head = f"ORM INSERT jobs, {out['n']} each, {out['database']} (one worker process, 1 thread)"
-    head += f", best of {out['rounds']} interleaved rounds"
-    lines = [head, f"{'':44}{'jobs/s':>9}  {'x direct':>8}  {'CPU ms/job':>10}  rounds (jobs/s)"]
+    head += f", medians of {out['rounds']} interleaved rounds"
+    lines = [head, f"{'':44}{'jobs/s':>9}  {'x direct':>8}  {'CPU ms/job':>10}  rounds (x direct)"]
     for r in out["rows"]:
-        each = ", ".join(f"{x:,.0f}" for x in r["rounds_per_s"])
+        each = ", ".join(f"{x:.2f}" for x in r["rounds_ratio"])
         lines.append(
             f"{r['name']:44}{r['per_s']:>9,.0f}  {r['ratio_to_direct']:>8.2f}"
             f"  {r['cpu_ms_per_job']:>10.3f}  {each}"
@@ -230,9 +243,9 @@ def report(out: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=3000, help="jobs (and direct inserts) per row")
+    ap.add_argument("--n", type=int, default=2000, help="jobs (and direct inserts) per row")
     ap.add_argument("--db", choices=["auto", "postgres", "sqlite"], default="auto")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best is kept)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per worker run")
     args = ap.parse_args()
     if not 1 < args.n <= 200_000:
