@@ -160,8 +160,9 @@ def _close(conn: BaseDatabaseWrapper) -> None:
 
 
 def _discard(conn: BaseDatabaseWrapper) -> None:
-    """Roll back and close a connection left inside an atomic block; the next use
-    connects afresh (``connect()`` resets Django's transaction state)."""
+    """Roll back and close a connection a job left in a transaction (inside an atomic
+    block, or with autocommit off); the next use connects afresh (``connect()`` resets
+    Django's transaction state)."""
     conn.in_atomic_block = False
     conn.closed_in_transaction = False
     conn.atomic_blocks = []
