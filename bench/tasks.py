@@ -7,6 +7,8 @@ in a db of its own (so a run on a shared Redis touches only its own keys): with 
 one INCR of the done counter; with ``t > 0`` also an RPUSH of ``now - t`` to the latency
 list, in one round trip.
 
+``zqbench.orm_insert(label, i)`` is the job of ``python -m bench.orm``: one ORM INSERT.
+
 ``ZQBENCH_TASK_MODULES`` (comma-separated) names more modules to import here: the shared
 harness's peer folder (``bench/peers/zqueue``) sets it to ``tasks``, its own
 ``@task`` whose body is ``benchlib.job_record(t)``.
@@ -67,6 +69,18 @@ def total(results: list[int]) -> int:
     """A chord's callback: counts itself done."""
     _client().incr(counter_keys(os.environ.get("ZQUEUE_PREFIX", "zq"))[0])
     return len(results)
+
+
+@task(name="zqbench.orm_insert")
+def orm_insert(label: str, i: int) -> None:
+    """The job of ``python -m bench.orm``: one ORM INSERT (a demo Article)."""
+    from testproject.demo.models import Article
+
+    Article.objects.create(title=f"{label} {i}")
+    if os.environ.get("ZQBENCH_ORM_CLOSE"):  # the "connection per job" row: as before
+        from django.db import connection
+
+        connection.close()
 
 
 for _name in filter(None, os.environ.get("ZQBENCH_TASK_MODULES", "").split(",")):

@@ -44,7 +44,7 @@ def _call(
     record: TaskRecord,
 ) -> Outcome:
     task_result = backends.result_from_record(ctx.id, record.data)
-    dbconn.tidy()
+    dbconn.before_job()
     set_current_job(ctx)
     t0 = time.perf_counter()
     permanent = False  # a failure that a rerun cannot fix (and would repeat)
@@ -57,7 +57,7 @@ def _call(
         return _failed(ctx, exc, backend, record, permanent=permanent)
     finally:
         set_current_job(None)
-        dbconn.tidy()
+        dbconn.after_job()
     duration = time.perf_counter() - t0
     record.data.update(status="SUCCESSFUL", finished_at=backends.now_iso(), return_value=value)
     return Success(

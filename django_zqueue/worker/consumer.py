@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from .. import backend_runner, taskstats
+from .. import backend_runner, dbconn, taskstats
 from ..backoff import RetryDelay, as_error, is_unavailable
 from ..connection import is_cluster, wait_any
 from ..events import kv, log
@@ -160,6 +160,10 @@ class Consumer:
 
     def run(self) -> None:
         """Claim and run jobs until the worker stops (or, with ``burst``, runs dry)."""
+        with dbconn.consumer():  # connections kept across back-to-back jobs
+            self._loop()
+
+    def _loop(self) -> None:
         w = self.worker
         while True:
             try:
@@ -195,6 +199,7 @@ class Consumer:
         if queue is None:
             if w.burst and not any(h == 0 for h in hints):
                 return False
+            dbconn.idle()  # no work ready: a connection kept for jobs is closed when idle
             wait = min([*hints, 1.0])
             woke = self.wait(wait, budget) if wait > 0 else None
             if woke is None:

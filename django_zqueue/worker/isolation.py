@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import connections
 
+from .. import dbconn
 from ..context import JobContext
 from ..outcome import Failure, Outcome, Success, failed
 from ..queue import NO_RESULT
@@ -77,6 +78,7 @@ def _child(write: int, call: Callable[[], Outcome]) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the worker's handler is not ours
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the worker, which stops us
         _die_with_parent()
+        dbconn.forked()  # the parent closed its connections: the child opens its own
         payload = _encode(call())
         view = memoryview(payload)
         while view:

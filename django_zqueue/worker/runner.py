@@ -3,8 +3,8 @@
 
 A job of a registered ``@task`` runs here: its arguments decoded, ``job_started`` /
 ``job_finished`` / ``job_failed`` sent, :func:`~django_zqueue.current_job` set, database
-connections checked before and after (:func:`~django_zqueue.dbconn.tidy`, as Django does
-around a request). A job of Django's Tasks framework runs in :mod:`django_zqueue.backend_runner`.
+connections checked before and after (:mod:`~django_zqueue.dbconn`, as Django does around
+a request). A job of Django's Tasks framework runs in :mod:`django_zqueue.backend_runner`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Runner:
 
     def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
         """Call the task's function with the job's arguments."""
-        dbconn.tidy()
+        dbconn.before_job()
         set_current_job(ctx)
         t0 = time.perf_counter()
         flow = flow_of(ctx.message.body)
@@ -102,7 +102,7 @@ class Runner:
             return failed(ctx, task, error, exc, dead=permanent)
         finally:
             set_current_job(None)
-            dbconn.tidy()
+            dbconn.after_job()
         return succeeded(task, ctx, result, time.perf_counter() - t0, flow)
 
 
