@@ -1,0 +1,176 @@
+"""Worker CPU per no-op job, as instructions (callgrind: deterministic, load-independent).
+
+    python -m bench.worker_instructions [--small 200] [--large 2200] [--prefetch 20]
+        [--concurrency 1] [--async-concurrency N] [--profile N] [--timeout 900]
+
+For each of ``--small`` and ``--large`` no-op jobs (``testproject.demo.tasks.noop``, on
+queue ``default``): enqueue them, run one burst worker process
+(``testproject/manage.py zqueue_worker --burst --queues default``) under
+``valgrind --tool=callgrind``, check that every job was acked, and read the process's
+total instructions (``totals:`` of the callgrind output). Prints the instructions per
+job: (large - small) / (large - small jobs), so start-up and shutdown cancel out.
+
+``--async-concurrency``: the worker's option (default: the worker's own default, which
+for the testproject is an event-loop lane of 100 slots beside the threads, since it
+registers ``async def`` tasks on ``default``); 0 measures the thread lane alone.
+
+``--profile N``: no valgrind; instead ``N`` jobs run by a worker in this process with its
+consumer threads under ``cProfile`` (the event-loop lane off: its jobs would not be
+profiled), and the top functions by own time and by cumulative time are printed.
+
+Uses the testproject settings under a private key prefix and deletes only its own keys.
+Each valgrind run is bounded by ``--timeout`` seconds (a Python process runs ~50x slower
+under callgrind: keep the job counts small).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIX = f"zqinstr-{uuid.uuid4().hex[:8]}"
+os.environ["ZQUEUE_PREFIX"] = PREFIX
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
+sys.path.insert(0, str(ROOT))
+
+import django  # noqa: E402
+
+django.setup()
+
+from django_zqueue import get_queue  # noqa: E402
+from testproject.demo import tasks  # noqa: E402
+
+TOTALS = re.compile(rb"^(?:totals|summary):\s+(\d+)", re.MULTILINE)
+
+
+def fill(n: int) -> None:
+    q = get_queue("default")
+    q.clear()
+    for i in range(0, n, 1000):
+        tasks.noop.enqueue_many([()] * min(1000, n - i))
+
+
+def check_drained(n: int) -> None:
+    q = get_queue("default")
+    assert q.total_count() == 0, q.counts()
+    done = q.stats().get("acked", 0)
+    assert done == n, (done, n)
+
+
+def instructions(n: int, options: list[str], timeout: float) -> int:
+    """Total instructions of a burst worker process draining ``n`` no-op jobs."""
+    fill(n)
+    with tempfile.TemporaryDirectory(prefix="zqinstr-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            "--dump-instr=no",
+            sys.executable,
+            str(ROOT / "testproject/manage.py"),
+            "zqueue_worker",
+            "-v",
+            "0",
+            "--burst",
+            "--queues",
+            "default",
+            *options,
+        ]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run(
+            cmd,
+            env=env,
+            check=True,
+            timeout=timeout,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        found = TOTALS.search(out.read_bytes())
+        assert found is not None, "no totals in the callgrind output"
+    check_drained(n)
+    return int(found.group(1))
+
+
+def profile(n: int, prefetch: int, concurrency: int, top: int = 30) -> None:
+    """Run ``n`` jobs in this process, consumer threads under cProfile; print the top."""
+    from django_zqueue import registry
+    from django_zqueue.worker import Worker
+    from django_zqueue.worker.consumer import Consumer
+
+    registry.autodiscover()
+    prof = cProfile.Profile()
+    original = Consumer.run
+
+    def run(self: Consumer) -> None:
+        prof.enable()
+        try:
+            original(self)
+        finally:
+            prof.disable()
+
+    fill(n)
+    Consumer.run = run  # type: ignore[method-assign]
+    try:
+        w = Worker(["default"], burst=True, prefetch=prefetch, concurrency=concurrency)
+        w.run()
+    finally:
+        Consumer.run = original  # type: ignore[method-assign]
+    check_drained(n)
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--small", type=int, default=200)
+    ap.add_argument("--large", type=int, default=2200)
+    ap.add_argument("--prefetch", default="20")
+    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--async-concurrency", type=int, default=None)
+    ap.add_argument("--profile", type=int, default=0, help="cProfile N jobs instead")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per valgrind run")
+    a = ap.parse_args()
+    if not 0 < a.small < a.large <= 20000:
+        ap.error("need 0 < small < large <= 20000")
+    try:
+        if a.profile:
+            profile(a.profile, int(a.prefetch), a.concurrency)
+            return
+        options = ["--prefetch", a.prefetch, "--concurrency", str(a.concurrency)]
+        if a.async_concurrency is not None:
+            options += ["--async-concurrency", str(a.async_concurrency)]
+        t0 = time.monotonic()
+        small = instructions(a.small, options, a.timeout)
+        large = instructions(a.large, options, a.timeout)
+        per_job = (large - small) / (a.large - a.small)
+        print(
+            json.dumps(
+                {
+                    "options": " ".join(options),
+                    "jobs": [a.small, a.large],
+                    "instructions": [small, large],
+                    "instructions_per_job": round(per_job),
+                    "seconds": round(time.monotonic() - t0, 1),
+                },
+                indent=2,
+            )
+        )
+    finally:
+        get_queue("default").clear()
+
+
+if __name__ == "__main__":
+    main()
