@@ -369,13 +369,12 @@ class AioLane:
             self._sync.discard(key)
             assert self._freed is not None and self._finished is not None
             self._freed.set()
-            if outcome is not None and w.leases.was_cancelled(queue, msg):
-                w.leases.unhold(queue, msg)  # cancel.lua ended it: nothing to send
+            if outcome is not None and not w.leases.finish(queue, msg):
+                # cancel.lua ended it: nothing to send
                 log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
             elif outcome is not None:
                 w.count(outcome)
                 self.done.append(Finished(queue, msg, outcome))
-                w.leases.finish(queue, msg)
                 self._finished.set()
 
     def _sync_job(self, queue: Queue, msg: Message) -> Outcome | None:

@@ -64,14 +64,16 @@ class Runner:
                 f"{msg.raw_body[:200]!r})"
             )
             return failed(ctx, None, reason, None, dead=True)
-        self.leases.attach(queue, msg, ctx)
+        isolated = (task.isolation or self.pool) == "process"
+        # the heartbeat interrupts a thread past its task's timeout; an isolated job's child
+        # is killed instead (run_isolated), and an async task's timeout is asyncio.timeout's
+        # (coro.run_blocking)
+        no_limit = isolated or task.is_async
+        self.leases.attach(queue, msg, ctx, None if no_limit else task.timeout)
         with tracing.process(ctx) as span:
-            if (task.isolation or self.pool) == "process":  # the child is killed, not interrupted
+            if isolated:
                 outcome = run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
             else:
-                # an async task's timeout is asyncio.timeout's (coro.run_blocking), not the
-                # heartbeat's
-                self.leases.set_timeout(queue, msg, None if task.is_async else task.timeout)
                 outcome = self._call(task, ctx)
             span_ended(span, outcome)
         return outcome
