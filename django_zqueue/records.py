@@ -41,6 +41,18 @@ def text(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
+_decode_json = json.JSONDecoder().decode
+
+
+def loads(raw: bytes) -> Any:
+    """``json.loads(raw)``, and quicker for the usual record, a JSON object in UTF-8 (two
+    per claimed job): without the encoding detection ``json.loads`` does for bytes (a
+    first byte ``{`` and a second one not 0 can only be UTF-8 to it)."""
+    if raw[:1] == b"{" and raw[1:2] != b"\x00":
+        return _decode_json(raw.decode("utf-8", "surrogatepass"))
+    return json.loads(raw)
+
+
 def encode_body(body: Any) -> bytes:
     """JSON-encode a body; ``TypeError``/``ValueError`` (``InvalidArgument``) if it can't be."""
     try:
@@ -111,9 +123,9 @@ class Message(NamedTuple):
         cls, queue: str, tag: bytes, raw: bytes, meta_raw: bytes, deadline: int
     ) -> Message:
         """A message from one entry of a ``claim.lua`` reply."""
-        meta = json.loads(meta_raw)
+        meta = loads(meta_raw)
         try:
-            body = json.loads(raw) if raw else None
+            body = loads(raw) if raw else None
         except ValueError:
             body = None  # an undecodable payload: the consumer sees raw_body and body=None
         return cls(
