@@ -7,8 +7,13 @@ For each of ``--small`` and ``--large`` no-op jobs (``testproject.demo.tasks.noo
 queue ``default``): enqueue them, run one burst worker process
 (``testproject/manage.py zqueue_worker --burst --queues default``) under
 ``valgrind --tool=callgrind``, check that every job was acked, and read the process's
-total instructions (``totals:`` of the callgrind output). Prints the instructions per
-job: (large - small) / (large - small jobs), so start-up and shutdown cancel out.
+total instructions (``totals:`` of the callgrind output, one per thread with
+``--separate-threads=yes``). Prints the instructions per job: (large - small) /
+(large - small jobs), so start-up and shutdown cancel out; and the same per thread
+(``1``: the main thread; then by start: with ``--concurrency 1``, ``2`` is the consumer
+thread, the last the heartbeat). The heartbeat's and the main thread's share is time,
+not jobs (a tick every 50 and 100 ms): under callgrind a run lasts ~50 times longer, so
+their share per job is ~50 times what it is outside it.
 
 ``--async-concurrency``: the worker's option (default: the worker's own default, which
 for the testproject is an event-loop lane of 100 slots beside the threads, since it
@@ -68,8 +73,9 @@ def check_drained(n: int) -> None:
     assert done == n, (done, n)
 
 
-def instructions(n: int, options: list[str], timeout: float) -> int:
-    """Total instructions of a burst worker process draining ``n`` no-op jobs."""
+def instructions(n: int, options: list[str], timeout: float) -> dict[str, int]:
+    """Instructions of a burst worker process draining ``n`` no-op jobs, per thread
+    (``"1"`` the main thread, then in the order they started) and ``"total"``."""
     fill(n)
     with tempfile.TemporaryDirectory(prefix="zqinstr-") as tmp:
         out = Path(tmp) / "callgrind.out"
@@ -77,6 +83,7 @@ def instructions(n: int, options: list[str], timeout: float) -> int:
             "valgrind",
             "--tool=callgrind",
             f"--callgrind-out-file={out}",
+            "--separate-threads=yes",
             "--dump-instr=no",
             sys.executable,
             str(ROOT / "testproject/manage.py"),
@@ -97,10 +104,16 @@ def instructions(n: int, options: list[str], timeout: float) -> int:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        found = TOTALS.search(out.read_bytes())
-        assert found is not None, "no totals in the callgrind output"
+        threads: dict[str, int] = {}
+        for part in Path(tmp).glob("callgrind.out-*"):
+            found = TOTALS.search(part.read_bytes())
+            assert found is not None, f"no totals in {part.name}"
+            threads[str(int(part.name.rpartition("-")[2]))] = int(found.group(1))
     check_drained(n)
-    return int(found.group(1))
+    return {
+        **dict(sorted(threads.items(), key=lambda kv: int(kv[0]))),
+        "total": sum(threads.values()),
+    }
 
 
 def profile(n: int, prefetch: int, concurrency: int, top: int = 30) -> None:
@@ -155,14 +168,16 @@ def main() -> None:
         t0 = time.monotonic()
         small = instructions(a.small, options, a.timeout)
         large = instructions(a.large, options, a.timeout)
-        per_job = (large - small) / (a.large - a.small)
+        jobs = a.large - a.small
+        per_thread = {k: round((v - small.get(k, 0)) / jobs) for k, v in large.items()}
         print(
             json.dumps(
                 {
                     "options": " ".join(options),
                     "jobs": [a.small, a.large],
-                    "instructions": [small, large],
-                    "instructions_per_job": round(per_job),
+                    "instructions": [small["total"], large["total"]],
+                    "instructions_per_job": per_thread.pop("total"),
+                    "per_job_by_thread": per_thread,
                     "seconds": round(time.monotonic() - t0, 1),
                 },
                 indent=2,
