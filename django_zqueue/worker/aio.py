@@ -113,6 +113,8 @@ class AioLane:
         self._freed: asyncio.Event | None = None
         self._finished: asyncio.Event | None = None
         self._next_db_check = 0.0
+        #: whether runs get OpenTelemetry spans (asked once a second without a provider)
+        self.spans = tracing.Switch()
         self._stop_flusher = False
         self._flushing = 0  # outcomes on their way (burst: not done before their replies)
         #: sync jobs the lane claims run here, at most ``concurrency`` at once
@@ -391,7 +393,7 @@ class AioLane:
         # grace (never an exception raised in this thread: it runs the other coroutines)
         self.worker.leases.attach(queue, msg, ctx)
         self.worker.leases.on_cancel(queue, msg, lambda: self.cancel(queue.name, msg.tag))
-        with tracing.process(ctx) as span:
+        with tracing.process(ctx, self.spans) as span:
             try:
                 outcome = await self._call(task, ctx)
             except asyncio.CancelledError:

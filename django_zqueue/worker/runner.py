@@ -37,6 +37,8 @@ class Runner:
         self.leases = leases
         #: "process": every task runs in a child process (else only isolation="process")
         self.pool = pool
+        #: whether runs get OpenTelemetry spans (asked once a second without a provider)
+        self.spans = tracing.Switch()
 
     def run(self, queue: Queue, msg: Message) -> Outcome:
         """Run a job; a failure of the machinery around it (not of the task) still ends
@@ -70,7 +72,7 @@ class Runner:
         # (coro.run_blocking)
         no_limit = isolated or task.is_async
         self.leases.attach(queue, msg, ctx, None if no_limit else task.timeout)
-        with tracing.process(ctx) as span:
+        with tracing.process(ctx, self.spans) as span:
             if isolated:
                 outcome = run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
             else:
