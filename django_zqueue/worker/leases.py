@@ -47,7 +47,7 @@ JobTimeout.__module__ = "django_zqueue.worker"
 JobCancelled.__module__ = "django_zqueue.worker"
 
 
-@dataclass
+@dataclass(slots=True)
 class Held:
     """A job this worker holds a lease on: buffered (thread None), running, or finished
     and waiting for its ack to be sent (finished True)."""
@@ -107,12 +107,14 @@ class Leases:
         """Hold jobs the calling consumer thread claimed."""
         now = time.monotonic()
         owner = threading.get_ident()
+        beats: dict[int | None, float] = {}  # by the job's own lease, if any (most: None)
         with self._lock:
             self._claimed += len(msgs)
             for m in msgs:
-                self._held[(queue.name, m.tag)] = Held(
-                    m, queue, now + beat_every(queue, m), owner=owner
-                )
+                beat = beats.get(m.visibility_timeout_ms)
+                if beat is None:
+                    beat = beats[m.visibility_timeout_ms] = now + beat_every(queue, m)
+                self._held[(queue.name, m.tag)] = Held(m, queue, beat, owner=owner)
 
     def get(self, queue: Queue, msg: Message) -> Held | None:
         with self._lock:

@@ -72,13 +72,17 @@ class Runner:
         # (coro.run_blocking)
         no_limit = isolated or task.is_async
         self.leases.attach(queue, msg, ctx, None if no_limit else task.timeout)
-        with tracing.process(ctx, self.spans) as span:
-            if isolated:
-                outcome = run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
-            else:
-                outcome = self._call(task, ctx)
+        if not self.spans.live(ctx.started):  # no tracer provider (the usual): no span
+            return self._execute(task, ctx, isolated)
+        with tracing.process(ctx) as span:
+            outcome = self._execute(task, ctx, isolated)
             span_ended(span, outcome)
         return outcome
+
+    def _execute(self, task: Task[..., Any], ctx: JobContext, isolated: bool) -> Outcome:
+        if isolated:  # the child is killed, not interrupted
+            return run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
+        return self._call(task, ctx)
 
     def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
         """Call the task's function with the job's arguments."""
