@@ -20,7 +20,7 @@ from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..links import MAX_PASSED_BYTES
 from ..outcome import Failure, Outcome, Success, describe, failed
-from ..queue import Message, Queue, encode_body
+from ..queue import NO_RESULT, Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
 from .coro import run_blocking, span_ended
@@ -94,7 +94,8 @@ class Runner:
             args, kwargs = decode_call(ctx.message.body)
             if flow.get("in"):
                 args = (*received(ctx, flow), *args)
-            send(signals.job_started, sender=task, job=ctx)
+            if signals.job_started.receivers:  # (none connected: not even the call)
+                send(signals.job_started, sender=task, job=ctx)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(_line("job_start", ctx))
             result = task.func(*args, **kwargs)
@@ -163,13 +164,15 @@ def succeeded(
             # dead, not retried: a rerun would repeat the task's side effects
             error = f"return value of {ctx.task_name} cannot be stored as JSON: {exc}"
             return failed(ctx, task, error, exc, dead=True)
-    send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
+    if signals.job_finished.receivers:
+        send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
     if log.isEnabledFor(logging.DEBUG):  # one line per job: DEBUG (-v 2), not INFO
         log.debug(_line("job_done", ctx, ms=round(duration * 1000, 2)))
     run_ms, end = int(duration * 1000), time.monotonic()
     if keep:
         return Success(task.result_ttl, run_ms, end, result, None, passed)
-    return Success(task.result_ttl, run_ms, end, passed=passed)
+    # positional (a NamedTuple made with a keyword costs twice as much)
+    return Success(task.result_ttl, run_ms, end, NO_RESULT, None, passed)
 
 
 def _line(event: str, ctx: JobContext, **more: Any) -> str:
