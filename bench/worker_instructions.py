@@ -1,7 +1,7 @@
 """Worker CPU per no-op job, as instructions (callgrind: deterministic, load-independent).
 
     python -m bench.worker_instructions [--small 200] [--large 2200] [--prefetch 20]
-        [--concurrency 1] [--async-concurrency N] [--profile N] [--timeout 900]
+        [--concurrency 1] [--async-concurrency N] [--cpu] [--profile N] [--timeout 900]
 
 For each of ``--small`` and ``--large`` no-op jobs (``testproject.demo.tasks.noop``, on
 queue ``default``): enqueue them, run one burst worker process
@@ -15,9 +15,15 @@ thread, the last the heartbeat). The heartbeat's and the main thread's share is 
 not jobs (a tick every 50 and 100 ms): under callgrind a run lasts ~50 times longer, so
 their share per job is ~50 times what it is outside it.
 
-``--async-concurrency``: the worker's option (default: the worker's own default, which
-for the testproject is an event-loop lane of 100 slots beside the threads, since it
-registers ``async def`` tasks on ``default``); 0 measures the thread lane alone.
+``--async-concurrency``: the worker's option (default: the worker's own default, 100
+slots when a registered ``async def`` task uses ``default``, else none). The testproject's
+``async def`` tasks are in ``demo/async_tasks.py``, which the worker's autodiscovery
+(``<app>.tasks``) does not import: by default no event-loop lane starts here (three
+threads per run); ``--async-concurrency 100`` starts one, and it claims no-op jobs too.
+
+``--cpu``: no valgrind; the worker process's CPU time (user + system, from
+``getrusage``) per job, (large - small) / (large - small jobs), three pairs in turn (use
+larger counts, e.g. ``--small 2000 --large 22000``; a time, so it varies with the host).
 
 ``--profile N``: no valgrind; instead ``N`` jobs run by a worker in this process with its
 consumer threads under ``cProfile`` (the event-loop lane off: its jobs would not be
@@ -36,6 +42,7 @@ import json
 import os
 import pstats
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -116,6 +123,27 @@ def instructions(n: int, options: list[str], timeout: float) -> dict[str, int]:
     }
 
 
+def cpu_seconds(n: int, options: list[str], timeout: float) -> float:
+    """CPU seconds (user + system) of a burst worker process draining ``n`` no-op jobs,
+    outside valgrind (``--cpu``): a time, so it varies with the host, but not with the
+    wall clock's waits."""
+    fill(n)
+    cmd = [sys.executable, str(ROOT / "testproject/manage.py"), "zqueue_worker", "-v", "0"]
+    cmd += ["--burst", "--queues", "default", *options]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        cmd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+        timeout=timeout,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    check_drained(n)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def profile(n: int, prefetch: int, concurrency: int, top: int = 30) -> None:
     """Run ``n`` jobs in this process, consumer threads under cProfile; print the top."""
     from django_zqueue import registry
@@ -154,10 +182,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--async-concurrency", type=int, default=None)
     ap.add_argument("--profile", type=int, default=0, help="cProfile N jobs instead")
+    ap.add_argument("--cpu", action="store_true", help="CPU µs per job, without valgrind")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per valgrind run")
     a = ap.parse_args()
-    if not 0 < a.small < a.large <= 20000:
-        ap.error("need 0 < small < large <= 20000")
+    most = 200_000 if a.cpu else 20_000
+    if not 0 < a.small < a.large <= most:
+        ap.error(f"need 0 < small < large <= {most}")
     try:
         if a.profile:
             profile(a.profile, int(a.prefetch), a.concurrency)
@@ -166,6 +196,22 @@ def main() -> None:
         if a.async_concurrency is not None:
             options += ["--async-concurrency", str(a.async_concurrency)]
         t0 = time.monotonic()
+        if a.cpu:
+            runs = [
+                (cpu_seconds(a.small, options, a.timeout), cpu_seconds(a.large, options, a.timeout))
+                for _ in range(3)
+            ]
+            per_job = sorted((big - few) / (a.large - a.small) * 1e6 for few, big in runs)
+            print(
+                json.dumps(
+                    {
+                        "options": " ".join(options),
+                        "jobs": [a.small, a.large],
+                        "cpu_us_per_job_3_pairs": [round(x, 1) for x in per_job],
+                    }
+                )
+            )
+            return
         small = instructions(a.small, options, a.timeout)
         large = instructions(a.large, options, a.timeout)
         jobs = a.large - a.small
