@@ -50,6 +50,8 @@ def kv(**fields: object) -> str:
 
 def send(signal: Signal, **kwargs: Any) -> None:
     """Send a signal; a failing receiver is logged and does not fail or strand the job."""
+    if not signal.receivers:  # none connected (the usual case): nothing to do, per job
+        return
     for receiver, result in signal.send_robust(**kwargs):
         if isinstance(result, Exception):
             log.error(

@@ -44,6 +44,24 @@ def text(value: bytes | str) -> str:
 
 #: one encoder for every body (``json.dumps`` with options builds one per call)
 _BODY_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def loads(raw: bytes) -> Any:
+    """``json.loads(raw)``, and quicker for the usual record, a JSON object in UTF-8 with
+    nothing around it (two per claimed job): without the encoding detection
+    ``json.loads`` does for bytes (a first byte ``{`` and a second one not 0 can only be
+    UTF-8 to it) and its two searches for white space. Anything else, and any error, is
+    ``json.loads``'s."""
+    if raw[:1] == b"{" and raw[1:2] != b"\x00":
+        try:
+            text = raw.decode("utf-8", "surrogatepass")
+            value, end = _raw_decode(text)
+            if end == len(text):
+                return value
+        except ValueError:
+            pass
+    return json.loads(raw)
 
 
 def encode_body(body: Any) -> bytes:
@@ -138,23 +156,25 @@ class Message(NamedTuple):
         cls, queue: str, tag: bytes, raw: bytes, meta_raw: bytes, deadline: int
     ) -> Message:
         """A message from one entry of a ``claim.lua`` reply."""
-        meta = json.loads(meta_raw)
+        meta = loads(meta_raw)
         try:
-            body = json.loads(raw) if raw else None
+            body = loads(raw) if raw else None
         except ValueError:
             body = None  # an undecodable payload: the consumer sees raw_body and body=None
+        # positional, in the order of the fields: a NamedTuple made with keywords costs
+        # three times as much (one per claimed job)
         return cls(
-            queue=queue,
-            tag=text(tag),
-            body=body,
-            attempt=int(meta.get("a", 1)),
-            token=int(meta["t"]),
-            priority=int(meta.get("p", 0)),
-            max_retries=int(meta.get("m", 0)),
-            enqueued_at_ms=int(meta.get("e", 0)),
-            lease_deadline_ms=int(deadline),
-            raw_body=raw,
-            visibility_timeout_ms=int(meta["v"]) if "v" in meta else None,
+            queue,
+            text(tag),
+            body,
+            int(meta.get("a", 1)),  # attempt
+            int(meta["t"]),  # token
+            int(meta.get("p", 0)),  # priority
+            int(meta.get("m", 0)),  # max_retries
+            int(meta.get("e", 0)),  # enqueued_at_ms
+            int(deadline),  # lease_deadline_ms
+            raw,  # raw_body
+            int(meta["v"]) if "v" in meta else None,  # visibility_timeout_ms
         )
 
 

@@ -590,9 +590,9 @@ def decode_call(data: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
         )
     root = "args"
     try:
-        args = tuple(_dec_list(data["args"]))
+        args = tuple(_dec_list(data["args"])) if data["args"] else ()
         root = "kwargs"
-        kwargs = _dec_entries(data["kwargs"])
+        kwargs = _dec_entries(data["kwargs"]) if data["kwargs"] else {}
     except _Failure as failure:
         raise failure.to_error(root) from None
     except RecursionError:

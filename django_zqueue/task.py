@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import inspect
 import json
 import logging
@@ -307,9 +308,10 @@ class Task(Generic[P, R]):
         tracing.end_send(span, queue, [j.tag for j in jobs], deferred=False)
         return [Job(j.tag, queue.name, self.name) for j in jobs]
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
-        """True for an ``async def`` task: a worker runs it on its event-loop lane."""
+        """True for an ``async def`` task: a worker runs it on its event-loop lane. (Read
+        for every job a worker runs: found once per task object, which is frozen.)"""
         return inspect.iscoroutinefunction(self.func)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:

@@ -65,28 +65,43 @@ class Done(Protocol):
     def outcome(self) -> Outcome: ...
 
 
+#: the fields of a task's counters in :func:`add_to`, in order: runs, run ms, failures,
+#: retries, then the histogram's buckets
+_FIELDS = ("n", "s", "f", "r", *(f"b{i}" for i in range(len(BOUNDS_MS) + 1)))
+
+
 def add_to(batch: Batch, done: Iterable[Done]) -> None:
     """Queue in ``batch`` the counts of the finished jobs ``done``: a few ``HINCRBY`` per
-    queue and task name, and one ``EXPIRE`` per queue, whatever the number of jobs."""
-    per_queue: dict[str, tuple[Queue, dict[str, int]]] = {}
+    queue and task name, and one ``EXPIRE`` per queue, whatever the number of jobs.
+
+    Summed in lists of counters first (the field names are made once per task and flush,
+    not per job: this runs for every job a worker finishes)."""
+    per_queue: dict[str, tuple[Queue, dict[str, list[int]]]] = {}
     for d in done:
-        msg, out = d.message, d.outcome
-        fields = per_queue.setdefault(d.queue.name, (d.queue, {}))[1]
+        msg, out, q = d.message, d.outcome, d.queue
+        entry = per_queue.get(q.name)
+        if entry is None:
+            entry = per_queue[q.name] = (q, {})
         task = task_of(msg.body)
-        counts: tuple[tuple[str, int], ...]
+        c = entry[1].get(task)
+        if c is None:
+            c = entry[1][task] = [0] * len(_FIELDS)
         if isinstance(out, Success):
-            counts = (("n", 1), ("s", out.run_ms), (f"b{bucket(out.run_ms)}", 1))
-        elif not out.dead and msg.attempt <= msg.max_retries:
-            counts = (("f", 1), ("r", 1))
+            c[0] += 1
+            c[1] += out.run_ms
+            c[4 + bisect.bisect_left(BOUNDS_MS, out.run_ms)] += 1
         else:
-            counts = (("f", 1),)
-        for name, n in counts:
-            fields[f"{task}|{name}"] = fields.get(f"{task}|{name}", 0) + n
+            c[2] += 1
+            if not out.dead and msg.attempt <= msg.max_retries:
+                c[3] += 1
     slot = slot_now()
-    for q, fields in per_queue.values():
+    for q, tasks in per_queue.values():
         key = q.keys.task_stats(slot)
-        for name, n in fields.items():
-            batch.command("hincrby", key, name, n)
+        for task, c in tasks.items():
+            for i, n in enumerate(c):
+                # the fields a job touched: a run's run ms even when 0, the others when > 0
+                if n or (i == 1 and c[0]):
+                    batch.command("hincrby", key, f"{task}|{_FIELDS[i]}", n)
         batch.command("expire", key, KEEP_SECONDS)
 
 

@@ -16,7 +16,8 @@ Attributes follow the OpenTelemetry messaging semantic conventions
 right after the enqueue (``zqueue.rank``, one ZRANK, only when the span is recorded),
 its attempt, the time it waited from enqueue to start (``zqueue.wait_ms``) and how the run
 ended. Spans go to whatever tracer provider the project configures (the SDK, an OTLP
-exporter...); with none configured, no span is made (one check per enqueue and per run).
+exporter...); with none configured, no span is made (one check per enqueue; a worker
+checks at most once a second while none is configured, :class:`Switch`).
 
 Logs: ``key=value`` lines of django_zqueue carry ``trace_id=``/``span_id=`` while a span
 is active (:mod:`.events`); :class:`TraceContextFilter` adds ``record.trace_id`` and
@@ -165,11 +166,40 @@ def _process(ctx: JobContext) -> Iterator[Span]:
 
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 
+#: seconds a worker goes by "no tracer provider" before it asks OpenTelemetry again
+RECHECK_SECONDS = 1.0
 
-def process(ctx: JobContext) -> contextlib.AbstractContextManager[Span | None]:
+
+class Switch:
+    """Whether a worker's runs get spans, for :func:`process`. While no tracer provider
+    is configured, OpenTelemetry is asked again at most every :data:`RECHECK_SECONDS`,
+    not for every job (its answer reads ``os.environ``, a few percent of a no-op job's
+    cost): a provider configured while the worker runs is used from the next run after
+    that. Once one is, every run asks (a recorded span costs far more than the check)."""
+
+    __slots__ = ("_until",)
+
+    def __init__(self) -> None:
+        self._until = -1.0  # monotonic time until which there is no provider
+
+    def live(self, now: float) -> bool:
+        """Whether a run starting at ``now`` (monotonic) gets a span."""
+        if now < self._until:
+            return False
+        if ENABLED and _live():
+            return True
+        self._until = now + RECHECK_SECONDS
+        return False
+
+
+def process(
+    ctx: JobContext, switch: Switch | None = None
+) -> contextlib.AbstractContextManager[Span | None]:
     """The consumer span of one run of a job, current while it runs (a no-op context
-    when OTel is absent); end it with :func:`ended` before leaving."""
-    return _process(ctx) if ENABLED and _live() else _NO_SPAN
+    when OTel is absent, or without a tracer provider: asked now, or of ``switch`` at
+    the run's start); end it with :func:`ended` before leaving."""
+    live = switch.live(ctx.started) if switch is not None else ENABLED and _live()
+    return _process(ctx) if live else _NO_SPAN
 
 
 def ended(

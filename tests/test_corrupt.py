@@ -14,7 +14,7 @@ import redis
 
 from django_zqueue.exceptions import ScriptArgumentError
 from django_zqueue.queue import Queue
-from django_zqueue.records import NewJob
+from django_zqueue.records import NewJob, loads
 
 from .conftest import QueueFactory
 
@@ -231,3 +231,39 @@ def test_corrupt_records_in_a_partitioned_queue(
     got = drain(q)
     assert sorted(got) == sorted(tags[1:])
     assert q.state(tags[0]) == "dead"
+
+
+LOADS_CASES = [
+    b'{"a":1}',
+    '{"a":"\u00e9\ud800"}'.encode("utf-8", "surrogatepass"),  # a lone surrogate
+    '{"x":1}'.encode("utf-16-le"),  # starts with "{" too, then a 0 byte
+    '{"x":1}'.encode("utf-16"),
+    '{"x":1}'.encode("utf-32"),
+    b'\xef\xbb\xbf{"a":2}',  # UTF-8 with a BOM
+    b"[1,2]",
+    b'"s"',
+    b"{",
+    b'{"a":\xff}',  # not UTF-8
+    b"{\x00",
+    b"",
+    b'{ "a" : 1 } ',
+    b'{"a":1}\n',
+    b'{"a":1} x',
+    b'{"a":1}{"b":2}',
+    b'{"a":NaN}',
+]
+
+
+@pytest.mark.parametrize("raw", LOADS_CASES)
+def test_a_claimed_record_is_decoded_as_json_loads_would(raw: bytes) -> None:
+    """records.loads (a claimed job's body and record) skips json.loads' encoding
+    detection for UTF-8 objects: the same value, or the same error, for anything."""
+    try:
+        expected: object = json.loads(raw)
+    except ValueError as exc:
+        expected = (type(exc), str(exc))
+    try:
+        got: object = loads(raw)
+    except ValueError as exc:
+        got = (type(exc), str(exc))
+    assert repr(got) == repr(expected)

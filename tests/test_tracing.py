@@ -243,3 +243,24 @@ def test_installed_but_no_tracer_provider_makes_no_span(project: dict[str, str])
         "assert span is not None and span.is_recording()\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=project, check=True, timeout=120)
+
+
+def test_a_worker_asks_for_a_tracer_provider_at_most_once_a_second_while_none_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a provider the answer is kept for RECHECK_SECONDS (a provider set meanwhile
+    is seen after that); with one, every run asks (and gets its span)."""
+    answers = [False, False, True, True]
+    asked: list[bool] = []
+
+    def live() -> bool:
+        asked.append(answers[len(asked)])
+        return asked[-1]
+
+    monkeypatch.setattr(tracing, "_live", live)
+    switch = tracing.Switch()
+    assert not switch.live(100.0) and len(asked) == 1
+    assert not switch.live(100.0 + tracing.RECHECK_SECONDS * 0.99) and len(asked) == 1
+    assert not switch.live(100.0 + tracing.RECHECK_SECONDS) and len(asked) == 2
+    assert switch.live(101.0 + tracing.RECHECK_SECONDS) and len(asked) == 3
+    assert switch.live(101.0 + tracing.RECHECK_SECONDS) and len(asked) == 4

@@ -113,6 +113,8 @@ class AioLane:
         self._freed: asyncio.Event | None = None
         self._finished: asyncio.Event | None = None
         self._next_db_check = 0.0
+        #: whether runs get OpenTelemetry spans (asked once a second without a provider)
+        self.spans = tracing.Switch()
         self._stop_flusher = False
         self._flushing = 0  # outcomes on their way (burst: not done before their replies)
         #: sync jobs the lane claims run here, at most ``concurrency`` at once
@@ -369,13 +371,12 @@ class AioLane:
             self._sync.discard(key)
             assert self._freed is not None and self._finished is not None
             self._freed.set()
-            if outcome is not None and w.leases.was_cancelled(queue, msg):
-                w.leases.unhold(queue, msg)  # cancel.lua ended it: nothing to send
+            if outcome is not None and not w.leases.finish(queue, msg):
+                # cancel.lua ended it: nothing to send
                 log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
             elif outcome is not None:
                 w.count(outcome)
                 self.done.append(Finished(queue, msg, outcome))
-                w.leases.finish(queue, msg)
                 self._finished.set()
 
     def _sync_job(self, queue: Queue, msg: Message) -> Outcome | None:
@@ -392,7 +393,7 @@ class AioLane:
         # grace (never an exception raised in this thread: it runs the other coroutines)
         self.worker.leases.attach(queue, msg, ctx)
         self.worker.leases.on_cancel(queue, msg, lambda: self.cancel(queue.name, msg.tag))
-        with tracing.process(ctx) as span:
+        with tracing.process(ctx, self.spans) as span:
             try:
                 outcome = await self._call(task, ctx)
             except asyncio.CancelledError:

@@ -305,15 +305,14 @@ class Consumer:
             t0 = time.monotonic()
             outcome = w.runner.run(queue, msg)
             w.count(outcome)
-            if w.leases.was_cancelled(queue, msg):  # cancel.lua ended it: nothing to send
-                w.leases.unhold(queue, msg)
+            if not w.leases.finish(queue, msg):  # cancel.lua ended it: nothing to send
                 log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
                 continue
             self.done.append(Finished(queue, msg, outcome))
-            w.leases.finish(queue, msg)
-            ran = time.monotonic() - t0
+            now = time.monotonic()
+            ran = now - t0
             self.per_job = ran if self.per_job < 0 else self.per_job + (ran - self.per_job) * 0.2
-            if time.monotonic() - self.done[0].outcome.finished > FLUSH_AFTER:
+            if now - self.done[0].outcome.finished > FLUSH_AFTER:
                 self.flush()
 
     # ------------------------------------------------------------------ reporting

@@ -47,7 +47,7 @@ JobTimeout.__module__ = "django_zqueue.worker"
 JobCancelled.__module__ = "django_zqueue.worker"
 
 
-@dataclass
+@dataclass(slots=True)
 class Held:
     """A job this worker holds a lease on: buffered (thread None), running, or finished
     and waiting for its ack to be sent (finished True)."""
@@ -107,12 +107,14 @@ class Leases:
         """Hold jobs the calling consumer thread claimed."""
         now = time.monotonic()
         owner = threading.get_ident()
+        beats: dict[int | None, float] = {}  # by the job's own lease, if any (most: None)
         with self._lock:
             self._claimed += len(msgs)
             for m in msgs:
-                self._held[(queue.name, m.tag)] = Held(
-                    m, queue, now + beat_every(queue, m), owner=owner
-                )
+                beat = beats.get(m.visibility_timeout_ms)
+                if beat is None:
+                    beat = beats[m.visibility_timeout_ms] = now + beat_every(queue, m)
+                self._held[(queue.name, m.tag)] = Held(m, queue, beat, owner=owner)
 
     def get(self, queue: Queue, msg: Message) -> Held | None:
         with self._lock:
@@ -129,19 +131,17 @@ class Leases:
             h.started = time.monotonic()
             return True
 
-    def set_timeout(self, queue: Queue, msg: Message, timeout: float | None) -> None:
-        """The running job's task allows it ``timeout`` seconds (None: no limit)."""
-        with self._lock:
-            h = self._held.get((queue.name, msg.tag))
-            if h is not None:
-                h.timeout = timeout
-
-    def attach(self, queue: Queue, msg: Message, ctx: JobContext) -> None:
-        """The running job's context: told when the job is cancelled."""
+    def attach(
+        self, queue: Queue, msg: Message, ctx: JobContext, timeout: float | None = None
+    ) -> None:
+        """The running job's context, told when the job is cancelled, and the ``timeout``
+        its task allows it in this thread (None: no limit, as by default; one call per
+        job, not two: it is on every job's path)."""
         with self._lock:
             h = self._held.get((queue.name, msg.tag))
             if h is not None:
                 h.context = ctx
+                h.timeout = timeout
                 if h.cancelled:
                     ctx.request_cancel()
 
@@ -153,18 +153,20 @@ class Leases:
             if h is not None:
                 h.stop = stop
 
-    def was_cancelled(self, queue: Queue, msg: Message) -> bool:
-        """Whether the held job was cancelled (its outcome is not to be sent)."""
+    def finish(self, queue: Queue, msg: Message) -> bool:
+        """The job ran. True: its outcome is to be sent, and it stays held (its lease
+        extended) until then; False: it was cancelled in Redis (``cancel.lua`` ended it),
+        nothing is to be sent and it is no longer held."""
+        key = (queue.name, msg.tag)
         with self._lock:
-            h = self._held.get((queue.name, msg.tag))
-            return h is not None and h.cancelled
-
-    def finish(self, queue: Queue, msg: Message) -> None:
-        """The job ran; it stays held (its lease extended) until its outcome is sent."""
-        with self._lock:
-            h = self._held.get((queue.name, msg.tag))
-            if h is not None:
-                h.finished = True
+            h = self._held.get(key)
+            if h is None:
+                return True
+            if h.cancelled:
+                del self._held[key]
+                return False
+            h.finished = True
+            return True
 
     def unhold(self, queue: Queue, msg: Message) -> None:
         """The job's outcome was sent: its lease is no longer this worker's concern."""

@@ -20,7 +20,7 @@ from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..links import MAX_PASSED_BYTES
 from ..outcome import Failure, Outcome, Success, describe, failed
-from ..queue import Message, Queue, encode_body
+from ..queue import NO_RESULT, Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
 from .coro import run_blocking, span_ended
@@ -37,6 +37,8 @@ class Runner:
         self.leases = leases
         #: "process": every task runs in a child process (else only isolation="process")
         self.pool = pool
+        #: whether runs get OpenTelemetry spans (asked once a second without a provider)
+        self.spans = tracing.Switch()
 
     def run(self, queue: Queue, msg: Message) -> Outcome:
         """Run a job; a failure of the machinery around it (not of the task) still ends
@@ -64,17 +66,23 @@ class Runner:
                 f"{msg.raw_body[:200]!r})"
             )
             return failed(ctx, None, reason, None, dead=True)
-        self.leases.attach(queue, msg, ctx)
+        isolated = (task.isolation or self.pool) == "process"
+        # the heartbeat interrupts a thread past its task's timeout; an isolated job's child
+        # is killed instead (run_isolated), and an async task's timeout is asyncio.timeout's
+        # (coro.run_blocking)
+        no_limit = isolated or task.is_async
+        self.leases.attach(queue, msg, ctx, None if no_limit else task.timeout)
+        if not self.spans.live(ctx.started):  # no tracer provider (the usual): no span
+            return self._execute(task, ctx, isolated)
         with tracing.process(ctx) as span:
-            if (task.isolation or self.pool) == "process":  # the child is killed, not interrupted
-                outcome = run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
-            else:
-                # an async task's timeout is asyncio.timeout's (coro.run_blocking), not the
-                # heartbeat's
-                self.leases.set_timeout(queue, msg, None if task.is_async else task.timeout)
-                outcome = self._call(task, ctx)
+            outcome = self._execute(task, ctx, isolated)
             span_ended(span, outcome)
         return outcome
+
+    def _execute(self, task: Task[..., Any], ctx: JobContext, isolated: bool) -> Outcome:
+        if isolated:  # the child is killed, not interrupted
+            return run_isolated(ctx, task, lambda: self._call(task, ctx), task.timeout)
+        return self._call(task, ctx)
 
     def _call(self, task: Task[..., Any], ctx: JobContext) -> Outcome:
         """Call the task's function with the job's arguments."""
@@ -86,7 +94,8 @@ class Runner:
             args, kwargs = decode_call(ctx.message.body)
             if flow.get("in"):
                 args = (*received(ctx, flow), *args)
-            send(signals.job_started, sender=task, job=ctx)
+            if signals.job_started.receivers:  # (none connected: not even the call)
+                send(signals.job_started, sender=task, job=ctx)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(_line("job_start", ctx))
             result = task.func(*args, **kwargs)
@@ -155,13 +164,15 @@ def succeeded(
             # dead, not retried: a rerun would repeat the task's side effects
             error = f"return value of {ctx.task_name} cannot be stored as JSON: {exc}"
             return failed(ctx, task, error, exc, dead=True)
-    send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
+    if signals.job_finished.receivers:
+        send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
     if log.isEnabledFor(logging.DEBUG):  # one line per job: DEBUG (-v 2), not INFO
         log.debug(_line("job_done", ctx, ms=round(duration * 1000, 2)))
     run_ms, end = int(duration * 1000), time.monotonic()
     if keep:
         return Success(task.result_ttl, run_ms, end, result, None, passed)
-    return Success(task.result_ttl, run_ms, end, passed=passed)
+    # positional (a NamedTuple made with a keyword costs twice as much)
+    return Success(task.result_ttl, run_ms, end, NO_RESULT, None, passed)
 
 
 def _line(event: str, ctx: JobContext, **more: Any) -> str:
