@@ -254,6 +254,19 @@ def test_lane_runs_async_jobs_and_stores_results(project: dict[str, str]) -> Non
     assert q.stats()["acked"] == 30
 
 
+def test_jobs_the_lane_runs_are_in_the_task_statistics(project: dict[str, str]) -> None:
+    """Per-task statistics count the jobs of the event-loop lane as a consumer thread's
+    (they were left out: only a thread's flush wrote them)."""
+    from django_zqueue import taskstats
+
+    for i in range(12):
+        at.aadd.enqueue(i, i)
+    w = burst(async_concurrency=4)
+    assert w.processed == 12
+    stats = {s.task: s for s in taskstats.read(get_queue("default"))}
+    assert stats["testproject.demo.async_tasks.aadd"].runs == 12
+
+
 def test_sync_and_async_tasks_share_one_queue(project: dict[str, str], tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     jobs = []

@@ -36,13 +36,14 @@ import contextlib
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
-from .. import signals, tracing
+from .. import signals, taskstats, tracing
 from ..backends import MARKER
 from ..backoff import is_unavailable
 from ..context import JobContext, set_current_job
@@ -301,7 +302,7 @@ class AioLane:
         # Django task records are sync code (the ORM refuses to run on a loop)
         reporter = Consumer(self.worker)
         reporter.done = done
-        await asyncio.to_thread(reporter.outcomes_sent, pending)
+        await asyncio.to_thread(_report, reporter, pending, list(done))
         self.done[:0] = reporter.done  # refused by an outage: sent again
         if claim_call is not None:
             got = claim_call.result(replies[-1])
@@ -443,6 +444,20 @@ class AioLane:
             self._next_db_check = now + CHECK_DB_EVERY
             with contextlib.suppress(Exception):
                 await sync_to_async(close_old_connections)()
+
+
+def _report(reporter: Consumer, pending: Sequence[Pending[Any]], done: list[Finished]) -> None:
+    """In a thread, after the lane sent its outcomes: the consumer's handling of the
+    replies, then the per-task statistics of these jobs (one round trip; a consumer
+    thread sends them with its acks). Statistics that cannot be written are only logged."""
+    reporter.outcomes_sent(pending)
+    q = done[0].queue
+    stats = q.batch()
+    taskstats.add_to(stats, done)
+    try:
+        q.send(stats)
+    except Exception as exc:
+        log.warning(kv(event="task_stats_not_written", queue=q.name, error=str(exc)))
 
 
 def _outcome_call(f: Finished) -> Call[Any]:
