@@ -3,7 +3,7 @@
 -- debounce: while a job with this tag waits (ready or delayed), the call replaces its
 --   body, priority and record options and moves its run-at to now + debounce_ms
 --   (a ready job goes back to delayed): one job is kept, its enqueue time and attempts
---   too. With no job under the tag, the new job is delayed by debounce_ms.
+--   too, and its workflow mark `k` (it has dependents: _wf_mark.lua). With no job under the tag, the new job is delayed by debounce_ms.
 -- unique_for: the tag must not be reserved (KEYS[10], written by ack.lua for
 --   unique_ms after the job under this tag finished); the job's record keeps `u`
 --   (unique_ms) for ack.lua.
@@ -75,6 +75,7 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
   if ok and type(old) == 'table' then
     meta.e = tonumber(old.e) or now
     meta.a = tonumber(old.a)
+    meta.k = old.k -- its dependents (a workflow parent) still wait for its end
   end
   redis.call('ZREM', k.ready, id)
   redis.call('HSET', k.body, id, ARGV[7])

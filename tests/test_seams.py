@@ -1,0 +1,95 @@
+"""Seams between the features merged together (workflows, fairness, job control, async,
+admin): each test failed on a bug found by an adversarial pass and passes on its fix.
+Real Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from django_zqueue import get_queue
+from django_zqueue.queue import Queue
+
+from .conftest import QueueFactory
+
+# ------------------------------------------------------------------ debounce x workflows
+
+
+def test_a_debounced_parent_still_releases_its_dependents(zqueue_settings: dict[str, Any]) -> None:
+    """A debounce replaced the record of a waiting job without its mark `k` (it has
+    dependents): its ack then left no outbox entry and the dependent waited forever."""
+    q = get_queue("default")
+    parent = q.publish("a", tag="parent")
+    child = q.publish("c", depends_on=[parent])
+    assert q.publish("a2", tag="parent", debounce=0.001) == "parent"
+    time.sleep(0.01)
+    msg = q.get()
+    assert msg is not None and msg.tag == parent and msg.body == "a2"
+    assert q.ack(msg)
+    q.dispatch([parent])
+    assert q.state(child) == "ready"
+
+
+# ------------------------------------------------------------------ corrupt workflow records
+
+
+def _corrupt(q: Queue, tag: str, **fields: Any) -> None:
+    meta = json.loads(q.client.hget(q.keys.meta, tag))  # type: ignore[arg-type]
+    meta.update(fields)
+    q.client.hset(q.keys.meta, tag, json.dumps(meta))
+
+
+@pytest.mark.parametrize("field", [{"n": "x"}, {"n": -1}, {"f": "x"}])
+@pytest.mark.parametrize("ok", [True, False])
+def test_a_corrupt_waiting_dependent_is_no_poison_entry(
+    zqueue_settings: dict[str, Any], field: dict[str, Any], ok: bool
+) -> None:
+    """A waiting dependent whose `n` or `f` is of the wrong type made wf_resolve raise
+    midway (the entries before it written, the rest not): the outbox entry was never
+    cleared, and every drain raised on it again. It goes to dead letters as corrupt, and
+    the other dependents of the same dispatch are served."""
+    q = get_queue("default")
+    a, b = q.publish("a", tag="pa"), q.publish("b", tag="pb")
+    bad = q.publish("bad", tag="c1", depends_on=[a])
+    good = q.publish("good", tag="c2", depends_on=[b])
+    _corrupt(q, bad, **field)
+    for tag in (a, b):
+        if ok:
+            msg = q.get()
+            assert msg is not None and q.ack(msg)
+        else:
+            assert q.delete(tag)
+    assert q.drain() == 2
+    q.drain()
+    assert q.outbox_size() == 0
+    assert q.state(good) == ("ready" if ok else "dead")
+    assert q.state(bad) == "dead"
+    info = q.info(bad)
+    assert info is not None and (info.last_error or "").startswith("corrupt record: ")
+
+
+# ------------------------------------------------------------------ job control x fairness
+
+
+def test_set_priority_in_a_fair_queue_is_a_head_start_within_the_group(
+    make_queue: QueueFactory,
+) -> None:
+    """set_priority moved a fair queue's job by the fifo priority band (2^42) instead of
+    one of its group's turns per step: a priority of 1 jumped every group, and a
+    priority of -1, once claimed, pushed the queue's virtual time to 2^42 (a few hundred
+    such claims exhaust it)."""
+    q = make_queue("f", fairness="groups", group_weights={"b": 2})
+    a = [q.publish(f"a{i}", group="a") for i in range(3)]
+    b = [q.publish(f"b{i}", group="b") for i in range(4)]
+    assert q.set_priority(a[2], 1) and q.score(a[2]) == 1.0  # one turn ahead: as publish
+    assert q.set_priority(b[0], -1) and q.score(b[0]) == 0.5  # weight 2: half a turn
+    fresh = q.publish("a-p1", group="a", priority=1)
+    assert q.score(fresh) == 2.0  # the same rule at publish: its start 3, one turn ahead
+    assert q.set_priority(a[0], -1000)
+    claimed = [m.tag for m in q.claim(8)[0]]
+    assert len(claimed) == 8 and claimed[-1] == a[0]
+    vt = float(q.client.hget(q.keys.ctr, "vt") or 0)
+    assert vt <= 1000 + 1
