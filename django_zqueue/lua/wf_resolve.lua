@@ -9,7 +9,8 @@
 --     pairs; the error names the first one left); its own dependents are told through the outbox (_wf_mark.lua).
 --   revived (the parent was itself revived, and waits again): a dependent dead on its
 --     account only goes back to waiting, and tells its own dependents the same.
--- A dependent that is in line, in flight, delayed or gone is left alone.
+-- A dependent that is in line, in flight, delayed or gone is left alone; a waiting one
+--   whose record cannot be used (_decode_meta.lua) goes to dead letters as corrupt.
 --
 -- KEYS[1] ready ZSET   KEYS[2] wait   ZSET  KEYS[3] dead  ZSET  KEYS[4] meta  HASH
 -- KEYS[5] errors HASH  KEYS[6] ctr    HASH  KEYS[7] stats HASH  KEYS[8] notify LIST
@@ -33,6 +34,7 @@
 --@include series
 --@include notify
 --@include wf_mark
+--@include bury_corrupt
 
 local k = {ready = KEYS[1], wait = KEYS[2], dead = KEYS[3], meta = KEYS[4], errors = KEYS[5],
   ctr = KEYS[6], stats = KEYS[7], notify = KEYS[8], wf_out = KEYS[9], wf_res = KEYS[10]}
@@ -90,7 +92,13 @@ for i = 0, m - 1 do
     ok = nil
   end
   local wf = KEYS[11 + i]
-  local meta = decode_meta(redis.call('HGET', k.meta, id))
+  local raw = redis.call('HGET', k.meta, id)
+  local meta, why = decode_meta(raw)
+  if raw and not meta and redis.call('ZSCORE', k.wait, id) then
+    -- a waiting dependent whose record cannot be used: to dead letters on its own
+    -- account, so the entry is applied to the others and cleared (no poison entry)
+    bury_corrupt(k, {{id, why, raw}}, now, k.wait)
+  end
   local waiting = meta and redis.call('ZSCORE', k.wait, id)
   local dead = meta and not waiting and type(meta.f) == 'table' and redis.call('ZSCORE', k.dead, id)
   if ok == nil then
