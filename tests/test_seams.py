@@ -93,3 +93,20 @@ def test_set_priority_in_a_fair_queue_is_a_head_start_within_the_group(
     assert len(claimed) == 8 and claimed[-1] == a[0]
     vt = float(q.client.hget(q.keys.ctr, "vt") or 0)
     assert vt <= 1000 + 1
+
+
+# ------------------------------------------------------------------ unique_for x corrupt records
+
+
+@pytest.mark.parametrize("u", [1e20, 1e300])
+def test_an_ack_with_a_corrupt_unique_ttl_loses_no_job(make_queue: QueueFactory, u: float) -> None:
+    """ack.lua removed the lease, then failed on SET PX of a `u` out of range: the job
+    was in no set with its record left (lost: no lease to recover, nothing to claim)."""
+    q = make_queue()
+    tag = q.publish("x", tag="t")
+    msg = q.get()
+    assert msg is not None
+    _corrupt(q, tag, u=u)
+    assert q.ack(msg) is True
+    assert q.client.hget(q.keys.meta, tag) is None and q.counts()["inflight"] == 0
+    assert q.client.pttl(q.keys.unique(tag)) > 0  # reserved, within the horizon
