@@ -110,3 +110,38 @@ def test_an_ack_with_a_corrupt_unique_ttl_loses_no_job(make_queue: QueueFactory,
     assert q.ack(msg) is True
     assert q.client.hget(q.keys.meta, tag) is None and q.counts()["inflight"] == 0
     assert q.client.pttl(q.keys.unique(tag)) > 0  # reserved, within the horizon
+
+
+# ------------------------------------------------------------------ Queue x AsyncQueue
+
+
+def test_async_ack_passes_a_result_to_dependents_as_the_sync_ack_does(
+    make_queue: QueueFactory,
+) -> None:
+    """``Queue.ack(msg, passed=...)`` hands a workflow job's result to its dependents;
+    ``AsyncQueue.ack`` took no ``passed`` (a TypeError), though it claims to mean what
+    the sync method of the same name means."""
+    import asyncio
+
+    import redis.asyncio as aredis
+
+    from django_zqueue.queue.aio import AsyncQueue
+
+    from .redis_server import redis_url
+
+    q = make_queue()
+    parent = q.publish("p", tag="parent")
+    child = q.publish("c", tag="child", depends_on=[parent])
+
+    async def scenario() -> bool:
+        client = aredis.Redis.from_url(redis_url())
+        try:
+            aq = AsyncQueue(q, client=client)
+            msgs, _ = await aq.claim(1)
+            return await aq.ack(msgs[0], passed={"rows": 3})
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(scenario()) is True
+    q.dispatch([parent])
+    assert q.state(child) == "ready" and q.passed_results(child) == [{"rows": 3}]

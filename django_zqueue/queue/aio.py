@@ -34,7 +34,7 @@ from ..connection import UNAVAILABLE_ERRORS, get_client
 from ..exceptions import DuplicateJob, InvalidArgument, QueueUnavailable
 from ..keys import partition_of
 from ..read.pipeline import queue_ahead
-from ..records import Claimed, JobInfo, Message, NackResult, NewJob, from_ms
+from ..records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
 from ..scripts import Call, script_error, source
 from .consume import MAX_BATCH, NO_RESULT
 from .control import CANCELLED_TTL, CancelledJob, read_cancelled
@@ -289,12 +289,24 @@ class AsyncQueue:
         result: Any = NO_RESULT,
         result_ttl: float = 86400,
         run_ms: int | None = None,
+        passed: str = "",
     ) -> Call[bool]:
-        return self.queue.ack_call(msg, result, result_ttl, run_ms)
+        """:meth:`Queue.ack_call`: ``passed``, the result a workflow job hands to its
+        dependents (JSON, '' = null)."""
+        return self.queue.ack_call(msg, result, result_ttl, run_ms, passed)
 
-    async def ack(self, msg: Message, result: Any = NO_RESULT, result_ttl: float = 86400) -> bool:
-        """:meth:`Queue.ack`; False for a stale delivery."""
-        return await self.run(self.queue.ack_call(msg, result, result_ttl))
+    async def ack(
+        self,
+        msg: Message,
+        result: Any = NO_RESULT,
+        result_ttl: float = 86400,
+        *,
+        passed: Any = None,
+    ) -> bool:
+        """:meth:`Queue.ack`; False for a stale delivery. ``passed`` (JSON) is what a
+        workflow job hands its dependents (docs/workflows.md)."""
+        given = "" if passed is None else encode_body(passed).decode("utf-8")
+        return await self.run(self.queue.ack_call(msg, result, result_ttl, passed=given))
 
     async def nack(
         self,
