@@ -145,3 +145,33 @@ def test_async_ack_passes_a_result_to_dependents_as_the_sync_ack_does(
     assert asyncio.run(scenario()) is True
     q.dispatch([parent])
     assert q.state(child) == "ready" and q.passed_results(child) == [{"rows": 3}]
+
+
+# ------------------------------------------------------------------ cancel x workflows
+
+
+@pytest.mark.parametrize("how", ["cancel", "delete"])
+def test_a_reused_tag_gets_no_end_of_the_old_jobs_parent(
+    zqueue_settings: dict[str, Any], how: str
+) -> None:
+    """A waiting dependent cancelled (or deleted) stays in its parent's list of
+    dependents; a new job under the same tag, waiting for another parent, was released
+    by the old parent's end before its own parent had run."""
+    q = get_queue("default")
+    old_parent = q.publish("a", tag="A")
+    assert q.publish("b", tag="B", depends_on=[old_parent]) == "B"
+    msg = q.get()
+    assert msg is not None and msg.tag == old_parent
+    assert getattr(q, how)("B")
+    q.drain()
+    new_parent = q.publish("c", tag="C")
+    q.publish("b2", tag="B", depends_on=[new_parent])
+    assert q.ack(msg)
+    q.dispatch([old_parent])
+    assert q.state("B") == "waiting"
+    links = q.links("B")
+    assert links is not None and links.got == 0
+    msg = q.get()
+    assert msg is not None and msg.tag == new_parent and q.ack(msg)
+    q.dispatch([new_parent])
+    assert q.state("B") == "ready"

@@ -9,7 +9,9 @@
 --     pairs; the error names the first one left); its own dependents are told through the outbox (_wf_mark.lua).
 --   revived (the parent was itself revived, and waits again): a dependent dead on its
 --     account only goes back to waiting, and tells its own dependents the same.
--- A dependent that is in line, in flight, delayed or gone is left alone; a waiting one
+-- A dependent that is in line, in flight, delayed or gone is left alone, and so is one
+--   whose links (`par`) do not name this parent at this index (a tag reused after its
+--   job was cancelled or deleted: the entry is the old job's); a waiting one
 --   whose record cannot be used (_decode_meta.lua) goes to dead letters as corrupt.
 --
 -- KEYS[1] ready ZSET   KEYS[2] wait   ZSET  KEYS[3] dead  ZSET  KEYS[4] meta  HASH
@@ -70,6 +72,28 @@ local function blame(id, left)
   redis.call('HSET', k.errors, id, 'dependency ' .. tostring(left[1][2]) .. ' failed')
 end
 
+-- whether `parent` is the dependent's parent at `index` (its links' `par` list): an entry
+-- from a parent whose dependent was cancelled or deleted, its tag since reused by a new
+-- job, is not that job's (links without `par` are trusted). Decoded once per call.
+local pars = {}
+local function is_parent(wf, index, parent)
+  local list = pars[wf]
+  if list == nil then
+    list = false
+    local raw = redis.call('HGET', wf, 'par')
+    if raw then
+      local ok, decoded = pcall(cjson.decode, raw)
+      list = ok and type(decoded) == 'table' and decoded or {}
+    end
+    pars[wf] = list
+  end
+  if not list then
+    return true
+  end
+  local ref = list[index]
+  return type(ref) == 'table' and ref[2] == parent
+end
+
 -- into line (all parents in) or back to waiting
 local function enter(id, meta, wf)
   local got = tonumber(redis.call('HGET', wf, 'got') or '0')
@@ -98,6 +122,9 @@ for i = 0, m - 1 do
     -- a waiting dependent whose record cannot be used: to dead letters on its own
     -- account, so the entry is applied to the others and cleared (no poison entry)
     bury_corrupt(k, {{id, why, raw}}, now, k.wait)
+  end
+  if meta and not is_parent(wf, index, parent) then
+    meta = nil -- not this job's parent: left alone
   end
   local waiting = meta and redis.call('ZSCORE', k.wait, id)
   local dead = meta and not waiting and type(meta.f) == 'table' and redis.call('ZSCORE', k.dead, id)
