@@ -199,7 +199,14 @@ class Task(Generic[P, R]):
     ) -> NewJob:
         """A workflow job of this task, validated and encoded, not sent. ``flow``: how it
         takes part (``{"in": "one" | "list", "out": 1, "keep": 1}``): with ``in``, a
-        parent's result (or the list of them) comes first in its arguments."""
+        parent's result (or the list of them) comes first in its arguments.
+        ``InvalidArgument`` for a task with ``debounce`` or ``unique_for``: a workflow
+        job is published without those rules, as ``depends_on`` is."""
+        if self.debounce is not None or self.unique_for is not None:
+            raise InvalidArgument(
+                f"task {self.name!r}: a workflow (chain, group, chord) does not go with "
+                "debounce or unique_for"
+            )
         received = (None,) if flow.get("in") else ()
         check_call(self.name, self.func, (*received, *args), kwargs)
         body = {**self._body(args, kwargs), "flow": dict(flow)}

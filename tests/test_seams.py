@@ -175,3 +175,29 @@ def test_a_reused_tag_gets_no_end_of_the_old_jobs_parent(
     assert msg is not None and msg.tag == new_parent and q.ack(msg)
     q.dispatch([new_parent])
     assert q.state("B") == "ready"
+
+
+# ------------------------------------------------------------------ debounce / unique_for x workflows
+
+
+def test_a_workflow_refuses_a_task_with_debounce_or_unique_for(
+    project: dict[str, str], redis_client: Any, prefix: str
+) -> None:
+    """``task.enqueue(depends_on=...)`` refuses a task with debounce or unique_for, but a
+    chain published it without its rule: a unique_for task ran again at once, with no
+    reservation, and a debounced one was ready at once."""
+    from django_zqueue import chain, group
+    from django_zqueue.exceptions import InvalidArgument
+
+    from .conftest import snapshot
+    from .test_once import digest, once_an_hour, plain
+
+    before = snapshot(redis_client, prefix)
+    for flow in (
+        chain(once_an_hour.si("k"), plain.si("z")),
+        chain(plain.si("z"), digest.si("d")),
+        group([digest.si("d"), plain.si("z")]),
+    ):
+        with pytest.raises(InvalidArgument, match="debounce or unique_for"):
+            flow.enqueue()
+    assert snapshot(redis_client, prefix) == before
