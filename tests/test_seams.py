@@ -201,3 +201,23 @@ def test_a_workflow_refuses_a_task_with_debounce_or_unique_for(
         with pytest.raises(InvalidArgument, match="debounce or unique_for"):
             flow.enqueue()
     assert snapshot(redis_client, prefix) == before
+
+
+# ------------------------------------------------------------------ workflows x the read API
+
+
+def test_a_job_waiting_for_its_parents_exists(zqueue_settings: dict[str, Any]) -> None:
+    """``exists()`` is "the job is still to run or running"; a job waiting for its
+    parents (status ``waiting``, cancellable) read False, sync and async alike."""
+    import asyncio
+
+    from django_zqueue.job import Job
+
+    q = get_queue("default")
+    parent = q.publish("p")
+    child = q.publish("c", depends_on=[parent])
+    job = Job(child, "default")
+    assert job.status() == "waiting"
+    assert q.exists(child) and job.exists()
+    assert asyncio.run(job.aexists())
+    assert job.cancel() and not job.exists()

@@ -221,8 +221,8 @@ class AsyncQueue:
         return await self.run(self.queue.state_call(tag))
 
     async def exists(self, tag: str) -> bool:
-        """:meth:`Queue.exists`: ready, delayed or in flight."""
-        return await self.state(tag) in ("ready", "delayed", "leased")
+        """:meth:`Queue.exists`: ready, delayed, waiting for its parents or in flight."""
+        return await self.state(tag) in ("ready", "delayed", "waiting", "leased")
 
     async def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """:meth:`Queue.info`: everything known about one job, read atomically."""
