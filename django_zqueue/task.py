@@ -231,7 +231,9 @@ class Task(Generic[P, R]):
             # Everything is validated and encoded now, inside the caller's transaction: a
             # bad call raises here and writes nothing, whenever the jobs are sent.
             queue, jobs = self._prepare(calls, delay, run_at, span)
-            parents = None if depends_on is None else list(depends_on)
+            parents = None
+            if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
+                parents = [depends_on] if isinstance(depends_on, Job | str) else list(depends_on)
             if parents is not None and (self.debounce is not None or self.unique_for is not None):
                 raise InvalidArgument(
                     f"task {self.name!r}: depends_on does not go with debounce or unique_for"

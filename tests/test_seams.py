@@ -177,7 +177,7 @@ def test_a_reused_tag_gets_no_end_of_the_old_jobs_parent(
     assert q.state("B") == "ready"
 
 
-# ------------------------------------------------------------------ debounce / unique_for x workflows
+# -------------------------------------------------------- debounce / unique_for x workflows
 
 
 def test_a_workflow_refuses_a_task_with_debounce_or_unique_for(
@@ -221,3 +221,40 @@ def test_a_job_waiting_for_its_parents_exists(zqueue_settings: dict[str, Any]) -
     assert q.exists(child) and job.exists()
     assert asyncio.run(job.aexists())
     assert job.cancel() and not job.exists()
+
+
+# ------------------------------------------------------------------ bad input to depends_on
+
+
+def test_bad_depends_on_raises_and_writes_nothing(
+    zqueue_settings: dict[str, Any], redis_client: Any, prefix: str
+) -> None:
+    """``depends_on="parent"`` waited for the jobs "p", "a", "r", ... (none exist, so
+    counted as succeeded: the job ran at once); a job depending on itself waited
+    forever. Both raise now, nothing written."""
+    from django_zqueue.exceptions import InvalidArgument
+
+    from .conftest import snapshot
+
+    q = get_queue("default")
+    q.publish("p", tag="parent")
+    before = snapshot(redis_client, prefix)
+    with pytest.raises(InvalidArgument, match="single str"):
+        q.publish("c", depends_on="parent")
+    with pytest.raises(InvalidArgument, match="itself"):
+        q.publish("c", tag="self", depends_on=["self"])
+    with pytest.raises(InvalidArgument, match="itself"):
+        q.publish("c", tag="self", depends_on=[("default", "parent"), ("default", "self")])
+    assert snapshot(redis_client, prefix) == before
+
+
+def test_enqueue_many_takes_one_parent_tag_as_enqueue_does(project: dict[str, str]) -> None:
+    """``enqueue(depends_on="tag")`` waits for that job; ``enqueue_many(calls,
+    depends_on="tag")`` waited for one job per character of it instead."""
+    from .test_once import plain
+
+    q = get_queue("default")
+    q.publish("p", tag="parent")
+    jobs = plain.enqueue_many([("a",), ("b",)], depends_on="parent")
+    assert [j.status() for j in jobs] == ["waiting", "waiting"]
+    assert all(q.links(j.id).parents == (("default", "parent"),) for j in jobs)  # type: ignore[union-attr]

@@ -120,7 +120,14 @@ class Flows(Publishing):
         succeeded, exactly once. A parent that is no longer in its queue (finished, or
         never published) counts as succeeded; a dead one as failed (the job then goes to
         dead letters with ``dependency <tag> failed``; requeueing the parent revives it)."""
+        if isinstance(depends_on, str | bytes):  # not its characters: one tag each
+            raise InvalidArgument(
+                f"depends_on takes a list of job tags, (queue, tag) pairs or Job handles, "
+                f"not a single {type(depends_on).__name__}: depends_on=[{depends_on!r}]"
+            )
         parents = tuple(parse_ref(p, self.name) for p in depends_on)
+        if Ref(self.name, job.tag) in parents:
+            raise InvalidArgument(f"job {job.tag!r} cannot depend on itself")
         if not parents:
             return self.publish_prepared([job])[0]
         if len(parents) > MAX_LINKS or len(set(parents)) != len(parents):
