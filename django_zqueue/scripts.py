@@ -159,12 +159,12 @@ def _state(reply: Any) -> str | None:
 #: at most this many jobs per ``positions`` call
 MAX_POSITIONS = 500
 #: ``positions.lua`` codes of a job that is not ready
-_NOT_READY = {-1: "delayed", -2: "leased", -3: "dead", -4: ""}
+_NOT_READY = {-1: "delayed", -2: "leased", -3: "dead", -4: "", -5: "waiting"}
 
 
 class Standing(NamedTuple):
-    """Where one job stands (``positions.lua``): ``state`` is ready, delayed, leased, dead
-    or '' (in no set); a ready job has its ``rank`` in its shard and its ``score``."""
+    """Where one job stands (``positions.lua``): ``state`` is ready, delayed, leased, dead,
+    waiting (for its parents) or '' (in no set); a ready job has its ``rank`` in its shard and its ``score``."""
 
     tag: str
     state: str
@@ -457,7 +457,8 @@ class Scripts:
         if not 1 <= len(tags) <= MAX_POSITIONS:
             raise InvalidArgument(f"positions takes 1 to {MAX_POSITIONS} tags, got {len(tags)}")
         tags = tuple(tags)
-        return Call("positions", (k.ready, k.delayed, k.leased, k.dead), tags, _standings(tags))
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait)
+        return Call("positions", keys, tags, _standings(tags))
 
     def fire(
         self,

@@ -258,3 +258,23 @@ def test_enqueue_many_takes_one_parent_tag_as_enqueue_does(project: dict[str, st
     jobs = plain.enqueue_many([("a",), ("b",)], depends_on="parent")
     assert [j.status() for j in jobs] == ["waiting", "waiting"]
     assert all(q.links(j.id).parents == (("default", "parent"),) for j in jobs)  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ workflows x the position page
+
+
+def test_the_position_of_a_job_waiting_for_its_parents_is_not_done(
+    zqueue_settings: dict[str, Any],
+) -> None:
+    """``positions.lua`` did not read the wait set: a job waiting for its parents showed
+    the person waiting on it "done" before it had run."""
+    from django_zqueue.watch import read_positions
+
+    q = get_queue("default")
+    parent = q.publish("p")
+    child = q.publish("c", depends_on=[parent])
+    pos = read_positions(q, [child, parent])
+    assert pos[child].status == "scheduled" and pos[child].rank is None
+    assert pos[parent].status == "waiting" and pos[parent].rank == 0
+    assert q.cancel(child)
+    assert read_positions(q, [child])[child].status == "done"
