@@ -164,7 +164,8 @@ _NOT_READY = {-1: "delayed", -2: "leased", -3: "dead", -4: "", -5: "waiting"}
 
 class Standing(NamedTuple):
     """Where one job stands (``positions.lua``): ``state`` is ready, delayed, leased, dead,
-    waiting (for its parents) or '' (in no set); a ready job has its ``rank`` in its shard and its ``score``."""
+    waiting (for its parents) or '' (in no set); a ready job has its ``rank`` in its
+    shard and its ``score``."""
 
     tag: str
     state: str
