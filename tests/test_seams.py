@@ -278,3 +278,32 @@ def test_the_position_of_a_job_waiting_for_its_parents_is_not_done(
     assert pos[parent].status == "waiting" and pos[parent].rank == 0
     assert q.cancel(child)
     assert read_positions(q, [child])[child].status == "done"
+
+
+# ------------------------------------------------------------------ corrupt workflow links
+
+
+@pytest.mark.parametrize(
+    "bad", [["gone", "B", 1], ["default", "B", 0], ["default", "", 1], ["default", "B", 10001]]
+)
+def test_a_bad_dependent_in_the_links_blocks_no_other_entry(
+    zqueue_settings: dict[str, Any], bad: list[Any]
+) -> None:
+    """A parent's links naming a dependent in a queue not configured here (a queue
+    removed, a rolling deploy) or with a corrupt place made every dispatch and drain
+    raise: no entry of the batch was ever applied or cleared, the unrelated ones
+    included. The others are applied now; an unknown queue's entry is kept for a
+    process that knows the queue."""
+    q = get_queue("default")
+    a = q.publish("a", tag="A")
+    c = q.publish("c", tag="C", depends_on=[a])
+    other = q.publish("o", tag="O")
+    d = q.publish("d", tag="D", depends_on=[other])
+    kids = json.loads(q.client.hget(q.keys.wf(a), "kids"))  # type: ignore[arg-type]
+    q.client.hset(q.keys.wf(a), "kids", json.dumps([bad, *kids]))
+    for _ in range(2):
+        msg = q.get()
+        assert msg is not None and q.ack(msg)
+    q.drain()
+    assert q.state(c) == "ready" and q.state(d) == "ready"
+    assert q.outbox_size() == (1 if bad[0] == "gone" else 0)
