@@ -247,7 +247,10 @@ class AsyncQueue:
         """:meth:`Queue.cancel`: cancel a job that waits or runs (``cancel.lua``); False
         when there is no such job, or it is dead."""
         ttl_ms = int(CANCELLED_TTL * 1000)
-        return await self.run(self.queue.shard_for(_tag(tag)).cancel(tag, ttl_ms)) in (1, 2)
+        done = await self.run(self.queue.shard_for(_tag(tag)).cancel(tag, ttl_ms)) in (1, 2)
+        if done:  # a workflow job's end goes to its dependents now, as the sync cancel does
+            await asyncio.to_thread(self.queue.settle_ends, [tag])
+        return done
 
     async def cancelled(self, tag: str) -> CancelledJob | None:
         """:meth:`Queue.cancelled`: the record of a cancelled job while it is kept."""

@@ -80,6 +80,8 @@ class Control(QueueBase):
         if not 1 <= ms <= MAX_DELAY * 1000:
             raise InvalidArgument("ttl must be at least 1 ms and within 3650 days")
         reply = self.run(self.shard_for(validate.tag(tag)).cancel(tag, ms))
+        if reply in (1, 2):  # a workflow job's end goes to its dependents now
+            self.settle_ends([tag])
         return _CANCEL[reply]
 
     def cancel(self, tag: str) -> bool:

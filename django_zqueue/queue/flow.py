@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..connection import unavailable_as_error
-from ..exceptions import DuplicateJob, InvalidArgument, UnknownQueue
+from ..exceptions import DuplicateJob, InvalidArgument, UnknownQueue, ZQueueError
 from ..links import MAX_LINKS, FlowJob, Kid, Links, Ref, Resolution, Resolved, kids_of
 from ..links import passed_results as decode_results
 from ..records import NewJob
@@ -191,6 +191,12 @@ class Flows(Publishing):
                 break
             work = nxt
         return done
+
+    def settle_ends(self, tags: Sequence[str]) -> None:
+        """Dispatch the ends of jobs ``tags`` just cancelled or deleted (one round trip
+        more when they were not workflow jobs); a failure is left to the scanner."""
+        with contextlib.suppress(ZQueueError):
+            self.dispatch(tags)
 
     def read_outbox(self, tags: Sequence[str]) -> list[tuple[str, bytes, list[Kid]]]:
         """(tag, entry, dependents) of each of ``tags`` that has an outbox entry."""
