@@ -73,7 +73,8 @@ class Control(QueueBase):
         back), and the worker running it sees the cancel at its next heartbeat, sets
         ``current_job().cancel_requested`` and, after its grace period, raises
         ``JobCancelled`` in the job. Either way the job ends in the terminal state
-        ``cancelled``, kept ``ttl`` seconds (:meth:`cancelled`). Returns ``"waiting"``,
+        ``cancelled``, kept ``ttl`` seconds (:meth:`cancelled`), and a workflow job's
+        dependents are told at once (one more round trip). Returns ``"waiting"``,
         ``"running"``, ``"dead"`` (refused: delete a dead letter instead) or
         ``"missing"`` (no such job)."""
         ms = int(validate.seconds(ttl, "ttl") * 1000)

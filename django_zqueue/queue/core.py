@@ -32,7 +32,8 @@ class Queue(Flows, Consuming, Lookup, Control):
 
     def delete(self, tag: str) -> bool:
         """Remove a ready, delayed, waiting (for its parents) or dead job with its record;
-        a workflow job's dependents are told at once (its end is a failure for them).
+        a workflow job's dependents are told at once (its end is a failure for them; one
+        more round trip).
 
         Returns False when there is no such job, or when it is in flight (a consumer
         holds its lease; it is left alone).
