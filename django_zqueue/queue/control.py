@@ -100,7 +100,8 @@ class Control(QueueBase):
         """Move a waiting job (ready or delayed) to the front of the line
         (``run_now.lua``): claimed next. On a partitioned queue it goes ahead of the
         heads of the other partitions as read just before the call (one more round
-        trip). False when the job is not waiting (in flight, dead, or no such job)."""
+        trip). False when the job is not waiting in line (in flight, dead, waiting for
+        its parents in a workflow, or no such job)."""
         shard = self.shard_for(validate.tag(tag))
         below = None
         if self.partitions > 1:
@@ -116,7 +117,9 @@ class Control(QueueBase):
     def set_priority(self, tag: str, priority: int) -> bool:
         """Change a waiting job's priority (``set_priority.lua``): a ready job moves to
         its new priority's place in line, keeping its FIFO order among the jobs of that
-        priority; a delayed job takes it when due. False when the job is not waiting."""
+        priority (in a fair queue: a head start of that many of its group's turns); a
+        delayed job takes it when due. False when the job is not waiting in line (in
+        flight, dead, waiting for its parents, or no such job)."""
         p = validate.priority(priority)
         return self.run(self.shard_for(validate.tag(tag)).set_priority(tag, p)) == 1
 
