@@ -295,7 +295,7 @@ class Scripts:
         args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(jobs)]
         for job in jobs:
             args.extend(job_args(job))
-        return Call("publish", keys, tuple(args), _clashes)
+        return Call("publish", (*keys, k.wait), tuple(args), _clashes)
 
     def publish_once(
         self,
@@ -310,7 +310,7 @@ class Scripts:
         debounce = "" if debounce_ms is None else debounce_ms
         unique = "" if unique_ms is None else unique_ms
         args = (p.mode, p.aging_us, p.notify_cap, debounce, unique, *job_args(job))
-        return Call("publish_once", (*keys, k.unique(job.tag)), args, _once)
+        return Call("publish_once", (*keys, k.unique(job.tag), k.wait), args, _once)
 
     def claim(
         self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str

@@ -341,3 +341,19 @@ def test_a_reused_parent_tag_ends_nothing_for_the_old_jobs_dependents(
     assert q.state(new_kid) == "ready"
     other.drain()
     assert other.state(old_kid) == "dead"  # never revived by the new job
+
+
+def test_a_clash_with_a_job_waiting_for_its_parents_names_its_state(
+    zqueue_settings: dict[str, Any],
+) -> None:
+    """publish and publish_once did not read the wait set: a clash with a job waiting
+    for its parents was reported as state ``unknown``."""
+    from django_zqueue.exceptions import DuplicateJob
+
+    q = get_queue("default")
+    parent = q.publish("p")
+    q.publish("c", tag="child", depends_on=[parent])
+    for extra in ({}, {"debounce": 5}, {"unique_for": 5}):
+        with pytest.raises(DuplicateJob) as caught:
+            q.publish("again", tag="child", **extra)
+        assert caught.value.states == ["waiting"], extra
