@@ -33,7 +33,7 @@ class CancelledJob:
 
     tag: str
     cancelled_at_ms: int
-    was: str  # ready, delayed or leased (running)
+    was: str  # ready, delayed, waiting (for its parents) or leased (running)
     attempts: int  # deliveries before the cancel
     consumer: str | None  # the consumer that ran it, for a running job
 
