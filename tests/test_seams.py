@@ -311,7 +311,26 @@ def test_a_bad_dependent_in_the_links_blocks_no_other_entry(
 # ------------------------------------------------------------------ cancel / purge x workflows
 
 
-@pytest.mark.parametrize("how", ["cancel", "delete", "purge"])
+def _acancel(q: Queue, tag: str) -> bool:
+    import asyncio
+
+    import redis.asyncio as aredis
+
+    from django_zqueue.queue.aio import AsyncQueue
+
+    from .redis_server import redis_url
+
+    async def go() -> bool:
+        client = aredis.Redis.from_url(redis_url())
+        try:
+            return await AsyncQueue(q, client=client).cancel(tag)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("how", ["cancel", "acancel", "delete", "purge"])
 def test_a_reused_parent_tag_ends_nothing_for_the_old_jobs_dependents(
     zqueue_settings: dict[str, Any], how: str
 ) -> None:
@@ -329,6 +348,8 @@ def test_a_reused_parent_tag_ends_nothing_for_the_old_jobs_dependents(
         q.dispatch(["B"])
         assert other.state(old_kid) == "dead"
         assert q.purge_dead() == 1
+    elif how == "acancel":
+        assert _acancel(q, "B")
     else:
         assert getattr(q, how)("B")
     q.publish("new", tag="B")
