@@ -51,9 +51,12 @@ def _noscript(reply: Any) -> bool:
 
 
 class AsyncQueue:
-    """``queue`` (a :class:`Queue`) from asyncio code. Every method is a coroutine and
-    means what the :class:`Queue` method of the same name means (same checks, same
-    exceptions, same scripts); connection errors are :class:`QueueUnavailable`."""
+    """``queue`` (a :class:`Queue`) from asyncio code. Every method (but ``ack_call``,
+    which only builds a call) is a coroutine and means what the :class:`Queue` method of
+    the same name means (same checks, same exceptions, same scripts); connection errors
+    are :class:`QueueUnavailable`. The sync methods not mirrored here (``publish``'s
+    ``debounce``, ``unique_for`` and ``depends_on``, the operator calls) run on the sync
+    client, e.g. in ``asyncio.to_thread``."""
 
     def __init__(self, queue: Queue, client: aredis.Redis | None = None) -> None:
         self.queue = queue
