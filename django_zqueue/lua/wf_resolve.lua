@@ -74,14 +74,17 @@ end
 
 -- whether `parent` is the dependent's parent at `index` (its links' `par` list): an entry
 -- from a parent whose dependent was cancelled or deleted, its tag since reused by a new
--- job, is not that job's (links without `par` are trusted). Decoded once per call.
+-- job, is not that job's. Decoded once per call; links without `par`, or with a `par` of
+-- more than PAR_CHECK_MAX bytes (a chord of a few thousand members: its decode would cost
+-- each call milliseconds), are trusted.
+local PAR_CHECK_MAX = 65536
 local pars = {}
 local function is_parent(wf, index, parent)
   local list = pars[wf]
   if list == nil then
     list = false
     local raw = redis.call('HGET', wf, 'par')
-    if raw then
+    if raw and #raw <= PAR_CHECK_MAX then
       local ok, decoded = pcall(cjson.decode, raw)
       list = ok and type(decoded) == 'table' and decoded or {}
     end
