@@ -43,7 +43,7 @@ class Job:
         return self.queue.score(self.id)
 
     def exists(self) -> bool:
-        """True while ready, delayed or running."""
+        """True while ready, delayed, waiting for its parents (a workflow) or running."""
         return self.queue.exists(self.id)
 
     def info(self) -> JobInfo | None:

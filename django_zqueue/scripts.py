@@ -159,12 +159,13 @@ def _state(reply: Any) -> str | None:
 #: at most this many jobs per ``positions`` call
 MAX_POSITIONS = 500
 #: ``positions.lua`` codes of a job that is not ready
-_NOT_READY = {-1: "delayed", -2: "leased", -3: "dead", -4: ""}
+_NOT_READY = {-1: "delayed", -2: "leased", -3: "dead", -4: "", -5: "waiting"}
 
 
 class Standing(NamedTuple):
-    """Where one job stands (``positions.lua``): ``state`` is ready, delayed, leased, dead
-    or '' (in no set); a ready job has its ``rank`` in its shard and its ``score``."""
+    """Where one job stands (``positions.lua``): ``state`` is ready, delayed, leased, dead,
+    waiting (for its parents) or '' (in no set); a ready job has its ``rank`` in its
+    shard and its ``score``."""
 
     tag: str
     state: str
@@ -294,7 +295,7 @@ class Scripts:
         args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(jobs)]
         for job in jobs:
             args.extend(job_args(job))
-        return Call("publish", keys, tuple(args), _clashes)
+        return Call("publish", (*keys, k.wait), tuple(args), _clashes)
 
     def publish_once(
         self,
@@ -309,7 +310,7 @@ class Scripts:
         debounce = "" if debounce_ms is None else debounce_ms
         unique = "" if unique_ms is None else unique_ms
         args = (p.mode, p.aging_us, p.notify_cap, debounce, unique, *job_args(job))
-        return Call("publish_once", (*keys, k.unique(job.tag)), args, _once)
+        return Call("publish_once", (*keys, k.unique(job.tag), k.wait), args, _once)
 
     def claim(
         self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str
@@ -457,7 +458,8 @@ class Scripts:
         if not 1 <= len(tags) <= MAX_POSITIONS:
             raise InvalidArgument(f"positions takes 1 to {MAX_POSITIONS} tags, got {len(tags)}")
         tags = tuple(tags)
-        return Call("positions", (k.ready, k.delayed, k.leased, k.dead), tags, _standings(tags))
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait)
+        return Call("positions", keys, tags, _standings(tags))
 
     def fire(
         self,

@@ -200,7 +200,14 @@ class Task(Generic[P, R]):
     ) -> NewJob:
         """A workflow job of this task, validated and encoded, not sent. ``flow``: how it
         takes part (``{"in": "one" | "list", "out": 1, "keep": 1}``): with ``in``, a
-        parent's result (or the list of them) comes first in its arguments."""
+        parent's result (or the list of them) comes first in its arguments.
+        ``InvalidArgument`` for a task with ``debounce`` or ``unique_for``: a workflow
+        job is published without those rules, as ``depends_on`` is."""
+        if self.debounce is not None or self.unique_for is not None:
+            raise InvalidArgument(
+                f"task {self.name!r}: a workflow (chain, group, chord) does not go with "
+                "debounce or unique_for"
+            )
         received = (None,) if flow.get("in") else ()
         check_call(self.name, self.func, (*received, *args), kwargs)
         body = {**self._body(args, kwargs), "flow": dict(flow)}
@@ -225,7 +232,9 @@ class Task(Generic[P, R]):
             # Everything is validated and encoded now, inside the caller's transaction: a
             # bad call raises here and writes nothing, whenever the jobs are sent.
             queue, jobs = self._prepare(calls, delay, run_at, span)
-            parents = None if depends_on is None else list(depends_on)
+            parents = None
+            if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
+                parents = [depends_on] if isinstance(depends_on, Job | str) else list(depends_on)
             if parents is not None and (self.debounce is not None or self.unique_for is not None):
                 raise InvalidArgument(
                     f"task {self.name!r}: depends_on does not go with debounce or unique_for"

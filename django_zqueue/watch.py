@@ -50,6 +50,7 @@ FIRST_READ_GAP = 0.1
 STATUS = {
     "ready": "waiting",
     "delayed": "scheduled",
+    "waiting": "scheduled",  # for its parents (a workflow): it joins the line later
     "leased": "running",
     "dead": "failed",
     "": "done",

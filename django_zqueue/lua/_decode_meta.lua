@@ -7,6 +7,7 @@
 local META_INTS = { -- field, lowest, highest
   {'a', 0, MAX_RETRIES + 1}, {'m', 0, MAX_RETRIES}, {'p', -1000, 1000}, {'t', 1, MAX_EXACT},
   {'e', 0, MAX_EXACT}, {'st', 0, MAX_EXACT}, {'v', MIN_LEASE_MS, MAX_LEASE_MS},
+  {'n', 0, 10000}, -- parents a workflow job waits for (links.MAX_LINKS)
 }
 local function decode_meta(raw)
   if not raw then
@@ -42,6 +43,9 @@ local function decode_meta(raw)
   end
   if meta.w ~= nil and not (type(meta.w) == 'number' and meta.w >= 0.001 and meta.w <= 1000) then
     return nil, "meta field 'w' is not a weight in [0.001, 1000]"
+  end
+  if meta.f ~= nil and type(meta.f) ~= 'table' then -- failed parents (wf_resolve.lua)
+    return nil, "meta field 'f' is not a list"
   end
   return meta, nil
 end

@@ -5,7 +5,7 @@
 -- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST KEYS[8] result STRING
 --   (this job's result key; written only when ARGV[4] is not '')
 -- KEYS[9] unique STRING (this tag's reservation: written for `u` ms when the record has
---   `u`, set by publish_once.lua for unique_for)
+--   `u`, set by publish_once.lua for unique_for; at most 3650 days)
 -- ARGV[1] id   ARGV[2] token (from the claim)   ARGV[3] notify_cap (0 = don't notify;
 --   set when the queue has a concurrency limit, so a consumer waiting for room wakes)
 -- ARGV[4] result JSON ('' = keep none)   ARGV[5] result TTL ms   ARGV[6] run time ms
@@ -19,6 +19,7 @@
 --   runs out): nothing changed. Only the token is read: the record is deleted.
 -- Work: O(log N).
 
+--@include bounds
 --@include drop_record
 --@include now_ms
 --@include series
@@ -34,9 +35,15 @@ end
 if not ok or type(meta) ~= 'table' or meta.t ~= token or not redis.call('ZSCORE', KEYS[1], id) then
   return 0
 end
-redis.call('ZREM', KEYS[1], id)
+-- the reservation's TTL is read before any write: a corrupt `u` (out of SET's range)
+-- must not fail the call halfway, with the job out of leased and its record left
+local unique = nil
 if type(meta.u) == 'number' and meta.u >= 1 then
-  redis.call('SET', KEYS[9], '1', 'PX', math.floor(meta.u))
+  unique = math.min(math.floor(meta.u), MAX_DELAY_MS)
+end
+redis.call('ZREM', KEYS[1], id)
+if unique then
+  redis.call('SET', KEYS[9], '1', 'PX', unique)
 end
 drop_record(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id)
 redis.call('HINCRBY', KEYS[6], 'acked', 1)

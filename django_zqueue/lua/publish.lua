@@ -3,6 +3,7 @@
 -- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH
 -- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
+-- KEYS[10] wait     ZSET (read only to name a clash with a job waiting for its parents)
 -- ARGV[1] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[2] aging_us (µs one priority step is worth)
 -- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
 -- ARGV[5 + 10*(i-1) ..] per job i:
@@ -11,7 +12,7 @@
 --   group ('' = none), weight ('' = 1; used by mode 'fair')
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose arguments are out of bounds.
 -- Returns: {0} written; or {1, id, state, id, state, ...} for the tags already in use
---          (state: ready | delayed | leased | dead | batch), nothing written.
+--          (state: ready | delayed | leased | dead | waiting | batch), nothing written.
 -- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
 --   ZADD) plus up to 4 ZSCOREs per clashing tag.
 
@@ -23,7 +24,7 @@
 --@include notify
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10]}
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller

@@ -3,7 +3,7 @@
 -- debounce: while a job with this tag waits (ready or delayed), the call replaces its
 --   body, priority and record options and moves its run-at to now + debounce_ms
 --   (a ready job goes back to delayed): one job is kept, its enqueue time and attempts
---   too. With no job under the tag, the new job is delayed by debounce_ms.
+--   too, and its workflow mark `k` (it has dependents: _wf_mark.lua). With no job under the tag, the new job is delayed by debounce_ms.
 -- unique_for: the tag must not be reserved (KEYS[10], written by ack.lua for
 --   unique_ms after the job under this tag finished); the job's record keeps `u`
 --   (unique_ms) for ack.lua.
@@ -13,6 +13,7 @@
 -- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
 -- KEYS[10] unique STRING (this tag's reservation)
+-- KEYS[11] wait ZSET (read only to name a clash with a job waiting for its parents)
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap
 -- ARGV[4] debounce_ms ('' = no debounce; else 1 .. 3650 days)
 -- ARGV[5] unique_ms ('' = none; else 1 .. 3650 days)
@@ -21,7 +22,7 @@
 --   must be '')
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {'new'} written; {'replaced'} a waiting job was debounced;
---   {'clash', state} nothing written (state: leased | dead | reserved | unknown, or
+--   {'clash', state} nothing written (state: leased | dead | waiting | reserved | unknown, or
 --   ready | delayed without debounce).
 -- Work: O(log N).
 
@@ -35,7 +36,7 @@
 --@include tag_state
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11]}
 local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local debounce = ARGV[4] ~= '' and tonumber(ARGV[4]) or nil
 local unique = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
@@ -75,6 +76,7 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
   if ok and type(old) == 'table' then
     meta.e = tonumber(old.e) or now
     meta.a = tonumber(old.a)
+    meta.k = old.k -- its dependents (a workflow parent) still wait for its end
   end
   redis.call('ZREM', k.ready, id)
   redis.call('HSET', k.body, id, ARGV[7])

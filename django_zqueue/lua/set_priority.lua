@@ -1,14 +1,16 @@
 -- set_priority.lua: change the priority of a waiting job (ready or delayed).
 -- A ready job moves to the band of its new priority at the same point of the queue's
 -- order it entered at (strict: its sequence number; aging: its entry time), so among
--- jobs of its new priority it keeps its FIFO place; no sequence number is used. A job
+-- jobs of its new priority it keeps its FIFO place; no sequence number is used. In a fair
+-- queue (mode 'fair') a priority step is one of its group's turns (1 / weight), as
+-- _fair.lua scores it, not a band. A job
 -- with a raw score (`s`) keeps its place (the score is what orders it); a delayed job
 -- takes the new priority when it is promoted.
 --
 -- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
 -- KEYS[5] meta HASH
 -- ARGV[1] id   ARGV[2] priority (integer in [-1000, 1000])
--- ARGV[3] mode ('strict' | 'tstrict' | 'aging')   ARGV[4] aging_us
+-- ARGV[3] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[4] aging_us
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a priority out of bounds.
 -- Returns: 1 changed; 0 no such job; -1 in flight or dead, or its record cannot be used
 --   (nothing changed).
@@ -45,6 +47,8 @@ if ready and not meta.s and old ~= p then
   local step = PRIORITY_BAND
   if mode == 'aging' then
     step = aging_us
+  elseif mode == 'fair' then -- a priority is a head start of that many of the group's turns
+    step = 1 / (meta.w or 1)
   end
   redis.call('ZADD', KEYS[1], 'XX', fmt(tonumber(ready) + (old - p) * step), id)
 end

@@ -36,7 +36,9 @@ if not meta then
   return 'corrupt'
 end
 local kids = {}
-local raw = redis.call('HGET', KEYS[7], 'kids')
+-- a job without `k` has no dependents yet: links under its tag are an earlier job's
+-- (purged or trimmed while its links lived on), not to be sent this job's end
+local raw = meta.k and redis.call('HGET', KEYS[7], 'kids')
 if raw then
   local decoded, list = pcall(cjson.decode, raw)
   if decoded and type(list) == 'table' then

@@ -9,7 +9,10 @@
 --     pairs; the error names the first one left); its own dependents are told through the outbox (_wf_mark.lua).
 --   revived (the parent was itself revived, and waits again): a dependent dead on its
 --     account only goes back to waiting, and tells its own dependents the same.
--- A dependent that is in line, in flight, delayed or gone is left alone.
+-- A dependent that is in line, in flight, delayed or gone is left alone, and so is one
+--   whose links (`par`) do not name this parent at this index (a tag reused after its
+--   job was cancelled or deleted: the entry is the old job's); a waiting one
+--   whose record cannot be used (_decode_meta.lua) goes to dead letters as corrupt.
 --
 -- KEYS[1] ready ZSET   KEYS[2] wait   ZSET  KEYS[3] dead  ZSET  KEYS[4] meta  HASH
 -- KEYS[5] errors HASH  KEYS[6] ctr    HASH  KEYS[7] stats HASH  KEYS[8] notify LIST
@@ -33,6 +36,7 @@
 --@include series
 --@include notify
 --@include wf_mark
+--@include bury_corrupt
 
 local k = {ready = KEYS[1], wait = KEYS[2], dead = KEYS[3], meta = KEYS[4], errors = KEYS[5],
   ctr = KEYS[6], stats = KEYS[7], notify = KEYS[8], wf_out = KEYS[9], wf_res = KEYS[10]}
@@ -68,6 +72,31 @@ local function blame(id, left)
   redis.call('HSET', k.errors, id, 'dependency ' .. tostring(left[1][2]) .. ' failed')
 end
 
+-- whether `parent` is the dependent's parent at `index` (its links' `par` list): an entry
+-- from a parent whose dependent was cancelled or deleted, its tag since reused by a new
+-- job, is not that job's. Decoded once per call; links without `par`, or with a `par` of
+-- more than PAR_CHECK_MAX bytes (a chord of a few thousand members: its decode would cost
+-- each call milliseconds), are trusted.
+local PAR_CHECK_MAX = 65536
+local pars = {}
+local function is_parent(wf, index, parent)
+  local list = pars[wf]
+  if list == nil then
+    list = false
+    local raw = redis.call('HGET', wf, 'par')
+    if raw and #raw <= PAR_CHECK_MAX then
+      local ok, decoded = pcall(cjson.decode, raw)
+      list = ok and type(decoded) == 'table' and decoded or {}
+    end
+    pars[wf] = list
+  end
+  if not list then
+    return true
+  end
+  local ref = list[index]
+  return type(ref) == 'table' and ref[2] == parent
+end
+
 -- into line (all parents in) or back to waiting
 local function enter(id, meta, wf)
   local got = tonumber(redis.call('HGET', wf, 'got') or '0')
@@ -90,7 +119,16 @@ for i = 0, m - 1 do
     ok = nil
   end
   local wf = KEYS[11 + i]
-  local meta = decode_meta(redis.call('HGET', k.meta, id))
+  local raw = redis.call('HGET', k.meta, id)
+  local meta, why = decode_meta(raw)
+  if raw and not meta and redis.call('ZSCORE', k.wait, id) then
+    -- a waiting dependent whose record cannot be used: to dead letters on its own
+    -- account, so the entry is applied to the others and cleared (no poison entry)
+    bury_corrupt(k, {{id, why, raw}}, now, k.wait)
+  end
+  if meta and not is_parent(wf, index, parent) then
+    meta = nil -- not this job's parent: left alone
+  end
   local waiting = meta and redis.call('ZSCORE', k.wait, id)
   local dead = meta and not waiting and type(meta.f) == 'table' and redis.call('ZSCORE', k.dead, id)
   if ok == nil then

@@ -34,7 +34,7 @@ from ..connection import UNAVAILABLE_ERRORS, get_client
 from ..exceptions import DuplicateJob, InvalidArgument, QueueUnavailable
 from ..keys import partition_of
 from ..read.pipeline import queue_ahead
-from ..records import Claimed, JobInfo, Message, NackResult, NewJob, from_ms
+from ..records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
 from ..scripts import Call, script_error, source
 from .consume import MAX_BATCH, NO_RESULT
 from .control import CANCELLED_TTL, CancelledJob, read_cancelled
@@ -51,9 +51,12 @@ def _noscript(reply: Any) -> bool:
 
 
 class AsyncQueue:
-    """``queue`` (a :class:`Queue`) from asyncio code. Every method is a coroutine and
-    means what the :class:`Queue` method of the same name means (same checks, same
-    exceptions, same scripts); connection errors are :class:`QueueUnavailable`."""
+    """``queue`` (a :class:`Queue`) from asyncio code. Every method (but ``ack_call``,
+    which only builds a call) is a coroutine and means what the :class:`Queue` method of
+    the same name means (same checks, same exceptions, same scripts); connection errors
+    are :class:`QueueUnavailable`. The sync methods not mirrored here (``publish``'s
+    ``debounce``, ``unique_for`` and ``depends_on``, the operator calls) run on the sync
+    client, e.g. in ``asyncio.to_thread``."""
 
     def __init__(self, queue: Queue, client: aredis.Redis | None = None) -> None:
         self.queue = queue
@@ -221,8 +224,8 @@ class AsyncQueue:
         return await self.run(self.queue.state_call(tag))
 
     async def exists(self, tag: str) -> bool:
-        """:meth:`Queue.exists`: ready, delayed or in flight."""
-        return await self.state(tag) in ("ready", "delayed", "leased")
+        """:meth:`Queue.exists`: ready, delayed, waiting for its parents or in flight."""
+        return await self.state(tag) in ("ready", "delayed", "waiting", "leased")
 
     async def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """:meth:`Queue.info`: everything known about one job, read atomically."""
@@ -247,7 +250,10 @@ class AsyncQueue:
         """:meth:`Queue.cancel`: cancel a job that waits or runs (``cancel.lua``); False
         when there is no such job, or it is dead."""
         ttl_ms = int(CANCELLED_TTL * 1000)
-        return await self.run(self.queue.shard_for(_tag(tag)).cancel(tag, ttl_ms)) in (1, 2)
+        done = await self.run(self.queue.shard_for(_tag(tag)).cancel(tag, ttl_ms)) in (1, 2)
+        if done:  # a workflow job's end goes to its dependents now, as the sync cancel does
+            await asyncio.to_thread(self.queue.settle_ends, [tag])
+        return done
 
     async def cancelled(self, tag: str) -> CancelledJob | None:
         """:meth:`Queue.cancelled`: the record of a cancelled job while it is kept."""
@@ -289,12 +295,24 @@ class AsyncQueue:
         result: Any = NO_RESULT,
         result_ttl: float = 86400,
         run_ms: int | None = None,
+        passed: str = "",
     ) -> Call[bool]:
-        return self.queue.ack_call(msg, result, result_ttl, run_ms)
+        """:meth:`Queue.ack_call`: ``passed``, the result a workflow job hands to its
+        dependents (JSON, '' = null)."""
+        return self.queue.ack_call(msg, result, result_ttl, run_ms, passed)
 
-    async def ack(self, msg: Message, result: Any = NO_RESULT, result_ttl: float = 86400) -> bool:
-        """:meth:`Queue.ack`; False for a stale delivery."""
-        return await self.run(self.queue.ack_call(msg, result, result_ttl))
+    async def ack(
+        self,
+        msg: Message,
+        result: Any = NO_RESULT,
+        result_ttl: float = 86400,
+        *,
+        passed: Any = None,
+    ) -> bool:
+        """:meth:`Queue.ack`; False for a stale delivery. ``passed`` (JSON) is what a
+        workflow job hands its dependents (docs/workflows.md)."""
+        given = "" if passed is None else encode_body(passed).decode("utf-8")
+        return await self.run(self.queue.ack_call(msg, result, result_ttl, passed=given))
 
     async def nack(
         self,

@@ -228,6 +228,13 @@ class QueueBase:
         self._rr = (start + 1) % self.partitions
         return start
 
+    def settle_ends(self, tags: Sequence[str]) -> None:
+        """After jobs ``tags`` of this queue ended outside a worker (cancelled, deleted):
+        send their workflow ends on now (:meth:`Flows.dispatch
+        <django_zqueue.queue.flow.Flows.dispatch>`), so that their tags, free again at
+        once, carry no end of theirs to a new job. Nothing here; a failure is left to
+        the scanner's drain."""
+
     def ensure_layout(self) -> None:
         """:meth:`check_layout`, once per queue object."""
         if not self._layout_ok:

@@ -33,7 +33,7 @@ class CancelledJob:
 
     tag: str
     cancelled_at_ms: int
-    was: str  # ready, delayed or leased (running)
+    was: str  # ready, delayed, waiting (for its parents) or leased (running)
     attempts: int  # deliveries before the cancel
     consumer: str | None  # the consumer that ran it, for a running job
 
@@ -73,13 +73,16 @@ class Control(QueueBase):
         back), and the worker running it sees the cancel at its next heartbeat, sets
         ``current_job().cancel_requested`` and, after its grace period, raises
         ``JobCancelled`` in the job. Either way the job ends in the terminal state
-        ``cancelled``, kept ``ttl`` seconds (:meth:`cancelled`). Returns ``"waiting"``,
+        ``cancelled``, kept ``ttl`` seconds (:meth:`cancelled`), and a workflow job's
+        dependents are told at once (one more round trip). Returns ``"waiting"``,
         ``"running"``, ``"dead"`` (refused: delete a dead letter instead) or
         ``"missing"`` (no such job)."""
         ms = int(validate.seconds(ttl, "ttl") * 1000)
         if not 1 <= ms <= MAX_DELAY * 1000:
             raise InvalidArgument("ttl must be at least 1 ms and within 3650 days")
         reply = self.run(self.shard_for(validate.tag(tag)).cancel(tag, ms))
+        if reply in (1, 2):  # a workflow job's end goes to its dependents now
+            self.settle_ends([tag])
         return _CANCEL[reply]
 
     def cancel(self, tag: str) -> bool:
@@ -97,7 +100,8 @@ class Control(QueueBase):
         """Move a waiting job (ready or delayed) to the front of the line
         (``run_now.lua``): claimed next. On a partitioned queue it goes ahead of the
         heads of the other partitions as read just before the call (one more round
-        trip). False when the job is not waiting (in flight, dead, or no such job)."""
+        trip). False when the job is not waiting in line (in flight, dead, waiting for
+        its parents in a workflow, or no such job)."""
         shard = self.shard_for(validate.tag(tag))
         below = None
         if self.partitions > 1:
@@ -113,7 +117,9 @@ class Control(QueueBase):
     def set_priority(self, tag: str, priority: int) -> bool:
         """Change a waiting job's priority (``set_priority.lua``): a ready job moves to
         its new priority's place in line, keeping its FIFO order among the jobs of that
-        priority; a delayed job takes it when due. False when the job is not waiting."""
+        priority (in a fair queue: a head start of that many of its group's turns); a
+        delayed job takes it when due. False when the job is not waiting in line (in
+        flight, dead, waiting for its parents, or no such job)."""
         p = validate.priority(priority)
         return self.run(self.shard_for(validate.tag(tag)).set_priority(tag, p)) == 1
 

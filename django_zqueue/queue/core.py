@@ -31,12 +31,17 @@ class Queue(Flows, Consuming, Lookup, Control):
     # ----------------------------------------------------------------- removal
 
     def delete(self, tag: str) -> bool:
-        """Remove a ready, delayed or dead job with its record.
+        """Remove a ready, delayed, waiting (for its parents) or dead job with its record;
+        a workflow job's dependents are told at once (its end is a failure for them; one
+        more round trip).
 
         Returns False when there is no such job, or when it is in flight (a consumer
         holds its lease; it is left alone).
         """
-        return self.run(self.shard_for(validate.tag(tag)).delete(tag, False)) == 1
+        deleted = self.run(self.shard_for(validate.tag(tag)).delete(tag, False)) == 1
+        if deleted:
+            self.settle_ends([tag])
+        return deleted
 
     def requeue_dead(self, tag: str) -> bool:
         """Put a dead job back in line with its attempts reset. False if it isn't dead."""

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..connection import unavailable_as_error
-from ..exceptions import DuplicateJob, InvalidArgument
+from ..exceptions import DuplicateJob, InvalidArgument, UnknownQueue, ZQueueError
 from ..links import MAX_LINKS, FlowJob, Kid, Links, Ref, Resolution, Resolved, kids_of
 from ..links import passed_results as decode_results
 from ..records import NewJob
@@ -120,7 +120,14 @@ class Flows(Publishing):
         succeeded, exactly once. A parent that is no longer in its queue (finished, or
         never published) counts as succeeded; a dead one as failed (the job then goes to
         dead letters with ``dependency <tag> failed``; requeueing the parent revives it)."""
+        if isinstance(depends_on, str | bytes):  # not its characters: one tag each
+            raise InvalidArgument(
+                f"depends_on takes a list of job tags, (queue, tag) pairs or Job handles, "
+                f"not a single {type(depends_on).__name__}: depends_on=[{depends_on!r}]"
+            )
         parents = tuple(parse_ref(p, self.name) for p in depends_on)
+        if Ref(self.name, job.tag) in parents:
+            raise InvalidArgument(f"job {job.tag!r} cannot depend on itself")
         if not parents:
             return self.publish_prepared([job])[0]
         if len(parents) > MAX_LINKS or len(set(parents)) != len(parents):
@@ -185,6 +192,12 @@ class Flows(Publishing):
             work = nxt
         return done
 
+    def settle_ends(self, tags: Sequence[str]) -> None:
+        """Dispatch the ends of jobs ``tags`` just cancelled or deleted (one round trip
+        more when they were not workflow jobs); a failure is left to the scanner."""
+        with contextlib.suppress(ZQueueError):
+            self.dispatch(tags)
+
     def read_outbox(self, tags: Sequence[str]) -> list[tuple[str, bytes, list[Kid]]]:
         """(tag, entry, dependents) of each of ``tags`` that has an outbox entry."""
         with unavailable_as_error():
@@ -202,16 +215,28 @@ class Flows(Publishing):
 
     def dispatch_once(self, tags: Sequence[str]) -> tuple[int, list[Ref]]:
         """One level of :meth:`dispatch`: the entries applied and the buried dependents
-        whose own entries are to be dispatched next."""
+        whose own entries are to be dispatched next. A dependent whose links are corrupt
+        is skipped; an entry with a dependent in a queue this process does not know is
+        applied to the others and kept (not cleared) for a process that knows it."""
         entries = self.read_outbox(tags)
         if not entries:
             return 0, []
         groups: dict[tuple[str, int], list[Resolution]] = {}
+        kept: set[str] = set()  # entries with a dependent in a queue not configured here
         for tag, entry, kids in entries:
             end = entry[:1].decode("ascii", "replace")
             result = entry[1:].decode("utf-8") if end == "1" else ""
             for kid in kids:
-                shard = self.queue_named(kid.queue).shard_for(kid.tag)
+                if not kid.tag or not 1 <= kid.place <= MAX_LINKS:
+                    continue  # corrupt links: nothing to apply (not a poison entry)
+                try:
+                    owner = self.queue_named(kid.queue)
+                except (UnknownQueue, InvalidArgument):
+                    # not configured in this process (a rolling deploy, a queue removed):
+                    # the entry stays for a process that knows it; the others go on
+                    kept.add(tag)
+                    continue
+                shard = owner.shard_for(kid.tag)
                 groups.setdefault((kid.queue, shard.index), []).append(
                     Resolution(kid.tag, kid.place, end, result, tag)
                 )
@@ -223,9 +248,11 @@ class Flows(Publishing):
                 calls.append(shard.wf_resolve(group[i : i + RESOLVE_CHUNK]))
                 owners.append(name)
         resolved = self.run_all(calls) if calls else []
-        self.run_all([self.shard_for(t).wf_clear(t, e) for t, e, _ in entries])
+        clear = [self.shard_for(t).wf_clear(t, e) for t, e, _ in entries if t not in kept]
+        if clear:
+            self.run_all(clear)
         cascade = [Ref(o, t) for o, r in zip(owners, resolved, strict=True) for t in r.cascade]
-        return len(entries), cascade
+        return len(entries) - len(kept), cascade
 
     def drain(self, limit: int = RESOLVE_CHUNK) -> int:
         """The scanner's part: dispatch up to ``limit`` outbox entries of each shard (what

@@ -70,8 +70,9 @@ class Lookup(QueueBase):
         return self.shard_for(validate.tag(tag)).state(tag)
 
     def exists(self, tag: str) -> bool:
-        """True while the job is ready, delayed or in flight (dead letters excluded)."""
-        return self.state(tag) in ("ready", "delayed", "leased")
+        """True while the job is ready, delayed, waiting for its parents (a workflow) or in
+        flight (dead letters excluded)."""
+        return self.state(tag) in ("ready", "delayed", "waiting", "leased")
 
     def info_call(self, tag: str, *, with_body: bool = True) -> Call[JobInfo | None]:
         """The info script call of one job (rank within its shard: see :meth:`info`)."""
