@@ -785,6 +785,7 @@ def test_generated_tags_never_start_with_a_dash() -> None:
     assert len(set(tags)) == 3000
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_generated_tags_differ_across_threads_and_a_forked_child() -> None:
     """Tags come from a per-process pool: threads popping it at once never get the same
     one, and a child forked with a full pool does not hand out the parent's."""

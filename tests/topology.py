@@ -191,7 +191,7 @@ def start_cluster(masters: int = 3, replicas: int = 1, node_timeout_ms: int = 50
                 stderr=subprocess.PIPE,
                 timeout=60,
             )
-        _until("the cluster to be ok on every node", lambda: _cluster_ok(ports, len(ports)), 60)
+        _until("the cluster to be ok on every node", lambda: _cluster_ok(ports, len(ports)), 120)
         if replicas:
             cluster = Cluster(servers, ports)
 
