@@ -4,11 +4,32 @@
 -- are allowed (absent = 0); unknown fields are kept as they are.
 --@include bounds
 
-local META_INTS = { -- field, lowest, highest
-  {'a', 0, MAX_RETRIES + 1}, {'m', 0, MAX_RETRIES}, {'p', -1000, 1000}, {'t', 1, MAX_EXACT},
-  {'e', 0, MAX_EXACT}, {'st', 0, MAX_EXACT}, {'v', MIN_LEASE_MS, MAX_LEASE_MS},
-  {'n', 0, 10000}, -- parents a workflow job waits for (links.MAX_LINKS)
-}
+local function int_ok(x, lo, hi) -- absent, or an integer in [lo, hi]
+  return x == nil or (type(x) == 'number' and x == math.floor(x) and x >= lo and x <= hi)
+end
+
+local function score_ok(x) -- absent, or a finite score within 2^53 (kept as a string)
+  if x == nil then
+    return true
+  end
+  local n = (type(x) == 'string' or type(x) == 'number') and tonumber(x)
+  return n and n == n and math.abs(n) <= MAX_EXACT
+end
+
+-- the integer fields, with their bounds, named in the reason a record is refused (made
+-- only then: this runs for every job a script reads)
+local function bad_int(meta)
+  for _, f in ipairs({ -- field, lowest, highest
+    {'a', 0, MAX_RETRIES + 1}, {'m', 0, MAX_RETRIES}, {'p', -1000, 1000}, {'t', 1, MAX_EXACT},
+    {'e', 0, MAX_EXACT}, {'st', 0, MAX_EXACT}, {'v', MIN_LEASE_MS, MAX_LEASE_MS},
+    {'n', 0, 10000}, -- parents a workflow job waits for (links.MAX_LINKS)
+  }) do
+    if not int_ok(meta[f[1]], f[2], f[3]) then
+      return string.format("meta field '%s' is not an integer in [%.0f, %.0f]", f[1], f[2], f[3])
+    end
+  end
+end
+
 local function decode_meta(raw)
   if not raw then
     return nil, 'meta missing'
@@ -20,20 +41,17 @@ local function decode_meta(raw)
   if type(meta) ~= 'table' or meta[1] ~= nil then
     return nil, 'meta is not a JSON object'
   end
-  for _, f in ipairs(META_INTS) do
-    local x = meta[f[1]]
-    if x ~= nil and not is_int(x, f[2], f[3]) then
-      return nil, string.format("meta field '%s' is not an integer in [%.0f, %.0f]", f[1], f[2], f[3])
-    end
+  if not (int_ok(meta.a, 0, MAX_RETRIES + 1) and int_ok(meta.m, 0, MAX_RETRIES)
+    and int_ok(meta.p, -1000, 1000) and int_ok(meta.t, 1, MAX_EXACT)
+    and int_ok(meta.e, 0, MAX_EXACT) and int_ok(meta.st, 0, MAX_EXACT)
+    and int_ok(meta.v, MIN_LEASE_MS, MAX_LEASE_MS) and int_ok(meta.n, 0, 10000)) then
+    return nil, bad_int(meta)
   end
-  for _, name in ipairs({'s', 'q'}) do -- scores, kept as strings
-    local x = meta[name]
-    if x ~= nil then
-      local n = (type(x) == 'string' or type(x) == 'number') and tonumber(x)
-      if not n or n ~= n or math.abs(n) > MAX_EXACT then
-        return nil, string.format("meta field '%s' is not a score", name)
-      end
-    end
+  if not score_ok(meta.s) then
+    return nil, "meta field 's' is not a score"
+  end
+  if not score_ok(meta.q) then
+    return nil, "meta field 'q' is not a score"
   end
   if meta.c ~= nil and type(meta.c) ~= 'string' then
     return nil, "meta field 'c' is not a string"
