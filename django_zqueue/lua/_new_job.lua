@@ -6,9 +6,8 @@
 --   once; or nil, nil and why the arguments make no job (the caller raises
 --   ZQ_BAD_ARGUMENT before any write). Priority 0 and attempts 0 are left out of the
 --   record (absent = 0): 16 bytes less per waiting job.
--- check_job: nil when the arguments make a job, else why not.
--- new_record: read_job's record and run-at, for arguments already checked.
--- add_job: write one new job; the caller has checked the tag is free and the arguments.
+-- add_job: write one new job, from read_job's record and run-at; the caller has checked
+--   that the tag is free.
 --@include bounds
 --@include fmt
 --@include ready_scores
@@ -90,19 +89,7 @@ local function read_job(a, b, now)
   return meta, run_at, nil
 end
 
-local function check_job(a, b, now)
-  local _, _, why = read_job(a, b, now)
-  return why
-end
-
-local function new_record(a, b, now)
-  local meta, run_at = read_job(a, b, now)
-  return meta, run_at
-end
-
-local function add_job(k, a, b, now, mode, aging_us)
-  local id, body = a[b], a[b + 1]
-  local meta, run_at = new_record(a, b, now)
+local function add_job(k, id, body, meta, run_at, now, mode, aging_us)
   local score = nil
   if not (run_at and run_at > now) then
     score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes

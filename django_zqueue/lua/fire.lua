@@ -27,8 +27,9 @@ local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], c
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
 local name, expected = ARGV[1], ARGV[2]
 local now = now_ms()
+local meta, run_at, why = nil, nil, nil
 if ARGV[4] == '1' then
-  local why = check_job(ARGV, 8, now)
+  meta, run_at, why = read_job(ARGV, 8, now)
   if why then
     error('ZQ_BAD_ARGUMENT: ' .. why)
   end
@@ -40,7 +41,8 @@ end
 if ARGV[4] == '1' then
   local id = ARGV[8]
   if not tag_state(k, id) then
-    add_job(k, ARGV, 8, now, ARGV[5], tonumber(ARGV[6])) -- may raise: before its writes
+    -- may raise: before its writes
+    add_job(k, id, ARGV[9], meta, run_at, now, ARGV[5], tonumber(ARGV[6]))
     redis.call('HINCRBY', k.stats, 'enqueued', 1)
     bump(k.stats, 'e', 1, now)
     notify(k.notify, 1, tonumber(ARGV[7]))

@@ -41,7 +41,7 @@ local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local debounce = ARGV[4] ~= '' and tonumber(ARGV[4]) or nil
 local unique = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
 local now = now_ms()
-local why = check_job(ARGV, 6, now)
+local meta, run_at, why = read_job(ARGV, 6, now)
 if not why and debounce and not is_int(debounce, 1, MAX_DELAY_MS) then
   why = 'debounce_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']'
 end
@@ -64,7 +64,6 @@ if state ~= nil and not (debounce and (state == 'ready' or state == 'delayed')) 
   return {'clash', state}
 end
 
-local meta, run_at = new_record(ARGV, 6, now)
 if debounce then
   run_at = now + debounce
 end

@@ -33,9 +33,11 @@ if not is_int(n, 1, 100) or #KEYS ~= 10 + n or #ARGV ~= 4 + W * n then
 end
 
 local now = now_ms()
+local records, runs = {}, {} -- each job's record and run-at, read once
 for i = 0, n - 1 do
   local b = 5 + W * i
-  local why = check_job(ARGV, b, now)
+  local meta, run_at, why = read_job(ARGV, b, now)
+  records[i + 1], runs[i + 1] = meta, run_at
   local need = tonumber(ARGV[b + 10])
   if not why and not is_int(need, 0, 10000) then
     why = 'need must be an integer in [0, 10000]'
@@ -72,7 +74,7 @@ local bodies, metas, later, waiting, queued, links = {}, {}, {}, {}, {}, {}
 for i = 0, n - 1 do
   local b = 5 + W * i
   local id = ARGV[b]
-  local meta, run_at = new_record(ARGV, b, now)
+  local meta, run_at = records[i + 1], runs[i + 1]
   local need, kids, parents = tonumber(ARGV[b + 10]), ARGV[b + 11], ARGV[b + 12]
   local wf = {}
   if need > 0 then
