@@ -237,8 +237,10 @@ def test_run_now_priority_and_pause_from_the_browser(
     assert q.rank(tags[2]) == 0 and q.info(tags[2]).priority == 9  # type: ignore[union-attr]
 
     browser.find_element(By.XPATH, "//button[text()='Pause queue']").click()
-    WebDriverWait(browser, 10).until(lambda b: "Paused:" in b.page_source)
+    WebDriverWait(browser, 10).until(lambda b: "default paused" in text_of(b, ".messagelist"))
     assert q.is_paused() and q.claim(1) == ([], None)
     browser.find_element(By.XPATH, "//button[text()='Resume queue']").click()
-    WebDriverWait(browser, 10).until(lambda b: "resumed" in b.page_source)
+    # the paused page itself says "until it is resumed": wait for the message, not the word
+    WebDriverWait(browser, 10).until(lambda b: "default resumed." in text_of(b, ".messagelist"))
+    assert "Paused:" not in text_of(browser, "#content-main")
     assert not q.is_paused()
