@@ -7,7 +7,7 @@ by key. The builders of each script's call are in :mod:`django_zqueue.scripts`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
 
 from redis.cluster import ClusterPipeline
@@ -148,6 +148,38 @@ class Pending(Generic[T]):
     def failed(self) -> BaseException | None:
         """The error reply, if the call failed (then :meth:`result` raises it)."""
         return self.reply if isinstance(self.reply, BaseException) else None
+
+
+class Sink(Protocol):
+    """Where script calls are queued to be sent in one round trip: a :class:`Batch`
+    (redis-py's sync pipeline), or :class:`Calls` (sent by another client)."""
+
+    def add(self, call: Call[T]) -> Pending[T]: ...
+
+
+class Calls:
+    """Script calls collected to be sent by another client (the event-loop lane's
+    asyncio pipeline, :meth:`AsyncQueue.send`): :meth:`add` as :class:`Batch` does;
+    :meth:`settle` hands each :class:`Pending` its reply, in order, once they are sent."""
+
+    __slots__ = ("_pending", "calls")
+
+    def __init__(self) -> None:
+        self.calls: list[Call[Any]] = []
+        self._pending: list[Pending[Any]] = []
+
+    def add(self, call: Call[T]) -> Pending[T]:
+        pending = Pending(call)
+        self.calls.append(call)
+        self._pending.append(pending)
+        return pending
+
+    def settle(self, replies: Sequence[Any]) -> None:
+        """The replies of :attr:`calls`, in order (errors as exception objects)."""
+        if len(replies) != len(self._pending):
+            raise ValueError(f"{len(replies)} replies for {len(self._pending)} calls")
+        for pending, reply in zip(self._pending, replies, strict=True):
+            pending.reply = reply
 
 
 class Batch:

@@ -36,7 +36,9 @@ from .calls import ERRORS as ERRORS
 from .calls import Arg as Arg
 from .calls import Batch as Batch
 from .calls import Call as Call
+from .calls import Calls as Calls
 from .calls import Pending as Pending
+from .calls import Sink as Sink
 from .calls import is_cluster_pipeline as is_cluster_pipeline
 from .calls import script_error as script_error
 from .exceptions import InvalidArgument

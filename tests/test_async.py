@@ -254,6 +254,32 @@ def test_lane_runs_async_jobs_and_stores_results(project: dict[str, str]) -> Non
     assert q.stats()["acked"] == 30
 
 
+def test_the_lane_acks_a_flush_in_ack_many_calls_as_a_thread_does(
+    project: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lane sent one ack.lua call per job; its flush now goes through the consumer's
+    own add_outcomes: the successes of a flush in one ack_many call per shard, each
+    failure a nack of its own, and every job still acked or retried exactly once."""
+    sent: list[str] = []
+    real_send = AsyncQueue.send
+
+    async def recording_send(self: AsyncQueue, calls: Any, **kw: Any) -> list[Any]:
+        sent.extend(c.script for c in calls)
+        return await real_send(self, calls, **kw)
+
+    monkeypatch.setattr(AsyncQueue, "send", recording_send)
+    jobs = [at.aadd.enqueue(i, i) for i in range(40)]
+    failing = at.always_fails.enqueue()
+    w = burst(async_concurrency=8)
+    assert [j.result() for j in jobs] == [2 * i for i in range(40)]
+    q = get_queue("default")
+    assert q.stats()["acked"] == 40 and q.state(failing.id) == "dead"
+    assert "ack" not in sent, sent
+    assert 1 <= sent.count("ack_many") < 40, sent
+    assert sent.count("nack") == 3  # the failing job: two retries, then dead
+    assert w.processed == 43 and w.failed == 3  # runs: 40, and three of the failing job
+
+
 def test_jobs_the_lane_runs_are_in_the_task_statistics(project: dict[str, str]) -> None:
     """Per-task statistics count the jobs of the event-loop lane as a consumer thread's
     (they were left out: only a thread's flush wrote them)."""

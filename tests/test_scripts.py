@@ -340,3 +340,25 @@ def test_a_script_error_reply_in_a_batch_is_raised_typed(
 def test_scripts_are_per_client(q: Queue) -> None:
     assert isinstance(q.scripts, Scripts)
     assert q.scripts.client is q.client
+
+
+def test_calls_collects_like_a_batch_and_settles_replies_in_order(make_queue: QueueFactory) -> None:
+    """``Calls`` (the lane's collector): the same Pending objects a Batch gives, each
+    with its own reply once settled; a reply count that does not match is refused."""
+    from django_zqueue.scripts import Calls
+
+    q = make_queue()
+    tags = [q.publish(i) for i in range(3)]
+    calls = Calls()
+    claim = calls.add(q.shards[0].claim(2, "w1"))
+    info = calls.add(q.shards[0].info(tags[2]))
+    batch = q.batch()
+    for c in calls.calls:
+        batch.add(c)
+    replies = batch.send()
+    with pytest.raises(ValueError, match="2 calls"):
+        calls.settle(replies[:1])
+    calls.settle(replies)
+    assert [m.tag for m in claim.result().messages] == tags[:2]
+    got = info.result()
+    assert got is not None and got.tag == tags[2]

@@ -17,7 +17,7 @@ from ..bounds import MAX_VISIBILITY_TIMEOUT
 from ..connection import unavailable_as_error, wait_any
 from ..exceptions import InvalidArgument
 from ..records import Ack, Claimed, Message, NackResult, encode_body, from_ms
-from ..scripts import Batch, Call, Pending
+from ..scripts import Call, Pending, Sink
 from .base import MAX_BLOCK, QueueBase
 
 #: most jobs one claim may lease
@@ -240,7 +240,7 @@ class Consuming(QueueBase):
             )
         return Ack(msg, encode_body(result).decode("utf-8"), int(ttl_ms), run_ms)
 
-    def add_acks(self, batch: Batch, acks: Sequence[Ack]) -> list[AckReply]:
+    def add_acks(self, batch: Sink, acks: Sequence[Ack]) -> list[AckReply]:
         """Queue ``acks`` in ``batch`` as ``ack_many`` calls (one per shard and per
         ``ACK_CHUNK`` jobs); one reply per ack, in order, to read once ``batch`` is sent
         and :meth:`settle_acks` has run."""

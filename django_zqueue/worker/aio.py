@@ -48,13 +48,13 @@ from ..backends import MARKER
 from ..backoff import is_unavailable
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
-from ..outcome import Failure, Outcome, Success, describe, failed
+from ..outcome import Failure, Outcome, describe, failed
 from ..queue import Message, Queue
 from ..queue.aio import AsyncQueue, wait_any
-from ..scripts import Call, Pending
+from ..scripts import Calls
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
-from .consumer import Consumer, Finished, Host
+from .consumer import Consumer, Finished, Host, Reply, add_outcomes
 from .coro import bounded, span_ended
 from .leases import JobTimeout
 from .runner import flow_of, received, succeeded
@@ -281,23 +281,21 @@ class AioLane:
     ) -> tuple[list[Message], float | None]:
         if not done:
             return await claim[0][0].claim(claim[0][1], self.worker.id) if claim else ([], None)
-        calls: list[Call[Any]] = [_outcome_call(f) for f in done]
+        # as a consumer thread's flush: the acks in one ack_many call per shard, a nack each
+        outcomes = Calls()
+        pending = add_outcomes(outcomes, done)
         claim_call = None
         if claim and claim[0][0].queue.partitions == 1:
             aq, n = claim[0]
             claim_call = aq.queue.shards[0].claim(min(n, 100), self.worker.id)
         try:
             replies = await aqs[done[0].queue.name].send(
-                [*calls, *([claim_call] if claim_call else [])]
+                [*outcomes.calls, *([claim_call] if claim_call else [])]
             )
         except BaseException:
             self.done[:0] = done  # kept, sent again with the next flush
             raise
-        pending: list[Pending[Any]] = []
-        for call, reply in zip(calls, replies, strict=False):
-            p: Pending[Any] = Pending(call)
-            p.reply = reply
-            pending.append(p)
+        outcomes.settle(replies[: len(outcomes.calls)])
         # the consumer's own handling of the replies, in a thread: on_failure hooks and
         # Django task records are sync code (the ORM refuses to run on a loop)
         reporter = Consumer(self.worker)
@@ -446,7 +444,7 @@ class AioLane:
                 await sync_to_async(close_old_connections)()
 
 
-def _report(reporter: Consumer, pending: Sequence[Pending[Any]], done: list[Finished]) -> None:
+def _report(reporter: Consumer, pending: Sequence[Reply], done: list[Finished]) -> None:
     """In a thread, after the lane sent its outcomes: the consumer's handling of the
     replies, then the per-task statistics of these jobs (one round trip; a consumer
     thread sends them with its acks). Statistics that cannot be written are only logged."""
@@ -458,14 +456,6 @@ def _report(reporter: Consumer, pending: Sequence[Pending[Any]], done: list[Fini
         q.send(stats)
     except Exception as exc:
         log.warning(kv(event="task_stats_not_written", queue=q.name, error=str(exc)))
-
-
-def _outcome_call(f: Finished) -> Call[Any]:
-    """The ack (a Success) or nack (a Failure) of a finished job, as a script call."""
-    out, q, msg = f.outcome, f.queue, f.message
-    if isinstance(out, Success):
-        return q.ack_call(msg, out.result, out.result_ttl, out.run_ms, out.passed)
-    return q.nack_call(msg, out.error, out.retry_in, dead=out.dead)
 
 
 def lane_for(worker: LaneHost, async_concurrency: int) -> AioLane | None:

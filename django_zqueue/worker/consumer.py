@@ -24,7 +24,7 @@ from ..exceptions import QueueUnavailable
 from ..outcome import Outcome, Success
 from ..queue import AckReply, Message, Queue
 from ..records import Ack, NackResult
-from ..scripts import Batch, Pending, flow_ended
+from ..scripts import Batch, Pending, Sink, flow_ended
 
 if TYPE_CHECKING:
     import threading
@@ -80,7 +80,7 @@ class Finished(NamedTuple):
 Reply = Pending[bool] | Pending[NackResult] | AckReply
 
 
-def add_outcomes(batch: Batch, done: list[Finished]) -> list[Reply]:
+def add_outcomes(batch: Sink, done: list[Finished]) -> list[Reply]:
     """Queue the acks (Successes: one ``ack_many`` call per queue shard) and nacks
     (Failures: one call each) of ``done`` in ``batch``; one reply per job, in order."""
     replies: list[Reply | None] = [None] * len(done)
