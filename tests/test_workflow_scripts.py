@@ -35,6 +35,9 @@ def test_wf_publish_writes_waiting_jobs_and_links(q: Queue, redis_client: redis.
     # a clash: the tag's state, nothing written
     before = snapshot(redis_client, q.prefix)
     assert raw(q, q.shards[0].wf_publish([FlowJob(job("c")), child])) == [1, b"b", b"waiting"]
+    # a tag twice in one call, and a ready one: each named with its state, in call order
+    twice = [FlowJob(job("e")), FlowJob(job("a")), FlowJob(job("e"))]
+    assert raw(q, q.shards[0].wf_publish(twice)) == [1, b"a", b"ready", b"e", b"batch"]
     assert snapshot(redis_client, q.prefix) == before
 
 

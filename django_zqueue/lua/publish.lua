@@ -44,21 +44,8 @@ local ids = {}
 for i = 0, n - 1 do
   ids[i + 1] = ARGV[5 + 10 * i]
 end
-local found = redis.call('HMGET', k.meta, unpack(ids))
-local clash = {}
-local seen = {}
-for i, id in ipairs(ids) do
-  if seen[id] then
-    clash[#clash + 1] = id
-    clash[#clash + 1] = 'batch'
-  elseif found[i] then
-    clash[#clash + 1] = id
-    clash[#clash + 1] = tag_state(k, id) or 'unknown'
-  end
-  seen[id] = true
-end
-if #clash > 0 then
-  table.insert(clash, 1, 1)
+local clash = tags_in_use(k, ids)
+if clash then
   return clash
 end
 
