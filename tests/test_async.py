@@ -280,6 +280,24 @@ def test_the_lane_acks_a_flush_in_ack_many_calls_as_a_thread_does(
     assert w.processed == 43 and w.failed == 3  # runs: 40, and three of the failing job
 
 
+def test_the_lanes_ack_many_leaves_unique_for_jobs_to_ack_lua(project: dict[str, str]) -> None:
+    """A job whose record holds a field only ack.lua handles (a unique_for reservation)
+    is left by the lane's ack_many call and acked by ack.lua after it, in the reporting
+    thread: the job is acked once and its tag stays reserved; the plain jobs of the same
+    flush are acked too."""
+    jobs = [at.aadd.enqueue(i, 1) for i in range(5)]
+    once = at.aadd.using(tag="lane-once", unique_for=60).enqueue(10, 1)
+    w = burst(async_concurrency=8)
+    assert w.processed == 6 and w.failed == 0
+    assert [j.result() for j in jobs] == [i + 1 for i in range(5)] and once.result() == 11
+    q = get_queue("default")
+    assert q.stats()["acked"] == 6 and q.counts()["inflight"] == 0
+    assert 0 < q.client.pttl(q.keys.unique("lane-once")) <= 60_000
+    with pytest.raises(DuplicateJob) as err:
+        at.aadd.using(tag="lane-once", unique_for=60).enqueue(10, 1)
+    assert err.value.states == ["reserved"]
+
+
 def test_jobs_the_lane_runs_are_in_the_task_statistics(project: dict[str, str]) -> None:
     """Per-task statistics count the jobs of the event-loop lane as a consumer thread's
     (they were left out: only a thread's flush wrote them)."""
