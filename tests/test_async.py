@@ -298,6 +298,20 @@ def test_the_lanes_ack_many_leaves_unique_for_jobs_to_ack_lua(project: dict[str,
     assert err.value.states == ["reserved"]
 
 
+def test_async_jobs_a_thread_claims_wait_for_a_lane_slot(project: dict[str, str]) -> None:
+    """``--async-concurrency`` caps the coroutines of a process, whoever claimed them:
+    consumer threads that claim async jobs hand them to the lane only when it has a free
+    slot (they ran at once, past the cap, and a thread kept claiming, so one worker
+    could take a whole queue into its lane)."""
+    at.PEAK.update(now=0, most=0)
+    for _ in range(40):
+        at.apeak.enqueue(0.05)
+    w = burst(async_concurrency=3, concurrency=2, prefetch=10)
+    assert w.processed == 40 and w.failed == 0
+    assert 1 <= at.PEAK["most"] <= 3, at.PEAK
+    assert get_queue("default").stats()["acked"] == 40
+
+
 def test_jobs_the_lane_runs_are_in_the_task_statistics(project: dict[str, str]) -> None:
     """Per-task statistics count the jobs of the event-loop lane as a consumer thread's
     (they were left out: only a thread's flush wrote them)."""

@@ -111,6 +111,10 @@ class AioLane:
         self._closed = False
         self._ready = threading.Event()  # set once the loop runs (or the lane is done)
         self._lock = threading.Lock()
+        #: slots taken: jobs spawned or on their way to the loop (under ``_lock``); a
+        #: consumer thread waits on ``_room`` for one (:meth:`submit`)
+        self._taken = 0
+        self._room = threading.Condition(self._lock)
         self._freed: asyncio.Event | None = None
         self._finished: asyncio.Event | None = None
         self._next_db_check = 0.0
@@ -127,15 +131,22 @@ class AioLane:
 
     def submit(self, queue: Queue, msg: Message) -> bool:
         """From a consumer thread: hand over a claimed job of an async task (held and
-        started there) to run on the loop. False (the thread runs it) for a sync job, or
+        started there) to run on the loop, once the lane has a free slot (the thread
+        waits for one, so it claims no more meanwhile: ``slots`` caps the process's
+        coroutines, whoever claimed them). False (the thread runs it) for a sync job, or
         once the lane has stopped."""
         if async_task_of(msg) is None:
             return False
         self._ready.wait(5.0)  # the lane thread may still be starting its loop
-        with self._lock:
-            loop = self.loop
-            if loop is None or self._closed:
-                return False
+        with self._room:
+            while True:
+                loop = self.loop
+                if loop is None or self._closed:
+                    return False
+                if self._taken < self.slots:
+                    break
+                self._room.wait(0.1)
+            self._taken += 1
             loop.call_soon_threadsafe(self._spawn, queue, msg)
         return True
 
@@ -164,8 +175,9 @@ class AioLane:
         try:
             asyncio.run(self._main())
         finally:
-            with self._lock:
+            with self._room:
                 self._closed = True
+                self._room.notify_all()
             self._ready.set()
 
     async def _main(self) -> None:
@@ -179,8 +191,9 @@ class AioLane:
         try:
             await self._claim_loop(aqs)
         finally:
-            with self._lock:
+            with self._room:
                 self._closed = True
+                self._room.notify_all()
             await self._drain()
             self._stop_flusher = True  # (a cancel could be swallowed by an await in redis-py)
             assert self._finished is not None
@@ -198,13 +211,11 @@ class AioLane:
         assert self._freed is not None
         errors = 0
         while not w.stopping.is_set():
-            free = self.slots - len(self._tasks)
-            if w.max_jobs is not None:
-                free = min(free, w.max_jobs - w.leases.claimed)
-                if free <= 0 and not self._tasks:
+            free = self._reserve()
+            if free <= 0:
+                if w.max_jobs is not None and w.leases.claimed >= w.max_jobs and not self._tasks:
                     w.stopping.set()
                     return
-            if free <= 0:
                 await self._wait_freed(0.1)
                 continue
             try:
@@ -212,6 +223,7 @@ class AioLane:
                 errors = 0
                 w.outage.ok()
             except Exception as exc:
+                self._release(free)
                 errors += 1
                 if is_unavailable(exc):
                     w.outage.failed(exc)
@@ -219,11 +231,15 @@ class AioLane:
                     log.error(kv(event="consumer_error", worker=w.id, lane="aio"), exc_info=exc)
                 await asyncio.sleep(min(5.0, 0.1 * 2**errors))
                 continue
+            started = 0
             if queue is not None:
                 w.leases.hold(queue, msgs)
                 for msg in msgs:
                     if w.leases.start(queue, msg):
+                        started += 1
                         self._spawn(queue, msg)
+            self._release(free - started)
+            if queue is not None:
                 continue
             if w.burst and not any(h == 0 for h in hints):
                 if not self._tasks and not self.done and not self._flushing:
@@ -235,6 +251,25 @@ class AioLane:
                 if self._tasks:  # a job may end meanwhile: do not block for long
                     wait = min(wait, 0.05)
                 await wait_any(aqs[w.queues[0].name].client, w.notify_groups, wait)
+
+    def _reserve(self) -> int:
+        """Take the free slots for one claim of the loop's own (a consumer thread's
+        :meth:`submit` takes one at a time, so the two never overrun ``slots``); how
+        many. Those the claim does not fill go back with :meth:`_release`."""
+        w = self.worker
+        with self._lock:
+            free = self.slots - self._taken
+            if w.max_jobs is not None:
+                free = min(free, w.max_jobs - w.leases.claimed)
+            free = max(free, 0)
+            self._taken += free
+        return free
+
+    def _release(self, n: int) -> None:
+        if n > 0:
+            with self._room:
+                self._taken -= n
+                self._room.notify(n)
 
     async def _wait_freed(self, seconds: float) -> None:
         assert self._freed is not None
@@ -368,6 +403,7 @@ class AioLane:
             self._tasks.pop(key, None)
             self._cancelled.discard(key)
             self._sync.discard(key)
+            self._release(1)
             assert self._freed is not None and self._finished is not None
             self._freed.set()
             if outcome is not None and not w.leases.finish(queue, msg):

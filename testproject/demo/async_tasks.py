@@ -107,3 +107,31 @@ async def acreate_article(title: str) -> int:
     made = await Article.objects.acreate(title=title)
     again = await Article.objects.aget(pk=made.pk)
     return again.pk
+
+
+@task(max_retries=100, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+async def afault_run(ledger: str, key: str, seconds: float = 0.0) -> None:
+    """The fault suite's ``fault_run`` on the event-loop lane: record the run's start in
+    the ledger, await ``seconds``, record its end."""
+    from . import ledger as db
+    from .tasks import _fault_start
+
+    run = _fault_start(ledger, key)
+    if seconds:
+        await asyncio.sleep(seconds)
+    db.finish(ledger, run)
+
+
+#: jobs of ``apeak`` running now, and the most seen at once (one process: the lane's tests)
+PEAK = {"now": 0, "most": 0}
+
+
+@task
+async def apeak(pause: float) -> None:
+    """Count the runs of this task at once in this process (``PEAK``), for the lane's cap."""
+    PEAK["now"] += 1
+    PEAK["most"] = max(PEAK["most"], PEAK["now"])
+    try:
+        await asyncio.sleep(pause)
+    finally:
+        PEAK["now"] -= 1

@@ -2,6 +2,8 @@
 
 ZQ_FAULT_LEASE   visibility_timeout of the "fault" queue, seconds (default 300)
 ZQ_FAULT_SKEW    seconds added to this process's ``time.time``/``time.time_ns`` (clock skew)
+ZQ_FAULT_ASYNC   when set, the ``async def`` demo tasks are registered (app tests.fault.lane),
+                 so a worker runs an event-loop lane
 
 Every connection is named ``zqfault-<pid>`` so a test can find (and CLIENT KILL) the
 connections of one worker process.
@@ -13,7 +15,11 @@ import os
 import time
 
 from testproject.settings import *  # noqa: F403
+from testproject.settings import INSTALLED_APPS as _APPS
 from testproject.settings import ZQUEUE as _BASE
+
+if os.environ.get("ZQ_FAULT_ASYNC"):
+    INSTALLED_APPS = [*_APPS, "tests.fault.lane"]
 
 _skew = float(os.environ.get("ZQ_FAULT_SKEW", "0") or 0)
 if _skew:

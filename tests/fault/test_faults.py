@@ -673,3 +673,63 @@ def test_r11_tiny_and_huge_timeouts_refused(fault: Callable[..., Fault], lease: 
         tasks.fault_run.using(queue=QUEUE, visibility_timeout=float(lease))
     assert q.total_count() == 0
     print(f"\nFAULT R11 lease={lease} refused by check, scanner, worker, publish, using")
+
+
+# ------------------------------------------------------------------ R12 the event-loop lane
+
+
+def test_r12_the_async_lane_under_sigkills_and_a_redis_restart(
+    fault: Callable[..., Fault],
+    private_redis: Callable[..., PrivateRedis],
+    long_run: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``async def`` jobs run by the workers' event-loop lanes (whose flushes ack in
+    ``ack_many`` calls): two workers SIGKILLed while jobs are in flight, then Redis
+    killed and restarted (AOF always). Every job finishes, one accepted ack each; a job
+    runs again only after a run on a killed worker; none is lost."""
+    from testproject.demo import async_tasks
+
+    monkeypatch.setenv("ZQ_FAULT_ASYNC", "1")  # the workers register the async tasks
+    server = private_redis("--appendonly", "yes", "--appendfsync", "always")
+    n, kills = (3000, 6) if long_run else (400, 2)
+    # a lease longer than the outage: only a killed worker's leases may expire
+    f = fault(url=server.url, lease=5.0)
+    rng = random.Random(12)
+    keys = [str(i) for i in range(n)]
+    async_tasks.afault_run.using(queue=QUEUE).enqueue_many(
+        [(f.ledger, k, rng.uniform(0.02, 0.2)) for k in keys]
+    )
+    lane = ("--concurrency", "1", "--async-concurrency", "20")
+    for _ in range(2):
+        f.start_worker(*lane)
+    q = f.queue()
+    for _ in range(kills):
+        before = len(f.runs())
+        assert wait_for(lambda b=before: len(f.runs()) >= b + n // (2 * kills + 2), timeout=60)
+        f.kill_random(rng, *lane)
+    server.kill()  # SIGKILL: a crash, with jobs in flight and outcomes unsent
+    time.sleep(1.0)
+    server.start()  # replays the AOF
+    assert wait_for(lambda: all_finished(f, keys), timeout=180, step=0.2)
+    assert wait_for(lambda: q.total_count() == 0, timeout=30)
+    assert all(p.poll() is None for p in f.alive())
+    f.stop_all()
+
+    runs = by_key(f.runs())
+    assert sorted(runs) == sorted(keys)  # nothing lost
+    assert {r.pid for rs in runs.values() for r in rs} - set(f.killed)  # lanes ran them
+    after_kill = 0
+    for key, rs in runs.items():
+        last = max((r for r in rs if r.finished is not None), key=lambda r: r.id)
+        for r in rs:
+            if r is not last:  # a second run only follows a run on a killed worker
+                assert r.pid in f.killed, (key, rs, f.killed)
+                after_kill += 1
+    stats = q.stats()
+    print(
+        f"\nFAULT R12 jobs={n} kills={len(f.killed)} reruns_after_kill={after_kill} "
+        f"acked={stats.get('acked', 0)} expired={stats.get('expired', 0)}"
+    )
+    assert len(f.killed) == kills
+    assert stats["acked"] == n and q.counts()["dead"] == 0  # one accepted ack per job
