@@ -64,13 +64,14 @@ ACTIONS: dict[str, Action] = {
         Action(
             "cancel",
             "Cancel selected",
-            ("ready", "delayed", "leased"),
+            ("ready", "delayed", "waiting", "leased"),
             "manage_jobs",
             Queue.cancel,
             "cancelled",
             gone="no such job, or it ended already",
-            confirm="Cancel {what}? A waiting job is removed; a running one is stopped (its "
-            "worker sees the cancel at its next heartbeat) and is not retried.",
+            confirm="Cancel {what}? A waiting job is removed (a workflow job's dependents "
+            "end dead); a running one is stopped (its worker sees the cancel at its next "
+            "heartbeat) and is not retried.",
         ),
         Action(
             "run_now",

@@ -37,8 +37,8 @@ from .records import score_text as format_score
 if TYPE_CHECKING:
     from .queue import Queue
 
-#: tabs of the queue page, one per state
-TABS = read.STATES
+#: tabs of the queue page, one per state (``waiting``: for their parents, workflows)
+TABS = ("ready", "delayed", "waiting", "leased", "dead")
 MAX_PER_PAGE = 200
 #: page numbers are clamped to this, so offsets stay within Redis' integers
 MAX_PAGE = 10**9
@@ -314,6 +314,9 @@ class JobRow:
     progress_note: str | None = None
     died_at: datetime | None = None  # dead
     error: str | None = None  # dead: first line of the last error (with payload only)
+    wait_since: datetime | None = None  # waiting: when it began waiting for its parents
+    need: int | None = None  # waiting: parents that must succeed for it to run
+    got: int | None = None  # waiting: parents that have succeeded
     gone: bool = False  # the job left its state between the two reads
     now_ms: int = 0
 
@@ -332,8 +335,21 @@ class JobRow:
 
     @property
     def when_text(self) -> str:
-        """Run-at (delayed), lease deadline (leased) or time of death (dead)."""
-        return local_text(self.run_at or self.lease_deadline or self.died_at)
+        """Run-at (delayed), lease deadline (leased), time of death (dead) or the start of
+        its wait (waiting)."""
+        return local_text(self.run_at or self.lease_deadline or self.died_at or self.wait_since)
+
+    @property
+    def waited(self) -> str:
+        """Waiting: how long it has waited for its parents."""
+        if self.wait_since is None:
+            return ""
+        return duration(self.now_ms / 1000 - self.wait_since.timestamp())
+
+    @property
+    def parents_text(self) -> str:
+        """Waiting: ``got of need`` parents succeeded ('' without links)."""
+        return "" if self.need is None else f"{self.got or 0} of {self.need}"
 
     @property
     def started_text(self) -> str:
@@ -411,7 +427,8 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     """One page of the jobs of ``q`` in ``state``.
 
     ``ready`` is in rank order (rank = offset + index), ``delayed`` by run-at,
-    ``leased`` by lease deadline, ``dead`` most recent death first. A page number past
+    ``leased`` by lease deadline, ``dead`` most recent death first, ``waiting`` (for
+    its parents) oldest wait first. A page number past
     the end gives the last page. Error text is read only when ``payload`` is true.
     Reads :meth:`QueueReader.listing <django_zqueue.read.QueueReader.listing>`.
     """
@@ -441,6 +458,7 @@ def job_row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
         return JobRow(job.tag, state, job.score, gone=True, now_ms=listing.now_ms)
     rank = listing.offset + index if state == "ready" else None
     progress = job.progress if job.progress and job.progress.value is not None else None
+    links = job.links if state == "waiting" else None
     return JobRow(
         tag=job.tag,
         state=state,
@@ -462,6 +480,9 @@ def job_row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
         progress_note=progress.note if progress else None,
         died_at=when if state == "dead" else None,
         error=first_line(job.error) if state == "dead" else None,
+        wait_since=when if state == "waiting" else None,
+        need=links.need if links else None,
+        got=links.got if links else None,
         now_ms=listing.now_ms,
     )
 

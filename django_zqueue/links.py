@@ -25,6 +25,8 @@ from .records import NewJob, text
 MAX_LINKS = 10_000
 #: largest result (JSON bytes) a job passes on to its dependents
 MAX_PASSED_BYTES = 65_536
+#: the fields of a ``wf:<id>`` hash that count its parents (read with ``HMGET``)
+COUNT_FIELDS = ("need", "got")
 
 
 class Ref(NamedTuple):
@@ -122,6 +124,12 @@ class Links(NamedTuple):
             num("need"),
             num("got"),
         )
+
+
+def link_counts(values: Sequence[Any]) -> Links | None:
+    """A job's links without its parents and dependents, from ``HMGET wf:<id>`` of
+    :data:`COUNT_FIELDS` (need, got); None when the hash holds neither."""
+    return Links.decode({k: v for k, v in zip(COUNT_FIELDS, values, strict=True) if v is not None})
 
 
 def kids_of(raw: bytes | str | None) -> list[Kid]:

@@ -161,7 +161,7 @@ def test_ready_listing_in_global_order(state: State) -> None:
     q = state.q
     first = q.read.listing("ready", 1, 3)
     assert [j.tag for j in first.jobs] == state.ready[:3]
-    assert first.counts == {"ready": 4, "delayed": 1, "leased": 1, "dead": 1}
+    assert first.counts == {"ready": 4, "delayed": 1, "leased": 1, "dead": 1, "waiting": 0}
     assert [j.score for j in first.jobs] == [10.0, 20.0, 20.0]
     assert [j.shard for j in first.jobs] == [q.shard_for(t).index for t in state.ready[:3]]
     assert [q.rank(t) for t in state.ready] == [0, 1, 2, 3]
@@ -232,10 +232,10 @@ def test_a_job_deleted_between_the_page_and_its_record(
 
 
 def test_listing_of_an_empty_queue(empty: Queue) -> None:
-    for state in read.STATES:
+    for state in read.LISTED:
         listing = empty.read.listing(state, 7, 50)
         assert listing.jobs == [] and listing.number == 1 and listing.state == state
-        assert listing.counts == {"ready": 0, "delayed": 0, "leased": 0, "dead": 0}
+        assert listing.counts == {"ready": 0, "delayed": 0, "leased": 0, "dead": 0, "waiting": 0}
 
 
 def test_listing_validates(q: Queue) -> None:

@@ -10,7 +10,7 @@ collection (no ``KEYS``, ``SCAN`` or unbounded command).
 
 - :class:`QueueReader` (``queue.read``): one queue's counts, counters, minutes, workers,
   pages of a state (:meth:`~QueueReader.listing`), one job (:meth:`~QueueReader.job`),
-  dead letters;
+  dead letters; a page may also list the jobs waiting for their parents (workflows);
 - :func:`overview`, :func:`locate`, :func:`schedules`: across queues, one pipeline per
   Redis client;
 - :func:`group_figures` (``queue.read.groups()``): jobs ready and in flight and starts
@@ -23,7 +23,7 @@ from .groups import GroupFigures, GroupRow, group_figures
 from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_count
 from .links import MAX_LINKED, JobLinks, LinkedJob, read_links
 from .overview import Location, QueueFigures, locate, overview, valid_tag
-from .pipeline import STATES
+from .pipeline import LISTED, STATES
 from .reader import QueueReader
 from .schedules import ScheduleRow, schedules
 from .stats import (
@@ -42,6 +42,7 @@ from .stats import (
 )
 
 __all__ = [
+    "LISTED",
     "MAX_LIMIT",
     "MAX_LINKED",
     "MAX_MERGED",

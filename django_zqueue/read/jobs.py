@@ -7,6 +7,10 @@ number past the end reads the last page instead (on one shard, one more round tr
 a partitioned queue each shard's first ``offset + per_page`` entries are read and merged
 in global order, so only the first ``MAX_MERGED`` jobs of a state can be listed; a page
 past the end there is cut from the entries already read (all of them, then).
+
+Besides the four states, a page may list the jobs of workflows waiting for their parents
+(``waiting``: the ``wait`` set, oldest wait first), each with how many parents it needs
+and has seen succeed (``HMGET wf:<id> need got`` in the second round trip).
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
+from ..links import Links
 from ..records import JobInfo, Progress, Record, decode_json, lenient_text
+from .links import link_counts_of, queue_link_counts
 from .pipeline import (
     Entry,
     Timed,
@@ -29,8 +35,10 @@ from .pipeline import (
     queue_counts,
     queue_range,
     queue_run_stats,
+    queue_waiting,
     run_stats_of,
     take,
+    waiting_of,
 )
 from .stats import live_threads_now, mean_run_ms
 
@@ -61,15 +69,17 @@ class ListedJob:
     body: Any  # the decoded body; None when missing or not JSON
     progress: Progress | None = None  # leased jobs
     error: str | None = None  # dead jobs, when errors were asked for
+    links: Links | None = None  # waiting jobs: need and got (no parents or dependents)
 
 
 @dataclass(frozen=True, slots=True)
 class Listing:
     """A page of one state's jobs, in order (ready: rank; delayed: run-at; leased: lease
-    deadline; dead: most recent first), with the counts of the same read."""
+    deadline; dead: most recent first; waiting: oldest wait first), with the counts of
+    the same read."""
 
-    state: str  # ready | delayed | leased | dead
-    counts: dict[str, int]  # jobs per state (ready, delayed, leased, dead)
+    state: str  # ready | delayed | leased | dead | waiting
+    counts: dict[str, int]  # jobs per state (ready, delayed, leased, dead, waiting)
     jobs: list[ListedJob]
     number: int  # the page read (1-based): the last one when asked past the end
     per_page: int
@@ -97,8 +107,9 @@ def read_listing(
     q: Readable, state: str, number: int = 1, per_page: int = 50, *, errors: bool = False
 ) -> Listing:
     """Page ``number`` of the jobs of ``q`` in ``state``, each with its record and body,
-    its progress (leased) and, with ``errors``, its last error (dead)."""
-    state = check_state(state)
+    its progress (leased), need and got (waiting) and, with ``errors``, its last error
+    (dead)."""
+    state = check_state(state, waiting=True)
     if number < 1 or not 1 <= per_page <= MAX_LIMIT:
         raise InvalidArgument(f"number must be >= 1 and per_page in [1, {MAX_LIMIT}]")
     max_pages = None if len(q.shards) == 1 else max(1, MAX_MERGED // per_page)
@@ -126,14 +137,15 @@ def read_listing(
 
 
 def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
-    """One round trip: ``TIME``, four ``ZCARD`` and the range of each shard, for ready
-    jobs also ``HMGET stats acked run_ms`` of each shard and ``HGETALL workers``. One
-    shard's reads are one transaction (one snapshot)."""
+    """One round trip: ``TIME``, five ``ZCARD`` (the four states and ``wait``) and the
+    range of each shard, for ready jobs also ``HMGET stats acked run_ms`` of each shard
+    and ``HGETALL workers``. One shard's reads are one transaction (one snapshot)."""
     shards = q.shards
     offset = (number - 1) * per_page
     with unavailable_as_error():
         timed = Timed(q.client, shards[0].keys.ready, transaction=len(shards) == 1)
         queue_counts(timed.pipe, shards)
+        queue_waiting(timed.pipe, shards)
         queue_range(timed.pipe, shards, state, offset, per_page)
         if state == "ready":
             queue_run_stats(timed.pipe, shards)
@@ -141,6 +153,7 @@ def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
         now_ms, replies = timed.execute()
     n = len(shards)
     counts = counts_of(replies, n)
+    counts["waiting"] = waiting_of(replies, n)
     if n == 1:
         merged, entries = None, merged_range(replies, 1, state, offset, per_page)
     else:
@@ -154,7 +167,8 @@ def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
 
 def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) -> list[ListedJob]:
     """One round trip: ``HMGET`` of the record and body of the page's tags, and of their
-    progress (leased) or errors (dead, with ``errors``), one per hash and shard."""
+    progress (leased) or errors (dead, with ``errors``), one per hash and shard; for
+    waiting jobs also ``HMGET wf:<id> need got`` of each."""
     hashes = ["meta", "body"]
     if state == "leased":
         hashes.append("progress")
@@ -170,14 +184,17 @@ def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) ->
         for p, tags in by_shard.items():
             for name in hashes:
                 pipe.hmget(getattr(q.shards[p].keys, name), tags)
+        if state == "waiting":
+            queue_link_counts(pipe, [q.shards[p].keys.wf(tag) for tag, _, p in entries])
         replies = iter(pipe.execute())
     found: dict[tuple[int, str], dict[str, Any]] = {}
     for p, tags in by_shard.items():
         columns = take(replies, len(hashes))
         for i, tag in enumerate(tags):
             found[(p, tag)] = {name: col[i] for name, col in zip(hashes, columns, strict=True)}
+    links = link_counts_of(replies, len(entries)) if state == "waiting" else []
     out = []
-    for tag, score, p in entries:
+    for i, (tag, score, p) in enumerate(entries):
         values = found[(p, tag)]
         out.append(
             ListedJob(
@@ -188,6 +205,7 @@ def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) ->
                 body=decode_json(values["body"]),
                 progress=Progress.decode(values.get("progress")),
                 error=lenient_text(values.get("errors")),
+                links=links[i] if links else None,
             )
         )
     return out

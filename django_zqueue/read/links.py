@@ -4,7 +4,8 @@
 
 Two round trips: ``HGETALL`` of the job's links (``wf:<id>``), then ``ZSCORE`` in the
 five sets of each listed job's shard (O(log N) each), for at most ``limit`` parents and
-``limit`` dependents."""
+``limit`` dependents. A page of waiting jobs reads only how many parents each needs and
+has seen succeed (:func:`queue_link_counts`: ``HMGET wf:<id> need got``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from redis.client import Pipeline
+
 from ..connection import unavailable_as_error
-from ..links import Links, Ref
+from ..links import COUNT_FIELDS, Links, Ref, link_counts
+from .pipeline import Replies, take
 
 if TYPE_CHECKING:
     from .source import Readable
@@ -90,3 +94,16 @@ def _states(q: Readable, refs: Sequence[Ref]) -> list[str | None]:
             next((s for s, v in zip(LINK_STATES, found, strict=True) if v is not None), None)
         )
     return out
+
+
+def queue_link_counts(pipe: Pipeline, keys: Sequence[str]) -> None:
+    """``HMGET <key> need got`` of each ``wf:<id>`` key (read back by
+    :func:`link_counts_of`): O(1) each, whatever the number of parents."""
+    for key in keys:
+        pipe.hmget(key, COUNT_FIELDS)
+
+
+def link_counts_of(replies: Replies, n: int) -> list[Links | None]:
+    """The need and got of ``n`` jobs (parents and dependents left empty), from the
+    replies of :func:`queue_link_counts`; None for a job without links."""
+    return [link_counts(reply) for reply in take(replies, n)]

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 
 #: the four states' sorted sets, by state name
 STATES = ("ready", "delayed", "leased", "dead")
+#: the states a page lists: the four, and the jobs of a workflow waiting for their
+#: parents (``waiting``: the ``wait`` set, id -> ms it began waiting)
+LISTED = (*STATES, "waiting")
+#: the key of a listed state's sorted set in :class:`~django_zqueue.keys.QueueKeys`
+SET_OF = {"waiting": "wait"}
 #: ``(tag, score, shard index)``: one entry of a state's sorted set
 Entry = tuple[str, float, int]
 #: the replies of a pipeline, read in the order its commands were queued (redis-py's
@@ -91,14 +96,27 @@ def counts_of(replies: Replies, shards: int) -> dict[str, int]:
     return {state: sum(got[i::4]) for i, state in enumerate(STATES)}
 
 
+def queue_waiting(pipe: Pipeline, shards: Sequence[Shard]) -> None:
+    """``ZCARD wait`` of each shard (read back by :func:`waiting_of`)."""
+    for s in shards:
+        pipe.zcard(s.keys.wait)
+
+
+def waiting_of(replies: Replies, shards: int) -> int:
+    """Jobs waiting for their parents, summed over the shards."""
+    return sum(int(x) for x in take(replies, shards))
+
+
 # ---------------------------------------------------------------- a state's range
 
 
-def check_state(state: str) -> str:
-    """The state's name (``inflight`` is ``leased``); ``ValueError`` for another."""
+def check_state(state: str, *, waiting: bool = False) -> str:
+    """The state's name (``inflight`` is ``leased``); ``ValueError`` for another. With
+    ``waiting``, the states of :data:`LISTED`."""
     name = {"inflight": "leased"}.get(state, state)
-    if name not in STATES:
-        raise InvalidArgument(f"state must be one of {', '.join(STATES)}, got {state!r}")
+    known = LISTED if waiting else STATES
+    if name not in known:
+        raise InvalidArgument(f"state must be one of {', '.join(known)}, got {state!r}")
     return name
 
 
@@ -107,10 +125,11 @@ def queue_range(
 ) -> None:
     """The commands of a page of ``state`` (read back by :func:`merged_range`): one
     ``ZRANGE`` by index per shard (``ZREVRANGE`` for dead letters, newest first), from
-    ``offset`` on one shard, from 0 on several (to be merged)."""
+    ``offset`` on one shard, from 0 on several (to be merged). ``waiting`` reads the
+    ``wait`` set, oldest wait first."""
     start = offset if len(shards) == 1 else 0
     for s in shards:
-        key = getattr(s.keys, state)
+        key = getattr(s.keys, SET_OF.get(state, state))
         if state == "dead":
             pipe.zrevrange(key, start, offset + limit - 1, withscores=True)
         else:
