@@ -371,6 +371,28 @@ def test_bad_workflows_write_nothing(zqueue_settings: dict[str, Any], redis_clie
     assert snapshot(redis_client, zqueue_settings["PREFIX"]) == before
 
 
+def test_a_clash_names_each_tag_and_its_state(
+    zqueue_settings: dict[str, Any], redis_client: Any
+) -> None:
+    """A workflow whose tags are in use says which and in what state (it said "taken"), as
+    publish does: a ready job, a job waiting for its parents, a tag listed twice."""
+    from django_zqueue.exceptions import DuplicateJob
+
+    from .conftest import snapshot
+
+    q = get_queue("default")
+    q.publish("parent", tag="p1")
+    q.publish("child", tag="w1", depends_on=["p1"])
+    before = snapshot(redis_client, zqueue_settings["PREFIX"])
+    with pytest.raises(DuplicateJob) as err:
+        chain(add.using(tag="p1").s(1), add.using(tag="w1").s(2)).enqueue()
+    assert (err.value.tags, err.value.states) == (["p1", "w1"], ["ready", "waiting"])
+    with pytest.raises(DuplicateJob) as err:
+        chain(add.using(tag="d1").s(1), add.using(tag="d1").s(2)).enqueue()
+    assert (err.value.tags, err.value.states) == (["d1"], ["batch"])
+    assert snapshot(redis_client, zqueue_settings["PREFIX"]) == before
+
+
 def test_a_clash_writes_nothing(zqueue_settings: dict[str, Any], redis_client: Any) -> None:
     from django_zqueue.exceptions import DuplicateJob
 

@@ -344,6 +344,8 @@ def check_free(parts: Sequence[tuple[Flows, FlowJob]]) -> None:
         pipe = head.client.pipeline(transaction=False)
         for q, fj in parts:
             pipe.hexists(q.keys_for(fj.job.tag).meta, fj.job.tag)
-        taken = [fj.job.tag for (_, fj), t in zip(parts, pipe.execute(), strict=True) if t]
-    if taken:
-        raise DuplicateJob(taken, ["taken"] * len(taken))
+        taken = [(q, fj) for (q, fj), t in zip(parts, pipe.execute(), strict=True) if t]
+    if taken:  # rare: one more round trip to name each clash's state, as publish does
+        calls = [q.shard_for(fj.job.tag).state(fj.job.tag) for q, fj in taken]
+        states = head.run_all(calls)
+        raise DuplicateJob([fj.job.tag for _, fj in taken], [s or "unknown" for s in states])
