@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from django_zqueue import current_job, get_queue, registry, signals
+from django_zqueue import conf, current_job, get_queue, registry, signals
+from django_zqueue.aconnection import make_async_client
 from django_zqueue.exceptions import DuplicateJob, QueueUnavailable
 from django_zqueue.queue import Queue
 from django_zqueue.queue.aio import AsyncQueue, get_async_queue
@@ -136,17 +137,13 @@ def test_async_queue_api_matches_the_sync_one(project: dict[str, str]) -> None:
     assert q.counts()["inflight"] == 1 and q.stats()["acked"] == 1
 
 
-def test_async_publish_takes_a_group(make_queue: Any) -> None:
+def test_async_publish_takes_a_group(make_queue: Any, zqueue_settings: dict[str, Any]) -> None:
     """``AsyncQueue.publish(..., group=...)`` writes the group as ``Queue.publish`` does:
     in a fair queue the groups are served in turn."""
     q: Queue = make_queue("fairq", fairness="groups")
 
     async def scenario() -> list[str]:
-        import redis.asyncio as aredis
-
-        from .redis_server import redis_url
-
-        client = aredis.Redis.from_url(redis_url())
+        client = make_async_client(conf.get_config())  # a cluster client on a cluster
         try:
             aq = AsyncQueue(q, client=client)
             for i in range(3):
@@ -188,18 +185,14 @@ def test_acancel_cancels_like_cancel_waiting_or_running(project: dict[str, str])
 
 
 def test_async_rank_on_a_partitioned_queue_equals_the_sync_rank(
-    make_queue: Any, redis_client: Any
+    make_queue: Any, redis_client: Any, zqueue_settings: dict[str, Any]
 ) -> None:
     q: Queue = make_queue("parts", partitions=4)
     tags = q.publish_many([{"i": i} for i in range(40)], priority=0)
     q.publish({"i": "urgent"}, tag="urgent", priority=5)
 
     async def ranks() -> list[int | None]:
-        import redis.asyncio as aredis
-
-        from .redis_server import redis_url
-
-        client = aredis.Redis.from_url(redis_url())
+        client = make_async_client(conf.get_config())  # a cluster client on a cluster
         try:
             aq = AsyncQueue(q, client=client)
             return [await aq.rank(t) for t in ["urgent", *tags]]
