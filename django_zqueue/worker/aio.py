@@ -242,7 +242,9 @@ class AioLane:
             if queue is not None:
                 continue
             if w.burst and not any(h == 0 for h in hints):
-                if not self._tasks and not self.done and not self._flushing:
+                with self._lock:  # nothing running, and no job on its way from a thread
+                    idle = self._taken == 0
+                if idle and not self._tasks and not self.done and not self._flushing:
                     return
                 await self._wait_freed(0.1)
                 continue
