@@ -428,7 +428,7 @@ class Scripts:
 
     def set_priority(self, k: QueueKeys, p: Policy, tag: str, priority: int) -> Call[int]:
         """Returns 1 changed, 0 no such job, -1 in flight, dead or unusable."""
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta)
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.gpark)
         return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), _int)
 
     def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[int]:

@@ -528,6 +528,53 @@ def test_finished_and_expired_jobs_free_their_slot(make_queue: QueueFactory) -> 
     assert [m.body for m in claim_all(q)] == ["a:2"]
 
 
+def test_set_priority_moves_a_job_set_aside_to_its_new_place(make_queue: QueueFactory) -> None:
+    """A job set aside by its group's limit comes back at the score set_priority gives it,
+    as a ready job would move (it came back at its old score: a documented limit before).
+    A job set aside earlier keeps its place; one whose record says nothing (set aside by
+    an older release) keeps its old score, as before."""
+    q = fair(make_queue, group_concurrency=1)
+    tags = q.publish_many(["a:0", "a:1", "a:2", "a:3"], group="a")
+    held = claim_all(q)
+    assert [m.body for m in held] == ["a:0"] and q.state(tags[3]) == "delayed"
+    assert q.set_priority(tags[3], 3)  # three turns forward: ahead of a:1 and a:2
+    assert q.info(tags[3]).priority == 3 and q.state(tags[3]) == "delayed"  # type: ignore[union-attr]
+    assert q.set_priority(tags[2], 0)  # unchanged: stays behind a:1
+    order = []
+    for _ in range(3):
+        q.ack(held[0])
+        q.client.zadd(q.keys.gwait, {"a": 0})  # the group's next look, now
+        held = claim_all(q)
+        order += [m.body for m in held]
+    assert order == ["a:3", "a:1", "a:2"]
+
+
+def test_a_job_set_aside_by_an_older_release_keeps_its_score(make_queue: QueueFactory) -> None:
+    """The layout before `ps`: a record set aside without it. set_priority records the
+    priority (True), leaves the set-aside entry alone, and the job comes back at the score
+    it was set aside with, as that release did; nothing is refused as corrupt."""
+    import json
+
+    q = fair(make_queue, group_concurrency=1)
+    tags = q.publish_many(["a:0", "a:1", "a:2"], group="a")
+    held = claim_all(q)
+    for tag in tags[1:]:  # as an older release wrote them
+        record = json.loads(q.client.hget(q.keys.meta, tag))  # type: ignore[arg-type]
+        assert "ps" in record
+        del record["ps"]
+        q.client.hset(q.keys.meta, tag, json.dumps(record))
+    parked = set(q.client.zrange(q.keys.gpark, 0, -1))
+    assert q.set_priority(tags[2], 5)
+    assert set(q.client.zrange(q.keys.gpark, 0, -1)) == parked
+    order = []
+    for _ in range(2):
+        q.ack(held[0])
+        q.client.zadd(q.keys.gwait, {"a": 0})
+        held = claim_all(q)
+        order += [m.body for m in held]
+    assert order == ["a:1", "a:2"] and q.counts()["dead"] == 0
+
+
 def test_a_deleted_job_set_aside_does_not_come_back(make_queue: QueueFactory) -> None:
     q = fair(make_queue, group_concurrency=1)
     tags = q.publish_many(["a:0", "a:1", "a:2"], group="a")

@@ -53,6 +53,9 @@ local function decode_meta(raw)
   if not score_ok(meta.q) then
     return nil, "meta field 'q' is not a score"
   end
+  if not score_ok(meta.ps) then -- its score while set aside by its group's limit
+    return nil, "meta field 'ps' is not a score"
+  end
   if meta.c ~= nil and type(meta.c) ~= 'string' then
     return nil, "meta field 'c' is not a string"
   end

@@ -15,6 +15,7 @@
 -- park / unpark: set jobs aside; bring back the jobs of groups that have room.
 -- limits_sweep: check `count` in-flight entries and qps fields from rotating cursors,
 --   so an idle group's entries are dropped.
+--@include park_member
 
 local GROUP_CHECK_MS = 50 -- a group waiting for a slot is looked at again after this long
 local PARK_MS = 86400000 -- run-at of a set-aside job: the fallback if no claim comes back
@@ -119,11 +120,10 @@ local function park(k, parked, now)
   local run_at = now + PARK_MS
   local delayed, index, wait = {}, {}, {}
   for _, p in ipairs(parked) do
-    local order = string.format('%020.3f', tonumber(p[3]) + 2251799813685248) -- + 2^51
     delayed[#delayed + 1] = run_at
     delayed[#delayed + 1] = p[1]
     index[#index + 1] = 0
-    index[#index + 1] = p[2] .. '\0' .. order .. '\0' .. p[3] .. '\0' .. run_at .. '\0' .. p[1]
+    index[#index + 1] = park_member(p[2], p[3], run_at, p[1])
     wait[#wait + 1] = p[4]
     wait[#wait + 1] = p[2]
   end

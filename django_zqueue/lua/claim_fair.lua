@@ -115,7 +115,7 @@ if n > 0 then
         group_took(k, lim, group, now)
         take[#take + 1] = {id, m, nil, head[2 * i]}
       else
-        parked[#parked + 1] = {id, group, head[2 * i], wake}
+        parked[#parked + 1] = {id, group, head[2 * i], wake, m}
       end
     end
     done[#done + 1] = id
@@ -147,6 +147,7 @@ if #good > 0 then
   local new_meta, lease, inflight = {}, {}, {}
   for i, g in ipairs(good) do
     local id, m = g[1], g[2]
+    m.ps = nil -- its score while it was set aside (below), if it was
     m.a = (m.a or 0) + 1
     m.t = first + i - 1
     m.c = consumer
@@ -175,6 +176,15 @@ else
   fair_starts(k, {}, now) -- the start counts of an idle queue rotate out too
 end
 if #parked > 0 then
+  -- each record keeps the score it is set aside with (`ps`), so that set_priority can
+  -- move its gpark entry (it comes back to ready at that score)
+  local marked = {}
+  for _, p in ipairs(parked) do
+    p[5].ps = p[3]
+    marked[#marked + 1] = p[1]
+    marked[#marked + 1] = cjson.encode(p[5])
+  end
+  redis.call('HSET', k.meta, unpack(marked))
   park(k, parked, now)
 end
 if gq > 0 and #take > 0 then
