@@ -339,12 +339,14 @@ class JobRow:
         its wait (waiting)."""
         return local_text(self.run_at or self.lease_deadline or self.died_at or self.wait_since)
 
+    def _since(self, when: datetime | None) -> str:
+        """How long from ``when`` to the page's read ('' without one)."""
+        return "" if when is None else duration(self.now_ms / 1000 - when.timestamp())
+
     @property
     def waited(self) -> str:
         """Waiting: how long it has waited for its parents."""
-        if self.wait_since is None:
-            return ""
-        return duration(self.now_ms / 1000 - self.wait_since.timestamp())
+        return self._since(self.wait_since)
 
     @property
     def parents_text(self) -> str:
@@ -362,9 +364,7 @@ class JobRow:
     @property
     def waiting(self) -> str:
         """How long since it was enqueued."""
-        if self.enqueued_at is None:
-            return ""
-        return duration(self.now_ms / 1000 - self.enqueued_at.timestamp())
+        return self._since(self.enqueued_at)
 
     @property
     def eta(self) -> str:
