@@ -14,13 +14,30 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .queue import JobInfo, Queue, get_queue
 from .watch import DEFAULT_MAX_AGE, position_url
 
 if TYPE_CHECKING:
     from .queue.aio import AsyncQueue
+
+
+T = TypeVar("T")
+
+
+def poll(read: Callable[[], T], timeout: float, interval: float) -> T:
+    """``read()`` until it stops raising ``LookupError`` (a result not there yet), for up to
+    ``timeout`` seconds, sleeping ``interval`` between tries; then its last error."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return read()
+        except LookupError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(interval)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,11 +170,4 @@ class Job:
 
     def wait(self, timeout: float = 10.0, interval: float = 0.05) -> Any:
         """Poll for the result for up to ``timeout`` seconds (for scripts and tests)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return self.result()
-            except LookupError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(interval)
+        return poll(self.result, timeout, interval)

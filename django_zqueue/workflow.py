@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from django.db import transaction
 
 from . import conf
 from .exceptions import InvalidArgument, ZQueueError
+from .job import poll
 from .links import MAX_LINKS, FlowJob, Kid, Ref
 from .queue import NewJob, publish_flow
 from .task import Job, Signature
@@ -67,14 +67,7 @@ class Workflow:
 
     def wait(self, timeout: float = 10.0, interval: float = 0.05) -> list[Any]:
         """Poll until every final job has finished (for scripts and tests); their results."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return self.results()
-            except LookupError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(interval)
+        return poll(self.results, timeout, interval)
 
 
 class _Plan:

@@ -289,18 +289,6 @@ class AsyncQueue:
                     hints.append(c.hint_ms)
         return msgs, (None if msgs or not hints else min(hints) / 1000)
 
-    def ack_call(
-        self,
-        msg: Message,
-        result: Any = NO_RESULT,
-        result_ttl: float = 86400,
-        run_ms: int | None = None,
-        passed: str = "",
-    ) -> Call[bool]:
-        """:meth:`Queue.ack_call`: ``passed``, the result a workflow job hands to its
-        dependents (JSON, '' = null)."""
-        return self.queue.ack_call(msg, result, result_ttl, run_ms, passed)
-
     async def ack(
         self,
         msg: Message,
