@@ -1,9 +1,13 @@
 """Bounds of what becomes a lease, a delay or a count (docs/settings.md, "Bounds").
 
-``lua/_bounds.lua`` holds the same numbers and the scripts refuse what lies outside them
-(``tests/test_scripts.py`` checks they agree). The ``*_problem`` functions say why a
-value is out of bounds (or None); :mod:`django_zqueue.conf` reports them for the settings,
-:func:`check_job_options` and :mod:`django_zqueue.validate` raise them for calls.
+This is the one table of them: the scripts' copy, ``lua/_bounds.lua``, is generated from
+it by :func:`lua_source` (``python -m django_zqueue.bounds`` writes it; a test fails when
+the file differs), so the scripts refuse exactly what lies outside these numbers.
+:data:`JOB_BOUNDS` holds the bounds of a job's options by their name in the job spec
+(:mod:`django_zqueue.jobspec`). The ``*_problem`` functions
+say why a value is out of bounds (or None); :mod:`django_zqueue.conf` reports them for
+the settings, :func:`check_job_options` and :mod:`django_zqueue.validate` raise them for
+calls.
 """
 
 from __future__ import annotations
@@ -20,6 +24,41 @@ MAX_DELAY = 3650 * 86400  # seconds: the horizon of delay, run_at and a retry's 
 MAX_BACKOFF = 7 * 86400  # seconds: retry_backoff base and max
 #: numbers beyond 2**53 lose precision as doubles (scores, Lua numbers)
 MAX_EXACT = 2**53
+PRIORITY_MIN = -1000
+PRIORITY_MAX = 1000
+#: longest group key, in UTF-8 bytes (it is stored in every job's record)
+MAX_GROUP_BYTES = 200
+#: a group's weight lies in [MIN_WEIGHT, MAX_WEIGHT]; a job of weight w costs 1/w
+MIN_WEIGHT = 0.001
+MAX_WEIGHT = 1000.0
+#: most parents a job may wait for, and most dependents a job may have
+MAX_LINKS = 10_000
+#: a job's tag is 1..MAX_TAG_BYTES bytes of UTF-8
+MAX_TAG_BYTES = 256
+#: most waiting jobs (ready and delayed) a queue's ``max_length`` may allow
+MAX_QUEUE_LENGTH = 10**12
+
+_MAX_DELAY_MS = MAX_DELAY * 1000
+
+#: the bounds of a job's options, by their name in the job spec (jobspec.py) and in the
+#: scripts: (lowest, highest, integer only). The scripts read this table (generated into
+#: the ``bounds`` helper), so a new option's bound is one line here.
+JOB_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "priority": (PRIORITY_MIN, PRIORITY_MAX, True),
+    "score": (-MAX_EXACT, MAX_EXACT, False),
+    # a delay <= 0 means now
+    "delay_ms": (-MAX_EXACT, _MAX_DELAY_MS, True),
+    # the client's reading of the clock: the scripts allow a day of skew past the horizon
+    "run_at_ms": (0, MAX_EXACT, True),
+    "max_retries": (0, MAX_RETRIES, True),
+    "visibility_timeout_ms": (MIN_VISIBILITY_TIMEOUT * 1000, MAX_VISIBILITY_TIMEOUT * 1000, True),
+    "weight": (MIN_WEIGHT, MAX_WEIGHT, False),
+    "debounce_ms": (1, _MAX_DELAY_MS, True),
+    "unique_ms": (1, _MAX_DELAY_MS, True),
+    "need": (0, MAX_LINKS, True),
+    "group_bytes": (1, MAX_GROUP_BYTES, True),
+    "id_bytes": (1, MAX_TAG_BYTES, True),
+}
 
 
 class BackoffValues(Protocol):
@@ -97,3 +136,45 @@ def check_job_options(
     found = [p for p in problems if p]
     if found:
         raise InvalidArgument(f"{owner}: {'; '.join(found)}")
+
+
+def lua_number(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def lua_source() -> str:
+    """The scripts' ``bounds`` helper, generated from this module: the constants the
+    scripts name, :data:`JOB_BOUNDS` as the Lua table ``BOUNDS`` (name -> {lo, hi,
+    integer}), and ``is_int``."""
+    consts = {
+        "MIN_LEASE_MS": MIN_VISIBILITY_TIMEOUT * 1000,
+        "MAX_LEASE_MS": MAX_VISIBILITY_TIMEOUT * 1000,
+        "MAX_RETRIES": MAX_RETRIES,
+        "MAX_DELAY_MS": _MAX_DELAY_MS,
+        "MAX_EXACT": MAX_EXACT,
+        "MAX_LINKS": MAX_LINKS,
+        "MAX_QUEUE_LENGTH": MAX_QUEUE_LENGTH,
+    }
+    lines = [
+        "-- _bounds.lua: generated from django_zqueue/bounds.py (never edit a copy): the",
+        "-- bounds of what becomes a lease, a delay or a count, and BOUNDS, the bounds of a",
+        "-- job's options by name ({lowest, highest, integer only}). is_int: x is an integer",
+        "-- in [lo, hi] (NaN and infinities are not).",
+        *(f"local {name} = {lua_number(v)}" for name, v in consts.items()),
+        "local BOUNDS = {",
+        *(
+            f"  {name} = {{{lua_number(lo)}, {lua_number(hi)}, {'true' if whole else 'false'}}},"
+            for name, (lo, hi, whole) in JOB_BOUNDS.items()
+        ),
+        "}",
+        "local function is_int(x, lo, hi)",
+        "  return type(x) == 'number' and x == math.floor(x) and x >= lo and x <= hi",
+        "end",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m django_zqueue.bounds: write lua/_bounds.lua
+    from pathlib import Path
+
+    Path(__file__).with_name("lua").joinpath("_bounds.lua").write_text(lua_source())

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import bounds
 from .bounds import (
     MAX_BACKOFF,
     MAX_EXACT,  # noqa: F401 - django_zqueue.conf.MAX_EXACT before 0.2
@@ -44,8 +45,8 @@ from .redis_url import (
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
-PRIORITY_MIN = -1000
-PRIORITY_MAX = 1000
+PRIORITY_MIN = bounds.PRIORITY_MIN
+PRIORITY_MAX = bounds.PRIORITY_MAX
 #: ready scores of priority p lie in [-p * 2**42, -p * 2**42 + 2**42) in strict mode
 PRIORITY_BAND = 2**42
 MAX_AGING_SECONDS = 30 * 86400

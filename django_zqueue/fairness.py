@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from . import bounds
+
 Fairness = Literal["fifo", "groups"]
 FAIRNESS_MODES: tuple[str, ...] = ("fifo", "groups")
-#: longest group key, in UTF-8 bytes (it is stored in every job's record)
-MAX_GROUP_BYTES = 200
-#: a group's weight lies in [MIN_WEIGHT, MAX_WEIGHT]; a job of weight w costs 1/w
-MIN_WEIGHT = 0.001
-MAX_WEIGHT = 1000.0
+#: longest group key, in UTF-8 bytes, and the bounds of a group's weight (bounds.py)
+MAX_GROUP_BYTES = bounds.MAX_GROUP_BYTES
+MIN_WEIGHT = bounds.MIN_WEIGHT
+MAX_WEIGHT = bounds.MAX_WEIGHT
 #: the highest virtual time a queue may reach (ZQ_SEQUENCE_EXHAUSTED past it): a weight-1
 #: job advances it by 1, so this is 2^50 weight-1 starts; far below 2^53, where a double
 #: stops holding every integer

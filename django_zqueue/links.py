@@ -19,10 +19,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from . import bounds
 from .records import NewJob, text
 
 #: most parents a job may wait for, and most dependents a job may have
-MAX_LINKS = 10_000
+MAX_LINKS = bounds.MAX_LINKS
 #: largest result (JSON bytes) a job passes on to its dependents
 MAX_PASSED_BYTES = 65_536
 #: the fields of a ``wf:<id>`` hash that count its parents (read with ``HMGET``)
@@ -55,11 +56,16 @@ class FlowJob(NamedTuple):
     def need(self) -> int:
         return len(self.parents)
 
-    def link_args(self) -> tuple[int, str, str]:
-        """need, kids JSON, parents JSON ('' = none)."""
-        kids = json.dumps([list(k) for k in self.kids]) if self.kids else ""
-        par = json.dumps([list(p) for p in self.parents]) if self.parents else ""
-        return self.need, kids, par
+    def link_fields(self) -> dict[str, Any]:
+        """The job's workflow fields in its spec (``wf_publish.lua``): ``need``, and
+        ``kids`` and ``parents`` as JSON, each only when there are some."""
+        out: dict[str, Any] = {}
+        if self.parents:
+            out["need"] = self.need
+            out["parents"] = json.dumps([list(p) for p in self.parents])
+        if self.kids:
+            out["kids"] = json.dumps([list(k) for k in self.kids])
+        return out
 
 
 class Resolution(NamedTuple):

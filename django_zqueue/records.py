@@ -1,7 +1,8 @@
 """A job as it crosses the layers, and the one place its Redis records are decoded.
 
 - :class:`NewJob`: a job validated and encoded, about to be published (made by
-  :meth:`Queue.prepare <django_zqueue.queue.Queue.prepare>`, sent by ``publish.lua``).
+  :meth:`Queue.prepare <django_zqueue.queue.Queue.prepare>`, sent by ``publish.lua``):
+  its tag, body and :class:`~django_zqueue.jobspec.JobSpec`.
 - :class:`Message`: one delivery of a job to one consumer (from ``claim.lua``);
   :class:`Ack`: one to finish (``ack_many.lua``).
 - :class:`JobInfo`: a consistent snapshot of one job (from ``info.lua``).
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from .exceptions import InvalidArgument
+from .jobspec import DEFAULT_SPEC, JobSpec
 
 #: what a nack did: retried, moved to dead letters, or None for a stale delivery
 NackResult = Literal["retry", "dead"] | None
@@ -105,22 +107,13 @@ os.register_at_fork(after_in_child=_tag_pool.clear)
 
 
 class NewJob(NamedTuple):
-    """A job validated and encoded, not yet sent (see ``publish.lua`` for its fields).
-
-    ``score`` places the job at that raw ready score instead of its priority's place;
-    ``delay_ms`` (from now) or ``run_at_ms`` (absolute, Redis time) hold it back;
-    ``visibility_timeout_ms`` is its own lease length (None: the queue's)."""
+    """A job validated and encoded, not yet sent: its tag, its encoded body and its
+    options (:class:`~django_zqueue.jobspec.JobSpec`); :func:`~django_zqueue.jobspec.pack_job`
+    makes the one script argument it travels in."""
 
     tag: str
     body: bytes
-    priority: int = 0
-    score: float | None = None
-    delay_ms: int | None = None
-    run_at_ms: int | None = None
-    max_retries: int = 0
-    visibility_timeout_ms: int | None = None
-    group: str | None = None  # its group key (fair order and per-group counts)
-    weight: float | None = None  # its group's weight in a fair queue (None: 1)
+    spec: JobSpec = DEFAULT_SPEC
 
 
 class Message(NamedTuple):

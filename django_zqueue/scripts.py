@@ -45,6 +45,7 @@ from .exceptions import InvalidArgument
 from .exceptions import ScriptArgumentError as ScriptArgumentError
 from .exceptions import ScriptError as ScriptError
 from .exceptions import SequenceExhausted as SequenceExhausted
+from .jobspec import pack_job
 from .keys import QueueKeys
 from .links import FlowJob, Resolution, Resolved
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
@@ -195,32 +196,10 @@ def _clashes(reply: Any) -> list[tuple[str, str]]:
     return list(zip([text(x) for x in reply[1::2]], [text(x) for x in reply[2::2]], strict=True))
 
 
-def job_args(job: NewJob) -> tuple[Arg, ...]:
-    """A job's 10 ARGV slots in ``publish.lua``/``fire.lua`` ('' = not given): the fields
-    of :class:`NewJob`, in its order."""
-    if (
-        job.score is None
-        and job.delay_ms is None
-        and job.run_at_ms is None
-        and job.visibility_timeout_ms is None
-        and job.group is None
-    ):  # the common case, built at once
-        return (job.tag, job.body, job.priority, "", "", "", job.max_retries, "", "", "")
-    return (
-        job.tag,
-        job.body,
-        job.priority,
-        "" if job.score is None else repr(float(job.score)),
-        "" if job.delay_ms is None else str(job.delay_ms),
-        "" if job.run_at_ms is None else str(job.run_at_ms),
-        job.max_retries,
-        "" if job.visibility_timeout_ms is None else str(job.visibility_timeout_ms),
-        "" if job.group is None else job.group,
-        "" if job.weight is None else repr(float(job.weight)),
-    )
-
-
-NO_JOB: tuple[Arg, ...] = ("",) * 10
+def job_arg(job: NewJob, extra: dict[str, Any] | None = None) -> bytes:
+    """A job's one script argument (``publish.lua``, ``publish_once``, ``fire``,
+    ``wf_publish``): its tag, body and spec as one MessagePack map (:mod:`.jobspec`)."""
+    return pack_job(job.tag, job.body, job.spec, extra)
 
 
 #: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a
@@ -294,24 +273,14 @@ class Scripts:
     ) -> Call[list[tuple[str, str]]]:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(jobs)]
-        for job in jobs:
-            args.extend(job_args(job))
-        return Call("publish", (*keys, k.wait), tuple(args), _clashes)
+        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), *map(job_arg, jobs))
+        return Call("publish", (*keys, k.wait), args, _clashes)
 
-    def publish_once(
-        self,
-        k: QueueKeys,
-        p: Policy,
-        job: NewJob,
-        debounce_ms: int | None,
-        unique_ms: int | None,
-    ) -> Call[tuple[str, str]]:
-        """Returns ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
+    def publish_once(self, k: QueueKeys, p: Policy, job: NewJob) -> Call[tuple[str, str]]:
+        """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
+        ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        debounce = "" if debounce_ms is None else debounce_ms
-        unique = "" if unique_ms is None else unique_ms
-        args = (p.mode, p.aging_us, p.notify_cap, debounce, unique, *job_args(job))
+        args = (p.mode, p.aging_us, p.notify_cap, job_arg(job))
         return Call("publish_once", (*keys, k.unique(job.tag), k.wait), args, _once)
 
     def claim(
@@ -477,7 +446,7 @@ class Scripts:
         nxt = "" if next_tick is None else next_tick
         fire = "0" if job is None else "1"
         head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
-        args = (*head, *(NO_JOB if job is None else job_args(job)))
+        args = (*head, "" if job is None else job_arg(job))
         return Call("fire", (*keys, k.sched, k.sched_last), args, _flag)
 
     # ------------------------------------------------------------------ workflows
@@ -487,12 +456,10 @@ class Scripts:
     ) -> Call[list[tuple[str, str]]]:
         """As :meth:`publish`, with each job's links (at most 100 jobs)."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(jobs)]
-        for fj in jobs:
-            args.extend(job_args(fj.job))
-            args.extend(fj.link_args())
+        args = (p.mode, p.aging_us, p.notify_cap, len(jobs))
+        specs = tuple(job_arg(fj.job, fj.link_fields()) for fj in jobs)
         wf = tuple(k.wf(fj.job.tag) for fj in jobs)
-        return Call("wf_publish", (*keys, k.wait, *wf), tuple(args), _clashes)
+        return Call("wf_publish", (*keys, k.wait, *wf), (*args, *specs), _clashes)
 
     def wf_link(self, k: QueueKeys, parent: str, kid: str, most: int) -> Call[str]:
         """Returns ``linked``, ``dead``, ``corrupt`` or '' (no such parent)."""

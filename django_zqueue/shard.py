@@ -39,10 +39,8 @@ class Shard:
     def publish(self, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
         return self.scripts.publish(self.keys, self.policy, jobs)
 
-    def publish_once(
-        self, job: NewJob, debounce_ms: int | None, unique_ms: int | None
-    ) -> Call[tuple[str, str]]:
-        return self.scripts.publish_once(self.keys, self.policy, job, debounce_ms, unique_ms)
+    def publish_once(self, job: NewJob) -> Call[tuple[str, str]]:
+        return self.scripts.publish_once(self.keys, self.policy, job)
 
     def claim(self, batch: int, consumer: str) -> Call[Claimed]:
         return self.scripts.claim(self.keys, self.policy, self.queue, batch, consumer)

@@ -15,7 +15,7 @@ from . import bounds, conf
 from .exceptions import InvalidArgument
 
 #: a tag is 1..MAX_TAG_BYTES bytes of UTF-8
-MAX_TAG_BYTES = 256
+MAX_TAG_BYTES = bounds.MAX_TAG_BYTES
 
 
 def tag(value: object) -> str:

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from django_zqueue.exceptions import ScriptArgumentError
+from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue
 from django_zqueue.records import NewJob, loads
 
@@ -205,8 +206,10 @@ def test_bad_arguments_raise_before_any_write(q: Queue, redis_client: redis.Redi
     before = sorted(redis_client.scan_iter(f"*{q.prefix}*"))
     shard = q.shards[0]
     calls = [
-        shard.publish([NewJob("t", b"{}", max_retries=3, visibility_timeout_ms=0)]),  # 0 ms lease
-        shard.publish([NewJob("t", b"{}", max_retries=10**9)]),
+        shard.publish(
+            [NewJob("t", b"{}", JobSpec(max_retries=3, visibility_timeout_ms=0))]
+        ),  # 0 ms lease
+        shard.publish([NewJob("t", b"{}", JobSpec(max_retries=10**9))]),
         q.scripts.claim(q.keys, dataclasses.replace(q.policy, visibility_ms=0), q.name, 1, "c"),
     ]
     for call in calls:

@@ -16,10 +16,11 @@ from django.test import override_settings
 
 from django_zqueue import conf, read, task
 from django_zqueue.exceptions import InvalidArgument
+from django_zqueue.jobspec import pack_map
 from django_zqueue.keys import partition_of
 from django_zqueue.queue import Queue
 from django_zqueue.records import NewJob
-from django_zqueue.scripts import ScriptError, job_args
+from django_zqueue.scripts import ScriptError
 
 from .conftest import QueueFactory, snapshot
 
@@ -299,34 +300,28 @@ def test_bad_group_raises_and_writes_nothing(
 
 
 @pytest.mark.parametrize(
-    ("slot", "value"), [(8, "x" * 201), (9, "0"), (9, "1001"), (9, "nan"), (9, "w")]
+    ("field", "value"),
+    [
+        ("group", "x" * 201),
+        ("group", ""),
+        ("group", "a\0b"),
+        ("group", 5),
+        ("weight", 0),
+        ("weight", 1001),
+        ("weight", float("nan")),
+        ("weight", "w"),
+    ],
 )
 def test_publish_script_refuses_a_bad_group_or_weight(
-    make_queue: QueueFactory, prefix: str, slot: int, value: str
+    make_queue: QueueFactory, prefix: str, field: str, value: Any
 ) -> None:
     q = fair(make_queue)
-    args = list(job_args(NewJob("t1", b"1", group="a")))
-    args[slot] = value
-    keys = q.keys
+    spec = {"id": "t1", "body": b"1", "max_retries": 0, "group": "a", field: value}
+    keys = q.scripts.publish(q.keys, q.policy, [NewJob("t1", b"1")]).keys
     before = snapshot(q.client, prefix)
-    with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT"):
+    with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
         q.client.evalsha(
-            q.scripts.sha("publish"),
-            9,
-            keys.ready,
-            keys.delayed,
-            keys.body,
-            keys.meta,
-            keys.ctr,
-            keys.notify,
-            keys.stats,
-            keys.dead,
-            keys.leased,
-            "fair",
-            0,
-            64,
-            1,
-            *args,
+            q.scripts.sha("publish"), len(keys), *keys, "fair", 0, 64, 1, pack_map(spec)
         )
     assert snapshot(q.client, prefix) == before
 

@@ -19,6 +19,7 @@ LAYERS: list[set[str]] = [
         "scripts",
         "calls",
         "records",
+        "jobspec",
         "links",
         "validate",
         "serializer",

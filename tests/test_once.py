@@ -7,6 +7,7 @@ import pytest
 
 from django_zqueue import task
 from django_zqueue.exceptions import DuplicateJob, InvalidArgument
+from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue
 from django_zqueue.worker import Worker
 
@@ -66,7 +67,9 @@ def test_debounce_bad_input_writes_nothing(q: Queue) -> None:
     with pytest.raises(InvalidArgument, match="run-at"):
         q.publish("x", tag="k", debounce=5, delay=3)
     with pytest.raises(Exception, match="debounce_ms"):  # the script checks too
-        q.run(q.shard_for("k").publish_once(q.prepare("x", "k"), 0, None))
+        q.run(
+            q.shard_for("k").publish_once(q.prepare("x", "k")._replace(spec=JobSpec(debounce_ms=0)))
+        )
     assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
 
 

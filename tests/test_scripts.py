@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue
 from django_zqueue.records import NewJob
 from django_zqueue.scripts import (
@@ -95,19 +96,35 @@ def test_source_holds_each_helper_once_after_its_own_helpers(name: str) -> None:
             assert text.index(f"-- _{inner}.lua:") < at
 
 
-def test_lua_bounds_match_conf() -> None:
+def test_lua_bounds_are_generated_from_bounds_py() -> None:
+    """lua/_bounds.lua is bounds.py's table as Lua, to the letter (regenerate it with
+    ``python -m django_zqueue.bounds``)."""
     from django_zqueue import bounds
 
+    assert op_source("_bounds") == bounds.lua_source()
     text = op_source("_bounds")
+    assert f"local MAX_DELAY_MS = {bounds.MAX_DELAY * 1000}" in text
+    for name, (lo, hi, _) in bounds.JOB_BOUNDS.items():
+        lua = [bounds.lua_number(lo), bounds.lua_number(hi)]
+        assert re.search(rf"^  {name} = {{{lua[0]}, {lua[1]}, (true|false)}},$", text, re.M)
 
-    def value(name: str) -> int:
-        return int(re.search(rf"local {name} = (\d+)", text)[1])  # type: ignore[index]
 
-    assert value("MIN_LEASE_MS") == bounds.MIN_VISIBILITY_TIMEOUT * 1000
-    assert value("MAX_LEASE_MS") == bounds.MAX_VISIBILITY_TIMEOUT * 1000
-    assert value("MAX_RETRIES") == bounds.MAX_RETRIES
-    assert value("MAX_DELAY_MS") == bounds.MAX_DELAY * 1000
-    assert value("MAX_EXACT") == bounds.MAX_EXACT
+def test_lua_reads_the_generated_bounds(q: Queue) -> None:
+    """The scripts use the generated table: each bound of a job option, one past it, is
+    refused by publish.lua with the option's name."""
+    from django_zqueue import bounds
+    from django_zqueue.jobspec import pack_map
+
+    for name in ("priority", "max_retries", "visibility_timeout_ms", "weight"):
+        lo, hi, whole = bounds.JOB_BOUNDS[name]
+        for bad in (lo - (1 if whole else lo / 2), hi + 1):
+            arg = pack_map({"id": "t", "body": b"1", name: bad})
+            keys = q.scripts.publish(q.keys, q.policy, [NewJob("t", b"1")]).keys
+            with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
+                q.client.evalsha(
+                    q.scripts.sha("publish"), len(keys), *keys, "strict", 0, 64, 1, arg
+                )
+    assert q.counts()["ready"] == 0
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
@@ -216,7 +233,7 @@ def test_source_prepends_the_included_helpers_only() -> None:
 
 def test_publish_reports_clashes_without_writing(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("a", tag="x")
-    jobs = [NewJob("x", b"b", max_retries=3), NewJob("y", b"c", max_retries=3)]
+    jobs = [NewJob("x", b"b", JobSpec(max_retries=3)), NewJob("y", b"c", JobSpec(max_retries=3))]
     call = q.shards[0].publish(jobs)
     assert raw(q, call) == [1, b"x", b"ready"]
     assert q.scripts.run(call) == [("x", "ready")]

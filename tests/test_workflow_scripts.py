@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from django_zqueue.exceptions import ScriptArgumentError
+from django_zqueue.jobspec import JobSpec
 from django_zqueue.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.queue import Queue
 from django_zqueue.records import NewJob
@@ -20,7 +21,7 @@ from .test_scripts import raw
 
 
 def job(tag: str) -> NewJob:
-    return NewJob(tag, b'"x"', max_retries=0)
+    return NewJob(tag, b'"x"')
 
 
 def test_wf_publish_writes_waiting_jobs_and_links(q: Queue, redis_client: redis.Redis) -> None:
@@ -44,7 +45,7 @@ def test_wf_publish_writes_waiting_jobs_and_links(q: Queue, redis_client: redis.
 @pytest.mark.parametrize(
     "bad",
     [
-        FlowJob(NewJob("d", b"1", delay_ms=5000), parents=(Ref("q", "a"),)),
+        FlowJob(NewJob("d", b"1", JobSpec(delay_ms=5000)), parents=(Ref("q", "a"),)),
         FlowJob(job("d"), parents=tuple(Ref("q", str(i)) for i in range(10_001))),
     ],
 )

@@ -20,9 +20,9 @@ end
 -- only then: this runs for every job a script reads)
 local function bad_int(meta)
   for _, f in ipairs({ -- field, lowest, highest
-    {'a', 0, MAX_RETRIES + 1}, {'m', 0, MAX_RETRIES}, {'p', -1000, 1000}, {'t', 1, MAX_EXACT},
+    {'a', 0, MAX_RETRIES + 1}, {'m', 0, MAX_RETRIES}, {'p', BOUNDS.priority[1], BOUNDS.priority[2]}, {'t', 1, MAX_EXACT},
     {'e', 0, MAX_EXACT}, {'st', 0, MAX_EXACT}, {'v', MIN_LEASE_MS, MAX_LEASE_MS},
-    {'n', 0, 10000}, -- parents a workflow job waits for (links.MAX_LINKS)
+    {'n', 0, MAX_LINKS}, -- parents a workflow job waits for
   }) do
     if not int_ok(meta[f[1]], f[2], f[3]) then
       return string.format("meta field '%s' is not an integer in [%.0f, %.0f]", f[1], f[2], f[3])

@@ -1,90 +1,95 @@
--- _new_job.lua: a new job is given as 10 consecutive arguments starting at a[b]: id,
--- body, priority, score ('' = computed), delay_ms ('' = none), run_at_ms ('' = none;
--- absolute), max_retries, visibility_ms ('' = the queue's), group ('' = none), weight
--- ('' = 1: its group's weight in a fair queue).
--- read_job: its record and its run-at (nil: ready now), each argument read and checked
---   once; or nil, nil and why the arguments make no job (the caller raises
---   ZQ_BAD_ARGUMENT before any write). Priority 0 and attempts 0 are left out of the
---   record (absent = 0): 16 bytes less per waiting job.
+-- _new_job.lua: a new job travels as one argument, a MessagePack map made by
+-- django_zqueue/jobspec.py: `id` and `body`, then the options it sets, by name:
+-- priority, score, delay_ms (from now), run_at_ms (absolute, ms), max_retries,
+-- visibility_timeout_ms (its own lease), group, weight (its group's weight in a fair
+-- queue); a script may take more (publish_once: debounce_ms, unique_ms; wf_publish: need,
+-- kids, parents). An option left out takes its default. Bounds: BOUNDS (_bounds.lua,
+-- generated from django_zqueue/bounds.py).
+-- job_spec: the decoded map of one job argument, or nil and why it is none.
+-- read_job: from a decoded map, the job's record and run-at (nil: ready now), each field
+--   read and checked once; or nil, nil and why the map makes no job (the caller raises
+--   ZQ_BAD_ARGUMENT before any write). `more` names the fields the caller takes beyond
+--   the common ones; any other field is refused, so an option this version does not
+--   know is never dropped in silence. Priority 0 and attempts 0 are left out of the
+--   record (absent = 0).
 -- add_job: write one new job, from read_job's record and run-at; the caller has checked
 --   that the tag is free.
 --@include bounds
 --@include fmt
 --@include ready_scores
 
-local function read_job(a, b, now)
-  local id, body = a[b], a[b + 1]
-  if id == nil or id == '' or body == nil then
-    return nil, nil, 'a job needs an id and a body'
+local JOB_FIELDS = {id = true, body = true, priority = true, score = true, delay_ms = true,
+  run_at_ms = true, max_retries = true, visibility_timeout_ms = true, group = true,
+  weight = true}
+
+local function job_spec(raw)
+  if type(raw) ~= 'string' or raw == '' then
+    return nil, 'a job argument is missing'
   end
-  local raw = a[b + 6]
-  local m = tonumber(raw)
-  local meta = {m = m, e = now}
-  raw = a[b + 2]
-  if raw ~= '0' then
-    local p = tonumber(raw)
-    if not is_int(p, -1000, 1000) then
-      return nil, nil, 'priority must be an integer in [-1000, 1000]'
-    end
-    if p ~= 0 then
-      meta.p = p
-    end
+  local ok, j = pcall(cmsgpack.unpack, raw)
+  if not ok or type(j) ~= 'table' then
+    return nil, 'a job argument must be a MessagePack map'
   end
-  raw = a[b + 3]
-  if raw ~= '' then
-    local s = tonumber(raw)
-    if not (s and math.abs(s) <= MAX_EXACT) then
-      return nil, nil, 'score must be a number within 2^53'
-    end
-    meta.s = raw
+  return j, nil
+end
+
+-- why a field is out of its BOUNDS, or nil (absent is within them)
+local function out_of_bounds(j, name)
+  local x, b = j[name], BOUNDS[name]
+  if x == nil then
+    return nil
   end
-  local d, run_at = nil, nil
-  raw = a[b + 4]
-  if raw ~= '' then
-    d = tonumber(raw)
-    if not is_int(d, -MAX_EXACT, MAX_DELAY_MS) then
-      return nil, nil, 'delay_ms must be an integer of at most ' .. MAX_DELAY_MS
-    end
+  if type(x) == 'number' and x >= b[1] and x <= b[2] and not (b[3] and x ~= math.floor(x)) then
+    return nil
   end
-  raw = a[b + 5]
-  if raw ~= '' then
-    -- run_at is the client's reading of the time: a day of clock skew is let through
-    run_at = tonumber(raw)
-    if not is_int(run_at, 0, now + MAX_DELAY_MS + 86400000) then
-      return nil, nil, 'run_at_ms must be an integer within the delay horizon'
+  return string.format('%s must be %s in [%.15g, %.15g]', name,
+    b[3] and 'an integer' or 'a number', b[1], b[2])
+end
+
+local function read_job(j, now, more)
+  for name in pairs(j) do
+    if not (JOB_FIELDS[name] or (more and more[name])) then
+      return nil, nil, "unknown job field '" .. tostring(name) .. "'"
     end
   end
-  if d then -- a delay wins over a run-at
-    run_at = now + d
+  local id, body = j.id, j.body
+  if type(id) ~= 'string' or #id < BOUNDS.id_bytes[1] or #id > BOUNDS.id_bytes[2]
+      or type(body) ~= 'string' then
+    return nil, nil, 'a job needs an id of 1 to ' .. BOUNDS.id_bytes[2] .. ' bytes and a body'
   end
-  if not is_int(m, 0, MAX_RETRIES) then
-    return nil, nil, 'max_retries must be an integer in [0, ' .. MAX_RETRIES .. ']'
+  for _, name in ipairs({'priority', 'score', 'delay_ms', 'run_at_ms', 'max_retries',
+    'visibility_timeout_ms', 'weight'}) do
+    local why = out_of_bounds(j, name)
+    if why then
+      return nil, nil, why
+    end
   end
-  raw = a[b + 7]
-  if raw ~= '' then
-    local v = tonumber(raw)
-    if not is_int(v, MIN_LEASE_MS, MAX_LEASE_MS) then
-      return nil, nil, 'visibility_ms must be an integer in [' .. MIN_LEASE_MS .. ', ' ..
-        MAX_LEASE_MS .. ']'
-    end
-    meta.v = v
+  local meta = {m = j.max_retries or 0, e = now}
+  if j.priority and j.priority ~= 0 then
+    meta.p = j.priority
   end
-  raw = a[b + 8]
-  if raw ~= '' then
-    if raw == nil or #raw > 200 or string.find(raw, '\0', 1, true) then
-      return nil, nil, 'group must be at most 200 bytes, without NUL'
-    end
-    meta.g = raw
+  if j.score then
+    meta.s = fmt(j.score)
   end
-  raw = a[b + 9]
-  if raw ~= '' then
-    local w = tonumber(raw)
-    if not (w and w >= 0.001 and w <= 1000) then
-      return nil, nil, 'weight must be a number in [0.001, 1000]'
+  local run_at = j.run_at_ms
+  -- run_at is the client's reading of the time: a day of clock skew is let through
+  if run_at and run_at > now + MAX_DELAY_MS + 86400000 then
+    return nil, nil, 'run_at_ms must be within the delay horizon'
+  end
+  if j.delay_ms then -- a delay wins over a run-at
+    run_at = now + j.delay_ms
+  end
+  meta.v = j.visibility_timeout_ms
+  local g = j.group
+  if g ~= nil then
+    if type(g) ~= 'string' or #g < BOUNDS.group_bytes[1] or #g > BOUNDS.group_bytes[2]
+        or string.find(g, '\0', 1, true) then
+      return nil, nil, 'group must be 1 to ' .. BOUNDS.group_bytes[2] .. ' bytes, without NUL'
     end
-    if raw ~= '1.0' then
-      meta.w = w
-    end
+    meta.g = g
+  end
+  if j.weight and j.weight ~= 1 then
+    meta.w = j.weight
   end
   return meta, run_at, nil
 end

@@ -11,8 +11,7 @@
 -- ARGV[3] next tick ('' = take the schedule out of the due set)
 -- ARGV[4] fire (1 = enqueue the job; 0 = only move on: a tick skipped by catch-up policy)
 -- ARGV[5] mode   ARGV[6] aging_us   ARGV[7] notify_cap
--- ARGV[8..17] the job, as in publish.lua: id, body, priority, score, delay_ms, run_at_ms,
---   max_retries, visibility_ms, group, weight
+-- ARGV[8] the job, one MessagePack map as in publish.lua ('' with fire 0)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the job's arguments are out of bounds.
 -- Returns: 1 fired (or moved on); 0 the tick was already handled (nothing changed).
 -- Work: O(log N).
@@ -27,9 +26,12 @@ local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], c
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
 local name, expected = ARGV[1], ARGV[2]
 local now = now_ms()
-local meta, run_at, why = nil, nil, nil
+local j, meta, run_at, why = nil, nil, nil, nil
 if ARGV[4] == '1' then
-  meta, run_at, why = read_job(ARGV, 8, now)
+  j, why = job_spec(ARGV[8])
+  if j then
+    meta, run_at, why = read_job(j, now)
+  end
   if why then
     error('ZQ_BAD_ARGUMENT: ' .. why)
   end
@@ -39,10 +41,10 @@ if not current or tonumber(current) ~= tonumber(expected) then
   return 0
 end
 if ARGV[4] == '1' then
-  local id = ARGV[8]
+  local id = j.id
   if not tag_state(k, id) then
     -- may raise: before its writes
-    add_job(k, id, ARGV[9], meta, run_at, now, ARGV[5], tonumber(ARGV[6]))
+    add_job(k, id, j.body, meta, run_at, now, ARGV[5], tonumber(ARGV[6]))
     redis.call('HINCRBY', k.stats, 'enqueued', 1)
     bump(k.stats, 'e', 1, now)
     notify(k.notify, 1, tonumber(ARGV[7]))

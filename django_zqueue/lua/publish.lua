@@ -6,16 +6,17 @@
 -- KEYS[10] wait     ZSET (read only to name a clash with a job waiting for its parents)
 -- ARGV[1] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[2] aging_us (µs one priority step is worth)
 -- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
--- ARGV[5 + 10*(i-1) ..] per job i:
---   id, body, priority, score ('' = computed), delay_ms ('' = none),
---   run_at_ms ('' = none; absolute, Redis TIME), max_retries, visibility_ms ('' = queue's),
---   group ('' = none), weight ('' = 1; used by mode 'fair')
--- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose arguments are out of bounds.
+-- ARGV[4 + i] job i, one MessagePack map (_new_job.lua, django_zqueue/jobspec.py): id,
+--   body and the options it sets by name (priority, score, delay_ms, run_at_ms,
+--   max_retries, visibility_timeout_ms, group, weight)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose fields are out of bounds or
+--   unknown.
 -- Returns: {0} written; or {1, id, state, id, state, ...} for the tags already in use
 --          (state: ready | delayed | leased | dead | waiting | batch), nothing written.
 -- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
 --   ZADD) plus up to 4 ZSCOREs per clashing tag.
 
+--@include bounds
 --@include now_ms
 --@include new_job
 --@include tag_state
@@ -29,21 +30,24 @@ local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), to
 
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
 -- from writing a record that other scripts would refuse)
+if not is_int(n, 1, 100) or #ARGV ~= 4 + n then
+  error('ZQ_BAD_ARGUMENT: publish takes 1..100 jobs, one argument each')
+end
 local now = now_ms()
-local records, runs = {}, {} -- each job's record and run-at, read once
+local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
 for i = 1, n do
-  local meta, run_at, why = read_job(ARGV, 5 + 10 * (i - 1), now)
+  local j, why = job_spec(ARGV[4 + i])
+  local meta, run_at = nil, nil
+  if j then
+    meta, run_at, why = read_job(j, now)
+  end
   if why then
     error('ZQ_BAD_ARGUMENT: job ' .. i .. ': ' .. why)
   end
-  records[i], runs[i] = meta, run_at
+  specs[i], records[i], runs[i], ids[i] = j, meta, run_at, j.id
 end
 
 -- 1. every tag must be free: one HMGET for all, the state only of those in use
-local ids = {}
-for i = 0, n - 1 do
-  ids[i + 1] = ARGV[5 + 10 * i]
-end
 local clash = tags_in_use(k, ids)
 if clash then
   return clash
@@ -52,12 +56,11 @@ end
 -- 2. records and where each job goes
 local bodies, metas, later = {}, {}, {}
 local queued = {} -- {id, meta} of jobs ready now, in call order
-for i = 0, n - 1 do
-  local b = 5 + 10 * i
-  local id = ARGV[b]
-  local meta, run_at = records[i + 1], runs[i + 1]
+for i = 1, n do
+  local id = ids[i]
+  local meta, run_at = records[i], runs[i]
   bodies[#bodies + 1] = id
-  bodies[#bodies + 1] = ARGV[b + 1]
+  bodies[#bodies + 1] = specs[i].body
   metas[#metas + 1] = id
   metas[#metas + 1] = cjson.encode(meta)
   if run_at and run_at > now then

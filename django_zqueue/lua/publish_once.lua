@@ -15,18 +15,15 @@
 -- KEYS[10] unique STRING (this tag's reservation)
 -- KEYS[11] wait ZSET (read only to name a clash with a job waiting for its parents)
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap
--- ARGV[4] debounce_ms ('' = no debounce; else 1 .. 3650 days)
--- ARGV[5] unique_ms ('' = none; else 1 .. 3650 days)
--- ARGV[6..15] the job: id, body, priority, score, delay_ms, run_at_ms, max_retries,
---   visibility_ms, group, weight (as publish.lua; with debounce, delay_ms and run_at_ms
---   must be '')
+-- ARGV[4] the job, one MessagePack map as in publish.lua, with two more fields:
+--   debounce_ms (absent = no debounce; else 1 .. 3650 days; then no delay_ms or
+--   run_at_ms) and unique_ms (absent = none; else 1 .. 3650 days)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {'new'} written; {'replaced'} a waiting job was debounced;
 --   {'clash', state} nothing written (state: leased | dead | waiting | reserved | unknown, or
 --   ready | delayed without debounce).
 -- Work: O(log N).
 
---@include bounds
 --@include fmt
 --@include new_job
 --@include notify
@@ -38,24 +35,22 @@
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11]}
 local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local debounce = ARGV[4] ~= '' and tonumber(ARGV[4]) or nil
-local unique = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
 local now = now_ms()
-local meta, run_at, why = read_job(ARGV, 6, now)
-if not why and debounce and not is_int(debounce, 1, MAX_DELAY_MS) then
-  why = 'debounce_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']'
+local j, why = job_spec(ARGV[4])
+local meta, run_at = nil, nil
+if j then
+  meta, run_at, why = read_job(j, now, {debounce_ms = true, unique_ms = true})
 end
-if not why and debounce and (ARGV[10] ~= '' or ARGV[11] ~= '') then
+why = why or out_of_bounds(j, 'debounce_ms') or out_of_bounds(j, 'unique_ms')
+if not why and j.debounce_ms and (j.delay_ms or j.run_at_ms) then
   why = 'debounce sets the run-at: give no delay_ms or run_at_ms'
-end
-if not why and unique and not is_int(unique, 1, MAX_DELAY_MS) then
-  why = 'unique_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']'
 end
 if why then
   error('ZQ_BAD_ARGUMENT: ' .. why)
 end
+local debounce, unique = j.debounce_ms, j.unique_ms
 
-local id = ARGV[6]
+local id = j.id
 local state = tag_state(k, id)
 if state == nil and redis.call('EXISTS', KEYS[10]) == 1 then
   return {'clash', 'reserved'}
@@ -78,7 +73,7 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
     meta.k = old.k -- its dependents (a workflow parent) still wait for its end
   end
   redis.call('ZREM', k.ready, id)
-  redis.call('HSET', k.body, id, ARGV[7])
+  redis.call('HSET', k.body, id, j.body)
   redis.call('HSET', k.meta, id, cjson.encode(meta))
   redis.call('ZADD', k.delayed, run_at, id)
   notify(k.notify, 1, cap)
@@ -88,7 +83,7 @@ local score = nil
 if not (run_at and run_at > now) then
   score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes
 end
-redis.call('HSET', k.body, id, ARGV[7])
+redis.call('HSET', k.body, id, j.body)
 redis.call('HSET', k.meta, id, cjson.encode(meta))
 if score then
   redis.call('ZADD', k.ready, score, id)

@@ -7,11 +7,10 @@
 -- KEYS[9] leased ZSET   KEYS[10] wait   ZSET
 -- KEYS[10 + i] wf HASH of job i (its workflow links), i = 1..n
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] n (1..100)
--- ARGV[5 + 13*(i-1) ..] per job i: the 10 job arguments of publish.lua (id, body,
---   priority, score, delay_ms, run_at_ms, max_retries, visibility_ms, group, weight), then
---   need (parents to wait for, 0..10000; > 0: no delay), kids (JSON list of its
---   dependents [queue, tag, index], '' = none), parents (JSON list of [queue, tag],
---   '' = none)
+-- ARGV[4 + i] job i, one MessagePack map as in publish.lua, with three more fields:
+--   need (parents to wait for, 0..10000, absent = 0; > 0: no delay), kids (JSON list of
+--   its dependents [queue, tag, index], absent = none), parents (JSON list of
+--   [queue, tag], absent = none)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {0} written; or {1, id, state, ...} for the tags already in use, nothing written.
 -- Work: O(n log N) plus the size of the links written.
@@ -27,44 +26,44 @@
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10]}
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local W = 13
-if not is_int(n, 1, 100) or #KEYS ~= 10 + n or #ARGV ~= 4 + W * n then
-  error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and 13 arguments each')
+if not is_int(n, 1, 100) or #KEYS ~= 10 + n or #ARGV ~= 4 + n then
+  error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and one argument each')
 end
+local LINKS = {need = true, kids = true, parents = true}
 
 local now = now_ms()
-local records, runs = {}, {} -- each job's record and run-at, read once
-for i = 0, n - 1 do
-  local b = 5 + W * i
-  local meta, run_at, why = read_job(ARGV, b, now)
-  records[i + 1], runs[i + 1] = meta, run_at
-  local need = tonumber(ARGV[b + 10])
-  if not why and not is_int(need, 0, 10000) then
-    why = 'need must be an integer in [0, 10000]'
+local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
+for i = 1, n do
+  local j, why = job_spec(ARGV[4 + i])
+  local meta, run_at = nil, nil
+  if j then
+    meta, run_at, why = read_job(j, now, LINKS)
   end
-  if not why and need > 0 and (ARGV[b + 4] ~= '' or ARGV[b + 5] ~= '') then
+  why = why or out_of_bounds(j, 'need')
+  if not why and (j.kids ~= nil and type(j.kids) ~= 'string'
+      or j.parents ~= nil and type(j.parents) ~= 'string') then
+    why = 'kids and parents must be JSON text'
+  end
+  if not why and (j.need or 0) > 0 and (j.delay_ms or j.run_at_ms) then
     why = 'a job that waits for parents cannot be delayed'
   end
   if why then
-    error('ZQ_BAD_ARGUMENT: job ' .. (i + 1) .. ': ' .. why)
+    error('ZQ_BAD_ARGUMENT: job ' .. i .. ': ' .. why)
   end
+  specs[i], records[i], runs[i], ids[i] = j, meta, run_at, j.id
 end
 
-local ids = {}
-for i = 0, n - 1 do
-  ids[i + 1] = ARGV[5 + W * i]
-end
 local clash = tags_in_use(k, ids)
 if clash then
   return clash
 end
 
 local bodies, metas, later, waiting, queued, links = {}, {}, {}, {}, {}, {}
-for i = 0, n - 1 do
-  local b = 5 + W * i
-  local id = ARGV[b]
-  local meta, run_at = records[i + 1], runs[i + 1]
-  local need, kids, parents = tonumber(ARGV[b + 10]), ARGV[b + 11], ARGV[b + 12]
+for i = 1, n do
+  local j = specs[i]
+  local id = ids[i]
+  local meta, run_at = records[i], runs[i]
+  local need, kids, parents = j.need or 0, j.kids, j.parents
   local wf = {}
   if need > 0 then
     meta.n = need
@@ -78,20 +77,20 @@ for i = 0, n - 1 do
   else
     queued[#queued + 1] = {id, meta}
   end
-  if kids ~= '' then
+  if kids and kids ~= '' then
     meta.k = 1
     wf[#wf + 1] = 'kids'
     wf[#wf + 1] = kids
   end
-  if parents ~= '' then
+  if parents and parents ~= '' then
     wf[#wf + 1] = 'par'
     wf[#wf + 1] = parents
   end
   if #wf > 0 then
-    links[#links + 1] = {KEYS[11 + i], wf}
+    links[#links + 1] = {KEYS[10 + i], wf}
   end
   bodies[#bodies + 1] = id
-  bodies[#bodies + 1] = ARGV[b + 1]
+  bodies[#bodies + 1] = j.body
   metas[#metas + 1] = id
   metas[#metas + 1] = cjson.encode(meta)
 end

@@ -132,7 +132,7 @@ class Flows(Publishing):
             return self.publish_prepared([job])[0]
         if len(parents) > MAX_LINKS or len(set(parents)) != len(parents):
             raise InvalidArgument(f"depends_on takes 1..{MAX_LINKS} distinct jobs")
-        if job.delay_ms is not None or job.run_at_ms is not None:
+        if job.spec.delay_ms is not None or job.spec.run_at_ms is not None:
             raise InvalidArgument("a job that depends on others cannot also be delayed")
         self.ensure_layout()
         found = self.run(self.shard_for(job.tag).wf_publish([FlowJob(job, parents)]))

@@ -3,26 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Literal
 
-from .. import validate
-from ..bounds import MAX_DELAY
 from ..exceptions import DuplicateJob, InvalidArgument
+from ..jobspec import JobSpec
 from ..records import NewJob
 from .base import QueueBase
 
 #: what :meth:`Once.publish_once` did: a new job, or a waiting one debounced
 OnceResult = Literal["new", "replaced"]
-
-
-def _ms(value: float | timedelta | None, what: str) -> int | None:
-    if value is None:
-        return None
-    ms = int(validate.seconds(value, what) * 1000)
-    if not 1 <= ms <= MAX_DELAY * 1000:
-        raise InvalidArgument(f"{what} must be at least 1 ms and within 3650 days")
-    return ms
 
 
 class Once(QueueBase):
@@ -49,12 +40,16 @@ class Once(QueueBase):
         Returns ``"new"`` or ``"replaced"``; raises :class:`DuplicateJob` (nothing
         written) when the tag is running, dead or reserved (or waiting, without
         ``debounce``)."""
-        debounce_ms = _ms(debounce, "debounce")
-        unique_ms = _ms(unique_for, "unique_for")
-        if debounce_ms is not None and (job.delay_ms is not None or job.run_at_ms is not None):
-            raise InvalidArgument("debounce sets the run-at: give no delay or run_at with it")
+        if debounce is not None or unique_for is not None:
+            rules = JobSpec.build(debounce=debounce, unique_for=unique_for)
+            if rules.debounce_ms is not None and (
+                job.spec.delay_ms is not None or job.spec.run_at_ms is not None
+            ):
+                raise InvalidArgument("debounce sets the run-at: give no delay or run_at with it")
+            spec = replace(job.spec, debounce_ms=rules.debounce_ms, unique_ms=rules.unique_ms)
+            job = job._replace(spec=spec)
         self.ensure_layout()
-        call = self.shard_for(job.tag).publish_once(job, debounce_ms, unique_ms)
+        call = self.shard_for(job.tag).publish_once(job)
         outcome, state = self.run(call)
         if outcome == "clash":
             raise DuplicateJob([job.tag], [state])

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from .. import validate
 from ..connection import unavailable_as_error
 from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge
-from ..fairness import group_problem
+from ..jobspec import JobSpec
 from ..keys import partition_of
 from ..records import NewJob, encode_body, new_tag
 from .once import Once
 
 #: at most this many jobs per publish script call, so one call stays short
 PUBLISH_CHUNK = 100
+
+
+@lru_cache(maxsize=256)
+def _plain_spec(priority: int, max_retries: int) -> JobSpec:
+    """The spec of a job with only a priority and retries (checked when first made)."""
+    return JobSpec.build(priority=priority, max_retries=max_retries)
 
 
 class Publishing(Once):
@@ -41,38 +48,35 @@ class Publishing(Once):
         data = encode_body(body)
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
-        # (the queue's own options were checked with the settings)
         retries = self.options.max_retries if max_retries is None else max_retries
-        vt = None
-        if visibility_timeout is not None:
-            vt = validate.visibility_timeout_ms(visibility_timeout)
-        delay_ms = run_at_ms = None
-        if delay is not None or run_at is not None:
-            delay_ms, run_at_ms = validate.when(delay, run_at)
-        return NewJob(
-            validate.tag(tag) if tag is not None else new_tag(),
-            data,
-            validate.priority(priority),
-            None if score is None else validate.score(score),
-            delay_ms,
-            run_at_ms,
-            validate.max_retries(retries),
-            vt,
-            *self._group(group),
-        )
+        if (
+            type(priority) is int
+            and type(retries) is int
+            and score is None
+            and delay is None
+            and run_at is None
+            and visibility_timeout is None
+            and group is None
+        ):  # the common case: one spec per priority and retries, checked once
+            spec = _plain_spec(priority, retries)
+        else:
+            spec = JobSpec.build(
+                priority=priority,
+                score=score,
+                delay=delay,
+                run_at=run_at,
+                max_retries=retries,
+                visibility_timeout=visibility_timeout,
+                group=group,
+                weight=self._weight(group),
+            )
+        return NewJob(validate.tag(tag) if tag is not None else new_tag(), data, spec)
 
-    def _group(self, group: str | None) -> tuple[str | None, float | None]:
-        """The job's group key and, in a fair queue, its group's weight (None: 1)."""
-        if group is None:
-            return None, None
-        problem = group_problem(group)
-        if problem:
-            raise InvalidArgument(problem)
-        weight = None
-        if self.options.fairness == "groups":
-            w = self.options.group_weights.get(group, 1.0)
-            weight = None if w == 1.0 else w
-        return group, weight
+    def _weight(self, group: str | None) -> float | None:
+        """In a fair queue, the weight of the job's group (None: 1)."""
+        if group is None or self.options.fairness != "groups":
+            return None
+        return self.options.group_weights.get(group)
 
     def publish(
         self,
