@@ -112,3 +112,19 @@ class ScriptArgumentError(ScriptError, InvalidArgument):
     side checks the same bounds first, so this means a caller went around it."""
 
     code = "ZQ_BAD_ARGUMENT"
+
+
+class JobTimeout(ZQueueError):
+    """Raised inside a job that ran past its task's ``timeout``."""
+
+
+class JobCancelled(ZQueueError):
+    """Raised inside a job that was cancelled while it ran (``job.cancel()``) and had not
+    stopped by itself within the worker's ``cancel_grace``; on the event-loop lane, the
+    reason its coroutine was cancelled."""
+
+
+# Their documented names, as a job's last error shows them ("django_zqueue.worker.JobTimeout"):
+# django_zqueue.worker exports both.
+JobTimeout.__module__ = "django_zqueue.worker"
+JobCancelled.__module__ = "django_zqueue.worker"

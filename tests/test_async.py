@@ -564,6 +564,12 @@ def test_cancel_in_redis_stops_an_async_job_and_not_its_neighbours(
     ledger = tmp_path / "ledger"
     job = at.forever.enqueue(str(ledger))
     other = at.arecord.enqueue(str(ledger), "neighbour", 1.5)
+    failures: list[Any] = []
+
+    def on_failed(sender: Any, **kw: Any) -> None:
+        failures.append(kw.get("job"))
+
+    signals.job_failed.connect(on_failed)
     w = Worker(["default"], async_concurrency=5, scan_interval=0.05, cancel_grace=0.2)
     t = in_background(w)
     try:
@@ -574,8 +580,10 @@ def test_cancel_in_redis_stops_an_async_job_and_not_its_neighbours(
     finally:
         w.stop()
         t.join(10)
+        signals.job_failed.disconnect(on_failed)
     assert not t.is_alive()
     assert job.status() == "cancelled"
+    assert failures == []  # a cancel is not a failure: no job_failed signal (as in threads)
     assert "neighbour" in " ".join(lines(ledger))
     q = get_queue("default")
     assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}

@@ -285,3 +285,19 @@ def test_worker_start_warns_about_eviction(tmp_path: Path) -> None:
         server.stop()
     assert out.returncode == 0, out.stderr
     assert "event=redis_eviction" in out.stderr and "volatile-lru" in out.stderr
+
+
+def test_one_job_cancelled_and_one_job_timeout_both_zqueue_errors() -> None:
+    """The worker's threads, its event-loop lane and process isolation raise the same
+    two classes, exported by django_zqueue.worker and named as a job's last error
+    shows them."""
+    from django_zqueue import exceptions, worker
+    from django_zqueue.worker import aio, isolation, leases, runner
+
+    for cls in (exceptions.JobCancelled, exceptions.JobTimeout):
+        assert issubclass(cls, exceptions.ZQueueError)
+        assert f"{cls.__module__}.{cls.__name__}" == f"django_zqueue.worker.{cls.__name__}"
+    assert worker.JobCancelled is exceptions.JobCancelled
+    assert worker.JobTimeout is exceptions.JobTimeout
+    for module in (aio, isolation, runner, leases):
+        assert getattr(module, "JobCancelled", exceptions.JobCancelled) is exceptions.JobCancelled

@@ -30,8 +30,9 @@ from __future__ import annotations
 # The adaptive-prefetch constants are re-exported for reading; each part reads its own
 # module's (change them there, e.g. django_zqueue.worker.consumer.AUTO_HOLD_SECONDS).
 from ..context import JobContext, current_job
+from ..exceptions import JobCancelled, JobTimeout
 from .consumer import AUTO_HOLD_SECONDS, AUTO_PREFETCH_MAX
-from .leases import GIVE_BACK_AFTER, JobCancelled, JobTimeout
+from .leases import GIVE_BACK_AFTER
 from .processes import run_processes
 from .worker import Worker
 

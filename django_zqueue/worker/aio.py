@@ -48,6 +48,7 @@ from ..backends import MARKER
 from ..backoff import is_unavailable
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
+from ..exceptions import JobCancelled, JobTimeout
 from ..outcome import Failure, Outcome, describe, failed
 from ..queue import Message, Queue
 from ..queue.aio import AsyncQueue, wait_any
@@ -56,7 +57,6 @@ from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
 from .consumer import Consumer, Finished, Host, Reply, add_outcomes
 from .coro import bounded, span_ended
-from .leases import JobTimeout
 from .runner import flow_of, received, succeeded
 
 
@@ -68,13 +68,6 @@ class LaneHost(Host, Protocol):
 
 
 CHECK_DB_EVERY = 1.0  # seconds between checks of the async ORM's connections
-
-
-class JobCancelled(Exception):
-    """The run of a job was cancelled (:meth:`AioLane.cancel`)."""
-
-
-JobCancelled.__module__ = "django_zqueue.worker"
 
 
 def async_task_of(msg: Message) -> Task[..., Any] | None:
@@ -400,7 +393,13 @@ class AioLane:
                 raise  # the lane is stopping: the worker gives the job back
             ctx = JobContext(msg, queue, task.name if task is not None else "")
             exc = JobCancelled("cancelled while running")
-            outcome = failed(ctx, task, f"{describe(exc)}\n", exc, dead=True)
+            held = w.leases.get(queue, msg)
+            if held is not None and held.cancelled:
+                # cancelled in Redis: cancel.lua ended it; not a failure (no signal, no
+                # on_failure), and nothing is sent (leases.finish says so below)
+                outcome = Failure(describe(exc), 0.0, True, ctx, exc)
+            else:
+                outcome = failed(ctx, task, f"{describe(exc)}\n", exc, dead=True)
         finally:
             self._tasks.pop(key, None)
             self._cancelled.discard(key)

@@ -10,9 +10,9 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from .. import registry, tracing
+from ..exceptions import JobTimeout
 from ..outcome import Failure, Outcome
 from ..task import Task
-from .leases import JobTimeout
 
 
 def run_blocking(coro: Coroutine[Any, Any, Any], timeout: float | None) -> Any:

@@ -39,9 +39,9 @@ from django.db import connections
 
 from .. import dbconn
 from ..context import JobContext
+from ..exceptions import JobCancelled, JobTimeout
 from ..outcome import Failure, Outcome, Success, failed
 from ..queue import NO_RESULT
-from .leases import JobCancelled, JobTimeout
 
 if TYPE_CHECKING:
     from ..task import Task

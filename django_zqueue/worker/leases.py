@@ -24,27 +24,13 @@ from dataclasses import dataclass
 from ..backoff import as_error
 from ..context import JobContext
 from ..events import kv, log
-from ..exceptions import QueueUnavailable, ScriptError
+from ..exceptions import JobCancelled, JobTimeout, QueueUnavailable, ScriptError
 from ..queue import Message, Queue
 from ..scripts import CANCELLED
 
 REGISTER_EVERY = 10.0  # seconds between worker registrations
 GIVE_BACK_AFTER = 1.0  # adaptive prefetch: a job this slow hands its thread's waiting ones back
 WORKER_FORGOTTEN_MS = 300_000  # a registration older than this is removed
-
-
-class JobTimeout(Exception):
-    """Raised inside a job that ran past its task's ``timeout``."""
-
-
-class JobCancelled(Exception):
-    """Raised inside a job that was cancelled while it ran and had not stopped by itself
-    within the worker's ``cancel_grace``."""
-
-
-# Their documented names: a timed-out job's last error reads "django_zqueue.worker.JobTimeout"
-JobTimeout.__module__ = "django_zqueue.worker"
-JobCancelled.__module__ = "django_zqueue.worker"
 
 
 @dataclass(slots=True)

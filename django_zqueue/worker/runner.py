@@ -18,6 +18,7 @@ from .. import backend_runner, dbconn, signals, tracing
 from ..backends import MARKER
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
+from ..exceptions import JobCancelled
 from ..links import MAX_PASSED_BYTES
 from ..outcome import Failure, Outcome, Success, describe, failed
 from ..queue import NO_RESULT, Message, Queue, encode_body
@@ -25,7 +26,7 @@ from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
 from .coro import run_blocking, span_ended
 from .isolation import run_isolated
-from .leases import JobCancelled, Leases
+from .leases import Leases
 
 
 class Runner:
