@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import cache
 from importlib import resources
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar
@@ -49,9 +50,20 @@ from .jobspec import pack_job
 from .keys import QueueKeys
 from .links import FlowJob, Resolution, Resolved
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
+from .replies import (
+    AckManyCode,
+    AckReply,
+    CancelReply,
+    DeleteReply,
+    MoveReply,
+    NackReply,
+    RequeueReply,
+    TouchReply,
+)
 
 Client: TypeAlias = Any  # redis.Redis or RedisCluster
 T = TypeVar("T")
+E = TypeVar("E", bound=IntEnum)
 
 SCRIPT_NAMES = (
     "publish",
@@ -81,7 +93,7 @@ SCRIPT_NAMES = (
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
-CANCELLED = -1
+CANCELLED = TouchReply.CANCELLED
 
 
 #: ``--@include <helper>``: the script (or helper) calls something ``lua/_<helper>.lua`` defines
@@ -125,24 +137,35 @@ def _flag(reply: Any) -> bool:
     return int(reply) == 1
 
 
-def _codes(reply: Any) -> list[int]:
-    return [int(x) for x in reply]
+def _codes(reply: Any) -> list[AckManyCode]:
+    return [AckManyCode(int(x)) for x in reply]
 
 
 def _nack(reply: Any) -> NackResult:
-    code = int(reply)
-    return "retry" if code == 1 else "dead" if code in (2, 3) else None
+    code = NackReply(int(reply))
+    if code is NackReply.RETRIED:
+        return "retry"
+    return "dead" if code in (NackReply.DEAD, NackReply.DEAD_FLOW) else None
 
 
 def _acked(reply: Any) -> bool:
-    return int(reply) in (1, 2)
+    return AckReply(int(reply)) is not AckReply.STALE
+
+
+def _as(kind: type[E]) -> Callable[[Any], E]:
+    def read(reply: Any) -> E:
+        return kind(int(reply))
+
+    return read
 
 
 def flow_ended(call: Call[Any], reply: Any) -> bool:
-    """Whether an ack or nack reply says the job's end went to the workflow outbox
-    (ack 2, nack 3): its dependents are to be told (``Queue.dispatch``)."""
-    return not isinstance(reply, BaseException) and (
-        (call.script == "ack" and reply == 2) or (call.script == "nack" and reply == 3)
+    """Whether an ack or nack reply says the job's end went to the workflow outbox: its
+    dependents are to be told (``Queue.dispatch``)."""
+    if isinstance(reply, BaseException):
+        return False
+    return (call.script == "ack" and int(reply) == AckReply.ACKED_FLOW) or (
+        call.script == "nack" and int(reply) == NackReply.DEAD_FLOW
     )
 
 
@@ -341,7 +364,7 @@ class Scripts:
         args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run, passed)
         return Call("ack", keys, args, _acked)
 
-    def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[int]]:
+    def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[AckManyCode]]:
         """One call finishing up to 100 deliveries of one shard (``ack_many.lua``): per
         job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
@@ -377,35 +400,29 @@ class Scripts:
         args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
         return Call("scan", tuple(k.lifecycle()), args, ScanResult.from_reply)
 
-    def delete(self, k: QueueKeys, tag: str, waiting_only: bool) -> Call[int]:
-        """Returns 1 deleted, 0 no such job, -1 in flight (or dead with waiting_only)."""
+    def delete(self, k: QueueKeys, tag: str, waiting_only: bool) -> Call[DeleteReply]:
         keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
         wf = (k.stats, k.wait, k.wf_out, k.wf_res)
-        return Call("delete", (*keys, *wf), (tag, "1" if waiting_only else "0"), _int)
+        return Call("delete", (*keys, *wf), (tag, "1" if waiting_only else "0"), _as(DeleteReply))
 
-    def cancel(self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int) -> Call[int]:
-        """Returns 1 cancelled while waiting, 2 while running, 0 no such job, -1 dead."""
+    def cancel(self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int) -> Call[CancelReply]:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
         rest = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out, k.wf_res)
-        return Call("cancel", (*keys, *rest), (tag, ttl_ms, p.notify_cap), _int)
+        return Call("cancel", (*keys, *rest), (tag, ttl_ms, p.notify_cap), _as(CancelReply))
 
-    def run_now(self, k: QueueKeys, p: Policy, tag: str, below: float | None) -> Call[int]:
-        """Returns 1 moved to the front, 0 no such job, -1 in flight or dead."""
+    def run_now(self, k: QueueKeys, p: Policy, tag: str, below: float | None) -> Call[MoveReply]:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)
         low = "" if below is None else repr(float(below))
-        return Call("run_now", keys, (tag, low, p.notify_cap), _int)
+        return Call("run_now", keys, (tag, low, p.notify_cap), _as(MoveReply))
 
-    def set_priority(self, k: QueueKeys, p: Policy, tag: str, priority: int) -> Call[int]:
-        """Returns 1 changed, 0 no such job, -1 in flight, dead or unusable."""
+    def set_priority(self, k: QueueKeys, p: Policy, tag: str, priority: int) -> Call[MoveReply]:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.gpark)
-        return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), _int)
+        return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), _as(MoveReply))
 
-    def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[int]:
-        """Returns 1 requeued, 2 requeued and its revival recorded (workflows), 0 not dead,
-        -2 a corrupt record."""
+    def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[RequeueReply]:
         keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
         args = (tag, p.mode, p.aging_us, p.notify_cap)
-        return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, _int)
+        return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, _as(RequeueReply))
 
     def purge_dead(self, k: QueueKeys, limit: int) -> Call[int]:
         return Call("purge_dead", (k.dead, k.body, k.meta, k.errors, k.progress), (limit,), _int)

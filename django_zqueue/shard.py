@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from .keys import QueueKeys
 from .links import FlowJob, Resolution, Resolved
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
+from .replies import AckManyCode, CancelReply, DeleteReply, MoveReply, RequeueReply
 from .scripts import Call, Policy, Scripts, Standing
 
 
@@ -50,7 +51,7 @@ class Shard:
     ) -> Call[bool]:
         return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms, passed)
 
-    def ack_many(self, acks: Sequence[Ack]) -> Call[list[int]]:
+    def ack_many(self, acks: Sequence[Ack]) -> Call[list[AckManyCode]]:
         return self.scripts.ack_many(self.keys, self.policy, acks)
 
     def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
@@ -65,19 +66,19 @@ class Shard:
     def scan(self, limit: int) -> Call[ScanResult]:
         return self.scripts.scan(self.keys, self.policy, limit)
 
-    def delete(self, tag: str, waiting_only: bool) -> Call[int]:
+    def delete(self, tag: str, waiting_only: bool) -> Call[DeleteReply]:
         return self.scripts.delete(self.keys, tag, waiting_only)
 
-    def cancel(self, tag: str, ttl_ms: int) -> Call[int]:
+    def cancel(self, tag: str, ttl_ms: int) -> Call[CancelReply]:
         return self.scripts.cancel(self.keys, self.policy, tag, ttl_ms)
 
-    def run_now(self, tag: str, below: float | None) -> Call[int]:
+    def run_now(self, tag: str, below: float | None) -> Call[MoveReply]:
         return self.scripts.run_now(self.keys, self.policy, tag, below)
 
-    def set_priority(self, tag: str, priority: int) -> Call[int]:
+    def set_priority(self, tag: str, priority: int) -> Call[MoveReply]:
         return self.scripts.set_priority(self.keys, self.policy, tag, priority)
 
-    def requeue_dead(self, tag: str) -> Call[int]:
+    def requeue_dead(self, tag: str) -> Call[RequeueReply]:
         return self.scripts.requeue_dead(self.keys, self.policy, tag)
 
     def purge_dead(self, limit: int) -> Call[int]:

@@ -20,6 +20,7 @@ LAYERS: list[set[str]] = [
         "calls",
         "records",
         "jobspec",
+        "replies",
         "links",
         "validate",
         "serializer",

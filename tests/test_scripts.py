@@ -379,3 +379,30 @@ def test_calls_collects_like_a_batch_and_settles_replies_in_order(make_queue: Qu
     assert [m.tag for m in claim.result().messages] == tags[:2]
     got = info.result()
     assert got is not None and got.tag == tags[2]
+
+
+REPLY_TABLES = {
+    "ack": "AckReply",
+    "ack_many": "AckManyCode",
+    "nack": "NackReply",
+    "delete": "DeleteReply",
+    "cancel": "CancelReply",
+    "run_now": "MoveReply",
+    "set_priority": "MoveReply",
+    "requeue_dead": "RequeueReply",
+    "touch": "TouchReply",
+}
+
+
+@pytest.mark.parametrize(("script", "table"), sorted(REPLY_TABLES.items()))
+def test_reply_tables_match_the_script_headers(script: str, table: str) -> None:
+    """Every code of replies.py's table for a script is one its header's "Returns:"
+    names, and every integer code the header names is in the table."""
+    from django_zqueue import replies
+
+    kind = getattr(replies, table)
+    header = op_source(script).split("\n\n")[0]
+    returns = header[header.index("Returns:") :].split("-- Work:")[0]
+    # the codes are the one-digit numbers (-2 to 3) the text names
+    named = {int(x) for x in re.findall(r"(?<![\w.\[-])(-?[0-3])(?=[ ;:,)]|$)", returns)}
+    assert {m.value for m in kind} == named, (script, returns)

@@ -35,6 +35,7 @@ from ..exceptions import DuplicateJob, InvalidArgument, QueueUnavailable
 from ..keys import partition_of
 from ..read.pipeline import queue_ahead
 from ..records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
+from ..replies import CancelReply
 from ..scripts import Call, script_error, source
 from .consume import MAX_BATCH, NO_RESULT
 from .control import CANCELLED_TTL, CancelledJob, read_cancelled
@@ -250,7 +251,8 @@ class AsyncQueue:
         """:meth:`Queue.cancel`: cancel a job that waits or runs (``cancel.lua``); False
         when there is no such job, or it is dead."""
         ttl_ms = int(CANCELLED_TTL * 1000)
-        done = await self.run(self.queue.shard_for(_tag(tag)).cancel(tag, ttl_ms)) in (1, 2)
+        reply = await self.run(self.queue.shard_for(_tag(tag)).cancel(tag, ttl_ms))
+        done = reply in (CancelReply.WAITING, CancelReply.RUNNING)
         if done:  # a workflow job's end goes to its dependents now, as the sync cancel does
             await asyncio.to_thread(self.queue.settle_ends, [tag])
         return done

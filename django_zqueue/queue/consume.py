@@ -17,6 +17,7 @@ from ..bounds import MAX_VISIBILITY_TIMEOUT
 from ..connection import unavailable_as_error, wait_any
 from ..exceptions import InvalidArgument
 from ..records import Ack, Claimed, Message, NackResult, encode_body, from_ms
+from ..replies import AckManyCode
 from ..scripts import Call, Pending, Sink
 from .base import MAX_BLOCK, QueueBase
 
@@ -38,20 +39,20 @@ class AckReply:
 
     __slots__ = ("ack", "index", "pending", "redo")
 
-    def __init__(self, ack: Ack, pending: Pending[list[int]], index: int) -> None:
+    def __init__(self, ack: Ack, pending: Pending[list[AckManyCode]], index: int) -> None:
         self.ack = ack
         self.pending = pending
         self.index = index
         self.redo: Pending[bool] | None = None
 
-    def code(self) -> int:
-        """``ack_many``'s code for this job: 1 acked, 0 stale, 2 left to ``ack.lua``."""
+    def code(self) -> AckManyCode:
+        """``ack_many``'s code for this job."""
         return self.pending.result()[self.index]
 
     def result(self) -> bool:
         if self.redo is not None:
             return self.redo.result()
-        return self.code() == 1
+        return self.code() is AckManyCode.ACKED
 
     @property
     def failed(self) -> BaseException | None:
@@ -261,7 +262,9 @@ class Consuming(QueueBase):
         """After the batch of :meth:`add_acks` was sent: ack with ``ack.lua`` each job
         ``ack_many`` left to it (a record with fields only ``ack.lua`` handles), in one
         more round trip, only when there are any."""
-        later = [r for r in replies if r.pending.failed is None and r.code() == 2]
+        later = [
+            r for r in replies if r.pending.failed is None and r.code() is AckManyCode.TO_ACK_LUA
+        ]
         if not later:
             return
         batch = self.batch()

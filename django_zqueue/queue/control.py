@@ -17,6 +17,7 @@ from ..bounds import MAX_DELAY
 from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
 from ..records import from_ms
+from ..replies import CancelReply, MoveReply
 from .base import QueueBase
 
 #: seconds a cancelled job's record is kept (the ``cancelled`` state), by default
@@ -24,7 +25,12 @@ CANCELLED_TTL = 86400.0
 
 #: what :meth:`Control.cancel_job` did: cancelled while waiting, while running, or nothing
 CancelResult = Literal["waiting", "running", "dead", "missing"]
-_CANCEL: dict[int, CancelResult] = {1: "waiting", 2: "running", -1: "dead", 0: "missing"}
+_CANCEL: dict[CancelReply, CancelResult] = {
+    CancelReply.WAITING: "waiting",
+    CancelReply.RUNNING: "running",
+    CancelReply.DEAD: "dead",
+    CancelReply.MISSING: "missing",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +87,7 @@ class Control(QueueBase):
         if not 1 <= ms <= MAX_DELAY * 1000:
             raise InvalidArgument("ttl must be at least 1 ms and within 3650 days")
         reply = self.run(self.shard_for(validate.tag(tag)).cancel(tag, ms))
-        if reply in (1, 2):  # a workflow job's end goes to its dependents now
+        if reply in (CancelReply.WAITING, CancelReply.RUNNING):  # its dependents are told now
             self.settle_ends([tag])
         return _CANCEL[reply]
 
@@ -112,7 +118,7 @@ class Control(QueueBase):
                     pipe.zrange(s.keys.ready, 0, 0, withscores=True)
                 heads = [float(r[0][1]) for r in pipe.execute() if r]
             below = min(heads) if heads else None
-        return self.run(shard.run_now(tag, below)) == 1
+        return self.run(shard.run_now(tag, below)) is MoveReply.MOVED
 
     def set_priority(self, tag: str, priority: int) -> bool:
         """Change a waiting job's priority (``set_priority.lua``): a ready job moves to
@@ -121,7 +127,7 @@ class Control(QueueBase):
         delayed job takes it when due. False when the job is not waiting in line (in
         flight, dead, waiting for its parents, or no such job)."""
         p = validate.priority(priority)
-        return self.run(self.shard_for(validate.tag(tag)).set_priority(tag, p)) == 1
+        return self.run(self.shard_for(validate.tag(tag)).set_priority(tag, p)) is MoveReply.MOVED
 
     # ----------------------------------------------------------------- the whole queue
 

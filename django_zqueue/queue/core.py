@@ -10,6 +10,7 @@ from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
 from ..keys import layout_key
 from ..records import NewJob, ScanResult
+from ..replies import DeleteReply, RequeueReply
 from .consume import Consuming
 from .control import Control
 from .flow import Flows
@@ -38,7 +39,8 @@ class Queue(Flows, Consuming, Lookup, Control):
         Returns False when there is no such job, or when it is in flight (a consumer
         holds its lease; it is left alone).
         """
-        deleted = self.run(self.shard_for(validate.tag(tag)).delete(tag, False)) == 1
+        reply = self.run(self.shard_for(validate.tag(tag)).delete(tag, False))
+        deleted = reply is DeleteReply.DELETED
         if deleted:
             self.settle_ends([tag])
         return deleted
@@ -46,9 +48,9 @@ class Queue(Flows, Consuming, Lookup, Control):
     def requeue_dead(self, tag: str) -> bool:
         """Put a dead job back in line with its attempts reset. False if it isn't dead."""
         done = self.run(self.shard_for(validate.tag(tag)).requeue_dead(tag))
-        if done == 2:  # a workflow job: its buried dependents wait again
+        if done is RequeueReply.REQUEUED_FLOW:  # a workflow job: its buried dependents wait again
             self.dispatch([tag])
-        return done >= 1
+        return done in (RequeueReply.REQUEUED, RequeueReply.REQUEUED_FLOW)
 
     def purge_dead(self) -> int:
         """Delete every dead letter, in bounded script calls. Returns how many."""
