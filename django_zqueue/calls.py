@@ -14,7 +14,7 @@ from redis.cluster import ClusterPipeline
 from redis.exceptions import NoScriptError, ResponseError
 
 from .connection import UNAVAILABLE_ERRORS
-from .exceptions import ScriptArgumentError, ScriptError, SequenceExhausted
+from .exceptions import QueueFull, ScriptArgumentError, ScriptError, SequenceExhausted
 
 Arg: TypeAlias = str | bytes | int | float
 
@@ -84,9 +84,10 @@ T = TypeVar("T")
 
 
 #: the ``ZQ_*`` error codes scripts raise, and the exception each one becomes
-ERRORS: dict[str, type[ScriptError]] = {
+ERRORS: dict[str, type[ScriptError] | type[QueueFull]] = {
     SequenceExhausted.code: SequenceExhausted,
     ScriptArgumentError.code: ScriptArgumentError,
+    QueueFull.code: QueueFull,
 }
 
 
@@ -97,6 +98,9 @@ def script_error(script: str, exc: ResponseError) -> BaseException:
     message = str(exc)
     if isinstance(exc, UNAVAILABLE_ERRORS) or message.startswith("BUSY"):
         return exc
+    if QueueFull.code in message:  # an answer to the caller, not a fault: its own words
+        said = message[message.index(QueueFull.code) + len(QueueFull.code) + 2 :]
+        return QueueFull(said.split(" script: ")[0].strip())
     for code, cls in ERRORS.items():
         if code in message:
             return cls(f"{script}: {message}")

@@ -91,6 +91,7 @@ class QueueOptions:
     group_weights: Mapping[str, float] = field(default_factory=dict)  # absent: weight 1
     group_concurrency: int | None = None  # most jobs of one group in flight
     group_qps: float | None = None  # most starts of one group per second
+    max_length: int | None = None  # most jobs waiting (ready + delayed); past it: QueueFull
 
     @property
     def visibility_timeout_ms(self) -> int:
@@ -293,6 +294,14 @@ def _positive_options(
     _positive(name, merged, kw, out, "max_payload_bytes", integer=True)
     _positive(name, merged, kw, out, "priority_aging_seconds")
     _positive(name, merged, kw, out, "scan_batch", integer=True)
+    _positive(name, merged, kw, out, "max_length", integer=True, allow_none=True)
+    if (kw.get("max_length") or 0) > bounds.MAX_QUEUE_LENGTH:
+        out.add(
+            "E007",
+            f"Queue {name!r}: max_length must be at most {bounds.MAX_QUEUE_LENGTH}.",
+            "Use None for no limit.",
+        )
+        kw.pop("max_length")
 
 
 def _retry_options(

@@ -66,6 +66,20 @@ class DuplicateJob(ZQueueError):
         return self.tags[0]
 
 
+class QueueFull(ZQueueError):
+    """The queue already holds its ``max_length`` waiting jobs (ready and delayed), so
+    the publish was refused and wrote nothing: retry later, or raise the queue's
+    ``max_length``. ``published`` lists the tags of the same ``publish_many`` call that
+    *were* written (only possible when the call spans several script calls and other
+    clients filled the queue between its check and a later chunk)."""
+
+    code = "ZQ_QUEUE_FULL"
+
+    def __init__(self, message: str, published: list[str] | None = None) -> None:
+        self.published = published or []
+        super().__init__(message)
+
+
 class QueueUnavailable(ZQueueError):
     """Redis could not be reached (connection refused, timed out, or dropped).
 

@@ -249,6 +249,7 @@ class Policy:
     promote_limit: int
     group_concurrency: int = 0  # fair queues: jobs of one group in flight (0: no limit)
     group_qps: float = 0  # fair queues: starts of one group per second (0: no limit)
+    max_length: int = 0  # most jobs ready + delayed per shard at a publish (0: no limit)
 
 
 class Scripts:
@@ -296,14 +297,14 @@ class Scripts:
     ) -> Call[list[tuple[str, str]]]:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), *map(job_arg, jobs))
+        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, *map(job_arg, jobs))
         return Call("publish", (*keys, k.wait), args, _clashes)
 
     def publish_once(self, k: QueueKeys, p: Policy, job: NewJob) -> Call[tuple[str, str]]:
         """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
         ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, job_arg(job))
+        args = (p.mode, p.aging_us, p.notify_cap, job_arg(job), p.max_length)
         return Call("publish_once", (*keys, k.unique(job.tag), k.wait), args, _once)
 
     def claim(
@@ -473,7 +474,7 @@ class Scripts:
     ) -> Call[list[tuple[str, str]]]:
         """As :meth:`publish`, with each job's links (at most 100 jobs)."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, len(jobs))
+        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length)
         specs = tuple(job_arg(fj.job, fj.link_fields()) for fj in jobs)
         wf = tuple(k.wf(fj.job.tag) for fj in jobs)
         return Call("wf_publish", (*keys, k.wait, *wf), (*args, *specs), _clashes)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.exceptions import QueueFull, ZQueueError
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue
 from django_zqueue.records import NewJob
@@ -122,7 +123,7 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
             keys = q.scripts.publish(q.keys, q.policy, [NewJob("t", b"1")]).keys
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
                 q.client.evalsha(
-                    q.scripts.sha("publish"), len(keys), *keys, "strict", 0, 64, 1, arg
+                    q.scripts.sha("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, arg
                 )
     assert q.counts()["ready"] == 0
 
@@ -335,8 +336,14 @@ def test_error_replies_map_through_one_table(q: Queue) -> None:
         if f.name.endswith(".lua")
         for code in re.findall(r"error\('(ZQ_[A-Z_]+)", f.read_text(encoding="utf-8"))
     }
-    assert set(ERRORS) == raised == {"ZQ_SEQUENCE_EXHAUSTED", "ZQ_BAD_ARGUMENT"}
-    assert all(issubclass(cls, ScriptError) for cls in ERRORS.values())
+    assert set(ERRORS) == raised == {"ZQ_SEQUENCE_EXHAUSTED", "ZQ_BAD_ARGUMENT", "ZQ_QUEUE_FULL"}
+    assert all(issubclass(cls, ScriptError | QueueFull) for cls in ERRORS.values())
+    full = redis.exceptions.ResponseError(
+        "ZQ_QUEUE_FULL: 3 jobs wait and 1 more would pass max_length 3; retry script: abc"
+    )
+    mapped = script_error("publish", full)
+    assert isinstance(mapped, QueueFull) and isinstance(mapped, ZQueueError)
+    assert str(mapped) == "3 jobs wait and 1 more would pass max_length 3; retry"
 
 
 def test_a_script_error_reply_in_a_batch_is_raised_typed(

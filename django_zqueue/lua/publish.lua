@@ -6,11 +6,12 @@
 -- KEYS[10] wait     ZSET (read only to name a clash with a job waiting for its parents)
 -- ARGV[1] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[2] aging_us (µs one priority step is worth)
 -- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
--- ARGV[4 + i] job i, one MessagePack map (_new_job.lua, django_zqueue/jobspec.py): id,
+-- ARGV[5] max_length (most jobs ready + delayed in this shard; 0 = no limit)
+-- ARGV[5 + i] job i, one MessagePack map (_new_job.lua, django_zqueue/jobspec.py): id,
 --   body and the options it sets by name (priority, score, delay_ms, run_at_ms,
 --   max_retries, visibility_timeout_ms, group, weight)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose fields are out of bounds or
---   unknown.
+--   unknown; ZQ_QUEUE_FULL (nothing written) when the n jobs do not fit in max_length.
 -- Returns: {0} written; or {1, id, state, id, state, ...} for the tags already in use
 --          (state: ready | delayed | leased | dead | waiting | batch), nothing written.
 -- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
@@ -23,6 +24,7 @@
 --@include ready_scores
 --@include series
 --@include notify
+--@include room
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10]}
@@ -30,13 +32,14 @@ local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), to
 
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
 -- from writing a record that other scripts would refuse)
-if not is_int(n, 1, 100) or #ARGV ~= 4 + n then
+local max_length = tonumber(ARGV[5])
+if not is_int(n, 1, 100) or #ARGV ~= 5 + n or not is_int(max_length, 0, MAX_QUEUE_LENGTH) then
   error('ZQ_BAD_ARGUMENT: publish takes 1..100 jobs, one argument each')
 end
 local now = now_ms()
 local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
 for i = 1, n do
-  local j, why = job_spec(ARGV[4 + i])
+  local j, why = job_spec(ARGV[5 + i])
   local meta, run_at = nil, nil
   if j then
     meta, run_at, why = read_job(j, now)
@@ -52,6 +55,7 @@ local clash = tags_in_use(k, ids)
 if clash then
   return clash
 end
+check_room(k, max_length, n)
 
 -- 2. records and where each job goes
 local bodies, metas, later = {}, {}, {}

@@ -18,7 +18,9 @@
 -- ARGV[4] the job, one MessagePack map as in publish.lua, with two more fields:
 --   debounce_ms (absent = no debounce; else 1 .. 3650 days; then no delay_ms or
 --   run_at_ms) and unique_ms (absent = none; else 1 .. 3650 days)
--- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- ARGV[5] max_length (as publish.lua; a debounced job replaced in place is not counted)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds; ZQ_QUEUE_FULL
+--   (nothing written) for a new job past max_length.
 -- Returns: {'new'} written; {'replaced'} a waiting job was debounced;
 --   {'clash', state} nothing written (state: leased | dead | waiting | reserved | unknown, or
 --   ready | delayed without debounce).
@@ -26,7 +28,9 @@
 
 --@include fmt
 --@include new_job
+--@include bounds
 --@include notify
+--@include room
 --@include now_ms
 --@include ready_scores
 --@include series
@@ -49,6 +53,10 @@ if why then
   error('ZQ_BAD_ARGUMENT: ' .. why)
 end
 local debounce, unique = j.debounce_ms, j.unique_ms
+local max_length = tonumber(ARGV[5])
+if not is_int(max_length, 0, MAX_QUEUE_LENGTH) then
+  error('ZQ_BAD_ARGUMENT: max_length must be an integer in [0, ' .. MAX_QUEUE_LENGTH .. ']')
+end
 
 local id = j.id
 local state = tag_state(k, id)
@@ -79,6 +87,7 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
   notify(k.notify, 1, cap)
   return {'replaced'}
 end
+check_room(k, max_length, 1)
 local score = nil
 if not (run_at and run_at > now) then
   score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes

@@ -7,16 +7,20 @@
 -- KEYS[9] leased ZSET   KEYS[10] wait   ZSET
 -- KEYS[10 + i] wf HASH of job i (its workflow links), i = 1..n
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] n (1..100)
--- ARGV[4 + i] job i, one MessagePack map as in publish.lua, with three more fields:
+-- ARGV[5] max_length (as publish.lua; counts the jobs that enter ready or delayed now,
+--   not those that wait for parents)
+-- ARGV[5 + i] job i, one MessagePack map as in publish.lua, with three more fields:
 --   need (parents to wait for, 0..10000, absent = 0; > 0: no delay), kids (JSON list of
 --   its dependents [queue, tag, index], absent = none), parents (JSON list of
 --   [queue, tag], absent = none)
--- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds; ZQ_QUEUE_FULL
+--   (nothing written) past max_length.
 -- Returns: {0} written; or {1, id, state, ...} for the tags already in use, nothing written.
 -- Work: O(n log N) plus the size of the links written.
 
 --@include new_job
 --@include notify
+--@include room
 --@include now_ms
 --@include ready_scores
 --@include series
@@ -26,7 +30,9 @@
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10]}
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if not is_int(n, 1, 100) or #KEYS ~= 10 + n or #ARGV ~= 4 + n then
+local max_length = tonumber(ARGV[5])
+if not is_int(n, 1, 100) or #KEYS ~= 10 + n or #ARGV ~= 5 + n
+    or not is_int(max_length, 0, MAX_QUEUE_LENGTH) then
   error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and one argument each')
 end
 local LINKS = {need = true, kids = true, parents = true}
@@ -34,7 +40,7 @@ local LINKS = {need = true, kids = true, parents = true}
 local now = now_ms()
 local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
 for i = 1, n do
-  local j, why = job_spec(ARGV[4 + i])
+  local j, why = job_spec(ARGV[5 + i])
   local meta, run_at = nil, nil
   if j then
     meta, run_at, why = read_job(j, now, LINKS)
@@ -57,6 +63,13 @@ local clash = tags_in_use(k, ids)
 if clash then
   return clash
 end
+local entering = 0
+for i = 1, n do
+  if (specs[i].need or 0) == 0 then
+    entering = entering + 1
+  end
+end
+check_room(k, max_length, entering)
 
 local bodies, metas, later, waiting, queued, links = {}, {}, {}, {}, {}, {}
 for i = 1, n do

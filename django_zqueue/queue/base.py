@@ -87,6 +87,8 @@ class QueueBase:
             promote_limit=PROMOTE_LIMIT,
             group_concurrency=o.group_concurrency or 0,
             group_qps=o.group_qps or 0,
+            # on a partitioned queue each partition holds its share
+            max_length=-(-(o.max_length or 0) // n),
         )
         #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)
         self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK

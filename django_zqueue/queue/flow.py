@@ -25,7 +25,7 @@ from ..links import passed_results as decode_results
 from ..records import NewJob
 from ..scripts import Call
 from .base import RESOLVER, QueueBase
-from .publish import PUBLISH_CHUNK, Publishing
+from .publish import PUBLISH_CHUNK, Publishing, room_or_full
 
 #: entries one ``wf_resolve`` call applies, and outbox entries one drain step reads
 RESOLVE_CHUNK = 100
@@ -159,14 +159,20 @@ class Flows(Publishing):
         for i in range(0, len(now), RESOLVE_CHUNK):
             self.run(self.shard_for(tag).wf_resolve(now[i : i + RESOLVE_CHUNK]))
 
-    def flow_calls(self, jobs: Sequence[FlowJob]) -> list[Call[list[tuple[str, str]]]]:
-        """The ``wf_publish`` calls of jobs of this queue: per shard, per 100 jobs."""
+    def flow_calls(
+        self, jobs: Sequence[FlowJob]
+    ) -> list[tuple[Call[list[tuple[str, str]]], list[str]]]:
+        """The ``wf_publish`` calls of jobs of this queue (per shard, per 100 jobs), each
+        with the tags it writes."""
         self.ensure_layout()
         groups: dict[int, list[FlowJob]] = {}
         for fj in jobs:
             groups.setdefault(self.shard_for(fj.job.tag).index, []).append(fj)
         return [
-            self.shards[s].wf_publish(group[i : i + PUBLISH_CHUNK])
+            (
+                self.shards[s].wf_publish(group[i : i + PUBLISH_CHUNK]),
+                [fj.job.tag for fj in group[i : i + PUBLISH_CHUNK]],
+            )
             for s, group in sorted(groups.items())
             for i in range(0, len(group), PUBLISH_CHUNK)
         ]
@@ -295,37 +301,60 @@ class Flows(Publishing):
 def publish_flow(parts: Sequence[tuple[Flows, FlowJob]]) -> list[str]:
     """Publish the jobs of a workflow over any queues: first every job that waits for
     parents (they cannot run yet), then the others, so a parent never ends before its
-    dependents exist. Tags are checked for clashes first (nothing written on a clash).
-    If the second step fails, the waiting jobs of the first are deleted again."""
+    dependents exist. Tags and room (``max_length``) are checked first (nothing written
+    on a clash or a full queue). If a step fails, every job already written by this call
+    is deleted again."""
     if not parts:
         return []
     check_free(parts)
+    check_room([(q, fj) for q, fj in parts if not fj.need])
     first = [(q, fj) for q, fj in parts if fj.need]
     second = [(q, fj) for q, fj in parts if not fj.need]
-    sent: list[tuple[Flows, FlowJob]] = []
+    written: list[tuple[Flows, str]] = []
     try:
         for step in (first, second):
-            _send_step(step)
-            sent.extend(step)
+            _send_step(step, written)
     except Exception:
-        for q, fj in sent:
+        for q, tag in written:
             with contextlib.suppress(Exception):  # the original error says more
-                q.run(q.shard_for(fj.job.tag).delete(fj.job.tag, False))
+                q.run(q.shard_for(tag).delete(tag, False))
         raise
     return [fj.job.tag for _, fj in parts]
 
 
-def _send_step(step: Sequence[tuple[Flows, FlowJob]]) -> None:
+def _send_step(step: Sequence[tuple[Flows, FlowJob]], written: list[tuple[Flows, str]]) -> None:
+    """Send one step's calls in one round trip; add to ``written`` the tags of each call
+    that wrote its jobs (a call refused on a clash or a full queue wrote nothing)."""
     by_queue: dict[str, tuple[Flows, list[FlowJob]]] = {}
     for q, fj in step:
         by_queue.setdefault(q.name, (q, []))[1].append(fj)
-    calls = [c for q, jobs in by_queue.values() for c in q.flow_calls(jobs)]
+    calls = [(q, call, tags) for q, jobs in by_queue.values() for call, tags in q.flow_calls(jobs)]
     if not calls:
         return
     head = next(iter(by_queue.values()))[0]
-    clashes = [c for found in head.run_all(calls) for c in found]
+    batch = head.batch()
+    pending = [batch.add(call) for _, call, _ in calls]
+    head.send(batch)
+    clashes: list[tuple[str, str]] = []
+    for (q, _, tags), p in zip(calls, pending, strict=True):
+        if p.failed is None and not p.result():
+            written.extend((q, t) for t in tags)
+    for p in pending:
+        clashes.extend(p.result())  # the first failed call raises
     if clashes:
         raise DuplicateJob([t for t, _ in clashes], [s for _, s in clashes])
+
+
+def check_room(parts: Sequence[tuple[Flows, FlowJob]]) -> None:
+    """QueueFull (nothing written) when the jobs that enter a line now do not fit in
+    their shard's ``max_length``: one round trip, only for queues with a limit."""
+    need: dict[tuple[str, int], tuple[Flows, int]] = {}
+    for q, fj in parts:
+        if q.policy.max_length:
+            key = (q.name, q.shard_for(fj.job.tag).index)
+            need[key] = (q, need.get(key, (q, 0))[1] + 1)
+    if need:
+        room_or_full([(q.shards[i], n) for (_, i), (q, n) in need.items()], parts[0][0])
 
 
 def check_free(parts: Sequence[tuple[Flows, FlowJob]]) -> None:

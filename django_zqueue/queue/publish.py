@@ -10,14 +10,43 @@ from typing import Any
 
 from .. import validate
 from ..connection import unavailable_as_error
-from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge
+from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge, QueueFull
 from ..jobspec import JobSpec
 from ..keys import partition_of
 from ..records import NewJob, encode_body, new_tag
+from ..shard import Shard
+from .base import QueueBase
 from .once import Once
 
 #: at most this many jobs per publish script call, so one call stays short
 PUBLISH_CHUNK = 100
+
+
+def room_or_full(counts: Sequence[tuple[Shard, int]], head: QueueBase) -> None:
+    """:class:`QueueFull` (nothing written) when ``n`` more jobs do not fit in a shard's
+    ``max_length`` (``counts``: shard, new jobs), read in one round trip: the check
+    before a publish that spans several script calls (each call checks again)."""
+    total: dict[int, tuple[Shard, int]] = {}
+    for shard, n in counts:
+        if shard.policy.max_length:
+            total[id(shard)] = (shard, total.get(id(shard), (shard, 0))[1] + n)
+    counts = list(total.values())
+    if not counts:
+        return
+    with unavailable_as_error():
+        pipe = head.client.pipeline(transaction=False)
+        for shard, _ in counts:
+            pipe.zcard(shard.keys.ready)
+            pipe.zcard(shard.keys.delayed)
+        sizes = pipe.execute()
+    for i, (shard, n) in enumerate(counts):
+        waiting = int(sizes[2 * i]) + int(sizes[2 * i + 1])
+        if waiting + n > shard.policy.max_length:
+            raise QueueFull(
+                f"{waiting} jobs wait and {n} more would pass max_length "
+                f"{shard.policy.max_length}; nothing was written: retry later, or raise "
+                "the queue option max_length"
+            )
 
 
 @lru_cache(maxsize=256)
@@ -191,9 +220,28 @@ class Publishing(Once):
             for p, group in sorted(groups.items())
             for i in range(0, len(group), PUBLISH_CHUNK)
         ]
-        if len(chunks) > 1:  # several calls are not atomic together: check for clashes first
+        if len(chunks) > 1:  # several calls are not atomic together: check first
             self._precheck_tags(tags)
-        replies = self.run_all([shard.publish(chunk) for shard, chunk in chunks])
+            room_or_full([(shard, len(chunk)) for shard, chunk in chunks], self)
+        batch = self.batch()
+        pending = [batch.add(shard.publish(chunk)) for shard, chunk in chunks]
+        self.send(batch)
+        replies: list[list[tuple[str, str]]] = []
+        full: QueueFull | None = None
+        for p in pending:
+            try:
+                replies.append(p.result())
+            except QueueFull as exc:  # filled by others since the check
+                full = full or exc
+                replies.append([("", "full")])  # not written
+        if full is not None:  # say what was written
+            written = [
+                job.tag
+                for (_, chunk), found in zip(chunks, replies, strict=True)
+                if not found
+                for job in chunk
+            ]
+            raise QueueFull(str(full), written)
         return self._published([chunk for _, chunk in chunks], replies, tags)
 
     @staticmethod
