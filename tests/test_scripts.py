@@ -334,7 +334,7 @@ def test_error_replies_map_through_one_table(q: Queue) -> None:
         code
         for f in LUA.iterdir()
         if f.name.endswith(".lua")
-        for code in re.findall(r"error\('(ZQ_[A-Z_]+)", f.read_text(encoding="utf-8"))
+        for code in re.findall(r"'(ZQ_[A-Z_]+):", f.read_text(encoding="utf-8"))
     }
     assert set(ERRORS) == raised == {"ZQ_SEQUENCE_EXHAUSTED", "ZQ_BAD_ARGUMENT", "ZQ_QUEUE_FULL"}
     assert all(issubclass(cls, ScriptError | QueueFull) for cls in ERRORS.values())
