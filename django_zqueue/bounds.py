@@ -54,6 +54,9 @@ JOB_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "visibility_timeout_ms": (MIN_VISIBILITY_TIMEOUT * 1000, MAX_VISIBILITY_TIMEOUT * 1000, True),
     "weight": (MIN_WEIGHT, MAX_WEIGHT, False),
     "debounce_ms": (1, _MAX_DELAY_MS, True),
+    # a job not started by then ends "expired": from now, or absolute (client's clock)
+    "expires_in_ms": (1, _MAX_DELAY_MS, True),
+    "expires_at_ms": (0, MAX_EXACT, True),
     "unique_ms": (1, _MAX_DELAY_MS, True),
     "need": (0, MAX_LINKS, True),
     "group_bytes": (1, MAX_GROUP_BYTES, True),

@@ -68,9 +68,9 @@ class Job:
 
     def status(self) -> str:
         """``ready``, ``waiting`` (for its parents: a workflow), ``delayed``, ``running``,
-        ``dead``, ``finished`` (a result is kept), ``cancelled`` (its cancel record is
-        kept), or ``unknown`` (finished without a kept result, or never published: e.g.
-        its transaction rolled back)."""
+        ``dead``, ``expired`` (not started before its expiry), ``finished`` (a result is
+        kept), ``cancelled`` (its cancel record is kept), or ``unknown`` (finished without
+        a kept result, or never published: e.g. its transaction rolled back)."""
         state = self.queue.state(self.id)
         if state == "leased":
             return "running"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import struct
+import time
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
@@ -87,6 +88,8 @@ class JobSpec:
     - ``max_retries``; ``visibility_timeout_ms``: the job's own lease length.
     - ``group`` (its group key) and ``weight`` (its group's weight in a fair queue).
     - ``debounce_ms`` and ``unique_ms``: the rules of ``publish_once``.
+    - ``expires_in_ms`` (from now, on Redis' clock) or ``expires_at_ms`` (absolute): a job
+      not started by then never starts; it ends in the state ``expired``.
     """
 
     priority: int = 0
@@ -99,6 +102,8 @@ class JobSpec:
     weight: float | None = None
     debounce_ms: int | None = None
     unique_ms: int | None = None
+    expires_in_ms: int | None = None
+    expires_at_ms: int | None = None
     #: the options as encoded MessagePack pairs, made once per spec (not a field to set)
     packed: bytes = field(default=b"", compare=False, repr=False)
     #: how many pairs ``packed`` holds
@@ -128,6 +133,7 @@ class JobSpec:
         weight: float | None = None,
         debounce: float | timedelta | None = None,
         unique_for: float | timedelta | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> JobSpec:
         """The spec of these options as a caller gives them (seconds or timedelta,
         aware datetimes), each checked against :mod:`~django_zqueue.bounds`; raises
@@ -135,6 +141,7 @@ class JobSpec:
         delay_ms = run_at_ms = None
         if delay is not None or run_at is not None:
             delay_ms, run_at_ms = validate.when(delay, run_at)
+        expires_in_ms, expires_at_ms = _expiry(expires)
         debounce_ms = _positive_ms(debounce, "debounce")
         if debounce_ms is not None and (delay_ms is not None or run_at_ms is not None):
             raise InvalidArgument("debounce sets the run-at: give no delay or run_at with it")
@@ -163,7 +170,27 @@ class JobSpec:
             weight=None if weight is None or weight == 1.0 else float(weight),
             debounce_ms=debounce_ms,
             unique_ms=_positive_ms(unique_for, "unique_for"),
+            expires_in_ms=expires_in_ms,
+            expires_at_ms=expires_at_ms,
         )
+
+
+def _expiry(value: float | timedelta | datetime | None) -> tuple[int | None, int | None]:
+    """``expires`` as the spec's (expires_in_ms, expires_at_ms): seconds or a timedelta
+    from now (Redis' clock), or an aware datetime; refused when not in the future."""
+    if value is None:
+        return None, None
+    if isinstance(value, datetime):
+        _, at_ms = validate.when(None, value)
+        assert at_ms is not None
+        if at_ms <= time.time() * 1000:
+            raise InvalidArgument(f"expires is in the past: {value.isoformat()}")
+        return None, at_ms
+    ms = validate.seconds(value, "expires") * 1000
+    lo, hi, _ = bounds.JOB_BOUNDS["expires_in_ms"]
+    if not lo <= ms <= hi:
+        raise InvalidArgument("expires must be at least 1 ms from now and within 3650 days")
+    return int(ms), None
 
 
 def _positive_ms(value: float | timedelta | None, what: str) -> int | None:

@@ -42,6 +42,8 @@ class QueueKeys:
     wait: str  # ZSET id -> ms it began waiting for its parents (workflows: "waiting")
     wf_out: str  # ZSET id -> ms its end was recorded: the workflow outbox
     wf_res: str  # HASH id -> "1<result JSON>" (succeeded) or "0" (failed): outbox entries
+    expiry: str  # ZSET id -> ms it expires unless started (jobs with an expiry: index)
+    expired: str  # ZSET id -> ms it expired (terminal state "expired"; its record kept)
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -106,6 +108,8 @@ class QueueKeys:
             self.grate,
             self.gpark,
             self.gwait,
+            self.expiry,
+            self.expired,
         ]
 
 
@@ -139,6 +143,8 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         wait=f"{tag}:wait",
         wf_out=f"{tag}:wf_out",
         wf_res=f"{tag}:wf_res",
+        expiry=f"{tag}:expiry",
+        expired=f"{tag}:expired",
     )
 
 

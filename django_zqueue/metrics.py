@@ -62,6 +62,7 @@ COUNTERS = (
     ("requeued", "Dead letters put back in line."),
     ("released", "Deliveries given back unrun."),
     ("cancelled", "Running jobs cancelled (a waiting job cancelled counts as deleted)."),
+    ("jobs_expired", "Jobs not started before their expiry, ended in the state expired."),
 )
 #: groups per fair queue in the metrics, and jobs of each state read to find them
 TOP_GROUPS = 5

@@ -13,7 +13,7 @@
 The job record (``meta`` hash, one JSON object per job) uses short fields: ``p`` priority,
 ``a`` attempts, ``m`` max retries, ``t`` delivery token, ``e`` enqueued at (ms), ``v``
 the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score,
-``g`` the group key, ``w`` the group's weight in a fair queue.
+``g`` the group key, ``w`` the group's weight in a fair queue, ``x`` its expiry (ms).
 Only this module reads them on the Python side.
 """
 
@@ -203,7 +203,7 @@ class JobInfo:
 
     tag: str
     queue: str
-    state: str  # ready | delayed | leased | dead | orphan
+    state: str  # ready | delayed | leased | dead | waiting | expired | orphan
     rank: int | None  # position in line while ready
     score: float | None  # ready score while ready
     run_at: datetime | None  # while delayed
@@ -219,6 +219,8 @@ class JobInfo:
     progress: dict[str, Any] | None
     body: Any
     group: str | None = None  # its group key (docs/fairness.md)
+    expires_at: datetime | None = None  # not started by then, it ends "expired"
+    expired_at: datetime | None = None  # while expired: when
 
     @classmethod
     def from_reply(cls, queue: str, tag: str, reply: list[Any]) -> JobInfo | None:
@@ -254,6 +256,8 @@ class JobInfo:
             progress=json.loads(progress) if progress else None,
             body=decoded,
             group=record.group,
+            expires_at=None if record.expires_at_ms is None else from_ms(record.expires_at_ms),
+            expired_at=from_ms(sc) if state == "expired" and sc is not None else None,
         )
 
 
@@ -262,14 +266,16 @@ class ScanResult:
     promoted: int  # delayed jobs now due, moved to ready
     recovered: int  # expired leases put back in line
     buried: int  # expired leases whose attempts were spent, now dead
-    trimmed: int  # dead letters removed by age or count
+    trimmed: int  # dead letters (and expired jobs) removed by age or count
     more: bool  # a limit was hit: call again to finish
+    expired: int = 0  # jobs whose expiry passed before they started, now "expired"
 
     @classmethod
     def from_reply(cls, reply: list[Any]) -> ScanResult:
-        """Decode a ``scan.lua`` reply: ``{promoted, recovered, buried, trimmed, more}``."""
-        p, r, b, t, more = (int(x) for x in reply)
-        return cls(p, r, b, t, bool(more))
+        """Decode a ``scan.lua`` reply: ``{promoted, recovered, buried, trimmed, more,
+        expired}``."""
+        p, r, b, t, more, x = (int(x) for x in reply)
+        return cls(p, r, b, t, bool(more), x)
 
     @classmethod
     def total(cls, results: list[ScanResult]) -> ScanResult:
@@ -280,6 +286,7 @@ class ScanResult:
             sum(x.buried for x in results),
             sum(x.trimmed for x in results),
             any(x.more for x in results),
+            sum(x.expired for x in results),
         )
 
 
@@ -295,6 +302,7 @@ class Record:
     started_at_ms: int | None = None
     consumer: str | None = None
     group: str | None = None
+    expires_at_ms: int | None = None
 
     @property
     def enqueued_at(self) -> datetime | None:
@@ -320,6 +328,7 @@ class Record:
                 started_at_ms=int(meta["st"]) if "st" in meta else None,
                 consumer=None if meta.get("c") is None else str(meta["c"]),
                 group=None if meta.get("g") is None else str(meta["g"]),
+                expires_at_ms=int(meta["x"]) if "x" in meta else None,
             )
         except (TypeError, ValueError):
             return None

@@ -185,7 +185,7 @@ def _state(reply: Any) -> str | None:
 #: at most this many jobs per ``positions`` call
 MAX_POSITIONS = 500
 #: ``positions.lua`` codes of a job that is not ready
-_NOT_READY = {-1: "delayed", -2: "leased", -3: "dead", -4: "", -5: "waiting"}
+_NOT_READY = {-1: "delayed", -2: "leased", -3: "dead", -4: "", -5: "waiting", -6: "expired"}
 
 
 class Standing(NamedTuple):
@@ -298,14 +298,15 @@ class Scripts:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, *map(job_arg, jobs))
-        return Call("publish", (*keys, k.wait), args, _clashes)
+        return Call("publish", (*keys, k.wait, k.expiry, k.expired), args, _clashes)
 
     def publish_once(self, k: QueueKeys, p: Policy, job: NewJob) -> Call[tuple[str, str]]:
         """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
         ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         args = (p.mode, p.aging_us, p.notify_cap, job_arg(job), p.max_length)
-        return Call("publish_once", (*keys, k.unique(job.tag), k.wait), args, _once)
+        more = (k.unique(job.tag), k.wait, k.expiry, k.expired)
+        return Call("publish_once", (*keys, *more), args, _once)
 
     def claim(
         self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str
@@ -326,13 +327,17 @@ class Scripts:
                     k.gpark,
                     k.gwait,
                     k.paused,
+                    k.expiry,
+                    k.expired,
+                    k.wf_out,
+                    k.wf_res,
                 ),
                 (*args, consumer, p.group_concurrency, p.group_qps),
                 lambda reply: Claimed.from_reply(queue, reply),
             )
         return Call(
             "claim",
-            (*keys, k.errors, k.paused),
+            (*keys, k.errors, k.paused, k.expiry, k.expired, k.wf_out, k.wf_res),
             (*args, p.mode, p.aging_us, consumer),
             lambda reply: Claimed.from_reply(queue, reply),
         )
@@ -399,11 +404,12 @@ class Scripts:
 
     def scan(self, k: QueueKeys, p: Policy, limit: int) -> Call[ScanResult]:
         args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
-        return Call("scan", tuple(k.lifecycle()), args, ScanResult.from_reply)
+        keys = (*k.lifecycle(), k.expiry, k.expired)
+        return Call("scan", keys, args, ScanResult.from_reply)
 
     def delete(self, k: QueueKeys, tag: str, waiting_only: bool) -> Call[DeleteReply]:
         keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
-        wf = (k.stats, k.wait, k.wf_out, k.wf_res)
+        wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry)
         return Call("delete", (*keys, *wf), (tag, "1" if waiting_only else "0"), _as(DeleteReply))
 
     def cancel(self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int) -> Call[CancelReply]:
@@ -429,7 +435,8 @@ class Scripts:
         return Call("purge_dead", (k.dead, k.body, k.meta, k.errors, k.progress), (limit,), _int)
 
     def info(self, k: QueueKeys, queue: str, tag: str, with_body: bool) -> Call[JobInfo | None]:
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.errors, k.progress, k.body, k.wait)
+        sets = (k.ready, k.delayed, k.leased, k.dead)
+        keys = (*sets, k.meta, k.errors, k.progress, k.body, k.wait, k.expired)
         return Call(
             "info",
             keys,
@@ -438,16 +445,17 @@ class Scripts:
         )
 
     def state(self, k: QueueKeys, tag: str) -> Call[str | None]:
-        """Returns ``ready``, ``delayed``, ``leased``, ``dead``, ``waiting``, or None (no
-        such job)."""
-        return Call("state", (k.ready, k.delayed, k.leased, k.dead, k.wait), (tag,), _state)
+        """Returns ``ready``, ``delayed``, ``leased``, ``dead``, ``waiting``, ``expired``, or
+        None (no such job)."""
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
+        return Call("state", keys, (tag,), _state)
 
     def positions(self, k: QueueKeys, tags: Sequence[str]) -> Call[list[Standing]]:
         """Where each of ``tags`` stands, in one atomic read (1 to ``MAX_POSITIONS``)."""
         if not 1 <= len(tags) <= MAX_POSITIONS:
             raise InvalidArgument(f"positions takes 1 to {MAX_POSITIONS} tags, got {len(tags)}")
         tags = tuple(tags)
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait)
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
         return Call("positions", keys, tags, _standings(tags))
 
     def fire(
@@ -465,7 +473,7 @@ class Scripts:
         fire = "0" if job is None else "1"
         head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
         args = (*head, "" if job is None else job_arg(job))
-        return Call("fire", (*keys, k.sched, k.sched_last), args, _flag)
+        return Call("fire", (*keys, k.sched, k.sched_last, k.expiry, k.expired), args, _flag)
 
     # ------------------------------------------------------------------ workflows
 
@@ -477,7 +485,8 @@ class Scripts:
         args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length)
         specs = tuple(job_arg(fj.job, fj.link_fields()) for fj in jobs)
         wf = tuple(k.wf(fj.job.tag) for fj in jobs)
-        return Call("wf_publish", (*keys, k.wait, *wf), (*args, *specs), _clashes)
+        more = (k.wait, k.expiry, k.expired, *wf)
+        return Call("wf_publish", (*keys, *more), (*args, *specs), _clashes)
 
     def wf_link(self, k: QueueKeys, parent: str, kid: str, most: int) -> Call[str]:
         """Returns ``linked``, ``dead``, ``corrupt`` or '' (no such parent)."""

@@ -72,6 +72,7 @@ class Task(Generic[P, R]):
     unique_for: float | None = None  # seconds the tag stays reserved after the job finished
     isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
     group: Callable[..., str] | None = None  # group key from the call's arguments
+    expires: float | None = None  # seconds after enqueue: not started by then, "expired"
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -93,6 +94,7 @@ class Task(Generic[P, R]):
         debounce: float | None = None,
         unique_for: float | None = None,
         group: Callable[..., str] | str | None = None,
+        expires: float | None = None,
     ) -> Task[P, R]:
         """A copy with other enqueue options (the registered task is unchanged).
 
@@ -102,7 +104,11 @@ class Task(Generic[P, R]):
             f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
         )
         changes: dict[str, Any] = {}
-        for option, value in (("debounce", debounce), ("unique_for", unique_for)):
+        for option, value in (
+            ("debounce", debounce),
+            ("unique_for", unique_for),
+            ("expires", expires),
+        ):
             if value is not None:
                 changes[option] = _once_seconds(self.name, option, value)
         if queue is not None:
@@ -150,6 +156,7 @@ class Task(Generic[P, R]):
         delay: float | timedelta | None,
         run_at: datetime | None,
         span: Span | None,
+        expires: float | timedelta | datetime | None = None,
     ) -> tuple[Queue, list[NewJob]]:
         """The jobs of ``calls``, checked and encoded (a bad call raises, writing nothing),
         each body carrying the trace context of ``span`` (:mod:`.tracing`)."""
@@ -179,6 +186,7 @@ class Task(Generic[P, R]):
                     max_retries=self.max_retries,
                     visibility_timeout=self.visibility_timeout,
                     group=self._group(a, k),
+                    expires=self.expires if expires is None else expires,
                 )
             )
         return queue, jobs
@@ -218,6 +226,7 @@ class Task(Generic[P, R]):
             max_retries=self.max_retries,
             visibility_timeout=self.visibility_timeout,
             group=self._group(args, kwargs),
+            expires=self.expires,
         )
 
     def _submit(
@@ -226,12 +235,13 @@ class Task(Generic[P, R]):
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
         depends_on: Iterable[Any] | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> list[Job]:
         span = tracing.start_send(self.queue_name, self.name, len(calls))
         try:
             # Everything is validated and encoded now, inside the caller's transaction: a
             # bad call raises here and writes nothing, whenever the jobs are sent.
-            queue, jobs = self._prepare(calls, delay, run_at, span)
+            queue, jobs = self._prepare(calls, delay, run_at, span, expires)
             parents = None
             if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
                 parents = [depends_on] if isinstance(depends_on, Job | str) else list(depends_on)
@@ -295,12 +305,13 @@ class Task(Generic[P, R]):
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
         depends_on: list[Any] | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> list[Job]:
         from .queue.aio import get_async_queue
 
         span = tracing.start_send(self.queue_name, self.name, len(calls))
         try:
-            queue, jobs = self._prepare(calls, delay, run_at, span)
+            queue, jobs = self._prepare(calls, delay, run_at, span, expires)
             once = self.debounce is not None or self.unique_for is not None
             if depends_on is not None and once:
                 raise InvalidArgument(
@@ -329,16 +340,18 @@ class Task(Generic[P, R]):
         Published at once: async code holds no open transaction (Django's
         ``transaction.atomic`` is sync-only), so there is no commit to wait for.
         ``depends_on`` as in :meth:`enqueue`."""
-        parents = self._depends_on(kwargs)
-        return (await self._asubmit([(args, kwargs)], depends_on=parents))[0]
+        parents, expires = self._depends_on(kwargs), self._expires(kwargs)
+        return (await self._asubmit([(args, kwargs)], depends_on=parents, expires=expires))[0]
 
     async def aenqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """:meth:`enqueue_in` from asyncio code."""
-        return (await self._asubmit([(args, kwargs)], delay=delay))[0]
+        expires = self._expires(kwargs)
+        return (await self._asubmit([(args, kwargs)], delay=delay, expires=expires))[0]
 
     async def aenqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
         """:meth:`enqueue_at` from asyncio code."""
-        return (await self._asubmit([(args, kwargs)], run_at=when))[0]
+        expires = self._expires(kwargs)
+        return (await self._asubmit([(args, kwargs)], run_at=when, expires=expires))[0]
 
     def _depends_on(self, kwargs: dict[str, Any]) -> list[Any] | None:
         """``depends_on`` taken out of a call's keyword arguments, unless the task's
@@ -350,6 +363,14 @@ class Task(Generic[P, R]):
             return None
         return [parents] if isinstance(parents, Job | str) else list(parents)
 
+    def _expires(self, kwargs: dict[str, Any]) -> float | timedelta | datetime | None:
+        """``expires`` taken out of a call's keyword arguments (seconds, a timedelta or an
+        aware datetime), unless the task's function has a parameter of that name."""
+        if "expires" not in kwargs or "expires" in inspect.signature(self.func).parameters:
+            return None
+        value: float | timedelta | datetime | None = kwargs.pop("expires")
+        return value
+
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
         the job is published when the transaction commits (and never on rollback),
@@ -357,17 +378,23 @@ class Task(Generic[P, R]):
 
         ``depends_on=[job, ...]`` (Job handles, tags of the task's queue or ``(queue,
         tag)`` pairs) makes the job wait (status ``"waiting"``) until every one of them
-        has succeeded (docs/workflows.md)."""
-        parents = self._depends_on(kwargs)
-        return self._submit([(args, kwargs)], depends_on=parents)[0]
+        has succeeded (docs/workflows.md).
+
+        ``expires=`` (seconds or a timedelta from now, or an aware datetime; default: the
+        task's ``expires``): a job not started by then never starts and ends in the state
+        ``expired``."""
+        parents, expires = self._depends_on(kwargs), self._expires(kwargs)
+        return self._submit([(args, kwargs)], depends_on=parents, expires=expires)[0]
 
     def enqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run ``delay`` seconds (or a timedelta) from now."""
-        return self._submit([(args, kwargs)], delay=delay)[0]
+        expires = self._expires(kwargs)
+        return self._submit([(args, kwargs)], delay=delay, expires=expires)[0]
 
     def enqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run at ``when`` (an aware datetime under USE_TZ)."""
-        return self._submit([(args, kwargs)], run_at=when)[0]
+        expires = self._expires(kwargs)
+        return self._submit([(args, kwargs)], run_at=when, expires=expires)[0]
 
     def enqueue_many(
         self,
@@ -458,6 +485,7 @@ def task(
     debounce: float | None = None,
     unique_for: float | None = None,
     isolation: Literal["thread", "process"] | None = None,
+    expires: float | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -494,7 +522,7 @@ def task(func: Any = None, /, **options: Any) -> Any:
             raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
         if opts.get("isolation") not in (None, "thread", "process"):
             raise InvalidArgument(f"task {name!r}: isolation must be 'thread' or 'process'")
-        for option in ("debounce", "unique_for"):
+        for option in ("debounce", "unique_for", "expires"):
             if opts.get(option) is not None:
                 opts[option] = _once_seconds(name, option, opts[option])
         cron = opts.pop("cron", None)

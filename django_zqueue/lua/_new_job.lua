@@ -2,7 +2,8 @@
 -- django_zqueue/jobspec.py: `id` and `body`, then the options it sets, by name:
 -- priority, score, delay_ms (from now), run_at_ms (absolute, ms), max_retries,
 -- visibility_timeout_ms (its own lease), group, weight (its group's weight in a fair
--- queue); a script may take more (publish_once: debounce_ms, unique_ms; wf_publish: need,
+-- queue), expires_in_ms (from now) or expires_at_ms (absolute; with both, the earlier):
+-- a job not started by then ends "expired" (record field `x`, indexed in k.expiry); a script may take more (publish_once: debounce_ms, unique_ms; wf_publish: need,
 -- kids, parents). An option left out takes its default. Bounds: BOUNDS (_bounds.lua,
 -- generated from django_zqueue/bounds.py).
 -- job_spec: the decoded map of one job argument, or nil and why it is none.
@@ -13,14 +14,15 @@
 --   know is never dropped in silence. Priority 0 and attempts 0 are left out of the
 --   record (absent = 0).
 -- add_job: write one new job, from read_job's record and run-at; the caller has checked
---   that the tag is free.
+--   that the tag is free. index_expiry: add the expiry of jobs that have one
+--   ({id, meta} entries) to k.expiry, for the scanner.
 --@include bounds
 --@include fmt
 --@include ready_scores
 
 local JOB_FIELDS = {id = true, body = true, priority = true, score = true, delay_ms = true,
   run_at_ms = true, max_retries = true, visibility_timeout_ms = true, group = true,
-  weight = true}
+  weight = true, expires_in_ms = true, expires_at_ms = true}
 
 local function job_spec(raw)
   if type(raw) ~= 'string' or raw == '' then
@@ -58,7 +60,7 @@ local function read_job(j, now, more)
     return nil, nil, 'a job needs an id of 1 to ' .. BOUNDS.id_bytes[2] .. ' bytes and a body'
   end
   for _, name in ipairs({'priority', 'score', 'delay_ms', 'run_at_ms', 'max_retries',
-    'visibility_timeout_ms', 'weight'}) do
+    'visibility_timeout_ms', 'weight', 'expires_in_ms', 'expires_at_ms'}) do
     local why = out_of_bounds(j, name)
     if why then
       return nil, nil, why
@@ -91,7 +93,25 @@ local function read_job(j, now, more)
   if j.weight and j.weight ~= 1 then
     meta.w = j.weight
   end
+  local x = j.expires_at_ms
+  if j.expires_in_ms and not (x and x < now + j.expires_in_ms) then
+    x = now + j.expires_in_ms
+  end
+  meta.x = x
   return meta, run_at, nil
+end
+
+local function index_expiry(k, entries)
+  local add = {}
+  for _, e in ipairs(entries) do
+    if e[2].x then
+      add[#add + 1] = e[2].x
+      add[#add + 1] = e[1]
+    end
+  end
+  if #add > 0 then
+    redis.call('ZADD', k.expiry, unpack(add))
+  end
 end
 
 local function add_job(k, id, body, meta, run_at, now, mode, aging_us)
@@ -106,4 +126,5 @@ local function add_job(k, id, body, meta, run_at, now, mode, aging_us)
   else
     redis.call('ZADD', k.delayed, run_at, id)
   end
+  index_expiry(k, {{id, meta}})
 end

@@ -1,6 +1,6 @@
 -- _tag_state.lua:
 -- tag_state: the state of a tag already in use: ready | delayed | leased | dead |
---   waiting (when k.wait is given) | unknown (a record in no set), or nil when the tag is
+--   waiting (when k.wait is given) | expired (when k.expired is given) | unknown (a record in no set), or nil when the tag is
 --   free. Reads no record.
 -- tags_in_use: for the ids of one publish call, nil when every one is free, else
 --   {1, id, state, id, state, ...} for those in use (state as tag_state gives it, or
@@ -18,6 +18,9 @@ local function tag_state(k, id)
   end
   if k.wait and redis.call('ZSCORE', k.wait, id) then
     return 'waiting'
+  end
+  if k.expired and redis.call('ZSCORE', k.expired, id) then
+    return 'expired'
   end
   return 'unknown'
 end

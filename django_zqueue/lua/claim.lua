@@ -7,6 +7,8 @@
 -- KEYS[5] meta    HASH   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
 -- KEYS[9] dead    ZSET   KEYS[10] errors HASH   KEYS[11] paused STRING (present: the
 --   queue is paused, nothing is claimed nor promoted and the hint is -1)
+-- KEYS[12] expiry ZSET   KEYS[13] expired ZSET   KEYS[14] wf_out ZSET   KEYS[15] wf_res HASH
+--   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua)
 -- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
 -- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
 -- ARGV[5] promote_limit                  ARGV[6] mode    ARGV[7] aging_us
@@ -15,7 +17,7 @@
 -- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...}
 --   hint_ms when nothing was claimed: ms until the next delayed job is due or the rate
 --   limit admits a start; -1 = nothing known (wait for a notify); 0 otherwise (also
---   when only corrupt records were met: claim again).
+--   when only corrupt records or expired jobs were met: claim again).
 -- Work: O((batch + promote_limit) log N); the claimed jobs take a constant number of
 --   Redis commands (multi-key HMGET, HSET, ZADD), the promoted ones 3 each.
 
@@ -25,9 +27,11 @@
 --@include promote
 --@include bury_corrupt
 --@include fmt
+--@include expire
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
-  meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10]}
+  meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
+  expiry = KEYS[12], expired = KEYS[13], wf_out = KEYS[14], wf_res = KEYS[15]}
 local rate = KEYS[7]
 local batch, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local concurrency, qps = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -77,7 +81,7 @@ if n > 0 then
   -- read first, check every record, then write: a bad record must not strand the batch
   local first_n = redis.call('ZRANGE', k.ready, 0, n - 1, 'WITHSCORES')
   local seen = #first_n / 2
-  local got, bad = 0, {}
+  local got, bad, lapsed = 0, {}, {}
   if seen > 0 then
     local ids = {}
     for i = 1, seen do
@@ -91,7 +95,9 @@ if n > 0 then
       if m and not bodies[i] then
         m, why = nil, 'body missing'
       end
-      if m then
+      if m and is_lapsed(m, now) then
+        lapsed[#lapsed + 1] = {id, m}
+      elseif m then
         good[#good + 1] = {id, m, bodies[i], first_n[2 * i]}
       else
         bad[#bad + 1] = {id, why, metas[i]}
@@ -101,9 +107,13 @@ if n > 0 then
     redis.call('ZREM', k.ready, unpack(ids))
     if got > 0 then
       local first = redis.call('HINCRBY', k.ctr, 'tok', got) - got + 1
-      local new_meta, lease = {}, {}
+      local new_meta, lease, started = {}, {}, {}
       for i, g in ipairs(good) do
         local id, m = g[1], g[2]
+        if m.x then -- started in time: its expiry no longer applies (nor to its retries)
+          started[#started + 1] = id
+          m.x = nil
+        end
         m.a = (m.a or 0) + 1
         m.t = first + i - 1
         m.c = consumer
@@ -122,8 +132,12 @@ if n > 0 then
       end
       redis.call('HSET', k.meta, unpack(new_meta))
       redis.call('ZADD', k.leased, unpack(lease))
+      if #started > 0 then
+        redis.call('ZREM', k.expiry, unpack(started))
+      end
     end
     bury_corrupt(k, bad, now, nil)
+    expire_jobs(k, lapsed, now)
   end
   if qps > 0 then
     redis.call('HSET', rate, 'tokens', fmt(tokens - got), 'ts', now)
@@ -132,8 +146,8 @@ if n > 0 then
     redis.call('HINCRBY', k.stats, 'claimed', got)
     return out
   end
-  if #bad > 0 then
-    return out -- hint 0: the corrupt records are out of the way, claim again
+  if #bad > 0 or #lapsed > 0 then
+    return out -- hint 0: the corrupt or expired jobs are out of the way, claim again
   end
 end
 if hint < 0 then

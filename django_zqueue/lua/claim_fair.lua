@@ -14,6 +14,8 @@
 -- KEYS[15] gpark ZSET          KEYS[16] gwait ZSET   (see _group_limits.lua)
 -- KEYS[17] paused STRING (present: the queue is paused, nothing is claimed nor promoted
 --   and the hint is -1)
+-- KEYS[18] expiry ZSET   KEYS[19] expired ZSET   KEYS[20] wf_out ZSET   KEYS[21] wf_res HASH
+--   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua)
 -- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
 -- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
 -- ARGV[5] promote_limit                  ARGV[6] consumer id
@@ -33,13 +35,15 @@
 --@include promote
 --@include bury_corrupt
 --@include fmt
+--@include expire
 --@include fair
 --@include group_limits
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
   meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
   gstarts = KEYS[11], gstarts_prev = KEYS[12], ginflight = KEYS[13], grate = KEYS[14],
-  gpark = KEYS[15], gwait = KEYS[16]}
+  gpark = KEYS[15], gwait = KEYS[16], expiry = KEYS[18], expired = KEYS[19], wf_out = KEYS[20],
+  wf_res = KEYS[21]}
 local rate = KEYS[7]
 local batch, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local concurrency, qps = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -90,7 +94,7 @@ end
 
 -- 1. read the head; decide each job in line order: lease, set aside, or corrupt
 local out = {0}
-local take, parked, bad, done = {}, {}, {}, {}
+local take, parked, bad, done, lapsed = {}, {}, {}, {}, {}
 if n > 0 then
   local extra = (gc > 0 or gq > 0) and PARK_MAX or 0 -- room to set jobs aside
   local head = redis.call('ZRANGE', k.ready, 0, n + extra - 1, 'WITHSCORES')
@@ -106,6 +110,8 @@ if n > 0 then
     local m, why = decode_meta(metas[i])
     if not m then
       bad[#bad + 1] = {id, why, metas[i]}
+    elseif is_lapsed(m, now) then
+      lapsed[#lapsed + 1] = {id, m}
     else
       local group = m.g or ''
       local ok, wake = group_admits(k, lim, group, now)
@@ -144,9 +150,13 @@ if #done > 0 then
 end
 if #good > 0 then
   local first = redis.call('HINCRBY', k.ctr, 'tok', #good) - #good + 1
-  local new_meta, lease, inflight = {}, {}, {}
+  local new_meta, lease, inflight, started = {}, {}, {}, {}
   for i, g in ipairs(good) do
     local id, m = g[1], g[2]
+    if m.x then -- started in time: its expiry no longer applies (nor to its retries)
+      started[#started + 1] = id
+      m.x = nil
+    end
     m.ps = nil -- its score while it was set aside (below), if it was
     m.a = (m.a or 0) + 1
     m.t = first + i - 1
@@ -168,6 +178,9 @@ if #good > 0 then
   end
   redis.call('HSET', k.meta, unpack(new_meta))
   redis.call('ZADD', k.leased, unpack(lease))
+  if #started > 0 then
+    redis.call('ZREM', k.expiry, unpack(started))
+  end
   if gc > 0 then
     redis.call('ZADD', k.ginflight, unpack(inflight))
   end
@@ -196,6 +209,7 @@ if gq > 0 and #take > 0 then
   redis.call('HSET', k.grate, unpack(set))
 end
 bury_corrupt(k, bad, now, nil)
+expire_jobs(k, lapsed, now)
 -- the sweeps: a few entries while there is work, more when the call leased nothing
 local sweep = #good > 0 and SWEEP_BUSY or SWEEP_IDLE
 limits_sweep(k, lim, now, sweep)
@@ -207,7 +221,7 @@ if #good > 0 then
   redis.call('HINCRBY', k.stats, 'claimed', #good)
   return out
 end
-if #bad > 0 or #parked > 0 then
+if #bad > 0 or #parked > 0 or #lapsed > 0 then
   return out -- hint 0: the head changed, claim again
 end
 if hint < 0 then

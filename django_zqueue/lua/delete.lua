@@ -1,4 +1,5 @@
--- delete.lua: remove a waiting (ready or delayed) or dead job together with its record.
+-- delete.lua: remove a waiting (ready, delayed or for its parents), dead or expired job
+-- together with its record.
 -- A job in flight is left alone: its consumer holds a lease on it.
 --
 -- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] dead ZSET  KEYS[4] leased ZSET
@@ -6,6 +7,7 @@
 -- KEYS[9] stats HASH  KEYS[10] wait ZSET  KEYS[11] wf_out ZSET  KEYS[12] wf_res HASH
 --   (a waiting job is deleted too; a deleted workflow job leaves an outbox entry, its
 --   end a failure for its dependents: _wf_mark.lua)
+-- KEYS[13] expired ZSET   KEYS[14] expiry ZSET
 -- ARGV[1] id   ARGV[2] waiting_only (1 = refuse dead jobs too: cancel)
 -- Returns: 1 deleted; 0 no such job; -1 in flight, or dead with waiting_only (nothing
 --   changed).
@@ -19,14 +21,17 @@ local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[4], id) or (ARGV[2] == '1' and redis.call('ZSCORE', KEYS[3], id)) then
   return -1
 end
+-- an expired job's end was recorded when it expired: not a second time
+local ended = redis.call('ZREM', KEYS[13], id) == 1
+redis.call('ZREM', KEYS[14], id)
 local removed = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
-  + redis.call('ZREM', KEYS[3], id) + redis.call('ZREM', KEYS[10], id)
+  + redis.call('ZREM', KEYS[3], id) + redis.call('ZREM', KEYS[10], id) + (ended and 1 or 0)
 local raw = redis.call('HGET', KEYS[6], id)
 if removed == 0 and not raw then
   return 0
 end
 local ok, meta = pcall(cjson.decode, raw or '')
-if ok then
+if ok and not ended then
   wf_mark(KEYS[11], KEYS[12], id, meta, false, nil, now_ms())
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)

@@ -7,6 +7,7 @@
 -- KEYS[5] ctr HASH    KEYS[6] notify LIST   KEYS[7] stats HASH KEYS[8] dead ZSET
 -- KEYS[9] leased ZSET KEYS[10] sched ZSET (schedule name -> next tick, ms)
 -- KEYS[11] sched_last HASH (schedule name -> "tick_ms job_tag" of its last firing)
+-- KEYS[12] expiry ZSET (the job's expiry, if it has one)   KEYS[13] expired ZSET
 -- ARGV[1] name   ARGV[2] expected tick (the score the caller read)
 -- ARGV[3] next tick ('' = take the schedule out of the due set)
 -- ARGV[4] fire (1 = enqueue the job; 0 = only move on: a tick skipped by catch-up policy)
@@ -23,7 +24,8 @@
 --@include notify
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9]}
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], expiry = KEYS[12],
+  expired = KEYS[13]}
 local name, expected = ARGV[1], ARGV[2]
 local now = now_ms()
 local j, meta, run_at, why = nil, nil, nil, nil

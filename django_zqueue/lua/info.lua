@@ -2,20 +2,21 @@
 --
 -- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
 -- KEYS[5] meta  HASH  KEYS[6] errors  HASH  KEYS[7] progress HASH  KEYS[8] body HASH
--- KEYS[9] wait  ZSET
+-- KEYS[9] wait  ZSET  KEYS[10] expired ZSET
 -- ARGV[1] id   ARGV[2] with_body (1 = include the body)
 -- Returns: {} when no such job; else {state, state_score, rank, meta, error, progress, body}
---   state: ready | delayed | leased | dead | waiting (for its parents) | orphan (a record
---   in no set: never expected);
---   state_score: ready score, run-at, lease deadline, time of death or since when waiting;
+--   state: ready | delayed | leased | dead | waiting (for its parents) | expired | orphan
+--   (a record in no set: never expected);
+--   state_score: ready score, run-at, lease deadline, time of death, since when waiting,
+--   or when it expired;
 --   rank: ZRANK in ready, -1 in any other state; missing values are ''.
 -- Work: O(log N).
 
 local id = ARGV[1]
-local names = {'ready', 'delayed', 'leased', 'dead', 'waiting'}
-local k = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[9]}
+local names = {'ready', 'delayed', 'leased', 'dead', 'waiting', 'expired'}
+local k = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[9], KEYS[10]}
 local state, score = nil, ''
-for i = 1, 5 do
+for i = 1, 6 do
   local s = redis.call('ZSCORE', k[i], id)
   if s then
     state, score = names[i], s

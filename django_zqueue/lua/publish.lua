@@ -4,6 +4,8 @@
 -- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
 -- KEYS[10] wait     ZSET (read only to name a clash with a job waiting for its parents)
+-- KEYS[11] expiry   ZSET (the expiry of each job that has one)
+-- KEYS[12] expired  ZSET (read only to name a clash with an expired job)
 -- ARGV[1] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[2] aging_us (µs one priority step is worth)
 -- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
 -- ARGV[5] max_length (most jobs ready + delayed in this shard; 0 = no limit)
@@ -13,7 +15,8 @@
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose fields are out of bounds or
 --   unknown; ZQ_QUEUE_FULL (nothing written) when the n jobs do not fit in max_length.
 -- Returns: {0} written; or {1, id, state, id, state, ...} for the tags already in use
---          (state: ready | delayed | leased | dead | waiting | batch), nothing written.
+--          (state: ready | delayed | leased | dead | waiting | expired | batch), nothing
+--          written.
 -- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
 --   ZADD) plus up to 4 ZSCOREs per clashing tag.
 
@@ -27,7 +30,8 @@
 --@include room
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10]}
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
+  expiry = KEYS[11], expired = KEYS[12]}
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
@@ -89,6 +93,11 @@ end
 if scored then
   redis.call('ZADD', k.ready, unpack(scored))
 end
+local entries = {}
+for i = 1, n do
+  entries[i] = {ids[i], records[i]}
+end
+index_expiry(k, entries)
 
 redis.call('HINCRBY', k.stats, 'enqueued', n)
 bump(k.stats, 'e', n, now)

@@ -14,6 +14,8 @@
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
 -- KEYS[10] unique STRING (this tag's reservation)
 -- KEYS[11] wait ZSET (read only to name a clash with a job waiting for its parents)
+-- KEYS[12] expiry ZSET (the job's expiry, if it has one)
+-- KEYS[13] expired ZSET (read only to name a clash with an expired job)
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap
 -- ARGV[4] the job, one MessagePack map as in publish.lua, with two more fields:
 --   debounce_ms (absent = no debounce; else 1 .. 3650 days; then no delay_ms or
@@ -22,7 +24,7 @@
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds; ZQ_QUEUE_FULL
 --   (nothing written) for a new job past max_length.
 -- Returns: {'new'} written; {'replaced'} a waiting job was debounced;
---   {'clash', state} nothing written (state: leased | dead | waiting | reserved | unknown, or
+--   {'clash', state} nothing written (state: leased | dead | waiting | expired | reserved | unknown, or
 --   ready | delayed without debounce).
 -- Work: O(log N).
 
@@ -37,7 +39,8 @@
 --@include tag_state
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11]}
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11],
+  expiry = KEYS[12], expired = KEYS[13]}
 local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local j, why = job_spec(ARGV[4])
@@ -84,6 +87,7 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
   redis.call('HSET', k.body, id, j.body)
   redis.call('HSET', k.meta, id, cjson.encode(meta))
   redis.call('ZADD', k.delayed, run_at, id)
+  index_expiry(k, {{id, meta}})
   notify(k.notify, 1, cap)
   return {'replaced'}
 end
@@ -99,6 +103,7 @@ if score then
 else
   redis.call('ZADD', k.delayed, run_at, id)
 end
+index_expiry(k, {{id, meta}})
 redis.call('HINCRBY', k.stats, 'enqueued', 1)
 bump(k.stats, 'e', 1, now)
 notify(k.notify, 1, cap)

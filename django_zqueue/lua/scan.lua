@@ -9,11 +9,13 @@
 -- KEYS[9] ctr    HASH  KEYS[10] stats  HASH  KEYS[11] notify LIST
 -- KEYS[12] wait  ZSET  KEYS[13] wf_out ZSET  KEYS[14] wf_res HASH (a workflow job buried
 --   here leaves an outbox entry, see _wf_mark.lua)
+-- KEYS[15] expiry ZSET  KEYS[16] expired ZSET (jobs whose expiry passed before they
+--   started end "expired": _expire.lua; expired jobs are trimmed as dead letters are)
 -- ARGV[1] limit (jobs per step and kind, 1..5000)   ARGV[2] mode   ARGV[3] aging_us
 -- ARGV[4] dead_max   ARGV[5] dead_ttl_ms   ARGV[6] notify_cap
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
--- Returns: {promoted, recovered, buried, trimmed, more}; more = 1 when a step hit `limit`
---   (call again), else 0.
+-- Returns: {promoted, recovered, buried, trimmed, more, expired}; more = 1 when a step hit
+--   `limit` (call again), else 0; expired: jobs that ended "expired" in this step.
 -- Work: O(limit log N) per kind, in a constant number of Redis commands per kind.
 
 --@include now_ms
@@ -28,10 +30,12 @@
 --@include notify
 --@include trim_dead
 --@include wf_mark
+--@include expire
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
-  notify = KEYS[11], wf_out = KEYS[13], wf_res = KEYS[14]}
+  notify = KEYS[11], wait = KEYS[12], wf_out = KEYS[13], wf_res = KEYS[14], expiry = KEYS[15],
+  expired = KEYS[16]}
 local limit, mode, aging_us = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local dead_max, dead_ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if not is_int(limit, 1, 5000) or not is_int(dead_max, 0, MAX_EXACT) or not is_int(dead_ttl, 0, MAX_EXACT)
@@ -39,6 +43,41 @@ if not is_int(limit, 1, 5000) or not is_int(dead_max, 0, MAX_EXACT) or not is_in
   error('ZQ_BAD_ARGUMENT: scan needs limit 1..5000, dead_max, dead_ttl_ms >= 0, notify_cap >= 1, a mode')
 end
 local now = now_ms()
+
+-- Jobs whose expiry passed while they waited (ready, delayed or for their parents): they
+-- end "expired"; an index entry of a job that started or ended meanwhile is dropped.
+local lapsing = redis.call('ZRANGEBYSCORE', k.expiry, '-inf', now, 'LIMIT', 0, limit)
+local lapsed = 0
+if #lapsing > 0 then
+  local raws = redis.call('HMGET', k.meta, unpack(lapsing))
+  local ends, stale, out_of = {}, {}, {}
+  for i, id in ipairs(lapsing) do
+    local meta = raws[i] and decode_meta(raws[i])
+    local where = nil
+    if meta and is_lapsed(meta, now) then
+      for _, set in ipairs({k.ready, k.delayed, k.wait}) do
+        if redis.call('ZSCORE', set, id) then
+          where = set
+          break
+        end
+      end
+    end
+    if where then
+      ends[#ends + 1] = {id, meta}
+      out_of[#out_of + 1] = {where, id}
+    else
+      stale[#stale + 1] = id
+    end
+  end
+  for _, w in ipairs(out_of) do
+    local where, id = w[1], w[2]
+    redis.call('ZREM', where, id)
+  end
+  if #stale > 0 then
+    redis.call('ZREM', k.expiry, unpack(stale))
+  end
+  lapsed = expire_jobs(k, ends, now)
+end
 
 local promoted, corrupt = promote(k, now, limit, mode, aging_us)
 notify(k.notify, promoted, cap)
@@ -118,8 +157,10 @@ sample_depth(k.stats, k.ready, now)
 
 local trimmed, more_dead = trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now,
   dead_max, dead_ttl, limit)
+local trimmed_x, more_x = trim_dead(k.expired, k.body, k.meta, k.errors, k.progress, now,
+  dead_max, dead_ttl, limit)
 local more = 0
-if promoted == limit or #expired == limit or more_dead then
+if promoted == limit or #expired == limit or more_dead or more_x or #lapsing == limit then
   more = 1
 end
-return {promoted, recovered, buried + corrupt, trimmed, more}
+return {promoted, recovered, buried + corrupt, trimmed + trimmed_x, more, lapsed}

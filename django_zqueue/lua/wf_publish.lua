@@ -4,8 +4,8 @@
 --
 -- KEYS[1] ready  ZSET   KEYS[2] delayed ZSET   KEYS[3] body   HASH   KEYS[4] meta HASH
 -- KEYS[5] ctr    HASH   KEYS[6] notify  LIST   KEYS[7] stats  HASH   KEYS[8] dead ZSET
--- KEYS[9] leased ZSET   KEYS[10] wait   ZSET
--- KEYS[10 + i] wf HASH of job i (its workflow links), i = 1..n
+-- KEYS[9] leased ZSET   KEYS[10] wait   ZSET   KEYS[11] expiry ZSET   KEYS[12] expired ZSET
+-- KEYS[12 + i] wf HASH of job i (its workflow links), i = 1..n
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] n (1..100)
 -- ARGV[5] max_length (as publish.lua; counts the jobs that enter ready or delayed now,
 --   not those that wait for parents)
@@ -28,10 +28,11 @@
 --@include bounds
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10]}
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
+  expiry = KEYS[11], expired = KEYS[12]}
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_length = tonumber(ARGV[5])
-if not is_int(n, 1, 100) or #KEYS ~= 10 + n or #ARGV ~= 5 + n
+if not is_int(n, 1, 100) or #KEYS ~= 12 + n or #ARGV ~= 5 + n
     or not is_int(max_length, 0, MAX_QUEUE_LENGTH) then
   error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and one argument each')
 end
@@ -100,7 +101,7 @@ for i = 1, n do
     wf[#wf + 1] = parents
   end
   if #wf > 0 then
-    links[#links + 1] = {KEYS[10 + i], wf}
+    links[#links + 1] = {KEYS[12 + i], wf}
   end
   bodies[#bodies + 1] = id
   bodies[#bodies + 1] = j.body
@@ -127,6 +128,11 @@ end
 if scored then
   redis.call('ZADD', k.ready, unpack(scored))
 end
+local entries = {}
+for i = 1, n do
+  entries[i] = {ids[i], records[i]}
+end
+index_expiry(k, entries)
 redis.call('HINCRBY', k.stats, 'enqueued', n)
 bump(k.stats, 'e', n, now)
 if #queued + #later > 0 then

@@ -154,6 +154,7 @@ class AsyncQueue:
         max_retries: int | None = None,
         visibility_timeout: float | None = None,
         group: str | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> str:
         """:meth:`Queue.publish`: add one job, return its tag (``debounce``,
         ``unique_for`` and ``depends_on`` are the sync client's: run it in a thread)."""
@@ -167,6 +168,7 @@ class AsyncQueue:
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
             group=group,
+            expires=expires,
         )
         return (await self.publish_prepared([job]))[0]
 

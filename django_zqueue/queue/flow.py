@@ -80,6 +80,7 @@ class Flows(Publishing):
         debounce: float | timedelta | None = None,
         unique_for: float | timedelta | None = None,
         group: str | None = None,
+        expires: float | timedelta | datetime | None = None,
         depends_on: Iterable[Any] | None = None,
     ) -> str:
         """As :meth:`Publishing.publish`; with ``depends_on`` (tags of this queue,
@@ -99,6 +100,7 @@ class Flows(Publishing):
                 debounce=debounce,
                 unique_for=unique_for,
                 group=group,
+                expires=expires,
             )
         if debounce is not None or unique_for is not None:
             raise InvalidArgument("depends_on does not go with debounce or unique_for")
@@ -112,6 +114,7 @@ class Flows(Publishing):
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
             group=group,
+            expires=expires,
         )
         return self.publish_after(job, depends_on)
 

@@ -70,6 +70,7 @@ class Publishing(Once):
         max_retries: int | None = None,
         visibility_timeout: float | None = None,
         group: str | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> NewJob:
         """Validate and encode one job without sending it (see :meth:`publish_prepared`).
 
@@ -86,6 +87,7 @@ class Publishing(Once):
             and run_at is None
             and visibility_timeout is None
             and group is None
+            and expires is None
         ):  # the common case: one spec per priority and retries, checked once
             spec = _plain_spec(priority, retries)
         else:
@@ -98,6 +100,7 @@ class Publishing(Once):
                 visibility_timeout=visibility_timeout,
                 group=group,
                 weight=self._weight(group),
+                expires=expires,
             )
         return NewJob(validate.tag(tag) if tag is not None else new_tag(), data, spec)
 
@@ -121,6 +124,7 @@ class Publishing(Once):
         debounce: float | timedelta | None = None,
         unique_for: float | timedelta | None = None,
         group: str | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> str:
         """Add one job; return its tag.
 
@@ -134,9 +138,12 @@ class Publishing(Once):
         ``group`` (a string of at most 200 bytes, e.g. a tenant) is the job's group key:
         with ``fairness="groups"`` the queue serves groups in weighted fair order
         (docs/fairness.md); in any queue it is kept in the record and counted per group.
+        ``expires`` (seconds or timedelta from now, or an aware datetime): a job not
+        started by then never starts; it ends in the state ``expired`` (docs/queue.md).
 
         Raises :class:`DuplicateJob` (nothing overwritten) when ``tag`` belongs to a
-        ready, delayed, in-flight or dead job of this queue.
+        ready, delayed, in-flight, dead or expired job of this queue; :class:`QueueFull`
+        (nothing written) past the queue's ``max_length``.
 
         ``debounce`` and ``unique_for`` (seconds; both need a ``tag``) apply the rules
         of :meth:`publish_once` (docs/job-control.md).
@@ -153,6 +160,7 @@ class Publishing(Once):
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
             group=group,
+            expires=expires,
         )
         if debounce is not None or unique_for is not None:
             self.publish_once(job, debounce=debounce, unique_for=unique_for)
@@ -169,6 +177,7 @@ class Publishing(Once):
         run_at: datetime | None = None,
         max_retries: int | None = None,
         group: str | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> list[str]:
         """Add many jobs in one round trip; return their tags in order.
 
@@ -194,6 +203,7 @@ class Publishing(Once):
                 run_at,
                 max_retries=max_retries,
                 group=group,
+                expires=expires,
             )
             for i, b in enumerate(body_list)
         ]

@@ -161,7 +161,7 @@ class Location:
 
     queue: str
     tag: str
-    state: str  # ready | delayed | leased | dead | waiting | orphan
+    state: str  # ready | delayed | leased | dead | waiting | expired | orphan
     score: float | None
     rank: int | None  # in the whole queue
 
@@ -179,7 +179,7 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
     """Where job ``tag`` is, in each of ``queues`` that has it, in order.
 
     One round trip per Redis client: in the job's shard of each queue, ``ZSCORE`` in
-    each of the four sets, ``ZRANK`` in ready and ``HEXISTS`` of the record (O(log N)
+    each of the six sets, ``ZRANK`` in ready and ``HEXISTS`` of the record (O(log N)
     each); one more when a partitioned queue has it ready: ``ZCOUNT`` in its other shards
     (the rank in the whole queue). An invalid tag is found nowhere."""
     if not valid_tag(tag):
@@ -190,12 +190,12 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
             pipe = group[0].client.pipeline(transaction=False)
             for q in group:
                 k = q.keys_for(tag)
-                for key in (k.ready, k.delayed, k.leased, k.dead, k.wait):
+                for key in (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired):
                     pipe.zscore(key, tag)
                 pipe.zrank(k.ready, tag)
                 pipe.hexists(k.meta, tag)
             replies = iter(pipe.execute())
-            places = [_place(q, tag, take(replies, 7)) for q in group]
+            places = [_place(q, tag, take(replies, 8)) for q in group]
             places = _ranked(group[0].client, group, places)
         found.update((loc.queue, loc) for loc in places if loc is not None)
     return [found[q.name] for q in queues if q.name in found]
@@ -203,7 +203,7 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
 
 def _place(q: Readable, tag: str, replies: list[Any]) -> Location | None:
     *scores, rank, has_record = replies
-    for state, score in zip((*STATES, "waiting"), scores, strict=True):
+    for state, score in zip((*STATES, "waiting", "expired"), scores, strict=True):
         if score is not None:
             own = int(rank) if state == "ready" and rank is not None else None
             return Location(q.name, tag, state, float(score), own)
