@@ -132,6 +132,13 @@ def test_max_retries_is_checked_at_decoration(bad: Any) -> None:
         ((1,), {}, "missing a required argument: 'b'"),
         ((1, 2), {"c": 3}, "got an unexpected keyword argument 'c'"),
         ((1,), {"a": 2}, "multiple values for argument 'a'"),
+        (
+            (1,),
+            {"c": 2},
+            "missing a required argument: 'b'; got an unexpected keyword argument 'c'",
+        ),
+        ((1, 2), {"c": 3, "d": 4}, "got unexpected keyword arguments 'c', 'd'"),
+        ((), {"a": 1, "b": 2, "z": 3}, "got an unexpected keyword argument 'z'"),
     ],
 )
 def test_enqueue_checks_the_call_against_the_signature(
