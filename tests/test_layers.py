@@ -39,6 +39,7 @@ LAYERS: list[set[str]] = [
         "taskstats",
         "tracing",
         "workflow",
+        "outbox",
     },  # tasks
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
     {
