@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -130,16 +131,34 @@ def write(
     OutboxEntry.objects.using(using or DEFAULT_DB_ALIAS).bulk_create(rows)
 
 
+#: seconds before a database found without the outbox table is looked at again
+TABLE_RECHECK = 60.0
+_tables: dict[str, tuple[bool, float]] = {}  # alias -> (has the table, when it was read)
+
+
 def databases() -> list[str]:
-    """The databases that hold the outbox table (the router's ``allow_migrate``)."""
-    return [a for a in connections if router.allow_migrate_model(a, OutboxEntry)]
+    """The databases that hold the outbox table: those the router lets django_zqueue
+    migrate to, where the table exists (read once per process; a database without it is
+    read again after :data:`TABLE_RECHECK` seconds, e.g. once it is migrated)."""
+    now = time.monotonic()
+    found = []
+    for alias in connections:
+        if not router.allow_migrate_model(alias, OutboxEntry):
+            continue
+        known = _tables.get(alias)
+        if known is None or (not known[0] and now - known[1] >= TABLE_RECHECK):
+            with connections[alias].cursor() as cursor:
+                names = connections[alias].introspection.table_names(cursor)
+            known = _tables[alias] = (OutboxEntry._meta.db_table in names, now)
+        if known[0]:
+            found.append(alias)
+    return found
 
 
 def close_broken_connections() -> None:
     """After a failed relay step: close this thread's outbox connections that are no
     longer usable, so the next step opens new ones."""
-    for alias in databases():
-        conn = connections[alias]
+    for conn in connections.all(initialized_only=True):
         if conn.connection is not None and not conn.is_usable():
             conn.close()
 
