@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -238,12 +239,19 @@ def test_a_scanner_step_relays(settings_on: dict[str, Any]) -> None:
 def test_a_running_worker_publishes_a_committed_job(settings_on: dict[str, Any]) -> None:
     """The heartbeat relays between scans: the job is run without a burst's first scan."""
     w = Worker(["default"], scan_interval=3600)
+    scanner = w.embedded_scanner()
     thread = threading.Thread(target=w.run, daemon=True)
     thread.start()
     try:
+        for _ in range(600):  # the first scan step is done: the next is an hour away
+            if scanner.steps:
+                break
+            time.sleep(0.05)
+        assert scanner.steps == 1
         with transaction.atomic():
             job = tasks.add.enqueue(1, 2)
         assert job.wait(timeout=30) == 3
+        assert scanner.steps == 1 and scanner.relayed == 1  # by relay_tick, not a step
     finally:
         w.stop()
         thread.join(30)
