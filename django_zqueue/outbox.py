@@ -28,8 +28,8 @@ with the rows' tags, and deleted in that transaction:
   ``ZQUEUE["QUEUES"]``, ...) keeps the error in ``last_error`` and is passed over (the
   admin lists it).
 
-Jobs with ``depends_on`` are not written to the outbox: they are published on commit as
-without it. This module is imported lazily (it defines a model): by ``models``, and by
+Jobs with ``depends_on`` and workflows are not written to the outbox: they are published
+on commit as without it. This module is imported lazily (it defines a model): by ``models``, and by
 ``task`` and ``scanner`` when the outbox is on.
 """
 
