@@ -9,5 +9,8 @@ class ZQueueConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Registers the system checks; never touches Redis.
-        from . import checks  # noqa: F401
+        # Registers the system checks (and Django's Tasks checks when TASKS names our
+        # backend); never touches Redis.
+        from . import checks
+
+        checks.register_tasks_checks()

@@ -14,6 +14,50 @@ from django.core import checks
 
 from . import conf
 
+#: the backend a ``TASKS`` alias names to be ours
+BACKEND_PATH = "django_zqueue.backends.ZQueueBackend"
+
+
+def register_tasks_checks() -> bool:
+    """Make sure Django's ``check_tasks`` (which runs each backend's ``check()``: E101-E107
+    for ours) is registered when ``settings.TASKS`` names a ZQueueBackend (or a subclass);
+    True if so.
+
+    Django registers it when ``django.tasks`` is first imported (Django 6.x) and the
+    backport in its app's ``ready()``: a project whose code imports neither before the
+    checks run (its Django tasks outside ``tasks.py``, the backport not in
+    ``INSTALLED_APPS``) would get no check at all. Importing the framework's own
+    ``checks`` module registers the same function, once."""
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    aliases = getattr(settings, "TASKS", None)
+    if not isinstance(aliases, Mapping):
+        return False
+    ours = False
+    for params in aliases.values():
+        path = params.get("BACKEND") if isinstance(params, Mapping) else None
+        if path == BACKEND_PATH:
+            ours = True
+        elif isinstance(path, str) and not ours:  # a subclass of ours?
+            try:
+                from .backends import ZQueueBackend
+
+                found = import_string(path)
+            except Exception:
+                continue  # the framework reports a backend it cannot import
+            ours = isinstance(found, type) and issubclass(found, ZQueueBackend)
+    if not ours:
+        return False
+    from ._django_tasks import FRAMEWORKS
+
+    if not FRAMEWORKS:
+        return False  # no framework: the backend cannot be used, nor checked
+    import_module(f"{FRAMEWORKS[0].name}.checks")
+    return True
+
 
 @checks.register("django_zqueue")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

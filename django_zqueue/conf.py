@@ -108,6 +108,7 @@ class Config:
     connection_options: Mapping[str, Any] = field(default_factory=dict)
     enqueue_on_commit: bool = True
     admin_actions: bool = True  # dead-letter requeue/delete/purge in the admin (POST only)
+    outbox: bool = False  # jobs enqueued in a transaction go through the outbox table
     cluster: bool = False  # REDIS_URL names the startup nodes of a Redis Cluster
 
     def target(self) -> RedisTarget:
@@ -132,6 +133,7 @@ TOP_LEVEL_KEYS = {
     "CONNECTION_OPTIONS",
     "ENQUEUE_ON_COMMIT",
     "ADMIN_ACTIONS",
+    "OUTBOX",
     "SCHEDULES",
     "CLUSTER",
 }
@@ -410,9 +412,11 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
     on_commit = _parse_flag(raw, "ENQUEUE_ON_COMMIT", out)
     _check_schedules(raw, out)
     admin_actions = _parse_flag(raw, "ADMIN_ACTIONS", out)
+    outbox = _parse_flag(raw, "OUTBOX", out, default=False)
     config = Config(
         enqueue_on_commit=on_commit,
         admin_actions=admin_actions,
+        outbox=outbox,
         redis_url=url if isinstance(url, str) else DEFAULT_REDIS_URL,
         prefix=prefix,
         queues=queues,
@@ -507,12 +511,13 @@ def _parse_connection_options(raw: Mapping[str, Any], out: _Collector) -> dict[s
     return dict(conn_opts)
 
 
-def _parse_flag(raw: Mapping[str, Any], key: str, out: _Collector) -> bool:
-    """``ENQUEUE_ON_COMMIT`` or ``ADMIN_ACTIONS``: True (the default) or False (E010)."""
-    value = raw.get(key, True)
+def _parse_flag(raw: Mapping[str, Any], key: str, out: _Collector, *, default: bool = True) -> bool:
+    """``ENQUEUE_ON_COMMIT``, ``ADMIN_ACTIONS`` (default True) or ``OUTBOX`` (default
+    False): True or False (E010)."""
+    value = raw.get(key, default)
     if not isinstance(value, bool):
-        out.add("E010", f"ZQUEUE[{key!r}] must be True or False.", "Default: True.")
-        return True
+        out.add("E010", f"ZQUEUE[{key!r}] must be True or False.", f"Default: {default}.")
+        return default
     return value
 
 

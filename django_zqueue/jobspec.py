@@ -205,6 +205,23 @@ def _positive_ms(value: float | timedelta | None, what: str) -> int | None:
 
 #: the spec of a job with no options given
 DEFAULT_SPEC = JobSpec()
+#: the names of a spec's options
+SPEC_FIELDS = tuple(f.name for f in fields(JobSpec) if f.name not in ("packed", "count"))
+
+
+def spec_fields(spec: JobSpec) -> dict[str, Any]:
+    """The options a spec sets (None and a priority of 0 left out), by name: JSON-safe."""
+    return {
+        n: v
+        for n in SPEC_FIELDS
+        if (v := getattr(spec, n)) is not None and not (n == "priority" and v == 0)
+    }
+
+
+def spec_of(values: dict[str, Any]) -> JobSpec:
+    """A spec from :func:`spec_fields` (names it does not know are left out: the scripts
+    check every value again)."""
+    return JobSpec(**{n: v for n, v in values.items() if n in SPEC_FIELDS})
 
 
 def pack_job(tag: str, body: bytes, spec: JobSpec, extra: dict[str, Any] | None = None) -> bytes:

@@ -22,7 +22,8 @@ Metrics, each labelled ``queue``::
     zqueue_workers              live worker threads serving the queue
     zqueue_paused               1 while the queue is paused (Queue.pause), else 0
     zqueue_jobs_<event>_total   counters: enqueued, claimed, acked, failed, retried,
-                                dead, expired, deleted, requeued, released, cancelled
+                                dead, expired, deleted, requeued, released, cancelled,
+                                relayed (by the outbox relay)
     zqueue_run_seconds_total    run time reported by acks
 
 and, for a queue with ``fairness="groups"`` only, the biggest groups without their names
@@ -35,6 +36,10 @@ and, for a queue with ``fairness="groups"`` only, the biggest groups without the
 
 read over the first 500 ready and 500 leased jobs of each partition
 (:func:`django_zqueue.read.group_figures`; docs/fairness.md#watching-groups).
+
+With ``ZQUEUE["OUTBOX"]``, without a label (a count in the database)::
+
+    zqueue_outbox_waiting       jobs of committed transactions not yet published
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ COUNTERS = (
     ("released", "Deliveries given back unrun."),
     ("cancelled", "Running jobs cancelled (a waiting job cancelled counts as deleted)."),
     ("jobs_expired", "Jobs not started before their expiry, ended in the state expired."),
+    ("relayed", "Jobs published by the outbox relay (enqueued in a transaction, OUTBOX)."),
 )
 #: groups per fair queue in the metrics, and jobs of each state read to find them
 TOP_GROUPS = 5
@@ -134,9 +140,25 @@ class ZQueueCollector:
         yield from counters.values()
         yield run
         yield from group_metrics([q for q in queues if q.options.fairness == "groups"])
+        if conf.get_config().outbox:
+            yield outbox_metric()
 
     def describe(self) -> list[Any]:
         return []  # no Redis read at registration time
+
+
+def outbox_metric() -> Metric:
+    """Rows of the transactional outbox waiting to be published (a database count)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from . import outbox
+
+    waiting = GaugeMetricFamily(
+        "zqueue_outbox_waiting",
+        "Jobs enqueued in committed transactions not yet published (ZQUEUE['OUTBOX']).",
+    )
+    waiting.add_metric([], outbox.waiting())
+    return waiting
 
 
 def group_metrics(queues: Sequence[Queue]) -> Iterator[Metric]:

@@ -1,7 +1,11 @@
-"""An unmanaged model: it gives the app its admin entry and its permissions, and no table.
+"""The app's models: an unmanaged one that gives the app its admin entry and its
+permissions (no table), and the transactional outbox's table.
 
 The admin pages (:mod:`django_zqueue.admin`) read Redis; nothing is stored in the
-database. Besides the default ``view_queue`` permission, three finer ones exist:
+database but the rows of the transactional outbox (:class:`OutboxEntry`, defined in
+:mod:`django_zqueue.outbox`), jobs enqueued in a transaction waiting to be published.
+
+Besides the default ``view_queue`` permission, three finer ones exist:
 
 ``view_payload``
     see job arguments (bodies) and error text, which may hold personal data or secrets;
@@ -16,6 +20,8 @@ database. Besides the default ``view_queue`` permission, three finer ones exist:
 from __future__ import annotations
 
 from django.db import models
+
+from .outbox import OutboxEntry as OutboxEntry  # the outbox's table (ZQUEUE["OUTBOX"])
 
 
 class Queue(models.Model):

@@ -10,16 +10,23 @@ exponential backoff with jitter, one ``redis_lost`` line when Redis is lost and 
 ``redis_back`` line (with the outage length) when it is back. It never returns on a
 connection error; only a configuration error (raised before the loop) stops it.
 Each scan step is one atomic script, so any number of scanners may run at once.
+
+With ``ZQUEUE["OUTBOX"]`` a step also relays the transactional outbox (jobs enqueued in a
+database transaction, :mod:`django_zqueue.outbox`), and :meth:`Scanner.relay_tick` relays
+it between steps, every ``outbox.RELAY_INTERVAL`` seconds (a worker's heartbeat and
+:meth:`Scanner.run` call it), so a committed job is published within a second.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import conf
 from .backoff import Outage, RetryDelay, is_unavailable
 from .events import kv
 from .queue import Queue
@@ -29,6 +36,8 @@ log = logging.getLogger("django_zqueue.scanner")
 #: most scan script calls per queue in one step (each moves at most scan_batch jobs of
 #: each kind); the next step carries on
 MAX_STEPS = 1000
+#: seconds between two looks at ``ZQUEUE["OUTBOX"]`` while it is off
+RELAY_OFF_INTERVAL = 1.0
 
 
 @dataclass
@@ -38,10 +47,16 @@ class StepTotals:
     queues: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     fired: int = 0
     dispatched: int = 0  # workflow outbox entries applied (what no worker finished)
+    relayed: int = 0  # rows of the transactional outbox published (ZQUEUE["OUTBOX"])
 
     @property
     def busy(self) -> bool:
-        return self.fired > 0 or self.dispatched > 0 or any(any(t) for t in self.queues.values())
+        return (
+            self.fired > 0
+            or self.dispatched > 0
+            or self.relayed > 0
+            or any(any(t) for t in self.queues.values())
+        )
 
 
 class Scanner:
@@ -70,6 +85,9 @@ class Scanner:
         self.synced = False
         self.steps = 0  # steps that completed (for tests and operators)
         self.failures = 0  # steps that failed
+        self.relay_retry = RetryDelay(base=0.25, cap=30.0)
+        self.relayed = 0  # outbox rows this scanner published (for tests and operators)
+        self.relayed_at_all = False  # whether a relay step ran (opened a connection)
 
     def sync_schedules(self) -> None:
         """Write the schedules to Redis (raises what the write raises)."""
@@ -108,8 +126,56 @@ class Scanner:
                     )
                     raise
             totals.fired = self.scheduler.step()
+        totals.relayed = self.relay()
         self.steps += 1
         return totals
+
+    def relay(self) -> int:
+        """One relay step of the transactional outbox (none while ``ZQUEUE["OUTBOX"]`` is
+        off): the rows published. Raises what Redis or the database raise."""
+        if not conf.get_config().outbox:
+            return 0
+        from . import outbox
+
+        self.relayed_at_all = True
+        done = outbox.relay()
+        if done.published:
+            self.outage.ok()  # it reached Redis
+        self.relayed += done.published
+        return done.published
+
+    def close(self) -> None:
+        """Close the database connections the relay opened in this thread (when its loop
+        ends: a thread's connections are its own)."""
+        if self.relayed_at_all:
+            from django.db import connections
+
+            connections.close_all()
+
+    def relay_tick(self) -> float:
+        """One relay step that never raises: the seconds to wait before the next one
+        (``outbox.RELAY_INTERVAL``, a growing backoff after failures)."""
+        if not conf.get_config().outbox:
+            return RELAY_OFF_INTERVAL
+        from . import outbox
+
+        try:
+            n = self.relay()
+        except Exception as exc:
+            wait = self.relay_retry.next()
+            if is_unavailable(exc):
+                self.outage.failed(exc)
+            else:  # the database (a missing migration, a lost connection) or a bug
+                log.error(
+                    kv(event="outbox_relay_error", scanner=self.name, retry_in=f"{wait:.2f}"),
+                    exc_info=exc,
+                )
+                outbox.close_broken_connections()
+            return wait
+        self.relay_retry.reset()
+        if n:
+            log.info(kv(event="outbox_relayed", scanner=self.name, jobs=n))
+        return outbox.RELAY_INTERVAL
 
     def tick(self, interval: float, stop: threading.Event | None = None) -> float:
         """One step that never raises: the seconds to wait before the next one
@@ -135,8 +201,16 @@ class Scanner:
     def run(self, stop: threading.Event, interval: float = 1.0) -> None:
         """Step every ``interval`` seconds until ``stop`` is set, through any outage."""
         log.info(kv(event="scanner_start", scanner=self.name, queues=len(self.queues)))
+        next_step = next_relay = time.monotonic()
         while not stop.is_set():
-            stop.wait(self.tick(interval, stop))
+            now = time.monotonic()
+            if now >= next_step:
+                next_step = now + self.tick(interval, stop)
+                next_relay = time.monotonic() + self.relay_tick()  # the step relayed
+            elif now >= next_relay:
+                next_relay = now + self.relay_tick()
+            stop.wait(max(0.0, min(next_step, next_relay) - time.monotonic()))
+        self.close()
         log.info(kv(event="scanner_stop", scanner=self.name, steps=self.steps))
 
     def _log_totals(self, totals: StepTotals) -> None:
@@ -157,3 +231,5 @@ class Scanner:
             log.info(kv(event="schedules_fired", scanner=self.name, fired=totals.fired))
         if totals.dispatched:
             log.info(kv(event="workflow_dispatched", scanner=self.name, ends=totals.dispatched))
+        if totals.relayed:
+            log.info(kv(event="outbox_relayed", scanner=self.name, jobs=totals.relayed))

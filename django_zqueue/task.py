@@ -257,11 +257,27 @@ class Task(Generic[P, R]):
         return [Job(j.tag, queue.name, self.name) for j in jobs]
 
     def _send(self, queue: Queue, jobs: list[NewJob], parents: list[Any] | None = None) -> bool:
-        """Publish ``jobs`` now, or when the transaction commits (returns True then)."""
+        """Publish ``jobs`` now, or when the transaction commits (returns True then):
+        with ``ZQUEUE["OUTBOX"]``, by writing them to the outbox table in the transaction."""
+        config = conf.get_config()
         on_commit = self.on_commit
         if on_commit is None:
-            on_commit = conf.get_config().enqueue_on_commit
+            on_commit = config.enqueue_on_commit
         if on_commit and transaction.get_connection(self.using_db).in_atomic_block:
+            if config.outbox and parents is None:
+                # a row in the caller's transaction: committed with it, published by the
+                # relay (outbox.py), never lost when Redis is down at commit
+                from . import outbox
+
+                outbox.write(
+                    queue.name,
+                    self.name,
+                    jobs,
+                    using=self.using_db,
+                    debounce=self.debounce,
+                    unique_for=self.unique_for,
+                )
+                return True
 
             def send() -> None:
                 try:
@@ -374,7 +390,9 @@ class Task(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
         the job is published when the transaction commits (and never on rollback),
-        unless ``on_commit`` is off for this task or in settings.
+        unless ``on_commit`` is off for this task or in settings; with
+        ``ZQUEUE["OUTBOX"]`` it is written to the outbox table in the transaction and
+        published by the relay (docs/outbox.md).
 
         ``depends_on=[job, ...]`` (Job handles, tags of the task's queue or ``(queue,
         tag)`` pairs) makes the job wait (status ``"waiting"``) until every one of them

@@ -102,5 +102,17 @@ def main() -> None:
         q.client.delete(*[q.keys.result(j.id) for j in [urgent, *jobs]])
 
 
+def run() -> None:
+    """main(), with Redis unreachable said in one line, as the management commands do."""
+    try:
+        main()
+    except Exception as exc:
+        from django_zqueue.management.errors import REDIS_ERRORS, explain_redis_error
+
+        if not isinstance(exc, REDIS_ERRORS):
+            raise
+        sys.exit(f"demo: {explain_redis_error(exc)}")
+
+
 if __name__ == "__main__":
-    main()
+    run()

@@ -236,6 +236,23 @@ def test_async_views_on_wsgi_each_loop_gets_its_client(project: dict[str, str]) 
 # ------------------------------------------------------------------ the event-loop lane
 
 
+def test_lane_arguments_that_do_not_fit_are_dead_at_once(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    tag = q.publish(
+        {"task": "testproject.demo.async_tasks.aadd", "args": [1], "kwargs": {"c": 2}},
+        max_retries=5,
+    )
+    w = burst()
+    assert w.failed == 1
+    info = q.info(tag)
+    assert info is not None and info.state == "dead" and info.attempts == 1
+    assert (info.last_error or "").splitlines()[0] == (
+        "arguments do not fit testproject.demo.async_tasks.aadd(a, b): missing a required "
+        "argument: 'b'; got an unexpected keyword argument 'c' (permanent: a rerun would "
+        "fail the same way)"
+    )
+
+
 def test_lane_runs_async_jobs_and_stores_results(project: dict[str, str]) -> None:
     jobs = [at.aadd.enqueue(i, i) for i in range(30)]
     w = burst(async_concurrency=8)

@@ -6,6 +6,7 @@ Every test asserts the message the user sees, not only the exception type.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -131,6 +132,13 @@ def test_max_retries_is_checked_at_decoration(bad: Any) -> None:
         ((1,), {}, "missing a required argument: 'b'"),
         ((1, 2), {"c": 3}, "got an unexpected keyword argument 'c'"),
         ((1,), {"a": 2}, "multiple values for argument 'a'"),
+        (
+            (1,),
+            {"c": 2},
+            "missing a required argument: 'b'; got an unexpected keyword argument 'c'",
+        ),
+        ((1, 2), {"c": 3, "d": 4}, "got unexpected keyword arguments 'c', 'd'"),
+        ((), {"a": 1, "b": 2, "z": 3}, "got an unexpected keyword argument 'z'"),
     ],
 )
 def test_enqueue_checks_the_call_against_the_signature(
@@ -272,6 +280,48 @@ def test_command_with_redis_down_prints_one_line(project: dict[str, str]) -> Non
         f"127.0.0.1:{url.split(':')[2].split('/')[0]}. Connection refused. Check that Redis "
         "is running there and that ZQUEUE['REDIS_URL'] points to it."
     ]
+
+
+def _refused(url: str) -> str:
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    return (
+        f"cannot reach Redis at {url}: Error 111 connecting to 127.0.0.1:{port}. Connection "
+        "refused. Check that Redis is running there and that ZQUEUE['REDIS_URL'] points to it."
+    )
+
+
+def test_burst_worker_with_redis_down_prints_one_line(project: dict[str, str]) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "testproject" / "manage.py"), "zqueue_worker", "--burst"],
+        env={**project, "ZQUEUE_REDIS_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    lines = out.stderr.splitlines()
+    assert "Traceback" not in out.stderr
+    assert lines[-1] == f"CommandError: {_refused(url)}"
+    assert all(" INFO " in line for line in lines[:-1])  # the worker's own start lines
+
+
+@pytest.mark.slow
+def test_demo_with_redis_down_prints_one_line(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "ZQUEUE_"))}
+    env["ZQUEUE_REDIS_URL"] = url
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'demo.sqlite3'}"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "testproject" / "run_demo.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert out.stdout == f"redis: using ZQUEUE_REDIS_URL={url}\n"
+    assert out.stderr.splitlines() == [f"demo: {_refused(url)}"]
 
 
 def test_wrong_password_says_so(zqueue_settings: dict[str, Any]) -> None:

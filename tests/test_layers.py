@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
         "taskstats",
         "tracing",
         "workflow",
+        "outbox",
     },  # tasks
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
     {

@@ -218,10 +218,56 @@ def test_unknown_task_goes_to_dead_letters(project: dict[str, str]) -> None:
     assert w.failed == 2
     info = q.info(tag)
     assert info is not None and info.state == "dead"
-    assert "unknown task 'no.such.task'" in (info.last_error or "")
+    assert (info.last_error or "").splitlines()[0] == (
+        "unknown task 'no.such.task': no task of that name is registered in this worker (a "
+        "worker imports the tasks module of each installed app, <app>.tasks: a task defined "
+        "in another module must be imported from its app's tasks.py)"
+    )
     bad_info = q.info(bad)
     assert bad_info is not None and bad_info.state == "dead"
     assert "undecodable payload" in (bad_info.last_error or "")
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "problem"),
+    [
+        ([1], {}, "missing a required argument: 'b'"),
+        ([1, 2, 3], {}, "too many positional arguments"),
+        ([1], {"c": 2}, "missing a required argument: 'b'; got an unexpected keyword argument 'c'"),
+    ],
+)
+def test_arguments_that_do_not_fit_are_dead_at_once(
+    project: dict[str, str], args: list[int], kwargs: dict[str, int], problem: str
+) -> None:
+    """A body sent past enqueue's check (Queue.publish, an older release's task): the
+    TypeError of binding is permanent, with its reason, however many retries are left."""
+    q = get_queue("default")
+    tag = q.publish(
+        {"task": "testproject.demo.tasks.add", "args": args, "kwargs": kwargs}, max_retries=5
+    )
+    w = burst()
+    assert w.failed == 1
+    info = q.info(tag)
+    assert info is not None and info.state == "dead" and info.attempts == 1
+    first, second = (info.last_error or "").splitlines()[:2]
+    assert first == (
+        f"arguments do not fit testproject.demo.tasks.add(a, b): {problem} (permanent: a "
+        "rerun would fail the same way)"
+    )
+    assert second.startswith("builtins.TypeError: ")
+
+
+def test_a_type_error_inside_the_task_is_retried(project: dict[str, str]) -> None:
+    """Only a call that does not bind is permanent: add(1, "x") enters the task."""
+    q = get_queue("default")
+    tag = q.publish(
+        {"task": "testproject.demo.tasks.add", "args": [1, "x"], "kwargs": {}}, max_retries=1
+    )
+    w = burst()
+    assert w.failed == 1
+    info = q.info(tag)
+    assert info is not None and info.state == "delayed"  # its retry, after the backoff
+    assert (info.last_error or "").startswith("builtins.TypeError: unsupported operand")
 
 
 def test_signals_and_progress(project: dict[str, str]) -> None:

@@ -46,6 +46,7 @@ from django.db import close_old_connections
 from .. import signals, taskstats, tracing
 from ..backends import MARKER
 from ..backoff import is_unavailable
+from ..callcheck import misfit
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..exceptions import JobCancelled, JobTimeout
@@ -447,6 +448,7 @@ class AioLane:
         set_current_job(ctx)  # this asyncio task's context only
         t0 = time.perf_counter()
         flow = flow_of(ctx.message.body)
+        call: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         try:
             if _model_refs(ctx.message):
                 args, kwargs = await sync_to_async(decode_call)(ctx.message.body)
@@ -454,6 +456,7 @@ class AioLane:
                 args, kwargs = decode_call(ctx.message.body)
             if flow.get("in"):  # a workflow job: its parents' results come first
                 args = (*(await asyncio.to_thread(received, ctx, flow)), *args)
+            call = (args, kwargs)
             send(signals.job_started, sender=task, job=ctx)
             result = await bounded(task.func(*args, **kwargs), task.timeout)
         except asyncio.CancelledError:
@@ -462,6 +465,10 @@ class AioLane:
             corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
             error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"
             permanent = isinstance(exc, ModelInstanceMissing | MalformedPayload)
+            if isinstance(exc, TypeError) and call is not None:
+                reason = misfit(task.name, task.func, *call)
+                if reason is not None:  # the call never entered the task
+                    error, permanent = f"{reason}\n{error}", True
             if isinstance(exc, JobTimeout):
                 log.warning(
                     kv(event="job_timeout", queue=ctx.queue.name, job=ctx.id, timeout=task.timeout)

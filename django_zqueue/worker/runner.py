@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import backend_runner, dbconn, signals, tracing
 from ..backends import MARKER
+from ..callcheck import misfit
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..exceptions import JobCancelled
@@ -61,7 +62,9 @@ class Runner:
         ctx = JobContext(msg, queue, name or "")
         if task is None:
             reason = (
-                f"unknown task {name!r}: no task of that name is registered in this worker"
+                f"unknown task {name!r}: no task of that name is registered in this worker "
+                "(a worker imports the tasks module of each installed app, <app>.tasks: a "
+                "task defined in another module must be imported from its app's tasks.py)"
                 if isinstance(name, str)
                 else f"corrupt record: body is not a task call (undecodable payload: "
                 f"{msg.raw_body[:200]!r})"
@@ -91,10 +94,12 @@ class Runner:
         set_current_job(ctx)
         t0 = time.perf_counter()
         flow = flow_of(ctx.message.body)
+        call: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         try:
             args, kwargs = decode_call(ctx.message.body)
             if flow.get("in"):
                 args = (*received(ctx, flow), *args)
+            call = (args, kwargs)
             if signals.job_started.receivers:  # (none connected: not even the call)
                 send(signals.job_started, sender=task, job=ctx)
             if log.isEnabledFor(logging.DEBUG):
@@ -109,6 +114,10 @@ class Runner:
             error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"
             # a rerun cannot help these
             permanent = isinstance(exc, ModelInstanceMissing | MalformedPayload)
+            if isinstance(exc, TypeError) and call is not None:
+                reason = misfit(task.name, task.func, *call)
+                if reason is not None:  # the call never entered the task
+                    error, permanent = f"{reason}\n{error}", True
             return failed(ctx, task, error, exc, dead=permanent)
         finally:
             set_current_job(None)

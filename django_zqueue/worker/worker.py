@@ -214,7 +214,7 @@ class Worker:
         jobs are finished or given back (through the grace period too). With Redis down,
         the leases are tried again after a growing backoff, and the outage is logged
         once (``redis_lost``, then ``redis_back``), not at every beat."""
-        next_scan = 0.0
+        next_scan = next_relay = 0.0
         next_try = 0.0  # after a failure: Redis is tried again from then on (backoff)
         retry = RetryDelay(base=0.05, cap=2.0)
         while not self._done.is_set():
@@ -237,7 +237,12 @@ class Worker:
             if self.scanner and now >= next_scan and not self.stopping.is_set():
                 # never raises; backs off on its own after a failure
                 next_scan = now + self.embedded_scanner().tick(self.scan_interval)
+            if self.scanner and now >= next_relay and not self.stopping.is_set():
+                # the transactional outbox, between scans (ZQUEUE["OUTBOX"]; never raises)
+                next_relay = time.monotonic() + self.embedded_scanner().relay_tick()
             self._done.wait(0.05)
+        if self._scanner is not None:
+            self._scanner.close()  # the relay's database connections of this thread
 
     def embedded_scanner(self) -> Scanner:
         """The scanner this worker runs (scanner.py), sharing its outage log."""

@@ -15,6 +15,7 @@ from ...checks import eviction_warning
 from ...connection import get_client
 from ...worker import Worker, run_processes
 from ...worker.coro import default_async_concurrency
+from ..errors import redis_errors
 
 
 def positive_int(value: str) -> int:
@@ -106,6 +107,7 @@ class Command(BaseCommand):
             "JobCancelled is raised in it.",
         )
 
+    @redis_errors  # --burst with Redis down: one line (a long-running worker rides it out)
     def handle(self, *args: Any, **options: Any) -> None:
         config = conf.get_config()
         pairs = options["queues"] or [(name, 1.0) for name in config.queues]
