@@ -2,8 +2,9 @@
 
 A hypothesis ``RuleBasedStateMachine`` drives one fresh queue per example through random
 interleavings of every state-changing operation (publish, publish_many, get, claim, ack,
-nack, touch, scan, delete, requeue_dead, purge_dead) plus two harness moves that stand in
-for time passing: a lease runs out, a delayed job falls due. A plain-Python model predicts
+nack, touch, scan, delete, requeue_dead, purge_dead) plus three harness moves that stand in
+for time passing: a lease runs out, a delayed job falls due, a waiting job's expiry passes
+(it must then end ``expired`` at the next claim that meets it or scan, never be leased). A plain-Python model predicts
 the outcome of each call and, after every step, the complete content of the queue in
 Redis: which of the four sorted sets holds each job, the exact order of the ready line,
 job records, errors, progress and the lifetime counters.
@@ -58,6 +59,7 @@ from django_zqueue.queue import NOTIFY_CAP, Message, Queue
 from django_zqueue.records import from_ms as _from_ms
 
 READY, DELAYED, LEASED, DEAD = "ready", "delayed", "leased", "dead"
+EXPIRED = "expired"
 MAX_RETRIES = 2
 #: caller-given tags; a small pool so that tags clash and are reused after a job is gone
 POOL = ["u0", "u1", "u2", "u3", "u4", "u5"]
@@ -100,6 +102,7 @@ COUNTERS = (
     "deleted",
     "requeued",
     "cancelled",
+    "jobs_expired",
 )
 
 _names = itertools.count()
@@ -127,6 +130,8 @@ class Job:
     died: int = 0  # while dead: order of death (dead letters are trimmed oldest first)
     error: str | None = None
     progress: bool = False
+    expires: bool = False  # its record holds an expiry (published with one, not yet started)
+    lapsed: int | None = None  # its expiry made past by the harness: the score written
 
 
 def _when_kwargs(name: str) -> dict[str, Any]:
@@ -171,6 +176,9 @@ class QueueMachine(RuleBasedStateMachine):
         self._died = itertools.count()
         self.dead_max = dead_max
         self.concurrency = concurrency
+        #: expiry index entries left by a job that went without starting or expiring
+        #: (cancelled): tag -> the past score the harness wrote; the scanner drops them
+        self.stale_x: dict[str, int] = {}
         self._consumer = itertools.count()
 
     def teardown(self) -> None:
@@ -285,17 +293,34 @@ class QueueMachine(RuleBasedStateMachine):
         sec, usec = self.client.time()
         return sec * 1000 + usec // 1000
 
+    def _expire(self, job: Job) -> None:
+        """A job whose expiry passed before it started ends in the state expired."""
+        job.state = EXPIRED
+        job.error = "expired"
+        job.expires = False
+        job.past = None
+        self.stats["jobs_expired"] += 1
+
     def _claim_model(self, batch: int, consumer: str) -> list[str]:
+        """The jobs a claim leases; a job at the head whose expiry passed is expired
+        instead (``self.claim_expired``: how many)."""
         self._promote(100)
         if self.concurrency is not None:  # a global limit on jobs in flight
             batch = max(0, min(batch, self.concurrency - len(self._in(LEASED))))
-        tags = self._ready_order()[:batch]
-        for tag in tags:
+        tags = []
+        self.claim_expired = 0
+        for tag in self._ready_order()[:batch]:
             job = self.jobs[tag]
+            if job.lapsed is not None:
+                self._expire(job)
+                self.claim_expired += 1
+                continue
             job.state = LEASED
             job.attempts += 1
             job.consumer = consumer
             job.past = None
+            job.expires = False  # started: its expiry no longer applies
+            tags.append(tag)
         self.stats["claimed"] += len(tags)
         return tags
 
@@ -333,8 +358,9 @@ class QueueMachine(RuleBasedStateMachine):
         when=WHENS,
         max_retries=st.sampled_from([None, 0, 0, 1, 2]),
         vt=st.sampled_from([None, None, 600]),
+        expires=st.sampled_from([None, None, 3600]),
     )
-    def publish(self, body, priority, tag_kind, idx, when, max_retries, vt):
+    def publish(self, body, priority, tag_kind, idx, when, max_retries, vt, expires):
         tag: str | None = None
         if tag_kind == "pool" or (tag_kind == "existing" and not self.jobs):
             tag = POOL[idx % len(POOL)]
@@ -344,6 +370,7 @@ class QueueMachine(RuleBasedStateMachine):
             "priority": priority,
             "max_retries": max_retries,
             "visibility_timeout": vt,
+            "expires": expires,
             **_when_kwargs(when),
         }
         if tag is not None and tag in self.jobs:
@@ -360,6 +387,9 @@ class QueueMachine(RuleBasedStateMachine):
         else:
             assert got not in self.jobs
         self._add(got, body, priority, max_retries, WHEN[when][1], vt)
+        self.jobs[got].expires = expires is not None
+        if expires is not None:
+            self.stale_x.pop(got, None)  # its entry now holds the new job's expiry
         self.stats["enqueued"] += 1
 
     @rule(
@@ -422,6 +452,8 @@ class QueueMachine(RuleBasedStateMachine):
         self._check_delivered(msgs, expected, t0, t1)
         if msgs:
             assert hint is None
+        elif self.claim_expired:
+            assert hint == 0, "expired jobs were met at the head: claim again"
         elif self._in(DELAYED):
             assert hint is not None and hint >= 0, "hint: time until the next delayed job"
         else:
@@ -526,11 +558,51 @@ class QueueMachine(RuleBasedStateMachine):
         job.past = next(self._past)
         assert self.client.zadd(self.q.keys.delayed, {job.tag: job.past}, xx=True, ch=True) == 1
 
+    @precondition(
+        lambda self: (
+            self.dead_max >= 100  # expired jobs are trimmed like dead letters
+            and any(
+                j.state in (READY, DELAYED) and j.expires and j.lapsed is None
+                for j in self.jobs.values()
+            )
+        )
+    )
+    @rule(idx=INDEX)
+    def expiry_passes(self, idx):
+        """A waiting job's expiry passes: a past expiry written into its record and its
+        entry of the expiry index."""
+        waiting = [j for j in self._known() if j.state in (READY, DELAYED)]
+        job = self._pick([j for j in waiting if j.expires and j.lapsed is None], idx)
+        job.lapsed = next(self._past)
+        k = self.q.keys
+        meta = json.loads(self.client.hget(k.meta, job.tag))
+        meta["x"] = job.lapsed
+        self.client.hset(k.meta, job.tag, json.dumps(meta))
+        assert self.client.zadd(k.expiry, {job.tag: job.lapsed}, xx=True, ch=True) == 1
+
     @rule(limit=st.sampled_from([None, None, 1, 2]))
     def scan(self, limit):
         """Housekeeping, by default in one step; a small limit leaves work for the next."""
         result = self.q.scan(limit)
         limit = limit or self.q.options.scan_batch
+        # first the due entries of the expiry index, oldest first: a waiting job whose
+        # expiry passed ends expired, a stale entry is dropped
+        entries = [
+            (j.lapsed, j.tag)
+            for j in self._known()
+            if j.lapsed is not None and j.state in (READY, DELAYED)
+        ]
+        entries += [(past, tag) for tag, past in self.stale_x.items()]
+        due = sorted(entries)[:limit]
+        expired_jobs = 0
+        for past, tag in due:
+            job = self.jobs.get(tag)
+            if job is not None and job.lapsed == past and job.state in (READY, DELAYED):
+                self._expire(job)
+                expired_jobs += 1
+            else:
+                self.stale_x.pop(tag, None)
+        assert result.expired == expired_jobs
         promoted = self._promote(limit)
         recovered = buried = 0
         expired = sorted((j for j in self._in(LEASED) if j.past is not None), key=lambda j: j.past)
@@ -545,7 +617,9 @@ class QueueMachine(RuleBasedStateMachine):
         trimmed, more_dead = self._trim_dead(limit)
         assert (result.promoted, result.recovered, result.buried) == (promoted, recovered, buried)
         assert result.trimmed == trimmed
-        assert result.more == (promoted == limit or len(expired) >= limit or more_dead)
+        assert result.more == (
+            promoted == limit or len(expired) >= limit or more_dead or len(due) >= limit
+        )
 
     # ------------------------------------------------------------------ operators
 
@@ -580,6 +654,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.delete(tag) is True
         self.stats["deleted"] += 1
         del self.jobs[tag]
+        self.stale_x.pop(tag, None)  # delete drops the tag's expiry entry
 
     def _cancel(self, idx: int) -> None:
         """Cancel: a waiting or running job ends in the terminal state ``cancelled`` (out
@@ -587,15 +662,17 @@ class QueueMachine(RuleBasedStateMachine):
         leased = self._in(LEASED)
         tag = self._pick(leased, idx).tag if leased and idx % 2 else self._any_tag(idx)
         job = self.jobs.get(tag)
-        if job is None or job.state == DEAD:
+        if job is None or job.state in (DEAD, EXPIRED):
             before = self._snapshot()
-            assert self.q.cancel_job(tag) == ("missing" if job is None else "dead")
+            assert self.q.cancel_job(tag) == ("dead" if job and job.state == DEAD else "missing")
             assert self._snapshot() == before, "a refused cancel changes nothing"
             return
         want = "running" if job.state == LEASED else "waiting"
         assert self.q.cancel_job(tag) == want
         self.stats["cancelled" if want == "running" else "deleted"] += 1
         del self.jobs[tag]
+        if job.lapsed is not None and job.state != LEASED:
+            self.stale_x[tag] = job.lapsed  # cancel leaves its expiry entry to the scanner
         rec = self.q.cancelled(tag)
         assert rec is not None and rec.was == job.state and rec.attempts == job.attempts
 
@@ -646,7 +723,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         assert info is not None
         assert info.state == job.state == self.q.state(tag)
-        assert self.q.exists(tag) == (job.state != DEAD)
+        assert self.q.exists(tag) == (job.state not in (DEAD, EXPIRED))
         assert (info.attempts, info.priority, info.max_retries) == (
             job.attempts,
             job.priority,
@@ -666,7 +743,7 @@ class QueueMachine(RuleBasedStateMachine):
     def redis_matches_model(self):
         k = self.q.keys
         pipe = self.client.pipeline(transaction=True)
-        for key in (k.ready, k.delayed, k.leased, k.dead):
+        for key in (k.ready, k.delayed, k.leased, k.dead, k.expired, k.expiry):
             pipe.zrange(key, 0, -1, withscores=True)
         pipe.hkeys(k.body)
         pipe.hgetall(k.meta)
@@ -677,7 +754,20 @@ class QueueMachine(RuleBasedStateMachine):
             now_ms = server_time_ms(self.client, k.ready)
         else:
             pipe.time()
-        ready, delayed, leased, dead, body, meta, errors, progress, notify, *now = pipe.execute()
+        (
+            ready,
+            delayed,
+            leased,
+            dead,
+            expired,
+            expiry,
+            body,
+            meta,
+            errors,
+            progress,
+            notify,
+            *now,
+        ) = pipe.execute()
         if now:
             now_ms = now[0][0] * 1000 + now[0][1] // 1000
         sets = {
@@ -685,6 +775,7 @@ class QueueMachine(RuleBasedStateMachine):
             DELAYED: {_s(t): s for t, s in delayed},
             LEASED: {_s(t): s for t, s in leased},
             DEAD: {_s(t): s for t, s in dead},
+            EXPIRED: {_s(t): s for t, s in expired},
         }
 
         # every job in exactly one set; no set member the model doesn't know
@@ -739,10 +830,25 @@ class QueueMachine(RuleBasedStateMachine):
             # dead exactly when attempts exceed max retries, or buried on purpose
             if job.state == DEAD:
                 assert m["a"] > m["m"] or job.buried
-            elif job.state in (READY, DELAYED):
+            elif job.state in (READY, DELAYED, EXPIRED):
                 assert m["a"] <= m["m"]
             else:
                 assert 1 <= m["a"] <= m["m"] + 1
+
+        # the expiry index: a waiting job with an expiry has its entry (past as written by
+        # the harness, else in the future); a started one has none, nor does its record
+        index = {_s(t): s for t, s in expiry}
+        for tag, job in self.jobs.items():
+            m = json.loads(meta[tag.encode()])
+            if job.state in (READY, DELAYED) and job.expires:
+                want = job.lapsed
+                assert index[tag] == (want if want is not None else index[tag])
+                assert want is not None or index[tag] > now_ms
+                assert m["x"] == index[tag], "the record and the index agree"
+            if job.state == LEASED:
+                assert "x" not in m, "a started job keeps no expiry"
+        for tag, past in self.stale_x.items():
+            assert index.get(tag) == past, "a stale entry waits for the scanner"
 
         want_errors = {t: j.error for t, j in self.jobs.items() if j.error is not None}
         got_errors = {_s(t): _s(e) for t, e in errors.items()}
