@@ -14,7 +14,13 @@ from redis.cluster import ClusterPipeline
 from redis.exceptions import NoScriptError, ResponseError
 
 from .connection import UNAVAILABLE_ERRORS
-from .exceptions import QueueFull, ScriptArgumentError, ScriptError, SequenceExhausted
+from .exceptions import (
+    CorruptKey,
+    QueueFull,
+    ScriptArgumentError,
+    ScriptError,
+    SequenceExhausted,
+)
 
 Arg: TypeAlias = str | bytes | int | float
 
@@ -88,6 +94,7 @@ ERRORS: dict[str, type[ScriptError] | type[QueueFull]] = {
     SequenceExhausted.code: SequenceExhausted,
     ScriptArgumentError.code: ScriptArgumentError,
     QueueFull.code: QueueFull,
+    CorruptKey.code: CorruptKey,
 }
 
 

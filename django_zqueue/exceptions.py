@@ -121,6 +121,14 @@ class SequenceExhausted(ScriptError):
     code = "ZQ_SEQUENCE_EXHAUSTED"
 
 
+class CorruptKey(ScriptError):
+    """A key of the queue holds another type than its name says, or a counter that is not
+    a number: the script refused the call before writing anything. The message names the
+    key; ``manage.py zqueue_doctor --repair`` says what it can repair."""
+
+    code = "ZQ_CORRUPT_KEY"
+
+
 class ScriptArgumentError(ScriptError, InvalidArgument):
     """A script refused an argument out of its bounds (``ZQ_BAD_ARGUMENT``); the Python
     side checks the same bounds first, so this means a caller went around it."""

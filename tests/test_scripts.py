@@ -336,7 +336,8 @@ def test_error_replies_map_through_one_table(q: Queue) -> None:
         if f.name.endswith(".lua")
         for code in re.findall(r"'(ZQ_[A-Z_]+):", f.read_text(encoding="utf-8"))
     }
-    assert set(ERRORS) == raised == {"ZQ_SEQUENCE_EXHAUSTED", "ZQ_BAD_ARGUMENT", "ZQ_QUEUE_FULL"}
+    assert set(ERRORS) == raised
+    assert raised == {"ZQ_SEQUENCE_EXHAUSTED", "ZQ_BAD_ARGUMENT", "ZQ_QUEUE_FULL", "ZQ_CORRUPT_KEY"}
     assert all(issubclass(cls, ScriptError | QueueFull) for cls in ERRORS.values())
     full = redis.exceptions.ResponseError(
         "ZQ_QUEUE_FULL: 3 jobs wait and 1 more would pass max_length 3; retry script: abc"

@@ -2,12 +2,12 @@
 
 A hypothesis ``RuleBasedStateMachine`` drives one fresh queue per example through random
 interleavings of every state-changing operation (publish, publish_many, get, claim, ack,
-nack, touch, scan, delete, requeue_dead, purge_dead) plus three harness moves that stand in
-for time passing: a lease runs out, a delayed job falls due, a waiting job's expiry passes
-(it must then end ``expired`` at the next claim that meets it or scan, never be leased). A plain-Python model predicts
-the outcome of each call and, after every step, the complete content of the queue in
-Redis: which of the four sorted sets holds each job, the exact order of the ready line,
-job records, errors, progress and the lifetime counters.
+nack, touch, scan, delete, requeue_dead, purge_dead) plus three harness moves that stand
+in for time passing: a lease runs out, a delayed job falls due, a waiting job's expiry passes
+(it must then end ``expired`` at the next claim that meets it or scan, never be leased). A
+plain-Python model predicts the outcome of each call and, after every step, the complete
+content of the queue in Redis: which of the sorted sets holds each job, the exact order of
+the ready line, job records, errors, progress and the lifetime counters.
 
 Time is never waited for. Delays, backoffs and leases are an hour or more (or five minutes
 for leases), so nothing falls due by the clock during an example; the harness moves write

@@ -9,6 +9,7 @@
 --@include tick_us
 --@include fmt
 --@include series
+--@include count
 
 local function printable(raw)
   if not raw then
@@ -52,8 +53,8 @@ local function bury_corrupt(k, bad, now, from)
   redis.call('HSET', k.errors, unpack(errors))
   redis.call('HSET', k.meta, unpack(metas))
   redis.call('ZADD', k.dead, unpack(dead))
-  redis.call('HINCRBY', k.stats, 'dead', n)
-  redis.call('HINCRBY', k.stats, 'corrupt', n)
+  count_stat(k.stats, 'dead', n)
+  count_stat(k.stats, 'corrupt', n)
   bump(k.stats, 'd', n, now)
   return n
 end

@@ -8,6 +8,7 @@
 --   failure for its dependents (wf_mark). Returns how many.
 --   Uses k.expired, k.expiry, k.errors, k.stats, k.wf_out, k.wf_res.
 --@include wf_mark
+--@include count
 
 local function is_lapsed(meta, now)
   return type(meta.x) == 'number' and meta.x <= now
@@ -29,7 +30,7 @@ local function expire_jobs(k, entries, now)
   redis.call('ZADD', k.expired, unpack(at))
   redis.call('ZREM', k.expiry, unpack(ids))
   redis.call('HSET', k.errors, unpack(errors))
-  redis.call('HINCRBY', k.stats, 'jobs_expired', #entries)
+  count_stat(k.stats, 'jobs_expired', #entries)
   for _, e in ipairs(entries) do
     wf_mark(k.wf_out, k.wf_res, e[1], e[2], false, nil, now)
   end

@@ -1,5 +1,6 @@
 -- _notify.lua: wake up to `n` blocked consumers; the list never holds more than `cap`
--- tokens.
+-- tokens. It never raises: a notify key of the wrong type only loses the wake-up (the
+-- consumers wait with a timeout; zqueue_doctor reports the key).
 
 local function notify(key, n, cap)
   if n <= 0 then
@@ -12,7 +13,8 @@ local function notify(key, n, cap)
   for i = 1, n do
     tokens[i] = '1'
   end
-  if redis.call('LPUSH', key, unpack(tokens)) > cap then
+  local ok, len = pcall(redis.call, 'LPUSH', key, unpack(tokens))
+  if ok and len > cap then
     redis.call('LTRIM', key, 0, cap - 1)
   end
 end

@@ -2,7 +2,8 @@
 -- of 64 slots: field 'm<slot>' holds the minute a slot counts for; 'e' enqueued, 'a'
 -- acked, 'f' failed, 'd' dead, 'r' ready depth (last sample), 't' run ms. A slot is
 -- reset when reused, so the ring never grows. bump adds to a counter, sample_depth
--- records the ready depth.
+-- records the ready depth; neither raises (a stats key of the wrong type or a field that
+-- is not a number loses the sample: see _count.lua).
 
 local SERIES = {'e', 'a', 'f', 'd', 'r', 't'}
 local function series_slot(stats, now)
@@ -21,9 +22,15 @@ local function series_slot(stats, now)
 end
 
 local function bump(stats, name, n, now)
-  redis.call('HINCRBY', stats, name .. series_slot(stats, now), n)
+  local ok, slot = pcall(series_slot, stats, now)
+  if ok then
+    pcall(redis.call, 'HINCRBY', stats, name .. slot, n)
+  end
 end
 
 local function sample_depth(stats, ready, now)
-  redis.call('HSET', stats, 'r' .. series_slot(stats, now), redis.call('ZCARD', ready))
+  local ok, slot = pcall(series_slot, stats, now)
+  if ok then
+    pcall(redis.call, 'HSET', stats, 'r' .. slot, redis.call('ZCARD', ready))
+  end
 end

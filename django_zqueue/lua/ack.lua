@@ -25,6 +25,10 @@
 --@include series
 --@include notify
 --@include wf_mark
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local id, token, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local raw = redis.call('HGET', KEYS[3], id)
@@ -46,11 +50,11 @@ if unique then
   redis.call('SET', KEYS[9], '1', 'PX', unique)
 end
 drop_record(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id)
-redis.call('HINCRBY', KEYS[6], 'acked', 1)
+count_stat(KEYS[6], 'acked', 1)
 local now = now_ms()
 bump(KEYS[6], 'a', 1, now)
 if ARGV[6] ~= '' then
-  redis.call('HINCRBY', KEYS[6], 'run_ms', ARGV[6])
+  count_stat(KEYS[6], 'run_ms', ARGV[6])
   bump(KEYS[6], 't', tonumber(ARGV[6]), now)
 end
 local recorded = wf_mark(KEYS[10], KEYS[11], id, meta, true, ARGV[7], now)

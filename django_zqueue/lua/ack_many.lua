@@ -26,6 +26,10 @@
 --@include series
 --@include notify
 --@include record_text
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local FULL_ACK_FIELDS = {'u', 'k', 'n'}
 
@@ -128,11 +132,11 @@ redis.call('HDEL', KEYS[2], unpack(done))
 redis.call('HDEL', KEYS[3], unpack(done))
 redis.call('HDEL', KEYS[4], unpack(done))
 redis.call('HDEL', KEYS[5], unpack(done))
-redis.call('HINCRBY', KEYS[6], 'acked', #done)
+count_stat(KEYS[6], 'acked', #done)
 local now = now_ms()
 bump(KEYS[6], 'a', #done, now)
 if run_ms > 0 then
-  redis.call('HINCRBY', KEYS[6], 'run_ms', run_ms)
+  count_stat(KEYS[6], 'run_ms', run_ms)
   bump(KEYS[6], 't', run_ms, now)
 end
 if cap > 0 then

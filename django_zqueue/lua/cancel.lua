@@ -25,6 +25,10 @@
 --@include drop_record
 --@include notify
 --@include wf_mark
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local id, ttl, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if not is_int(ttl, 1, MAX_DELAY_MS) then
@@ -63,9 +67,9 @@ end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
 redis.call('SET', KEYS[11], cjson.encode(rec), 'PX', ttl)
 if was == 'leased' then -- a delivery ends: counted apart, so inflight = claimed - ... - cancelled
-  redis.call('HINCRBY', KEYS[9], 'cancelled', 1)
+  count_stat(KEYS[9], 'cancelled', 1)
   notify(KEYS[10], 1, cap)
   return 2
 end
-redis.call('HINCRBY', KEYS[9], 'deleted', 1) -- a waiting job removed, as delete does
+count_stat(KEYS[9], 'deleted', 1) -- a waiting job removed, as delete does
 return 1

@@ -28,6 +28,10 @@
 --@include bury_corrupt
 --@include fmt
 --@include expire
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
   meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
@@ -143,7 +147,7 @@ if n > 0 then
     redis.call('HSET', rate, 'tokens', fmt(tokens - got), 'ts', now)
   end
   if got > 0 then
-    redis.call('HINCRBY', k.stats, 'claimed', got)
+    count_stat(k.stats, 'claimed', got)
     return out
   end
   if #bad > 0 or #lapsed > 0 then

@@ -38,6 +38,10 @@
 --@include expire
 --@include fair
 --@include group_limits
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
   meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
@@ -218,7 +222,7 @@ if qps > 0 and n > 0 then
   redis.call('HSET', rate, 'tokens', fmt(tokens - #good), 'ts', now)
 end
 if #good > 0 then
-  redis.call('HINCRBY', k.stats, 'claimed', #good)
+  count_stat(k.stats, 'claimed', #good)
   return out
 end
 if #bad > 0 or #parked > 0 or #lapsed > 0 then

@@ -16,6 +16,10 @@
 --@include drop_record
 --@include now_ms
 --@include wf_mark
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[4], id) or (ARGV[2] == '1' and redis.call('ZSCORE', KEYS[3], id)) then
@@ -35,5 +39,5 @@ if ok and not ended then
   wf_mark(KEYS[11], KEYS[12], id, meta, false, nil, now_ms())
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
-redis.call('HINCRBY', KEYS[9], 'deleted', 1)
+count_stat(KEYS[9], 'deleted', 1)
 return 1

@@ -22,6 +22,10 @@
 --@include tag_state
 --@include series
 --@include notify
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], expiry = KEYS[12],
@@ -47,7 +51,7 @@ if ARGV[4] == '1' then
   if not tag_state(k, id) then
     -- may raise: before its writes
     add_job(k, id, j.body, meta, run_at, now, ARGV[5], tonumber(ARGV[6]))
-    redis.call('HINCRBY', k.stats, 'enqueued', 1)
+    count_stat(k.stats, 'enqueued', 1)
     bump(k.stats, 'e', 1, now)
     notify(k.notify, 1, tonumber(ARGV[7]))
   end

@@ -26,6 +26,10 @@
 --@include trim_dead
 --@include notify
 --@include wf_mark
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
@@ -54,14 +58,14 @@ redis.call('ZREM', k.leased, id)
 if ARGV[3] ~= '' then
   redis.call('HSET', k.errors, id, ARGV[3])
 end
-redis.call('HINCRBY', k.stats, 'failed', 1)
+count_stat(k.stats, 'failed', 1)
 bump(k.stats, 'f', 1, now)
 redis.call('HSET', k.meta, id, cjson.encode(meta))
 redis.call('HDEL', k.progress, id)
 if dead then
   -- time of death in ms with a µs fraction from the monotonic clock: exact order
   redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
-  redis.call('HINCRBY', k.stats, 'dead', 1)
+  count_stat(k.stats, 'dead', 1)
   bump(k.stats, 'd', 1, now)
   if limit > 0 then
     trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now, dead_max, dead_ttl, limit)
@@ -74,7 +78,7 @@ if dead then
   end
   return 2
 end
-redis.call('HINCRBY', k.stats, 'retried', 1)
+count_stat(k.stats, 'retried', 1)
 if score then
   redis.call('ZADD', k.ready, score, id)
 else

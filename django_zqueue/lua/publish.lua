@@ -28,6 +28,10 @@
 --@include series
 --@include notify
 --@include room
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
@@ -99,7 +103,7 @@ for i = 1, n do
 end
 index_expiry(k, entries)
 
-redis.call('HINCRBY', k.stats, 'enqueued', n)
+count_stat(k.stats, 'enqueued', n)
 bump(k.stats, 'e', n, now)
 -- Delayed jobs wake consumers too: a sleeping consumer re-reads the earliest run-at.
 notify(k.notify, n, cap)

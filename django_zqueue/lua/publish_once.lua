@@ -37,6 +37,10 @@
 --@include ready_scores
 --@include series
 --@include tag_state
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11],
@@ -104,7 +108,7 @@ else
   redis.call('ZADD', k.delayed, run_at, id)
 end
 index_expiry(k, {{id, meta}})
-redis.call('HINCRBY', k.stats, 'enqueued', 1)
+count_stat(k.stats, 'enqueued', 1)
 bump(k.stats, 'e', 1, now)
 notify(k.notify, 1, cap)
 return {'new'}

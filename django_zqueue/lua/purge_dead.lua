@@ -7,6 +7,9 @@
 -- Work: O(limit log N).
 
 --@include drop_record
+--@include guard
+
+guard_keys(KEYS)
 
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 for _, id in ipairs(ids) do

@@ -14,6 +14,10 @@
 --@include ready_scores
 --@include fmt
 --@include notify
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local id, token = ARGV[1], tonumber(ARGV[2])
 local meta = decode_meta(redis.call('HGET', KEYS[3], id))
@@ -32,6 +36,6 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', KEYS[3], id, cjson.encode(meta))
 redis.call('HDEL', KEYS[5], id)
 redis.call('ZADD', KEYS[2], score, id)
-redis.call('HINCRBY', KEYS[6], 'released', 1)
+count_stat(KEYS[6], 'released', 1)
 notify(KEYS[7], 1, tonumber(ARGV[5]))
 return 1

@@ -21,6 +21,10 @@
 --@include fmt
 --@include notify
 --@include wf_mark
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local id = ARGV[1]
 if not redis.call('ZSCORE', KEYS[1], id) then
@@ -39,7 +43,7 @@ local score = fmt(ready_score(KEYS[4], meta, ARGV[2], tonumber(ARGV[3]))) -- may
 redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', KEYS[3], id, cjson.encode(meta))
 redis.call('ZADD', KEYS[2], score, id)
-redis.call('HINCRBY', KEYS[5], 'requeued', 1)
+count_stat(KEYS[5], 'requeued', 1)
 redis.call('PERSIST', KEYS[8])
 if wf_mark(KEYS[9], KEYS[10], id, meta, 'r', nil, now_ms()) then
   notify(KEYS[6], 1, tonumber(ARGV[4]))

@@ -16,6 +16,9 @@
 --@include bounds
 --@include fmt
 --@include notify
+--@include guard
+
+guard_keys(KEYS)
 
 local id, cap = ARGV[1], tonumber(ARGV[3])
 local below = nil

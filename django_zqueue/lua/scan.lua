@@ -31,6 +31,10 @@
 --@include trim_dead
 --@include wf_mark
 --@include expire
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
@@ -120,7 +124,7 @@ if #expired > 0 then
     scored = ready_scores(k.ctr, again, mode, aging_us) -- may raise: before any write
   end
   redis.call('ZREM', k.leased, unpack(expired))
-  redis.call('HINCRBY', k.stats, 'expired', #expired)
+  count_stat(k.stats, 'expired', #expired)
   if #ids > 0 then
     redis.call('HDEL', k.progress, unpack(ids))
     redis.call('HSET', k.errors, unpack(errors))
@@ -129,7 +133,7 @@ if #expired > 0 then
   corrupt = corrupt + bury_corrupt(k, bad, now, nil)
   if scored then
     redis.call('ZADD', k.ready, unpack(scored))
-    redis.call('HINCRBY', k.stats, 'retried', recovered)
+    count_stat(k.stats, 'retried', recovered)
   end
   if buried > 0 then
     -- time of death in ms with a µs fraction from the monotonic clock, as nack.lua
@@ -143,7 +147,7 @@ if #expired > 0 then
       scored[#scored + 1] = id
     end
     redis.call('ZADD', k.dead, unpack(scored))
-    redis.call('HINCRBY', k.stats, 'dead', buried)
+    count_stat(k.stats, 'dead', buried)
     bump(k.stats, 'd', buried, now)
     for _, f in ipairs(flows) do
       wf_mark(k.wf_out, k.wf_res, f[1], f[2], false, nil, now)

@@ -23,6 +23,9 @@
 --@include priority_band
 --@include fmt
 --@include park_member
+--@include guard
+
+guard_keys(KEYS)
 
 local id, p = ARGV[1], tonumber(ARGV[2])
 local mode, aging_us = ARGV[3], tonumber(ARGV[4])

@@ -14,6 +14,9 @@
 --@include bounds
 --@include decode_meta
 --@include now_ms
+--@include guard
+
+guard_keys(KEYS)
 
 local id, token = ARGV[1], tonumber(ARGV[2])
 local extend = tonumber(ARGV[3])

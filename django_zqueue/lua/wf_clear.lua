@@ -10,6 +10,9 @@
 -- Work: O(1), plus the size of the links when they are deleted.
 
 --@include bounds
+--@include guard
+
+guard_keys(KEYS)
 
 local id, seen, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if not is_int(ttl, 0, MAX_EXACT) then

@@ -15,6 +15,9 @@
 -- Work: O(log N + dependents of the parent).
 
 --@include decode_meta
+--@include guard
+
+guard_keys(KEYS)
 
 local id, kid, most = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local ok, ref = pcall(cjson.decode, kid)

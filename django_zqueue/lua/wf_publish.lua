@@ -26,6 +26,10 @@
 --@include series
 --@include tag_state
 --@include bounds
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
@@ -133,7 +137,7 @@ for i = 1, n do
   entries[i] = {ids[i], records[i]}
 end
 index_expiry(k, entries)
-redis.call('HINCRBY', k.stats, 'enqueued', n)
+count_stat(k.stats, 'enqueued', n)
 bump(k.stats, 'e', n, now)
 if #queued + #later > 0 then
   notify(k.notify, #queued + #later, cap)

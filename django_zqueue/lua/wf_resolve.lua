@@ -37,6 +37,10 @@
 --@include notify
 --@include wf_mark
 --@include bury_corrupt
+--@include count
+--@include guard
+
+guard_keys(KEYS)
 
 local k = {ready = KEYS[1], wait = KEYS[2], dead = KEYS[3], meta = KEYS[4], errors = KEYS[5],
   ctr = KEYS[6], stats = KEYS[7], notify = KEYS[8], wf_out = KEYS[9], wf_res = KEYS[10]}
@@ -187,7 +191,7 @@ for i = 0, m - 1 do
       redis.call('ZREM', k.wait, id)
       redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
       redis.call('HSET', k.errors, id, 'dependency ' .. parent .. ' failed')
-      redis.call('HINCRBY', k.stats, 'dead', 1)
+      count_stat(k.stats, 'dead', 1)
       bump(k.stats, 'd', 1, now)
       killed = killed + 1
       if wf_mark(k.wf_out, k.wf_res, id, meta, false, nil, now) and meta.k then

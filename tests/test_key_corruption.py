@@ -1,0 +1,238 @@
+"""Every script is all-or-nothing for every key it touches: with any one of its keys of
+the wrong type, or a counter it reads that is not a number, a script either works or
+raises before its first write (Redis does not roll a script back).
+
+Each script has a scenario that builds one real call of it; the test corrupts each of
+that call's KEYS in turn (so a key added to a script is covered without a new test),
+then the counters of ``ctr``, ``stats`` and ``rate``, and compares every key of the
+queue before and after a call that raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from django_zqueue.jobspec import JobSpec
+from django_zqueue.links import FlowJob, Kid, Ref, Resolution
+from django_zqueue.queue import Queue
+from django_zqueue.queue.flow import publish_flow
+from django_zqueue.records import Ack
+from django_zqueue.scripts import SCRIPT_NAMES, Call
+
+from .conftest import QueueFactory, snapshot
+
+Scenario = Callable[[Queue], Call[Any]]
+
+
+def _leased(q: Queue) -> Any:
+    q.publish("a", tag="a")
+    q.publish("b", tag="b", delay=60)
+    msg = q.get()
+    assert msg is not None
+    return msg
+
+
+def _dead(q: Queue) -> str:
+    q.publish("d", tag="d")
+    msg = q.get()
+    assert msg is not None
+    q.nack(msg, "boom", dead=True)
+    return "d"
+
+
+def _flow(q: Queue) -> tuple[str, str]:
+    parent, child = q.prepare("p", "p"), q.prepare("c", "c")
+    publish_flow(
+        [
+            (q, FlowJob(parent, kids=(Kid(q.name, "c", 1),))),
+            (q, FlowJob(child, parents=(Ref(q.name, "p"),))),
+        ]
+    )
+    return "p", "c"
+
+
+def _flow_ended(q: Queue) -> bytes:
+    _flow(q)
+    msg = q.get()
+    assert msg is not None and msg.tag == "p"
+    q.run(q.shard_for("p").ack(msg, "", 60_000, None, "1"))  # its end in the outbox
+    seen = q.client.hget(q.keys.wf_res, "p")
+    assert seen is not None
+    return bytes(seen)
+
+
+def _expired_lease(q: Queue) -> None:
+    q.publish("a", tag="a", visibility_timeout=1, expires=60)
+    q.publish("b", tag="b", delay=60)
+    q.get()
+    q.client.zadd(q.keys.leased, {"a": 1})  # its lease ran out
+    q.client.zadd(q.keys.delayed, {"b": 1})  # due
+
+
+def _scan(q: Queue) -> Call[Any]:
+    _expired_lease(q)
+    _dead(q)
+    return q.shards[0].scan(100)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "publish": lambda q: q.shards[0].publish([q.prepare("x", "x", expires=60)]),
+    "publish_once": lambda q: q.shards[0].publish_once(
+        q.prepare("x", "x")._replace(spec=JobSpec(unique_ms=60_000, max_retries=1))
+    ),
+    "claim": lambda q: (
+        q.publish("a", tag="a", expires=60),
+        q.publish("b", tag="b", delay=0.001),
+        q.shards[0].claim(5, "c"),
+    )[-1],
+    "ack": lambda q: q.shards[0].ack(_leased(q), '"r"', 60_000, 5),
+    "ack_many": lambda q: q.shards[0].ack_many([Ack(_leased(q), '"r"', 60_000, 5)]),
+    "release": lambda q: q.shards[0].release(_leased(q)),
+    "nack": lambda q: q.shards[0].nack(_leased(q), "boom", 0, False),
+    "touch": lambda q: q.shards[0].touch(_leased(q), 60_000, '{"v":0.5}'),
+    "scan": _scan,
+    "delete": lambda q: (q.publish("a", tag="a"), q.shards[0].delete("a", False))[-1],
+    "requeue_dead": lambda q: q.shards[0].requeue_dead(_dead(q)),
+    "purge_dead": lambda q: (_dead(q), q.shards[0].purge_dead(100))[-1],
+    "info": lambda q: (q.publish("a", tag="a"), q.shards[0].info("a"))[-1],
+    "state": lambda q: (q.publish("a", tag="a"), q.shards[0].state("a"))[-1],
+    "positions": lambda q: (q.publish("a", tag="a"), q.shards[0].positions(["a"]))[-1],
+    "fire": lambda q: (
+        q.client.zadd(q.sched_keys.sched, {"s": 1000}),
+        q.shards[0].fire("s", 1000, 2000, q.prepare("tick", "cron:s:1000")),
+    )[-1],
+    "cancel": lambda q: (_leased(q), q.shards[0].cancel("a", 60_000))[-1],
+    "run_now": lambda q: (q.publish("a", tag="a", delay=60), q.shards[0].run_now("a", None))[-1],
+    "set_priority": lambda q: (q.publish("a", tag="a"), q.shards[0].set_priority("a", 5))[-1],
+    "wf_publish": lambda q: q.shards[0].wf_publish(
+        [
+            FlowJob(q.prepare("p", "p"), kids=(Kid(q.name, "c", 1),)),
+            FlowJob(q.prepare("c", "c"), parents=(Ref(q.name, "p"),)),
+        ]
+    ),
+    "wf_link": lambda q: (
+        q.publish("p", tag="p"),
+        q.shards[0].wf_link("p", '["q", "c", 1]', 100),
+    )[-1],
+    "wf_resolve": lambda q: (
+        _flow(q),
+        q.shards[0].wf_resolve([Resolution("c", 1, "1", '"r"', "p")]),
+    )[-1],
+    "wf_clear": lambda q: q.shards[0].wf_clear("p", _flow_ended(q)),
+}
+FAIR = {"claim_fair"}
+
+
+def scenario(name: str, make_queue: QueueFactory, n: int) -> tuple[Queue, Call[Any]]:
+    if name == "claim_fair":
+        q = make_queue(f"f{n}", fairness="groups", group_concurrency=1)
+        q.publish("a", tag="a", group="g", expires=60)
+        q.publish("b", tag="b", group="g")
+        q.publish("d", tag="d", delay=0.001)
+        return q, q.shards[0].claim(5, "c")
+    q = make_queue(f"q{n}")
+    return q, SCENARIOS[name](q)
+
+
+def test_every_script_has_a_scenario() -> None:
+    assert set(SCENARIOS) | FAIR == set(SCRIPT_NAMES)
+
+
+def wrong_type(client: redis.Redis, key: str) -> None:
+    """Make ``key`` a value of another type than the script expects."""
+    if client.type(key) == b"string":
+        client.delete(key)
+        client.hset(key, "junk", "1")
+    else:
+        client.delete(key)
+        client.set(key, "junk")
+
+
+def check(q: Queue, call: Call[Any], client: redis.Redis, prefix: str, what: str) -> bool:
+    """Run the call: it works, or raises having written nothing. Returns whether it
+    raised."""
+    before = snapshot(client, prefix)
+    error: Exception | None = None
+    try:
+        q.scripts.run(call)
+    except Exception as exc:  # any error: then nothing may have been written
+        error = exc
+    if error is None:
+        return False
+    after = snapshot(client, prefix)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert not changed, f"{what} raised {error!r} after writing {changed}"
+    return True
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_a_key_of_the_wrong_type_never_stops_a_script_half_way(
+    name: str, make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
+) -> None:
+    _, first = scenario(name, make_queue, 0)
+    for i in range(len(first.keys)):
+        q, call = scenario(name, make_queue, i + 1)
+        key = call.keys[i]
+        wrong_type(redis_client, key)
+        check(q, call, redis_client, prefix, f"{name} with KEYS[{i + 1}] {key} corrupt")
+
+
+COUNTER_FIELDS = {
+    "ctr": [
+        "tok",
+        "tseq",
+        "seq",
+        "clock",
+        "dclock",
+        "vt",
+        "gmin",
+        "fsweep",
+        "gsweep",
+        "qsweep",
+        "g:",
+        "g:g",
+    ],
+    "stats": [
+        "enqueued",
+        "claimed",
+        "acked",
+        "failed",
+        "retried",
+        "dead",
+        "expired",
+        "deleted",
+        "requeued",
+        "released",
+        "cancelled",
+        "run_ms",
+        "corrupt",
+        "jobs_expired",
+    ],
+    "rate": ["tokens", "ts"],
+}
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+@pytest.mark.parametrize("hash_key", [*sorted(COUNTER_FIELDS), "wf"])
+@pytest.mark.parametrize("junk", ["x", "1.5", ""])
+def test_a_counter_that_is_not_a_number_never_stops_a_script_half_way(
+    name: str,
+    hash_key: str,
+    junk: str,
+    make_queue: QueueFactory,
+    redis_client: redis.Redis,
+    prefix: str,
+) -> None:
+    q, call = scenario(name, make_queue, 0)
+    if hash_key == "wf":  # every workflow link hash the call names
+        for key in call.keys:
+            if ":wf:" in key:
+                redis_client.hset(key, mapping={"need": junk, "got": junk})
+    else:
+        key = getattr(q.shards[0].keys, hash_key)
+        redis_client.hset(key, mapping=dict.fromkeys(COUNTER_FIELDS[hash_key], junk))
+    check(q, call, redis_client, prefix, f"{name} with {hash_key} fields {junk!r}")
