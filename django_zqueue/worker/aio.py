@@ -49,7 +49,7 @@ from ..backoff import is_unavailable
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..exceptions import JobCancelled, JobTimeout
-from ..outcome import Failure, Outcome, describe, failed
+from ..outcome import Failure, Outcome, describe, failed, released
 from ..queue import Message, Queue
 from ..queue.aio import AsyncQueue, wait_any
 from ..scripts import Calls
@@ -453,7 +453,13 @@ class AioLane:
             else:
                 args, kwargs = decode_call(ctx.message.body)
             if flow.get("in"):  # a workflow job: its parents' results come first
-                args = (*(await asyncio.to_thread(received, ctx, flow)), *args)
+                try:
+                    passed = await asyncio.to_thread(received, ctx, flow)
+                except Exception as exc:  # an outage before the call is not an attempt
+                    if is_unavailable(exc):
+                        return released(ctx, exc)
+                    raise
+                args = (*passed, *args)
             send(signals.job_started, sender=task, job=ctx)
             result = await bounded(task.func(*args, **kwargs), task.timeout)
         except asyncio.CancelledError:

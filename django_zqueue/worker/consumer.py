@@ -21,7 +21,7 @@ from ..backoff import RetryDelay, as_error, is_unavailable
 from ..connection import is_cluster, wait_any
 from ..events import kv, log
 from ..exceptions import QueueUnavailable
-from ..outcome import Outcome, Success
+from ..outcome import Failure, Outcome, Released, Success
 from ..queue import AckReply, Message, Queue
 from ..records import Ack, NackResult
 from ..scripts import Batch, Pending, Sink, flow_ended
@@ -81,8 +81,9 @@ Reply = Pending[bool] | Pending[NackResult] | AckReply
 
 
 def add_outcomes(batch: Sink, done: list[Finished]) -> list[Reply]:
-    """Queue the acks (Successes: one ``ack_many`` call per queue shard) and nacks
-    (Failures: one call each) of ``done`` in ``batch``; one reply per job, in order."""
+    """Queue the acks (Successes: one ``ack_many`` call per queue shard), nacks
+    (Failures: one call each) and releases (Released: one call each, no attempt used)
+    of ``done`` in ``batch``; one reply per job, in order."""
     replies: list[Reply | None] = [None] * len(done)
     acks: dict[Queue, tuple[list[int], list[Ack]]] = {}
     for i, f in enumerate(done):
@@ -95,6 +96,8 @@ def add_outcomes(batch: Sink, done: list[Finished]) -> list[Reply]:
             where, items = acks.setdefault(q, ([], []))
             where.append(i)
             items.append(q.make_ack(msg, out.result, out.result_ttl, out.run_ms))
+        elif isinstance(out, Released):
+            replies[i] = batch.add(q.release_call(msg))
         else:
             replies[i] = batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
     for q, (where, items) in acks.items():
@@ -359,7 +362,7 @@ class Consumer:
             if failed is not None and is_unavailable(failed):
                 again.append(f)
                 continue
-            self.worker.leases.unhold(q, msg)
+            self.worker.leases.unhold(q, msg, given_back=isinstance(out, Released))
             if failed is not None:
                 log.error(kv(event="ack_failed", queue=q.name, job=msg.tag, error=str(failed)))
                 continue
@@ -372,7 +375,7 @@ class Consumer:
                 )
                 continue
             buried = reply == "dead"
-            if buried and not isinstance(out, Success) and out.on_failure is not None:
+            if buried and isinstance(out, Failure) and out.on_failure is not None:
                 try:
                     out.on_failure(out.context, out.exception)
                 except Exception:

@@ -154,10 +154,13 @@ class Leases:
             h.finished = True
             return True
 
-    def unhold(self, queue: Queue, msg: Message) -> None:
-        """The job's outcome was sent: its lease is no longer this worker's concern."""
+    def unhold(self, queue: Queue, msg: Message, *, given_back: bool = False) -> None:
+        """The job's outcome was sent: its lease is no longer this worker's concern
+        (``given_back``: the outcome was a release, the claim is not counted)."""
         with self._lock:
             self._held.pop((queue.name, msg.tag), None)
+            if given_back:
+                self._claimed -= 1
 
     def give_back(self, queue: Queue, msg: Message) -> None:
         """Release a held job unrun (the attempt is not counted)."""

@@ -23,7 +23,7 @@ from ..backoff import Outage, RetryDelay, is_unavailable
 from ..connection import slot_groups
 from ..events import kv, log
 from ..exceptions import QueueUnavailable
-from ..outcome import Failure, Outcome
+from ..outcome import Failure, Outcome, Released
 from ..queue import get_queue
 from ..scanner import Scanner
 from .consumer import AUTO_PREFETCH_MAX, Consumer
@@ -201,7 +201,10 @@ class Worker:
             self.scan_once()
 
     def count(self, outcome: Outcome) -> None:
-        """Count a job that ran (``processed``; ``failed`` too for a Failure)."""
+        """Count a job that ran (``processed``; ``failed`` too for a Failure); a job
+        given back unrun (Released) is not counted."""
+        if isinstance(outcome, Released):
+            return
         with self._count_lock:
             self.processed += 1
             if isinstance(outcome, Failure):
