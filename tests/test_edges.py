@@ -3,14 +3,19 @@ that are not what they should be. Each is read without an error outside ZQueueEr
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+import time
 from typing import Any
 
 import pytest
 import redis
 
 from django_zqueue.queue import Queue
+from django_zqueue.read.workers import read_workers
 from django_zqueue.records import EARLIEST, LATEST, JobInfo, Progress, Record, from_ms
+from django_zqueue.worker.leases import Leases
 
 
 @pytest.mark.parametrize(
@@ -82,3 +87,55 @@ def test_a_lease_deadline_of_inf_is_recovered(q: Queue, redis_client: redis.Redi
     redis_client.zadd(q.keys.leased, {tag: math.inf}, xx=True)
     q.scan()
     assert q.state(tag) in ("ready", "dead")
+
+
+# ------------------------------------------------------------------ the workers hash
+
+
+def test_garbage_in_the_workers_hash_is_pruned_with_a_warning(
+    q: Queue, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    now_ms = int(time.time() * 1000)
+    live = json.dumps({"threads": 2, "seen": now_ms, "host": "h", "pid": 1, "started": now_ms})
+    gone = json.dumps({"threads": 2, "seen": now_ms - 3_600_000, "host": "h", "pid": 2})
+    redis_client.hset(
+        q.keys.workers,
+        mapping={
+            "live": live,
+            "gone": gone,
+            "notjson": b"{oops",
+            "badutf8": b"\xff\xfe",
+            "list": "[1, 2]",
+            "noseen": '{"threads": 1}',
+            "textseen": '{"seen": "yesterday"}',
+            "infseen": '{"seen": Infinity}',
+        },
+    )
+    leases = Leases("w-me", [q], 1)
+    with caplog.at_level(logging.WARNING, logger="django_zqueue"):
+        leases.register()  # no error: the garbage is not an outage
+    assert sorted(redis_client.hkeys(q.keys.workers)) == [b"live", b"w-me"]
+    corrupt = [r.getMessage() for r in caplog.records if "worker_entry_corrupt" in r.getMessage()]
+    assert len(corrupt) == 6
+    assert all(q.keys.workers in line for line in corrupt)
+
+
+def test_the_workers_read_skips_garbage_and_infinite_numbers(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    now_ms = int(time.time() * 1000)
+    tag = leased(q)  # claimed by "w-test"
+    redis_client.zadd(q.keys.leased, {tag: math.inf}, xx=True)
+    redis_client.hset(
+        q.keys.workers,
+        mapping={
+            "w-test": json.dumps({"threads": 1, "seen": now_ms, "host": "h", "pid": 3}),
+            "notjson": b"{oops",
+            b"\xff": '{"seen": Infinity, "pid": NaN, "threads": 1e400}',
+        },
+    )
+    reading = read_workers([q])
+    by_id = {w.id: w for w in reading.workers}
+    assert set(by_id) == {"w-test", "\ufffd"}
+    assert [j.tag for j in by_id["w-test"].jobs] == [tag]
+    assert by_id["\ufffd"].pid is None and by_id["\ufffd"].seen_ms == 0
