@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",
+    "CorruptResult",
     "DuplicateJob",
     "InvalidArgument",
     "Job",
@@ -38,6 +39,7 @@ __all__ = [
 from .context import JobContext, current_job
 from .exceptions import (
     ConfigurationError,
+    CorruptResult,
     DuplicateJob,
     InvalidArgument,
     PayloadTooLarge,

@@ -103,6 +103,11 @@ class PartitionMismatch(ConfigurationError):
         )
 
 
+class CorruptResult(ZQueueError, ValueError):
+    """A job's kept result in Redis is not JSON (a hand edit, a bug, another program
+    writing the key): it cannot be read; the message names the key."""
+
+
 class ScriptError(ZQueueError):
     """A script refused a call or failed: a bug, not an outage (``code``: the script's
     ``ZQ_*`` error, see ``scripts.ERRORS``).

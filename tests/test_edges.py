@@ -3,6 +3,7 @@ that are not what they should be. Each is read without an error outside ZQueueEr
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -11,11 +12,16 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aredis
 
+from django_zqueue.exceptions import CorruptResult, ZQueueError
 from django_zqueue.queue import Queue
+from django_zqueue.queue.aio import AsyncQueue
 from django_zqueue.read.workers import read_workers
 from django_zqueue.records import EARLIEST, LATEST, JobInfo, Progress, Record, from_ms
 from django_zqueue.worker.leases import Leases
+
+from .redis_server import redis_url
 
 
 @pytest.mark.parametrize(
@@ -139,3 +145,27 @@ def test_the_workers_read_skips_garbage_and_infinite_numbers(
     assert set(by_id) == {"w-test", "\ufffd"}
     assert [j.tag for j in by_id["w-test"].jobs] == [tag]
     assert by_id["\ufffd"].pid is None and by_id["\ufffd"].seen_ms == 0
+
+
+# ------------------------------------------------------------------ results
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"\xff\xfe"], ids=["not-json", "not-utf8"])
+def test_a_result_that_is_not_json_raises_corrupt_result(
+    q: Queue, redis_client: redis.Redis, raw: bytes
+) -> None:
+    key = q.keys_for("job1").result("job1")
+    redis_client.set(key, raw)
+    with pytest.raises(CorruptResult, match="is not JSON") as got:
+        q.result("job1")
+    assert isinstance(got.value, ZQueueError) and key in str(got.value)
+
+    async def read() -> Any:
+        client = aredis.Redis.from_url(redis_url())
+        try:
+            return await AsyncQueue(q, client=client).result("job1")
+        finally:
+            await client.aclose()
+
+    with pytest.raises(CorruptResult):
+        asyncio.run(read())
