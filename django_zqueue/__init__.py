@@ -20,6 +20,7 @@ __all__ = [
     "Queue",
     "QueueFull",
     "QueueUnavailable",
+    "RedisFull",
     "ScanResult",
     "Signature",
     "Task",
@@ -45,6 +46,7 @@ from .exceptions import (
     PayloadTooLarge,
     QueueFull,
     QueueUnavailable,
+    RedisFull,
     UnknownQueue,
     ZQueueError,
 )

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from .connection import UNAVAILABLE_ERRORS
+from .connection import UNAVAILABLE_ERRORS, is_out_of_memory, redis_full
 from .events import kv
 from .exceptions import QueueUnavailable, ScriptError
 
@@ -58,9 +58,12 @@ def is_unavailable(exc: BaseException) -> bool:
 
 def as_error(reply: BaseException) -> Exception:
     """A failed pipeline reply as the error it is: :class:`QueueUnavailable` for an
-    outage, :class:`ScriptError` for anything else."""
+    outage, :class:`RedisFull` for Redis at maxmemory, :class:`ScriptError` for anything
+    else."""
     if is_unavailable(reply):
         return QueueUnavailable(str(reply))
+    if is_out_of_memory(reply):
+        return redis_full(reply)
     return ScriptError(str(reply))
 
 

@@ -87,6 +87,11 @@ class QueueUnavailable(ZQueueError):
     """
 
 
+class RedisFull(ZQueueError):
+    """Redis refused a write: its memory is at ``maxmemory`` (an ``OOM`` reply). The
+    message says how to fix it; the redis-py exception is the ``__cause__``."""
+
+
 class PartitionMismatch(ConfigurationError):
     """The queue's ``partitions`` option differs from the layout its jobs were written with.
 
