@@ -109,6 +109,43 @@ class QueueKeys:
         ]
 
 
+#: the Redis type (a ``TYPE`` reply) of each fixed key of a queue, by its field in
+#: :class:`QueueKeys` (docs/architecture.md, "Keys of a queue")
+KEY_TYPES: dict[str, str] = {
+    "ready": "zset",
+    "delayed": "zset",
+    "leased": "zset",
+    "dead": "zset",
+    "body": "hash",
+    "meta": "hash",
+    "errors": "hash",
+    "progress": "hash",
+    "ctr": "hash",
+    "rate": "hash",
+    "stats": "hash",
+    "notify": "list",
+    "workers": "hash",
+    "sched": "zset",
+    "sched_defs": "hash",
+    "sched_last": "hash",
+    "paused": "string",
+    "gstarts": "hash",
+    "gstarts_prev": "hash",
+    "ginflight": "zset",
+    "grate": "hash",
+    "gpark": "zset",
+    "gwait": "zset",
+    "wait": "zset",
+    "wf_out": "zset",
+    "wf_res": "hash",
+}
+
+
+def typed_keys(k: QueueKeys) -> list[tuple[str, str, str]]:
+    """``(field, key, expected type)`` of every fixed key of ``k`` (see KEY_TYPES)."""
+    return [(field, getattr(k, field), kind) for field, kind in KEY_TYPES.items()]
+
+
 def queue_keys(prefix: str, queue: str) -> QueueKeys:
     tag = "{%s:%s}" % (prefix, queue)  # noqa: UP031 - braces are literal here
     return QueueKeys(
