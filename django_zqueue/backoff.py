@@ -90,6 +90,34 @@ class RetryDelay:
         self.failures = 0
 
 
+class Throttle:
+    """At most one log line per ``interval`` seconds for each kind of error (``key``),
+    however many threads meet it how often; thread-safe. :meth:`due` says whether to log
+    now, and how many were held back since the last line."""
+
+    def __init__(self, interval: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        self.interval = interval
+        self.clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def due(self, key: str) -> int | None:
+        """None: do not log this one (counted); else log it, saying that this many were
+        held back before it."""
+        now = self.clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            if len(self._last) > 1000:  # (bounded: errors whose text varies)
+                self._last.clear()
+                self._held.clear()
+            self._last[key] = now
+            return self._held.pop(key, 0)
+
+
 class Outage:
     """Whether Redis answers, as one process sees it: ``failed()`` logs ``redis_lost``
     once, at the first failure of an outage; ``ok()`` logs ``redis_back`` with the
