@@ -19,6 +19,7 @@ from django_zqueue.queue import Queue
 from django_zqueue.queue.aio import AsyncQueue
 from django_zqueue.read.workers import read_workers
 from django_zqueue.records import EARLIEST, LATEST, JobInfo, Progress, Record, from_ms
+from django_zqueue.watch import read_positions
 from django_zqueue.worker.leases import Leases
 
 from .redis_server import redis_url
@@ -169,3 +170,10 @@ def test_a_result_that_is_not_json_raises_corrupt_result(
 
     with pytest.raises(CorruptResult):
         asyncio.run(read())
+
+
+def test_positions_read_with_a_corrupt_stats_counter(q: Queue, redis_client: redis.Redis) -> None:
+    tag = q.publish({"task": "x", "args": [], "kwargs": {}})
+    redis_client.hset(q.keys.stats, mapping={"acked": "x", "run_ms": "1.5"})
+    got = read_positions(q, [tag])
+    assert got[tag].rank == 0
