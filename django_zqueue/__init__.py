@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",
+    "CorruptResult",
     "DuplicateJob",
     "InvalidArgument",
     "Job",
@@ -19,6 +20,7 @@ __all__ = [
     "Queue",
     "QueueFull",
     "QueueUnavailable",
+    "RedisFull",
     "ScanResult",
     "Signature",
     "Task",
@@ -38,11 +40,13 @@ __all__ = [
 from .context import JobContext, current_job
 from .exceptions import (
     ConfigurationError,
+    CorruptResult,
     DuplicateJob,
     InvalidArgument,
     PayloadTooLarge,
     QueueFull,
     QueueUnavailable,
+    RedisFull,
     UnknownQueue,
     ZQueueError,
 )

@@ -18,9 +18,10 @@ from typing import Any
 
 from . import backends, dbconn
 from ._django_tasks import AnyResult, AnyTask, normalize_json
+from .backoff import is_unavailable
 from .context import JobContext, set_current_job
 from .events import kv, log
-from .outcome import Failure, Outcome, Success, TaskRecord, describe, failed
+from .outcome import Failure, Outcome, Success, TaskRecord, describe, failed, released
 from .queue import Message, Queue
 
 
@@ -32,7 +33,12 @@ def run(queue: Queue, msg: Message, body: Mapping[str, Any], name: str, worker_i
         found.record_refusal(queue, msg.tag, body, worker_id)
         return failed(ctx, None, found.reason, None, dead=True)
     task, backend = found.task, found.backend
-    record = backends.start_record(queue, msg.tag, body, worker_id, backend.result_ttl)
+    try:
+        record = backends.start_record(queue, msg.tag, body, worker_id, backend.result_ttl)
+    except Exception as exc:  # an outage before the call is not an attempt
+        if is_unavailable(exc):
+            return released(ctx, exc)
+        raise
     return _call(ctx, task, backend, body, TaskRecord(record, backend.result_ttl))
 
 

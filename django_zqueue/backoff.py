@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from .connection import UNAVAILABLE_ERRORS
+from .connection import UNAVAILABLE_ERRORS, is_out_of_memory, redis_full
 from .events import kv
 from .exceptions import QueueUnavailable, ScriptError
 
@@ -58,9 +58,12 @@ def is_unavailable(exc: BaseException) -> bool:
 
 def as_error(reply: BaseException) -> Exception:
     """A failed pipeline reply as the error it is: :class:`QueueUnavailable` for an
-    outage, :class:`ScriptError` for anything else."""
+    outage, :class:`RedisFull` for Redis at maxmemory, :class:`ScriptError` for anything
+    else."""
     if is_unavailable(reply):
         return QueueUnavailable(str(reply))
+    if is_out_of_memory(reply):
+        return redis_full(reply)
     return ScriptError(str(reply))
 
 
@@ -85,6 +88,34 @@ class RetryDelay:
 
     def reset(self) -> None:
         self.failures = 0
+
+
+class Throttle:
+    """At most one log line per ``interval`` seconds for each kind of error (``key``),
+    however many threads meet it how often; thread-safe. :meth:`due` says whether to log
+    now, and how many were held back since the last line."""
+
+    def __init__(self, interval: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        self.interval = interval
+        self.clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def due(self, key: str) -> int | None:
+        """None: do not log this one (counted); else log it, saying that this many were
+        held back before it."""
+        now = self.clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            if len(self._last) > 1000:  # (bounded: errors whose text varies)
+                self._last.clear()
+                self._held.clear()
+            self._last[key] = now
+            return self._held.pop(key, 0)
 
 
 class Outage:

@@ -13,7 +13,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
 from redis.cluster import ClusterPipeline
 from redis.exceptions import NoScriptError, ResponseError
 
-from .connection import UNAVAILABLE_ERRORS
+from .connection import UNAVAILABLE_ERRORS, is_out_of_memory, redis_full
 from .exceptions import (
     CorruptKey,
     QueueFull,
@@ -105,6 +105,8 @@ def script_error(script: str, exc: ResponseError) -> BaseException:
     message = str(exc)
     if isinstance(exc, UNAVAILABLE_ERRORS) or message.startswith("BUSY"):
         return exc
+    if is_out_of_memory(exc):  # Redis at maxmemory: RedisFull, with the fix
+        return redis_full(exc)
     if QueueFull.code in message:  # an answer to the caller, not a fault: its own words
         said = message[message.index(QueueFull.code) + len(QueueFull.code) + 2 :]
         return QueueFull(said.split(" script: ")[0].strip())

@@ -25,7 +25,9 @@ from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.exceptions import (
     ClusterDownError,
     ClusterError,
+    OutOfMemoryError,
     RedisClusterException,
+    ResponseError,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -33,7 +35,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from . import conf
-from .exceptions import QueueUnavailable
+from .exceptions import QueueUnavailable, RedisFull
 from .redis_url import RedisTarget
 
 _clients: dict[tuple[Any, ...], redis.Redis] = {}
@@ -256,11 +258,37 @@ UNAVAILABLE_ERRORS = (
 )
 
 
+#: how to get out of an ``OOM`` reply (the message of :class:`RedisFull`)
+FULL_FIX = (
+    "Redis is at maxmemory and refused the command: raise maxmemory (CONFIG SET maxmemory), "
+    "or free memory (drain the queues, purge dead letters, shorten result TTLs); keep "
+    "maxmemory-policy noeviction, as an evicting policy would drop jobs"
+)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis refusing a write at ``maxmemory`` (redis-py's
+    OutOfMemoryError, or the same words in a script's error)."""
+    return isinstance(exc, OutOfMemoryError) or (
+        isinstance(exc, ResponseError) and "used memory > 'maxmemory'" in str(exc)
+    )
+
+
+def redis_full(exc: BaseException) -> RedisFull:
+    """The :class:`RedisFull` for an ``OOM`` reply ``exc``, with the fix."""
+    return RedisFull(f"{FULL_FIX} (Redis said: {exc})")
+
+
 @contextmanager
 def unavailable_as_error(what: str = "Redis") -> Iterator[None]:
     """Turn redis-py's connection and timeout errors, a cluster's failover states, and
-    ``READONLY`` refusals that outlasted their retries, into :class:`QueueUnavailable`."""
+    ``READONLY`` refusals that outlasted their retries, into :class:`QueueUnavailable`;
+    an ``OOM`` reply (Redis at ``maxmemory``) into :class:`RedisFull`."""
     try:
         yield
     except UNAVAILABLE_ERRORS as exc:
         raise QueueUnavailable(f"{what} is unavailable: {exc}") from exc
+    except ResponseError as exc:
+        if is_out_of_memory(exc):
+            raise redis_full(exc) from exc
+        raise

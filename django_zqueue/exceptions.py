@@ -87,6 +87,11 @@ class QueueUnavailable(ZQueueError):
     """
 
 
+class RedisFull(ZQueueError):
+    """Redis refused a write: its memory is at ``maxmemory`` (an ``OOM`` reply). The
+    message says how to fix it; the redis-py exception is the ``__cause__``."""
+
+
 class PartitionMismatch(ConfigurationError):
     """The queue's ``partitions`` option differs from the layout its jobs were written with.
 
@@ -101,6 +106,11 @@ class PartitionMismatch(ConfigurationError):
             f"Redis use partitions={recorded}; drain or clear the queue before changing "
             "'partitions' (nothing was written)"
         )
+
+
+class CorruptResult(ZQueueError, ValueError):
+    """A job's kept result in Redis is not JSON (a hand edit, a bug, another program
+    writing the key): it cannot be read; the message names the key."""
 
 
 class ScriptError(ZQueueError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 #: the length of one slot of per-task statistics (``{p:q}:tstats:<slot>``)
 TASK_STATS_SLOT_SECONDS = 300
@@ -111,6 +112,67 @@ class QueueKeys:
             self.expiry,
             self.expired,
         ]
+
+
+#: the Redis type (a ``TYPE`` reply) of each fixed key of a queue, by its field in
+#: :class:`QueueKeys` (docs/architecture.md, "Keys of a queue")
+KEY_TYPES: dict[str, str] = {
+    "ready": "zset",
+    "delayed": "zset",
+    "leased": "zset",
+    "dead": "zset",
+    "body": "hash",
+    "meta": "hash",
+    "errors": "hash",
+    "progress": "hash",
+    "ctr": "hash",
+    "rate": "hash",
+    "stats": "hash",
+    "notify": "list",
+    "workers": "hash",
+    "sched": "zset",
+    "sched_defs": "hash",
+    "sched_last": "hash",
+    "paused": "string",
+    "gstarts": "hash",
+    "gstarts_prev": "hash",
+    "ginflight": "zset",
+    "grate": "hash",
+    "gpark": "zset",
+    "gwait": "zset",
+    "wait": "zset",
+    "wf_out": "zset",
+    "wf_res": "hash",
+    "expiry": "zset",
+    "expired": "zset",
+}
+
+
+def typed_keys(k: QueueKeys) -> list[tuple[str, str, str]]:
+    """``(field, key, expected type)`` of every fixed key of ``k`` (see KEY_TYPES)."""
+    return [(field, getattr(k, field), kind) for field, kind in KEY_TYPES.items()]
+
+
+def wrong_types(client: Any, keys: list[QueueKeys]) -> list[str]:
+    """The fixed keys among ``keys`` whose type is wrong, as ``key (found, not
+    expected)``, read with ``client`` (one round trip; [] when it cannot be read)."""
+    fixed = [(key, kind) for k in keys for _, key, kind in typed_keys(k)]
+    try:
+        pipe = client.pipeline(transaction=False)
+        for key, _ in fixed:
+            pipe.type(key)
+        found = [t.decode() if isinstance(t, bytes) else str(t) for t in pipe.execute()]
+    except Exception:
+        return []
+    return [
+        f"{key} ({t}, not {kind})"
+        for (key, kind), t in zip(fixed, found, strict=True)
+        if t not in (kind, "none")
+    ]
+
+
+#: what to run when a script fails on a key (logged with the error)
+KEYS_FIX = "python manage.py zqueue_doctor names the key; --repair --yes repairs what is safe"
 
 
 def queue_keys(prefix: str, queue: str) -> QueueKeys:

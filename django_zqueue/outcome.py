@@ -1,6 +1,7 @@
 """How one run of a job ended, as the worker reports it to Redis: a :class:`Success` is
 acked (``ack.lua``, keeping its result), a :class:`Failure` nacked (``nack.lua``: retried
-after ``retry_in`` seconds, or dead).
+after ``retry_in`` seconds, or dead), a :class:`Released` (the job never ran: an outage
+before its function was called) given back (``release.lua``, no attempt used).
 
 Both runners return one: the worker's for registered tasks
 (:mod:`django_zqueue.worker.runner`) and the Django Tasks runner
@@ -65,7 +66,37 @@ class Failure:
     record: TaskRecord | None = None  # a Django task's record, stored after the nack
 
 
-Outcome: TypeAlias = Success | Failure
+@dataclass(frozen=True, slots=True)
+class Released:
+    """The job did not run: what its function needs first (a workflow job's passed
+    results) could not be read for an outage. It is given back (``release.lua``): back
+    in line at its place, the attempt not counted, run once Redis answers again."""
+
+    error: str  # why, for the log line
+    context: JobContext
+    finished: float = field(default_factory=time.monotonic)
+    record: TaskRecord | None = None  # (never one: a released job has no result)
+
+
+Outcome: TypeAlias = Success | Failure | Released
+
+
+def released(ctx: JobContext, exc: BaseException) -> Released:
+    """The job ``ctx``, not run because of the outage ``exc``, to be given back; logged
+    (``job_released``), no signal (the job did not fail)."""
+    msg = ctx.message
+    error = describe(exc)
+    log.warning(
+        kv(
+            event="job_released",
+            queue=ctx.queue.name,
+            job=msg.tag,
+            task=ctx.task_name,
+            attempt=msg.attempt,
+            error=error.splitlines()[0][:200] if error else "",
+        )
+    )
+    return Released(error, ctx)
 
 
 def failed(

@@ -34,8 +34,22 @@ from .jobspec import DEFAULT_SPEC, JobSpec
 NackResult = Literal["retry", "dead"] | None
 
 
+#: the times :func:`from_ms` clamps to: a day inside datetime's range, so that any time
+#: zone can still show them
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+_EARLIEST_MS = EARLIEST.timestamp() * 1000
+_LATEST_MS = LATEST.timestamp() * 1000
+
+
 def from_ms(ms: float) -> datetime:
-    """An aware UTC datetime from milliseconds since the epoch."""
+    """An aware UTC datetime from milliseconds since the epoch; a time out of
+    datetime's range is clamped (``+inf`` reads as :data:`LATEST`; ``-inf`` and NaN,
+    which no score can be, as :data:`EARLIEST`), never an error."""
+    if not ms >= _EARLIEST_MS:  # (NaN too)
+        return EARLIEST
+    if ms > _LATEST_MS:
+        return LATEST
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
@@ -252,8 +266,8 @@ class JobInfo:
             enqueued_at=from_ms(record.enqueued_at_ms or 0),
             started_at=record.started_at,
             consumer=record.consumer,
-            last_error=text(error) or None,
-            progress=json.loads(progress) if progress else None,
+            last_error=lenient_text(error) or None,
+            progress=decode_json(progress),
             body=decoded,
             group=record.group,
             expires_at=None if record.expires_at_ms is None else from_ms(record.expires_at_ms),
@@ -330,7 +344,7 @@ class Record:
                 group=None if meta.get("g") is None else str(meta["g"]),
                 expires_at_ms=int(meta["x"]) if "x" in meta else None,
             )
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # (JSON's Infinity as an int)
             return None
 
 
@@ -350,7 +364,7 @@ class Progress:
             return None
         v, t = decoded.get("v"), decoded.get("t")
         return cls(
-            value=min(1.0, max(0.0, float(v))) if isinstance(v, int | float) else None,
+            value=min(1.0, max(0.0, float(v))) if isinstance(v, float) else _unit(v),
             note=str(decoded.get("n") or "") or None,
             at_ms=t if isinstance(t, int) else None,
         )
@@ -362,6 +376,13 @@ class Progress:
     @property
     def at(self) -> datetime | None:
         return None if self.at_ms is None else from_ms(self.at_ms)
+
+
+def _unit(v: object) -> float | None:
+    """An int progress value clamped to [0, 1] (any size: no float overflow); else None."""
+    if not isinstance(v, int):
+        return None
+    return 1.0 if v >= 1 else 0.0
 
 
 def decode_json(raw: bytes | str | None) -> Any:

@@ -29,6 +29,8 @@ from typing import Any
 from . import conf
 from .backoff import Outage, RetryDelay, is_unavailable
 from .events import kv
+from .exceptions import ScriptError
+from .keys import KEYS_FIX, wrong_types
 from .queue import Queue
 
 log = logging.getLogger("django_zqueue.scanner")
@@ -189,7 +191,12 @@ class Scanner:
                 self.outage.failed(exc)
             else:  # a script error or a bug: say what it is, and back off all the same
                 log.error(
-                    kv(event="scan_error", scanner=self.name, retry_in=f"{wait:.2f}"),
+                    kv(
+                        event="scan_error",
+                        scanner=self.name,
+                        retry_in=f"{wait:.2f}",
+                        **self.key_fields(exc),
+                    ),
                     exc_info=exc,
                 )
             return wait
@@ -197,6 +204,19 @@ class Scanner:
         self.retry.reset()
         self.report(totals)
         return interval
+
+    def key_fields(self, exc: BaseException) -> dict[str, str]:
+        """For a script's error: the keys of the wrong type when Redis said WRONGTYPE,
+        and how to find and repair them."""
+        if not isinstance(exc, ScriptError) or not self.queues:
+            return {}
+        fields = {"fix": KEYS_FIX}
+        if "WRONGTYPE" in str(exc) or "ZQ_CORRUPT_KEY" in str(exc):
+            parts = [k for q in self.queues for k in q.part_keys]
+            keys = wrong_types(self.queues[0].client, parts)
+            if keys:
+                fields["key"] = ", ".join(keys)
+        return fields
 
     def run(self, stop: threading.Event, interval: float = 1.0) -> None:
         """Step every ``interval`` seconds until ``stop`` is set, through any outage."""

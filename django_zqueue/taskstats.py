@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .connection import unavailable_as_error
 from .keys import TASK_STATS_SLOT_SECONDS
-from .outcome import Outcome, Success
+from .outcome import Outcome, Released, Success
 from .records import text
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ def add_to(batch: Batch, done: Iterable[Done]) -> None:
     per_queue: dict[str, tuple[Queue, dict[str, list[int]]]] = {}
     for d in done:
         msg, out, q = d.message, d.outcome, d.queue
+        if isinstance(out, Released):  # given back unrun: not a run
+            continue
         entry = per_queue.get(q.name)
         if entry is None:
             entry = per_queue[q.name] = (q, {})

@@ -154,8 +154,8 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
     replies = q.send(batch)
     standings = [s for p in pending for s in p.result()]
     tail = replies[len(pending) :]
-    acked = sum(int(a or 0) for a, _ in tail[:-1])
-    run_ms = sum(int(r or 0) for _, r in tail[:-1])
+    acked = sum(_count(a) for a, _ in tail[:-1])
+    run_ms = sum(_count(r) for _, r in tail[:-1])
     workers = read.live_threads_now(tail[-1])
     ranks = _global_ranks(q, standings)
     mean = read.mean_run_ms(acked, run_ms)
@@ -166,6 +166,15 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
         eta = None if rank is None or not workers else read.eta_seconds(rank, mean, workers)
         out[st.tag] = Position(STATUS[st.state], rank, eta, now)
     return out
+
+
+def _count(raw: bytes | str | None) -> int:
+    """A stats counter; 0 when missing or not an integer (a corrupt field: the estimate
+    goes without it, ``zqueue_doctor`` names it)."""
+    try:
+        return int(raw or 0)
+    except ValueError:
+        return 0
 
 
 def _global_ranks(q: Queue, standings: list[Standing]) -> dict[str, int]:

@@ -663,3 +663,18 @@ def test_other_methods_on_read_pages_write_nothing(
             r = getattr(superuser, method)(url)
             assert r.status_code in (200, 302, 405), (method, url, r.status_code)
     assert snapshot(redis_client, prefix) == before
+
+
+def test_a_lease_deadline_of_inf_shows(
+    payload_viewer: Client, jobs: dict[str, str], redis_client: redis.Redis
+) -> None:
+    """A leased job whose deadline is +inf (a hand edit, a bug) shows on its page and in
+    the list, its deadline read as the latest time there is, not an OverflowError."""
+    q = get_queue("default")
+    redis_client.zadd(q.keys.leased, {jobs["running"]: float("inf")}, xx=True)
+    page = payload_viewer.get(job_url(jobs["running"]))
+    assert page.status_code == 200
+    assert "9999" in page.content.decode()
+    listing = payload_viewer.get(f"{BASE}q/default/?state=leased")
+    assert listing.status_code == 200
+    assert jobs["running"] in listing.content.decode()

@@ -357,3 +357,30 @@ def test_killed_worker_task_is_recovered(ft: Any, project: dict[str, str]) -> No
     done = ft.sleepy.get_result(result.id)
     assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == "woke"
     assert len(done.worker_ids) == 2  # the killed attempt shows
+
+
+def test_an_outage_recording_the_start_costs_no_attempt(
+    ft: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's record is written before the task is called: an outage there gives the
+    job back unrun (Django's default is a single attempt: a nack would fail it)."""
+    from django_zqueue import backends
+    from django_zqueue.exceptions import QueueUnavailable
+
+    real, calls = backends.start_record, []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise QueueUnavailable("Redis is unavailable: Connection refused")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backends, "start_record", flaky)
+    result = ft.add.enqueue(2, 3)
+    for _ in range(3):
+        if not run_worker().processed:
+            break
+    assert len(calls) == 2
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 5
+    assert len(result.worker_ids) == 1 and not result.errors

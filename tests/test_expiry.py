@@ -17,6 +17,7 @@ from django_zqueue.links import FlowJob, Kid, Ref
 from django_zqueue.queue import Queue
 from django_zqueue.queue.flow import publish_flow
 from django_zqueue.records import NewJob
+from django_zqueue.scripts import source
 
 from .conftest import QueueFactory, snapshot
 
@@ -143,9 +144,7 @@ def test_an_absolute_expiry_and_the_earlier_of_two(q: Queue) -> None:
         }
     )
     call = q.scripts.publish(q.keys, q.policy, [NewJob("both", b"1")])
-    q.client.evalsha(
-        q.scripts.sha("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, spec
-    )
+    q.client.eval(source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, spec)
     lapse()
     q.scan()
     assert q.state("both") == "expired"
@@ -176,9 +175,7 @@ def test_the_script_refuses_a_bad_expiry_field(
     call = q.scripts.publish(q.keys, q.policy, [NewJob("t", b"1")])
     spec = pack_map({"id": "t", "body": b"1", field: value})
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
-        q.client.evalsha(
-            q.scripts.sha("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, spec
-        )
+        q.client.eval(source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, spec)
     assert snapshot(redis_client, prefix) == before
 
 

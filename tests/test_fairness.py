@@ -20,7 +20,7 @@ from django_zqueue.jobspec import pack_map
 from django_zqueue.keys import partition_of
 from django_zqueue.queue import Queue
 from django_zqueue.records import NewJob
-from django_zqueue.scripts import ScriptError
+from django_zqueue.scripts import ScriptError, source
 
 from .conftest import QueueFactory, snapshot
 
@@ -320,9 +320,7 @@ def test_publish_script_refuses_a_bad_group_or_weight(
     keys = q.scripts.publish(q.keys, q.policy, [NewJob("t1", b"1")]).keys
     before = snapshot(q.client, prefix)
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
-        q.client.evalsha(
-            q.scripts.sha("publish"), len(keys), *keys, "fair", 0, 64, 1, 0, pack_map(spec)
-        )
+        q.client.eval(source("publish"), len(keys), *keys, "fair", 0, 64, 1, 0, pack_map(spec))
     assert snapshot(q.client, prefix) == before
 
 

@@ -236,3 +236,21 @@ def test_a_counter_that_is_not_a_number_never_stops_a_script_half_way(
         key = getattr(q.shards[0].keys, hash_key)
         redis_client.hset(key, mapping=dict.fromkeys(COUNTER_FIELDS[hash_key], junk))
     check(q, call, redis_client, prefix, f"{name} with {hash_key} fields {junk!r}")
+
+
+def test_the_scripts_know_the_type_of_every_key() -> None:
+    """lua/_guard.lua's KEY_TYPES agrees with keys.KEY_TYPES (the doctor's), and names
+    every fixed key but those whose writes cannot stop a script (stats, notify) and
+    paused (only its presence is read)."""
+    import re
+    from importlib import resources
+
+    from django_zqueue.keys import KEY_TYPES
+
+    text = (resources.files("django_zqueue") / "lua" / "_guard.lua").read_text()
+    block = text[text.index("local KEY_TYPES = {") : text.index("}", text.index("KEY_TYPES"))]
+    lua = dict(re.findall(r"(\w+) = '(\w+)'", block))
+    assert {k: v for k, v in lua.items() if k in KEY_TYPES} == {
+        k: v for k, v in KEY_TYPES.items() if k in lua
+    }
+    assert set(KEY_TYPES) - set(lua) == {"stats", "notify", "paused"}

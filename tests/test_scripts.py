@@ -122,9 +122,7 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
             arg = pack_map({"id": "t", "body": b"1", name: bad})
             keys = q.scripts.publish(q.keys, q.policy, [NewJob("t", b"1")]).keys
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
-                q.client.evalsha(
-                    q.scripts.sha("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, arg
-                )
+                q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, arg)
     assert q.counts()["ready"] == 0
 
 

@@ -264,3 +264,32 @@ def test_a_worker_asks_for_a_tracer_provider_at_most_once_a_second_while_none_is
     assert not switch.live(100.0 + tracing.RECHECK_SECONDS) and len(asked) == 2
     assert switch.live(101.0 + tracing.RECHECK_SECONDS) and len(asked) == 3
     assert switch.live(101.0 + tracing.RECHECK_SECONDS) and len(asked) == 4
+
+
+def test_a_job_released_for_an_outage_says_so_on_its_span(
+    spans: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_zqueue import chain
+    from django_zqueue.exceptions import QueueUnavailable
+    from django_zqueue.queue.flow import Flows
+
+    real, calls = Flows.passed_results, []
+
+    def flaky(self: Flows, tag: str) -> list[Any]:
+        calls.append(tag)
+        if len(calls) == 1:
+            raise QueueUnavailable("Redis is unavailable: Connection refused")
+        return real(self, tag)
+
+    monkeypatch.setattr(Flows, "passed_results", flaky)
+    flow = chain(tasks.add.s(1, 2), tasks.add.s(3)).enqueue()
+    for _ in range(3):
+        if not burst().processed:
+            break
+    second = flow.jobs[1].id
+    runs = [
+        s
+        for s in by_name(spans.get_finished_spans(), "process default")
+        if s.attributes["messaging.message.id"] == second
+    ]
+    assert [r.attributes["zqueue.outcome"] for r in runs] == ["released", "success"]

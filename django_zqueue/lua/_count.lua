@@ -3,8 +3,17 @@
 -- type loses the count (zqueue_doctor reports both), so a counter can never stop a
 -- script half-way.
 
+-- Out of memory is not swallowed (raise_oom): the script stops there, as at any write.
+
+local function raise_oom(ok, err)
+  if not ok and string.find(tostring(err), 'OOM', 1, true) then
+    error(err)
+  end
+  return ok
+end
+
 local function count_stat(stats, field, n)
-  if not pcall(redis.call, 'HINCRBY', stats, field, n) then
-    pcall(redis.call, 'HSET', stats, field, n)
+  if not raise_oom(pcall(redis.call, 'HINCRBY', stats, field, n)) then
+    raise_oom(pcall(redis.call, 'HSET', stats, field, n))
   end
 end

@@ -1,6 +1,7 @@
 -- _notify.lua: wake up to `n` blocked consumers; the list never holds more than `cap`
 -- tokens. It never raises: a notify key of the wrong type only loses the wake-up (the
 -- consumers wait with a timeout; zqueue_doctor reports the key).
+--@include count
 
 local function notify(key, n, cap)
   if n <= 0 then
@@ -14,7 +15,7 @@ local function notify(key, n, cap)
     tokens[i] = '1'
   end
   local ok, len = pcall(redis.call, 'LPUSH', key, unpack(tokens))
-  if ok and len > cap then
+  if raise_oom(ok, len) and len > cap then
     redis.call('LTRIM', key, 0, cap - 1)
   end
 end

@@ -4,6 +4,7 @@
 -- reset when reused, so the ring never grows. bump adds to a counter, sample_depth
 -- records the ready depth; neither raises (a stats key of the wrong type or a field that
 -- is not a number loses the sample: see _count.lua).
+--@include count
 
 local SERIES = {'e', 'a', 'f', 'd', 'r', 't'}
 local function series_slot(stats, now)
@@ -23,14 +24,14 @@ end
 
 local function bump(stats, name, n, now)
   local ok, slot = pcall(series_slot, stats, now)
-  if ok then
-    pcall(redis.call, 'HINCRBY', stats, name .. slot, n)
+  if raise_oom(ok, slot) then
+    raise_oom(pcall(redis.call, 'HINCRBY', stats, name .. slot, n))
   end
 end
 
 local function sample_depth(stats, ready, now)
   local ok, slot = pcall(series_slot, stats, now)
-  if ok then
-    pcall(redis.call, 'HSET', stats, 'r' .. slot, redis.call('ZCARD', ready))
+  if raise_oom(ok, slot) then
+    raise_oom(pcall(redis.call, 'HSET', stats, 'r' .. slot, redis.call('ZCARD', ready)))
   end
 end

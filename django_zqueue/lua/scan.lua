@@ -89,6 +89,12 @@ notify(k.notify, promoted, cap)
 -- Expired leases, in a constant number of commands for the whole step: each goes back
 -- in line (as nack.lua with no delay) or, with its attempts spent, to dead letters.
 local expired = redis.call('ZRANGEBYSCORE', k.leased, '-inf', '(' .. fmt(now), 'LIMIT', 0, limit)
+if #expired < limit then -- a deadline of +inf (a corrupt lease) never comes: expired too
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', k.leased, '+inf', '+inf', 'LIMIT', 0,
+    limit - #expired)) do
+    expired[#expired + 1] = id
+  end
+end
 local recovered, buried = 0, 0 -- corrupt: buried for an unusable record (promote, below)
 if #expired > 0 then
   local raws = redis.call('HMGET', k.meta, unpack(expired))

@@ -20,7 +20,6 @@ asyncio client given with it (``AsyncQueue(queue, client=...)``).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -40,6 +39,7 @@ from ..scripts import Call, script_error, source
 from .consume import MAX_BATCH, NO_RESULT
 from .control import CANCELLED_TTL, CancelledJob, read_cancelled
 from .core import Queue
+from .lookup import decode_result
 from .publish import PUBLISH_CHUNK
 
 T = TypeVar("T")
@@ -247,7 +247,7 @@ class AsyncQueue:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
         if raw is None:
             raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
-        return json.loads(raw)
+        return decode_result(raw, self.queue.keys_for(tag).result(tag))
 
     async def cancel(self, tag: str) -> bool:
         """:meth:`Queue.cancel`: cancel a job that waits or runs (``cancel.lua``); False

@@ -15,6 +15,7 @@ from typing import Literal
 from .. import validate
 from ..bounds import MAX_DELAY
 from ..connection import unavailable_as_error
+from ..events import kv, log
 from ..exceptions import InvalidArgument
 from ..records import from_ms
 from ..replies import CancelReply, MoveReply
@@ -142,14 +143,24 @@ class Control(QueueBase):
             pipe.execute()
 
     def resume(self) -> None:
-        """Resume a paused queue, and wake the workers waiting on it."""
+        """Resume a paused queue, and wake the workers waiting on it. Raises when the
+        queue could not be resumed; once it is, a wake-up Redis refuses (at maxmemory)
+        is only logged (``resume_wake_failed``): idle workers look again within a second."""
+        n = len(self.shards)
         with unavailable_as_error():
             pipe = self.client.pipeline(transaction=False)
             for s in self.shards:
                 pipe.delete(s.keys.paused)
+            for s in self.shards:
                 pipe.lpush(s.keys.notify, "1")
                 pipe.ltrim(s.keys.notify, 0, self.policy.notify_cap - 1)
-            pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
+            failed = next((r for r in replies[:n] if isinstance(r, Exception)), None)
+            if failed is not None:
+                raise failed
+        woken = next((r for r in replies[n:] if isinstance(r, Exception)), None)
+        if woken is not None:
+            log.warning(kv(event="resume_wake_failed", queue=self.name, error=str(woken)[:200]))
 
     def is_paused(self) -> bool:
         """Whether the queue is paused (any of its shards, should a pause be half done)."""

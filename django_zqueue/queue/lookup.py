@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import validate
 from ..connection import unavailable_as_error
+from ..exceptions import CorruptResult
 from ..read import QueueReader
 from ..read.pipeline import queue_ahead
 from ..records import JobInfo
@@ -96,7 +97,7 @@ class Lookup(QueueBase):
             raw = self.client.get(self.keys_for(validate.tag(tag)).result(tag))
         if raw is None:
             raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
-        return json.loads(raw)
+        return decode_result(raw, self.keys_for(tag).result(tag))
 
     # ----------------------------------------------------------------- many jobs, counters
     # (the read model, :mod:`.read`; kept here as the queue's documented API)
@@ -135,3 +136,14 @@ class Lookup(QueueBase):
         """One page of a state's jobs over all shards in global order (see
         :meth:`QueueReader.page <django_zqueue.read.QueueReader.page>`)."""
         return self.read.page(state, offset, limit)
+
+
+def decode_result(raw: bytes | str, key: str) -> Any:
+    """A kept result read from ``key``; :class:`CorruptResult` when it is not JSON."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:  # (bad UTF-8 too)
+        raise CorruptResult(
+            f"the result at {key} is not JSON ({exc}): it cannot be read; delete the key "
+            "(DEL) or let it expire"
+        ) from exc

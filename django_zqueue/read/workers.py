@@ -10,12 +10,13 @@ their lease deadline. Two round trips per Redis client: ``TIME``, ``HGETALL work
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..connection import unavailable_as_error
-from ..records import Record, text
+from ..records import Record, lenient_text, text
 from .pipeline import Timed, by_client
 from .stats import WORKER_WITHIN_MS, local_ms
 
@@ -68,7 +69,15 @@ def _entry(raw: Any) -> dict[str, Any] | None:
 
 
 def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) else None
+    """An int of a number (None for anything else, infinities and NaN too)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if math.isfinite(value) else None
+
+
+def _deadline(score: float) -> int:
+    """A lease deadline score as ms (an infinite one clamped: it still shows)."""
+    return int(min(max(score, -(2.0**62)), 2.0**62)) if score == score else 0
 
 
 def read_workers(queues: Sequence[Readable]) -> WorkersReading:
@@ -100,7 +109,7 @@ def read_workers(queues: Sequence[Readable]) -> WorkersReading:
                 holder = found.get(record.consumer or "") if record else None
                 if holder is not None and record is not None:
                     holder.jobs.append(
-                        HeldJob(q.name, text(tag), record.started_at_ms, int(deadline))
+                        HeldJob(q.name, text(tag), record.started_at_ms, _deadline(deadline))
                     )
     workers = sorted(found.values(), key=lambda w: (-w.seen_ms, w.id))
     return WorkersReading(workers, now_ms, capped)
@@ -109,9 +118,9 @@ def read_workers(queues: Sequence[Readable]) -> WorkersReading:
 def _register(found: dict[str, WorkerInfo], queue: str, raw: dict[Any, Any]) -> None:
     for wid, value in raw.items():
         entry = _entry(value)
-        if entry is None:
+        if entry is None:  # garbage: a worker's heartbeat removes it
             continue
-        key = text(wid)
+        key = lenient_text(wid) or ""
         info = found.get(key)
         if info is None:
             info = found[key] = WorkerInfo(

@@ -50,13 +50,21 @@ from ..callcheck import misfit
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..exceptions import JobCancelled, JobTimeout
-from ..outcome import Failure, Outcome, describe, failed
+from ..outcome import Failure, Outcome, describe, failed, released
 from ..queue import Message, Queue
 from ..queue.aio import AsyncQueue, wait_any
 from ..scripts import Calls
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
-from .consumer import Consumer, Finished, Host, Reply, add_outcomes
+from .consumer import (
+    RETRY_RESET_AFTER,
+    Consumer,
+    Finished,
+    Host,
+    Reply,
+    add_outcomes,
+    report_error,
+)
 from .coro import bounded, span_ended
 from .runner import flow_of, received, succeeded
 
@@ -203,7 +211,7 @@ class AioLane:
     async def _claim_loop(self, aqs: dict[str, AsyncQueue]) -> None:
         w = self.worker
         assert self._freed is not None
-        errors = 0
+        errors, failed_at = 0, 0.0
         while not w.stopping.is_set():
             free = self._reserve()
             if free <= 0:
@@ -214,16 +222,19 @@ class AioLane:
                 continue
             try:
                 queue, msgs, hints = await self._claim(aqs, free)
-                errors = 0
+                if msgs or time.monotonic() - failed_at > RETRY_RESET_AFTER:
+                    errors = 0  # (see RETRY_RESET_AFTER)
                 w.outage.ok()
             except Exception as exc:
                 self._release(free)
                 errors += 1
+                failed_at = time.monotonic()
+                wait = min(5.0, 0.1 * 2**errors)
                 if is_unavailable(exc):
                     w.outage.failed(exc)
                 else:
-                    log.error(kv(event="consumer_error", worker=w.id, lane="aio"), exc_info=exc)
-                await asyncio.sleep(min(5.0, 0.1 * 2**errors))
+                    report_error(w, exc, wait, lane="aio")
+                await asyncio.sleep(wait)
                 continue
             started = 0
             if queue is not None:
@@ -455,7 +466,13 @@ class AioLane:
             else:
                 args, kwargs = decode_call(ctx.message.body)
             if flow.get("in"):  # a workflow job: its parents' results come first
-                args = (*(await asyncio.to_thread(received, ctx, flow)), *args)
+                try:
+                    passed = await asyncio.to_thread(received, ctx, flow)
+                except Exception as exc:  # an outage before the call is not an attempt
+                    if is_unavailable(exc):
+                        return released(ctx, exc)
+                    raise
+                args = (*passed, *args)
             call = (args, kwargs)
             send(signals.job_started, sender=task, job=ctx)
             result = await bounded(task.func(*args, **kwargs), task.timeout)

@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import backend_runner, dbconn, taskstats
-from ..backoff import RetryDelay, as_error, is_unavailable
+from ..backoff import RetryDelay, Throttle, as_error, is_unavailable
 from ..connection import is_cluster, wait_any
 from ..events import kv, log
-from ..exceptions import QueueUnavailable
-from ..outcome import Outcome, Success
+from ..exceptions import QueueUnavailable, ScriptError
+from ..keys import KEYS_FIX, wrong_types
+from ..outcome import Failure, Outcome, Released, Success
 from ..queue import AckReply, Message, Queue
 from ..records import Ack, NackResult
 from ..scripts import Batch, Pending, Sink, flow_ended
@@ -51,6 +52,7 @@ class Host(Protocol):
     leases: Leases
     runner: Runner
     outage: Outage
+    errors: Throttle  # one consumer_error line per second for each kind of error
     stopping: threading.Event
     auto_prefetch: bool
     prefetch: int
@@ -67,6 +69,10 @@ class Host(Protocol):
 AUTO_PREFETCH_MAX = 20  # adaptive prefetch: most jobs one claim takes
 AUTO_HOLD_SECONDS = 0.05  # adaptive prefetch: most work (estimated) one claim takes
 FLUSH_AFTER = 0.05  # seconds a finished job's outcome may wait for the next round trip
+#: after an error, the retry delay starts again from its base only once a claim brought
+#: jobs, or after this many seconds without an error (an empty claim proves little: a
+#: corrupt key may fail only the claims that find work)
+RETRY_RESET_AFTER = 10.0
 
 
 class Finished(NamedTuple):
@@ -81,8 +87,9 @@ Reply = Pending[bool] | Pending[NackResult] | AckReply
 
 
 def add_outcomes(batch: Sink, done: list[Finished]) -> list[Reply]:
-    """Queue the acks (Successes: one ``ack_many`` call per queue shard) and nacks
-    (Failures: one call each) of ``done`` in ``batch``; one reply per job, in order."""
+    """Queue the acks (Successes: one ``ack_many`` call per queue shard), nacks
+    (Failures: one call each) and releases (Released: one call each, no attempt used)
+    of ``done`` in ``batch``; one reply per job, in order."""
     replies: list[Reply | None] = [None] * len(done)
     acks: dict[Queue, tuple[list[int], list[Ack]]] = {}
     for i, f in enumerate(done):
@@ -95,6 +102,8 @@ def add_outcomes(batch: Sink, done: list[Finished]) -> list[Reply]:
             where, items = acks.setdefault(q, ([], []))
             where.append(i)
             items.append(q.make_ack(msg, out.result, out.result_ttl, out.run_ms))
+        elif isinstance(out, Released):
+            replies[i] = batch.add(q.release_call(msg))
         else:
             replies[i] = batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
     for q, (where, items) in acks.items():
@@ -138,6 +147,32 @@ def dispatch_ends(queue: Queue, tags: list[str]) -> None:
         log.warning(kv(event="dispatch_deferred", queue=queue.name, jobs=len(tags), error=error))
 
 
+def report_error(worker: Host, exc: BaseException, wait: float, **more: Any) -> None:
+    """Log a consumer's error that is not an outage: one line per second at most for
+    each kind of error (the others counted in ``repeated``); a script's error says the
+    key of the wrong type when Redis said WRONGTYPE, and how to find and repair it."""
+    held = worker.errors.due(f"{type(exc).__name__}: {str(exc)[:300]}")
+    if held is None:
+        return
+    fields: dict[str, Any] = dict(more)
+    if held:
+        fields["repeated"] = held
+    if isinstance(exc, ScriptError):
+        parts = [k for q in worker.queues for k in q.part_keys]
+        keys = (
+            wrong_types(worker.client, parts)
+            if "WRONGTYPE" in str(exc) or "ZQ_CORRUPT_KEY" in str(exc)
+            else []
+        )
+        if keys:
+            fields["key"] = ", ".join(keys)
+        fields["fix"] = KEYS_FIX
+    log.error(
+        kv(event="consumer_error", worker=worker.id, retry_in=f"{wait:.2f}", **fields),
+        exc_info=exc,
+    )
+
+
 def _send(queue: Queue, batch: Batch) -> None:
     """Send ``batch``; a failure to send it is QueueUnavailable (the loop retries)."""
     try:
@@ -157,6 +192,7 @@ class Consumer:
         self.want = 1 if worker.auto_prefetch else worker.prefetch  # next claim's size
         self.per_job = -1.0  # moving average of this thread's job run times, s (-1: none yet)
         self.retry = RetryDelay(base=0.1, cap=5.0)  # the wait after errors (backoff)
+        self.failed_at = 0.0  # monotonic time of the last error
 
     def run(self) -> None:
         """Claim and run jobs until the worker stops (or, with ``burst``, runs dry)."""
@@ -171,13 +207,11 @@ class Consumer:
                     return
             except Exception as exc:  # Redis down, or a bug: never let the loop die
                 wait = self.retry.next()
+                self.failed_at = time.monotonic()
                 if is_unavailable(exc):
                     w.outage.failed(exc)  # one line per outage, not per thread or try
                 else:  # a script error or a bug: reported as what it is, with backoff
-                    log.error(
-                        kv(event="consumer_error", worker=w.id, retry_in=f"{wait:.2f}"),
-                        exc_info=exc,
-                    )
+                    report_error(w, exc, wait)
                 w.stopping.wait(wait)
 
     def step(self) -> bool:
@@ -194,7 +228,8 @@ class Consumer:
                 w.stopping.set()
             return False
         queue, msgs, hints = self.claim(budget)
-        self.retry.reset()
+        if msgs or time.monotonic() - self.failed_at > RETRY_RESET_AFTER:
+            self.retry.reset()
         w.outage.ok()
         if queue is None:
             if w.burst and not any(h == 0 for h in hints):
@@ -359,7 +394,7 @@ class Consumer:
             if failed is not None and is_unavailable(failed):
                 again.append(f)
                 continue
-            self.worker.leases.unhold(q, msg)
+            self.worker.leases.unhold(q, msg, given_back=isinstance(out, Released))
             if failed is not None:
                 log.error(kv(event="ack_failed", queue=q.name, job=msg.tag, error=str(failed)))
                 continue
@@ -372,7 +407,7 @@ class Consumer:
                 )
                 continue
             buried = reply == "dead"
-            if buried and not isinstance(out, Success) and out.on_failure is not None:
+            if buried and isinstance(out, Failure) and out.on_failure is not None:
                 try:
                     out.on_failure(out.context, out.exception)
                 except Exception:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import registry, tracing
 from ..exceptions import JobTimeout
-from ..outcome import Failure, Outcome
+from ..outcome import Failure, Outcome, Released
 from ..task import Task
 
 
@@ -44,6 +44,8 @@ def span_ended(span: Any, outcome: Outcome) -> None:
         msg = outcome.context.message
         retry = not outcome.dead and msg.attempt <= msg.max_retries
         tracing.ended(span, error=outcome.error, exception=outcome.exception, retry=retry)
+    elif isinstance(outcome, Released):  # not run: given back, no attempt used
+        span.set_attribute("zqueue.outcome", "released")
     else:
         tracing.ended(span)
 

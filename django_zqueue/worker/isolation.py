@@ -40,7 +40,7 @@ from django.db import connections
 from .. import dbconn
 from ..context import JobContext
 from ..exceptions import JobCancelled, JobTimeout
-from ..outcome import Failure, Outcome, Success, failed
+from ..outcome import Failure, Outcome, Released, Success, failed
 from ..queue import NO_RESULT
 
 if TYPE_CHECKING:
@@ -66,6 +66,8 @@ def _encode(outcome: Outcome) -> bytes:
         if outcome.result is not NO_RESULT:
             data["result"] = outcome.result
         return json.dumps(data).encode("utf-8")
+    if isinstance(outcome, Released):
+        return json.dumps({"ok": False, "released": outcome.error}).encode("utf-8")
     return json.dumps(
         {"ok": False, "error": outcome.error, "retry_in": outcome.retry_in, "dead": outcome.dead}
     ).encode("utf-8")
@@ -163,6 +165,8 @@ def run_isolated(
     if data.get("ok"):
         result = data.get("result", NO_RESULT)
         return Success(task.result_ttl, int(data["run_ms"]), time.monotonic(), result)
+    if "released" in data:  # not run (an outage before the call): given back
+        return Released(str(data["released"]), ctx)
     error, retry_in, dead = str(data["error"]), float(data["retry_in"]), bool(data["dead"])
     return Failure(error, retry_in, dead, ctx, None, task.on_failure)
 

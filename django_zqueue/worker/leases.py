@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import socket
 import threading
@@ -26,6 +27,7 @@ from ..context import JobContext
 from ..events import kv, log
 from ..exceptions import JobCancelled, JobTimeout, QueueUnavailable, ScriptError
 from ..queue import Message, Queue
+from ..records import lenient_text
 from ..scripts import CANCELLED
 
 REGISTER_EVERY = 10.0  # seconds between worker registrations
@@ -154,10 +156,13 @@ class Leases:
             h.finished = True
             return True
 
-    def unhold(self, queue: Queue, msg: Message) -> None:
-        """The job's outcome was sent: its lease is no longer this worker's concern."""
+    def unhold(self, queue: Queue, msg: Message, *, given_back: bool = False) -> None:
+        """The job's outcome was sent: its lease is no longer this worker's concern
+        (``given_back``: the outcome was a release, the claim is not counted)."""
         with self._lock:
             self._held.pop((queue.name, msg.tag), None)
+            if given_back:
+                self._claimed -= 1
 
     def give_back(self, queue: Queue, msg: Message) -> None:
         """Release a held job unrun (the attempt is not counted)."""
@@ -321,11 +326,26 @@ class Leases:
             pipe.hgetall(q.keys.workers)
         try:
             replies = pipe.execute()
-            stale = self.client.pipeline(transaction=False)
-            for q, entries in zip(self.queues, replies[1::2], strict=True):
-                for wid, raw in entries.items():
-                    if json.loads(raw).get("seen", 0) < now_ms - WORKER_FORGOTTEN_MS:
-                        stale.hdel(q.keys.workers, wid)
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+        stale = self.client.pipeline(transaction=False)
+        for q, entries in zip(self.queues, replies[1::2], strict=True):
+            for wid, raw in entries.items():
+                seen = seen_ms(raw)
+                if seen is None:  # garbage (a hand edit, a bug): nothing reads it
+                    log.warning(
+                        kv(
+                            event="worker_entry_corrupt",
+                            queue=q.name,
+                            key=q.keys.workers,
+                            field=lenient_text(wid),
+                            entry=lenient_text(raw[:200]),
+                            fix="removed: a worker's entry is JSON with a number 'seen'",
+                        )
+                    )
+                if seen is None or seen < now_ms - WORKER_FORGOTTEN_MS:
+                    stale.hdel(q.keys.workers, wid)
+        try:
             stale.execute()
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
@@ -339,6 +359,19 @@ class Leases:
             pipe.execute()
         except Exception:
             log.warning(kv(event="unregister_failed", worker=self.worker_id))
+
+
+def seen_ms(raw: bytes | str) -> float | None:
+    """When a worker's entry in a workers hash says it was last seen (ms); None for an
+    entry that is not JSON, not an object, or without a finite number ``seen``."""
+    try:
+        entry = json.loads(raw)
+    except ValueError:  # (bad UTF-8 too)
+        return None
+    seen = entry.get("seen") if isinstance(entry, dict) else None
+    if isinstance(seen, bool) or not isinstance(seen, int | float) or not math.isfinite(seen):
+        return None
+    return seen
 
 
 def _raise_in(thread: int, exc: type[BaseException]) -> None:

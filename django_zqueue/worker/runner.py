@@ -16,12 +16,13 @@ from typing import Any
 
 from .. import backend_runner, dbconn, signals, tracing
 from ..backends import MARKER
+from ..backoff import is_unavailable
 from ..callcheck import misfit
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..exceptions import JobCancelled
 from ..links import MAX_PASSED_BYTES
-from ..outcome import Failure, Outcome, Success, describe, failed
+from ..outcome import Failure, Outcome, Success, describe, failed, released
 from ..queue import NO_RESULT, Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
@@ -98,7 +99,13 @@ class Runner:
         try:
             args, kwargs = decode_call(ctx.message.body)
             if flow.get("in"):
-                args = (*received(ctx, flow), *args)
+                try:
+                    passed = received(ctx, flow)
+                except Exception as exc:  # an outage before the call is not an attempt
+                    if is_unavailable(exc):
+                        return released(ctx, exc)
+                    raise
+                args = (*passed, *args)
             call = (args, kwargs)
             if signals.job_started.receivers:  # (none connected: not even the call)
                 send(signals.job_started, sender=task, job=ctx)

@@ -19,11 +19,11 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from .. import tracing
-from ..backoff import Outage, RetryDelay, is_unavailable
+from ..backoff import Outage, RetryDelay, Throttle, is_unavailable
 from ..connection import slot_groups
 from ..events import kv, log
 from ..exceptions import QueueUnavailable
-from ..outcome import Failure, Outcome
+from ..outcome import Failure, Outcome, Released
 from ..queue import get_queue
 from ..scanner import Scanner
 from .consumer import AUTO_PREFETCH_MAX, Consumer
@@ -102,6 +102,9 @@ class Worker:
         self.scheduler: Scheduler | None = None  # once run() starts, with the scanner
         # one redis_lost / redis_back pair per outage, whichever thread sees it first
         self.outage = Outage(log, worker=self.id)
+        #: at most one error line per second for each kind of error (consumer_error,
+        #: heartbeat_error), however many threads meet it
+        self.errors = Throttle(1.0)
         self._scanner: Scanner | None = None  # the embedded scanner (scanner.py)
         self.client = self.queues[0].client
         # One BLPOP may only name keys of one slot on a Redis Cluster: group the notify
@@ -201,7 +204,10 @@ class Worker:
             self.scan_once()
 
     def count(self, outcome: Outcome) -> None:
-        """Count a job that ran (``processed``; ``failed`` too for a Failure)."""
+        """Count a job that ran (``processed``; ``failed`` too for a Failure); a job
+        given back unrun (Released) is not counted."""
+        if isinstance(outcome, Released):
+            return
         with self._count_lock:
             self.processed += 1
             if isinstance(outcome, Failure):
@@ -232,7 +238,7 @@ class Worker:
                     next_try = now + retry.next()
                     if is_unavailable(exc):
                         self.outage.failed(exc)  # one line per outage, not 20 a second
-                    else:
+                    elif self.errors.due(f"heartbeat {str(exc)[:300]}") is not None:
                         log.exception(kv(event="heartbeat_error", worker=self.id))
             if self.scanner and now >= next_scan and not self.stopping.is_set():
                 # never raises; backs off on its own after a failure

@@ -24,6 +24,7 @@ import pytest
 from testproject.demo import ledger, tasks
 
 from .conftest import QUEUE, Fault, wait_for
+from .summary import maximum
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -120,7 +121,7 @@ def test_r_child_a_killed_child_never_leaves_a_lease(
     f.stop_all()
     print(
         f"FAULT R-child jobs={n} children_killed={len(killed)} "
-        f"out_of_lease_max_s={max(out_of_lease):.2f}"
+        f"out_of_lease_max_s={maximum(out_of_lease)}"
     )
     for pid in killed:
         with pytest.raises(ProcessLookupError):

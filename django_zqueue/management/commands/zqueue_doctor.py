@@ -1,6 +1,8 @@
 """``manage.py zqueue_doctor``: diagnoses the first things that go wrong, on the live Redis.
 
-One line per finding, with what to do; exit status 1 when any is an error."""
+One line per finding, with what to do; exit status 1 when any is an error. ``--repair``
+lists the repairs of the queues' keys that are safe to make (a dry run); ``--repair
+--yes`` makes them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...doctor import diagnose
+from ...connection import get_client
+from ...doctor import diagnose, repairs
 from ..errors import redis_errors
 
 
@@ -27,10 +30,28 @@ class Command(BaseCommand):
             action="store_true",
             help="print warnings and errors only (also with -v 0)",
         )
+        parser.add_argument(
+            "--repair",
+            action="store_true",
+            help="list the repairs of wrong keys that are safe to make (nothing is written "
+            "without --yes), then diagnose",
+        )
+        parser.add_argument(
+            "--yes",
+            "--noinput",
+            "--no-input",
+            action="store_true",
+            dest="yes",
+            help="with --repair: make the repairs",
+        )
 
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
         quiet = options["problems_only"] or options["verbosity"] == 0
+        if options["yes"] and not options["repair"]:
+            raise CommandError("--yes makes the repairs of --repair: give both")
+        if options["repair"]:
+            self.repair(apply=options["yes"])
         findings = diagnose()
         for finding in findings:
             if quiet and finding.level in ("ok", "note"):
@@ -53,3 +74,22 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write("no error, no warning")
+
+    def repair(self, *, apply: bool) -> None:
+        """Make (``apply``) or list the safe repairs; each writes only a value that is
+        still the bad one it saw."""
+        todo = repairs()
+        if not todo:
+            self.stdout.write("repair: nothing to repair")
+            return
+        for r in todo:
+            if apply:
+                r.apply(get_client())
+                self.stdout.write(f"repaired: {r.what}")
+            else:
+                self.stdout.write(f"would repair: {r.what}")
+        if not apply:
+            self.stdout.write(
+                f"dry run: {len(todo)} repair{'s' if len(todo) > 1 else ''} not made: give "
+                "--yes to make them"
+            )
