@@ -453,7 +453,10 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
 
 def job_row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
     """The row of one listed job (the ``index``-th of its page)."""
-    state, record, when = listing.state, job.record, from_ms(job.score)
+    state, record = listing.state, job.record
+    # a score is a time (ms) in every state but ready, where it is an order: a sequence
+    # in a priority band, or microseconds less a priority's worth (priority_mode="aging")
+    when = None if state == "ready" else from_ms(job.score)
     if record is None:  # gone between the two reads, or a record that is not an object
         return JobRow(job.tag, state, job.score, gone=True, now_ms=listing.now_ms)
     rank = listing.offset + index if state == "ready" else None

@@ -1,0 +1,50 @@
+"""Defects of the admin, driven in a real headless Chromium as an operator meets them: the
+Ready tab of a queue with ``priority_mode="aging"`` and its pause/resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from django_zqueue import get_queue
+
+pytest.importorskip("selenium")
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from .test_admin_browser import (  # noqa: F401 - fixtures
+    BASE,
+    admin_login,
+    browser,
+    project,
+)
+from .test_admin_browser import pytestmark as pytestmark
+
+
+def rows(browser: WebDriver) -> list[Any]:  # noqa: F811
+    return list(browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr"))
+
+
+def test_the_ready_tab_of_an_aging_queue_and_pause_resume(
+    project: dict[str, Any],  # noqa: F811
+    admin_login: str,  # noqa: F811
+    browser: WebDriver,  # noqa: F811
+) -> None:
+    reports = get_queue("reports")  # testproject's queue with priority_mode="aging"
+    tags = [
+        reports.publish({"task": "shop.reports.monthly", "args": [i]}, priority=i % 2)
+        for i in range(4)
+    ]
+    browser.get(f"{admin_login}{BASE}q/reports/")
+    assert browser.title.startswith("Queue reports")
+    listed = [r.find_element(By.CSS_SELECTOR, "th a").text for r in rows(browser)]
+    assert sorted(listed) == sorted(tags) and [reports.rank(t) for t in listed] == [0, 1, 2, 3]
+    for button, after in (("Pause queue", "Resume queue"), ("Resume queue", "Pause queue")):
+        browser.find_element(By.XPATH, f"//button[text()='{button}']").click()
+        WebDriverWait(browser, 10).until(
+            lambda b, after=after: b.find_elements(By.XPATH, f"//button[text()='{after}']")
+        )
+        assert browser.title.startswith("Queue reports") and len(rows(browser)) == 4
+    assert not reports.is_paused()
