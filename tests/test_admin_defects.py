@@ -1,17 +1,33 @@
 """Defects of the admin pages, each pinned by a test (with Django's test client, against a
-real Redis): the Ready tab and pause/resume of a queue with ``priority_mode="aging"``."""
+real Redis): the Ready tab and pause/resume of a queue with ``priority_mode="aging"``,
+and the In-flight rows' checkboxes."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from django_zqueue import get_queue
 
-from .test_admin import BASE, client_for, make_user, project  # noqa: F401
+from .test_admin import BASE, client_for, make_user, project, superuser  # noqa: F401
 
 pytestmark = pytest.mark.django_db
+
+
+def cells(row: str) -> int:
+    """The number of cells (td and th) of a table row's HTML."""
+    return len(re.findall(r"<t[dh][\s>]", row))
+
+
+def rows_of(page: str) -> tuple[str, list[str]]:
+    """The header row and the body rows of the page's job list."""
+    table = page.split('id="result_list"', 1)[1].split("</table>", 1)[0]
+    head = table.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    body = table.split("<tbody", 1)[1].split("</tbody>", 1)[0]
+    return head, re.findall(r"<tr>.*?</tr>", body, re.S)
 
 
 def test_the_ready_tab_of_an_aging_queue_and_its_pause_and_resume(
@@ -33,3 +49,51 @@ def test_the_ready_tab_of_an_aging_queue_and_its_pause_and_resume(
         assert r.status_code == 200 and r.redirect_chain[-1][0].endswith("/q/reports/")
     assert not q.is_paused()
     assert c.get(f"{BASE}q/reports/job/", {"id": tags[0]}).status_code == 200
+
+
+def test_in_flight_rows_have_a_checkbox_and_their_cells_line_up(
+    project: dict[str, Any],  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    tags = [q.publish({"task": "t.run", "args": [i]}) for i in range(2)]
+    q.claim(2, consumer="host:1:w/0")
+    c = client_for(make_user("canceller", "view_queue", "manage_jobs"))
+    page = c.get(f"{BASE}q/default/", {"state": "leased"}).content.decode()
+    head, rows = rows_of(page)
+    assert len(rows) == 2 and all(cells(row) == cells(head) for row in rows)
+    boxes = re.findall(r'<input type="checkbox" name="tags" value="([^"]+)"', page)
+    assert sorted(boxes) == sorted(tags)
+    # tick one, cancel it: the running job is cancelled, the other runs on
+    r = c.post(
+        f"{BASE}q/default/do/cancel/",
+        {"tags": [boxes[0]], "confirm": "yes", "next": f"{BASE}q/default/?state=leased"},
+    )
+    assert r.status_code == 302 and r["Location"].endswith("state=leased")
+    assert q.state(boxes[0]) is None and q.state(boxes[1]) == "leased"
+    # without the permission: no checkbox, and the cells still line up
+    onlooker = client_for(make_user("onlooker", "view_queue"))
+    page = onlooker.get(f"{BASE}q/default/", {"state": "leased"}).content.decode()
+    head, rows = rows_of(page)
+    assert 'name="tags"' not in page and cells(rows[0]) == cells(head)
+
+
+@pytest.mark.parametrize("state", ["ready", "delayed", "waiting", "leased", "dead"])
+def test_every_tab_has_as_many_cells_per_row_as_headers(
+    project: dict[str, Any],  # noqa: F811
+    superuser: Client,  # noqa: F811
+    state: str,
+) -> None:
+    q = get_queue("default")
+    parent = q.publish({"task": "t.parent"}, tag="parent")
+    q.publish({"task": "t.kid"}, depends_on=[parent])
+    q.publish({"task": "t.later"}, delay=600)
+    q.publish({"task": "t.doomed"}, tag="doomed", priority=-5)
+    q.publish({"task": "t.run"}, tag="run", priority=-9)
+    for m in q.claim(3)[0]:
+        if m.tag == "doomed":
+            q.nack(m, "RuntimeError: boom", dead=True)
+        elif m.tag == "parent":
+            q.release(m)
+    page = superuser.get(f"{BASE}q/default/", {"state": state}).content.decode()
+    head, rows = rows_of(page)
+    assert rows and all(cells(row) == cells(head) for row in rows), state

@@ -1,5 +1,6 @@
 """Defects of the admin, driven in a real headless Chromium as an operator meets them: the
-Ready tab of a queue with ``priority_mode="aging"`` and its pause/resume."""
+Ready tab of a queue with ``priority_mode="aging"`` and its pause/resume, a running job
+ticked and cancelled from the In-flight tab."""
 
 from __future__ import annotations
 
@@ -48,3 +49,30 @@ def test_the_ready_tab_of_an_aging_queue_and_pause_resume(
         )
         assert browser.title.startswith("Queue reports") and len(rows(browser)) == 4
     assert not reports.is_paused()
+
+
+def test_a_running_job_is_ticked_and_cancelled_from_the_in_flight_tab(
+    project: dict[str, Any],  # noqa: F811
+    admin_login: str,  # noqa: F811
+    browser: WebDriver,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    for i in range(2):
+        q.publish({"task": "t.run", "args": [i]})
+    q.claim(2, consumer="host:1:w/0")
+    browser.get(f"{admin_login}{BASE}q/default/?state=leased")
+    heads = browser.find_elements(By.CSS_SELECTOR, "#result_list thead th")
+    assert [h.text.lower() for h in heads][1:3] == ["job", "task"]
+    for row in rows(browser):  # each cell under its header
+        cells = row.find_elements(By.CSS_SELECTOR, "td, th")
+        assert len(cells) == len(heads)
+        assert [c.location["x"] for c in cells] == [h.location["x"] for h in heads]
+    box = rows(browser)[0].find_element(By.CSS_SELECTOR, "input[name=tags]")
+    chosen = box.get_attribute("value")
+    box.click()
+    browser.find_element(By.XPATH, "//button[text()='Cancel selected']").click()
+    WebDriverWait(browser, 10).until(lambda b: "Cancel 1 job?" in b.page_source)
+    browser.find_element(By.CSS_SELECTOR, 'input[type=submit][value="Yes, I\'m sure"]').click()
+    WebDriverWait(browser, 10).until(lambda b: "1 job cancelled." in b.page_source)
+    assert "state=leased" in browser.current_url and len(rows(browser)) == 1
+    assert q.state(str(chosen)) is None and q.counts()["inflight"] == 1
