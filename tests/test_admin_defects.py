@@ -1,6 +1,7 @@
 """Defects of the admin pages, each pinned by a test (with Django's test client, against a
 real Redis): the Ready tab and pause/resume of a queue with ``priority_mode="aging"``,
-and the In-flight rows' checkboxes."""
+the In-flight rows' checkboxes, the waiting job's state badge, and the contrast of the
+notes in caption bars (computed from the CSS, tests/css.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.test import Client
 
 from django_zqueue import get_queue
 
+from .css import contrast, resolve, rules
 from .test_admin import BASE, client_for, make_user, project, superuser  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -97,3 +99,31 @@ def test_every_tab_has_as_many_cells_per_row_as_headers(
     page = superuser.get(f"{BASE}q/default/", {"state": state}).content.decode()
     head, rows = rows_of(page)
     assert rows and all(cells(row) == cells(head) for row in rows), state
+
+
+def test_a_waiting_workflow_job_page_names_its_state(
+    project: dict[str, Any],  # noqa: F811
+    superuser: Client,  # noqa: F811
+) -> None:
+    """The badge names the state, and has a colour of its own: in the caption bar a
+    badge without one took the bar's white text on its white background."""
+    q = get_queue("default")
+    kid = q.publish("k", depends_on=[q.publish("p")])
+    page = superuser.get(f"{BASE}q/default/job/", {"id": kid}).content.decode()
+    badges = re.findall(r'<span class="zq-state zq-state-(\w+)">([^<]*)</span>', page)
+    assert badges and all(cls == "waiting" and text == "waiting" for cls, text in badges)
+    for theme in ("light", "dark"):
+        back = resolve(rules(".zq-state")["background"], theme)
+        for state in ("ready", "delayed", "waiting", "leased", "dead", "orphan"):
+            colour = resolve(rules(f".zq-state-{state}")["color"], theme)
+            assert contrast(colour, back) >= 4.5, (theme, state, colour, back)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_notes_in_a_caption_or_heading_bar_are_readable(theme: str) -> None:
+    """A ``.quiet`` note in a caption or a module's heading sits on the bar's colour
+    (``--header-bg``): at least WCAG AA's 4.5:1 (the admin's quiet grey is 1.2:1)."""
+    bar = resolve("var(--header-bg)", theme)
+    for selector in (".zq caption .quiet", ".zq h2 .quiet"):
+        colour = resolve(rules(selector)["color"], theme)
+        assert contrast(colour, bar) >= 4.5, (selector, colour, bar)

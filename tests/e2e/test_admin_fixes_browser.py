@@ -1,6 +1,7 @@
 """Defects of the admin, driven in a real headless Chromium as an operator meets them: the
 Ready tab of a queue with ``priority_mode="aging"`` and its pause/resume, a running job
-ticked and cancelled from the In-flight tab."""
+ticked and cancelled from the In-flight tab, the contrast of caption notes and of the
+waiting job's state badge as Chromium computes them."""
 
 from __future__ import annotations
 
@@ -76,3 +77,44 @@ def test_a_running_job_is_ticked_and_cancelled_from_the_in_flight_tab(
     WebDriverWait(browser, 10).until(lambda b: "1 job cancelled." in b.page_source)
     assert "state=leased" in browser.current_url and len(rows(browser)) == 1
     assert q.state(str(chosen)) is None and q.counts()["inflight"] == 1
+
+
+CONTRAST_JS = """
+function lum(c) {
+  var v = c.match(/[0-9.]+/g).slice(0, 3).map(function (x) {
+    x = x / 255; return x <= 0.04045 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4);
+  });
+  return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2];
+}
+function bg(e) {
+  for (; e; e = e.parentElement) {
+    var c = getComputedStyle(e).backgroundColor;
+    if (c && c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent') return c;
+  }
+  return 'rgb(255, 255, 255)';
+}
+return Array.prototype.map.call(document.querySelectorAll(arguments[0]), function (e) {
+  var a = lum(getComputedStyle(e).color), b = lum(bg(e));
+  return [e.textContent.trim(), (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)];
+});
+"""
+
+
+def test_caption_notes_and_the_waiting_badge_are_readable(
+    project: dict[str, Any],  # noqa: F811
+    admin_login: str,  # noqa: F811
+    browser: WebDriver,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    kid = q.publish({"task": "t.kid"}, depends_on=[q.publish({"task": "t.parent"})])
+    for theme in ("light", "dark"):
+        browser.get(f"{admin_login}{BASE}")
+        browser.execute_script("localStorage.setItem('theme', arguments[0])", theme)
+        browser.get(f"{admin_login}{BASE}q/default/")
+        notes = browser.execute_script(CONTRAST_JS, ".module caption .quiet")
+        assert notes and all(ratio >= 4.5 for _, ratio in notes), (theme, notes)
+        browser.get(f"{admin_login}{BASE}q/default/job/?id={kid}")
+        badges = browser.execute_script(CONTRAST_JS, ".zq-state")
+        assert [text.lower() for text, _ in badges] == ["waiting", "waiting"]
+        assert all(ratio >= 4.5 for _, ratio in badges), (theme, badges)
+    browser.execute_script("localStorage.removeItem('theme')")
