@@ -27,8 +27,8 @@ from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .dashboard import duration
 from .exceptions import QueueUnavailable, UnknownQueue
+from .humanize import duration
 from .watch import Position, Target, read_token, watch_of
 
 #: seconds a long-poll waits for a change before answering with the same version

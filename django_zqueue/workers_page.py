@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .dashboard import duration, local_text
+from .dashboard import local_text
+from .humanize import duration
 from .read.stats import local_ms
 from .read.workers import MAX_HELD, read_workers
 from .records import from_ms

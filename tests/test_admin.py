@@ -20,9 +20,10 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.test import Client, override_settings
+from django.utils import translation
 from redis.connection import AbstractConnection
 
-from django_zqueue import conf, dashboard, get_queue
+from django_zqueue import conf, dashboard, get_queue, humanize
 from django_zqueue.metrics import ZQueueCollector, exposition, metrics_view
 from django_zqueue.queue import Queue
 from testproject.demo import tasks
@@ -586,16 +587,28 @@ def test_metrics_without_prometheus_client(
     ("seconds", "text"),
     [
         (None, ""),
-        (0.25, "250 ms"),
-        (42.9, "42 s"),
-        (185, "3 min 5 s"),
-        (7440, "2 h 4 min"),
-        (3 * 86400 + 4 * 3600, "3 d 4 h"),
-        (-5, "5 s"),
+        (0.25, "250 milliseconds"),
+        (0.001, "1 millisecond"),
+        (1, "1 second"),
+        (42.9, "42 seconds"),
+        (90, "90 seconds"),
+        (185, "3 minutes"),
+        (7440, "2 hours, 4 minutes"),
+        (3 * 86400 + 4 * 3600, "3 days, 4 hours"),
+        (-5, "5 seconds"),
     ],
 )
 def test_duration(seconds: float | None, text: str) -> None:
-    assert dashboard.duration(seconds) == text
+    """Durations in words, through ngettext and django.utils.timesince."""
+    assert humanize.duration(seconds) == text
+
+
+def test_durations_and_counts_are_translated() -> None:
+    with translation.override("de"):
+        assert humanize.duration(7440) == "2 Stunden, 4 Minuten"
+        assert humanize.duration(5) == "5 seconds"  # no catalogue of ours for German yet
+        assert humanize.count(1234567) == "1.234.567"
+    assert humanize.count(1234567) == "1,234,567" and humanize.count(None) == ""
 
 
 def test_chart_geometry() -> None:

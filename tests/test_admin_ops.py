@@ -86,7 +86,7 @@ def test_no_eta_while_no_worker_is_live(
     seen = int(time.time() * 1000)
     q.client.hset(q.keys.workers, "w:1:a", json.dumps({"threads": 1, "seen": seen}))
     rows = viewer.get(f"{BASE}q/default/").context["page"].rows
-    assert [r.eta for r in rows] == ["2 s", "4 s"]
+    assert [r.eta for r in rows] == ["2 seconds", "4 seconds"]
 
 
 # ---------------------------------------------------------------- actions

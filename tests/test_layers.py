@@ -58,6 +58,7 @@ LAYERS: list[set[str]] = [
         "filters",
         "urls",
         "templatetags",
+        "humanize",
     },
 ]
 
