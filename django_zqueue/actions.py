@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .humanize import count
 from .queue import Queue
 
 
@@ -103,7 +104,8 @@ def offered(state: str, allowed: Callable[[str], bool]) -> list[Action]:
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    """``n`` and ``word`` (with an s unless one): ``1,234 jobs``."""
+    return f"{count(n)} {word}{'' if n == 1 else 's'}"
 
 
 def outcome(action: Action, done: int, asked: int) -> list[tuple[bool, str]]:

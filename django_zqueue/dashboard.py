@@ -96,6 +96,11 @@ class Line:
     dots: list[tuple[str, str]]  # (cx, cy) of each sample
     latest: int | None
 
+    @property
+    def latest_text(self) -> str:
+        """The legend's figure, with the locale's thousands separator."""
+        return humanize.count(self.latest)
+
 
 @dataclass(frozen=True, slots=True)
 class Tick:
@@ -184,7 +189,8 @@ def line_chart(
             )
         )
     ticks = [
-        Tick(y=_fmt(bottom - (bottom - top) * f), label=str(int(ymax * f))) for f in (0, 0.5, 1)
+        Tick(y=_fmt(bottom - (bottom - top) * f), label=humanize.count(int(ymax * f)))
+        for f in (0, 0.5, 1)
     ]
     if ymax == 1:
         ticks = [ticks[0], ticks[2]]
