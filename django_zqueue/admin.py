@@ -43,7 +43,7 @@ from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from . import actions, conf, dashboard, display, filters, taskstats, workers_page
+from . import actions, conf, dashboard, display, filters, humanize, taskstats, workers_page
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import Queue as QueueModel
@@ -430,7 +430,15 @@ class QueueAdmin(_ModelAdmin):
             ("find a job", None),
             tag=tag,
             searched=[q.name for q in queues],
-            found=[{"loc": loc, "url": self.url("job", loc.queue, id=loc.tag)} for loc in found],
+            found=[
+                {
+                    "loc": loc,
+                    "url": self.url("job", loc.queue, id=loc.tag),
+                    "rank": humanize.count(loc.rank),
+                    "when": dashboard.location_when(loc),
+                }
+                for loc in found
+            ],
             valid=dashboard.valid_tag(tag),
             search_url=self.url("search"),
             only=only,

@@ -32,7 +32,6 @@ from .read import locate as locate
 from .read import schedules as schedules
 from .read import valid_tag as valid_tag
 from .records import JobInfo, Progress, from_ms
-from .records import score_text as format_score
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -49,6 +48,21 @@ ERROR_LINE_CHARS = 300
 def local_text(dt: datetime | None) -> str:
     """A time as every admin page shows it (:func:`django_zqueue.humanize.when`)."""
     return humanize.when(dt)
+
+
+def location_when(loc: Location) -> str:
+    """What a found job's score means, as text: when it runs (delayed), when its lease
+    ends (in flight), when it died (dead), since when it waits for its parents; '' when
+    ready (its score is an order, shown as its position)."""
+    if loc.score is None or loc.state not in ("delayed", "leased", "dead", "waiting"):
+        return ""
+    at = humanize.when(from_ms(loc.score))
+    return {
+        "delayed": _("runs at %(time)s"),
+        "leased": _("lease ends at %(time)s"),
+        "dead": _("died at %(time)s"),
+        "waiting": _("waiting since %(time)s"),
+    }[loc.state] % {"time": at}
 
 
 def task_name(body: Any) -> str | None:
@@ -311,10 +325,6 @@ class JobRow:
     now_ms: int = 0
 
     @property
-    def score_text(self) -> str:
-        return format_score(self.score)
-
-    @property
     def quoted_tag(self) -> str:
         """The tag for a query string."""
         return quote(self.tag, safe="")
@@ -493,10 +503,6 @@ class JobDetail:
     eta_seconds: float | None
     now_ms: int
     workers: int = 0  # live worker threads
-
-    @property
-    def score_text(self) -> str:
-        return format_score(self.info.score)
 
     @property
     def eta_note(self) -> str:

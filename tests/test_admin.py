@@ -341,7 +341,8 @@ def test_job_page_shows_everything_from_info(payload_viewer: Client, jobs: dict[
     assert detail.info == info
     html = r.content.decode()
     assert f'<strong class="zq-rank">{info.rank}</strong>' in html
-    assert dashboard.format_score(info.score) in html
+    # the score is an internal order: the page shows what it means, the position
+    assert ">Position</th>" in html and ">Score</th>" not in html
     assert detail.task == "testproject.demo.tasks.add"
     assert '"args": [\n    0,\n    0\n  ]' in detail.arguments
 
@@ -355,7 +356,7 @@ def test_job_page_shows_everything_from_info(payload_viewer: Client, jobs: dict[
     assert payload_viewer.get(job_url("x", "nosuchqueue")).status_code == 404
 
 
-def test_search_redirects_to_the_job_with_rank_and_score(
+def test_search_redirects_to_the_job_with_its_position(
     viewer: Client, jobs: dict[str, str]
 ) -> None:
     q = get_queue("default")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from django_zqueue import get_queue
+from django_zqueue import get_queue, records
 
 from .test_admin import BASE, project, superuser  # noqa: F401
 
@@ -68,3 +68,25 @@ def test_one_time_format_with_the_zone_and_no_microseconds(
         assert not re.search(r"\d\d:\d\d:\d\d\.\d", html), state
         bare = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?! [A-Z])", html)
         assert not bare, (state, bare)
+
+
+def test_scores_are_shown_as_what_they_mean(
+    project: dict[str, Any],  # noqa: F811
+    superuser: Client,  # noqa: F811
+) -> None:
+    """A ready job's score is an order (a sequence in a priority band, or microseconds
+    less a priority's worth): lists and pages show its position instead; a delayed
+    job's score is when it runs, shown as a time."""
+    q = get_queue("default")
+    tags = [q.publish({"task": "t.n", "args": [i]}, priority=1 + i) for i in range(3)]
+    later = q.publish({"task": "t.later"}, delay=600)
+    scores = [records.score_text(q.score(t)) for t in tags]
+    page = superuser.get(f"{BASE}q/default/").content.decode()
+    assert ">Position</th>" in page and ">Score</th>" not in page
+    assert all(s.startswith("-") and s not in page for s in scores)
+    job = superuser.get(f"{BASE}q/default/job/", {"id": tags[0]}).content.decode()
+    assert '<strong class="zq-rank">2</strong>' in job and scores[0] not in job
+    get_queue("emails").publish({}, tag=later)  # one tag in two queues: a list of both
+    found = superuser.get(f"{BASE}search/", {"q": later}).content.decode()
+    assert ">Score</th>" not in found and re.search(f"runs at {TIME}", found)
+    assert records.score_text(q.info(later).run_at.timestamp() * 1000) not in found

@@ -287,7 +287,7 @@ def test_every_page_and_search_in_a_real_browser(
         assert browser.find_element(By.CSS_SELECTOR, ".zq-tabs a.current").text.startswith(label)
     assert len(browser.find_elements(By.CSS_SELECTOR, "progress.zq-progress")) == 3
 
-    # search by id from the overview: lands on the job page with its rank and score
+    # search by id from the overview: lands on the job page with its position
     target = tags[3]
     browser.get(f"{url}{BASE}")
     box = browser.find_element(By.ID, "searchbar")
