@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 
 from django_zqueue import get_queue
 
@@ -18,8 +19,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from .test_admin_browser import (  # noqa: F401 - fixtures
     BASE,
+    IMAGES,
+    SCREENSHOTS,
     admin_login,
     browser,
+    demo_data,
     project,
 )
 from .test_admin_browser import pytestmark as pytestmark
@@ -118,3 +122,47 @@ def test_caption_notes_and_the_waiting_badge_are_readable(
         assert [text.lower() for text, _ in badges] == ["waiting", "waiting"]
         assert all(ratio >= 4.5 for _, ratio in badges), (theme, badges)
     browser.execute_script("localStorage.removeItem('theme')")
+
+
+PAGE_WIDTH_JS = """
+var d = document.documentElement, box = document.getElementById('searchbar');
+var wide = Array.prototype.filter.call(document.querySelectorAll('body *'), function (e) {
+  var r = e.getBoundingClientRect();
+  return r.width > 0 && r.right > d.clientWidth + 1 && !e.closest('.results, .zq-scroll');
+}).slice(0, 5).map(function (e) { return e.tagName + '.' + e.className + '#' + e.id; });
+return {scroll: d.scrollWidth, client: d.clientWidth, wide: wide,
+        search: box ? box.getBoundingClientRect().width : null};
+"""
+
+
+def test_at_390_px_no_page_scrolls_sideways_and_the_find_box_is_usable(
+    project: dict[str, Any],  # noqa: F811
+    admin_login: str,  # noqa: F811
+    browser: WebDriver,  # noqa: F811
+    redis_client: redis.Redis,
+) -> None:
+    demo_data(redis_client)
+    q = get_queue("default")
+    tag = q.read.listing("ready", 1, 1).jobs[0].tag
+    urls = {
+        "overview": BASE,
+        "ready": f"{BASE}q/default/",
+        "in flight": f"{BASE}q/default/?state=leased",
+        "dead": f"{BASE}q/emails/?state=dead",
+        "job": f"{BASE}q/default/job/?id={tag}",
+        "search": f"{BASE}search/?q=nothing-like-it",
+        "workers": f"{BASE}workers/",
+    }
+    browser.set_window_size(390, 844)
+    try:
+        for name, url in urls.items():
+            browser.get(f"{admin_login}{url}")
+            got = browser.execute_script(PAGE_WIDTH_JS)
+            assert got["scroll"] <= got["client"], (name, got)
+            if got["search"] is not None:
+                assert got["search"] >= 200, (name, got)
+        if SCREENSHOTS:
+            browser.get(f"{admin_login}{BASE}q/default/")
+            browser.save_screenshot(str(IMAGES / "queue-narrow.png"))
+    finally:
+        browser.set_window_size(1280, 900)
