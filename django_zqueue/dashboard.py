@@ -65,6 +65,11 @@ def location_when(loc: Location) -> str:
     }[loc.state] % {"time": at}
 
 
+def of(n: int, total: int) -> str:
+    """``3 of 5``, each count with the locale's thousands separator."""
+    return _("%(n)s of %(total)s") % {"n": humanize.count(n), "total": humanize.count(total)}
+
+
 def task_name(body: Any) -> str | None:
     """The task of a task-layer body ``{"task": name, "args": ..., "kwargs": ...}``."""
     if isinstance(body, dict) and isinstance(body.get("task"), str):
@@ -90,7 +95,8 @@ def first_line(text: str | None) -> str | None:
     return line[:ERROR_LINE_CHARS] + ("…" if len(line) > ERROR_LINE_CHARS else "")
 
 
-def _due_in(when: datetime | None, now_ms: int) -> str:
+def due_in(when: datetime | None, now_ms: int) -> str:
+    """``in 3 minutes`` or ``overdue by 3 minutes``: from ``now_ms`` to ``when``."""
     if when is None:
         return ""
     delta = when.timestamp() - now_ms / 1000
@@ -161,7 +167,7 @@ def _xticks(n: int, left: int, right: int) -> list[tuple[str, str]]:
     for back in (60, 45, 30, 15, 0):
         if back < n:
             i = n - 1 - back
-            label = "now" if back == 0 else f"-{back} min"
+            label = _("now") if back == 0 else _("-%(n)s min") % {"n": back}
             out.append((_fmt(left + (right - left) * (i / max(1, n - 1))), label))
     return out
 
@@ -172,7 +178,7 @@ def line_chart(
     *,
     dots: bool = False,
     latest_index: int = -1,
-    latest_note: str = "now",
+    latest_note: str | None = None,
     width: int = 600,
     height: int = 150,
 ) -> Chart:
@@ -220,7 +226,7 @@ def line_chart(
         ticks=ticks,
         xticks=_xticks(n, left, right),
         empty=peak == 0,
-        latest_note=latest_note,
+        latest_note=_("now") if latest_note is None else latest_note,
     )
 
 
@@ -254,18 +260,23 @@ class QueueSummary:
     def depth_chart(self) -> Chart:
         depth: list[int | None] = [m.ready if m.ready >= 0 else None for m in self.minutes]
         depth[-1] = self.ready  # the current depth is known exactly
-        return line_chart("Jobs waiting (ready)", [("ready", "ready", depth)], dots=True)
+        return line_chart(
+            _("Jobs waiting (ready)"),
+            [(_("ready"), "ready", depth)],
+            dots=True,
+            latest_note=_("now"),
+        )
 
     def throughput_chart(self) -> Chart:
         return line_chart(
-            "Jobs per minute",
+            _("Jobs per minute"),
             [
-                ("enqueued", "enqueued", [m.enqueued for m in self.minutes]),
-                ("acked", "acked", [m.acked for m in self.minutes]),
-                ("failed", "failed", [m.failed for m in self.minutes]),
+                (_("enqueued"), "enqueued", [m.enqueued for m in self.minutes]),
+                (_("acked"), "acked", [m.acked for m in self.minutes]),
+                (_("failed"), "failed", [m.failed for m in self.minutes]),
             ],
             latest_index=-2,
-            latest_note="last complete minute",
+            latest_note=_("last complete minute"),
         )
 
 
@@ -351,7 +362,7 @@ class JobRow:
     @property
     def parents_text(self) -> str:
         """Waiting: ``got of need`` parents succeeded ('' without links)."""
-        return "" if self.need is None else f"{self.got or 0} of {self.need}"
+        return "" if self.need is None else of(self.got or 0, self.need)
 
     @property
     def started_text(self) -> str:
@@ -373,7 +384,7 @@ class JobRow:
     @property
     def due_in(self) -> str:
         """Delayed: time until run-at; leased: until the lease deadline (negative: past)."""
-        return _due_in(self.run_at or self.lease_deadline, self.now_ms)
+        return due_in(self.run_at or self.lease_deadline, self.now_ms)
 
     @property
     def overdue(self) -> bool:
@@ -386,7 +397,7 @@ class JobRow:
     def attempts_text(self) -> str:
         if self.attempts is None:
             return ""
-        return f"{self.attempts} of {(self.max_retries or 0) + 1}"
+        return of(self.attempts, (self.max_retries or 0) + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,7 +518,7 @@ class JobDetail:
     @property
     def eta_note(self) -> str:
         """Why there is no ETA."""
-        return "no live worker" if not self.workers else "nothing has run yet to measure"
+        return _("no live worker") if not self.workers else _("nothing has run yet to measure")
 
     @property
     def eta(self) -> str:
@@ -540,11 +551,11 @@ class JobDetail:
 
     @property
     def due_in(self) -> str:
-        return _due_in(self.info.run_at or self.info.lease_deadline, self.now_ms)
+        return due_in(self.info.run_at or self.info.lease_deadline, self.now_ms)
 
     @property
     def attempts_text(self) -> str:
-        return f"{self.info.attempts} of {self.info.max_retries + 1}"
+        return of(self.info.attempts, self.info.max_retries + 1)
 
 
 def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:

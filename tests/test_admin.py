@@ -441,7 +441,7 @@ def test_requeue_and_delete(manager: Client, jobs: dict[str, str]) -> None:
 def test_purge_asks_for_confirmation(manager: Client, jobs: dict[str, str]) -> None:
     q = get_queue("default")
     r = manager.post(action_url("purge"))
-    assert r.status_code == 200 and "Delete all 1 dead letter of queue" in r.content.decode()
+    assert r.status_code == 200 and "Delete the 1 dead letter of queue" in r.content.decode()
     assert q.counts()["dead"] == 1
     r = manager.post(action_url("purge"), {"confirm": "yes"})
     assert r.status_code == 302 and q.counts()["dead"] == 0

@@ -111,7 +111,8 @@ def test_a_waiting_workflow_job_page_names_its_state(
     kid = q.publish("k", depends_on=[q.publish("p")])
     page = superuser.get(f"{BASE}q/default/job/", {"id": kid}).content.decode()
     badges = re.findall(r'<span class="zq-state zq-state-(\w+)">([^<]*)</span>', page)
-    assert badges and all(cls == "waiting" and text == "waiting" for cls, text in badges)
+    assert badges[:2] == [("waiting", "waiting")] * 2  # the caption and the State row
+    assert all(cls == text for cls, text in badges)  # the parent's too
     for theme in ("light", "dark"):
         back = resolve(rules(".zq-state")["background"], theme)
         for state in ("ready", "delayed", "waiting", "leased", "dead", "orphan"):

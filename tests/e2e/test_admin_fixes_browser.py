@@ -77,7 +77,7 @@ def test_a_running_job_is_ticked_and_cancelled_from_the_in_flight_tab(
     box.click()
     browser.find_element(By.XPATH, "//button[text()='Cancel selected']").click()
     WebDriverWait(browser, 10).until(lambda b: "Cancel 1 job?" in b.page_source)
-    browser.find_element(By.CSS_SELECTOR, 'input[type=submit][value="Yes, I\'m sure"]').click()
+    browser.find_element(By.CSS_SELECTOR, 'input[type=submit][value="Yes, I\u2019m sure"]').click()
     WebDriverWait(browser, 10).until(lambda b: "1 job cancelled." in b.page_source)
     assert "state=leased" in browser.current_url and len(rows(browser)) == 1
     assert q.state(str(chosen)) is None and q.counts()["inflight"] == 1
@@ -119,7 +119,7 @@ def test_caption_notes_and_the_waiting_badge_are_readable(
         assert notes and all(ratio >= 4.5 for _, ratio in notes), (theme, notes)
         browser.get(f"{admin_login}{BASE}q/default/job/?id={kid}")
         badges = browser.execute_script(CONTRAST_JS, ".zq-state")
-        assert [text.lower() for text, _ in badges] == ["waiting", "waiting"]
+        assert [text.lower() for text, _ in badges][:2] == ["waiting", "waiting"]
         assert all(ratio >= 4.5 for _, ratio in badges), (theme, badges)
     browser.execute_script("localStorage.removeItem('theme')")
 
