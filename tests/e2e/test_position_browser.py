@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from .test_admin_browser import browser, project  # noqa: F401 - fixtures
+from .test_admin_browser import browser, project, shoot  # noqa: F401 - fixtures
 from .test_admin_browser import pytestmark as pytestmark
 
 
@@ -72,6 +72,7 @@ def test_widget_shows_progress_then_cancelled(
     box = browser.find_element(By.CSS_SELECTOR, "[data-zq-position] [role=status]")
     WebDriverWait(browser, 15).until(lambda b: box.text == "Running now: 25% done (reading).")
     assert bar.is_displayed() and bar.get_attribute("value") == "25"
+    shoot(browser, "position-running")
     default.touch(mine, progress=0.5, note="reading")
     WebDriverWait(browser, 15).until(lambda b: bar.get_attribute("value") == "50")
     assert default.cancel(mine.tag)
