@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -115,6 +115,8 @@ class Line:
     points: str  # SVG polyline points, "x,y x,y ..."
     dots: list[tuple[str, str]]  # (cx, cy) of each sample
     latest: int | None
+    #: (cx, cy, text) of each sample, for the value shown on hover ("14:03 UTC: 47")
+    samples: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def latest_text(self) -> str:
@@ -144,6 +146,7 @@ class Chart:
     xticks: list[tuple[str, str]]  # (x, label)
     empty: bool
     latest_note: str  # what the figures in the legend are
+    log: bool = False  # a logarithmic y axis (0, 1, 10, 100, ...)
 
 
 def nice_ceiling(value: float) -> int:
@@ -172,6 +175,18 @@ def _xticks(n: int, left: int, right: int) -> list[tuple[str, str]]:
     return out
 
 
+#: a chart switches to a log axis when its peak is at least this many times the peak of
+#: its smallest non-empty series (a burst of enqueues would flatten the acks to zero)
+LOG_RATIO = 20
+
+
+def wants_log(series: Sequence[tuple[str, str, Sequence[int | None]]]) -> bool:
+    """Whether a log axis shows ``series`` better: one series' peak dwarfs another's."""
+    peaks = [max((v for v in vs if v), default=0) for _, _, vs in series]
+    shown = [p for p in peaks if p > 0]
+    return len(shown) > 1 and max(shown) >= 100 and max(shown) >= LOG_RATIO * min(shown)
+
+
 def line_chart(
     title: str,
     series: Sequence[tuple[str, str, Sequence[int | None]]],
@@ -181,24 +196,52 @@ def line_chart(
     latest_note: str | None = None,
     width: int = 600,
     height: int = 150,
+    labels: Sequence[str] | None = None,
+    log: bool | None = None,
 ) -> Chart:
     """Polylines for ``series`` of (name, css class, values), one value per minute; a
     None value is a gap that the line bridges (no sample that minute). The legend shows
-    each series' value at ``latest_index`` (or the last sample before it)."""
+    each series' value at ``latest_index`` (or the last sample before it). Each sample
+    has its value for hovering, after its ``labels`` entry (the minute) when given. The
+    y axis is logarithmic with ``log``; None chooses it (:func:`wants_log`)."""
     left, right, top, bottom = 48, width - 8, 8, height - 20
     n = max((len(v) for _, _, v in series), default=0)
     peak = max((x for _, _, vs in series for x in vs if x is not None), default=0)
-    ymax = nice_ceiling(peak)
+    if log is None:
+        log = wants_log(series)
+    if log:
+        ymax = 10 ** max(1, math.ceil(math.log10(max(peak, 1))))
+
+        def scale(v: float) -> float:
+            return math.log10(1 + v) / math.log10(1 + ymax)
+
+    else:
+        ymax = nice_ceiling(peak)
+
+        def scale(v: float) -> float:
+            return v / ymax
 
     def xy(i: int, v: int) -> tuple[str, str]:
         x = left + (right - left) * (i / max(1, n - 1))
-        y = bottom - (bottom - top) * (v / ymax)
+        y = bottom - (bottom - top) * scale(v)
         return _fmt(x), _fmt(y)
+
+    def when(i: int) -> str:
+        if labels is not None and i < len(labels):
+            return labels[i]
+        back = n - 1 - i
+        return _("now") if back == 0 else _("-%(n)s min") % {"n": back}
 
     lines = []
     for name, css, values in series:
         pts = [xy(i, v) for i, v in enumerate(values) if v is not None]
         present = [v for v in list(values)[: latest_index + 1 or None] if v is not None]
+        texts = [
+            _("%(when)s: %(name)s %(value)s")
+            % {"when": when(i), "name": name, "value": humanize.count(v)}
+            for i, v in enumerate(values)
+            if v is not None
+        ]
         lines.append(
             Line(
                 name=name,
@@ -206,14 +249,25 @@ def line_chart(
                 points=" ".join(f"{x},{y}" for x, y in pts),
                 dots=pts if dots else [],
                 latest=present[-1] if present else None,
+                samples=[(x, y, t) for (x, y), t in zip(pts, texts, strict=True)],
             )
         )
-    ticks = [
-        Tick(y=_fmt(bottom - (bottom - top) * f), label=humanize.count(int(ymax * f)))
-        for f in (0, 0.5, 1)
-    ]
-    if ymax == 1:
-        ticks = [ticks[0], ticks[2]]
+    if log:
+        powers = [0, *(10**k for k in range(round(math.log10(ymax)) + 1))]
+        step = max(1, math.ceil((len(powers) - 1) / 4))
+        marks = [powers[0], *powers[1::step]]
+        if marks[-1] != ymax:
+            marks.append(ymax)
+        ticks = [
+            Tick(y=_fmt(bottom - (bottom - top) * scale(v)), label=humanize.count(v)) for v in marks
+        ]
+    else:
+        ticks = [
+            Tick(y=_fmt(bottom - (bottom - top) * f), label=humanize.count(int(ymax * f)))
+            for f in (0, 0.5, 1)
+        ]
+        if ymax == 1:
+            ticks = [ticks[0], ticks[2]]
     return Chart(
         title=title,
         width=width,
@@ -227,6 +281,7 @@ def line_chart(
         xticks=_xticks(n, left, right),
         empty=peak == 0,
         latest_note=_("now") if latest_note is None else latest_note,
+        log=log,
     )
 
 
@@ -265,7 +320,13 @@ class QueueSummary:
             [(_("ready"), "ready", depth)],
             dots=True,
             latest_note=_("now"),
+            labels=self.minute_labels,
         )
+
+    @property
+    def minute_labels(self) -> list[str]:
+        """Each minute of the charts as its local time: ``14:03 CEST``."""
+        return [humanize.minute(m.start) for m in self.minutes]
 
     def throughput_chart(self) -> Chart:
         return line_chart(
@@ -277,6 +338,7 @@ class QueueSummary:
             ],
             latest_index=-2,
             latest_note=_("last complete minute"),
+            labels=self.minute_labels,
         )
 
 

@@ -47,3 +47,8 @@ def when(dt: datetime | None) -> str:
     """``YYYY-MM-DD HH:MM:SS ZONE`` in the current time zone ('' for None): one format
     for every time the admin shows, to the second, with the zone's name."""
     return "" if dt is None else timezone.localtime(dt).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def minute(dt: datetime) -> str:
+    """``HH:MM ZONE``: a minute of today's charts, in the current time zone."""
+    return timezone.localtime(dt).strftime("%H:%M %Z")

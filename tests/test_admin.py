@@ -677,3 +677,28 @@ def test_other_methods_on_read_pages_write_nothing(
             r = getattr(superuser, method)(url)
             assert r.status_code in (200, 302, 405), (method, url, r.status_code)
     assert snapshot(redis_client, prefix) == before
+
+
+def test_a_burst_turns_the_throughput_chart_to_a_log_axis() -> None:
+    """110,000 enqueued in one minute beside 1,915 acks a minute: on a linear axis the
+    acks lie on zero; on the log axis they sit at two thirds of the height. Each sample
+    carries its value for hovering."""
+    enq: list[int | None] = [2000] * 59 + [110_000]
+    acked: list[int | None] = [1915] * 60
+    series = [("enqueued", "enqueued", enq), ("acked", "acked", acked)]
+    assert dashboard.wants_log(series)
+    assert not dashboard.wants_log([("a", "acked", [5, 80]), ("b", "failed", [0, 3])])
+    assert not dashboard.wants_log([("a", "ready", [1, 10_000])])  # one series
+    chart = dashboard.line_chart("t", series, labels=[f"{i:02}:00 UTC" for i in range(60)])
+    assert chart.log
+    assert [t.label for t in chart.ticks] == ["0", "1", "100", "10,000", "1,000,000"]
+    ack_y = float(chart.lines[1].points.split()[0].split(",")[1])
+    height = chart.bottom - chart.top
+    assert chart.bottom - ack_y > 0.5 * height  # readable, not flattened
+    linear = dashboard.line_chart("t", series, log=False)
+    lin_y = float(linear.lines[1].points.split()[0].split(",")[1])
+    assert linear.bottom - lin_y < 0.05 * height  # what a linear axis made of it
+    x, y, text = chart.lines[1].samples[3]
+    assert text == "03:00 UTC: acked 1,915" and (x, y) == tuple(
+        chart.lines[1].points.split()[3].split(",")
+    )

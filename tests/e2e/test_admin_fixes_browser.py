@@ -166,3 +166,29 @@ def test_at_390_px_no_page_scrolls_sideways_and_the_find_box_is_usable(
             browser.save_screenshot(str(IMAGES / "queue-narrow.png"))
     finally:
         browser.set_window_size(1280, 900)
+
+
+def test_a_chart_shows_each_value_under_the_pointer(
+    project: dict[str, Any],  # noqa: F811
+    admin_login: str,  # noqa: F811
+    browser: WebDriver,  # noqa: F811
+    redis_client: redis.Redis,
+) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    demo_data(redis_client)
+    browser.get(f"{admin_login}{BASE}")
+    first = browser.find_element(By.CSS_SELECTOR, ".zq-chart")  # default's depth
+    hit = first.find_elements(By.CSS_SELECTOR, ".zq-hit")[-1]  # now
+    ActionChains(browser).move_to_element(hit).perform()
+    under = browser.execute_script(
+        "var r = arguments[0].getBoundingClientRect();"
+        "var e = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);"
+        "return [e.getAttribute('class'), e.querySelector('title').textContent,"
+        " getComputedStyle(e).fillOpacity];",
+        hit,
+    )
+    assert under[0] == "zq-hit" and under[1].endswith(
+        f": ready {get_queue('default').counts()['ready']}"
+    )
+    assert float(under[2]) > 0  # the hovered sample is marked
