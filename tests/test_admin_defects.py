@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from django_zqueue import get_queue
+from django_zqueue import dashboard, get_queue
 
 from .css import contrast, resolve, rules
 from .test_admin import BASE, client_for, make_user, project, superuser  # noqa: F401
@@ -128,3 +128,35 @@ def test_notes_in_a_caption_or_heading_bar_are_readable(theme: str) -> None:
     for selector in (".zq caption .quiet", ".zq h2 .quiet"):
         colour = resolve(rules(selector)["color"], theme)
         assert contrast(colour, bar) >= 4.5, (selector, colour, bar)
+
+
+@pytest.mark.parametrize("state", ["ready", "delayed", "waiting", "leased", "dead"])
+def test_a_row_that_left_its_state_spans_the_rest_of_the_row(
+    project: dict[str, Any],  # noqa: F811
+    superuser: Client,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    state: str,
+) -> None:
+    """A job that left its state between the page's two reads is one cell after its id,
+    as wide as the columns it has no values for."""
+    q = get_queue("default")
+    parent = q.publish({"task": "t.parent"}, tag="parent")
+    q.publish({"task": "t.kid"}, depends_on=[parent])
+    q.publish({"task": "t.later"}, delay=600)
+    q.publish({"task": "t.doomed"}, tag="doomed", priority=-5)
+    q.publish({"task": "t.run"}, tag="run", priority=-9)
+    for m in q.claim(3)[0]:
+        if m.tag == "doomed":
+            q.nack(m, "RuntimeError: boom", dead=True)
+        elif m.tag == "parent":
+            q.release(m)
+    monkeypatch.setattr(
+        dashboard,
+        "job_row",
+        lambda listing, i, job: dashboard.JobRow(job.tag, listing.state, job.score, gone=True),
+    )
+    page = superuser.get(f"{BASE}q/default/", {"state": state}).content.decode()
+    head, rows = rows_of(page)
+    assert rows and "left this state" in rows[0]
+    spans = [int(n) for n in re.findall(r'colspan="(\d+)"', rows[0])]
+    assert cells(rows[0]) - len(spans) + sum(spans) == cells(head), state
