@@ -41,9 +41,11 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
-from . import actions, conf, dashboard, display, filters, taskstats, workers_page
+from . import actions, conf, dashboard, display, filters, humanize, taskstats, workers_page
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import OutboxEntry
@@ -51,6 +53,14 @@ from .models import Queue as QueueModel
 from .queue import Queue, get_queue
 
 PER_PAGE_CHOICES = (25, 50, 100, 200)
+#: the tabs' names
+TAB_LABELS = {
+    "ready": gettext_lazy("ready"),
+    "delayed": gettext_lazy("delayed"),
+    "waiting": gettext_lazy("waiting"),
+    "leased": gettext_lazy("in flight"),
+    "dead": gettext_lazy("dead letters"),
+}
 DEFAULT_PER_PAGE = 50
 #: at most this many tags per requeue/delete request
 MAX_TAGS = dashboard.MAX_PER_PAGE
@@ -216,14 +226,14 @@ class QueueAdmin(_ModelAdmin):
             try:
                 return view(request, *args, **kwargs)
             except QueueUnavailable as exc:
-                ctx = self._context(request, "Redis is unavailable", error=str(exc))
+                ctx = self._context(request, _("Redis is unavailable"), error=str(exc))
                 return TemplateResponse(
                     request, "admin/django_zqueue/unavailable.html", ctx, status=503
                 )
             except MissingPermission as exc:
                 ctx = self._context(
                     request,
-                    "Permission needed",
+                    _("Permission needed"),
                     codename=f"{self.opts.app_label}.{exc.codename}",
                     permission=display.permission_text(exc.codename),
                 )
@@ -264,7 +274,7 @@ class QueueAdmin(_ModelAdmin):
     ) -> dict[str, Any]:
         """The admin's context plus ``crumbs``: (label, url) after Home and ZQueue; the
         overview is always the first, the last one has no URL (the current page)."""
-        trail = [("Queues", self.url("changelist") if crumbs else None), *crumbs]
+        trail = [(_("Queues"), self.url("changelist") if crumbs else None), *crumbs]
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -295,7 +305,7 @@ class QueueAdmin(_ModelAdmin):
         ]
         ctx = self._context(
             request,
-            "Queues",
+            _("Queues"),
             rows=rows,
             schedules=dashboard.schedules(queues),
             perms=self._perms(request),
@@ -316,7 +326,7 @@ class QueueAdmin(_ModelAdmin):
         link, scan_link = _queue_links(self.url, queue, state, per_page, flt)
         ctx = self._context(
             request,
-            f"Queue {queue}",
+            _("Queue %(queue)s") % {"queue": queue},
             (queue, None),
             queue=queue,
             page=pg,
@@ -350,7 +360,7 @@ class QueueAdmin(_ModelAdmin):
         return [
             {
                 "state": s,
-                "label": {"leased": "in flight", "dead": "dead letters"}.get(s, s),
+                "label": TAB_LABELS[s],
                 "count": pg.counts[s],
                 "url": self.url("queue", queue, state=s if s != "ready" else None),
                 "current": s == pg.state,
@@ -368,9 +378,9 @@ class QueueAdmin(_ModelAdmin):
         if detail is None:
             ctx = self._context(
                 request,
-                "No such job",
+                _("No such job"),
                 (queue, self.url("queue", queue)),
-                ("not found", None),
+                (_("not found"), None),
                 queue=queue,
                 tag=tag,
                 queue_url=self.url("queue", queue),
@@ -382,7 +392,7 @@ class QueueAdmin(_ModelAdmin):
         state_tab = {"orphan": "ready"}.get(detail.info.state, detail.info.state)
         ctx = self._context(
             request,
-            f"Job {tag}",
+            _("Job %(tag)s") % {"tag": tag},
             (queue, self.url("queue", queue)),
             (tag, None),
             queue=queue,
@@ -427,11 +437,19 @@ class QueueAdmin(_ModelAdmin):
             return HttpResponseRedirect(self.url("job", found[0].queue, id=found[0].tag))
         ctx = self._context(
             request,
-            "Find a job",
-            ("find a job", None),
+            _("Find a job"),
+            (_("find a job"), None),
             tag=tag,
             searched=[q.name for q in queues],
-            found=[{"loc": loc, "url": self.url("job", loc.queue, id=loc.tag)} for loc in found],
+            found=[
+                {
+                    "loc": loc,
+                    "url": self.url("job", loc.queue, id=loc.tag),
+                    "rank": humanize.count(loc.rank),
+                    "when": dashboard.location_when(loc),
+                }
+                for loc in found
+            ],
             valid=dashboard.valid_tag(tag),
             search_url=self.url("search"),
             only=only,
@@ -442,7 +460,7 @@ class QueueAdmin(_ModelAdmin):
         """Every worker registered in a configured queue, with the jobs it holds."""
         self._require_view(request)
         page = workers_page.workers(_queues(), lambda q, tag: self.url("job", q, id=tag))
-        ctx = self._context(request, "Workers", ("workers", None), page=page)
+        ctx = self._context(request, _("Workers"), (_("workers"), None), page=page)
         return TemplateResponse(request, "admin/django_zqueue/workers.html", ctx)
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
@@ -495,13 +513,13 @@ class QueueAdmin(_ModelAdmin):
         q = self._require_actions(request, queue, found.permission)
         tags = self._tags(request)
         if found.confirm and tags and request.POST.get("confirm") != "yes":
-            what = actions.plural(len(tags), found.noun)
+            what = actions.counted(found.what, len(tags))
             ctx = self._context(
                 request,
-                f"{found.label.split()[0]} {what}?",
+                found.title % {"what": what},
                 (queue, self.url("queue", queue, state=found.states[0])),
-                (found.label.lower(), None),
-                question=found.confirm.format(what=what),
+                (str(found.label).lower(), None),
+                question=found.confirm % {"what": what},
                 tags=tags,
                 action_url=self.url("action", queue, found.name),
                 next=request.POST.get("next", ""),
@@ -527,10 +545,13 @@ class QueueAdmin(_ModelAdmin):
         op = request.POST.get("op")
         if op == "pause":
             q.pause()
-            messages.success(request, f"Queue {queue} paused: workers take none of its jobs.")
+            messages.success(
+                request,
+                _("Queue %(queue)s paused: workers take none of its jobs.") % {"queue": queue},
+            )
         elif op == "resume":
             q.resume()
-            messages.success(request, f"Queue {queue} resumed.")
+            messages.success(request, _("Queue %(queue)s resumed.") % {"queue": queue})
         else:
             return HttpResponseBadRequest("op must be pause or resume")
         return HttpResponseRedirect(self.url("queue", queue))
@@ -542,9 +563,9 @@ class QueueAdmin(_ModelAdmin):
         if request.POST.get("confirm") != "yes":
             ctx = self._context(
                 request,
-                f"Purge the dead letters of {queue}?",
+                _("Purge the dead letters of %(queue)s?") % {"queue": queue},
                 (queue, self.url("queue", queue, state="dead")),
-                ("purge dead letters", None),
+                (_("purge dead letters"), None),
                 queue=queue,
                 count=q.counts()["dead"],
                 queue_url=self.url("queue", queue, state="dead"),
@@ -552,7 +573,10 @@ class QueueAdmin(_ModelAdmin):
             )
             return TemplateResponse(request, "admin/django_zqueue/purge_confirm.html", ctx)
         n = q.purge_dead()
-        messages.success(request, f"Purged {actions.plural(n, 'dead letter')} of {queue}.")
+        text = ngettext(
+            "Purged %(n)s dead letter of %(queue)s.", "Purged %(n)s dead letters of %(queue)s.", n
+        )
+        messages.success(request, text % {"n": humanize.count(n), "queue": queue})
         return HttpResponseRedirect(self.url("queue", queue, state="dead"))
 
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from django.utils import timezone
+from django.utils.translation import gettext as _
 
-from . import read
+from . import humanize, read
 from .exceptions import InvalidArgument
 from .read import SERIES as SERIES  # the per-minute series of the stats ring
 from .read import Location as Location
@@ -32,7 +32,6 @@ from .read import locate as locate
 from .read import schedules as schedules
 from .read import valid_tag as valid_tag
 from .records import JobInfo, Progress, from_ms
-from .records import score_text as format_score
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -46,27 +45,29 @@ MAX_PAGE = 10**9
 ERROR_LINE_CHARS = 300
 
 
-def duration(seconds: float | None) -> str:
-    """Seconds as a short human duration: ``850 ms``, ``42 s``, ``3 min 5 s``, ``2 h 4 min``,
-    ``3 d 4 h``; '' for None. Negative values are shown as their absolute value."""
-    if seconds is None:
-        return ""
-    s = abs(seconds)
-    if s < 1:
-        return f"{int(s * 1000)} ms"
-    if s < 60:
-        return f"{int(s)} s"
-    if s < 3600:
-        return f"{int(s // 60)} min {int(s % 60)} s"
-    if s < 86400:
-        return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
-    return f"{int(s // 86400)} d {int(s % 86400 // 3600)} h"
-
-
 def local_text(dt: datetime | None) -> str:
-    """``YYYY-MM-DD HH:MM:SS`` in the current time zone ('' for None): what the admin's
-    ``|date`` filter would show, at a fraction of its cost on a page of 200 rows."""
-    return "" if dt is None else timezone.localtime(dt).strftime("%Y-%m-%d %H:%M:%S")
+    """A time as every admin page shows it (:func:`django_zqueue.humanize.when`)."""
+    return humanize.when(dt)
+
+
+def location_when(loc: Location) -> str:
+    """What a found job's score means, as text: when it runs (delayed), when its lease
+    ends (in flight), when it died (dead), since when it waits for its parents; '' when
+    ready (its score is an order, shown as its position)."""
+    if loc.score is None or loc.state not in ("delayed", "leased", "dead", "waiting"):
+        return ""
+    at = humanize.when(from_ms(loc.score))
+    return {
+        "delayed": _("runs at %(time)s"),
+        "leased": _("lease ends at %(time)s"),
+        "dead": _("died at %(time)s"),
+        "waiting": _("waiting since %(time)s"),
+    }[loc.state] % {"time": at}
+
+
+def of(n: int, total: int) -> str:
+    """``3 of 5``, each count with the locale's thousands separator."""
+    return _("%(n)s of %(total)s") % {"n": humanize.count(n), "total": humanize.count(total)}
 
 
 def task_name(body: Any) -> str | None:
@@ -94,11 +95,14 @@ def first_line(text: str | None) -> str | None:
     return line[:ERROR_LINE_CHARS] + ("…" if len(line) > ERROR_LINE_CHARS else "")
 
 
-def _due_in(when: datetime | None, now_ms: int) -> str:
+def due_in(when: datetime | None, now_ms: int) -> str:
+    """``in 3 minutes`` or ``overdue by 3 minutes``: from ``now_ms`` to ``when``."""
     if when is None:
         return ""
     delta = when.timestamp() - now_ms / 1000
-    return ("in " if delta >= 0 else "overdue by ") + duration(delta)
+    if delta >= 0:
+        return _("in %(duration)s") % {"duration": humanize.duration(delta)}
+    return _("overdue by %(duration)s") % {"duration": humanize.duration(delta)}
 
 
 # ---------------------------------------------------------------- chart
@@ -111,6 +115,13 @@ class Line:
     points: str  # SVG polyline points, "x,y x,y ..."
     dots: list[tuple[str, str]]  # (cx, cy) of each sample
     latest: int | None
+    #: (cx, cy, text) of each sample, for the value shown on hover ("14:03 UTC: 47")
+    samples: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def latest_text(self) -> str:
+        """The legend's figure, with the locale's thousands separator."""
+        return humanize.count(self.latest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +146,7 @@ class Chart:
     xticks: list[tuple[str, str]]  # (x, label)
     empty: bool
     latest_note: str  # what the figures in the legend are
+    log: bool = False  # a logarithmic y axis (0, 1, 10, 100, ...)
 
 
 def nice_ceiling(value: float) -> int:
@@ -158,9 +170,21 @@ def _xticks(n: int, left: int, right: int) -> list[tuple[str, str]]:
     for back in (60, 45, 30, 15, 0):
         if back < n:
             i = n - 1 - back
-            label = "now" if back == 0 else f"-{back} min"
+            label = _("now") if back == 0 else _("-%(n)s min") % {"n": back}
             out.append((_fmt(left + (right - left) * (i / max(1, n - 1))), label))
     return out
+
+
+#: a chart switches to a log axis when its peak is at least this many times the peak of
+#: its smallest non-empty series (a burst of enqueues would flatten the acks to zero)
+LOG_RATIO = 20
+
+
+def wants_log(series: Sequence[tuple[str, str, Sequence[int | None]]]) -> bool:
+    """Whether a log axis shows ``series`` better: one series' peak dwarfs another's."""
+    peaks = [max((v for v in vs if v), default=0) for _, _, vs in series]
+    shown = [p for p in peaks if p > 0]
+    return len(shown) > 1 and max(shown) >= 100 and max(shown) >= LOG_RATIO * min(shown)
 
 
 def line_chart(
@@ -169,27 +193,55 @@ def line_chart(
     *,
     dots: bool = False,
     latest_index: int = -1,
-    latest_note: str = "now",
+    latest_note: str | None = None,
     width: int = 600,
     height: int = 150,
+    labels: Sequence[str] | None = None,
+    log: bool | None = None,
 ) -> Chart:
     """Polylines for ``series`` of (name, css class, values), one value per minute; a
     None value is a gap that the line bridges (no sample that minute). The legend shows
-    each series' value at ``latest_index`` (or the last sample before it)."""
+    each series' value at ``latest_index`` (or the last sample before it). Each sample
+    has its value for hovering, after its ``labels`` entry (the minute) when given. The
+    y axis is logarithmic with ``log``; None chooses it (:func:`wants_log`)."""
     left, right, top, bottom = 48, width - 8, 8, height - 20
     n = max((len(v) for _, _, v in series), default=0)
     peak = max((x for _, _, vs in series for x in vs if x is not None), default=0)
-    ymax = nice_ceiling(peak)
+    if log is None:
+        log = wants_log(series)
+    if log:
+        ymax = 10 ** max(1, math.ceil(math.log10(max(peak, 1))))
+
+        def scale(v: float) -> float:
+            return math.log10(1 + v) / math.log10(1 + ymax)
+
+    else:
+        ymax = nice_ceiling(peak)
+
+        def scale(v: float) -> float:
+            return v / ymax
 
     def xy(i: int, v: int) -> tuple[str, str]:
         x = left + (right - left) * (i / max(1, n - 1))
-        y = bottom - (bottom - top) * (v / ymax)
+        y = bottom - (bottom - top) * scale(v)
         return _fmt(x), _fmt(y)
+
+    def when(i: int) -> str:
+        if labels is not None and i < len(labels):
+            return labels[i]
+        back = n - 1 - i
+        return _("now") if back == 0 else _("-%(n)s min") % {"n": back}
 
     lines = []
     for name, css, values in series:
         pts = [xy(i, v) for i, v in enumerate(values) if v is not None]
         present = [v for v in list(values)[: latest_index + 1 or None] if v is not None]
+        texts = [
+            _("%(when)s: %(name)s %(value)s")
+            % {"when": when(i), "name": name, "value": humanize.count(v)}
+            for i, v in enumerate(values)
+            if v is not None
+        ]
         lines.append(
             Line(
                 name=name,
@@ -197,13 +249,25 @@ def line_chart(
                 points=" ".join(f"{x},{y}" for x, y in pts),
                 dots=pts if dots else [],
                 latest=present[-1] if present else None,
+                samples=[(x, y, t) for (x, y), t in zip(pts, texts, strict=True)],
             )
         )
-    ticks = [
-        Tick(y=_fmt(bottom - (bottom - top) * f), label=str(int(ymax * f))) for f in (0, 0.5, 1)
-    ]
-    if ymax == 1:
-        ticks = [ticks[0], ticks[2]]
+    if log:
+        powers = [0, *(10**k for k in range(round(math.log10(ymax)) + 1))]
+        step = max(1, math.ceil((len(powers) - 1) / 4))
+        marks = [powers[0], *powers[1::step]]
+        if marks[-1] != ymax:
+            marks.append(ymax)
+        ticks = [
+            Tick(y=_fmt(bottom - (bottom - top) * scale(v)), label=humanize.count(v)) for v in marks
+        ]
+    else:
+        ticks = [
+            Tick(y=_fmt(bottom - (bottom - top) * f), label=humanize.count(int(ymax * f)))
+            for f in (0, 0.5, 1)
+        ]
+        if ymax == 1:
+            ticks = [ticks[0], ticks[2]]
     return Chart(
         title=title,
         width=width,
@@ -216,7 +280,8 @@ def line_chart(
         ticks=ticks,
         xticks=_xticks(n, left, right),
         empty=peak == 0,
-        latest_note=latest_note,
+        latest_note=_("now") if latest_note is None else latest_note,
+        log=log,
     )
 
 
@@ -245,23 +310,35 @@ class QueueSummary:
 
     @property
     def lag(self) -> str:
-        return duration(self.lag_seconds)
+        return humanize.duration(self.lag_seconds)
 
     def depth_chart(self) -> Chart:
         depth: list[int | None] = [m.ready if m.ready >= 0 else None for m in self.minutes]
         depth[-1] = self.ready  # the current depth is known exactly
-        return line_chart("Jobs waiting (ready)", [("ready", "ready", depth)], dots=True)
+        return line_chart(
+            _("Jobs waiting (ready)"),
+            [(_("ready"), "ready", depth)],
+            dots=True,
+            latest_note=_("now"),
+            labels=self.minute_labels,
+        )
+
+    @property
+    def minute_labels(self) -> list[str]:
+        """Each minute of the charts as its local time: ``14:03 CEST``."""
+        return [humanize.minute(m.start) for m in self.minutes]
 
     def throughput_chart(self) -> Chart:
         return line_chart(
-            "Jobs per minute",
+            _("Jobs per minute"),
             [
-                ("enqueued", "enqueued", [m.enqueued for m in self.minutes]),
-                ("acked", "acked", [m.acked for m in self.minutes]),
-                ("failed", "failed", [m.failed for m in self.minutes]),
+                (_("enqueued"), "enqueued", [m.enqueued for m in self.minutes]),
+                (_("acked"), "acked", [m.acked for m in self.minutes]),
+                (_("failed"), "failed", [m.failed for m in self.minutes]),
             ],
             latest_index=-2,
-            latest_note="last complete minute",
+            latest_note=_("last complete minute"),
+            labels=self.minute_labels,
         )
 
 
@@ -321,10 +398,6 @@ class JobRow:
     now_ms: int = 0
 
     @property
-    def score_text(self) -> str:
-        return format_score(self.score)
-
-    @property
     def quoted_tag(self) -> str:
         """The tag for a query string."""
         return quote(self.tag, safe="")
@@ -341,7 +414,7 @@ class JobRow:
 
     def _since(self, when: datetime | None) -> str:
         """How long from ``when`` to the page's read ('' without one)."""
-        return "" if when is None else duration(self.now_ms / 1000 - when.timestamp())
+        return "" if when is None else humanize.duration(self.now_ms / 1000 - when.timestamp())
 
     @property
     def waited(self) -> str:
@@ -351,7 +424,7 @@ class JobRow:
     @property
     def parents_text(self) -> str:
         """Waiting: ``got of need`` parents succeeded ('' without links)."""
-        return "" if self.need is None else f"{self.got or 0} of {self.need}"
+        return "" if self.need is None else of(self.got or 0, self.need)
 
     @property
     def started_text(self) -> str:
@@ -368,12 +441,12 @@ class JobRow:
 
     @property
     def eta(self) -> str:
-        return duration(self.eta_seconds)
+        return humanize.duration(self.eta_seconds)
 
     @property
     def due_in(self) -> str:
         """Delayed: time until run-at; leased: until the lease deadline (negative: past)."""
-        return _due_in(self.run_at or self.lease_deadline, self.now_ms)
+        return due_in(self.run_at or self.lease_deadline, self.now_ms)
 
     @property
     def overdue(self) -> bool:
@@ -386,7 +459,7 @@ class JobRow:
     def attempts_text(self) -> str:
         if self.attempts is None:
             return ""
-        return f"{self.attempts} of {(self.max_retries or 0) + 1}"
+        return of(self.attempts, (self.max_retries or 0) + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,7 +526,10 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
 
 def job_row(listing: read.Listing, index: int, job: read.ListedJob) -> JobRow:
     """The row of one listed job (the ``index``-th of its page)."""
-    state, record, when = listing.state, job.record, from_ms(job.score)
+    state, record = listing.state, job.record
+    # a score is a time (ms) in every state but ready, where it is an order: a sequence
+    # in a priority band, or microseconds less a priority's worth (priority_mode="aging")
+    when = None if state == "ready" else from_ms(job.score)
     if record is None:  # gone between the two reads, or a record that is not an object
         return JobRow(job.tag, state, job.score, gone=True, now_ms=listing.now_ms)
     rank = listing.offset + index if state == "ready" else None
@@ -502,21 +578,17 @@ class JobDetail:
     workers: int = 0  # live worker threads
 
     @property
-    def score_text(self) -> str:
-        return format_score(self.info.score)
-
-    @property
     def eta_note(self) -> str:
         """Why there is no ETA."""
-        return "no live worker" if not self.workers else "nothing has run yet to measure"
+        return _("no live worker") if not self.workers else _("nothing has run yet to measure")
 
     @property
     def eta(self) -> str:
-        return duration(self.eta_seconds)
+        return humanize.duration(self.eta_seconds)
 
     @property
     def waiting(self) -> str:
-        return duration(self.now_ms / 1000 - self.info.enqueued_at.timestamp())
+        return humanize.duration(self.now_ms / 1000 - self.info.enqueued_at.timestamp())
 
     @property
     def progress(self) -> Progress | None:
@@ -541,11 +613,11 @@ class JobDetail:
 
     @property
     def due_in(self) -> str:
-        return _due_in(self.info.run_at or self.info.lease_deadline, self.now_ms)
+        return due_in(self.info.run_at or self.info.lease_deadline, self.now_ms)
 
     @property
     def attempts_text(self) -> str:
-        return f"{self.info.attempts} of {self.info.max_retries + 1}"
+        return of(self.info.attempts, self.info.max_retries + 1)
 
 
 def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:

@@ -12,8 +12,10 @@ from django.contrib.admin import AdminSite
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
 
-from .dashboard import arguments, duration
+from .dashboard import arguments
+from .humanize import count, duration
 from .serializer import MARKER
 from .taskstats import TaskStat
 
@@ -80,7 +82,9 @@ def permission_text(codename: str) -> str:
 def _bound(ms: int | None) -> str:
     if ms is None:
         return "—"
-    return "> 5 min" if ms < 0 else f"≤ {duration(ms / 1000)}"
+    if ms < 0:  # past the last bucket
+        return _("more than %(duration)s") % {"duration": duration(300)}
+    return _("≤ %(duration)s") % {"duration": duration(ms / 1000)}
 
 
 def task_rows(stats: list[TaskStat]) -> list[dict[str, Any]]:
@@ -88,9 +92,10 @@ def task_rows(stats: list[TaskStat]) -> list[dict[str, Any]]:
     return [
         {
             "task": t.task,
-            "runs": t.runs,
-            "failures": t.failures,
-            "retries": t.retries,
+            "runs": count(t.runs),
+            "failures": count(t.failures),
+            "failed": t.failures > 0,
+            "retries": count(t.retries),
             "mean": "—" if t.mean_ms is None else duration(t.mean_ms / 1000),
             "p50": _bound(t.percentile_ms(50)),
             "p95": _bound(t.percentile_ms(95)),

@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from django.utils.translation import ngettext
 from redis.exceptions import ResponseError
 
 from . import conf
+from .humanize import count, duration
 from .redis_url import redacted_url
 
 if TYPE_CHECKING:
@@ -52,18 +54,14 @@ class Finding:
 
 
 def _ago(ms: float) -> str:
-    seconds = ms / 1000
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} days"
+    """Milliseconds as words (:func:`django_zqueue.humanize.duration`)."""
+    return duration(ms / 1000)
 
 
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else plural or word + 's'}"
+def _count(n: int, singular: str, plural: str) -> str:
+    """``ngettext(singular, plural, n)``, each with ``%(n)s``: the count, with the
+    locale's thousands separator."""
+    return ngettext(singular, plural, n) % {"n": count(n)}
 
 
 def redis_error_parts(exc: BaseException) -> tuple[str, str]:
@@ -166,7 +164,9 @@ def _tasks() -> Iterator[Finding]:
             "<app>.tasks of every app in INSTALLED_APPS)",
         )
         return
-    yield Finding("ok", "tasks", f"{_plural(len(names), 'task')} registered")
+    yield Finding(
+        "ok", "tasks", _count(len(names), "%(n)s task registered", "%(n)s tasks registered")
+    )
 
 
 # ------------------------------------------------------------------ Redis
@@ -332,13 +332,17 @@ def _workers(name: str, counts: Mapping[str, int], threads: int) -> Finding:
     )
     if threads:
         return Finding(
-            "ok", "workers", f"queue {name!r}: {_plural(threads, 'worker thread')} live; {state}"
+            "ok",
+            "workers",
+            f"queue {name!r}: "
+            f"{_count(threads, '%(n)s worker thread', '%(n)s worker threads')} live; {state}",
         )
     if counts["ready"]:
         return Finding(
             "error",
             "workers",
-            f"queue {name!r}: {_plural(counts['ready'], 'job')} ready and no live worker (none "
+            f"queue {name!r}: {_count(counts['ready'], '%(n)s job', '%(n)s jobs')} ready and "
+            f"no live worker (none "
             f"seen in the last {LIVE_WITHIN:.0f} s)",
             f"start one: python manage.py zqueue_worker --queues {name} (or read the logs of "
             "the one that should run)",
@@ -352,7 +356,8 @@ def _scanner(name: str, late: Mapping[str, tuple[int, float]]) -> Iterator[Findi
         yield Finding(
             "error",
             "scanner",
-            f"queue {name!r}: {_plural(delayed, 'delayed job')} due for up to "
+            f"queue {name!r}: {_count(delayed, '%(n)s delayed job', '%(n)s delayed jobs')} "
+            "due for up to "
             f"{_ago(delayed_by)} and still waiting: no worker claims from this queue and no "
             "scanner runs",
             f"run a worker (its embedded scanner promotes them: no --no-scanner), or python "
@@ -363,7 +368,8 @@ def _scanner(name: str, late: Mapping[str, tuple[int, float]]) -> Iterator[Findi
         yield Finding(
             "error",
             "scanner",
-            f"queue {name!r}: {_plural(leased, 'lease')} expired up to {_ago(leased_by)} ago "
+            f"queue {name!r}: {_count(leased, '%(n)s lease', '%(n)s leases')} expired up to "
+            f"{_ago(leased_by)} ago "
             "and not recovered: no scanner runs, so those jobs are neither retried nor dead",
             "run a worker without --no-scanner, or python manage.py zqueue_scanner "
             f"--queues {name}",
@@ -376,7 +382,7 @@ def _dead_letters(name: str, q: Queue, dead: int) -> Finding:
     return Finding(
         "warning",
         "dead letters",
-        f"queue {name!r}: {_plural(dead, 'dead letter')}"
+        f"queue {name!r}: {_count(dead, '%(n)s dead letter', '%(n)s dead letters')}"
         + (f"; the newest failed with: {error[0][:200]}" if error else ""),
         f"python manage.py zqueue_dead {name} list, then requeue or purge",
     )
@@ -657,7 +663,15 @@ def _schedules() -> Iterator[Finding]:
                 f"--queues {row['queue']}",
             )
     if not problems:
-        yield Finding("ok", "schedules", f"{_plural(len(stored), 'schedule')} in Redis, none late")
+        yield Finding(
+            "ok",
+            "schedules",
+            _count(
+                len(stored),
+                "%(n)s schedule in Redis, none late",
+                "%(n)s schedules in Redis, none late",
+            ),
+        )
 
 
 # ------------------------------------------------------------------ admin
@@ -695,7 +709,8 @@ def _admin() -> Iterator[Finding]:
         yield Finding(
             "note",
             "admin",
-            f"{_plural(lacking, 'staff user')} without django_zqueue.view_queue: "
+            f"{_count(lacking, '%(n)s staff user', '%(n)s staff users')} without "
+            "django_zqueue.view_queue: "
             "ZQueue > Queues is not in their admin",
             "grant 'Can view queue' (and 'Can see job arguments and errors', 'Can requeue, "
             "delete and purge dead letters' as needed) in Authentication and Authorization > "

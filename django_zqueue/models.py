@@ -20,6 +20,7 @@ Besides the default ``view_queue`` permission, three finer ones exist:
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from .outbox import OutboxEntry as OutboxEntry  # the outbox's table (ZQUEUE["OUTBOX"])
 
@@ -35,8 +36,8 @@ class Queue(models.Model):
             ("manage_dead_letters", "Can requeue, delete and purge dead letters"),
             ("manage_jobs", "Can act on waiting jobs (cancel them)"),
         ]
-        verbose_name = "queue"
-        verbose_name_plural = "queues"
+        verbose_name = _("queue")
+        verbose_name_plural = _("queues")
 
     def __str__(self) -> str:
         return "queue"

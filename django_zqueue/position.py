@@ -27,8 +27,8 @@ from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .dashboard import duration
 from .exceptions import QueueUnavailable, UnknownQueue
+from .humanize import duration
 from .watch import Position, Target, read_token, watch_of
 
 #: seconds a long-poll waits for a change before answering with the same version
@@ -44,11 +44,20 @@ def describe(pos: Position) -> tuple[str, str]:
             if n == 0
             else ngettext("%(n)d job ahead of yours.", "%(n)d jobs ahead of yours.", n) % {"n": n}
         )
+    elif pos.status == "running" and pos.progress is not None:
+        line = _("Running now: %(percent)d%% done.") % {"percent": pos.progress}
+        if pos.progress_note:
+            line = _("Running now: %(percent)d%% done (%(note)s).") % {
+                "percent": pos.progress,
+                "note": pos.progress_note,
+            }
     else:
         line = {
             "scheduled": _("Scheduled: it joins the line at its start time."),
             "running": _("Running now."),
             "failed": _("It could not be completed."),
+            "cancelled": _("Cancelled: it will not run."),
+            "expired": _("Expired: it was not run in time, and will not run."),
         }.get(pos.status, _("Done."))
     eta = ""
     if pos.status == "waiting" and pos.eta_seconds is not None:

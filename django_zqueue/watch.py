@@ -34,6 +34,7 @@ from . import read
 from .exceptions import InvalidArgument
 from .queue import get_queue
 from .read.pipeline import ahead_of, queue_ahead
+from .records import Progress, decode_json
 from .scripts import MAX_POSITIONS, Standing
 
 if TYPE_CHECKING:
@@ -53,8 +54,12 @@ STATUS = {
     "waiting": "scheduled",  # for its parents (a workflow): it joins the line later
     "leased": "running",
     "dead": "failed",
-    "": "done",
+    "expired": "expired",  # not started before its expiry: it will not run
+    "": "done",  # or cancelled, when its cancel record is kept (see read_positions)
 }
+#: the statuses after which nothing changes: the widget stops asking (``expired``: a
+#: job dropped unrun past its deadline, shown like a cancelled one)
+FINAL = ("done", "failed", "cancelled", "expired")
 #: tokens longer than this are refused before they are checked
 MAX_TOKEN_CHARS = 400
 
@@ -109,19 +114,23 @@ def position_url(queue: str, tag: str, *, user: Any = None, max_age: int = DEFAU
 @dataclass(frozen=True, slots=True)
 class Position:
     """Where a job stands, as a person may see it: ``status`` (waiting, scheduled, running,
-    failed, done), ``rank`` (0 = next; None unless waiting), ``eta_seconds`` (None when
-    unknown or no worker is live), and ``read_at`` (this process' monotonic clock)."""
+    failed, done, cancelled, expired), ``rank`` (0 = next; None unless waiting),
+    ``eta_seconds`` (None when unknown or no worker is live), ``read_at`` (this process'
+    monotonic clock), and while running the ``progress`` (0-100) and its note as the job
+    reports them (``Queue.touch``), when it does."""
 
     status: str
     rank: int | None
     eta_seconds: float | None
     read_at: float
+    progress: int | None = None
+    progress_note: str | None = None
 
     @property
     def version(self) -> str:
-        """Changes exactly when the status or the rank changes (not the ETA): what a
-        long-poll waits on. The same in every process."""
-        raw = f"{self.status}:{self.rank}".encode()
+        """Changes exactly when the status, the rank or the reported progress changes
+        (not the ETA): what a long-poll waits on. The same in every process."""
+        raw = f"{self.status}:{self.rank}:{self.progress}:{self.progress_note}".encode()
         return hashlib.blake2s(raw, digest_size=6).hexdigest()
 
     def as_json(self) -> dict[str, Any]:
@@ -131,14 +140,16 @@ class Position:
             "rank": self.rank,
             "ahead": self.rank,
             "eta_seconds": eta,
+            "progress": self.progress,
             "version": self.version,
         }
 
 
 def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
-    """Where each of ``tags`` stands, in one round trip (two on a partitioned queue with
-    ready jobs: their global rank). One ``positions`` call per shard and 500 jobs, the
-    run-time counters, the workers hash."""
+    """Where each of ``tags`` stands, in one round trip (one more on a partitioned queue
+    with ready jobs: their global rank; one more when some job is in no set: whether it
+    was cancelled). One ``positions`` call per shard and 500 jobs, the progress of the
+    shard's jobs (one HMGET), the run-time counters, the workers hash."""
     by_shard: dict[int, list[str]] = {}
     for tag in tags:
         by_shard.setdefault(q.shard_for(tag).index, []).append(tag)
@@ -148,23 +159,37 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
         for i, chunk in by_shard.items()
         for n in range(0, len(chunk), MAX_POSITIONS)
     ]
+    for i, chunk in by_shard.items():
+        batch.command("hmget", q.shards[i].keys.progress, chunk)
     for s in q.shards:
         batch.command("hmget", s.keys.stats, ["acked", "run_ms"])
     batch.command("hgetall", q.keys.workers)
     replies = q.send(batch)
     standings = [s for p in pending for s in p.result()]
     tail = replies[len(pending) :]
+    reported = {
+        tag: Progress.of(decode_json(raw))
+        for chunk, values in zip(by_shard.values(), tail, strict=False)
+        for tag, raw in zip(chunk, values, strict=True)
+        if raw
+    }
+    tail = tail[len(by_shard) :]
     acked = sum(_count(a) for a, _ in tail[:-1])
     run_ms = sum(_count(r) for _, r in tail[:-1])
     workers = read.live_threads_now(tail[-1])
     ranks = _global_ranks(q, standings)
+    cancelled = _cancelled(q, [st.tag for st in standings if not st.state])
     mean = read.mean_run_ms(acked, run_ms)
     now = time.monotonic()
     out = {}
     for st in standings:
         rank = ranks.get(st.tag)
         eta = None if rank is None or not workers else read.eta_seconds(rank, mean, workers)
-        out[st.tag] = Position(STATUS[st.state], rank, eta, now)
+        status = "cancelled" if st.tag in cancelled else STATUS[st.state]
+        done = reported.get(st.tag) if status == "running" else None
+        percent = None if done is None or done.value is None else round(done.value * 100)
+        note = done.note if done is not None else None
+        out[st.tag] = Position(status, rank, eta, now, percent, note)
     return out
 
 
@@ -175,6 +200,17 @@ def _count(raw: bytes | str | None) -> int:
         return int(raw or 0)
     except ValueError:
         return 0
+
+
+def _cancelled(q: Queue, tags: list[str]) -> set[str]:
+    """Which of ``tags`` (jobs in no set) were cancelled: their cancel record is kept for
+    a while (one round trip, none when ``tags`` is empty)."""
+    if not tags:
+        return set()
+    pipe = q.client.pipeline(transaction=False)
+    for tag in tags:
+        pipe.exists(q.keys_for(tag).cancelled(tag))
+    return {tag for tag, found in zip(tags, pipe.execute(), strict=True) if found}
 
 
 def _global_ranks(q: Queue, standings: list[Standing]) -> dict[str, int]:

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .dashboard import duration, local_text
+from .dashboard import due_in, local_text
+from .humanize import duration
 from .read.stats import local_ms
 from .read.workers import MAX_HELD, read_workers
 from .records import from_ms
@@ -66,8 +67,7 @@ def workers(queues: Sequence[Queue], job_url: Callable[[str, str], str]) -> Work
                 tag=j.tag,
                 url=job_url(j.queue, j.tag),
                 running=duration((reading.now_ms - j.started_ms) / 1000) if j.started_ms else "",
-                lease_left=("in " if j.deadline_ms >= reading.now_ms else "overdue by ")
-                + duration((j.deadline_ms - reading.now_ms) / 1000),
+                lease_left=due_in(from_ms(j.deadline_ms), reading.now_ms),
             )
             for j in sorted(w.jobs, key=lambda j: j.started_ms or 0)
         ]

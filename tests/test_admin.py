@@ -20,9 +20,10 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.test import Client, override_settings
+from django.utils import translation
 from redis.connection import AbstractConnection
 
-from django_zqueue import conf, dashboard, get_queue
+from django_zqueue import conf, dashboard, get_queue, humanize
 from django_zqueue.metrics import ZQueueCollector, exposition, metrics_view
 from django_zqueue.queue import Queue
 from testproject.demo import tasks
@@ -340,7 +341,8 @@ def test_job_page_shows_everything_from_info(payload_viewer: Client, jobs: dict[
     assert detail.info == info
     html = r.content.decode()
     assert f'<strong class="zq-rank">{info.rank}</strong>' in html
-    assert dashboard.format_score(info.score) in html
+    # the score is an internal order: the page shows what it means, the position
+    assert ">Position</th>" in html and ">Score</th>" not in html
     assert detail.task == "testproject.demo.tasks.add"
     assert '"args": [\n    0,\n    0\n  ]' in detail.arguments
 
@@ -354,7 +356,7 @@ def test_job_page_shows_everything_from_info(payload_viewer: Client, jobs: dict[
     assert payload_viewer.get(job_url("x", "nosuchqueue")).status_code == 404
 
 
-def test_search_redirects_to_the_job_with_rank_and_score(
+def test_search_redirects_to_the_job_with_its_position(
     viewer: Client, jobs: dict[str, str]
 ) -> None:
     q = get_queue("default")
@@ -439,7 +441,7 @@ def test_requeue_and_delete(manager: Client, jobs: dict[str, str]) -> None:
 def test_purge_asks_for_confirmation(manager: Client, jobs: dict[str, str]) -> None:
     q = get_queue("default")
     r = manager.post(action_url("purge"))
-    assert r.status_code == 200 and "Delete all 1 dead letter of queue" in r.content.decode()
+    assert r.status_code == 200 and "Delete the 1 dead letter of queue" in r.content.decode()
     assert q.counts()["dead"] == 1
     r = manager.post(action_url("purge"), {"confirm": "yes"})
     assert r.status_code == 302 and q.counts()["dead"] == 0
@@ -586,16 +588,28 @@ def test_metrics_without_prometheus_client(
     ("seconds", "text"),
     [
         (None, ""),
-        (0.25, "250 ms"),
-        (42.9, "42 s"),
-        (185, "3 min 5 s"),
-        (7440, "2 h 4 min"),
-        (3 * 86400 + 4 * 3600, "3 d 4 h"),
-        (-5, "5 s"),
+        (0.25, "250 milliseconds"),
+        (0.001, "1 millisecond"),
+        (1, "1 second"),
+        (42.9, "42 seconds"),
+        (90, "90 seconds"),
+        (185, "3 minutes"),
+        (7440, "2 hours, 4 minutes"),
+        (3 * 86400 + 4 * 3600, "3 days, 4 hours"),
+        (-5, "5 seconds"),
     ],
 )
 def test_duration(seconds: float | None, text: str) -> None:
-    assert dashboard.duration(seconds) == text
+    """Durations in words, through ngettext and django.utils.timesince."""
+    assert humanize.duration(seconds) == text
+
+
+def test_durations_and_counts_are_translated() -> None:
+    with translation.override("de"):
+        assert humanize.duration(7440) == "2 Stunden, 4 Minuten"
+        assert humanize.duration(5) == "5 seconds"  # no catalogue of ours for German yet
+        assert humanize.count(1234567) == "1.234.567"
+    assert humanize.count(1234567) == "1,234,567" and humanize.count(None) == ""
 
 
 def test_chart_geometry() -> None:
@@ -678,3 +692,28 @@ def test_a_lease_deadline_of_inf_shows(
     listing = payload_viewer.get(f"{BASE}q/default/?state=leased")
     assert listing.status_code == 200
     assert jobs["running"] in listing.content.decode()
+
+
+def test_a_burst_turns_the_throughput_chart_to_a_log_axis() -> None:
+    """110,000 enqueued in one minute beside 1,915 acks a minute: on a linear axis the
+    acks lie on zero; on the log axis they sit at two thirds of the height. Each sample
+    carries its value for hovering."""
+    enq: list[int | None] = [2000] * 59 + [110_000]
+    acked: list[int | None] = [1915] * 60
+    series = [("enqueued", "enqueued", enq), ("acked", "acked", acked)]
+    assert dashboard.wants_log(series)
+    assert not dashboard.wants_log([("a", "acked", [5, 80]), ("b", "failed", [0, 3])])
+    assert not dashboard.wants_log([("a", "ready", [1, 10_000])])  # one series
+    chart = dashboard.line_chart("t", series, labels=[f"{i:02}:00 UTC" for i in range(60)])
+    assert chart.log
+    assert [t.label for t in chart.ticks] == ["0", "1", "100", "10,000", "1,000,000"]
+    ack_y = float(chart.lines[1].points.split()[0].split(",")[1])
+    height = chart.bottom - chart.top
+    assert chart.bottom - ack_y > 0.5 * height  # readable, not flattened
+    linear = dashboard.line_chart("t", series, log=False)
+    lin_y = float(linear.lines[1].points.split()[0].split(",")[1])
+    assert linear.bottom - lin_y < 0.05 * height  # what a linear axis made of it
+    x, y, text = chart.lines[1].samples[3]
+    assert text == "03:00 UTC: acked 1,915" and (x, y) == tuple(
+        chart.lines[1].points.split()[3].split(",")
+    )

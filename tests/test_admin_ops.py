@@ -86,7 +86,7 @@ def test_no_eta_while_no_worker_is_live(
     seen = int(time.time() * 1000)
     q.client.hset(q.keys.workers, "w:1:a", json.dumps({"threads": 1, "seen": seen}))
     rows = viewer.get(f"{BASE}q/default/").context["page"].rows
-    assert [r.eta for r in rows] == ["2 s", "4 s"]
+    assert [r.eta for r in rows] == ["2 seconds", "4 seconds"]
 
 
 # ---------------------------------------------------------------- actions
@@ -157,7 +157,8 @@ def test_every_action_is_offered_where_it_applies() -> None:
     ]
     assert [a.name for a in offered("leased", lambda code: True)] == ["cancel"]
     assert offered("ready", lambda code: code != "manage_jobs") == []
-    assert all(a.confirm is None or "{what}" in a.confirm for a in ACTIONS.values())
+    assert all(a.confirm is None or "%(what)s" in a.confirm for a in ACTIONS.values())
+    assert all("%(what)s" in a.title for a in ACTIONS.values() if a.confirm)
 
 
 # ---------------------------------------------------------------- workers page
@@ -191,7 +192,8 @@ def test_workers_page_lists_each_worker_and_the_jobs_it_holds(
     assert all(j.lease_left.startswith("in ") for j in first.jobs)
     assert page.workers[1].started == "" and page.workers[1].jobs == []
     html = r.content.decode()
-    assert f"{BASE}q/default/job/?id={held[0].tag}" in html and "GONE" in html
+    assert f"{BASE}q/default/job/?id={held[0].tag}" in html
+    assert '<span class="zq-state zq-state-dead">gone</span>' in html  # shown uppercase
     assert tags[2] not in html  # held by a consumer that is no registered worker
     assert f'href="{BASE}workers/"' in viewer.get(BASE).content.decode()
     assert client_for(make_user("nobody")).get(f"{BASE}workers/").status_code == 403

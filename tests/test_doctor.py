@@ -96,11 +96,11 @@ def test_overdue_delayed_jobs_and_expired_leases_mean_no_scanner(synced: dict[st
     q.client.zadd(q.keys.delayed, {later.id: redis_now() - 90_000}, xx=True)
     lines, error = run("--problems-only")
     assert lines == [
-        "ERROR    scanner: queue 'default': 1 delayed job due for up to 90 s and still "
+        "ERROR    scanner: queue 'default': 1 delayed job due for up to 90 seconds and still "
         "waiting: no worker claims from this queue and no scanner runs -> run a worker (its "
         "embedded scanner promotes them: no --no-scanner), or python manage.py zqueue_scanner "
         "--queues default",
-        "ERROR    scanner: queue 'default': 1 lease expired up to 5 min ago and not recovered: "
+        "ERROR    scanner: queue 'default': 1 lease expired up to 5 minutes ago and not recovered: "
         "no scanner runs, so those jobs are neither retried nor dead -> run a worker without "
         "--no-scanner, or python manage.py zqueue_scanner --queues default",
     ]
@@ -138,7 +138,7 @@ def test_schedules_not_synced_late_or_paused(project: dict[str, str]) -> None:
     q.client.zadd(q.sched_keys.sched, {name: redis_now() - 600_000}, xx=True)
     lines, error = run()
     assert (
-        f"ERROR    schedules: schedule '{name}' is 10 min late: no scanner fires it -> run a "
+        f"ERROR    schedules: schedule '{name}' is 10 minutes late: no scanner fires it -> run a "
         "worker without --no-scanner, or python manage.py zqueue_scanner --queues default"
     ) in lines
     assert error is not None

@@ -250,3 +250,13 @@ def test_the_admin_finds_an_expired_job_by_its_tag(q: Queue) -> None:
     q.scan()
     (where,) = locate([q], tag)
     assert where.state == "expired" and where.rank is None
+
+
+def test_the_position_widget_says_expired(zqueue_settings: dict[str, Any]) -> None:
+    from django_zqueue.watch import read_positions
+
+    q = echo.queue
+    tag = q.publish({"task": "tests.expiry.echo", "args": [1], "kwargs": {}}, expires=0.05)
+    lapse()
+    q.scan()
+    assert read_positions(q, [tag])[tag].status == "expired"

@@ -60,6 +60,7 @@ LAYERS: list[set[str]] = [
         "filters",
         "urls",
         "templatetags",
+        "humanize",
     },
 ]
 

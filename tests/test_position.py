@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import AnonymousUser, User
 from django.core import signing
 from django.template import Context, Template
 from django.test import Client, RequestFactory
 
-from django_zqueue import get_queue, watch
+from django_zqueue import get_queue, position, watch
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.queue import Queue
 from django_zqueue.scripts import MAX_POSITIONS
@@ -95,6 +95,49 @@ def test_eta_only_while_a_worker_is_live(default: Queue) -> None:
     default.client.hset(default.keys.workers, "h:1:a", json.dumps({"threads": 2, "seen": seen}))
     pos = watch.read_positions(default, [tags[2]])[tags[2]]
     assert pos.eta_seconds == pytest.approx(3 * 2.0 / 2)
+
+
+def test_a_cancelled_job_says_so_not_done(default: Queue) -> None:
+    waiting, running, finished = line(default, 3)
+    c = Client()
+    urls = {t: Job(id=t, queue_name="default").position_url() for t in (waiting, running)}
+    msgs, _ = default.claim(3)
+    default.release(msgs[0])
+    default.ack(msgs[2])
+    assert default.cancel(waiting) and default.cancel(running)
+    body = get(c, urls[waiting])[1]
+    assert (body["status"], body["text"]) == ("cancelled", "Cancelled: it will not run.")
+    assert get(c, urls[running])[1]["status"] == "cancelled"
+    assert get(c, Job(id=finished, queue_name="default").position_url())[1]["text"] == "Done."
+
+
+def test_expired_has_its_own_words() -> None:
+    pos = watch.Position("expired", None, None, 0.0)
+    assert position.describe(pos) == ("Expired: it was not run in time, and will not run.", "")
+    assert "expired" in watch.FINAL and "cancelled" in watch.FINAL
+
+
+def test_a_running_job_shows_its_progress(default: Queue) -> None:
+    (tag,) = line(default, 1)
+    url = Job(id=tag, queue_name="default").position_url()
+    msg = default.claim(1)[0][0]
+    c = Client()
+    body = get(c, url)[1]
+    assert (body["status"], body["progress"], body["text"]) == ("running", None, "Running now.")
+    default.touch(msg, progress=0.42)
+    watch._watches.clear()
+    moved = get(c, url)[1]
+    assert (moved["progress"], moved["text"]) == (42, "Running now: 42% done.")
+    assert moved["version"] != body["version"]  # a long-poll wakes on progress
+    default.touch(msg, progress=0.9, note="uploading")
+    watch._watches.clear()
+    assert get(c, url)[1]["text"] == "Running now: 90% done (uploading)."
+    request = RequestFactory().get("/")
+    request.user = AnonymousUser()
+    html = Template("{% load zqueue %}{% zqueue_position job %}").render(
+        Context({"job": Job(id=tag, queue_name="default"), "request": request})
+    )
+    assert 'value="90"' in html and "90% done (uploading)" in html
 
 
 # ---------------------------------------------------------------- security
@@ -219,6 +262,9 @@ def test_template_tag_renders_an_accessible_widget_bound_to_the_user(default: Qu
     assert 'role="status"' in html and 'aria-live="polite"' in html
     assert 'data-zq-ahead="2"' in html and "2 jobs ahead of yours." in html
     assert "position.js" in html and "payload" not in html
+    noscript = html.split("<noscript>")[1].split("</noscript>")[0]
+    assert "reload the page" in noscript
+    assert "<progress" in html and " hidden" in html  # no progress while waiting
     token = html.split('data-zq-position="/zqueue/position/')[1].split("/")[0]
     target = watch.read_token(token)
     assert target == watch.Target("default", tags[2], str(user.pk))

@@ -1,4 +1,6 @@
-"""``{% load zqueue %}{% zqueue_position job %}``: a live "your place in line" widget.
+"""``{% load zqueue %}{% zqueue_position job %}``: a live "your place in line" widget; and
+the filters the admin pages show figures with: ``zq_count`` (a count with the locale's
+thousands separator) and ``zq_when`` (a time in the current zone, with its name).
 
 Renders the job's position now (read through the queue's shared poll, so a page of many
 widgets costs one read) and a few lines of plain JavaScript
@@ -9,15 +11,29 @@ anybody else; on an anonymous page it is a bearer token valid for one day.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import template
 
+from .. import humanize
 from ..exceptions import QueueUnavailable, UnknownQueue
 from ..position import describe
 from ..watch import Position, position_url, watch_of
 
 register = template.Library()
+
+
+@register.filter
+def zq_count(n: int | None) -> str:
+    """``12345|zq_count``: ``12,345`` (:func:`django_zqueue.humanize.count`)."""
+    return humanize.count(n)
+
+
+@register.filter
+def zq_when(dt: datetime | None) -> str:
+    """A time as every admin page shows it (:func:`django_zqueue.humanize.when`)."""
+    return humanize.when(dt)
 
 
 @register.inclusion_tag("django_zqueue/position_widget.html", takes_context=True)

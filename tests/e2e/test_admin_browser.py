@@ -4,8 +4,8 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (or $ZQUEUE_CHROMIUM and
 $ZQUEUE_CHROMEDRIVER) and the ``selenium`` package; the tests skip, saying which is
 missing, without them (and fail instead with ZQUEUE_REQUIRE_BROWSER=1). With
 ``ZQUEUE_SCREENSHOTS=1`` the run also writes the screenshots of docs/images/
-(overview.png, queue.png, job.png, dead.png, overview-dark.png), from generated demo
-data.
+(overview.png, queue.png, in-flight.png, job.png, dead.png, overview-dark.png), from
+generated demo data.
 """
 
 from __future__ import annotations
@@ -286,8 +286,9 @@ def test_every_page_and_search_in_a_real_browser(
         WebDriverWait(browser, 10).until(ec.url_contains(f"state={state}"))
         assert browser.find_element(By.CSS_SELECTOR, ".zq-tabs a.current").text.startswith(label)
     assert len(browser.find_elements(By.CSS_SELECTOR, "progress.zq-progress")) == 3
+    shoot(browser, "in-flight")
 
-    # search by id from the overview: lands on the job page with its rank and score
+    # search by id from the overview: lands on the job page with its position
     target = tags[3]
     browser.get(f"{url}{BASE}")
     box = browser.find_element(By.ID, "searchbar")

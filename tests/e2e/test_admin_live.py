@@ -114,7 +114,7 @@ def test_each_action_from_the_browser(
     browser.find_element(By.XPATH, "//button[text()='Cancel selected']").click()
     WebDriverWait(browser, 10).until(lambda b: "Cancel 3 jobs?" in b.page_source)
     assert q.counts()["ready"] == 4  # nothing yet
-    browser.find_element(By.CSS_SELECTOR, 'input[type=submit][value="Yes, I\'m sure"]').click()
+    browser.find_element(By.CSS_SELECTOR, 'input[type=submit][value="Yes, I\u2019m sure"]').click()
     WebDriverWait(browser, 10).until(lambda b: "3 jobs cancelled." in text_of(b, ".messagelist"))
     assert [q.state(t) for t in waiting] == ["ready", None, None, None]
 
