@@ -140,14 +140,20 @@ def link_counts(values: Sequence[Any]) -> Links | None:
 
 def kids_of(raw: bytes | str | None) -> list[Kid]:
     """The ``kids`` field of a ``wf:<id>`` hash (None or undecodable: none)."""
+    return kids_or_none(raw) or []
+
+
+def kids_or_none(raw: bytes | str | None) -> list[Kid] | None:
+    """The ``kids`` field of a ``wf:<id>`` hash; None when it is there but does not decode
+    to a list (corrupt: the dependents must be found from their own links)."""
     if raw is None:
         return []
     try:
         value = json.loads(raw)
     except ValueError:
-        return []
+        return None
     if not isinstance(value, list):
-        return []
+        return None
     return [
         Kid(str(r[0]), str(r[1]), int(r[2]))
         for r in value

@@ -175,3 +175,47 @@ def test_positions_read_with_a_corrupt_stats_counter(q: Queue, redis_client: red
     redis_client.hset(q.keys.stats, mapping={"acked": "x", "run_ms": "1.5"})
     got = read_positions(q, [tag])
     assert got[tag].rank == 0
+
+
+# ------------------------------------------------------------------ a parent's corrupt links
+
+
+@pytest.mark.parametrize("ends", ["acked", "dead"])
+def test_a_parent_whose_dependents_list_is_corrupt_still_reaches_them(
+    make_queue: Any,
+    zqueue_settings: dict[str, Any],
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    ends: str,
+) -> None:
+    """The parent's ``kids`` does not decode: its dependents (here one in its own queue
+    and one in another) are found from their own links, released when it succeeded,
+    dead-lettered when it failed; one warning names the parent."""
+    from django_zqueue import get_queue
+    from django_zqueue.links import FlowJob, Kid, Ref
+    from django_zqueue.queue.flow import publish_flow
+
+    q, other = get_queue("default"), get_queue("other")
+    parent, near, far = q.prepare("p", "p"), q.prepare("n", "n"), other.prepare("f", "f")
+    bystander = q.prepare("b", "b")
+    publish_flow(
+        [
+            (q, FlowJob(parent, kids=(Kid(q.name, "n", 1), Kid(other.name, "f", 1)))),
+            (q, FlowJob(near, parents=(Ref(q.name, "p"),))),
+            (other, FlowJob(far, parents=(Ref(q.name, "p"),))),
+            (q, FlowJob(bystander, parents=(Ref(q.name, "elsewhere"),))),
+        ]
+    )
+    redis_client.hset(q.keys.wf("p"), "kids", "not json [")
+    msg = q.get()
+    assert msg is not None and msg.tag == "p"
+    with caplog.at_level(logging.WARNING, logger="django_zqueue"):
+        if ends == "acked":
+            assert q.ack(msg)
+        else:
+            assert q.nack(msg, "boom", dead=True) == "dead"
+        q.drain()
+    want = "ready" if ends == "acked" else "dead"
+    assert q.state("n") == want and other.state("f") == want
+    assert q.state("b") == "waiting"  # another parent's dependent is left alone
+    assert [r for r in caplog.records if "workflow_links_corrupt" in r.getMessage()]

@@ -18,13 +18,24 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from .. import conf
 from ..connection import unavailable_as_error
 from ..exceptions import DuplicateJob, InvalidArgument, UnknownQueue, ZQueueError
-from ..links import MAX_LINKS, FlowJob, Kid, Links, Ref, Resolution, Resolved, kids_of
+from ..links import (
+    MAX_LINKS,
+    FlowJob,
+    Kid,
+    Links,
+    Ref,
+    Resolution,
+    Resolved,
+    kids_or_none,
+)
 from ..links import passed_results as decode_results
 from ..records import NewJob
 from ..scripts import Call
 from .base import RESOLVER, QueueBase
+from .orphans import dependents_of
 from .publish import PUBLISH_CHUNK, Publishing, room_or_full
 
 #: entries one ``wf_resolve`` call applies, and outbox entries one drain step reads
@@ -216,11 +227,21 @@ class Flows(Publishing):
                 pipe.hget(k.wf_res, t)
                 pipe.hget(k.wf(t), "kids")
             replies = pipe.execute()
-        return [
-            (t, replies[2 * i], kids_of(replies[2 * i + 1]))
-            for i, t in enumerate(tags)
-            if replies[2 * i] is not None
-        ]
+        out = []
+        for i, t in enumerate(tags):
+            if replies[2 * i] is None:
+                continue
+            kids = kids_or_none(replies[2 * i + 1])
+            if kids is None:  # its list of dependents is corrupt: find them from theirs
+                kids = dependents_of(self.name, t, self.configured_queues())
+            out.append((t, replies[2 * i], kids))
+        return out
+
+    def configured_queues(self) -> list[Flows]:
+        """Every queue of the settings, as this process would open it (this one included,
+        when it is not in the settings)."""
+        names = [n for n in conf.get_config().queues if n != self.name]
+        return [self, *(self.queue_named(n) for n in names)]
 
     def dispatch_once(self, tags: Sequence[str]) -> tuple[int, list[Ref]]:
         """One level of :meth:`dispatch`: the entries applied and the buried dependents
