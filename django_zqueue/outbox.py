@@ -44,6 +44,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models, router, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from .backoff import is_unavailable
 from .events import kv
@@ -85,8 +86,8 @@ class OutboxEntry(models.Model):
         app_label = "django_zqueue"
         ordering = ["id"]
         default_permissions = ("view",)
-        verbose_name = "outbox entry"
-        verbose_name_plural = "outbox"
+        verbose_name = _("outbox entry")
+        verbose_name_plural = _("outbox")
 
     def __str__(self) -> str:
         return f"{self.task or 'job'} {self.tag} -> {self.queue}"

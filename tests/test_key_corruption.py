@@ -240,8 +240,8 @@ def test_a_counter_that_is_not_a_number_never_stops_a_script_half_way(
 
 def test_the_scripts_know_the_type_of_every_key() -> None:
     """lua/_guard.lua's KEY_TYPES agrees with keys.KEY_TYPES (the doctor's), and names
-    every fixed key but those whose writes cannot stop a script (stats, notify) and
-    paused (only its presence is read)."""
+    every fixed key but those whose writes cannot stop a script (stats, notify, errors,
+    progress) and paused (only its presence is read)."""
     import re
     from importlib import resources
 
@@ -253,4 +253,4 @@ def test_the_scripts_know_the_type_of_every_key() -> None:
     assert {k: v for k, v in lua.items() if k in KEY_TYPES} == {
         k: v for k, v in KEY_TYPES.items() if k in lua
     }
-    assert set(KEY_TYPES) - set(lua) == {"stats", "notify", "paused"}
+    assert set(KEY_TYPES) - set(lua) == {"stats", "notify", "paused", "errors", "progress"}

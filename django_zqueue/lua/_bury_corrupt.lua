@@ -48,9 +48,9 @@ local function bury_corrupt(k, bad, now, from)
     redis.call('ZREM', from, unpack(ids))
   end
   if k.progress then
-    redis.call('HDEL', k.progress, unpack(ids))
+    soft('HDEL', k.progress, unpack(ids))
   end
-  redis.call('HSET', k.errors, unpack(errors))
+  soft('HSET', k.errors, unpack(errors))
   redis.call('HSET', k.meta, unpack(metas))
   redis.call('ZADD', k.dead, unpack(dead))
   count_stat(k.stats, 'dead', n)

@@ -29,7 +29,7 @@ local function expire_jobs(k, entries, now)
   end
   redis.call('ZADD', k.expired, unpack(at))
   redis.call('ZREM', k.expiry, unpack(ids))
-  redis.call('HSET', k.errors, unpack(errors))
+  soft('HSET', k.errors, unpack(errors))
   count_stat(k.stats, 'jobs_expired', #entries)
   for _, e in ipairs(entries) do
     wf_mark(k.wf_out, k.wf_res, e[1], e[2], false, nil, now)

@@ -1,15 +1,16 @@
 -- _guard.lua: all-or-nothing for the keys a script touches (Redis does not roll a script
 -- back). guard_keys: raise ZQ_CORRUPT_KEY, before the script's first write, naming the
 -- key and the fix, when one of `keys` holds another type than its name says
--- (docs/architecture.md, "Keys of a queue"); an absent key is fine. The stats hash and
--- the notify list are not checked: their writes cannot stop a script (_count.lua,
--- _notify.lua); a per-job result or reservation is overwritten, whatever it held.
+-- (docs/architecture.md, "Keys of a queue"); an absent key is fine. The stats hash, the
+-- notify list and the errors and progress hashes are not checked: their writes cannot
+-- stop a script (_count.lua, _notify.lua); a per-job result or reservation is
+-- overwritten, whatever it held.
 -- The counters the scripts read as numbers are checked the same way: absent, or a
 -- number (an integer where they are added to): in `ctr` tok, seq, tseq, clock, dclock, vt; in
 -- a workflow job's `wf:<id>` need and got.
 
 local KEY_TYPES = {ready = 'zset', delayed = 'zset', leased = 'zset', dead = 'zset',
-  body = 'hash', meta = 'hash', errors = 'hash', progress = 'hash', ctr = 'hash',
+  body = 'hash', meta = 'hash', ctr = 'hash',
   rate = 'hash', workers = 'hash', sched = 'zset', sched_defs = 'hash', sched_last = 'hash',
   gstarts = 'hash', gstarts_prev = 'hash', ginflight = 'zset', grate = 'hash', gpark = 'zset',
   gwait = 'zset', wait = 'zset', wf_out = 'zset', wf_res = 'hash', expiry = 'zset',

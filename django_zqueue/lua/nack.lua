@@ -56,12 +56,12 @@ if not dead and retry_ms <= 0 then
 end
 redis.call('ZREM', k.leased, id)
 if ARGV[3] ~= '' then
-  redis.call('HSET', k.errors, id, ARGV[3])
+  soft('HSET', k.errors, id, ARGV[3])
 end
 count_stat(k.stats, 'failed', 1)
 bump(k.stats, 'f', 1, now)
 redis.call('HSET', k.meta, id, cjson.encode(meta))
-redis.call('HDEL', k.progress, id)
+soft('HDEL', k.progress, id)
 if dead then
   -- time of death in ms with a µs fraction from the monotonic clock: exact order
   redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)

@@ -34,7 +34,7 @@ if not score then -- a record claimed before `q` was kept
 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', KEYS[3], id, cjson.encode(meta))
-redis.call('HDEL', KEYS[5], id)
+soft('HDEL', KEYS[5], id)
 redis.call('ZADD', KEYS[2], score, id)
 count_stat(KEYS[6], 'released', 1)
 notify(KEYS[7], 1, tonumber(ARGV[5]))

@@ -33,7 +33,7 @@ end
 local raw = redis.call('HGET', KEYS[3], id)
 local meta, why = decode_meta(raw)
 if not meta then -- as bury_corrupt() does, but it is dead already: no counter moves
-  redis.call('HSET', KEYS[7], id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw))
+  soft('HSET', KEYS[7], id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw))
   redis.call('HSET', KEYS[3], id, cjson.encode({a = 0, m = 0, e = now_ms()}))
   return -2
 end

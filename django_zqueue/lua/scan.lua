@@ -132,8 +132,8 @@ if #expired > 0 then
   redis.call('ZREM', k.leased, unpack(expired))
   count_stat(k.stats, 'expired', #expired)
   if #ids > 0 then
-    redis.call('HDEL', k.progress, unpack(ids))
-    redis.call('HSET', k.errors, unpack(errors))
+    soft('HDEL', k.progress, unpack(ids))
+    soft('HSET', k.errors, unpack(errors))
     redis.call('HSET', k.meta, unpack(metas))
   end
   corrupt = corrupt + bury_corrupt(k, bad, now, nil)

@@ -15,6 +15,7 @@
 --@include decode_meta
 --@include now_ms
 --@include guard
+--@include count
 
 guard_keys(KEYS)
 
@@ -44,6 +45,6 @@ if extend > 0 then
   redis.call('ZADD', KEYS[1], 'XX', deadline, id)
 end
 if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[3], id, ARGV[4])
+  soft('HSET', KEYS[3], id, ARGV[4])
 end
 return deadline

@@ -73,7 +73,7 @@ end
 
 -- still dead for another failed parent: the error names that one
 local function blame(id, left)
-  redis.call('HSET', k.errors, id, 'dependency ' .. tostring(left[1][2]) .. ' failed')
+  soft('HSET', k.errors, id, 'dependency ' .. tostring(left[1][2]) .. ' failed')
 end
 
 -- whether `parent` is the dependent's parent at `index` (its links' `par` list): an entry
@@ -141,7 +141,7 @@ for i = 0, m - 1 do
       if #left == 0 then
         meta.f = nil
         redis.call('ZREM', k.dead, id)
-        redis.call('HDEL', k.errors, id)
+        soft('HDEL', k.errors, id)
         redis.call('PERSIST', wf)
         redis.call('ZADD', k.wait, now, id)
         revived = revived + 1
@@ -168,7 +168,7 @@ for i = 0, m - 1 do
       if #left == 0 then -- no failed parent left: revived
         meta.f = nil
         redis.call('ZREM', k.dead, id)
-        redis.call('HDEL', k.errors, id)
+        soft('HDEL', k.errors, id)
         redis.call('PERSIST', wf)
         redis.call('HSET', k.meta, id, cjson.encode(meta))
         enter(id, meta, wf)
@@ -190,7 +190,7 @@ for i = 0, m - 1 do
     if waiting then
       redis.call('ZREM', k.wait, id)
       redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
-      redis.call('HSET', k.errors, id, 'dependency ' .. parent .. ' failed')
+      soft('HSET', k.errors, id, 'dependency ' .. parent .. ' failed')
       count_stat(k.stats, 'dead', 1)
       bump(k.stats, 'd', 1, now)
       killed = killed + 1

@@ -737,3 +737,139 @@ def test_r12_the_async_lane_under_sigkills_and_a_redis_restart(
     )
     assert len(f.killed) == kills
     assert stats["acked"] == n and q.counts()["dead"] == 0  # one accepted ack per job
+
+
+# ------------------------------------------------------------------ R13 shared keys corrupt
+
+
+def _doctor_repair(client: Any, q: Any) -> None:
+    """What an operator does first: zqueue_doctor --repair --yes."""
+    from django_zqueue.doctor import repairs
+
+    for r in repairs():
+        r.apply(client)
+
+
+def _tidy(client: Any, q: Any) -> None:
+    """Before the next case: the doctor's repairs, and any key still of the wrong type
+    moved aside."""
+    from django_zqueue.keys import typed_keys
+
+    _doctor_repair(client, q)
+    for _, key, kind in typed_keys(q.keys):
+        if client.type(key).decode() not in (kind, "none"):
+            client.rename(key, f"{key}:aside")
+
+
+def _rename_aside(key: str) -> Callable[[Any, Any], None]:
+    """What the doctor says to do with a key that holds jobs: move it aside."""
+
+    def repair(client: Any, q: Any) -> None:
+        if client.exists(key):
+            client.rename(key, f"{key}:aside")
+
+    return repair
+
+
+#: (name, corrupt(client, q), repair or None: the queue runs on without one, publish
+#: refused while corrupt). A repair is what zqueue_doctor says to do.
+def _r13_cases(q: Any) -> list[tuple[str, Callable[[Any, Any], None], Any, bool]]:
+    k = q.keys
+
+    def wrong(key: str) -> Callable[[Any, Any], None]:
+        return lambda client, q: (client.delete(key), client.set(key, "junk"))
+
+    def field(key: str, name: str, value: str = "x") -> Callable[[Any, Any], None]:
+        return lambda client, q: client.hset(key, name, value)
+
+    def seq_aside(client: Any, q: Any) -> None:  # the doctor leaves seq: set it past all
+        client.hset(k.ctr, "seq", 2**40)
+
+    return [
+        # the queue runs on, no repair needed
+        ("stats wrong type", wrong(k.stats), None, False),
+        ("stats acked not an integer", field(k.stats, "acked"), None, False),
+        ("stats enqueued not an integer", field(k.stats, "enqueued", "1.5"), None, False),
+        ("stats series slot not an integer", field(k.stats, "e0"), None, False),
+        ("workers entry not JSON", field(k.workers, "ghost", "{not json"), None, False),
+        ("notify wrong type", wrong(k.notify), None, False),
+        # refused with a clear error until the repair, then on within a scan
+        ("ctr tok not a number", field(k.ctr, "tok"), _doctor_repair, True),
+        ("ctr dclock not a number", field(k.ctr, "dclock"), _doctor_repair, True),
+        ("ctr seq not a number", field(k.ctr, "seq"), seq_aside, True),
+        ("progress wrong type", wrong(k.progress), None, False),
+        ("rate wrong type", wrong(k.rate), _doctor_repair, False),
+        ("errors wrong type", wrong(k.errors), None, False),
+        ("leased wrong type", wrong(k.leased), _rename_aside(k.leased), True),
+        ("ready wrong type", wrong(k.ready), _rename_aside(k.ready), True),
+        ("delayed wrong type", wrong(k.delayed), _rename_aside(k.delayed), True),
+        ("dead wrong type", wrong(k.dead), _rename_aside(k.dead), True),
+        ("wait wrong type", wrong(k.wait), _rename_aside(k.wait), True),
+        ("expiry wrong type", wrong(k.expiry), _rename_aside(k.expiry), True),
+        ("wf_out wrong type", wrong(k.wf_out), _rename_aside(k.wf_out), False),
+    ]
+
+
+def test_r13_shared_keys_corrupted_under_load(fault: Callable[..., Fault]) -> None:
+    """Two workers run while each shared key of the queue is corrupted in turn, then
+    10 good jobs are enqueued: where the key is not needed to run jobs (stats, series,
+    workers, notify, errors, progress) all 10 run with no repair; otherwise calls are refused with
+    ZQ_CORRUPT_KEY (nothing half-written), and after the repair zqueue_doctor says to
+    make, all 10 run. Every good job runs exactly once; the workers stay up."""
+    from django_zqueue.exceptions import CorruptKey
+
+    f = fault(lease=2.0)
+    q = f.queue()
+    client = q.client
+    run = tasks.fault_run.using(queue=QUEUE)
+    for _ in range(2):
+        f.start_worker("--concurrency", "2")
+    table: list[tuple[str, str, float]] = []
+    good: list[str] = []
+    n = 0
+
+    def enqueue_ten() -> list[str]:
+        nonlocal n
+        keys = []
+        for _ in range(10):
+            n += 1
+            keys.append(f"g{n}")
+            run.enqueue(f.ledger, f"g{n}")
+        good.extend(keys)
+        return keys
+
+    warm = enqueue_ten()
+    assert wait_for(lambda: all_finished(f, warm), timeout=60)
+    for name, corrupt, repair, blocks_publish in _r13_cases(q):
+        corrupt(client, q)
+        t0 = time.monotonic()
+        if repair is None:
+            keys = enqueue_ten()
+            ok = wait_for(lambda keys=keys: all_finished(f, keys), timeout=45, step=0.2)
+            assert ok, f"{name}: the queue stopped"
+            table.append((name, "ran on, no repair", time.monotonic() - t0))
+            _tidy(client, q)
+            continue
+        keys = []
+        if blocks_publish:
+            with pytest.raises(CorruptKey):
+                run.enqueue(f.ledger, "refused")
+        else:
+            keys = enqueue_ten()
+        time.sleep(1.0)  # the workers meet it: refused, logged, nothing lost
+        repair(client, q)
+        t1 = time.monotonic()
+        if blocks_publish:
+            keys = enqueue_ten()
+        ok = wait_for(lambda keys=keys: all_finished(f, keys), timeout=45, step=0.2)
+        assert ok, f"{name}: the queue did not recover after the repair"
+        table.append((name, "refused until repaired", time.monotonic() - t1))
+    alive = all(p.poll() is None for p in f.workers)
+    f.stop_all()
+    runs = by_key(f.runs())
+    print("\nFAULT R13 corruption table (case, effect, seconds to run the 10 jobs):")
+    for name, effect, secs in table:
+        print(f"  {name:36} {effect:24} {secs:5.1f}")
+    assert alive
+    assert {key: len(runs.get(key, [])) for key in good} == dict.fromkeys(good, 1)
+    assert "refused" not in runs
