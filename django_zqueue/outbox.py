@@ -44,7 +44,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models, router, transaction
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_lazy
 
 from .backoff import is_unavailable
 from .events import kv
@@ -86,8 +86,8 @@ class OutboxEntry(models.Model):
         app_label = "django_zqueue"
         ordering = ["id"]
         default_permissions = ("view",)
-        verbose_name = _("outbox entry")
-        verbose_name_plural = _("outbox")
+        verbose_name = gettext_lazy("outbox entry")
+        verbose_name_plural = gettext_lazy("outbox")
 
     def __str__(self) -> str:
         return f"{self.task or 'job'} {self.tag} -> {self.queue}"
