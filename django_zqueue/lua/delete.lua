@@ -27,13 +27,13 @@ if redis.call('ZSCORE', KEYS[4], id) or (ARGV[2] == '1' and redis.call('ZSCORE',
 end
 -- an expired job's end was recorded when it expired: not a second time
 local ended = redis.call('ZREM', KEYS[13], id) == 1
-redis.call('ZREM', KEYS[14], id)
 local removed = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
   + redis.call('ZREM', KEYS[3], id) + redis.call('ZREM', KEYS[10], id) + (ended and 1 or 0)
 local raw = redis.call('HGET', KEYS[6], id)
 if removed == 0 and not raw then
   return 0
 end
+redis.call('ZREM', KEYS[14], id) -- its expiry, if it had one
 local ok, meta = pcall(cjson.decode, raw or '')
 if ok and not ended then
   wf_mark(KEYS[11], KEYS[12], id, meta, false, nil, now_ms())
