@@ -286,8 +286,9 @@ def test_the_lane_acks_a_flush_in_ack_many_calls_as_a_thread_does(
     assert q.stats()["acked"] == 40 and q.state(failing.id) == "dead"
     assert "ack" not in sent, sent
     assert 1 <= sent.count("ack_many") < 40, sent
-    # the failing job: two retries, then dead, each failure a nack of its own (a retry a
-    # consumer thread claims first may be reported through its own client: not in `sent`)
+    # the failing job: two retries, then dead, each failure a nack of its own; on a loaded
+    # host some were seen sent through the worker's sync client, which `sent` does not see
+    # (w.failed below counts all three)
     assert 1 <= sent.count("nack") <= 3, sent
     assert w.processed == 43 and w.failed == 3  # runs: 40, and three of the failing job
 
