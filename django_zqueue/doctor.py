@@ -7,16 +7,16 @@ The page docs/troubleshooting.md lists the same diagnoses with their symptoms.
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import ngettext
 from redis.exceptions import ResponseError
 
 from . import conf
+from .doctor_keys import Finding as Finding
+from .doctor_keys import Level as Level
 from .humanize import count, duration
 from .redis_url import redacted_url
 
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
     from .queue import Queue
 
-Level = Literal["ok", "note", "warning", "error"]
 
 #: a delayed job due, or a lease expired, this long ago is one no scanner has handled
 #: (an embedded scanner passes every 2 s, ``zqueue_scanner`` every 1 s)
@@ -38,19 +37,6 @@ LIVE_WITHIN = 30.0
 CLOCK_WARNING_MS = 1_000
 CLOCK_ERROR_MS = 30_000
 MIN_REDIS = (7, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    level: Level
-    topic: str
-    message: str
-    fix: str = ""  # what to do; empty when there is nothing to do
-
-    def line(self) -> str:
-        """One line: ``LEVEL    topic: message -> fix``."""
-        label = self.level if self.level in ("ok", "note") else self.level.upper()
-        return f"{label:<8} {self.topic}: {self.message}" + (f" -> {self.fix}" if self.fix else "")
 
 
 def _ago(ms: float) -> str:
@@ -235,16 +221,33 @@ def _memory(client: Any) -> Iterator[Finding]:
                 "bytes): at 100% every enqueue fails",
                 "raise maxmemory, or drain or purge queues (zqueue_stats shows what they hold)",
             )
+    snapshots = _snapshots(client)
     for node, info in _infos(client, "persistence").items():
         if str(info.get("aof_enabled", "1")) == "0":
             where = f" on {node}" if node else ""
+            lost = (
+                "every job it holds is lost (snapshots are off too: save '')"
+                if snapshots is False
+                else "the jobs written since its last snapshot are lost"
+            )
             yield Finding(
                 "note",
                 "persistence",
-                f"AOF is off{where}: if Redis restarts, the jobs written since its last "
-                "snapshot are lost",
+                f"AOF is off{where}: if Redis restarts, {lost}",
                 "for production: appendonly yes (docs/operations.md, Redis configuration)",
             )
+
+
+def _snapshots(client: Any) -> bool | None:
+    """Whether Redis saves RDB snapshots (``CONFIG GET save`` not empty); None when it
+    cannot be read (a managed Redis may refuse CONFIG)."""
+    try:
+        raw = client.config_get("save")
+    except Exception:  # refused or not reachable: unknown
+        return None
+    if not isinstance(raw, dict) or "save" not in raw:
+        return None
+    return bool(str(raw["save"]).strip())
 
 
 def _clock(config: conf.Config) -> Iterator[Finding]:
@@ -276,10 +279,11 @@ def _clock(config: conf.Config) -> Iterator[Finding]:
 
 
 def _queue(name: str) -> Iterator[Finding]:
+    from .doctor_keys import key_problems, orphan_problems
     from .queue import get_queue
 
     q = get_queue(name)
-    problems = key_problems(q)
+    problems = [*key_problems(q), *orphan_problems(q)]
     yield from (p.finding for p in problems)
     if not problems:
         yield Finding("ok", "keys", f"queue {name!r}: every key has its type and values")
@@ -388,217 +392,17 @@ def _dead_letters(name: str, q: Queue, dead: int) -> Finding:
     )
 
 
-# ------------------------------------------------------------------ keys
-
-#: keys whose wrong-typed value can be deleted: signals, counters, caches that are
-#: rebuilt (a worker re-registers within 10 s, a token bucket refills), never a job
-DELETABLE = {
-    "notify": "wake-up tokens only: idle workers look again within a second",
-    "workers": "workers register again within 10 s",
-    "rate": "the qps token bucket starts full again",
-    "stats": "the lifetime counters start again from 0",
-    "progress": "running jobs report their progress again",
-    "gstarts": "fair queues: this minute's starts per group start again",
-    "gstarts_prev": "fair queues: the last minute's starts per group are forgotten",
-    "grate": "fair queues: each group's qps bucket starts full again",
-}
-#: ctr fields a script reads as an integer, and how a bad value is repaired (None: not)
-CTR_FIELDS: dict[str, str | None] = {
-    "tok": "set above every lease token in use (read from the job records)",
-    "clock": "removed: the aging clock goes on from Redis TIME",
-    "dclock": "removed: the dead-letter clock goes on from Redis TIME",
-    "gmin": "removed: the fair queue's minute starts again",
-    "seq": None,
-}
-#: why a bad ``ctr.seq`` is not repaired
-SEQ_NOT_REPAIRED = (
-    "not repaired: the sequence orders the line in strict mode, and a value below one in "
-    "use would put new jobs ahead of older ones; set it by hand (HSET) above the largest "
-    "sequence in the ready scores"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Repair:
-    """What ``zqueue_doctor --repair`` does for a problem: ``what``, by ``apply(client)``
-    (which writes only when the value is still the bad one it saw)."""
-
-    key: str
-    what: str
-    apply: Callable[[Any], None]
-
-
-@dataclass(frozen=True, slots=True)
-class KeyProblem:
-    finding: Finding
-    repair: Repair | None  # None: not safe to repair (the finding says why)
-
-
-#: an integer as Redis' HINCRBY reads one (no sign but '-', no spaces, 64 bits)
-INT = re.compile(rb"-?[0-9]{1,19}")
-
-
-def _is_int(raw: bytes) -> bool:
-    return bool(INT.fullmatch(raw)) and -(2**63) <= int(raw) < 2**63
-
-
-def _shown(raw: bytes) -> str:
-    return repr(raw[:40].decode("utf-8", "replace"))
-
-
-def key_problems(q: Queue) -> list[KeyProblem]:
-    """Every fixed key of ``q`` (each partition's) whose type is not the one it must have,
-    and every field of ``ctr`` and ``stats`` that is not the integer a script reads;
-    each with its repair when one is safe. Two round trips per partition."""
-    from .connection import unavailable_as_error
-    from .keys import typed_keys
-
-    out: list[KeyProblem] = []
-    with unavailable_as_error():
-        for k in q.part_keys:
-            fixed = typed_keys(k)
-            pipe = q.client.pipeline(transaction=False)
-            for _, key, _ in fixed:
-                pipe.type(key)
-            types = [t.decode() if isinstance(t, bytes) else str(t) for t in pipe.execute()]
-            wrong = {
-                f for (f, _, kind), t in zip(fixed, types, strict=True) if t not in (kind, "none")
-            }
-            for (field, key, kind), found in zip(fixed, types, strict=True):
-                if field in wrong:
-                    out.append(_wrong_type(q, field, key, kind, found))
-            if "ctr" not in wrong:
-                out += _ctr_problems(q, k.ctr, k.meta, q.client.hgetall(k.ctr))
-            if "stats" not in wrong:
-                out += _stats_problems(q, k.stats, q.client.hgetall(k.stats))
-    return out
-
-
-def _wrong_type(q: Queue, field: str, key: str, kind: str, found: str) -> KeyProblem:
-    message = (
-        f"queue {q.name!r}: key {key} is a {found}, not a {kind}: every script that uses it "
-        "fails (WRONGTYPE), so publish, claim or scan may stop"
-    )
-    if field in DELETABLE:
-        repair = Repair(key, f"delete {key} ({DELETABLE[field]})", _delete_if(key, found))
-        fix = f"python manage.py zqueue_doctor --repair --yes deletes it ({DELETABLE[field]})"
-    elif field == "paused":
-        repair = Repair(key, f"set {key} to '1' (the queue stays paused)", _pause_if(key, found))
-        fix = (
-            "python manage.py zqueue_doctor --repair --yes sets it to '1' (the queue stays "
-            "paused: resume it if you meant to)"
-        )
-    else:
-        repair = None
-        fix = (
-            "not repaired: it holds or indexes jobs; look at it (TYPE, DUMP), then RENAME it "
-            "aside so the queue works again; jobs it held must be put back by hand"
-        )
-    return KeyProblem(Finding("error", "keys", message, fix), repair)
-
-
-def _ctr_problems(q: Queue, ctr: str, meta: str, fields: dict[Any, Any]) -> list[KeyProblem]:
-    out = []
-    for name, how in CTR_FIELDS.items():
-        raw = fields.get(name.encode())
-        if raw is None or _is_int(raw):
-            continue
-        message = f"queue {q.name!r}: {ctr} field {name} is {_shown(raw)}, not an integer"
-        if name == "tok":
-            message += ": every claim fails"
-        if how is None:
-            out.append(KeyProblem(Finding("error", "keys", message, SEQ_NOT_REPAIRED), None))
-            continue
-        apply = _token_above_if(ctr, meta, raw) if name == "tok" else _hdel_if(ctr, name, raw)
-        fix = f"python manage.py zqueue_doctor --repair --yes: {how}"
-        out.append(
-            KeyProblem(
-                Finding("error", "keys", message, fix), Repair(ctr, f"{ctr} {name}: {how}", apply)
-            )
-        )
-    return out
-
-
-def _stats_problems(q: Queue, stats: str, fields: dict[Any, Any]) -> list[KeyProblem]:
-    out = []
-    for name, raw in sorted(fields.items()):
-        if _is_int(raw):
-            continue
-        field = name.decode("utf-8", "replace")
-        message = (
-            f"queue {q.name!r}: {stats} field {field} is {_shown(raw)}, not an integer: the "
-            "scripts that count it fail"
-        )
-        fix = "python manage.py zqueue_doctor --repair --yes resets it to 0"
-        repair = Repair(stats, f"{stats} {field}: reset to 0", _hset_if(stats, name, raw, b"0"))
-        out.append(KeyProblem(Finding("error", "keys", message, fix), repair))
-    return out
-
-
-def _delete_if(key: str, found: str) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        if client.type(key).decode() == found:
-            client.delete(key)
-
-    return apply
-
-
-def _pause_if(key: str, found: str) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        if client.type(key).decode() == found:
-            client.set(key, "1")
-
-    return apply
-
-
-def _hset_if(key: str, field: bytes, bad: bytes, value: bytes) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        if client.hget(key, field) == bad:
-            client.hset(key, field, value)
-
-    return apply
-
-
-def _hdel_if(key: str, field: str, bad: bytes) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        if client.hget(key, field) == bad:
-            client.hdel(key, field)
-
-    return apply
-
-
-def max_token(client: Any, meta: str) -> int:
-    """The largest lease token (``t``) in the job records of ``meta`` (0 for none)."""
-    import json
-
-    top = 0
-    for _, raw in client.hscan_iter(meta, count=1000):
-        try:
-            t = json.loads(raw).get("t")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(t, int) and not isinstance(t, bool):
-            top = max(top, t)
-    return top
-
-
-def _token_above_if(ctr: str, meta: str, bad: bytes) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        top = max_token(client, meta)
-        if client.hget(ctr, "tok") == bad:
-            client.hset(ctr, "tok", top + 1)
-
-    return apply
-
-
-def repairs() -> list[Repair]:
-    """The repairs of every configured queue's keys (:func:`key_problems`)."""
+def repairs() -> list[Any]:
+    """The repairs of every configured queue's keys and orphan records
+    (:mod:`django_zqueue.doctor_keys`)."""
+    from .doctor_keys import key_problems, orphan_problems
     from .queue import get_queue
 
     return [
         p.repair
         for name in conf.get_config().queues
-        for p in key_problems(get_queue(name))
+        for q in (get_queue(name),)
+        for p in (*key_problems(q), *orphan_problems(q))
         if p.repair is not None
     ]
 

@@ -627,3 +627,16 @@ def test_async_tasks_in_a_chain_and_a_chord_on_the_lane(project: dict[str, str])
     finally:
         w.stop()
         t.join(10)
+
+
+def test_the_lane_logs_job_start_at_verbosity_two(
+    project: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """-v 2 (DEBUG) shows a job_start line for an async job as for a thread job."""
+    import logging
+
+    job = at.aadd.enqueue(1, 2)
+    with caplog.at_level(logging.DEBUG, logger="django_zqueue"):
+        burst(async_concurrency=4)
+    starts = [r.getMessage() for r in caplog.records if "event=job_start" in r.getMessage()]
+    assert any(f"job={job.id}" in line for line in starts), starts

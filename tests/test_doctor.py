@@ -261,3 +261,21 @@ def test_admin_permissions(synced: dict[str, str]) -> None:
 def test_findings_are_one_line_each(synced: dict[str, Any]) -> None:
     findings = doctor.diagnose()
     assert all("\n" not in f.line() for f in findings)
+
+
+def test_the_persistence_note_says_every_job_is_lost_without_snapshots(
+    zqueue_settings: Any,
+) -> None:
+    """With AOF off and save '' (the test server's settings, or CONFIG refused), the note
+    does not speak of a last snapshot that does not exist."""
+    from django_zqueue import conf
+    from django_zqueue.connection import get_client
+    from django_zqueue.doctor import _snapshots, diagnose
+
+    snapshots = _snapshots(get_client(conf.get_config()))
+    notes = [f.message for f in diagnose() if f.topic == "persistence"]
+    if snapshots is False:
+        assert notes and all("every job it holds is lost" in n for n in notes)
+        assert not any("last snapshot" in n for n in notes)
+    elif snapshots is True:
+        assert all("last snapshot" in n for n in notes)

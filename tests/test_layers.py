@@ -50,6 +50,7 @@ LAYERS: list[set[str]] = [
         "metrics",
         "checks",
         "doctor",
+        "doctor_keys",
         "management",
         "apps",
         "models",

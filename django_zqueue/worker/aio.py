@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 import traceback
@@ -66,7 +67,7 @@ from .consumer import (
     report_error,
 )
 from .coro import bounded, span_ended
-from .runner import flow_of, received, succeeded
+from .runner import flow_of, job_line, received, succeeded
 
 
 class LaneHost(Host, Protocol):
@@ -475,6 +476,8 @@ class AioLane:
                 args = (*passed, *args)
             call = (args, kwargs)
             send(signals.job_started, sender=task, job=ctx)
+            if log.isEnabledFor(logging.DEBUG):  # -v 2: as the thread lane does
+                log.debug(job_line("job_start", ctx))
             result = await bounded(task.func(*args, **kwargs), task.timeout)
         except asyncio.CancelledError:
             raise

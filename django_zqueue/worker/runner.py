@@ -110,7 +110,7 @@ class Runner:
             if signals.job_started.receivers:  # (none connected: not even the call)
                 send(signals.job_started, sender=task, job=ctx)
             if log.isEnabledFor(logging.DEBUG):
-                log.debug(_line("job_start", ctx))
+                log.debug(job_line("job_start", ctx))
             result = task.func(*args, **kwargs)
             if task.is_async:  # no event-loop lane in this worker: a loop of its own
                 result = run_blocking(result, task.timeout)
@@ -184,7 +184,7 @@ def succeeded(
     if signals.job_finished.receivers:
         send(signals.job_finished, sender=task, job=ctx, result=result, duration=duration)
     if log.isEnabledFor(logging.DEBUG):  # one line per job: DEBUG (-v 2), not INFO
-        log.debug(_line("job_done", ctx, ms=round(duration * 1000, 2)))
+        log.debug(job_line("job_done", ctx, ms=round(duration * 1000, 2)))
     run_ms, end = int(duration * 1000), time.monotonic()
     if keep:
         return Success(task.result_ttl, run_ms, end, result, None, passed)
@@ -192,7 +192,8 @@ def succeeded(
     return Success(task.result_ttl, run_ms, end, NO_RESULT, None, passed)
 
 
-def _line(event: str, ctx: JobContext, **more: Any) -> str:
+def job_line(event: str, ctx: JobContext, **more: Any) -> str:
+    """One ``key=value`` line about a run (``job_start`` at ``-v 2``)."""
     msg = ctx.message
     return kv(
         event=event,

@@ -1,0 +1,302 @@
+"""``zqueue_doctor``'s look at a queue's keys: every fixed key of the type it must have,
+the counters scripts read as integers, and records in no set (orphans); each problem with
+its repair when one is safe (``--repair``). Split from :mod:`django_zqueue.doctor`, which
+reports these findings among its others.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+Level = Literal["ok", "note", "warning", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    level: Level
+    topic: str
+    message: str
+    fix: str = ""  # what to do; empty when there is nothing to do
+
+    def line(self) -> str:
+        """One line: ``LEVEL    topic: message -> fix``."""
+        label = self.level if self.level in ("ok", "note") else self.level.upper()
+        return f"{label:<8} {self.topic}: {self.message}" + (f" -> {self.fix}" if self.fix else "")
+
+
+#: keys whose wrong-typed value can be deleted: signals, counters, caches that are
+#: rebuilt (a worker re-registers within 10 s, a token bucket refills), never a job
+DELETABLE = {
+    "notify": "wake-up tokens only: idle workers look again within a second",
+    "workers": "workers register again within 10 s",
+    "rate": "the qps token bucket starts full again",
+    "stats": "the lifetime counters start again from 0",
+    "progress": "running jobs report their progress again",
+    "gstarts": "fair queues: this minute's starts per group start again",
+    "gstarts_prev": "fair queues: the last minute's starts per group are forgotten",
+    "grate": "fair queues: each group's qps bucket starts full again",
+}
+#: ctr fields a script reads as an integer, and how a bad value is repaired (None: not)
+CTR_FIELDS: dict[str, str | None] = {
+    "tok": "set above every lease token in use (read from the job records)",
+    "clock": "removed: the aging clock goes on from Redis TIME",
+    "dclock": "removed: the dead-letter clock goes on from Redis TIME",
+    "gmin": "removed: the fair queue's minute starts again",
+    "seq": None,
+}
+#: why a bad ``ctr.seq`` is not repaired
+SEQ_NOT_REPAIRED = (
+    "not repaired: the sequence orders the line in strict mode, and a value below one in "
+    "use would put new jobs ahead of older ones; set it by hand (HSET) above the largest "
+    "sequence in the ready scores"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """What ``zqueue_doctor --repair`` does for a problem: ``what``, by ``apply(client)``
+    (which writes only when the value is still the bad one it saw)."""
+
+    key: str
+    what: str
+    apply: Callable[[Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyProblem:
+    finding: Finding
+    repair: Repair | None  # None: not safe to repair (the finding says why)
+
+
+#: an integer as Redis' HINCRBY reads one (no sign but '-', no spaces, 64 bits)
+INT = re.compile(rb"-?[0-9]{1,19}")
+
+
+def _is_int(raw: bytes) -> bool:
+    return bool(INT.fullmatch(raw)) and -(2**63) <= int(raw) < 2**63
+
+
+def _shown(raw: bytes) -> str:
+    return repr(raw[:40].decode("utf-8", "replace"))
+
+
+def key_problems(q: Queue) -> list[KeyProblem]:
+    """Every fixed key of ``q`` (each partition's) whose type is not the one it must have,
+    and every field of ``ctr`` and ``stats`` that is not the integer a script reads;
+    each with its repair when one is safe. Two round trips per partition."""
+    from .connection import unavailable_as_error
+    from .keys import typed_keys
+
+    out: list[KeyProblem] = []
+    with unavailable_as_error():
+        for k in q.part_keys:
+            fixed = typed_keys(k)
+            pipe = q.client.pipeline(transaction=False)
+            for _, key, _ in fixed:
+                pipe.type(key)
+            types = [t.decode() if isinstance(t, bytes) else str(t) for t in pipe.execute()]
+            wrong = {
+                f for (f, _, kind), t in zip(fixed, types, strict=True) if t not in (kind, "none")
+            }
+            for (field, key, kind), found in zip(fixed, types, strict=True):
+                if field in wrong:
+                    out.append(_wrong_type(q, field, key, kind, found))
+            if "ctr" not in wrong:
+                out += _ctr_problems(q, k.ctr, k.meta, q.client.hgetall(k.ctr))
+            if "stats" not in wrong:
+                out += _stats_problems(q, k.stats, q.client.hgetall(k.stats))
+    return out
+
+
+def _wrong_type(q: Queue, field: str, key: str, kind: str, found: str) -> KeyProblem:
+    message = (
+        f"queue {q.name!r}: key {key} is a {found}, not a {kind}: every script that uses it "
+        "fails (WRONGTYPE), so publish, claim or scan may stop"
+    )
+    if field in DELETABLE:
+        repair = Repair(key, f"delete {key} ({DELETABLE[field]})", _delete_if(key, found))
+        fix = f"python manage.py zqueue_doctor --repair --yes deletes it ({DELETABLE[field]})"
+    elif field == "paused":
+        repair = Repair(key, f"set {key} to '1' (the queue stays paused)", _pause_if(key, found))
+        fix = (
+            "python manage.py zqueue_doctor --repair --yes sets it to '1' (the queue stays "
+            "paused: resume it if you meant to)"
+        )
+    else:
+        repair = None
+        fix = (
+            "not repaired: it holds or indexes jobs; look at it (TYPE, DUMP), then RENAME it "
+            "aside so the queue works again; jobs it held must be put back by hand"
+        )
+    return KeyProblem(Finding("error", "keys", message, fix), repair)
+
+
+def _ctr_problems(q: Queue, ctr: str, meta: str, fields: dict[Any, Any]) -> list[KeyProblem]:
+    out = []
+    for name, how in CTR_FIELDS.items():
+        raw = fields.get(name.encode())
+        if raw is None or _is_int(raw):
+            continue
+        message = f"queue {q.name!r}: {ctr} field {name} is {_shown(raw)}, not an integer"
+        if name == "tok":
+            message += ": every claim fails"
+        if how is None:
+            out.append(KeyProblem(Finding("error", "keys", message, SEQ_NOT_REPAIRED), None))
+            continue
+        apply = _token_above_if(ctr, meta, raw) if name == "tok" else _hdel_if(ctr, name, raw)
+        fix = f"python manage.py zqueue_doctor --repair --yes: {how}"
+        out.append(
+            KeyProblem(
+                Finding("error", "keys", message, fix), Repair(ctr, f"{ctr} {name}: {how}", apply)
+            )
+        )
+    return out
+
+
+def _stats_problems(q: Queue, stats: str, fields: dict[Any, Any]) -> list[KeyProblem]:
+    out = []
+    for name, raw in sorted(fields.items()):
+        if _is_int(raw):
+            continue
+        field = name.decode("utf-8", "replace")
+        message = (
+            f"queue {q.name!r}: {stats} field {field} is {_shown(raw)}, not an integer: the "
+            "scripts that count it fail"
+        )
+        fix = "python manage.py zqueue_doctor --repair --yes resets it to 0"
+        repair = Repair(stats, f"{stats} {field}: reset to 0", _hset_if(stats, name, raw, b"0"))
+        out.append(KeyProblem(Finding("error", "keys", message, fix), repair))
+    return out
+
+
+def _delete_if(key: str, found: str) -> Callable[[Any], None]:
+    def apply(client: Any) -> None:
+        if client.type(key).decode() == found:
+            client.delete(key)
+
+    return apply
+
+
+def _pause_if(key: str, found: str) -> Callable[[Any], None]:
+    def apply(client: Any) -> None:
+        if client.type(key).decode() == found:
+            client.set(key, "1")
+
+    return apply
+
+
+def _hset_if(key: str, field: bytes, bad: bytes, value: bytes) -> Callable[[Any], None]:
+    def apply(client: Any) -> None:
+        if client.hget(key, field) == bad:
+            client.hset(key, field, value)
+
+    return apply
+
+
+def _hdel_if(key: str, field: str, bad: bytes) -> Callable[[Any], None]:
+    def apply(client: Any) -> None:
+        if client.hget(key, field) == bad:
+            client.hdel(key, field)
+
+    return apply
+
+
+def max_token(client: Any, meta: str) -> int:
+    """The largest lease token (``t``) in the job records of ``meta`` (0 for none)."""
+
+    top = 0
+    for _, raw in client.hscan_iter(meta, count=1000):
+        try:
+            t = json.loads(raw).get("t")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(t, int) and not isinstance(t, bool):
+            top = max(top, t)
+    return top
+
+
+def _token_above_if(ctr: str, meta: str, bad: bytes) -> Callable[[Any], None]:
+    def apply(client: Any) -> None:
+        top = max_token(client, meta)
+        if client.hget(ctr, "tok") == bad:
+            client.hset(ctr, "tok", top + 1)
+
+    return apply
+
+
+# ------------------------------------------------------------------ orphan records
+
+#: records of a queue's meta hash looked at for orphans, at most, per partition
+ORPHAN_SCAN = 20_000
+
+
+def orphan_problems(q: Queue) -> list[KeyProblem]:
+    """Records in no set (an orphan: its set entry was removed by hand or by a bug, so no
+    script will ever move it): one finding per partition that has any, with the repair
+    that moves each into the dead letters (error ``orphan record``), where an operator can
+    requeue or delete it. Reads at most ORPHAN_SCAN records per partition."""
+    from .connection import unavailable_as_error
+
+    out: list[KeyProblem] = []
+    for k in q.part_keys:
+        sets = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
+        with unavailable_as_error():
+            if any(q.client.type(key) not in (b"zset", b"none") for key in sets) or (
+                q.client.type(k.meta) != b"hash"
+            ):
+                continue  # a key of the wrong type: named by key_problems, repaired first
+            ids: list[bytes] = []
+            for tag, _ in q.client.hscan_iter(k.meta, count=1000):
+                ids.append(tag)
+                if len(ids) >= ORPHAN_SCAN:
+                    break
+            pipe = q.client.pipeline(transaction=False)
+            for tag in ids:
+                for key in sets:
+                    pipe.zscore(key, tag)
+            found = pipe.execute() if ids else []
+        width = len(sets)
+        orphans = [
+            tag
+            for i, tag in enumerate(ids)
+            if all(score is None for score in found[i * width : (i + 1) * width])
+        ]
+        if not orphans:
+            continue
+        shown = ", ".join(t.decode("utf-8", "replace") for t in orphans[:5])
+        message = (
+            f"queue {q.name!r}: {len(orphans)} job record(s) in no set ({shown}"
+            f"{', ...' if len(orphans) > 5 else ''}): nothing will ever run or remove them"
+        )
+        fix = (
+            "python manage.py zqueue_doctor --repair --yes moves them to the dead letters "
+            "(requeue or delete them there)"
+        )
+        repair = Repair(k.meta, f"{len(orphans)} orphan record(s) to {k.dead}", _bury(k, orphans))
+        out.append(KeyProblem(Finding("error", "keys", message, fix), repair))
+    return out
+
+
+def _bury(k: Any, orphans: list[bytes]) -> Callable[[Any], None]:
+    def apply(client: Any) -> None:
+        now = time.time() * 1000
+        sets = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
+        for tag in orphans:
+            pipe = client.pipeline(transaction=False)
+            pipe.hexists(k.meta, tag)
+            for key in sets:
+                pipe.zscore(key, tag)
+            exists, *scores = pipe.execute()
+            if exists and all(s is None for s in scores):  # still an orphan
+                client.hset(k.errors, tag, "orphan record: in no set (zqueue_doctor --repair)")
+                client.zadd(k.dead, {tag: now}, nx=True)
+
+    return apply
