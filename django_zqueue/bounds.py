@@ -147,8 +147,8 @@ def lua_number(v: float) -> str:
 
 def lua_source() -> str:
     """The scripts' ``bounds`` helper, generated from this module: the constants the
-    scripts name, :data:`JOB_BOUNDS` as the Lua table ``BOUNDS`` (name -> {lo, hi,
-    integer}), and ``is_int``."""
+    scripts name, :data:`JOB_BOUNDS` as the Lua function ``bound(name)`` (lowest, highest,
+    integer only), and ``is_int``."""
     consts = {
         "MIN_LEASE_MS": MIN_VISIBILITY_TIMEOUT * 1000,
         "MAX_LEASE_MS": MAX_VISIBILITY_TIMEOUT * 1000,
@@ -157,19 +157,23 @@ def lua_source() -> str:
         "MAX_EXACT": MAX_EXACT,
         "MAX_LINKS": MAX_LINKS,
         "MAX_QUEUE_LENGTH": MAX_QUEUE_LENGTH,
+        "PRIORITY_MIN": PRIORITY_MIN,
+        "PRIORITY_MAX": PRIORITY_MAX,
     }
     lines = [
         "-- _bounds.lua: generated from django_zqueue/bounds.py (never edit a copy): the",
-        "-- bounds of what becomes a lease, a delay or a count, and BOUNDS, the bounds of a",
-        "-- job's options by name ({lowest, highest, integer only}). is_int: x is an integer",
+        "-- bounds of what becomes a lease, a delay or a count, and bound(name), the bounds of",
+        "-- a job's option by name (lowest, highest, integer only). is_int: x is an integer",
         "-- in [lo, hi] (NaN and infinities are not).",
         *(f"local {name} = {lua_number(v)}" for name, v in consts.items()),
-        "local BOUNDS = {",
+        "local function bound(name) -- a table would be built on every call: an if chain is not",
         *(
-            f"  {name} = {{{lua_number(lo)}, {lua_number(hi)}, {'true' if whole else 'false'}}},"
+            f"  if name == '{name}' then return {lua_number(lo)}, {lua_number(hi)}, "
+            f"{'true' if whole else 'false'} end"
             for name, (lo, hi, whole) in JOB_BOUNDS.items()
         ),
-        "}",
+        "  error('no bound named ' .. tostring(name))",
+        "end",
         "local function is_int(x, lo, hi)",
         "  return type(x) == 'number' and x == math.floor(x) and x >= lo and x <= hi",
         "end",

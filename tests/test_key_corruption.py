@@ -248,8 +248,11 @@ def test_the_scripts_know_the_type_of_every_key() -> None:
     from django_zqueue.keys import KEY_TYPES
 
     text = (resources.files("django_zqueue") / "lua" / "_guard.lua").read_text()
-    block = text[text.index("local KEY_TYPES = {") : text.index("}", text.index("KEY_TYPES"))]
-    lua = dict(re.findall(r"(\w+) = '(\w+)'", block))
+    lua: dict[str, str] = {}
+    for kind, var in (("zset", "ZSETS"), ("hash", "HASHES"), ("string", "STRINGS")):
+        names = re.search(rf"^local {var} = '([^']*)'", text, re.M)
+        assert names, var
+        lua.update(dict.fromkeys(names[1].split(), kind))
     assert {k: v for k, v in lua.items() if k in KEY_TYPES} == {
         k: v for k, v in KEY_TYPES.items() if k in lua
     }

@@ -20,7 +20,7 @@ end
 -- only then: this runs for every job a script reads)
 local function bad_int(meta)
   for _, f in ipairs({ -- field, lowest, highest
-    {'a', 0, MAX_RETRIES + 1}, {'m', 0, MAX_RETRIES}, {'p', BOUNDS.priority[1], BOUNDS.priority[2]}, {'t', 1, MAX_EXACT},
+    {'a', 0, MAX_RETRIES + 1}, {'m', 0, MAX_RETRIES}, {'p', PRIORITY_MIN, PRIORITY_MAX}, {'t', 1, MAX_EXACT},
     {'e', 0, MAX_EXACT}, {'st', 0, MAX_EXACT}, {'v', MIN_LEASE_MS, MAX_LEASE_MS},
     {'n', 0, MAX_LINKS}, -- parents a workflow job waits for
   }) do

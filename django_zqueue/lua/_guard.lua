@@ -9,34 +9,55 @@
 -- number (an integer where they are added to): in `ctr` tok, seq, tseq, clock, dclock, vt; in
 -- a workflow job's `wf:<id>` need and got.
 
-local KEY_TYPES = {ready = 'zset', delayed = 'zset', leased = 'zset', dead = 'zset',
-  body = 'hash', meta = 'hash', ctr = 'hash',
-  rate = 'hash', workers = 'hash', sched = 'zset', sched_defs = 'hash', sched_last = 'hash',
-  gstarts = 'hash', gstarts_prev = 'hash', ginflight = 'zset', grate = 'hash', gpark = 'zset',
-  gwait = 'zset', wait = 'zset', wf_out = 'zset', wf_res = 'hash', expiry = 'zset',
-  expired = 'zset', wf = 'hash', cancelled = 'string'}
--- the fields read as numbers, per key name (INTEGER: those added to with HINCRBY)
-local COUNTERS = {ctr = {'tok', 'seq', 'tseq', 'clock', 'dclock', 'vt'}, wf = {'need', 'got'}}
-local INTEGER = {tok = true, seq = true, need = true, got = true}
+-- the type of each key by the name after its hash tag (strings, not a table: a table
+-- would be built on every call); 'errors', 'progress', 'stats', 'notify': see above
+local ZSETS = ' ready delayed leased dead sched ginflight gpark gwait wait wf_out expiry expired '
+local HASHES = ' body meta ctr rate workers sched_defs sched_last gstarts gstarts_prev grate wf_res wf '
+local STRINGS = ' cancelled '
+
+local function key_type(name)
+  if not name then
+    return nil
+  end
+  local word = ' ' .. name .. ' '
+  if string.find(ZSETS, word, 1, true) then
+    return 'zset'
+  elseif string.find(HASHES, word, 1, true) then
+    return 'hash'
+  elseif string.find(STRINGS, word, 1, true) then
+    return 'string'
+  end
+  return nil
+end
+-- the fields read as numbers, per key name, and whether each must be an integer (added
+-- to with HINCRBY)
+local function counters(name)
+  if name == 'ctr' then
+    return {'tok', 'seq', 'tseq', 'clock', 'dclock', 'vt'}, {true, true, false, false, false, false}
+  elseif name == 'wf' then
+    return {'need', 'got'}, {true, true}
+  end
+  return nil, nil
+end
 local FIX = ': run manage.py zqueue_doctor --repair (it says what it can repair)'
 
 local function guard_keys(keys)
   for _, key in ipairs(keys) do
-    local want = KEY_TYPES[string.match(key, '}:([%a_]+)') or '']
+    local want = key_type(string.match(key, '}:([%a_]+)'))
     if want then
       local kind = redis.call('TYPE', key)['ok']
       if kind ~= 'none' and kind ~= want then
         error('ZQ_CORRUPT_KEY: ' .. key .. ' is a ' .. kind .. ', not a ' .. want .. FIX)
       end
       if kind == 'hash' then
-        local fields = COUNTERS[string.match(key, '}:(%a+)')]
+        local fields, whole = counters(string.match(key, '}:(%a+)'))
         if fields then
           local vals = redis.call('HMGET', key, unpack(fields))
           for i, name in ipairs(fields) do
             local v = tonumber(vals[i])
-            if vals[i] and not (v and (INTEGER[name] == nil or v == math.floor(v))) then
+            if vals[i] and not (v and (not whole[i] or v == math.floor(v))) then
               error('ZQ_CORRUPT_KEY: ' .. key .. ' field ' .. name .. ' is not ' ..
-                (INTEGER[name] and 'an integer' or 'a number') .. FIX)
+                (whole[i] and 'an integer' or 'a number') .. FIX)
             end
           end
         end

@@ -4,7 +4,7 @@
 -- visibility_timeout_ms (its own lease), group, weight (its group's weight in a fair
 -- queue), expires_in_ms (from now) or expires_at_ms (absolute; with both, the earlier):
 -- a job not started by then ends "expired" (record field `x`, indexed in k.expiry); a script may take more (publish_once: debounce_ms, unique_ms; wf_publish: need,
--- kids, parents). An option left out takes its default. Bounds: BOUNDS (_bounds.lua,
+-- kids, parents). An option left out takes its default. Bounds: bound() (_bounds.lua,
 -- generated from django_zqueue/bounds.py).
 -- job_spec: the decoded map of one job argument, or nil and why it is none.
 -- read_job: from a decoded map, the job's record and run-at (nil: ready now), each field
@@ -35,17 +35,18 @@ local function job_spec(raw)
   return j, nil
 end
 
--- why a field is out of its BOUNDS, or nil (absent is within them)
+-- why a field is out of its bounds, or nil (absent is within them)
 local function out_of_bounds(j, name)
-  local x, b = j[name], BOUNDS[name]
+  local x = j[name]
   if x == nil then
     return nil
   end
-  if type(x) == 'number' and x >= b[1] and x <= b[2] and not (b[3] and x ~= math.floor(x)) then
+  local lo, hi, whole = bound(name)
+  if type(x) == 'number' and x >= lo and x <= hi and not (whole and x ~= math.floor(x)) then
     return nil
   end
   return string.format('%s must be %s in [%.15g, %.15g]', name,
-    b[3] and 'an integer' or 'a number', b[1], b[2])
+    whole and 'an integer' or 'a number', lo, hi)
 end
 
 local function read_job(j, now, more)
@@ -55,9 +56,9 @@ local function read_job(j, now, more)
     end
   end
   local id, body = j.id, j.body
-  if type(id) ~= 'string' or #id < BOUNDS.id_bytes[1] or #id > BOUNDS.id_bytes[2]
-      or type(body) ~= 'string' then
-    return nil, nil, 'a job needs an id of 1 to ' .. BOUNDS.id_bytes[2] .. ' bytes and a body'
+  local lo, hi = bound('id_bytes')
+  if type(id) ~= 'string' or #id < lo or #id > hi or type(body) ~= 'string' then
+    return nil, nil, 'a job needs an id of 1 to ' .. hi .. ' bytes and a body'
   end
   for _, name in ipairs({'priority', 'score', 'delay_ms', 'run_at_ms', 'max_retries',
     'visibility_timeout_ms', 'weight', 'expires_in_ms', 'expires_at_ms'}) do
@@ -84,9 +85,9 @@ local function read_job(j, now, more)
   meta.v = j.visibility_timeout_ms
   local g = j.group
   if g ~= nil then
-    if type(g) ~= 'string' or #g < BOUNDS.group_bytes[1] or #g > BOUNDS.group_bytes[2]
-        or string.find(g, '\0', 1, true) then
-      return nil, nil, 'group must be 1 to ' .. BOUNDS.group_bytes[2] .. ' bytes, without NUL'
+    local glo, ghi = bound('group_bytes')
+    if type(g) ~= 'string' or #g < glo or #g > ghi or string.find(g, '\0', 1, true) then
+      return nil, nil, 'group must be 1 to ' .. ghi .. ' bytes, without NUL'
     end
     meta.g = g
   end
