@@ -174,22 +174,23 @@ def test_repair_without_yes_writes_nothing(q: Queue, redis_client: redis.Redis) 
 
 
 def test_an_orphan_record_is_named_and_the_repair_makes_it_a_dead_letter(
-    zqueue_settings: Any, redis_client: redis.Redis
+    make_queue: Any, redis_client: redis.Redis
 ) -> None:
     """A record whose set entry is gone stays for good unless someone looks: the doctor
     names it, and its repair moves it to the dead letters, where it can be requeued."""
-    from django_zqueue.doctor import diagnose, repairs
+    from django_zqueue.doctor_keys import orphan_problems
 
-    q = get_queue("default")
+    q = make_queue("orph")
     lost = q.publish("lost")
     kept = q.publish("kept")
     redis_client.zrem(q.keys.ready, lost)  # its set entry gone: an orphan
-    found = [f for f in diagnose() if f.topic == "keys" and f.level == "error"]
-    assert len(found) == 1 and lost in found[0].message and kept not in found[0].message
-    for r in repairs():
-        r.apply(redis_client)
+    (found,) = orphan_problems(q)
+    assert found.finding.level == "error" and found.finding.topic == "keys"
+    assert lost in found.finding.message and kept not in found.finding.message
+    assert found.repair is not None
+    found.repair.apply(redis_client)
     assert q.state(lost) == "dead" and q.state(kept) == "ready"
     info = q.info(lost)
     assert info is not None and "orphan record" in (info.last_error or "")
     assert q.requeue_dead(lost)
-    assert not [f for f in diagnose() if f.topic == "keys" and f.level == "error"]
+    assert orphan_problems(q) == []

@@ -43,8 +43,8 @@
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11],
   expiry = KEYS[12], expired = KEYS[13]}
--- the keys written after the first write (meta and ctr are read before it)
-guard_keys({k.body, k.ready, k.delayed, k.expiry})
+-- the keys written after the first write (meta is read before it), and ctr's counters
+guard_keys({k.body, k.ready, k.delayed, k.expiry, k.ctr})
 local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local j, why = job_spec(ARGV[4])
