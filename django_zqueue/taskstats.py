@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .connection import unavailable_as_error
 from .keys import TASK_STATS_SLOT_SECONDS
 from .outcome import Outcome, Released, Success
+from .read import task_stat_slots
 from .records import text
 
 if TYPE_CHECKING:
@@ -166,8 +166,4 @@ def merge(slots: Sequence[dict[Any, Any]]) -> list[TaskStat]:
 def read(q: Queue) -> list[TaskStat]:
     """The last hour of ``q``'s tasks: one round trip of :data:`SLOTS` ``HGETALL``."""
     now = slot_now()
-    with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=False)
-        for slot in range(now - SLOTS + 1, now + 1):
-            pipe.hgetall(q.keys.task_stats(slot))
-        return merge(pipe.execute())
+    return merge(task_stat_slots(q, now - SLOTS + 1, now))

@@ -157,3 +157,62 @@ def test_the_checker_sees_a_violation() -> None:
     assert _layer_of("conf") < _layer_of("worker.consumer")
     tree_imports = _imports("conf", PACKAGE / "conf.py")
     assert all(_layer_of(t) == 0 for t, _ in tree_imports)
+
+
+# ------------------------------------------------------------------ the Redis client
+
+#: below this layer (settings, connection, keys/scripts, queue core) a module may hold and
+#: use a Redis client; above it, it asks the queue core
+CLIENT_LAYER = 3
+#: modules above the queue core that still use a Redis client themselves (the engine seam
+#: is to own that): this list may only shrink. A module that stops using the client must
+#: leave it (the test says so), and no other module may start.
+CLIENT_USERS_ABOVE = {
+    "backends",
+    "checks",
+    "doctor",
+    "doctor_keys",
+    "management.commands.zqueue_doctor",
+    "management.commands.zqueue_worker",
+    "outbox",
+    "scanner",
+    "schedules",
+    "watch",
+    "worker.aio",
+    "worker.consumer",
+    "worker.leases",
+    "worker.worker",
+}
+
+
+def _uses_a_client(path: Path) -> bool:
+    """Whether a module reaches a Redis client: an attribute ``.client``, a pipeline, or
+    one of the connection module's client makers."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("client", "pipeline"):
+            return True
+        if isinstance(node, ast.Name) and node.id in ("get_client", "make_async_client"):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer_of(m) > CLIENT_LAYER))
+def test_above_the_queue_core_only_the_listed_modules_touch_a_redis_client(
+    module: str,
+) -> None:
+    uses = _uses_a_client(MODULES[module])
+    if module in CLIENT_USERS_ABOVE:
+        assert uses, f"{module} no longer touches a Redis client: take it off the list"
+    else:
+        assert not uses, (
+            f"{module} touches a Redis client: ask the queue core (queue/, read/) instead"
+        )
+
+
+def test_the_client_checker_sees_a_client(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("def f(q):\n    return q.client.get('x')\n")
+    assert _uses_a_client(path)
+    path.write_text("def f(q):\n    return q.counts()\n")
+    assert not _uses_a_client(path)

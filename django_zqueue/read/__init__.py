@@ -39,6 +39,7 @@ from .stats import (
     merge_stats,
     minute_rows,
     minutes,
+    task_stat_slots,
 )
 
 __all__ = [
@@ -76,5 +77,6 @@ __all__ = [
     "page_count",
     "read_links",
     "schedules",
+    "task_stat_slots",
     "valid_tag",
 ]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..records import from_ms, text
+from .source import Readable
 
 #: the per-minute series of the stats ring: field prefix -> name
 SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_ms", "r": "ready"}
@@ -154,3 +155,17 @@ def eta_seconds(rank: int, mean_ms: float | None, workers: int) -> float | None:
     if mean_ms is None:
         return None
     return (rank + 1) * mean_ms / 1000 / max(1, workers)
+
+
+def task_stat_slots(q: Readable, first: int, last: int) -> list[dict[bytes, bytes]]:
+    """The raw per-task statistics hashes of slots ``first`` to ``last`` (inclusive) of
+    ``q`` (``{p:q}:tstats:<slot>``; :mod:`django_zqueue.taskstats` merges them): one round
+    trip, one ``HGETALL`` a slot."""
+    from ..connection import unavailable_as_error
+
+    with unavailable_as_error():
+        pipe = q.client.pipeline(transaction=False)
+        for slot in range(first, last + 1):
+            pipe.hgetall(q.keys.task_stats(slot))
+        found: list[dict[bytes, bytes]] = pipe.execute()
+    return found
