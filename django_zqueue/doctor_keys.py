@@ -6,12 +6,13 @@ reports these findings among its others.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from .recordcodec import read_fields
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -215,8 +216,8 @@ def max_token(client: Any, meta: str) -> int:
     top = 0
     for _, raw in client.hscan_iter(meta, count=1000):
         try:
-            t = json.loads(raw).get("t")
-        except (ValueError, AttributeError):
+            t = read_fields(raw).get("t")
+        except ValueError:
             continue
         if isinstance(t, int) and not isinstance(t, bool):
             top = max(top, t)

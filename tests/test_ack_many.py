@@ -13,6 +13,7 @@ from django_zqueue.queue import Message, Queue
 from django_zqueue.records import Ack
 
 from .conftest import QueueFactory, snapshot
+from .records_util import to_json_layout
 
 
 def claim(q: Queue, n: int, consumer: str = "") -> list[Message]:
@@ -94,6 +95,7 @@ def test_a_consumer_id_cannot_fake_the_token(q: Queue) -> None:
 def test_a_token_written_otherwise_is_read_by_decoding(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("x")
     (m,) = claim(q, 1)
+    to_json_layout(redis_client, q.keys, m.tag)  # a record of the JSON layout, read as text
     meta = json.loads(redis_client.hget(q.keys.meta, m.tag))  # type: ignore[arg-type]
     text = json.dumps(meta).replace(f'"t": {m.token}', f'"t": {m.token}.0')
     redis_client.hset(q.keys.meta, m.tag, text)  # same number, other text

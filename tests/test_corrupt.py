@@ -15,9 +15,11 @@ import redis
 from django_zqueue.exceptions import ScriptArgumentError
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue
+from django_zqueue.recordcodec import pack_record, split_record
 from django_zqueue.records import NewJob, loads
 
 from .conftest import QueueFactory
+from .records_util import to_json_layout
 
 # (case, corruption of the meta JSON object or raw text, what the reason names)
 Corrupt = Callable[[dict[str, object]], object]
@@ -29,9 +31,9 @@ def with_field(name: str, value: object) -> Corrupt:
 
 META_CASES: list[tuple[str, Corrupt, str]] = [
     ("meta not JSON", lambda m: b"{not json", "meta is not JSON"),
-    ("meta not UTF-8", lambda m: b"\xff\xfe", "meta is not JSON"),
-    ("meta a list", lambda m: [1, 2], "not a JSON object"),
-    ("meta a number", lambda m: 7, "not a JSON object"),
+    ("meta not UTF-8", lambda m: b"\xff\xfe", "meta is not"),
+    ("meta a list", lambda m: [1, 2], "meta is not a"),
+    ("meta a number", lambda m: 7, "meta is not a"),
     ("meta missing", lambda m: None, "meta missing"),
     *[
         (f"{f} a string", with_field(f, "x"), f"'{f}'")
@@ -50,17 +52,32 @@ META_CASES: list[tuple[str, Corrupt, str]] = [
     ("c a number", lambda m: {**m, "c": 5}, "'c'"),
 ]
 STATES = ["ready", "delayed", "leased", "dead"]
+#: the cases whose compact record loses its body with its fields: raw bytes in place of the
+#: record, or a value that is not a map or an array (the JSON layout keeps the body apart)
+BODY_LOST = {"meta not JSON", "meta not UTF-8", "meta a number", "meta missing"}
+#: the layout the job is written in before it is corrupted (recordcodec.py)
+LAYOUT = "compact"
 
 
 def corrupt_meta(client: redis.Redis, q: Queue, tag: str, how: Corrupt) -> bytes | None:
-    raw = client.hget(q.keys.meta, tag)
+    """Corrupt the record of ``tag`` in the layout it is stored in: its fields are
+    changed by ``how``; the body stays (compact: after the new fields; JSON: in the body
+    hash) unless ``how`` gives raw bytes."""
+    k = q.keys_for(tag)
+    raw = client.hget(k.meta, tag)
     assert raw is not None
-    value = how(json.loads(raw))
+    fields, inline = split_record(raw)
+    value = how(fields)
     if value is None:
-        client.hdel(q.keys.meta, tag)
+        client.hdel(k.meta, tag)
         return None
-    data = value if isinstance(value, bytes) else json.dumps(value).encode()
-    client.hset(q.keys.meta, tag, data)
+    if isinstance(value, bytes):
+        data = value
+    elif inline is None:
+        data = json.dumps(value).encode()
+    else:
+        data = pack_record(value, inline)  # type: ignore[arg-type]
+    client.hset(k.meta, tag, data)
     return data
 
 
@@ -87,13 +104,20 @@ def drain(q: Queue) -> list[str]:
 
 
 def put_in_state(
-    q: Queue, client: redis.Redis, state: str, how: Corrupt, meta: bool = True
+    q: Queue,
+    client: redis.Redis,
+    state: str,
+    how: Corrupt,
+    meta: bool = True,
+    layout: str = LAYOUT,
 ) -> tuple[str, list[str]]:
     """A bad job in ``state`` among good jobs in the same state, its record corrupted;
     the call that meets it has run. Returns (bad tag, good tags)."""
     delay = 0.05 if state == "delayed" else None
     good = [q.publish({"good": i}, delay=delay) for i in range(3)]
     bad = q.publish({"bad": 1}, tag="bad", delay=delay)
+    if layout == "json":
+        to_json_layout(client, q.keys, bad)
     good += [q.publish({"good": i}, delay=delay) for i in range(3, 6)]
     if state == "leased":
         msgs, _ = q.claim(7, "crashed")
@@ -118,26 +142,52 @@ def put_in_state(
     return bad, good
 
 
+#: (layout, case, how, reason): a nil field of a compact record is an absent one (Lua
+#: tables hold no nil), so the "null" cases corrupt only a JSON record
+CORRUPTIONS = [
+    (layout, *c)
+    for layout in ("compact", "json")
+    for c in META_CASES
+    if not (layout == "compact" and c[0].endswith(" null"))
+]
+
+
 @pytest.mark.parametrize("state", STATES)
-@pytest.mark.parametrize(("case", "how", "reason"), META_CASES, ids=[c[0] for c in META_CASES])
+@pytest.mark.parametrize(
+    ("layout", "case", "how", "reason"), CORRUPTIONS, ids=[f"{c[1]}-{c[0]}" for c in CORRUPTIONS]
+)
 def test_a_corrupt_record_goes_to_dead_letters_alone(
-    q: Queue, redis_client: redis.Redis, state: str, case: str, how: Corrupt, reason: str
+    q: Queue,
+    redis_client: redis.Redis,
+    state: str,
+    layout: str,
+    case: str,
+    how: Corrupt,
+    reason: str,
 ) -> None:
-    bad, good = put_in_state(q, redis_client, state, how)
+    bad, good = put_in_state(q, redis_client, state, how, layout=layout)
     assert sorted(drain(q)) == sorted(good)  # every good job claimed once, none lost
     info = q.info(bad)
     assert info is not None and info.state == "dead", (case, state, info)
     assert (info.last_error or "").startswith("corrupt record: "), info.last_error
     assert reason in (info.last_error or "")
     assert "raw meta: " in (info.last_error or "")
-    assert info.body == {"bad": 1}  # the body is left for the operator
+    if layout == "json" or case not in BODY_LOST:
+        assert info.body == {"bad": 1}  # the body is left for the operator
+    else:
+        assert info.body is None  # gone with the record it was in
     assert q.scan().more is False  # scan keeps working
     assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 1}
     if state != "dead":
         assert q.stats().get("corrupt") == 1
-    # the record left behind is usable: a requeue runs it once
+    # the record left behind is usable: a requeue runs it once (or, its body lost, the
+    # claim buries it again, saying so)
     assert q.requeue_dead(bad)
-    assert drain(q) == [bad]
+    if layout == "json" or case not in BODY_LOST:
+        assert drain(q) == [bad]
+    else:
+        assert drain(q) == [] and q.state(bad) == "dead"
+        assert (q.info(bad).last_error or "").startswith("corrupt record: body missing")
 
 
 @pytest.mark.parametrize("state", ["ready", "delayed", "leased"])
@@ -148,8 +198,9 @@ def test_a_missing_body_goes_to_dead_letters_alone(
         redis_client.hdel(q.keys.body, "bad")
         return m
 
-    # the scan does not read bodies: the claim meets the missing one
-    bad, good = put_in_state(q, redis_client, state, no_body, meta=False)
+    # the scan does not read bodies: the claim meets the missing one (only a record of
+    # the JSON layout has its body apart, to go missing)
+    bad, good = put_in_state(q, redis_client, state, no_body, meta=False, layout="json")
     assert sorted(drain(q)) == sorted(good)
     info = q.info(bad)
     assert info is not None and info.state == "dead"
@@ -172,7 +223,8 @@ def test_single_job_scripts_never_raise_on_a_corrupt_lease(
     (msg,), _ = q.claim(1, "c")
     good = redis_client.hget(q.keys.meta, tag)
     assert good is not None
-    for raw in (b"nope", json.dumps({**json.loads(good), "t": "x"}).encode(), None):
+    fields, body = split_record(good)
+    for raw in (b"nope", pack_record({**fields, "t": "x"}, body or b""), None):
         if raw is None:
             redis_client.hdel(q.keys.meta, tag)
         else:
@@ -270,3 +322,15 @@ def test_a_claimed_record_is_decoded_as_json_loads_would(raw: bytes) -> None:
     except ValueError as exc:
         got = (type(exc), str(exc))
     assert repr(got) == repr(expected)
+
+
+def test_a_nil_field_of_a_compact_record_is_an_absent_one(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    """MessagePack nil in a compact record reads as the field left out (absent = 0)."""
+    tag = q.publish({"n": 1}, priority=3)
+    fields, body = split_record(redis_client.hget(q.keys.meta, tag) or b"")
+    redis_client.hset(q.keys.meta, tag, pack_record({**fields, "p": None, "a": None}, body or b""))
+    (msg,), _ = q.claim(1, "c")
+    assert (msg.tag, msg.body, msg.priority, msg.attempt) == (tag, {"n": 1}, 0, 1)
+    assert q.ack(msg)

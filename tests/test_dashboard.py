@@ -27,6 +27,7 @@ from django_zqueue.records import Progress, Record
 
 from . import redis_server
 from .conftest import QueueFactory
+from .records_util import set_body, to_json_layout
 
 ERROR = "ValueError: nope\nTraceback (most recent call last):\n  boom"
 CONSUMER = "host:1:w"
@@ -201,10 +202,11 @@ def test_listing_of_records_that_are_not_json_objects(
 ) -> None:
     q = state.q
     head, second, third, tail = state.ready
+    to_json_layout(redis_client, q.keys_for(head), head)  # its body apart from its record
     redis_client.hset(q.keys_for(head).meta, head, "not json")
     redis_client.hset(q.keys_for(second).meta, second, "[1, 2]")
     redis_client.hset(q.keys_for(third).meta, third, '{"p": "high"}')
-    redis_client.hset(q.keys_for(tail).body, tail, "{broken")
+    set_body(redis_client, q.keys_for(tail), tail, b"{broken")
     jobs = q.read.listing("ready").jobs
     assert [j.tag for j in jobs] == state.ready
     assert [j.record is None for j in jobs] == [True, True, True, False]

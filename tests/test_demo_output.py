@@ -30,8 +30,8 @@ from .redis_server import TOPOLOGY, redis_url
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 
-#: a job id: generated tags are 20 URL-safe characters (22 in earlier versions)
-JOB_ID = re.compile(r"(?<![\w-])[A-Za-z0-9_-]{20,22}(?![\w-])")
+#: a job id: generated tags are 12 characters of A-Z a-z 0-9 _ . (20 or 22 in earlier versions)
+JOB_ID = re.compile(r"(?<![\w.-])[A-Za-z0-9_.-]{12,22}(?![\w.-])")
 
 
 def sample() -> list[str]:

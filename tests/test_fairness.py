@@ -23,6 +23,7 @@ from django_zqueue.records import NewJob
 from django_zqueue.scripts import ScriptError, source
 
 from .conftest import QueueFactory, snapshot
+from .records_util import fields_of, to_json_layout, update_fields
 
 
 def fair(make_queue: QueueFactory, name: str = "q", **options: Any) -> Queue:
@@ -331,9 +332,7 @@ def test_a_corrupt_group_or_weight_buries_only_that_job(
     q = fair(make_queue)
     bad = q.publish("bad", group="a")
     good = q.publish("good", group="b")
-    meta = json.loads(q.client.hget(q.keys.meta, bad))
-    meta.update(field)
-    q.client.hset(q.keys.meta, bad, json.dumps(meta))
+    update_fields(q.client, q.keys, bad, **field)
     msgs, _ = q.claim(2)
     assert [m.tag for m in msgs] == [good]
     assert q.state(bad) == "dead"
@@ -415,10 +414,10 @@ def test_task_group_from_the_call_and_from_using(zqueue_settings: dict[str, Any]
 def test_weights_come_from_the_settings(make_queue: QueueFactory) -> None:
     q = fair(make_queue, group_weights={"heavy": 4})
     t = q.publish("x", group="heavy")
-    meta = json.loads(q.client.hget(q.keys.meta, t))
+    meta = fields_of(q.client, q.keys, t)
     assert meta["g"] == "heavy" and meta["w"] == 4
     t2 = q.publish("y", group="light")
-    assert "w" not in json.loads(q.client.hget(q.keys.meta, t2))
+    assert "w" not in fields_of(q.client, q.keys, t2)
 
 
 # ---------------------------------------------------------------- partitions
@@ -546,12 +545,12 @@ def test_a_job_set_aside_by_an_older_release_keeps_its_score(make_queue: QueueFa
     """The layout before `ps`: a record set aside without it. set_priority records the
     priority (True), leaves the set-aside entry alone, and the job comes back at the score
     it was set aside with, as that release did; nothing is refused as corrupt."""
-    import json
 
     q = fair(make_queue, group_concurrency=1)
     tags = q.publish_many(["a:0", "a:1", "a:2"], group="a")
     held = claim_all(q)
-    for tag in tags[1:]:  # as an older release wrote them
+    for tag in tags[1:]:  # as an older release wrote them (the JSON layout)
+        to_json_layout(q.client, q.keys, tag)
         record = json.loads(q.client.hget(q.keys.meta, tag))  # type: ignore[arg-type]
         assert "ps" in record
         del record["ps"]

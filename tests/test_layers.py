@@ -19,6 +19,7 @@ LAYERS: list[set[str]] = [
         "scripts",
         "calls",
         "records",
+        "recordcodec",
         "jobspec",
         "replies",
         "links",

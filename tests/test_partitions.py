@@ -135,7 +135,7 @@ def test_publish_routes_each_job_to_its_partition(
     for tag in tags:
         p = partition_of(tag, 4)
         assert redis_client.zscore(q.part_keys[p].ready, tag) is not None
-        assert redis_client.hexists(q.part_keys[p].body, tag)
+        assert redis_client.hexists(q.part_keys[p].meta, tag)
         for j in range(4):
             if j != p:
                 assert redis_client.zscore(q.part_keys[j].ready, tag) is None
@@ -225,7 +225,7 @@ def test_unpartitioned_queue_keeps_its_key_names(
     q.publish("x", tag="a")
     assert q.partitions == 1 and q.part_keys == [q.keys]
     assert keys_with_jobs(redis_client, prefix) == {
-        f"{{{prefix}:q}}:{name}" for name in ("ready", "body", "meta", "ctr", "notify", "stats")
+        f"{{{prefix}:q}}:{name}" for name in ("ready", "meta", "ctr", "notify", "stats")
     }
     assert redis_client.hget(q.keys.ctr, "seq") == b"1"
     assert q.score("a") == 1.0  # the per-queue sequence, as before

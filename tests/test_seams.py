@@ -14,6 +14,7 @@ from django_zqueue import get_queue
 from django_zqueue.queue import Queue
 
 from .conftest import QueueFactory
+from .records_util import update_fields
 
 # ------------------------------------------------------------------ debounce x workflows
 
@@ -37,9 +38,7 @@ def test_a_debounced_parent_still_releases_its_dependents(zqueue_settings: dict[
 
 
 def _corrupt(q: Queue, tag: str, **fields: Any) -> None:
-    meta = json.loads(q.client.hget(q.keys.meta, tag))  # type: ignore[arg-type]
-    meta.update(fields)
-    q.client.hset(q.keys.meta, tag, json.dumps(meta))
+    update_fields(q.client, q.keys, tag, **fields)
 
 
 @pytest.mark.parametrize("field", [{"n": "x"}, {"n": -1}, {"f": "x"}])

@@ -27,6 +27,7 @@ from django_zqueue.worker.consumer import Consumer
 from testproject.demo import tasks
 from testproject.demo.models import Article
 
+from .records_util import set_body
 from .redis_server import redis_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,7 +214,7 @@ def test_unknown_task_goes_to_dead_letters(project: dict[str, str]) -> None:
     q = get_queue("default")
     tag = q.publish({"task": "no.such.task", "args": [], "kwargs": {}})
     bad = q.publish("not a task payload")
-    q.client.hset(q.keys.body, bad, b"\xff\xfe")
+    set_body(q.client, q.keys, bad, b"\xff\xfe")
     w = burst()
     assert w.failed == 2
     info = q.info(tag)

@@ -17,6 +17,7 @@ from django_zqueue.queue import Queue
 from django_zqueue.records import NewJob
 
 from .conftest import snapshot
+from .records_util import fields_of
 from .test_scripts import raw
 
 
@@ -29,8 +30,8 @@ def test_wf_publish_writes_waiting_jobs_and_links(q: Queue, redis_client: redis.
     child = FlowJob(job("b"), parents=(Ref(q.name, "a"),))
     assert raw(q, q.shards[0].wf_publish([child, parent])) == [0]
     assert q.state("a") == "ready" and q.state("b") == "waiting"
-    assert json.loads(redis_client.hget(q.keys.meta, "a"))["k"] == 1  # type: ignore[arg-type]
-    assert json.loads(redis_client.hget(q.keys.meta, "b"))["n"] == 1  # type: ignore[arg-type]
+    assert fields_of(redis_client, q.keys, "a")["k"] == 1
+    assert fields_of(redis_client, q.keys, "b")["n"] == 1
     assert q.links("b") == ((Ref(q.name, "a"),), (), 1, 0)
     assert q.links("a").kids == (Kid(q.name, "b", 1),)  # type: ignore[union-attr]
     # a clash: the tag's state, nothing written

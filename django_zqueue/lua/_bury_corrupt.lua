@@ -3,13 +3,14 @@
 -- 'corrupt record: <reason>' followed by its raw meta (kept for the operator, every byte
 -- outside printable ASCII, and the backslash, written \xNN: the text stays UTF-8); its meta
 -- becomes a minimal valid record {a = 0, m = 0, e = now}, so every reader of dead
--- letters can show it, and a requeue runs it once; its body is left as it was.
+-- letters can show it, and a requeue runs it once; its body is kept (fresh_record).
 -- `from`: the ZSET they are removed from (nil: the caller removed them). Uses k.dead,
 -- k.errors, k.meta, k.ctr, k.stats and, when set, k.progress. Returns how many.
 --@include tick_us
 --@include fmt
 --@include series
 --@include count
+--@include record
 
 local function printable(raw)
   if not raw then
@@ -32,7 +33,7 @@ local function bury_corrupt(k, bad, now, from)
   if n > 1 then
     redis.call('HSET', k.ctr, 'dclock', fmt(us + n - 1))
   end
-  local fresh = cjson.encode({a = 0, m = 0, e = now})
+  local fresh = {a = 0, m = 0, e = now}
   local ids, errors, metas, dead = {}, {}, {}, {}
   for i, b in ipairs(bad) do
     local id = b[1]
@@ -40,7 +41,7 @@ local function bury_corrupt(k, bad, now, from)
     errors[#errors + 1] = id
     errors[#errors + 1] = 'corrupt record: ' .. b[2] .. '\nraw meta: ' .. printable(b[3])
     metas[#metas + 1] = id
-    metas[#metas + 1] = fresh
+    metas[#metas + 1] = fresh_record(fresh, b[3])
     dead[#dead + 1] = fmt((us + i - 1) / 1000)
     dead[#dead + 1] = id
   end

@@ -1,8 +1,10 @@
 -- _decode_meta.lua: a job record (a meta HASH value) decoded and checked before any
 -- script writes on its account: returns meta, or nil and the reason it cannot be used
 -- (not JSON, not an object, a field of the wrong type or out of bounds). Absent fields
--- are allowed (absent = 0); unknown fields are kept as they are.
+-- are allowed (absent = 0); unknown fields are kept as they are. Either layout of
+-- _record.lua is read; the body of a compact record is in field `b`.
 --@include bounds
+--@include record
 
 local function int_ok(x, lo, hi) -- absent, or an integer in [lo, hi]
   return x == nil or (type(x) == 'number' and x == math.floor(x) and x >= lo and x <= hi)
@@ -31,15 +33,9 @@ local function bad_int(meta)
 end
 
 local function decode_meta(raw)
-  if not raw then
-    return nil, 'meta missing'
-  end
-  local ok, meta = pcall(cjson.decode, raw)
-  if not ok then
-    return nil, 'meta is not JSON'
-  end
-  if type(meta) ~= 'table' or meta[1] ~= nil then
-    return nil, 'meta is not a JSON object'
+  local meta, why = parse_record(raw)
+  if not meta then
+    return nil, why
   end
   if not (int_ok(meta.a, 0, MAX_RETRIES + 1) and int_ok(meta.m, 0, MAX_RETRIES)
     and int_ok(meta.p, -1000, 1000) and int_ok(meta.t, 1, MAX_EXACT)

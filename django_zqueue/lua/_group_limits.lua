@@ -15,6 +15,7 @@
 -- park / unpark: set jobs aside; bring back the jobs of groups that have room.
 -- limits_sweep: check `count` in-flight entries and qps fields from rotating cursors,
 --   so an idle group's entries are dropped.
+--@include record
 --@include park_member
 
 local GROUP_CHECK_MS = 50 -- a group waiting for a slot is looked at again after this long
@@ -43,11 +44,8 @@ local function prune(k, members)
   local metas = redis.call('HMGET', k.meta, unpack(ids))
   local live, stale = 0, {}
   for i, raw in ipairs(metas) do
-    local ok, meta = false, nil
-    if raw then
-      ok, meta = pcall(cjson.decode, raw)
-    end
-    if ok and type(meta) == 'table' and meta.t == toks[i] then
+    local meta = parse_record(raw, true)
+    if meta and meta.t == toks[i] then
       live = live + 1
     else
       stale[#stale + 1] = members[i]

@@ -13,12 +13,13 @@
 --   the common ones; any other field is refused, so an option this version does not
 --   know is never dropped in silence. Priority 0 and attempts 0 are left out of the
 --   record (absent = 0).
--- add_job: write one new job, from read_job's record and run-at; the caller has checked
---   that the tag is free. index_expiry: add the expiry of jobs that have one
+-- add_job: write one new job (one compact record, _record.lua), from read_job's record
+--   and run-at; the caller has checked that the tag is free. index_expiry: add the expiry of jobs that have one
 --   ({id, meta} entries) to k.expiry, for the scanner.
 --@include bounds
 --@include fmt
 --@include ready_scores
+--@include record
 
 local JOB_FIELDS = {id = true, body = true, priority = true, score = true, delay_ms = true,
   run_at_ms = true, max_retries = true, visibility_timeout_ms = true, group = true,
@@ -120,8 +121,8 @@ local function add_job(k, id, body, meta, run_at, now, mode, aging_us)
   if not (run_at and run_at > now) then
     score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes
   end
-  redis.call('HSET', k.body, id, body)
-  redis.call('HSET', k.meta, id, cjson.encode(meta))
+  meta.b = body
+  redis.call('HSET', k.meta, id, (encode_record(meta)))
   if score then
     redis.call('ZADD', k.ready, score, id)
   else

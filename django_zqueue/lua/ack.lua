@@ -27,16 +27,14 @@
 --@include wf_mark
 --@include count
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
 local id, token, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local raw = redis.call('HGET', KEYS[3], id)
-local ok, meta = false, nil
-if raw then
-  ok, meta = pcall(cjson.decode, raw)
-end
-if not ok or type(meta) ~= 'table' or meta.t ~= token or not redis.call('ZSCORE', KEYS[1], id) then
+local meta = parse_record(raw, true)
+if not meta or meta.t ~= token or not redis.call('ZSCORE', KEYS[1], id) then
   return 0
 end
 -- the reservation's TTL is read before any write: a corrupt `u` (out of SET's range)

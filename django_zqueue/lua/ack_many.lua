@@ -16,9 +16,10 @@
 --   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
 --   a unique_for reservation; `k`, `n`, a workflow job whose end goes to the outbox):
 --   the caller acks it with ack.lua.
---   The token is read from the record's text (`"t":<token>` right after `{` or `,`: a
---   quote inside a JSON string is always escaped, so no string value can fake it),
---   without decoding the JSON. A record that holds no such token is stale, as in ack.lua.
+--   The token of a compact record is read from its unpacked fields (not its body); of a
+--   JSON-layout record from its text (`"t":<token>` right after `{` or `,`: a quote
+--   inside a JSON string is always escaped, so no string value can fake it). A record
+--   that holds no such token is stale, as in ack.lua.
 -- Work: O(n log N) for n jobs, in a constant number of commands plus one ZSCORE and one
 --   SET (kept result) per job.
 
@@ -26,6 +27,7 @@
 --@include series
 --@include notify
 --@include record_text
+--@include record
 --@include count
 --@include guard
 
@@ -68,25 +70,30 @@ for i = 0, n - 1 do
   ids[i + 1] = ARGV[2 + 5 * i]
 end
 local metas = redis.call('HMGET', KEYS[3], unpack(ids))
--- does record `raw` hold delivery token `token` (text)? Read from the text first; a
--- record whose token is written otherwise (e.g. as 1.2e+14) is decoded, as ack.lua does
-local function holds(raw, token)
-  if text_field_is(raw, 't', token) then
-    return true
+-- does record `raw` hold delivery token `token` (text), and does it have a field only
+-- ack.lua handles (`u`: a unique_for reservation to write; `k`, `n`: a workflow job, its
+-- end recorded in the outbox)? A compact record's fields are unpacked (not its body); a
+-- JSON one is read from its text first, and decoded, as ack.lua does, only when its
+-- token is written otherwise (e.g. as 1.2e+14)
+local function read_ack(raw, token)
+  if string.byte(raw, 1) ~= 123 then
+    local meta = parse_record(raw, true)
+    if not meta then
+      return false, false
+    end
+    return meta.t == tonumber(token), (meta.u or meta.k or meta.n) ~= nil
   end
-  local ok, meta = pcall(cjson.decode, raw)
-  return ok and type(meta) == 'table' and meta.t == tonumber(token)
-end
-
--- a record with a field only ack.lua handles (`u`: a unique_for reservation to write;
--- `k`, `n`: a workflow job, its end recorded in the outbox)
-local function needs_ack_lua(raw)
+  local holds = text_field_is(raw, 't', token)
+  if not holds then
+    local ok, meta = pcall(cjson.decode, raw)
+    holds = ok and type(meta) == 'table' and meta.t == tonumber(token)
+  end
   for _, name in ipairs(FULL_ACK_FIELDS) do
     if text_has_field(raw, name) then
-      return true
+      return holds, true
     end
   end
-  return false
+  return holds, false
 end
 
 local out, done, seen = {}, {}, {}
@@ -95,13 +102,14 @@ for i = 0, n - 1 do
   local b = 1 + 5 * i
   local id, token = ARGV[b + 1], ARGV[b + 2]
   local raw = metas[i + 1]
-  local ok, later = false, false
-  if raw and not seen[id] and holds(raw, token) then
-    ok = redis.call('ZSCORE', KEYS[1], id) ~= false
+  local ok, later, full = false, false, false
+  if raw and not seen[id] then
+    ok, full = read_ack(raw, token)
+    ok = ok and redis.call('ZSCORE', KEYS[1], id) ~= false
   end
   if ok then
     seen[id] = true
-    if needs_ack_lua(raw) then
+    if full then
       ok, later = false, true
     end
   end

@@ -20,6 +20,7 @@
 --   "c": consumer} (token and consumer only for a running job).
 -- Work: O(log N).
 
+--@include record
 --@include bounds
 --@include now_ms
 --@include drop_record
@@ -52,11 +53,8 @@ if not was then
 end
 local rec = {at = now_ms(), was = was}
 local raw = redis.call('HGET', KEYS[6], id)
-local ok, meta = false, nil
-if raw then
-  ok, meta = pcall(cjson.decode, raw)
-end
-if ok and type(meta) == 'table' then
+local meta = parse_record(raw, true)
+if meta then
   wf_mark(KEYS[13], KEYS[14], id, meta, false, nil, rec.at)
   rec.a = tonumber(meta.a) or 0
   if was == 'leased' then

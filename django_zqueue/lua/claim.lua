@@ -4,7 +4,7 @@
 -- reason 'corrupt record: ...'; the other jobs of the call are leased as usual.
 --
 -- KEYS[1] ready   ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] body HASH
--- KEYS[5] meta    HASH   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
+--   (JSON-layout bodies)   KEYS[5] meta HASH (records, _record.lua)   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
 -- KEYS[9] dead    ZSET   KEYS[10] errors HASH   KEYS[11] paused STRING (present: the
 --   queue is paused, nothing is claimed nor promoted and the hint is -1)
 -- KEYS[12] expiry ZSET   KEYS[13] expired ZSET   KEYS[14] wf_out ZSET   KEYS[15] wf_res HASH
@@ -14,7 +14,8 @@
 -- ARGV[5] promote_limit                  ARGV[6] mode    ARGV[7] aging_us
 -- ARGV[8] consumer id (free text, shown to operators)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
--- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...}
+-- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...} (meta: the record without
+--   its body, MessagePack, or JSON for a record of the JSON layout)
 --   hint_ms when nothing was claimed: ms until the next delayed job is due or the rate
 --   limit admits a start; -1 = nothing known (wait for a notify); 0 otherwise (also
 --   when only corrupt records or expired jobs were met: claim again).
@@ -30,6 +31,7 @@
 --@include expire
 --@include count
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -92,10 +94,14 @@ if n > 0 then
       ids[i] = first_n[2 * i - 1]
     end
     local metas = redis.call('HMGET', k.meta, unpack(ids))
-    local bodies = redis.call('HMGET', k.body, unpack(ids))
+    local ms, whys = {}, {}
+    for i = 1, seen do
+      ms[i], whys[i] = decode_meta(metas[i])
+    end
+    local bodies = record_bodies(k.body, ids, ms, seen)
     local good = {}
     for i, id in ipairs(ids) do
-      local m, why = decode_meta(metas[i])
+      local m, why = ms[i], whys[i]
       if m and not bodies[i] then
         m, why = nil, 'body missing'
       end
@@ -123,10 +129,10 @@ if n > 0 then
         m.c = consumer
         m.st = now
         m.q = g[4] -- its place in line, for release()
-        local enc = cjson.encode(m)
+        local stored, enc = encode_record(m)
         local deadline = now + (m.v or vt)
         new_meta[#new_meta + 1] = id
-        new_meta[#new_meta + 1] = enc
+        new_meta[#new_meta + 1] = stored
         lease[#lease + 1] = deadline
         lease[#lease + 1] = id
         out[#out + 1] = id

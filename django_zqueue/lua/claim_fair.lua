@@ -40,6 +40,7 @@
 --@include group_limits
 --@include count
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -139,7 +140,11 @@ if #take > 0 then
   for i, t in ipairs(take) do
     tids[i] = t[1]
   end
-  local bodies = redis.call('HMGET', k.body, unpack(tids))
+  local tms = {}
+  for i, t in ipairs(take) do
+    tms[i] = t[2]
+  end
+  local bodies = record_bodies(k.body, tids, tms, #take)
   for i, t in ipairs(take) do
     if bodies[i] then
       t[3] = bodies[i]
@@ -167,10 +172,10 @@ if #good > 0 then
     m.c = consumer
     m.st = now
     m.q = g[4]
-    local enc = cjson.encode(m)
+    local stored, enc = encode_record(m)
     local deadline = now + (m.v or vt)
     new_meta[#new_meta + 1] = id
-    new_meta[#new_meta + 1] = enc
+    new_meta[#new_meta + 1] = stored
     lease[#lease + 1] = deadline
     lease[#lease + 1] = id
     inflight[#inflight + 1] = 0
@@ -199,7 +204,7 @@ if #parked > 0 then
   for _, p in ipairs(parked) do
     p[5].ps = p[3]
     marked[#marked + 1] = p[1]
-    marked[#marked + 1] = cjson.encode(p[5])
+    marked[#marked + 1] = (encode_record(p[5]))
   end
   redis.call('HSET', k.meta, unpack(marked))
   park(k, parked, now)

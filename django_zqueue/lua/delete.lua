@@ -13,6 +13,7 @@
 --   changed).
 -- Work: O(log N).
 
+--@include record
 --@include drop_record
 --@include now_ms
 --@include wf_mark
@@ -34,8 +35,8 @@ if removed == 0 and not raw then
   return 0
 end
 redis.call('ZREM', KEYS[14], id) -- its expiry, if it had one
-local ok, meta = pcall(cjson.decode, raw or '')
-if ok and not ended then
+local meta = parse_record(raw, true)
+if meta and not ended then
   wf_mark(KEYS[11], KEYS[12], id, meta, false, nil, now_ms())
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)

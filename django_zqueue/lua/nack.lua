@@ -28,6 +28,7 @@
 --@include wf_mark
 --@include count
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -60,7 +61,7 @@ if ARGV[3] ~= '' then
 end
 count_stat(k.stats, 'failed', 1)
 bump(k.stats, 'f', 1, now)
-redis.call('HSET', k.meta, id, cjson.encode(meta))
+redis.call('HSET', k.meta, id, (encode_record(meta)))
 soft('HDEL', k.progress, id)
 if dead then
   -- time of death in ms with a µs fraction from the monotonic clock: exact order

@@ -1,7 +1,7 @@
 -- publish.lua: add N new jobs, all or none (duplicate tags write nothing).
 --
--- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH
--- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
+-- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH (read for clashes only)
+-- KEYS[4] meta      HASH (the job's record and body, _record.lua)   KEYS[5] ctr      HASH   KEYS[6] notify LIST
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
 -- KEYS[10] wait     ZSET (read only to name a clash with a job waiting for its parents)
 -- KEYS[11] expiry   ZSET (the expiry of each job that has one)
@@ -30,12 +30,13 @@
 --@include room
 --@include count
 --@include guard
+--@include record
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
   expiry = KEYS[11], expired = KEYS[12]}
 -- the keys written after the first write (meta is read before it), and ctr's counters
-guard_keys({k.body, k.ready, k.delayed, k.expiry, k.ctr})
+guard_keys({k.ready, k.delayed, k.expiry, k.ctr})
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
@@ -66,15 +67,14 @@ end
 check_room(k, max_length, n)
 
 -- 2. records and where each job goes
-local bodies, metas, later = {}, {}, {}
+local metas, later = {}, {}
 local queued = {} -- {id, meta} of jobs ready now, in call order
 for i = 1, n do
   local id = ids[i]
   local meta, run_at = records[i], runs[i]
-  bodies[#bodies + 1] = id
-  bodies[#bodies + 1] = specs[i].body
+  meta.b = specs[i].body
   metas[#metas + 1] = id
-  metas[#metas + 1] = cjson.encode(meta)
+  metas[#metas + 1] = (encode_record(meta))
   if run_at and run_at > now then
     later[#later + 1] = run_at
     later[#later + 1] = id
@@ -88,7 +88,6 @@ local scored = nil
 if #queued > 0 then
   scored = ready_scores(k.ctr, queued, mode, aging_us)
 end
-redis.call('HSET', k.body, unpack(bodies))
 redis.call('HSET', k.meta, unpack(metas))
 if #later > 0 then
   redis.call('ZADD', k.delayed, unpack(later))

@@ -9,8 +9,8 @@
 --   (unique_ms) for ack.lua.
 -- A tag held by a job in flight or dead, or reserved, is a clash: nothing is written.
 --
--- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH
--- KEYS[4] meta      HASH   KEYS[5] ctr      HASH   KEYS[6] notify LIST
+-- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH (JSON-layout bodies)
+-- KEYS[4] meta      HASH (the job's record and body, _record.lua)   KEYS[5] ctr      HASH   KEYS[6] notify LIST
 -- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
 -- KEYS[10] unique STRING (this tag's reservation)
 -- KEYS[11] wait ZSET (read only to name a clash with a job waiting for its parents)
@@ -39,6 +39,7 @@
 --@include tag_state
 --@include count
 --@include guard
+--@include record
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11],
@@ -81,15 +82,16 @@ if unique then
   meta.u = unique
 end
 if state ~= nil then -- debounce a waiting job: keep its enqueue time and attempts
-  local ok, old = pcall(cjson.decode, redis.call('HGET', k.meta, id))
-  if ok and type(old) == 'table' then
+  local old = parse_record(redis.call('HGET', k.meta, id))
+  if old then
     meta.e = tonumber(old.e) or now
     meta.a = tonumber(old.a)
     meta.k = old.k -- its dependents (a workflow parent) still wait for its end
   end
   redis.call('ZREM', k.ready, id)
-  redis.call('HSET', k.body, id, j.body)
-  redis.call('HSET', k.meta, id, cjson.encode(meta))
+  redis.call('HDEL', k.body, id) -- a job written in the JSON layout had its body there
+  meta.b = j.body
+  redis.call('HSET', k.meta, id, (encode_record(meta)))
   redis.call('ZADD', k.delayed, run_at, id)
   index_expiry(k, {{id, meta}})
   notify(k.notify, 1, cap)
@@ -100,8 +102,8 @@ local score = nil
 if not (run_at and run_at > now) then
   score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes
 end
-redis.call('HSET', k.body, id, j.body)
-redis.call('HSET', k.meta, id, cjson.encode(meta))
+meta.b = j.body
+redis.call('HSET', k.meta, id, (encode_record(meta)))
 if score then
   redis.call('ZADD', k.ready, score, id)
 else

@@ -16,6 +16,7 @@
 --@include notify
 --@include count
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -33,7 +34,7 @@ if not score then -- a record claimed before `q` was kept
   score = fmt(ready_score(KEYS[4], meta, ARGV[3], tonumber(ARGV[4]))) -- may raise: no write yet
 end
 redis.call('ZREM', KEYS[1], id)
-redis.call('HSET', KEYS[3], id, cjson.encode(meta))
+redis.call('HSET', KEYS[3], id, (encode_record(meta)))
 soft('HDEL', KEYS[5], id)
 redis.call('ZADD', KEYS[2], score, id)
 count_stat(KEYS[6], 'released', 1)

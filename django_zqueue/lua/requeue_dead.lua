@@ -23,6 +23,7 @@
 --@include wf_mark
 --@include count
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -34,14 +35,14 @@ local raw = redis.call('HGET', KEYS[3], id)
 local meta, why = decode_meta(raw)
 if not meta then -- as bury_corrupt() does, but it is dead already: no counter moves
   soft('HSET', KEYS[7], id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw))
-  redis.call('HSET', KEYS[3], id, cjson.encode({a = 0, m = 0, e = now_ms()}))
+  redis.call('HSET', KEYS[3], id, fresh_record({a = 0, m = 0, e = now_ms()}, raw))
   return -2
 end
 meta.a = 0
 meta.t = nil
 local score = fmt(ready_score(KEYS[4], meta, ARGV[2], tonumber(ARGV[3]))) -- may raise: no write yet
 redis.call('ZREM', KEYS[1], id)
-redis.call('HSET', KEYS[3], id, cjson.encode(meta))
+redis.call('HSET', KEYS[3], id, (encode_record(meta)))
 redis.call('ZADD', KEYS[2], score, id)
 count_stat(KEYS[5], 'requeued', 1)
 redis.call('PERSIST', KEYS[8])

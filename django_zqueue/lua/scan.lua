@@ -33,6 +33,7 @@
 --@include expire
 --@include count
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -113,7 +114,7 @@ if #expired > 0 then
       meta.c = nil
       meta.q = nil
       metas[#metas + 1] = id
-      metas[#metas + 1] = cjson.encode(meta)
+      metas[#metas + 1] = (encode_record(meta))
       if (meta.a or 0) > (meta.m or 0) then
         dead[#dead + 1] = id
         if meta.k or meta.n then

@@ -24,6 +24,7 @@
 --@include fmt
 --@include park_member
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -66,5 +67,5 @@ elseif run_at and meta.ps and mode == 'fair' and not meta.s and old ~= p then
     redis.call('ZADD', KEYS[6], 0, park_member(meta.g or '', meta.ps, run_at, id))
   end
 end
-redis.call('HSET', KEYS[5], id, cjson.encode(meta))
+redis.call('HSET', KEYS[5], id, (encode_record(meta)))
 return 1

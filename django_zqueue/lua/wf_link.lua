@@ -16,6 +16,7 @@
 
 --@include decode_meta
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -56,7 +57,7 @@ redis.call('HSET', KEYS[7], 'kids', cjson.encode(kids))
 redis.call('PERSIST', KEYS[7])
 if not meta.k then
   meta.k = 1
-  redis.call('HSET', KEYS[6], id, cjson.encode(meta))
+  redis.call('HSET', KEYS[6], id, (encode_record(meta)))
 end
 if state == 'dead' then
   return 'dead'

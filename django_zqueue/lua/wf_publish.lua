@@ -2,7 +2,7 @@
 -- nothing): as publish.lua, and each job may wait for parents (state "waiting": in
 -- `wait`, not in line) and may have dependents (its links in its own `wf:<id>` hash).
 --
--- KEYS[1] ready  ZSET   KEYS[2] delayed ZSET   KEYS[3] body   HASH   KEYS[4] meta HASH
+-- KEYS[1] ready  ZSET   KEYS[2] delayed ZSET   KEYS[3] body   HASH (unused)  KEYS[4] meta HASH (records, _record.lua)
 -- KEYS[5] ctr    HASH   KEYS[6] notify  LIST   KEYS[7] stats  HASH   KEYS[8] dead ZSET
 -- KEYS[9] leased ZSET   KEYS[10] wait   ZSET   KEYS[11] expiry ZSET   KEYS[12] expired ZSET
 -- KEYS[12 + i] wf HASH of job i (its workflow links), i = 1..n
@@ -28,12 +28,13 @@
 --@include bounds
 --@include count
 --@include guard
+--@include record
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
   expiry = KEYS[11], expired = KEYS[12]}
 -- the keys written after the first write (meta is read before it), and ctr's counters
-guard_keys({k.body, k.ready, k.delayed, k.wait, k.expiry, k.ctr})
+guard_keys({k.ready, k.delayed, k.wait, k.expiry, k.ctr})
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_length = tonumber(ARGV[5])
 if not is_int(n, 1, 100) or #KEYS ~= 12 + n or #ARGV ~= 5 + n
@@ -76,7 +77,7 @@ for i = 1, n do
 end
 check_room(k, max_length, entering)
 
-local bodies, metas, later, waiting, queued, links = {}, {}, {}, {}, {}, {}
+local metas, later, waiting, queued, links = {}, {}, {}, {}, {}
 for i = 1, n do
   local j = specs[i]
   local id = ids[i]
@@ -107,16 +108,14 @@ for i = 1, n do
   if #wf > 0 then
     links[#links + 1] = {KEYS[12 + i], wf}
   end
-  bodies[#bodies + 1] = id
-  bodies[#bodies + 1] = j.body
+  meta.b = j.body
   metas[#metas + 1] = id
-  metas[#metas + 1] = cjson.encode(meta)
+  metas[#metas + 1] = (encode_record(meta))
 end
 local scored = nil
 if #queued > 0 then
   scored = ready_scores(k.ctr, queued, mode, aging_us) -- may raise: before any write
 end
-redis.call('HSET', k.body, unpack(bodies))
 redis.call('HSET', k.meta, unpack(metas))
 for _, l in ipairs(links) do
   local wf = l[1]

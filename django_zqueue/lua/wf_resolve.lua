@@ -39,6 +39,7 @@
 --@include bury_corrupt
 --@include count
 --@include guard
+--@include record
 
 guard_keys(KEYS)
 
@@ -152,7 +153,7 @@ for i = 0, m - 1 do
         meta.f = left
         blame(id, left)
       end
-      redis.call('HSET', k.meta, id, cjson.encode(meta))
+      redis.call('HSET', k.meta, id, (encode_record(meta)))
     end
   elseif ok and (waiting or dead) then
     if redis.call('HSETNX', wf, 'r' .. index, result) == 1 then
@@ -170,7 +171,7 @@ for i = 0, m - 1 do
         redis.call('ZREM', k.dead, id)
         soft('HDEL', k.errors, id)
         redis.call('PERSIST', wf)
-        redis.call('HSET', k.meta, id, cjson.encode(meta))
+        redis.call('HSET', k.meta, id, (encode_record(meta)))
         enter(id, meta, wf)
         revived = revived + 1
         if wf_mark(k.wf_out, k.wf_res, id, meta, 'r', nil, now) and meta.k then
@@ -179,14 +180,14 @@ for i = 0, m - 1 do
       else
         meta.f = left
         blame(id, left)
-        redis.call('HSET', k.meta, id, cjson.encode(meta))
+        redis.call('HSET', k.meta, id, (encode_record(meta)))
       end
     end
   elseif not ok and (waiting or dead) then
     local failed = without(meta.f, index)
     failed[#failed + 1] = {index, parent}
     meta.f = failed
-    redis.call('HSET', k.meta, id, cjson.encode(meta))
+    redis.call('HSET', k.meta, id, (encode_record(meta)))
     if waiting then
       redis.call('ZREM', k.wait, id)
       redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)

@@ -15,6 +15,7 @@ and has seen succeed (``HMGET wf:<id> need got`` in the second round trip).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
 from ..links import Links
+from ..recordcodec import split_record
 from ..records import JobInfo, Progress, Record, decode_json, lenient_text
 from .links import link_counts_of, queue_link_counts
 from .pipeline import (
@@ -166,8 +168,9 @@ def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
 
 
 def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) -> list[ListedJob]:
-    """One round trip: ``HMGET`` of the record and body of the page's tags, and of their
-    progress (leased) or errors (dead, with ``errors``), one per hash and shard; for
+    """One round trip: ``HMGET`` of the record (and body, for the JSON layout) of the
+    page's tags, and of their progress (leased) or errors (dead, with ``errors``), one per
+    hash and shard; for
     waiting jobs also ``HMGET wf:<id> need got`` of each."""
     hashes = ["meta", "body"]
     if state == "leased":
@@ -196,13 +199,17 @@ def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) ->
     out = []
     for i, (tag, score, p) in enumerate(entries):
         values = found[(p, tag)]
+        body = values["body"]
+        if values["meta"]:
+            with contextlib.suppress(ValueError):  # an unreadable record: Record() below
+                body = split_record(values["meta"])[1] or body
         out.append(
             ListedJob(
                 tag=tag,
                 score=score,
                 shard=p,
                 record=Record.decode(values["meta"]),
-                body=decode_json(values["body"]),
+                body=decode_json(body),
                 progress=Progress.decode(values.get("progress")),
                 error=lenient_text(values.get("errors")),
                 links=links[i] if links else None,

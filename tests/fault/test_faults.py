@@ -23,6 +23,7 @@ import pytest
 
 from testproject.demo import ledger, tasks
 
+from ..records_util import set_body
 from ..redis_private import PrivateRedis
 from .conftest import QUEUE, Fault, wait_for
 from .summary import maximum, median, ms, nth
@@ -288,7 +289,7 @@ def test_r7_poison_jobs(fault: Callable[..., Fault]) -> None:
     raises = tasks.fault_raise.using(queue=QUEUE).enqueue(f.ledger, "raise")
     exits = tasks.fault_exit.using(queue=QUEUE).enqueue(f.ledger, "exit")
     bad = q.publish("placeholder")
-    q.client.hset(q.keys.body, bad, b"\xff\xfe not json")  # undecodable, straight into Redis
+    set_body(q.client, q.keys, bad, b"\xff\xfe not json")  # undecodable, straight into Redis
     for _ in range(2):
         f.start_worker()
     deadline = time.monotonic() + 60
@@ -541,10 +542,13 @@ def test_r9_redis_restarts_under_killed_workers_and_a_standalone_scanner(
 # ------------------------------------------------------------------ R10 corrupt records
 
 
-def _corrupt_cases() -> list[tuple[str, Any]]:
-    from ..test_corrupt import META_CASES
+def _corrupt_cases() -> list[tuple[str, Any, str]]:
+    """(name, corruption, layout the record is in): each case in the compact layout, and
+    in the JSON one of earlier releases (the "null" cases only there: a nil field of a
+    compact record is an absent one)."""
+    from ..test_corrupt import CORRUPTIONS
 
-    return [(name, how) for name, how, _ in META_CASES]
+    return [(f"{name} {layout}", how, layout) for layout, name, how, _ in CORRUPTIONS]
 
 
 BODY_CASES: list[tuple[str, bytes | None]] = [
@@ -562,6 +566,7 @@ def test_r10_corrupt_record_matrix_with_a_real_worker(
     """Each field of meta and body undecodable or of the wrong type, for a job in each of
     ready, delayed, leased and dead, among good jobs: every good job runs once, each bad
     one ends in dead letters with its reason, the worker and its scanner keep working."""
+    from ..records_util import to_json_layout
     from ..test_corrupt import corrupt_meta
 
     f = fault(lease=1.0)
@@ -580,16 +585,17 @@ def test_r10_corrupt_record_matrix_with_a_real_worker(
             good.append(str(n))
             run.enqueue(f.ledger, str(n))
 
-    cases: list[tuple[str, Any, bytes | None, bool]] = [
-        *((name, how, b"", True) for name, how in _corrupt_cases()),
-        *((name, None, body, False) for name, body in BODY_CASES),
+    cases: list[tuple[str, Any, bytes | None, bool, str]] = [
+        *((name, how, b"", True, layout) for name, how, layout in _corrupt_cases()),
+        *((name, None, body, False, "compact") for name, body in BODY_CASES if body is not None),
+        *((name, None, body, False, "json") for name, body in BODY_CASES),
     ]
     for state in ("ready", "delayed", "leased", "dead"):
-        for name, how, body, is_meta in cases:
+        for name, how, body, is_meta, layout in cases:
             if not is_meta and state == "dead":
                 continue  # a dead job's body is read by nobody
             goods(per)
-            tag = f"bad-{state}-{name.replace(' ', '_')}"
+            tag = f"bad-{state}-{layout}-{name.replace(' ', '_')}"
             if state == "delayed":
                 run.using(tag=tag).enqueue_in(3.0, f.ledger, tag)
             elif state == "ready":
@@ -600,12 +606,14 @@ def test_r10_corrupt_record_matrix_with_a_real_worker(
                 assert [m.tag for m in msgs] == [tag]
                 if state == "dead":
                     q.nack(msgs[0], "boom", dead=True)
+            if layout == "json":
+                to_json_layout(client, q.keys, tag)
             if is_meta:
                 corrupt_meta(client, q, tag, how)
-            elif body is None:
+            elif body is None:  # only a record of the JSON layout has its body apart
                 client.hdel(q.keys.body, tag)
             else:
-                client.hset(q.keys.body, tag, body)
+                set_body(client, q.keys, tag, body)
             bad[tag] = state
             goods(per // 2)
     goods(5)

@@ -1,0 +1,219 @@
+"""A job's stored record, read in Python: the two layouts of ``lua/_record.lua``.
+
+- **compact**: one field of the ``meta`` hash holds a MessagePack map of the record's
+  fields (as Redis's ``cmsgpack`` writes it) followed by the job's body, raw;
+- **JSON** (jobs written before the compact layout): the field holds a JSON object and
+  the body is in the ``body`` hash.
+
+The first byte tells them apart: ``{`` is JSON, a compact record starts with a MessagePack
+map header. :func:`read_fields` gives the fields of either, :func:`split_record` the fields
+and the body (None for the JSON layout: read the ``body`` hash). Only the MessagePack that
+``cmsgpack`` writes is read: nil, booleans, integers, floats, strings, arrays and maps.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+__all__ = [
+    "RecordError",
+    "loads",
+    "pack_record",
+    "pack_value",
+    "read_fields",
+    "split_record",
+    "unpack_one",
+]
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def loads(raw: bytes) -> Any:
+    """``json.loads(raw)``, and quicker for the usual record, a JSON object in UTF-8 with
+    nothing around it (two per claimed job): without the encoding detection
+    ``json.loads`` does for bytes (a first byte ``{`` and a second one not 0 can only be
+    UTF-8 to it) and its two searches for white space. Anything else, and any error, is
+    ``json.loads``'s."""
+    if raw[:1] == b"{" and raw[1:2] != b"\x00":
+        try:
+            text = raw.decode("utf-8", "surrogatepass")
+            value, end = _raw_decode(text)
+            if end == len(text):
+                return value
+        except ValueError:
+            pass
+    return json.loads(raw)
+
+
+class RecordError(ValueError):
+    """A stored record that is neither layout (truncated, or not a map)."""
+
+
+_FIXED: dict[int, struct.Struct] = {  # first byte -> the value's struct
+    0xCC: struct.Struct(">B"),
+    0xCD: struct.Struct(">H"),
+    0xCE: struct.Struct(">I"),
+    0xCF: struct.Struct(">Q"),
+    0xD0: struct.Struct(">b"),
+    0xD1: struct.Struct(">h"),
+    0xD2: struct.Struct(">i"),
+    0xD3: struct.Struct(">q"),
+    0xCA: struct.Struct(">f"),
+    0xCB: struct.Struct(">d"),
+}
+_STR_LEN = {0xD9: struct.Struct(">B"), 0xDA: struct.Struct(">H"), 0xDB: struct.Struct(">I")}
+_BIN_LEN = {0xC4: struct.Struct(">B"), 0xC5: struct.Struct(">H"), 0xC6: struct.Struct(">I")}
+_ARR_LEN = {0xDC: struct.Struct(">H"), 0xDD: struct.Struct(">I")}
+_MAP_LEN = {0xDE: struct.Struct(">H"), 0xDF: struct.Struct(">I")}
+_CONST = {0xC0: None, 0xC2: False, 0xC3: True}
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def unpack_one(buf: bytes, at: int = 0) -> tuple[Any, int]:
+    """The value at ``buf[at]`` and the offset after it; :class:`RecordError` when ``buf``
+    ends inside it or holds a type ``cmsgpack`` never writes."""
+    try:
+        b = buf[at]
+        at += 1
+        if b <= 0x7F:
+            return b, at
+        if b >= 0xE0:
+            return b - 0x100, at
+        if 0xA0 <= b <= 0xBF:
+            n = b & 0x1F
+        elif 0x80 <= b <= 0x8F:
+            return _map(buf, at, b & 0x0F)
+        elif 0x90 <= b <= 0x9F:
+            return _array(buf, at, b & 0x0F)
+        elif b in _CONST:
+            return _CONST[b], at
+        elif b in _FIXED:
+            s = _FIXED[b]
+            return s.unpack_from(buf, at)[0], at + s.size
+        elif b in _STR_LEN or b in _BIN_LEN:
+            s = _STR_LEN.get(b) or _BIN_LEN[b]
+            n = s.unpack_from(buf, at)[0]
+            at += s.size
+            if b in _BIN_LEN:
+                if at + n > len(buf):
+                    raise RecordError("a record ends inside a value")
+                return buf[at : at + n], at + n
+        elif b in _MAP_LEN:
+            s = _MAP_LEN[b]
+            return _map(buf, at + s.size, s.unpack_from(buf, at)[0])
+        elif b in _ARR_LEN:
+            s = _ARR_LEN[b]
+            return _array(buf, at + s.size, s.unpack_from(buf, at)[0])
+        else:
+            raise RecordError(f"a record holds MessagePack type 0x{b:02x}")
+    except (IndexError, struct.error) as exc:
+        raise RecordError("a record ends inside a value") from exc
+    if at + n > len(buf):
+        raise RecordError("a record ends inside a value")
+    return _text(buf[at : at + n]), at + n
+
+
+def _map(buf: bytes, at: int, n: int) -> tuple[dict[Any, Any], int]:
+    out: dict[Any, Any] = {}
+    for _ in range(n):
+        key, at = unpack_one(buf, at)
+        value, at = unpack_one(buf, at)
+        if isinstance(key, (dict, list)):
+            raise RecordError("a record's map has a key that is not a scalar")
+        out[key] = value
+    return out, at
+
+
+def _array(buf: bytes, at: int, n: int) -> tuple[list[Any], int]:
+    out = []
+    for _ in range(n):
+        value, at = unpack_one(buf, at)
+        out.append(value)
+    return out, at
+
+
+def split_record(raw: bytes | str) -> tuple[dict[str, Any], bytes | None]:
+    """A stored record's fields and its body (None: the JSON layout, whose body is in the
+    ``body`` hash). :class:`RecordError` (a ``ValueError``) when it is neither layout."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogateescape")
+    if raw[:1] == b"{":
+        fields = loads(raw)
+        if not isinstance(fields, dict):
+            raise RecordError("a JSON record is not an object")
+        return fields, None
+    if not raw:
+        raise RecordError("a record is empty")
+    fields, end = unpack_one(raw)
+    if not isinstance(fields, dict):
+        # cmsgpack writes an empty table as an empty array: a record without fields
+        if fields == []:
+            return {}, raw[end:]
+        raise RecordError("a record is not a map")
+    return fields, raw[end:]
+
+
+def read_fields(raw: bytes | str) -> dict[str, Any]:
+    """A stored record's fields, either layout (the body, if it holds one, is skipped)."""
+    return split_record(raw)[0]
+
+
+def _pack(value: Any, out: list[bytes]) -> None:
+    if value is None:
+        out.append(b"\xc0")
+    elif value is True or value is False:
+        out.append(b"\xc3" if value else b"\xc2")
+    elif isinstance(value, int):
+        if 0 <= value < 0x80:
+            out.append(bytes((value,)))
+        elif -0x20 <= value < 0:
+            out.append(bytes((value & 0xFF,)))
+        elif 0 <= value < 1 << 64:
+            out.append(b"\xcf" + value.to_bytes(8, "big"))
+        else:
+            out.append(b"\xd3" + value.to_bytes(8, "big", signed=True))
+    elif isinstance(value, float):
+        out.append(b"\xcb" + struct.pack(">d", value))
+    elif isinstance(value, (str, bytes)):
+        data = value.encode("utf-8") if isinstance(value, str) else value
+        n = len(data)
+        if n < 32:
+            out.append(bytes((0xA0 | n,)))
+        elif n < 1 << 8:
+            out.append(b"\xd9" + bytes((n,)))
+        elif n < 1 << 16:
+            out.append(b"\xda" + n.to_bytes(2, "big"))
+        else:
+            out.append(b"\xdb" + n.to_bytes(4, "big"))
+        out.append(data)
+    elif isinstance(value, (list, tuple)):
+        n = len(value)
+        out.append(bytes((0x90 | n,)) if n < 16 else b"\xdc" + n.to_bytes(2, "big"))
+        for item in value:
+            _pack(item, out)
+    elif isinstance(value, dict):
+        n = len(value)
+        out.append(bytes((0x80 | n,)) if n < 16 else b"\xde" + n.to_bytes(2, "big"))
+        for key, item in value.items():
+            _pack(key, out)
+            _pack(item, out)
+    else:
+        raise TypeError(f"a record holds no {type(value).__name__}")
+
+
+def pack_value(value: Any) -> bytes:
+    """``value`` as MessagePack (nil, bool, int, float, str, bytes, list, dict): what a
+    repair or a test writes into a record; the scripts write records themselves."""
+    out: list[bytes] = []
+    _pack(value, out)
+    return b"".join(out)
+
+
+def pack_record(fields: dict[str, Any], body: bytes) -> bytes:
+    """A compact record: ``fields`` as a MessagePack map, then ``body``."""
+    return pack_value(fields) + body
