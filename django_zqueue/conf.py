@@ -109,6 +109,9 @@ class Config:
     enqueue_on_commit: bool = True
     admin_actions: bool = True  # dead-letter requeue/delete/purge in the admin (POST only)
     outbox: bool = False  # jobs enqueued in a transaction go through the outbox table
+    #: new jobs as one compact record (False: the JSON record and body hash of releases
+    #: before it, which their workers read: for a rolling upgrade)
+    compact_records: bool = True
     cluster: bool = False  # REDIS_URL names the startup nodes of a Redis Cluster
 
     def target(self) -> RedisTarget:
@@ -134,6 +137,7 @@ TOP_LEVEL_KEYS = {
     "ENQUEUE_ON_COMMIT",
     "ADMIN_ACTIONS",
     "OUTBOX",
+    "COMPACT_RECORDS",
     "SCHEDULES",
     "CLUSTER",
 }
@@ -413,7 +417,9 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
     _check_schedules(raw, out)
     admin_actions = _parse_flag(raw, "ADMIN_ACTIONS", out)
     outbox = _parse_flag(raw, "OUTBOX", out, default=False)
+    compact = _parse_flag(raw, "COMPACT_RECORDS", out)
     config = Config(
+        compact_records=compact,
         enqueue_on_commit=on_commit,
         admin_actions=admin_actions,
         outbox=outbox,
@@ -512,8 +518,8 @@ def _parse_connection_options(raw: Mapping[str, Any], out: _Collector) -> dict[s
 
 
 def _parse_flag(raw: Mapping[str, Any], key: str, out: _Collector, *, default: bool = True) -> bool:
-    """``ENQUEUE_ON_COMMIT``, ``ADMIN_ACTIONS`` (default True) or ``OUTBOX`` (default
-    False): True or False (E010)."""
+    """``ENQUEUE_ON_COMMIT``, ``ADMIN_ACTIONS``, ``COMPACT_RECORDS`` (default True) or
+    ``OUTBOX`` (default False): True or False (E010)."""
     value = raw.get(key, default)
     if not isinstance(value, bool):
         out.add("E010", f"ZQUEUE[{key!r}] must be True or False.", f"Default: {default}.")

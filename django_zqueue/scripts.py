@@ -219,9 +219,16 @@ def _clashes(reply: Any) -> list[tuple[str, str]]:
     return list(zip([text(x) for x in reply[1::2]], [text(x) for x in reply[2::2]], strict=True))
 
 
-def job_arg(job: NewJob, extra: dict[str, Any] | None = None) -> bytes:
+#: the field that asks for a record of the JSON layout (``read_job`` in ``_new_job.lua``)
+_JSON_LAYOUT = {"layout": "json"}
+
+
+def job_arg(job: NewJob, extra: dict[str, Any] | None = None, compact: bool = True) -> bytes:
     """A job's one script argument (``publish.lua``, ``publish_once``, ``fire``,
-    ``wf_publish``): its tag, body and spec as one MessagePack map (:mod:`.jobspec`)."""
+    ``wf_publish``): its tag, body and spec as one MessagePack map (:mod:`.jobspec`);
+    with ``compact`` False, its record is written in the JSON layout."""
+    if not compact:
+        extra = {**(extra or {}), **_JSON_LAYOUT}
     return pack_job(job.tag, job.body, job.spec, extra)
 
 
@@ -250,6 +257,7 @@ class Policy:
     group_concurrency: int = 0  # fair queues: jobs of one group in flight (0: no limit)
     group_qps: float = 0  # fair queues: starts of one group per second (0: no limit)
     max_length: int = 0  # most jobs ready + delayed per shard at a publish (0: no limit)
+    compact: bool = True  # new jobs as compact records (False: the JSON layout, lua/_record.lua)
 
 
 class Scripts:
@@ -297,14 +305,15 @@ class Scripts:
     ) -> Call[list[tuple[str, str]]]:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, *map(job_arg, jobs))
+        head = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length)
+        args = (*head, *(job_arg(j, None, p.compact) for j in jobs))
         return Call("publish", (*keys, k.wait, k.expiry, k.expired), args, _clashes)
 
     def publish_once(self, k: QueueKeys, p: Policy, job: NewJob) -> Call[tuple[str, str]]:
         """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
         ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, job_arg(job), p.max_length)
+        args = (p.mode, p.aging_us, p.notify_cap, job_arg(job, None, p.compact), p.max_length)
         more = (k.unique(job.tag), k.wait, k.expiry, k.expired)
         return Call("publish_once", (*keys, *more), args, _once)
 
@@ -472,7 +481,7 @@ class Scripts:
         nxt = "" if next_tick is None else next_tick
         fire = "0" if job is None else "1"
         head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
-        args = (*head, "" if job is None else job_arg(job))
+        args = (*head, "" if job is None else job_arg(job, None, p.compact))
         return Call("fire", (*keys, k.sched, k.sched_last, k.expiry, k.expired), args, _flag)
 
     # ------------------------------------------------------------------ workflows
@@ -483,7 +492,7 @@ class Scripts:
         """As :meth:`publish`, with each job's links (at most 100 jobs)."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length)
-        specs = tuple(job_arg(fj.job, fj.link_fields()) for fj in jobs)
+        specs = tuple(job_arg(fj.job, fj.link_fields(), p.compact) for fj in jobs)
         wf = tuple(k.wf(fj.job.tag) for fj in jobs)
         more = (k.wait, k.expiry, k.expired, *wf)
         return Call("wf_publish", (*keys, *more), (*args, *specs), _clashes)

@@ -3,7 +3,9 @@
 -- priority, score, delay_ms (from now), run_at_ms (absolute, ms), max_retries,
 -- visibility_timeout_ms (its own lease), group, weight (its group's weight in a fair
 -- queue), expires_in_ms (from now) or expires_at_ms (absolute; with both, the earlier):
--- a job not started by then ends "expired" (record field `x`, indexed in k.expiry); a script may take more (publish_once: debounce_ms, unique_ms; wf_publish: need,
+-- a job not started by then ends "expired" (record field `x`, indexed in k.expiry);
+-- layout = 'json' (its record in the JSON layout, its body in k.body; absent: the
+-- compact record, body in field `b` of the record read_job gives); a script may take more (publish_once: debounce_ms, unique_ms; wf_publish: need,
 -- kids, parents). An option left out takes its default. Bounds: bound() (_bounds.lua,
 -- generated from django_zqueue/bounds.py).
 -- job_spec: the decoded map of one job argument, or nil and why it is none.
@@ -23,7 +25,7 @@
 
 local JOB_FIELDS = {id = true, body = true, priority = true, score = true, delay_ms = true,
   run_at_ms = true, max_retries = true, visibility_timeout_ms = true, group = true,
-  weight = true, expires_in_ms = true, expires_at_ms = true}
+  weight = true, expires_in_ms = true, expires_at_ms = true, layout = true}
 
 local function job_spec(raw)
   if type(raw) ~= 'string' or raw == '' then
@@ -100,6 +102,11 @@ local function read_job(j, now, more)
     x = now + j.expires_in_ms
   end
   meta.x = x
+  if j.layout == nil then -- the compact layout: the body in the record (_record.lua)
+    meta.b = body
+  elseif j.layout ~= 'json' then
+    return nil, nil, "layout must be 'json' or absent"
+  end
   return meta, run_at, nil
 end
 
@@ -121,7 +128,9 @@ local function add_job(k, id, body, meta, run_at, now, mode, aging_us)
   if not (run_at and run_at > now) then
     score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes
   end
-  meta.b = body
+  if meta.b == nil then -- the JSON layout: the body apart (a first write: it may fail)
+    redis.call('HSET', k.body, id, body)
+  end
   redis.call('HSET', k.meta, id, (encode_record(meta)))
   if score then
     redis.call('ZADD', k.ready, score, id)

@@ -67,12 +67,15 @@ end
 check_room(k, max_length, n)
 
 -- 2. records and where each job goes
-local metas, later = {}, {}
+local metas, later, bodies = {}, {}, {}
 local queued = {} -- {id, meta} of jobs ready now, in call order
 for i = 1, n do
   local id = ids[i]
   local meta, run_at = records[i], runs[i]
-  meta.b = specs[i].body
+  if meta.b == nil then -- the JSON layout: its body apart
+    bodies[#bodies + 1] = id
+    bodies[#bodies + 1] = specs[i].body
+  end
   metas[#metas + 1] = id
   metas[#metas + 1] = (encode_record(meta))
   if run_at and run_at > now then
@@ -87,6 +90,9 @@ end
 local scored = nil
 if #queued > 0 then
   scored = ready_scores(k.ctr, queued, mode, aging_us)
+end
+if #bodies > 0 then -- before the records: a wrong type of k.body fails before any job is written
+  redis.call('HSET', k.body, unpack(bodies))
 end
 redis.call('HSET', k.meta, unpack(metas))
 if #later > 0 then

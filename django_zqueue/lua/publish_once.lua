@@ -88,9 +88,12 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
     meta.a = tonumber(old.a)
     meta.k = old.k -- its dependents (a workflow parent) still wait for its end
   end
+  if meta.b == nil then -- the JSON layout: its body apart (a first write: it may fail)
+    redis.call('HSET', k.body, id, j.body)
+  else
+    redis.call('HDEL', k.body, id) -- a job written in the JSON layout had its body there
+  end
   redis.call('ZREM', k.ready, id)
-  redis.call('HDEL', k.body, id) -- a job written in the JSON layout had its body there
-  meta.b = j.body
   redis.call('HSET', k.meta, id, (encode_record(meta)))
   redis.call('ZADD', k.delayed, run_at, id)
   index_expiry(k, {{id, meta}})
@@ -102,7 +105,9 @@ local score = nil
 if not (run_at and run_at > now) then
   score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes
 end
-meta.b = j.body
+if meta.b == nil then -- the JSON layout: its body apart (a first write: it may fail)
+  redis.call('HSET', k.body, id, j.body)
+end
 redis.call('HSET', k.meta, id, (encode_record(meta)))
 if score then
   redis.call('ZADD', k.ready, score, id)

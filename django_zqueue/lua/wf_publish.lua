@@ -77,7 +77,7 @@ for i = 1, n do
 end
 check_room(k, max_length, entering)
 
-local metas, later, waiting, queued, links = {}, {}, {}, {}, {}
+local metas, bodies, later, waiting, queued, links = {}, {}, {}, {}, {}, {}
 for i = 1, n do
   local j = specs[i]
   local id = ids[i]
@@ -108,13 +108,19 @@ for i = 1, n do
   if #wf > 0 then
     links[#links + 1] = {KEYS[12 + i], wf}
   end
-  meta.b = j.body
+  if meta.b == nil then -- the JSON layout: its body apart
+    bodies[#bodies + 1] = id
+    bodies[#bodies + 1] = j.body
+  end
   metas[#metas + 1] = id
   metas[#metas + 1] = (encode_record(meta))
 end
 local scored = nil
 if #queued > 0 then
   scored = ready_scores(k.ctr, queued, mode, aging_us) -- may raise: before any write
+end
+if #bodies > 0 then -- before the records: a wrong type of k.body fails before any job is written
+  redis.call('HSET', k.body, unpack(bodies))
 end
 redis.call('HSET', k.meta, unpack(metas))
 for _, l in ipairs(links) do

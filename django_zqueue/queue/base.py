@@ -89,6 +89,7 @@ class QueueBase:
             group_qps=o.group_qps or 0,
             # on a partitioned queue each partition holds its share
             max_length=-(-(o.max_length or 0) // n),
+            compact=conf.get_config().compact_records,
         )
         #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)
         self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK
