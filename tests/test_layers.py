@@ -60,6 +60,7 @@ LAYERS: list[set[str]] = [
         "display",
         "actions",
         "workers_page",
+        "schedules_page",
         "filters",
         "urls",
         "templatetags",
