@@ -14,6 +14,8 @@ overview; the other pages come from :meth:`QueueAdmin.get_urls`, each wrapped in
 ``…/search/?q=<tag>[&queue=<queue>]``       find a job by tag: redirect to it
 ``…/q/<queue>/dead/{requeue,delete,purge}/``  dead-letter actions (POST only)
 ``…/metrics/``                              Prometheus text format
+``…/schedules/``                            periodic schedules; ``do/`` and
+                                            ``add/``: their actions (POST only)
 ==========================================  ===================================
 
 Permissions: ``view_queue`` for every page (403 without it); ``view_payload`` to see
@@ -45,7 +47,17 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
-from . import actions, conf, dashboard, display, filters, humanize, taskstats, workers_page
+from . import (
+    actions,
+    conf,
+    dashboard,
+    display,
+    filters,
+    humanize,
+    schedules_page,
+    taskstats,
+    workers_page,
+)
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import OutboxEntry
@@ -218,6 +230,9 @@ class QueueAdmin(_ModelAdmin):
             path("q/<str:queue>/dead/delete/", wrap(self.action_view), {"action": "delete"}),
             path("q/<str:queue>/dead/purge/", wrap(self.purge_dead_view), name=self._name("purge")),
             path("q/<str:queue>/pause/", wrap(self.pause_view), name=self._name("pause")),
+            path("schedules/", wrap(self.schedules_view), name=self._name("schedules")),
+            path("schedules/do/", wrap(self.schedule_do_view), name=self._name("schedule_do")),
+            path("schedules/add/", wrap(self.schedule_add_view), name=self._name("schedule_add")),
         ]
 
     def _unavailable_as_503(self, view: V) -> V:
@@ -246,6 +261,8 @@ class QueueAdmin(_ModelAdmin):
     def _require_view(self, request: HttpRequest) -> None:
         if not self.has_view_permission(request):
             raise MissingPermission("view_queue")
+
+    require_view = _require_view
 
     def _queue(self, name: str) -> Queue:
         try:
@@ -285,6 +302,8 @@ class QueueAdmin(_ModelAdmin):
             **extra,
         }
 
+    context = _context
+
     # ------------------------------------------------------------ pages
 
     def changelist_view(
@@ -311,6 +330,7 @@ class QueueAdmin(_ModelAdmin):
             perms=self._perms(request),
             metrics_url=self.url("metrics") if metrics_available() else None,
             workers_url=self.url("workers"),
+            schedules_url=self.url("schedules"),
             search_url=self.url("search"),
             **(extra_context or {}),
         )
@@ -463,6 +483,19 @@ class QueueAdmin(_ModelAdmin):
         ctx = self._context(request, _("Workers"), (_("workers"), None), page=page)
         return TemplateResponse(request, "admin/django_zqueue/workers.html", ctx)
 
+    def schedules_view(self, request: HttpRequest) -> HttpResponse:
+        """Every periodic schedule, with its buttons and the add form
+        (:mod:`~django_zqueue.schedules_page`)."""
+        return schedules_page.page(self, request)
+
+    @method_decorator(require_POST)
+    def schedule_do_view(self, request: HttpRequest) -> HttpResponse:
+        return schedules_page.do(self, request)
+
+    @method_decorator(require_POST)
+    def schedule_add_view(self, request: HttpRequest) -> HttpResponse:
+        return schedules_page.add(self, request)
+
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
         """The Prometheus text format for every configured queue (staff with view)."""
         self._require_view(request)
@@ -472,12 +505,16 @@ class QueueAdmin(_ModelAdmin):
 
     # ------------------------------------------------------------ actions
 
-    def _require_actions(self, request: HttpRequest, queue: str, codename: str) -> Queue:
+    def require_actions(self, request: HttpRequest, codename: str) -> None:
+        """``view_queue``, ``ADMIN_ACTIONS`` (404 when off) and ``codename`` (403)."""
         self._require_view(request)
         if not conf.get_config().admin_actions:
             raise Http404("admin actions are off (ZQUEUE['ADMIN_ACTIONS'] = False)")
         if not request.user.has_perm(f"{self.opts.app_label}.{codename}"):
             raise MissingPermission(codename)
+
+    def _require_actions(self, request: HttpRequest, queue: str, codename: str) -> Queue:
+        self.require_actions(request, codename)
         return self._queue(queue)
 
     def _actions(self, request: HttpRequest, queue: str, state: str) -> list[dict[str, Any]]:

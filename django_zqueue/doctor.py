@@ -441,7 +441,8 @@ def _schedules() -> Iterator[Finding]:
             "start a worker or zqueue_scanner (they sync at start), or python manage.py "
             "zqueue_schedules sync",
         )
-    for name in sorted(set(stored) - set(declared)):
+    runtime = {name for name, row in stored.items() if row["source"] == "runtime"}
+    for name in sorted(set(stored) - set(declared) - runtime):
         problems += 1
         yield Finding(
             "note",

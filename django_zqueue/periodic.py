@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from .exceptions import ConfigurationError
-from .schedules import CatchUp, Schedule, declare
+from .schedule_spec import CatchUp, Schedule, declare
 from .task import Task
 
 P = ParamSpec("P")

@@ -82,6 +82,7 @@ SCRIPT_NAMES = (
     "state",
     "positions",
     "fire",
+    "sched_put",
     "cancel",
     "run_now",
     "set_priority",
@@ -475,14 +476,17 @@ class Scripts:
         expected_tick: int,
         next_tick: int | None,
         job: NewJob | None,
+        digest: str | None = None,
     ) -> Call[bool]:
-        """Returns True when this call fired (or moved on) the tick; False: already done."""
+        """Returns True when this call fired (or moved on) the tick; False: already done
+        (or, with ``digest``, the stored definition is no longer the one of that digest)."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         nxt = "" if next_tick is None else next_tick
         fire = "0" if job is None else "1"
         head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
-        args = (*head, "" if job is None else job_arg(job, None, p.compact))
-        return Call("fire", (*keys, k.sched, k.sched_last, k.expiry, k.expired), args, _flag)
+        args = (*head, "" if job is None else job_arg(job, None, p.compact), digest or "")
+        sched = (k.sched, k.sched_last, k.expiry, k.expired, k.sched_defs)
+        return Call("fire", (*keys, *sched), args, _flag)
 
     # ------------------------------------------------------------------ workflows
 

@@ -85,9 +85,16 @@ class Shard:
         return self.scripts.purge_dead(self.keys, limit)
 
     def fire(
-        self, name: str, expected_tick: int, next_tick: int | None, job: NewJob | None
+        self,
+        name: str,
+        expected_tick: int,
+        next_tick: int | None,
+        job: NewJob | None,
+        digest: str | None = None,
     ) -> Call[bool]:
-        return self.scripts.fire(self.keys, self.policy, name, expected_tick, next_tick, job)
+        return self.scripts.fire(
+            self.keys, self.policy, name, expected_tick, next_tick, job, digest
+        )
 
     # ---------------------------------------------------------------- read side
 

@@ -18,7 +18,7 @@ import redis
 
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.links import FlowJob, Kid, Ref, Resolution
-from django_zqueue.queue import Queue
+from django_zqueue.queue import Queue, schedstore
 from django_zqueue.queue.flow import publish_flow
 from django_zqueue.records import Ack
 from django_zqueue.scripts import SCRIPT_NAMES, Call
@@ -104,6 +104,11 @@ SCENARIOS: dict[str, Scenario] = {
     "fire": lambda q: (
         q.client.zadd(q.sched_keys.sched, {"s": 1000}),
         q.shards[0].fire("s", 1000, 2000, q.prepare("tick", "cron:s:1000")),
+    )[-1],
+    "sched_put": lambda q: (
+        q.client.zadd(q.sched_keys.sched, {"s": 1000}),
+        q.client.hset(q.sched_keys.sched_defs, "s", '{"digest": "d"}'),
+        schedstore.put_call(q.sched_keys, "s", "d", '{"digest": "e"}', 2000, "set"),
     )[-1],
     "cancel": lambda q: (_leased(q), q.shards[0].cancel("a", 60_000))[-1],
     "run_now": lambda q: (q.publish("a", tag="a", delay=60), q.shards[0].run_now("a", None))[-1],

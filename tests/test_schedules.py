@@ -274,14 +274,14 @@ def test_schedule_rejects_bad_priority_and_arguments(bad: dict[str, Any]) -> Non
 
 
 def test_periodic_declares_a_schedule_above_task(project: dict[str, str]) -> None:
-    from django_zqueue import schedules, task
+    from django_zqueue import schedule_spec, schedules, task
     from django_zqueue.exceptions import ConfigurationError
     from django_zqueue.periodic import periodic
 
     def every_minute() -> None: ...
 
     every_minute.__module__ = "tests.periodic_probe"  # a name of its own in the registry
-    declared = dict(schedules._declared)
+    declared = dict(schedule_spec._declared)
     try:
         t = periodic(interval=60, name="probe-every-minute", args=(1,))(task(every_minute))
         s = schedules.all_schedules()["probe-every-minute"]
@@ -289,5 +289,5 @@ def test_periodic_declares_a_schedule_above_task(project: dict[str, str]) -> Non
         with pytest.raises(ConfigurationError, match="above @task"):
             periodic(interval=60)(every_minute)  # type: ignore[arg-type]
     finally:
-        schedules._declared.clear()
-        schedules._declared.update(declared)
+        schedule_spec._declared.clear()
+        schedule_spec._declared.update(declared)

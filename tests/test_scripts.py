@@ -12,7 +12,7 @@ import redis
 
 from django_zqueue.exceptions import QueueFull, ZQueueError
 from django_zqueue.jobspec import JobSpec
-from django_zqueue.queue import Queue
+from django_zqueue.queue import Queue, schedstore
 from django_zqueue.records import NewJob
 from django_zqueue.scripts import (
     ERRORS,
@@ -195,6 +195,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q.scan()
         q.purge_dead()
         q.fire("no-such-schedule", 1, None, None)
+        schedstore.put(q, "no-such-schedule", None, expect=schedstore.ANY)
         waiting = q.publish("w")
         q.set_priority(waiting, 2)
         q.run_now(waiting)

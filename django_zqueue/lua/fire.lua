@@ -8,11 +8,15 @@
 -- KEYS[9] leased ZSET KEYS[10] sched ZSET (schedule name -> next tick, ms)
 -- KEYS[11] sched_last HASH (schedule name -> "tick_ms job_tag" of its last firing)
 -- KEYS[12] expiry ZSET (the job's expiry, if it has one)   KEYS[13] expired ZSET
+-- KEYS[14] sched_defs HASH (schedule name -> JSON definition with its digest)
 -- ARGV[1] name   ARGV[2] expected tick (the score the caller read)
 -- ARGV[3] next tick ('' = take the schedule out of the due set)
 -- ARGV[4] fire (1 = enqueue the job; 0 = only move on: a tick skipped by catch-up policy)
 -- ARGV[5] mode   ARGV[6] aging_us   ARGV[7] notify_cap
 -- ARGV[8] the job, one MessagePack map as in publish.lua ('' with fire 0)
+-- ARGV[9] the digest of the definition the caller computed the job and next tick from
+--         ('' = not checked): a definition changed since (an operator's edit) means the
+--         call is stale, and it does nothing
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the job's arguments are out of bounds.
 -- Returns: 1 fired (or moved on); 0 the tick was already handled (nothing changed).
 -- Work: O(log N).
@@ -45,6 +49,12 @@ end
 local current = redis.call('ZSCORE', KEYS[10], name)
 if not current or tonumber(current) ~= tonumber(expected) then
   return 0
+end
+if ARGV[9] and ARGV[9] ~= '' then
+  local ok, def = pcall(cjson.decode, redis.call('HGET', KEYS[14], name) or '')
+  if not ok or type(def) ~= 'table' or def['digest'] ~= ARGV[9] then
+    return 0
+  end
 end
 if ARGV[4] == '1' then
   local id = j.id

@@ -75,11 +75,19 @@ class Queue(Flows, Consuming, Lookup, Control):
             raise InvalidArgument("limit must be in [1, 5000]")
         return ScanResult.total(self.run_all([s.scan(limit) for s in self.shards]))
 
-    def fire(self, name: str, tick: int, next_tick: int | None, job: NewJob | None) -> bool:
+    def fire(
+        self,
+        name: str,
+        tick: int,
+        next_tick: int | None,
+        job: NewJob | None,
+        digest: str | None = None,
+    ) -> bool:
         """Fire one tick of periodic schedule ``name`` exactly once (``fire.lua``): enqueue
-        ``job`` (None: only move on) if the schedule's next tick is still ``tick``, and
-        move it to ``next_tick`` (None: out of the due set). False: already handled."""
-        return self.run(self.shards[0].fire(name, tick, next_tick, job))
+        ``job`` (None: only move on) if the schedule's next tick is still ``tick`` (and,
+        with ``digest``, its stored definition still the one of that digest), and move it
+        to ``next_tick`` (None: out of the due set). False: already handled, or stale."""
+        return self.run(self.shards[0].fire(name, tick, next_tick, job, digest))
 
     def clear(self) -> None:
         """Delete every key of this queue (all jobs, records and counters). For tests

@@ -30,6 +30,7 @@ class ScheduleRow:
     task: str
     every: str  # the cron expression, or "every <n> s"
     paused: bool
+    source: str  # "code" (declared in code or settings) or "runtime" (added by an operator)
     next_at: datetime | None
     last_at: datetime | None
     last_job: str | None
@@ -91,6 +92,7 @@ def _row(queue: str, defs: Definitions, firing: Firing, state: str | None) -> Sc
         task=definition.get("task", ""),
         every=definition.get("cron") or f"every {definition.get('interval')} s",
         paused=bool(definition.get("paused")),
+        source="runtime" if definition.get("source") == "runtime" else "code",
         next_at=from_ms(nxt) if nxt is not None else None,
         last_at=from_ms(int(job.rsplit(":", 1)[1])) if job else None,
         last_job=job,

@@ -152,6 +152,7 @@ def test_at_390_px_no_page_scrolls_sideways_and_the_find_box_is_usable(
         "job": f"{BASE}q/default/job/?id={tag}",
         "search": f"{BASE}search/?q=nothing-like-it",
         "workers": f"{BASE}workers/",
+        "schedules": f"{BASE}schedules/",
     }
     browser.set_window_size(390, 844)
     try:
