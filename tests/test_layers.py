@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
         "validate",
         "serializer",
         "registry",
+        "attempts",
     },  # keys, scripts
     {"shard", "queue", "read"},  # queue core: write side, read side
     {

@@ -23,6 +23,7 @@
 --@include wf_mark
 --@include count
 --@include guard
+--@include attempts
 
 guard_keys(KEYS)
 
@@ -33,7 +34,7 @@ end
 local raw = redis.call('HGET', KEYS[3], id)
 local meta, why = decode_meta(raw)
 if not meta then -- as bury_corrupt() does, but it is dead already: no counter moves
-  soft('HSET', KEYS[7], id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw))
+  add_attempts(KEYS[7], now_ms(), {{id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw)}})
   redis.call('HSET', KEYS[3], id, cjson.encode({a = 0, m = 0, e = now_ms()}))
   return -2
 end
