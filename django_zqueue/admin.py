@@ -46,6 +46,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from . import actions, conf, dashboard, display, filters, humanize, taskstats, workers_page
+from .admin_bulk import Across
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import OutboxEntry
@@ -512,15 +513,23 @@ class QueueAdmin(_ModelAdmin):
             raise Http404(f"no action {action!r}")
         q = self._require_actions(request, queue, found.permission)
         tags = self._tags(request)
-        if found.confirm and tags and request.POST.get("confirm") != "yes":
+        across = None
+        if request.POST.get("select_across") == "1":  # every job of the tab that matches
+            across = Across.of(request.POST, found, self._perms(request)["payload"])
+            if across is None:
+                return HttpResponseBadRequest(f"{action} is not offered on every job of a tab")
+        if found.confirm and (tags or across) and request.POST.get("confirm") != "yes":
             what = actions.counted(found.what, len(tags))
+            if across is not None:
+                what = across.what(found, q.read.listing(across.state, 1, 1).counts[across.state])
             ctx = self._context(
                 request,
                 found.title % {"what": what},
                 (queue, self.url("queue", queue, state=found.states[0])),
                 (str(found.label).lower(), None),
                 question=found.confirm % {"what": what},
-                tags=tags,
+                tags=[] if across else tags,
+                across=across.fields() if across else None,
                 action_url=self.url("action", queue, found.name),
                 next=request.POST.get("next", ""),
                 back_url=self.url("queue", queue, state=found.states[0]),
@@ -533,6 +542,10 @@ class QueueAdmin(_ModelAdmin):
             if not raw.lstrip("-").isdigit() or not lo <= int(raw) <= hi:
                 return HttpResponseBadRequest(f"{found.value} must be an integer in [{lo}, {hi}]")
             args = (int(raw),)
+        if across is not None:
+            good, text = across.run(q, found)
+            (messages.success if good else messages.warning)(request, text)
+            return self._back(request, queue, across.state)
         done = sum(found.run(q, t, *args) for t in tags)
         for good, text in actions.outcome(found, done, len(tags)):
             (messages.success if good else messages.warning)(request, text)

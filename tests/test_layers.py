@@ -48,6 +48,7 @@ LAYERS: list[set[str]] = [
     {
         "dashboard",
         "admin",
+        "admin_bulk",
         "metrics",
         "checks",
         "doctor",
