@@ -131,3 +131,13 @@ def test_the_job_page_lists_every_kept_attempt(project: dict[str, Any]) -> None:
     looker = client_for(make_user("looker", "view_queue"))
     hidden = looker.get(f"{BASE}q/default/job/", {"id": tag}).content.decode()
     assert 'id="zq-attempts"' not in hidden and "ValueError" not in hidden
+
+
+def test_the_lua_helper_and_the_python_reader_agree_on_the_limits() -> None:
+    from django_zqueue import attempts
+    from django_zqueue.scripts import lua_file
+
+    lua = lua_file("_attempts")
+    for name in ("ATTEMPTS_KEPT", "ATTEMPT_HEAD", "ATTEMPT_TAIL"):
+        assert f"local {name} = {getattr(attempts, name)}\n" in lua
+    assert f"local ATTEMPTS_PREFIX = '{attempts.PREFIX.decode()}'\n" in lua

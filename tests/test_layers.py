@@ -49,6 +49,7 @@ LAYERS: list[set[str]] = [
         "dashboard",
         "admin",
         "admin_bulk",
+        "admin_outbox",
         "metrics",
         "checks",
         "doctor",
