@@ -46,11 +46,17 @@ class Action:
     confirm: StrOrPromise | None = None  # destructive: this question first, with %(what)s
     value: StrOrPromise | None = None  # it takes a number: its label (posted as ``value``)
     value_range: tuple[int, int] = (0, 0)  # the integers it accepts
+    bulk: str | None = None  # its name in Queue.act_on_all: offered on every job that matches
 
 
 def _delete_dead(q: Queue, tag: str) -> bool:
     """Delete a dead letter; a job that is not dead is left alone."""
     return q.state(tag) == "dead" and q.delete(tag)
+
+
+def _retry_now(q: Queue, tag: str) -> bool:
+    """Requeue a dead letter to the front of the line (claimed next)."""
+    return q.requeue_dead(tag, front=True)
 
 
 _DEAD_LETTERS = ngettext_lazy("%(n)s dead letter", "%(n)s dead letters", "num")
@@ -76,6 +82,27 @@ ACTIONS: dict[str, Action] = {
             what=_DEAD_LETTERS,
             nothing=_("No dead letter selected."),
             gone=_("no longer dead letters"),
+            bulk="requeue",
+        ),
+        Action(
+            "retry_now",
+            _("Retry selected now"),
+            _("Retry now"),
+            ("dead",),
+            "manage_dead_letters",
+            _retry_now,
+            done=ngettext_lazy(
+                "%(n)s dead letter requeued to the front of the line.",
+                "%(n)s dead letters requeued to the front of the line.",
+                "num",
+            ),
+            not_done=ngettext_lazy(
+                "%(n)s job not requeued: %(why)s.", "%(n)s jobs not requeued: %(why)s.", "num"
+            ),
+            what=_DEAD_LETTERS,
+            nothing=_("No dead letter selected."),
+            gone=_("no longer dead letters"),
+            bulk="retry_now",
         ),
         Action(
             "delete",
@@ -93,6 +120,7 @@ ACTIONS: dict[str, Action] = {
             gone=_("no longer dead letters"),
             title=_("Delete %(what)s?"),
             confirm=_("Delete %(what)s, with their records and errors? This cannot be undone."),
+            bulk="delete",
         ),
         Action(
             "cancel",
@@ -114,6 +142,7 @@ ACTIONS: dict[str, Action] = {
                 "end dead); a running one is stopped (its worker sees the cancel at its next "
                 "heartbeat) and is not retried."
             ),
+            bulk="cancel",
         ),
         Action(
             "run_now",
@@ -135,6 +164,7 @@ ACTIONS: dict[str, Action] = {
             what=_WAITING_JOBS,
             nothing=_("No waiting job selected."),
             gone=_("no longer waiting jobs"),
+            bulk="run_now",
         ),
         Action(
             "priority",

@@ -49,6 +49,7 @@ from django.views.decorators.http import require_POST
 
 from . import (
     actions,
+    admin_outbox,  # noqa: F401 (registers the outbox's admin)
     conf,
     dashboard,
     display,
@@ -58,9 +59,9 @@ from . import (
     taskstats,
     workers_page,
 )
+from .admin_bulk import Across
 from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
-from .models import OutboxEntry
 from .models import Queue as QueueModel
 from .queue import Queue, get_queue
 
@@ -549,15 +550,23 @@ class QueueAdmin(_ModelAdmin):
             raise Http404(f"no action {action!r}")
         q = self._require_actions(request, queue, found.permission)
         tags = self._tags(request)
-        if found.confirm and tags and request.POST.get("confirm") != "yes":
+        across = None
+        if request.POST.get("select_across") == "1":  # every job of the tab that matches
+            across = Across.of(request.POST, found, self._perms(request)["payload"])
+            if across is None:
+                return HttpResponseBadRequest(f"{action} is not offered on every job of a tab")
+        if found.confirm and (tags or across) and request.POST.get("confirm") != "yes":
             what = actions.counted(found.what, len(tags))
+            if across is not None:
+                what = across.what(found, q.read.listing(across.state, 1, 1).counts[across.state])
             ctx = self._context(
                 request,
                 found.title % {"what": what},
                 (queue, self.url("queue", queue, state=found.states[0])),
                 (str(found.label).lower(), None),
                 question=found.confirm % {"what": what},
-                tags=tags,
+                tags=[] if across else tags,
+                across=across.fields() if across else None,
                 action_url=self.url("action", queue, found.name),
                 next=request.POST.get("next", ""),
                 back_url=self.url("queue", queue, state=found.states[0]),
@@ -570,6 +579,10 @@ class QueueAdmin(_ModelAdmin):
             if not raw.lstrip("-").isdigit() or not lo <= int(raw) <= hi:
                 return HttpResponseBadRequest(f"{found.value} must be an integer in [{lo}, {hi}]")
             args = (int(raw),)
+        if across is not None:
+            good, text = across.run(q, found)
+            (messages.success if good else messages.warning)(request, text)
+            return self._back(request, queue, across.state)
         done = sum(found.run(q, t, *args) for t in tags)
         for good, text in actions.outcome(found, done, len(tags)):
             (messages.success if good else messages.warning)(request, text)
@@ -615,38 +628,3 @@ class QueueAdmin(_ModelAdmin):
         )
         messages.success(request, text % {"n": humanize.count(n), "queue": queue})
         return HttpResponseRedirect(self.url("queue", queue, state="dead"))
-
-
-@admin.register(OutboxEntry)
-class OutboxAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """The transactional outbox (``ZQUEUE["OUTBOX"]``), read-only: jobs enqueued in a
-    committed transaction that the relay has not published yet (Redis down, no worker
-    or scanner running), and rows set aside with an error. The arguments (``body``) are
-    shown to users with ``view_payload`` only."""
-
-    list_display = ("id", "queue", "task", "tag", "created_at", "last_error")
-    list_filter = ("queue",)
-    search_fields = ("tag", "task")
-    ordering = ("id",)
-
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        fields = ["id", "queue", "task", "tag", "created_at", "options", "last_error"]
-        if request.user.has_perm("django_zqueue.view_payload"):
-            fields.insert(4, "arguments")
-        return fields
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return self.get_fields(request, obj)
-
-    @admin.display(description="body")
-    def arguments(self, obj: OutboxEntry) -> str:
-        return bytes(obj.body).decode("utf-8", "replace")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

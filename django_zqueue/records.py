@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
+from . import attempts
+from .attempts import AttemptError
 from .exceptions import InvalidArgument
 from .jobspec import DEFAULT_SPEC, JobSpec
 from .recordcodec import loads, read_fields
@@ -225,6 +227,7 @@ class JobInfo:
     group: str | None = None  # its group key (docs/fairness.md)
     expires_at: datetime | None = None  # not started by then, it ends "expired"
     expired_at: datetime | None = None  # while expired: when
+    errors: tuple[AttemptError, ...] = ()  # its last attempts' errors, oldest first
 
     @classmethod
     def from_reply(cls, queue: str, tag: str, reply: list[Any]) -> JobInfo | None:
@@ -256,12 +259,13 @@ class JobInfo:
             enqueued_at=from_ms(record.enqueued_at_ms or 0),
             started_at=record.started_at,
             consumer=record.consumer,
-            last_error=lenient_text(error) or None,
+            last_error=attempts.last_error(error) or None,
             progress=decode_json(progress),
             body=decoded,
             group=record.group,
             expires_at=None if record.expires_at_ms is None else from_ms(record.expires_at_ms),
             expired_at=from_ms(sc) if state == "expired" and sc is not None else None,
+            errors=attempts.decode(error),
         )
 
 

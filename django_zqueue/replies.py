@@ -39,6 +39,7 @@ class NackReply(IntEnum):
 class DeleteReply(IntEnum):
     """``delete.lua``."""
 
+    ELSEWHERE = -2  # not in the state asked for (``only``): left alone
     IN_FLIGHT = -1  # left alone (or dead, with waiting_only)
     MISSING = 0
     DELETED = 1
@@ -47,6 +48,7 @@ class DeleteReply(IntEnum):
 class CancelReply(IntEnum):
     """``cancel.lua``."""
 
+    ELSEWHERE = -2  # not in the state asked for (``only``): left alone
     DEAD = -1  # refused: delete a dead letter instead
     MISSING = 0
     WAITING = 1  # cancelled while ready, delayed or waiting for its parents

@@ -91,6 +91,7 @@ SCRIPT_NAMES = (
     "wf_link",
     "wf_resolve",
     "wf_clear",
+    "range_after",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
@@ -177,6 +178,10 @@ def _deadline(reply: Any) -> int | None:
 
 def _once(reply: Any) -> tuple[str, str]:
     return text(reply[0]), text(reply[1]) if len(reply) > 1 else ""
+
+
+def _entries(reply: Any) -> list[tuple[str, float]]:
+    return [(text(m), float(sc)) for m, sc in zip(reply[0::2], reply[1::2], strict=True)]
 
 
 def _state(reply: Any) -> str | None:
@@ -417,15 +422,31 @@ class Scripts:
         keys = (*k.lifecycle(), k.expiry, k.expired)
         return Call("scan", keys, args, ScanResult.from_reply)
 
-    def delete(self, k: QueueKeys, tag: str, waiting_only: bool) -> Call[DeleteReply]:
+    def delete(
+        self, k: QueueKeys, tag: str, waiting_only: bool, only: str = ""
+    ) -> Call[DeleteReply]:
+        """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
         keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
         wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry)
-        return Call("delete", (*keys, *wf), (tag, "1" if waiting_only else "0"), _as(DeleteReply))
+        args = (tag, "1" if waiting_only else "0", only)
+        return Call("delete", (*keys, *wf), args, _as(DeleteReply))
 
-    def cancel(self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int) -> Call[CancelReply]:
+    def cancel(
+        self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int, only: str = ""
+    ) -> Call[CancelReply]:
+        """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
         keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
         rest = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out, k.wf_res)
-        return Call("cancel", (*keys, *rest), (tag, ttl_ms, p.notify_cap), _as(CancelReply))
+        args = (tag, ttl_ms, p.notify_cap, only)
+        return Call("cancel", (*keys, *rest), args, _as(CancelReply))
+
+    def range_after(
+        self, key: str, after: tuple[float, str] | None, top: float, limit: int
+    ) -> Call[list[tuple[str, float]]]:
+        """At most ``limit`` entries of sorted set ``key`` after the cursor ``after``
+        (score, member; None: from the start), of score <= ``top``, in order."""
+        cursor = ("", "") if after is None else (repr(float(after[0])), after[1])
+        return Call("range_after", (key,), (*cursor, repr(float(top)), limit), _entries)
 
     def run_now(self, k: QueueKeys, p: Policy, tag: str, below: float | None) -> Call[MoveReply]:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)
@@ -436,9 +457,14 @@ class Scripts:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.gpark)
         return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), _as(MoveReply))
 
-    def requeue_dead(self, k: QueueKeys, p: Policy, tag: str) -> Call[RequeueReply]:
+    def requeue_dead(
+        self, k: QueueKeys, p: Policy, tag: str, front: bool = False, below: float | None = None
+    ) -> Call[RequeueReply]:
+        """``front``: to the front of the line, ahead of ``below`` too (the lowest ready
+        score of the other partitions)."""
         keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
-        args = (tag, p.mode, p.aging_us, p.notify_cap)
+        low = "" if below is None else repr(float(below))
+        args = (tag, p.mode, p.aging_us, p.notify_cap, "1" if front else "0", low)
         return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, _as(RequeueReply))
 
     def purge_dead(self, k: QueueKeys, limit: int) -> Call[int]:

@@ -149,7 +149,11 @@ def test_run_now_moves_a_waiting_job_to_the_front(
 def test_every_action_is_offered_where_it_applies() -> None:
     from django_zqueue.actions import ACTIONS, offered
 
-    assert [a.name for a in offered("dead", lambda code: True)] == ["requeue", "delete"]
+    assert [a.name for a in offered("dead", lambda code: True)] == [
+        "requeue",
+        "retry_now",
+        "delete",
+    ]
     assert [a.name for a in offered("ready", lambda code: True)] == [
         "cancel",
         "run_now",

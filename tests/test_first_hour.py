@@ -466,3 +466,15 @@ def test_worker_says_how_to_see_per_job_lines(project: dict[str, str]) -> None:
         f"DEBUG event=job_done queue=default job={job.id} task=testproject.demo.tasks.add "
         "attempt=1 ms="
     ) in verbose
+
+
+def test_requeue_with_front_retries_now(
+    zqueue_settings: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dead = _dead_letters(2)
+    q = get_queue("default")
+    q.publish({"task": "nosuch"}, tag="waiting", priority=1000)
+    call_command("zqueue_dead", "default", "requeue", dead[0], "--front")
+    call_command("zqueue_dead", "default", "requeue", dead[1])
+    assert capsys.readouterr().out == "requeued 1 dead letter\n" * 2
+    assert [q.rank(dead[0]), q.rank("waiting"), q.rank(dead[1])] == [0, 1, 2]

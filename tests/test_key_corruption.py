@@ -98,6 +98,10 @@ SCENARIOS: dict[str, Scenario] = {
     "delete": lambda q: (q.publish("a", tag="a"), q.shards[0].delete("a", False))[-1],
     "requeue_dead": lambda q: q.shards[0].requeue_dead(_dead(q)),
     "purge_dead": lambda q: (_dead(q), q.shards[0].purge_dead(100))[-1],
+    "range_after": lambda q: (
+        _dead(q),
+        q.shards[0].scripts.range_after(q.keys.dead, (0.0, ""), 2.0**60, 10),
+    )[-1],
     "info": lambda q: (q.publish("a", tag="a"), q.shards[0].info("a"))[-1],
     "state": lambda q: (q.publish("a", tag="a"), q.shards[0].state("a"))[-1],
     "positions": lambda q: (q.publish("a", tag="a"), q.shards[0].positions(["a"]))[-1],

@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
         "validate",
         "serializer",
         "registry",
+        "attempts",
     },  # keys, scripts
     {"shard", "queue", "read"},  # queue core: write side, read side
     {
@@ -50,6 +51,8 @@ LAYERS: list[set[str]] = [
     {
         "dashboard",
         "admin",
+        "admin_bulk",
+        "admin_outbox",
         "metrics",
         "checks",
         "doctor",

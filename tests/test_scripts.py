@@ -186,6 +186,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         msg = q.get()
         assert msg is not None
         q.nack(msg, "e", dead=True)
+        q.requeue_dead_all()  # range_after, and requeue_dead
         q.requeue_dead(tag)
         q.delete(tag)
         q.publish("y")

@@ -51,6 +51,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from django_zqueue.attempts import last_error
 from django_zqueue.conf import Backoff, QueueOptions
 from django_zqueue.connection import is_cluster, server_time_ms
 from django_zqueue.exceptions import DuplicateJob
@@ -852,7 +853,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert index.get(tag) == past, "a stale entry waits for the scanner"
 
         want_errors = {t: j.error for t, j in self.jobs.items() if j.error is not None}
-        got_errors = {_s(t): _s(e) for t, e in errors.items()}
+        got_errors = {_s(t): last_error(e) or "" for t, e in errors.items()}
         assert set(got_errors) == set(want_errors)
         for tag, err in want_errors.items():
             assert got_errors[tag].startswith(err)

@@ -11,6 +11,7 @@
 --@include series
 --@include count
 --@include record
+--@include attempts
 
 local function printable(raw)
   if not raw then
@@ -38,8 +39,7 @@ local function bury_corrupt(k, bad, now, from)
   for i, b in ipairs(bad) do
     local id = b[1]
     ids[i] = id
-    errors[#errors + 1] = id
-    errors[#errors + 1] = 'corrupt record: ' .. b[2] .. '\nraw meta: ' .. printable(b[3])
+    errors[i] = {id, 'corrupt record: ' .. b[2] .. '\nraw meta: ' .. printable(b[3])}
     metas[#metas + 1] = id
     metas[#metas + 1] = fresh_record(fresh, b[3])
     dead[#dead + 1] = fmt((us + i - 1) / 1000)
@@ -51,7 +51,7 @@ local function bury_corrupt(k, bad, now, from)
   if k.progress then
     soft('HDEL', k.progress, unpack(ids))
   end
-  soft('HSET', k.errors, unpack(errors))
+  add_attempts(k.errors, now, errors)
   redis.call('HSET', k.meta, unpack(metas))
   redis.call('ZADD', k.dead, unpack(dead))
   count_stat(k.stats, 'dead', n)

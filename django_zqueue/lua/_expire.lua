@@ -9,6 +9,7 @@
 --   Uses k.expired, k.expiry, k.errors, k.stats, k.wf_out, k.wf_res.
 --@include wf_mark
 --@include count
+--@include attempts
 
 local function is_lapsed(meta, now)
   return type(meta.x) == 'number' and meta.x <= now
@@ -23,13 +24,12 @@ local function expire_jobs(k, entries, now)
     at[#at + 1] = now
     at[#at + 1] = e[1]
     ids[#ids + 1] = e[1]
-    errors[#errors + 1] = e[1]
-    errors[#errors + 1] = string.format('expired: not started by %.0f (ms since the epoch)',
-      tonumber(e[2].x) or now)
+    errors[#errors + 1] = {e[1], string.format('expired: not started by %.0f (ms since the epoch)',
+      tonumber(e[2].x) or now)}
   end
   redis.call('ZADD', k.expired, unpack(at))
   redis.call('ZREM', k.expiry, unpack(ids))
-  soft('HSET', k.errors, unpack(errors))
+  add_attempts(k.errors, now, errors)
   count_stat(k.stats, 'jobs_expired', #entries)
   for _, e in ipairs(entries) do
     wf_mark(k.wf_out, k.wf_res, e[1], e[2], false, nil, now)

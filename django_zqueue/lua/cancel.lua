@@ -12,10 +12,13 @@
 --   entry, its end a failure for its dependents: _wf_mark.lua)
 -- ARGV[1] id   ARGV[2] ttl_ms (how long the cancelled record is kept, 1 ms .. 3650 days)
 -- ARGV[3] notify_cap (a running job's slot comes free: one wake-up token)
+-- ARGV[4] only (optional: '' any; ready | delayed | leased | waiting: only a job in that
+--   state, as a bulk action on one state needs)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds.
 -- Returns: 1 cancelled while waiting (ready, delayed, or for its parents); 2 cancelled
 --   while running; 0 no such job;
---   -1 dead (nothing changed: delete it instead).
+--   -1 dead (nothing changed: delete it instead); -2 not in the state `only` names
+--   (nothing changed).
 -- The cancelled record is JSON {"at": ms, "was": state, "a": attempts, "t": token,
 --   "c": consumer} (token and consumer only for a running job).
 -- Work: O(log N).
@@ -34,6 +37,11 @@ guard_keys(KEYS)
 local id, ttl, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if not is_int(ttl, 1, MAX_DELAY_MS) then
   error('ZQ_BAD_ARGUMENT: ttl_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']')
+end
+local only = ({ready = 1, delayed = 2, leased = 3, waiting = 12})[ARGV[4] or '']
+local in_set = only and KEYS[only] -- the set of the state `only` names
+if in_set and not redis.call('ZSCORE', in_set, id) then
+  return -2
 end
 if redis.call('ZSCORE', KEYS[4], id) then
   return -1

@@ -9,8 +9,10 @@
 --   end a failure for its dependents: _wf_mark.lua)
 -- KEYS[13] expired ZSET   KEYS[14] expiry ZSET
 -- ARGV[1] id   ARGV[2] waiting_only (1 = refuse dead jobs too: cancel)
+-- ARGV[3] only (optional: '' any; ready | delayed | dead | waiting | expired: only a job
+--   in that state, as a bulk action on one state needs)
 -- Returns: 1 deleted; 0 no such job; -1 in flight, or dead with waiting_only (nothing
---   changed).
+--   changed); -2 not in the state `only` names (nothing changed).
 -- Work: O(log N).
 
 --@include record
@@ -23,6 +25,11 @@
 guard_keys(KEYS)
 
 local id = ARGV[1]
+local only = ({ready = 1, delayed = 2, dead = 3, waiting = 10, expired = 13})[ARGV[3] or '']
+local in_set = only and KEYS[only] -- the set of the state `only` names
+if in_set and not redis.call('ZSCORE', in_set, id) then
+  return -2
+end
 if redis.call('ZSCORE', KEYS[4], id) or (ARGV[2] == '1' and redis.call('ZSCORE', KEYS[3], id)) then
   return -1
 end

@@ -6,7 +6,8 @@
 -- KEYS[9] ctr    HASH  KEYS[10] stats  HASH  KEYS[11] notify LIST
 -- KEYS[12] wait  ZSET  KEYS[13] wf_out ZSET  KEYS[14] wf_res HASH (a dead workflow job
 --   leaves an outbox entry, see _wf_mark.lua)
--- ARGV[1] id   ARGV[2] token   ARGV[3] error text ('' keeps the previous one)
+-- ARGV[1] id   ARGV[2] token   ARGV[3] error text, added to its attempts (_attempts.lua;
+--   '' adds none)
 -- ARGV[4] retry_ms (0 = ready now)   ARGV[5] bury (1 = dead now, whatever the attempts)
 -- ARGV[6] mode   ARGV[7] aging_us   ARGV[8] dead_max   ARGV[9] dead_ttl_ms
 -- ARGV[10] trim_limit (dead letters removed at most per call)   ARGV[11] notify_cap
@@ -29,6 +30,7 @@
 --@include count
 --@include guard
 --@include record
+--@include attempts
 
 guard_keys(KEYS)
 
@@ -46,6 +48,7 @@ local meta = decode_meta(redis.call('HGET', k.meta, id))
 if not meta or meta.t ~= token or not redis.call('ZSCORE', k.leased, id) then
   return 0
 end
+local failed_by = meta.c -- the consumer of this attempt, for its error (_attempts.lua)
 local now = now_ms()
 meta.t = nil
 meta.c = nil
@@ -57,7 +60,7 @@ if not dead and retry_ms <= 0 then
 end
 redis.call('ZREM', k.leased, id)
 if ARGV[3] ~= '' then
-  soft('HSET', k.errors, id, ARGV[3])
+  add_attempts(k.errors, now, {{id, ARGV[3], meta.a, failed_by}})
 end
 count_stat(k.stats, 'failed', 1)
 bump(k.stats, 'f', 1, now)

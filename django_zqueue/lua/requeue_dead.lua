@@ -7,6 +7,13 @@
 -- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH (a workflow job records that it is revived:
 --   its dependents buried on its account wait again, _wf_mark.lua)
 -- ARGV[1] id   ARGV[2] mode   ARGV[3] aging_us   ARGV[4] notify_cap
+-- ARGV[5] front ('1' = to the front of the line, claimed next: its score is one less
+--   than the lowest of the ready set and of `below`, _front.lua; else '' or '0': scored as
+--   a new job of its priority, at the back of its line)
+-- ARGV[6] below ('' = none: the lowest ready score of the queue's other partitions, read
+--   by the caller, so that with `front` it also goes ahead of theirs)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a `below` that is not a score, or, with
+--   `front`, when the front of the line is already at the lowest exact score (-2^53).
 -- Returns: 1 requeued; 2 requeued, and recorded as revived in the workflow outbox (to
 --   dispatch); 0 not a dead job (nothing changed); -2 its record cannot be used:
 --   it stays dead, its error becomes 'corrupt record: ...' with the raw meta, and its
@@ -14,6 +21,7 @@
 --   once).
 -- Work: O(log N).
 
+--@include bounds
 --@include decode_meta
 --@include bury_corrupt
 --@include now_ms
@@ -24,23 +32,36 @@
 --@include count
 --@include guard
 --@include record
+--@include attempts
+--@include front
 
 guard_keys(KEYS)
 
-local id = ARGV[1]
+local id, front, below = ARGV[1], ARGV[5] == '1', nil
+if ARGV[6] and ARGV[6] ~= '' then
+  below = tonumber(ARGV[6])
+  if not below or below ~= below or math.abs(below) > MAX_EXACT then
+    error('ZQ_BAD_ARGUMENT: below must be a score within 2^53')
+  end
+end
 if not redis.call('ZSCORE', KEYS[1], id) then
   return 0
 end
 local raw = redis.call('HGET', KEYS[3], id)
 local meta, why = decode_meta(raw)
 if not meta then -- as bury_corrupt() does, but it is dead already: no counter moves
-  soft('HSET', KEYS[7], id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw))
+  add_attempts(KEYS[7], now_ms(), {{id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw)}})
   redis.call('HSET', KEYS[3], id, fresh_record({a = 0, m = 0, e = now_ms()}, raw))
   return -2
 end
 meta.a = 0
 meta.t = nil
-local score = fmt(ready_score(KEYS[4], meta, ARGV[2], tonumber(ARGV[3]))) -- may raise: no write yet
+local score -- may raise: no write yet
+if front then
+  score = fmt(front_score(KEYS[2], below))
+else
+  score = fmt(ready_score(KEYS[4], meta, ARGV[2], tonumber(ARGV[3])))
+end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', KEYS[3], id, (encode_record(meta)))
 redis.call('ZADD', KEYS[2], score, id)

@@ -34,6 +34,7 @@
 --@include count
 --@include guard
 --@include record
+--@include attempts
 
 guard_keys(KEYS)
 
@@ -107,9 +108,8 @@ if #expired > 0 then
     else
       ids[#ids + 1] = id
       local total = (meta.m or 0) + 1
-      errors[#errors + 1] = id
-      errors[#errors + 1] = 'lease expired (consumer ' .. tostring(meta.c or '?') ..
-        ', attempt ' .. tostring(meta.a or 0) .. ' of ' .. tostring(total) .. ')'
+      errors[#errors + 1] = {id, 'lease expired (consumer ' .. tostring(meta.c or '?') ..
+        ', attempt ' .. tostring(meta.a or 0) .. ' of ' .. tostring(total) .. ')', meta.a, meta.c}
       meta.t = nil
       meta.c = nil
       meta.q = nil
@@ -134,7 +134,7 @@ if #expired > 0 then
   count_stat(k.stats, 'expired', #expired)
   if #ids > 0 then
     soft('HDEL', k.progress, unpack(ids))
-    soft('HSET', k.errors, unpack(errors))
+    add_attempts(k.errors, now, errors)
     redis.call('HSET', k.meta, unpack(metas))
   end
   corrupt = corrupt + bury_corrupt(k, bad, now, nil)

@@ -40,6 +40,7 @@
 --@include count
 --@include guard
 --@include record
+--@include attempts
 
 guard_keys(KEYS)
 
@@ -74,7 +75,7 @@ end
 
 -- still dead for another failed parent: the error names that one
 local function blame(id, left)
-  soft('HSET', k.errors, id, 'dependency ' .. tostring(left[1][2]) .. ' failed')
+  add_attempts(k.errors, now, {{id, 'dependency ' .. tostring(left[1][2]) .. ' failed'}})
 end
 
 -- whether `parent` is the dependent's parent at `index` (its links' `par` list): an entry
@@ -191,7 +192,7 @@ for i = 0, m - 1 do
     if waiting then
       redis.call('ZREM', k.wait, id)
       redis.call('ZADD', k.dead, fmt(tick_us(k.ctr, 'dclock') / 1000), id)
-      soft('HSET', k.errors, id, 'dependency ' .. parent .. ' failed')
+      add_attempts(k.errors, now, {{id, 'dependency ' .. parent .. ' failed'}})
       count_stat(k.stats, 'dead', 1)
       bump(k.stats, 'd', 1, now)
       killed = killed + 1

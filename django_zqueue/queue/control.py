@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .. import validate
 from ..bounds import MAX_DELAY
@@ -20,6 +20,9 @@ from ..exceptions import InvalidArgument
 from ..records import from_ms
 from ..replies import CancelReply, MoveReply
 from .base import QueueBase
+
+if TYPE_CHECKING:
+    from ..shard import Shard
 
 #: seconds a cancelled job's record is kept (the ``cancelled`` state), by default
 CANCELLED_TTL = 86400.0
@@ -110,16 +113,21 @@ class Control(QueueBase):
         trip). False when the job is not waiting in line (in flight, dead, waiting for
         its parents in a workflow, or no such job)."""
         shard = self.shard_for(validate.tag(tag))
-        below = None
-        if self.partitions > 1:
-            with unavailable_as_error():
-                pipe = self.client.pipeline(transaction=False)
-                others = [s for s in self.shards if s is not shard]
-                for s in others:
+        return self.run(shard.run_now(tag, self.front_of_others(shard))) is MoveReply.MOVED
+
+    def front_of_others(self, shard: Shard) -> float | None:
+        """The lowest ready score of the partitions other than ``shard`` (one round trip),
+        for a job sent to the front of the whole queue; None on one partition, or when
+        the others are empty."""
+        if self.partitions == 1:
+            return None
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for s in self.shards:
+                if s is not shard:
                     pipe.zrange(s.keys.ready, 0, 0, withscores=True)
-                heads = [float(r[0][1]) for r in pipe.execute() if r]
-            below = min(heads) if heads else None
-        return self.run(shard.run_now(tag, below)) is MoveReply.MOVED
+            heads = [float(r[0][1]) for r in pipe.execute() if r]
+        return min(heads) if heads else None
 
     def set_priority(self, tag: str, priority: int) -> bool:
         """Change a waiting job's priority (``set_priority.lua``): a ready job moves to

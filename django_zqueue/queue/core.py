@@ -11,13 +11,12 @@ from ..exceptions import InvalidArgument
 from ..keys import layout_key
 from ..records import NewJob, ScanResult
 from ..replies import DeleteReply, RequeueReply
+from .bulk import Bulk
 from .consume import Consuming
-from .control import Control
-from .flow import Flows
 from .lookup import Lookup
 
 
-class Queue(Flows, Consuming, Lookup, Control):
+class Queue(Bulk, Consuming, Lookup):
     """A named queue in Redis. Every method is one round trip unless it says otherwise.
 
     Jobs are identified by a *tag*: given by the caller (and then unique among the
@@ -45,9 +44,22 @@ class Queue(Flows, Consuming, Lookup, Control):
             self.settle_ends([tag])
         return deleted
 
-    def requeue_dead(self, tag: str) -> bool:
-        """Put a dead job back in line with its attempts reset. False if it isn't dead."""
-        done = self.run(self.shard_for(validate.tag(tag)).requeue_dead(tag))
+    def requeue_dead(self, tag: str, *, front: bool = False) -> bool:
+        """Put a dead job back in line with its attempts reset. False if it isn't dead.
+
+        By default it goes to the back of its priority's line, as a new job would;
+        ``front=True`` ("retry now") puts it at the front of the whole queue: claimed
+        next (rank 0; on a partitioned queue ahead of the heads of the other partitions
+        as read just before, one more round trip).
+        """
+        shard = self.shard_for(validate.tag(tag))
+        if front:
+            call = shard.scripts.requeue_dead(
+                shard.keys, shard.policy, tag, True, self.front_of_others(shard)
+            )
+        else:
+            call = shard.requeue_dead(tag)
+        done = self.run(call)
         if done is RequeueReply.REQUEUED_FLOW:  # a workflow job: its buried dependents wait again
             self.dispatch([tag])
         return done in (RequeueReply.REQUEUED, RequeueReply.REQUEUED_FLOW)

@@ -20,11 +20,12 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..attempts import last_error
 from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
 from ..links import Links
 from ..recordcodec import split_record
-from ..records import JobInfo, Progress, Record, decode_json, lenient_text
+from ..records import JobInfo, Progress, Record, decode_json
 from .links import link_counts_of, queue_link_counts
 from .pipeline import (
     Entry,
@@ -211,7 +212,7 @@ def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) ->
                 record=Record.decode(values["meta"]),
                 body=decode_json(body),
                 progress=Progress.decode(values.get("progress")),
-                error=lenient_text(values.get("errors")),
+                error=last_error(values.get("errors")),
                 links=links[i] if links else None,
             )
         )

@@ -31,6 +31,11 @@ class Command(BaseCommand):
         parser.add_argument("tags", nargs="*", help="requeue: these tags (default: all listed)")
         parser.add_argument("--limit", type=page_size, default=50, help="1 to 1000")
         parser.add_argument(
+            "--front",
+            action="store_true",
+            help="requeue: to the front of the line, claimed next (retry now)",
+        )
+        parser.add_argument(
             "--yes",
             "--noinput",
             "--no-input",
@@ -57,7 +62,7 @@ class Command(BaseCommand):
                 )
             return
         tags = options["tags"] or [i.tag for i in q.read.dead_letters(limit=options["limit"])]
-        moved = sum(q.requeue_dead(t) for t in tags)
+        moved = sum(q.requeue_dead(t, front=options["front"]) for t in tags)
         if options["tags"] and moved < len(tags):
             others = "the other is not a dead letter"
             if len(tags) - moved > 1:

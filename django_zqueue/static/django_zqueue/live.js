@@ -4,13 +4,41 @@
    selected for an action (nothing the operator chose is swept away). */
 (function () {
   "use strict";
-  /* the header checkbox selects (or clears) every job of the page */
+  /* the header checkbox selects (or clears) every job of the page; when the page does
+     not show every job of the tab, it offers them all ("select_across") */
+  function across(form, offer, on) {
+    var bar = form.querySelector("[data-zq-across]");
+    if (!bar) return;
+    bar.hidden = !offer;
+    bar.querySelector("[data-zq-across-input]").value = on ? "1" : "0";
+    bar.querySelector("[data-zq-across-page]").hidden = on;
+    bar.querySelector("[data-zq-across-all]").hidden = !on;
+    form.querySelectorAll("[data-zq-not-across]").forEach(function (b) { b.disabled = on; });
+  }
   document.addEventListener("change", function (e) {
-    var all = e.target;
-    if (!all.matches || !all.matches("[data-zq-select-all]")) return;
-    all.form.querySelectorAll("input[name=tags]").forEach(function (box) {
-      box.checked = all.checked;
-    });
+    var box = e.target;
+    if (!box.matches || !box.form) return;
+    if (box.matches("[data-zq-select-all]")) {
+      box.form.querySelectorAll("input[name=tags]").forEach(function (b) {
+        b.checked = box.checked;
+      });
+      across(box.form, box.checked, false);
+    } else if (box.matches("input[name=tags]") && !box.checked) {
+      var all = box.form.querySelector("[data-zq-select-all]");
+      if (all) all.checked = false;
+      across(box.form, false, false);
+    }
+  });
+  document.addEventListener("click", function (e) {
+    var b = e.target;
+    if (!b.matches || !b.form) return;
+    if (b.matches("[data-zq-across-on]")) across(b.form, true, true);
+    if (b.matches("[data-zq-across-off]")) {
+      b.form.querySelectorAll("input[name=tags], [data-zq-select-all]").forEach(function (x) {
+        x.checked = false;
+      });
+      across(b.form, false, false);
+    }
   });
   var main = document.querySelector("[data-zq-refresh]");
   if (!main || !window.fetch || !window.DOMParser) return;
