@@ -90,6 +90,11 @@ SCRIPT_NAMES = (
     "wf_link",
     "wf_resolve",
     "wf_clear",
+    "steps",
+    "step",
+    "park",
+    "signal",
+    "parked",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
@@ -365,6 +370,7 @@ class Scripts:
             k.unique(msg.tag),
             k.wf_out,
             k.wf_res,
+            k.steps(msg.tag),
         )
         run = "" if run_ms is None else run_ms
         args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run, passed)
@@ -409,12 +415,12 @@ class Scripts:
 
     def delete(self, k: QueueKeys, tag: str, waiting_only: bool) -> Call[DeleteReply]:
         keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
-        wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry)
+        wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry, k.steps(tag))
         return Call("delete", (*keys, *wf), (tag, "1" if waiting_only else "0"), _as(DeleteReply))
 
     def cancel(self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int) -> Call[CancelReply]:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
-        rest = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out, k.wf_res)
+        rest = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out, k.wf_res, k.steps(tag))
         return Call("cancel", (*keys, *rest), (tag, ttl_ms, p.notify_cap), _as(CancelReply))
 
     def run_now(self, k: QueueKeys, p: Policy, tag: str, below: float | None) -> Call[MoveReply]:

@@ -13,11 +13,12 @@ from ..records import NewJob, ScanResult
 from ..replies import DeleteReply, RequeueReply
 from .consume import Consuming
 from .control import Control
+from .durable_calls import Durable
 from .flow import Flows
 from .lookup import Lookup
 
 
-class Queue(Flows, Consuming, Lookup, Control):
+class Queue(Flows, Consuming, Lookup, Control, Durable):
     """A named queue in Redis. Every method is one round trip unless it says otherwise.
 
     Jobs are identified by a *tag*: given by the caller (and then unique among the
