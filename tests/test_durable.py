@@ -52,7 +52,10 @@ class Counter:
 
 
 def steps_of(q: Queue, tag: str) -> dict[bytes, bytes]:
-    return q.client.hgetall(q.keys.steps(tag))  # type: ignore[no-any-return]
+    """The job's records (without ``@e``, the mark of whose they are)."""
+    got = q.client.hgetall(q.keys.steps(tag))
+    got.pop(b"@e", None)
+    return got  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ steps
@@ -190,6 +193,25 @@ def test_a_dead_job_keeps_its_steps_and_skips_them_once_requeued(q: Queue) -> No
     with running(q, claim(q)):
         assert durable.step("charge", charge, 2) == 1
     assert charge.calls == 1
+
+
+def test_a_new_job_of_a_reused_tag_does_not_see_an_earlier_jobs_records(q: Queue) -> None:
+    """A dead letter purged leaves its records to expire; a new job of the same tag
+    starts with none (its record's ``d`` and the hash's ``@e`` differ)."""
+    q.publish("x", tag="order-1")
+    msg = claim(q)
+    charge = Counter()
+    with running(q, msg):
+        durable.step("charge", charge, 1)
+    q.nack(msg, "fatal", dead=True)
+    assert q.purge_dead() == 1
+    assert steps_of(q, "order-1")  # left to expire
+    q.publish("x", tag="order-1")
+    with running(q, claim(q)):
+        assert durable.step("charge", charge, 2) == 2  # run again: a new job
+    assert charge.calls == 2
+    assert steps_of(q, "order-1") == {b"s:charge": b"2"}
+    assert q.signal("order-1", "ev", 1) is False  # kept for this job
 
 
 # ------------------------------------------------------------------ durable sleep

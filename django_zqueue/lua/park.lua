@@ -6,7 +6,8 @@
 -- ("z:<name>"/"w:<name>": what it waits for; cleared by steps.lua and signal.lua).
 --
 -- KEYS[1] leased ZSET   KEYS[2] delayed ZSET   KEYS[3] meta HASH   KEYS[4] steps HASH
--- KEYS[5] progress HASH   KEYS[6] notify LIST
+-- KEYS[5] progress HASH   KEYS[6] notify LIST   KEYS[7] ctr HASH (field dseq: the
+--   record's `d`, see _durable_job.lua)
 -- ARGV[1] id   ARGV[2] token   ARGV[3] field ("z:<name>" or "w:<name>")
 -- ARGV[4] ms (how long from now, 0 .. 3650 days; used when the field is new)
 -- ARGV[5] keep_ms (the steps hash's TTL beyond the wake time)   ARGV[6] max_fields
@@ -38,19 +39,21 @@ local meta = leased_by(KEYS[3], KEYS[1], id, token)
 if not meta then
   return {0}
 end
-if kind == 'w' then
+local mine = records_of(KEYS[4], meta)
+if kind == 'w' and mine then
   local payload = redis.call('HGET', KEYS[4], 'g:' .. name)
   if payload then
     return {2, payload}
   end
 end
 local now = now_ms()
-local wake = tonumber(redis.call('HGET', KEYS[4], field))
+local wake = mine and tonumber(redis.call('HGET', KEYS[4], field))
 if not wake then
-  if redis.call('HLEN', KEYS[4]) >= most then
+  if mine and redis.call('HLEN', KEYS[4]) > most then -- (`@e` is one of them)
     error('ZQ_BAD_ARGUMENT: the job already holds ' .. most .. ' durable records')
   end
   wake = now + ms
+  own_records(KEYS[4], meta, KEYS[7])
   redis.call('HSET', KEYS[4], field, wake)
 end
 if wake <= now then
@@ -61,7 +64,7 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('ZADD', KEYS[2], wake, id)
 meta.a = math.max(0, (meta.a or 1) - 1) -- the attempt is not counted
 meta.t, meta.c, meta.q = nil, nil, nil
-meta.d, meta.pk = 1, field
+meta.pk = field
 job_save(KEYS[3], id, meta)
 soft('HDEL', KEYS[5], id)
 notify(KEYS[6], 1, cap) -- a slot is free (concurrency limit); and the earliest run-at moved

@@ -5,7 +5,7 @@
 --
 -- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
 -- KEYS[5] wait ZSET    KEYS[6] meta HASH      KEYS[7] steps HASH (this job's)
--- KEYS[8] notify LIST
+-- KEYS[8] notify LIST   KEYS[9] ctr HASH (field dseq: the record's `d`, _durable_job.lua)
 -- ARGV[1] id   ARGV[2] name   ARGV[3] payload (JSON)   ARGV[4] max_bytes
 -- ARGV[5] keep_ms (TTL of the steps hash when it has none yet)   ARGV[6] max_fields
 -- ARGV[7] notify_cap
@@ -49,31 +49,31 @@ if not live then
   return 0
 end
 local field = 'g:' .. name
-if redis.call('HEXISTS', KEYS[7], field) == 1 then
+local mine = records_of(KEYS[7], meta)
+if mine and redis.call('HEXISTS', KEYS[7], field) == 1 then
   return -1
 end
 local now = now_ms()
-local deadline = tonumber(redis.call('HGET', KEYS[7], 'w:' .. name))
+local deadline = mine and tonumber(redis.call('HGET', KEYS[7], 'w:' .. name))
 if deadline and deadline <= now then
   return -2
 end
-if redis.call('HLEN', KEYS[7]) >= most then
+if mine and redis.call('HLEN', KEYS[7]) > most then -- (`@e` is one of them)
   error('ZQ_BAD_ARGUMENT: the job already holds ' .. most .. ' durable records')
 end
+local given = own_records(KEYS[7], meta, KEYS[9])
 redis.call('HSET', KEYS[7], field, payload)
 if redis.call('PTTL', KEYS[7]) < keep then
   redis.call('PEXPIRE', KEYS[7], keep)
 end
 if meta.pk == 'w:' .. name and redis.call('ZSCORE', KEYS[2], id) then
   meta.pk = nil
-  meta.d = 1
   job_save(KEYS[6], id, meta)
   redis.call('ZADD', KEYS[2], 'XX', now, id)
   notify(KEYS[8], 1, cap)
   return 2
 end
-if not meta.d then
-  meta.d = 1
+if given then
   job_save(KEYS[6], id, meta)
 end
 return 1

@@ -3,6 +3,7 @@
 -- `d` (it has step records: ack.lua deletes them).
 --
 -- KEYS[1] leased ZSET   KEYS[2] meta HASH   KEYS[3] steps HASH (this job's)
+-- KEYS[4] ctr HASH (field dseq: the record's `d`, see _durable_job.lua)
 -- ARGV[1] id   ARGV[2] token   ARGV[3] field ("s:<name>")   ARGV[4] value (JSON)
 -- ARGV[5] max_fields (most fields the hash may hold)   ARGV[6] max_bytes (longest value)
 -- ARGV[7] keep_ms (TTL of the steps hash, 1 ms .. 3650 days)
@@ -32,16 +33,17 @@ local meta = leased_by(KEYS[2], KEYS[1], id, token)
 if not meta then
   return 0
 end
-if redis.call('HEXISTS', KEYS[3], field) == 1 then
+local mine = records_of(KEYS[3], meta)
+if mine and redis.call('HEXISTS', KEYS[3], field) == 1 then
   return 2
 end
-if redis.call('HLEN', KEYS[3]) >= most then
+if mine and redis.call('HLEN', KEYS[3]) > most then -- (`@e` is one of them)
   error('ZQ_BAD_ARGUMENT: the job already holds ' .. most .. ' durable records')
 end
+local given = own_records(KEYS[3], meta, KEYS[4])
 redis.call('HSET', KEYS[3], field, value)
 redis.call('PEXPIRE', KEYS[3], keep)
-if not meta.d then
-  meta.d = 1
+if given then
   job_save(KEYS[2], id, meta)
 end
 return 1

@@ -7,6 +7,8 @@
 -- ARGV[1] id   ARGV[2] token   ARGV[3] keep_ms (TTL of the steps hash, 1 ms .. 3650 days)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a keep_ms out of bounds.
 -- Returns: {now_ms, leased (1 this delivery holds the lease, 0 stale), field1, value1, ...}
+--   (the fields only while leased, and only the records of this job: `@e`, see
+--   _durable_job.lua, is among them)
 -- Work: O(F) for F fields (at most the steps bound).
 
 --@include bounds
@@ -21,7 +23,10 @@ if not is_int(keep, 1, MAX_DELAY_MS) then
   error('ZQ_BAD_ARGUMENT: keep_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']')
 end
 local meta = leased_by(KEYS[2], KEYS[1], id, token)
-local fields = redis.call('HGETALL', KEYS[3])
+local fields = {}
+if meta and records_of(KEYS[3], meta) then
+  fields = redis.call('HGETALL', KEYS[3])
+end
 if meta then
   if #fields > 0 then
     redis.call('PEXPIRE', KEYS[3], keep)

@@ -76,6 +76,7 @@ class Records:
 def _records(reply: Any) -> Records:
     pairs = [text(x) for x in reply[2:]]
     fields = dict(zip(pairs[0::2], pairs[1::2], strict=True))
+    fields.pop("@e", None)  # whose records they are (lua/_durable_job.lua)
     return Records(int(reply[0]), int(reply[1]) == 1, fields)
 
 
@@ -96,7 +97,7 @@ def steps_call(shard: Shard, msg: Message, keep: int) -> Call[Records]:
 
 def step_call(shard: Shard, msg: Message, field: str, value: str, keep: int) -> Call[StepReply]:
     k = shard.keys
-    keys = (k.leased, k.meta, k.steps(msg.tag))
+    keys = (k.leased, k.meta, k.steps(msg.tag), k.ctr)
     args = (msg.tag, msg.token, field, value, MAX_STEPS, MAX_STEP_BYTES, keep)
     return Call("step", keys, args, lambda r: StepReply(int(r)))
 
@@ -105,14 +106,14 @@ def park_call(
     shard: Shard, msg: Message, field: str, ms: int, keep: int
 ) -> Call[tuple[ParkReply, str]]:
     k = shard.keys
-    keys = (k.leased, k.delayed, k.meta, k.steps(msg.tag), k.progress, k.notify)
+    keys = (k.leased, k.delayed, k.meta, k.steps(msg.tag), k.progress, k.notify, k.ctr)
     args = (msg.tag, msg.token, field, ms, keep, MAX_STEPS, shard.policy.notify_cap)
     return Call("park", keys, args, _park)
 
 
 def signal_call(shard: Shard, tag: str, name: str, payload: str, keep: int) -> Call[SignalReply]:
     k = shard.keys
-    keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.steps(tag), k.notify)
+    keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.steps(tag), k.notify, k.ctr)
     args = (tag, name, payload, MAX_STEP_BYTES, keep, MAX_STEPS, shard.policy.notify_cap)
     return Call("signal", keys, args, lambda r: SignalReply(int(r)))
 
