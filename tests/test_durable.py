@@ -381,3 +381,17 @@ def test_a_worker_parks_and_resumes_a_durable_task(flow: Any) -> None:
     assert job.result() == 41
     q = get_queue("default")
     assert not q.client.exists(q.keys.steps(job.id))
+
+
+def test_the_position_page_says_a_parked_job_sleeps_and_until_when(q: Queue) -> None:
+    from django_zqueue.watch import read_positions
+
+    tag = q.publish("x")
+    plain = q.publish("y", delay=60)
+    with running(q, claim(q)), pytest.raises(Parked) as parked:
+        durable.sleep("nap", 60)
+    got = read_positions(q, [tag, plain])
+    assert got[tag].status == "sleeping" and got[tag].rank is None
+    assert got[tag].until == parked.value.wake_ms / 1000
+    assert got[plain].status == "scheduled" and got[plain].until is None
+    assert got[tag].as_json()["until"] == got[tag].until
