@@ -95,6 +95,12 @@ def steps_call(shard: Shard, msg: Message, keep: int) -> Call[Records]:
     return Call("steps", keys, (msg.tag, msg.token, keep), _records)
 
 
+def records_call(shard: Shard, tag: str) -> Call[Records]:
+    """``steps.lua`` read only: job ``tag``'s records, whatever its state."""
+    k = shard.keys
+    return Call("steps", (k.leased, k.meta, k.steps(tag)), (tag, "", 1), _records)
+
+
 def step_call(shard: Shard, msg: Message, field: str, value: str, keep: int) -> Call[StepReply]:
     k = shard.keys
     keys = (k.leased, k.meta, k.steps(msg.tag), k.ctr)
@@ -121,6 +127,35 @@ def signal_call(shard: Shard, tag: str, name: str, payload: str, keep: int) -> C
 def parked_call(shard: Shard, tag: str) -> Call[tuple[str, int] | None]:
     k = shard.keys
     return Call("parked", (k.delayed, k.meta), (tag,), _parked)
+
+
+@dataclass(frozen=True, slots=True)
+class DurableRecord:
+    """One record of a job, as the admin's job page lists it: ``kind`` step, sleep, wait
+    or event; ``value`` a step's result or an event's payload (JSON text), else None;
+    ``at`` a sleep's wake time or a wait's timeout, else None."""
+
+    kind: str
+    name: str
+    value: str | None
+    at: datetime | None
+
+
+KINDS = {"s": "step", "z": "sleep", "w": "wait", "g": "event"}
+
+
+def listed(records: Records) -> list[DurableRecord]:
+    """A job's records, steps first, in name order within each kind."""
+    out = []
+    for key, value in records.fields.items():
+        kind = KINDS.get(key[:1])
+        if kind is None or key[1:2] != ":":
+            continue
+        timed = kind in ("sleep", "wait")
+        at = from_ms(int(value)) if timed and value.isdigit() else None
+        out.append(DurableRecord(kind, key[2:], None if timed else value, at))
+    order = list(KINDS.values())
+    return sorted(out, key=lambda r: (order.index(r.kind), r.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +208,10 @@ class Durable(QueueBase):
         reply = self.run(signal_call(self.shard_for(tag), tag, name, data, keep_ms(self)))
         refused(reply, self.name, tag, name)
         return reply is SignalReply.WOKEN
+
+    def durable_records(self, tag: str) -> list[DurableRecord]:
+        """Job ``tag``'s durable records (steps, sleeps, waits, events), for operators."""
+        return listed(self.run(records_call(self.shard_for(tag), tag)))
 
     def parked(self, tag: str) -> ParkedFor | None:
         """What job ``tag`` is parked for (a durable sleep or wait), None if it is not."""
