@@ -361,23 +361,35 @@ def durable_flow(n: int) -> int:
     return int(durable.step("b", lambda: a + 1))
 
 
+@task(store_result=True)
+async def durable_flow_async(n: int) -> int:
+    async def times_ten() -> int:
+        return n * 10
+
+    a = await durable.astep("a", times_ten)
+    await durable.asleep("nap", 0.2)
+    return int(await durable.astep("b", lambda: a + 1))
+
+
 @task(store_result=True, isolation="process")
 def durable_flow_isolated(n: int) -> int:
     return int(durable_flow.func(n))
 
 
 @pytest.mark.usefixtures("zqueue_settings")
-@pytest.mark.parametrize("flow", [durable_flow, durable_flow_isolated])
+@pytest.mark.parametrize("flow", [durable_flow, durable_flow_isolated, durable_flow_async])
 def test_a_worker_parks_and_resumes_a_durable_task(flow: Any) -> None:
+    """In a worker thread, in a child process, and on the event-loop lane."""
     job = flow.enqueue(4)
-    Worker(["default"], burst=True, scan_interval=0.05).run()
+    lane = {"async_concurrency": 4} if flow is durable_flow_async else {}
+    Worker(["default"], burst=True, scan_interval=0.05, **lane).run()
     assert job.status() == "sleeping"
     parked = job.parked()
     assert parked is not None and parked.name == "nap"
     info = job.info()
     assert info is not None and info.attempts == 0
     time.sleep(0.25)
-    Worker(["default"], burst=True, scan_interval=0.05).run()
+    Worker(["default"], burst=True, scan_interval=0.05, **lane).run()
     assert job.result() == 41
     q = get_queue("default")
     assert not q.client.exists(q.keys.steps(job.id))
