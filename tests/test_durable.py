@@ -407,3 +407,12 @@ def test_the_position_page_says_a_parked_job_sleeps_and_until_when(q: Queue) -> 
     assert got[tag].until == parked.value.wake_ms / 1000
     assert got[plain].status == "scheduled" and got[plain].until is None
     assert got[tag].as_json()["until"] == got[tag].until
+
+
+def test_parks_and_signals_are_counted(q: Queue) -> None:
+    tag = q.publish("x")
+    with running(q, claim(q)), pytest.raises(Parked):
+        durable.wait_for("go", timeout=60)
+    q.signal(tag, "go", 1)
+    stats = q.stats()
+    assert stats["parked"] == 1 and stats["signalled"] == 1

@@ -7,7 +7,7 @@
 --
 -- KEYS[1] leased ZSET   KEYS[2] delayed ZSET   KEYS[3] meta HASH   KEYS[4] steps HASH
 -- KEYS[5] progress HASH   KEYS[6] notify LIST   KEYS[7] ctr HASH (field dseq: the
---   record's `d`, see _durable_job.lua)
+--   record's `d`, see _durable_job.lua)   KEYS[8] stats HASH (counts `parked`)
 -- ARGV[1] id   ARGV[2] token   ARGV[3] field ("z:<name>" or "w:<name>")
 -- ARGV[4] ms (how long from now, 0 .. 3650 days; used when the field is new)
 -- ARGV[5] keep_ms (the steps hash's TTL beyond the wake time)   ARGV[6] max_fields
@@ -67,5 +67,6 @@ meta.t, meta.c, meta.q = nil, nil, nil
 meta.pk = field
 job_save(KEYS[3], id, meta)
 soft('HDEL', KEYS[5], id)
+count_stat(KEYS[8], 'parked', 1)
 notify(KEYS[6], 1, cap) -- a slot is free (concurrency limit); and the earliest run-at moved
 return {1, wake}

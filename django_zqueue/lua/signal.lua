@@ -6,6 +6,7 @@
 -- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
 -- KEYS[5] wait ZSET    KEYS[6] meta HASH      KEYS[7] steps HASH (this job's)
 -- KEYS[8] notify LIST   KEYS[9] ctr HASH (field dseq: the record's `d`, _durable_job.lua)
+-- KEYS[10] stats HASH (counts `signalled`)
 -- ARGV[1] id   ARGV[2] name   ARGV[3] payload (JSON)   ARGV[4] max_bytes
 -- ARGV[5] keep_ms (TTL of the steps hash when it has none yet)   ARGV[6] max_fields
 -- ARGV[7] notify_cap
@@ -21,6 +22,7 @@
 --@include now_ms
 --@include durable_job
 --@include notify
+--@include count
 --@include guard
 
 guard_keys(KEYS)
@@ -63,6 +65,7 @@ if mine and redis.call('HLEN', KEYS[7]) > most then -- (`@e` is one of them)
 end
 local given = own_records(KEYS[7], meta, KEYS[9])
 redis.call('HSET', KEYS[7], field, payload)
+count_stat(KEYS[10], 'signalled', 1)
 if redis.call('PTTL', KEYS[7]) < keep then
   redis.call('PEXPIRE', KEYS[7], keep)
 end

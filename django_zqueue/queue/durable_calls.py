@@ -112,14 +112,15 @@ def park_call(
     shard: Shard, msg: Message, field: str, ms: int, keep: int
 ) -> Call[tuple[ParkReply, str]]:
     k = shard.keys
-    keys = (k.leased, k.delayed, k.meta, k.steps(msg.tag), k.progress, k.notify, k.ctr)
+    keys = (k.leased, k.delayed, k.meta, k.steps(msg.tag), k.progress, k.notify, k.ctr, k.stats)
     args = (msg.tag, msg.token, field, ms, keep, MAX_STEPS, shard.policy.notify_cap)
     return Call("park", keys, args, _park)
 
 
 def signal_call(shard: Shard, tag: str, name: str, payload: str, keep: int) -> Call[SignalReply]:
     k = shard.keys
-    keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.steps(tag), k.notify, k.ctr)
+    sets = (k.ready, k.delayed, k.leased, k.dead, k.wait)
+    keys = (*sets, k.meta, k.steps(tag), k.notify, k.ctr, k.stats)
     args = (tag, name, payload, MAX_STEP_BYTES, keep, MAX_STEPS, shard.policy.notify_cap)
     return Call("signal", keys, args, lambda r: SignalReply(int(r)))
 
