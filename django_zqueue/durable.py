@@ -31,6 +31,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from . import validate
+from .backends import MARKER
 from .bounds import MAX_DELAY
 from .context import JobContext, current_job
 from .exceptions import Parked, SignalRefused, StaleDelivery, StepError, TimedOut
@@ -89,6 +90,9 @@ def _context(what: str) -> JobContext:
     ctx = current_job()
     if ctx is None:
         raise StepError(f"durable.{what} is called outside a job (only inside a running task)")
+    body = ctx.message.body
+    if isinstance(body, dict) and MARKER in body:
+        raise StepError(f"durable.{what}: a task of Django's Tasks framework cannot be durable")
     return ctx
 
 

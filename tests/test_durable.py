@@ -416,3 +416,11 @@ def test_parks_and_signals_are_counted(q: Queue) -> None:
     q.signal(tag, "go", 1)
     stats = q.stats()
     assert stats["parked"] == 1 and stats["signalled"] == 1
+
+
+def test_a_django_tasks_task_cannot_be_durable(q: Queue) -> None:
+    from django_zqueue.backends import MARKER
+
+    q.publish({MARKER: 1, "task": "x"})
+    with running(q, claim(q)), pytest.raises(StepError, match="Django's Tasks"):
+        durable.step("a", lambda: 1)
