@@ -428,6 +428,7 @@ class QueueAdmin(_ModelAdmin):
             state_url=self.url("queue", queue, state=state_tab),
             job_actions=self._actions(request, queue, detail.info.state),
             links=self._links(q, tag),
+            durable=q.durable_records(tag),  # a durable task's steps (docs/durable.md)
             here=self.url("job", queue, id=tag),
         )
         return TemplateResponse(request, "admin/django_zqueue/job.html", ctx)

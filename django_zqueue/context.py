@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from .queue import Message, Queue
 
@@ -29,6 +30,8 @@ class JobContext:
     #: set by the worker when the job was cancelled (``Queue.cancel``) while it runs (a
     #: plain flag, read by the job's thread: no lock or event to make per job)
     cancelled: bool = field(default=False, repr=False)
+    #: the run's durable records (``django_zqueue.durable``), read at its first durable call
+    records: Any = field(default=None, repr=False)
 
     @property
     def cancel_requested(self) -> bool:

@@ -160,3 +160,35 @@ class JobCancelled(ZQueueError):
 # django_zqueue.worker exports both.
 JobTimeout.__module__ = "django_zqueue.worker"
 JobCancelled.__module__ = "django_zqueue.worker"
+
+
+class StepError(InvalidArgument):
+    """A durable step, sleep or wait (``django_zqueue.durable``) that cannot be recorded:
+    called outside a job, a name used twice in one run, a result that is not JSON or too
+    big, too many records for one job. Nothing was written."""
+
+
+class StaleDelivery(ZQueueError):
+    """A durable record refused: this run's lease is no longer the job's (it ran out and
+    the job was handed to another worker, or it was cancelled). The run should stop; its
+    outcome is refused as stale too."""
+
+
+class TimedOut(ZQueueError):
+    """``durable.wait_for``: the event did not come before the wait's timeout."""
+
+
+class SignalRefused(ZQueueError, LookupError):
+    """``Queue.signal``: no such job (gone, or ended), or the event was already delivered
+    to it, or its wait for the event timed out. Nothing was written."""
+
+
+class Parked(BaseException):
+    """Ends a run parked by ``durable.sleep`` or ``durable.wait_for``: the job waits in
+    Redis (no attempt used) and its worker sends nothing. A ``BaseException``, so that a
+    task's ``except Exception`` does not stop it."""
+
+    def __init__(self, field: str, wake_ms: int) -> None:
+        super().__init__(field, wake_ms)
+        self.field = field
+        self.wake_ms = wake_ms

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .queue import JobInfo, Queue, get_queue
+from .queue.durable_calls import ParkedFor
 from .watch import DEFAULT_MAX_AGE, position_url
 
 if TYPE_CHECKING:
@@ -67,13 +68,18 @@ class Job:
         return self.queue.info(self.id)
 
     def status(self) -> str:
-        """``ready``, ``waiting`` (for its parents: a workflow), ``delayed``, ``running``,
+        """``ready``, ``waiting`` (for its parents: a workflow), ``delayed``, ``sleeping``
+        (a durable sleep), ``waiting_for_event`` (a durable wait: :meth:`parked` says until
+        when), ``running``,
         ``dead``, ``expired`` (not started before its expiry), ``finished`` (a result is
         kept), ``cancelled`` (its cancel record is kept), or ``unknown`` (finished without
         a kept result, or never published: e.g. its transaction rolled back)."""
         state = self.queue.state(self.id)
         if state == "leased":
             return "running"
+        if state == "delayed":
+            parked = self.queue.parked(self.id)
+            return parked.status if parked is not None else state
         if state is not None:
             return state
         try:
@@ -108,6 +114,23 @@ class Job:
         <django_zqueue.queue.Queue.cancel_job>`); False when it is dead or gone."""
         return self.queue.cancel(self.id)
 
+    def signal(self, name: str, payload: Any = None) -> bool:
+        """Deliver event ``name`` (with ``payload``, JSON) to this job's
+        ``durable.wait_for(name)`` (:meth:`Queue.signal
+        <django_zqueue.queue.Queue.signal>`): True when it woke the job, False when the
+        event is kept until the job gets there; ``SignalRefused`` when the job is gone or
+        ended, the event was delivered already, or the wait timed out."""
+        return self.queue.signal(self.id, name, payload)
+
+    def parked(self) -> ParkedFor | None:
+        """What the job is parked for (a durable sleep, or a wait for an event, and until
+        when), None when it is not parked."""
+        return self.queue.parked(self.id)
+
+    async def asignal(self, name: str, payload: Any = None) -> bool:
+        """:meth:`signal` from asyncio code."""
+        return await self.aqueue.signal(self.id, name, payload)
+
     def result(self) -> Any:
         """The return value, when the task has ``store_result=True`` and has finished;
         ``LookupError`` otherwise."""
@@ -141,6 +164,9 @@ class Job:
         """:meth:`status` from asyncio code."""
         aq = self.aqueue
         state = await aq.state(self.id)
+        if state == "delayed":
+            parked = await asyncio.to_thread(self.queue.parked, self.id)
+            return parked.status if parked is not None else state
         if state is not None:
             return "running" if state == "leased" else state
         try:

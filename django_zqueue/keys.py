@@ -58,6 +58,13 @@ class QueueKeys:
         """STRING: the record of cancelled job ``id`` (kept with a TTL)."""
         return f"{self.tag}:cancelled:{id}"
 
+    def steps(self, id: str) -> str:
+        """HASH: durable records of job ``id`` (docs/durable.md): ``s:<name>`` a step's
+        JSON result, ``z:<name>`` a sleep's wake time (ms), ``w:<name>`` a wait's
+        deadline (ms), ``g:<name>`` a signal's JSON payload. Deleted when the job is
+        acked, cancelled or deleted; else it expires (TTL renewed at each run)."""
+        return f"{self.tag}:steps:{id}"
+
     def task_stats(self, slot: int) -> str:
         """HASH: per-task counts and run-time histogram of one 5-minute slot (expires after
         an hour: :mod:`django_zqueue.taskstats`)."""

@@ -23,7 +23,8 @@ Metrics, each labelled ``queue``::
     zqueue_paused               1 while the queue is paused (Queue.pause), else 0
     zqueue_jobs_<event>_total   counters: enqueued, claimed, acked, failed, retried,
                                 dead, expired, deleted, requeued, released, cancelled,
-                                relayed (by the outbox relay)
+                                relayed (by the outbox relay), parked and signalled
+                                (durable tasks)
     zqueue_run_seconds_total    run time reported by acks
 
 and, for a queue with ``fairness="groups"`` only, the biggest groups without their names
@@ -69,6 +70,8 @@ COUNTERS = (
     ("cancelled", "Running jobs cancelled (a waiting job cancelled counts as deleted)."),
     ("jobs_expired", "Jobs not started before their expiry, ended in the state expired."),
     ("relayed", "Jobs published by the outbox relay (enqueued in a transaction, OUTBOX)."),
+    ("parked", "Runs parked by a durable sleep or wait (no attempt used)."),
+    ("signalled", "Events delivered to jobs (Job.signal, for durable.wait_for)."),
 )
 #: groups per fair queue in the metrics, and jobs of each state read to find them
 TOP_GROUPS = 5

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 from . import signals
 from .context import JobContext
 from .events import kv, log, send
+from .exceptions import Parked
 from .queue import NO_RESULT
 
 if TYPE_CHECKING:
@@ -78,7 +79,27 @@ class Released:
     record: TaskRecord | None = None  # (never one: a released job has no result)
 
 
-Outcome: TypeAlias = Success | Failure | Released
+@dataclass(frozen=True, slots=True)
+class ParkedRun:
+    """The run ended parked (``durable.sleep``, ``durable.wait_for``): ``park.lua`` put
+    the job in delayed already, without using an attempt. Nothing is to be sent."""
+
+    on: str  # what it waits for: "z:<name>" (a sleep) or "w:<name>" (an event)
+    wake_ms: int  # when it runs again at the latest, ms on Redis TIME
+    context: JobContext
+    finished: float = field(default_factory=time.monotonic)
+    record: TaskRecord | None = None  # (never one)
+
+
+Outcome: TypeAlias = Success | Failure | Released | ParkedRun
+
+
+def parked(ctx: JobContext, exc: Parked) -> ParkedRun:
+    """The outcome of a run that ``exc`` ended parked; logged (``job_parked``)."""
+    log.info(
+        kv(event="job_parked", queue=ctx.queue.name, job=ctx.id, on=exc.field, wake=exc.wake_ms)
+    )
+    return ParkedRun(exc.field, exc.wake_ms, ctx)
 
 
 def released(ctx: JobContext, exc: BaseException) -> Released:

@@ -54,6 +54,8 @@ def describe(pos: Position) -> tuple[str, str]:
     else:
         line = {
             "scheduled": _("Scheduled: it joins the line at its start time."),
+            "sleeping": _("Paused: it goes on at a set time."),
+            "waiting_for_event": _("Waiting for a confirmation before it goes on."),
             "running": _("Running now."),
             "failed": _("It could not be completed."),
             "cancelled": _("Cancelled: it will not run."),

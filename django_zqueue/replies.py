@@ -77,3 +77,30 @@ class TouchReply(IntEnum):
 
     CANCELLED = -1  # the job was cancelled (cancel.lua): stop it
     STALE = 0
+
+
+class StepReply(IntEnum):
+    """``step.lua``."""
+
+    STALE = 0  # the delivery is no longer this worker's: nothing recorded
+    RECORDED = 1
+    ALREADY = 2  # a record of that name stands: nothing changed
+
+
+class ParkReply(IntEnum):
+    """``park.lua`` (the first element of its reply)."""
+
+    STALE = 0
+    PARKED = 1
+    SIGNALLED = 2  # the event waited for is there: not parked (its payload follows)
+    DUE = 3  # the wake time has passed: not parked
+
+
+class SignalReply(IntEnum):
+    """``signal.lua``."""
+
+    TIMED_OUT = -2  # the job's wait for this event timed out: nothing changed
+    ALREADY = -1  # this event was delivered already: nothing changed
+    NO_JOB = 0  # no such job (gone or ended): nothing changed
+    KEPT = 1  # delivered, kept for the job's wait_for
+    WOKEN = 2  # delivered, and the job, parked for it, is due at once

@@ -92,6 +92,11 @@ SCRIPT_NAMES = (
     "wf_resolve",
     "wf_clear",
     "range_after",
+    "steps",
+    "step",
+    "park",
+    "signal",
+    "parked",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
@@ -380,6 +385,7 @@ class Scripts:
             k.unique(msg.tag),
             k.wf_out,
             k.wf_res,
+            k.steps(msg.tag),
         )
         run = "" if run_ms is None else run_ms
         args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run, passed)
@@ -427,7 +433,7 @@ class Scripts:
     ) -> Call[DeleteReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
         keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
-        wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry)
+        wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry, k.steps(tag))
         args = (tag, "1" if waiting_only else "0", only)
         return Call("delete", (*keys, *wf), args, _as(DeleteReply))
 
@@ -436,7 +442,7 @@ class Scripts:
     ) -> Call[CancelReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
         keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
-        rest = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out, k.wf_res)
+        rest = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out, k.wf_res, k.steps(tag))
         args = (tag, ttl_ms, p.notify_cap, only)
         return Call("cancel", (*keys, *rest), args, _as(CancelReply))
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .keys import TASK_STATS_SLOT_SECONDS
-from .outcome import Outcome, Released, Success
+from .outcome import Outcome, ParkedRun, Released, Success
 from .read import task_stat_slots
 from .records import text
 
@@ -79,7 +79,7 @@ def add_to(batch: Batch, done: Iterable[Done]) -> None:
     per_queue: dict[str, tuple[Queue, dict[str, list[int]]]] = {}
     for d in done:
         msg, out, q = d.message, d.outcome, d.queue
-        if isinstance(out, Released):  # given back unrun: not a run
+        if isinstance(out, Released | ParkedRun):  # given back unrun, or parked: not sent
             continue
         entry = per_queue.get(q.name)
         if entry is None:

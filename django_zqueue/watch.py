@@ -33,6 +33,7 @@ from django.urls import reverse
 from . import read
 from .exceptions import InvalidArgument
 from .queue import get_queue
+from .queue.durable_calls import ParkedFor, parked_call, parked_for
 from .read.pipeline import ahead_of, queue_ahead
 from .records import Progress, decode_json
 from .scripts import MAX_POSITIONS, Standing
@@ -125,13 +126,16 @@ class Position:
     read_at: float
     progress: int | None = None
     progress_note: str | None = None
+    #: while parked by a durable sleep or wait (statuses ``sleeping``, ``waiting_for_event``):
+    #: when it runs again at the latest, Unix seconds
+    until: float | None = None
 
     @property
     def version(self) -> str:
         """Changes exactly when the status, the rank or the reported progress changes
         (not the ETA): what a long-poll waits on. The same in every process."""
-        raw = f"{self.status}:{self.rank}:{self.progress}:{self.progress_note}".encode()
-        return hashlib.blake2s(raw, digest_size=6).hexdigest()
+        raw = f"{self.status}:{self.rank}:{self.progress}:{self.progress_note}:{self.until}"
+        return hashlib.blake2s(raw.encode(), digest_size=6).hexdigest()
 
     def as_json(self) -> dict[str, Any]:
         eta = None if self.eta_seconds is None else round(self.eta_seconds, 1)
@@ -141,6 +145,7 @@ class Position:
             "ahead": self.rank,
             "eta_seconds": eta,
             "progress": self.progress,
+            "until": self.until,
             "version": self.version,
         }
 
@@ -179,6 +184,7 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
     workers = read.live_threads_now(tail[-1])
     ranks = _global_ranks(q, standings)
     cancelled = _cancelled(q, [st.tag for st in standings if not st.state])
+    parked = _parked(q, [st.tag for st in standings if st.state == "delayed"])
     mean = read.mean_run_ms(acked, run_ms)
     now = time.monotonic()
     out = {}
@@ -189,7 +195,27 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
         done = reported.get(st.tag) if status == "running" else None
         percent = None if done is None or done.value is None else round(done.value * 100)
         note = done.note if done is not None else None
-        out[st.tag] = Position(status, rank, eta, now, percent, note)
+        park = parked.get(st.tag)
+        if park is not None:
+            status = park.status
+        until = park.until.timestamp() if park is not None else None
+        out[st.tag] = Position(status, rank, eta, now, percent, note, until)
+    return out
+
+
+def _parked(q: Queue, tags: list[str]) -> dict[str, ParkedFor]:
+    """What each delayed job of ``tags`` is parked for (durable tasks), in one more round
+    trip, only when there are delayed jobs."""
+    if not tags:
+        return {}
+    batch = q.batch()
+    pending = [(tag, batch.add(parked_call(q.shard_for(tag), tag))) for tag in tags]
+    q.send(batch)
+    out = {}
+    for tag, p in pending:
+        park = parked_for(p.result())
+        if park is not None:
+            out[tag] = park
     return out
 
 

@@ -717,3 +717,27 @@ def test_a_burst_turns_the_throughput_chart_to_a_log_axis() -> None:
     assert text == "03:00 UTC: acked 1,915" and (x, y) == tuple(
         chart.lines[1].points.split()[3].split(",")
     )
+
+
+def test_job_page_lists_a_durable_tasks_steps(
+    payload_viewer: Client, viewer: Client, project: dict[str, Any]
+) -> None:
+    from django_zqueue import durable
+    from django_zqueue.context import JobContext, set_current_job
+    from django_zqueue.exceptions import Parked
+
+    q = get_queue("default")
+    tag = q.publish({"task": "x"})
+    msgs, _ = q.claim(1, "c")
+    set_current_job(JobContext(msgs[0], q, "x"))
+    try:
+        durable.step("charge", lambda: {"id": "ch_1"})
+        with pytest.raises(Parked):
+            durable.sleep("cool-off", 3600)
+    finally:
+        set_current_job(None)
+    html = payload_viewer.get(job_url(tag)).content.decode()
+    assert 'id="zq-durable"' in html and "charge" in html and "ch_1" in html
+    assert "cool-off" in html
+    hidden = viewer.get(job_url(tag)).content.decode()
+    assert "charge" in hidden and "ch_1" not in hidden  # a result is payload

@@ -19,6 +19,7 @@ import redis
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.queue import Queue, schedstore
+from django_zqueue.queue import durable_calls as dc
 from django_zqueue.queue.flow import publish_flow
 from django_zqueue.records import Ack
 from django_zqueue.scripts import SCRIPT_NAMES, Call
@@ -33,6 +34,13 @@ def _leased(q: Queue) -> Any:
     q.publish("b", tag="b", delay=60)
     msg = q.get()
     assert msg is not None
+    return msg
+
+
+def _stepped(q: Queue) -> Any:
+    """A leased job with one durable step recorded."""
+    msg = _leased(q)
+    assert q.run(dc.step_call(q.shards[0], msg, "s:a", "1", 60_000))
     return msg
 
 
@@ -132,6 +140,14 @@ SCENARIOS: dict[str, Scenario] = {
         q.shards[0].wf_resolve([Resolution("c", 1, "1", '"r"', "p")]),
     )[-1],
     "wf_clear": lambda q: q.shards[0].wf_clear("p", _flow_ended(q)),
+    "steps": lambda q: dc.steps_call(q.shards[0], _stepped(q), 60_000),
+    "step": lambda q: dc.step_call(q.shards[0], _stepped(q), "s:b", "2", 60_000),
+    "park": lambda q: dc.park_call(q.shards[0], _stepped(q), "z:nap", 60_000, 60_000),
+    "signal": lambda q: (
+        q.publish("a", tag="a", delay=60),
+        dc.signal_call(q.shards[0], "a", "ev", '"go"', 60_000),
+    )[-1],
+    "parked": lambda q: (q.publish("a", tag="a", delay=60), dc.parked_call(q.shards[0], "a"))[-1],
 }
 FAIR = {"claim_fair"}
 

@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
         "_django_tasks",
         "outcome",
         "context",
+        "durable",
         "watch",
         "taskstats",
         "tracing",

@@ -13,6 +13,7 @@ import redis
 from django_zqueue.exceptions import QueueFull, ZQueueError
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue, schedstore
+from django_zqueue.queue import durable_calls as dc
 from django_zqueue.records import NewJob
 from django_zqueue.scripts import (
     ERRORS,
@@ -206,6 +207,14 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q.publish("c", depends_on=[parent])
         q.ack(q.get())  # type: ignore[arg-type]
         q.dispatch([parent])
+        durable = q.publish("d", priority=9)  # durable tasks: a read, a step, an event, a park
+        msg = q.get()
+        assert msg is not None and msg.tag == durable
+        q.run(dc.steps_call(q.shards[0], msg, 60_000))
+        q.run(dc.step_call(q.shards[0], msg, "s:a", "1", 60_000))
+        q.signal(durable, "ev", 1)
+        q.run(dc.park_call(q.shards[0], msg, "z:nap", 60_000, 60_000))
+        q.parked(durable)
     finally:
         Batch.add = original_batch  # type: ignore[method-assign]
     assert seen, f"{name} was not called"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -54,10 +54,12 @@ from hypothesis.stateful import (
 from django_zqueue.attempts import last_error
 from django_zqueue.conf import Backoff, QueueOptions
 from django_zqueue.connection import is_cluster, server_time_ms
-from django_zqueue.exceptions import DuplicateJob
+from django_zqueue.exceptions import DuplicateJob, SignalRefused
 from django_zqueue.queue import NOTIFY_CAP, Message, Queue
+from django_zqueue.queue import durable_calls as dc
 from django_zqueue.recordcodec import read_fields, split_record
 from django_zqueue.records import from_ms as _from_ms
+from django_zqueue.replies import ParkReply, StepReply
 
 from .records_util import update_fields
 
@@ -135,6 +137,8 @@ class Job:
     progress: bool = False
     expires: bool = False  # its record holds an expiry (published with one, not yet started)
     lapsed: int | None = None  # its expiry made past by the harness: the score written
+    event: str | None = None  # parked by durable.wait_for for this event (docs/durable.md)
+    delivered: set[str] = field(default_factory=set)  # events signalled to it
 
 
 def _when_kwargs(name: str) -> dict[str, Any]:
@@ -499,6 +503,14 @@ class QueueMachine(RuleBasedStateMachine):
             "nack": lambda: self.q.nack(msg, "late", retry_in=0) is None,
             "nack_dead": lambda: self.q.nack(msg, "late", dead=True) is None,
             "touch": lambda: self.q.touch(msg, extend=60, progress=0.5) is None,
+            "step": lambda: (
+                self.q.run(dc.step_call(self.q.shards[0], msg, "s:x", "1", 60_000))
+                is StepReply.STALE
+            ),
+            "park": lambda: (
+                self.q.run(dc.park_call(self.q.shards[0], msg, "z:x", 60_000, 60_000))
+                == (ParkReply.STALE, "")
+            ),
         }
         for op in [first, *(o for o in ops if o != first)]:
             before = self._snapshot()
@@ -540,6 +552,42 @@ class QueueMachine(RuleBasedStateMachine):
         assert _from_ms(t0 + ext_ms) <= got <= _from_ms(t1 + ext_ms)
         job.past = None  # a heartbeat revives an expired (not yet recovered) lease
         job.deadline = round(got.timestamp() * 1000)
+
+    # ------------------------------------------------------------------ durable tasks
+
+    @precondition(lambda self: any(j.state == LEASED for j in self.jobs.values()))
+    @rule(idx=INDEX, kind=st.sampled_from(["z", "w"]), name=st.sampled_from(["a", "b"]))
+    def park(self, idx, kind, name):
+        """durable.sleep / wait_for: the job to delayed, its attempt given back."""
+        job = self._pick(self._in(LEASED), idx)
+        assert job.msg is not None
+        call = dc.park_call(self.q.shards[0], job.msg, f"{kind}:{name}", 3_600_000, 60_000)
+        code, wake = self.q.run(call)
+        if kind == "w" and name in job.delivered:  # the event is there: not parked
+            assert code is ParkReply.SIGNALLED, (code, wake)
+            return
+        assert code is ParkReply.PARKED, (code, wake)
+        job.state = DELAYED
+        job.attempts = max(0, job.attempts - 1)
+        job.token = job.msg = job.consumer = None
+        job.progress = False
+        job.past = None
+        job.event = name if kind == "w" else None
+
+    @precondition(lambda self: any(j.state == DELAYED and j.event for j in self.jobs.values()))
+    @rule(idx=INDEX)
+    def signal(self, idx):
+        """An event a parked job waits for: delivered once, the job due at once."""
+        job = self._pick([j for j in self._in(DELAYED) if j.event], idx)
+        assert job.event is not None
+        assert self.q.signal(job.tag, job.event, {"n": idx}) is True
+        with pytest.raises(SignalRefused):
+            self.q.signal(job.tag, job.event, 0)
+        score = self.client.zscore(self.q.keys.delayed, job.tag)
+        assert score is not None and score <= self._redis_now()
+        job.past = int(score)
+        job.delivered.add(job.event)
+        job.event = None
 
     # ------------------------------------------------------------------ time passing
 

@@ -6,13 +6,14 @@
 -- stop a script (_count.lua, _notify.lua); a per-job result or reservation is
 -- overwritten, whatever it held.
 -- The counters the scripts read as numbers are checked the same way: absent, or a
--- number (an integer where they are added to): in `ctr` tok, seq, tseq, clock, dclock, vt; in
+-- number (an integer where they are added to): in `ctr` tok, seq, tseq, clock, dclock, vt,
+-- dseq; in
 -- a workflow job's `wf:<id>` need and got.
 
 -- the type of each key by the name after its hash tag (strings, not a table: a table
 -- would be built on every call); 'errors', 'progress', 'stats', 'notify': see above
 local ZSETS = ' ready delayed leased dead sched ginflight gpark gwait wait wf_out expiry expired '
-local HASHES = ' body meta ctr rate workers sched_defs sched_last gstarts gstarts_prev grate wf_res wf '
+local HASHES = ' body meta ctr rate workers sched_defs sched_last gstarts gstarts_prev grate wf_res wf steps '
 local STRINGS = ' cancelled '
 
 local function key_type(name)
@@ -33,7 +34,8 @@ end
 -- to with HINCRBY)
 local function counters(name)
   if name == 'ctr' then
-    return {'tok', 'seq', 'tseq', 'clock', 'dclock', 'vt'}, {true, true, false, false, false, false}
+    return {'tok', 'seq', 'tseq', 'clock', 'dclock', 'vt', 'dseq'},
+      {true, true, false, false, false, false, true}
   elseif name == 'wf' then
     return {'need', 'got'}, {true, true}
   end

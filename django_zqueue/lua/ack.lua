@@ -11,6 +11,7 @@
 -- ARGV[4] result JSON ('' = keep none)   ARGV[5] result TTL ms   ARGV[6] run time ms
 --   ('' = not measured; else added to stats run_ms)
 -- KEYS[10] wf_out ZSET  KEYS[11] wf_res HASH (the workflow outbox, see _wf_mark.lua)
+-- KEYS[12] steps HASH (this job's durable step records: deleted when the record has `d`)
 -- ARGV[7] the result passed to dependents, JSON ('' = null; used only when the job is
 --   part of a workflow)
 -- Returns: 1 acked; 2 acked, and its end is in the workflow outbox to dispatch; 0 stale
@@ -48,6 +49,9 @@ if unique then
   redis.call('SET', KEYS[9], '1', 'PX', unique)
 end
 drop_record(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id)
+if meta.d and KEYS[12] then
+  redis.call('DEL', KEYS[12])
+end
 count_stat(KEYS[6], 'acked', 1)
 local now = now_ms()
 bump(KEYS[6], 'a', 1, now)

@@ -14,7 +14,8 @@
 -- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
 --   or listed twice in the call): nothing changed for it; 2 not acked here, nothing
 --   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
---   a unique_for reservation; `k`, `n`, a workflow job whose end goes to the outbox):
+--   a unique_for reservation; `k`, `n`, a workflow job whose end goes to the outbox;
+--   `d`, a job with durable step records to delete):
 --   the caller acks it with ack.lua.
 --   The token of a compact record is read from its unpacked fields (not its body); of a
 --   JSON-layout record from its text (`"t":<token>` right after `{` or `,`: a quote
@@ -33,7 +34,7 @@
 
 guard_keys(KEYS)
 
-local FULL_ACK_FIELDS = {'u', 'k', 'n'}
+local FULL_ACK_FIELDS = {'u', 'k', 'n', 'd'}
 
 local n = (#ARGV - 1) / 5
 local cap = tonumber(ARGV[1])

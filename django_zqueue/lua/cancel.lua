@@ -10,6 +10,7 @@
 -- KEYS[12] wait ZSET   KEYS[13] wf_out ZSET   KEYS[14] wf_res HASH (workflows: a job
 --   waiting for its parents is cancelled too; a cancelled workflow job leaves an outbox
 --   entry, its end a failure for its dependents: _wf_mark.lua)
+-- KEYS[15] steps HASH (this job's durable step records, deleted)
 -- ARGV[1] id   ARGV[2] ttl_ms (how long the cancelled record is kept, 1 ms .. 3650 days)
 -- ARGV[3] notify_cap (a running job's slot comes free: one wake-up token)
 -- ARGV[4] only (optional: '' any; ready | delayed | leased | waiting: only a job in that
@@ -69,6 +70,9 @@ if meta then
     rec.t = meta.t
     rec.c = meta.c
   end
+end
+if KEYS[15] then
+  redis.call('DEL', KEYS[15]) -- its durable step records
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
 redis.call('SET', KEYS[11], cjson.encode(rec), 'PX', ttl)

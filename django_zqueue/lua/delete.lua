@@ -7,7 +7,8 @@
 -- KEYS[9] stats HASH  KEYS[10] wait ZSET  KEYS[11] wf_out ZSET  KEYS[12] wf_res HASH
 --   (a waiting job is deleted too; a deleted workflow job leaves an outbox entry, its
 --   end a failure for its dependents: _wf_mark.lua)
--- KEYS[13] expired ZSET   KEYS[14] expiry ZSET
+-- KEYS[13] expired ZSET   KEYS[14] expiry ZSET   KEYS[15] steps HASH (this job's durable
+--   step records, deleted)
 -- ARGV[1] id   ARGV[2] waiting_only (1 = refuse dead jobs too: cancel)
 -- ARGV[3] only (optional: '' any; ready | delayed | dead | waiting | expired: only a job
 --   in that state, as a bulk action on one state needs)
@@ -45,6 +46,9 @@ redis.call('ZREM', KEYS[14], id) -- its expiry, if it had one
 local meta = parse_record(raw, true)
 if meta and not ended then
   wf_mark(KEYS[11], KEYS[12], id, meta, false, nil, now_ms())
+end
+if KEYS[15] then
+  redis.call('DEL', KEYS[15]) -- its durable step records
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
 count_stat(KEYS[9], 'deleted', 1)

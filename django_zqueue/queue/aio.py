@@ -34,7 +34,7 @@ from ..exceptions import DuplicateJob, InvalidArgument, QueueUnavailable
 from ..keys import partition_of
 from ..read.pipeline import queue_ahead
 from ..records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
-from ..replies import CancelReply
+from ..replies import CancelReply, SignalReply
 from ..scripts import Call, script_error, source
 from .consume import MAX_BATCH, NO_RESULT
 from .control import CANCELLED_TTL, CancelledJob, read_cancelled
@@ -258,6 +258,16 @@ class AsyncQueue:
         if done:  # a workflow job's end goes to its dependents now, as the sync cancel does
             await asyncio.to_thread(self.queue.settle_ends, [tag])
         return done
+
+    async def signal(self, tag: str, name: str, payload: Any = None) -> bool:
+        """:meth:`Queue.signal`: deliver event ``name`` to job ``tag`` (docs/durable.md)."""
+        from .durable_calls import keep_ms, refused, signal_args, signal_call
+
+        tag, name, data = signal_args(tag, name, payload)
+        q = self.queue
+        reply = await self.run(signal_call(q.shard_for(tag), tag, name, data, keep_ms(q)))
+        refused(reply, q.name, tag, name)
+        return reply is SignalReply.WOKEN
 
     async def cancelled(self, tag: str) -> CancelledJob | None:
         """:meth:`Queue.cancelled`: the record of a cancelled job while it is kept."""

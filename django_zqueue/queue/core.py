@@ -13,10 +13,11 @@ from ..records import NewJob, ScanResult
 from ..replies import DeleteReply, RequeueReply
 from .bulk import Bulk
 from .consume import Consuming
+from .durable_calls import Durable
 from .lookup import Lookup
 
 
-class Queue(Bulk, Consuming, Lookup):
+class Queue(Bulk, Consuming, Lookup, Durable):
     """A named queue in Redis. Every method is one round trip unless it says otherwise.
 
     Jobs are identified by a *tag*: given by the caller (and then unique among the

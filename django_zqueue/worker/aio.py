@@ -50,8 +50,8 @@ from ..backoff import is_unavailable
 from ..callcheck import misfit
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
-from ..exceptions import JobCancelled, JobTimeout
-from ..outcome import Failure, Outcome, describe, failed, released
+from ..exceptions import JobCancelled, JobTimeout, Parked
+from ..outcome import Failure, Outcome, ParkedRun, describe, failed, parked, released
 from ..queue import Message, Queue
 from ..queue.aio import AsyncQueue, wait_any
 from ..scripts import Calls
@@ -420,7 +420,10 @@ class AioLane:
             self._release(1)
             assert self._freed is not None and self._finished is not None
             self._freed.set()
-            if outcome is not None and not w.leases.finish(queue, msg):
+            if isinstance(outcome, ParkedRun):  # park.lua moved the job: nothing to send
+                w.count(outcome)
+                w.leases.unhold(queue, msg)
+            elif outcome is not None and not w.leases.finish(queue, msg):
                 # cancel.lua ended it: nothing to send
                 log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
             elif outcome is not None:
@@ -481,6 +484,8 @@ class AioLane:
             result = await bounded(task.func(*args, **kwargs), task.timeout)
         except asyncio.CancelledError:
             raise
+        except Parked as exc:  # durable sleep or wait: park.lua moved the job
+            return parked(ctx, exc)
         except BaseException as exc:
             corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
             error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"

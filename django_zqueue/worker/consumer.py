@@ -22,7 +22,7 @@ from ..connection import is_cluster, wait_any
 from ..events import kv, log
 from ..exceptions import QueueUnavailable, ScriptError
 from ..keys import KEYS_FIX, wrong_types
-from ..outcome import Failure, Outcome, Released, Success
+from ..outcome import Failure, Outcome, ParkedRun, Released, Success
 from ..queue import AckReply, Message, Queue
 from ..records import Ack, NackResult
 from ..scripts import Batch, Pending, Sink, flow_ended
@@ -104,7 +104,7 @@ def add_outcomes(batch: Sink, done: list[Finished]) -> list[Reply]:
             items.append(q.make_ack(msg, out.result, out.result_ttl, out.run_ms))
         elif isinstance(out, Released):
             replies[i] = batch.add(q.release_call(msg))
-        else:
+        elif isinstance(out, Failure):
             replies[i] = batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
     for q, (where, items) in acks.items():
         for i, part in zip(where, q.add_acks(batch, items), strict=True):
@@ -340,6 +340,9 @@ class Consumer:
             t0 = time.monotonic()
             outcome = w.runner.run(queue, msg)
             w.count(outcome)
+            if isinstance(outcome, ParkedRun):  # park.lua moved the job: nothing to send
+                w.leases.unhold(queue, msg)
+                continue
             if not w.leases.finish(queue, msg):  # cancel.lua ended it: nothing to send
                 log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
                 continue

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import registry, tracing
 from ..exceptions import JobTimeout
-from ..outcome import Failure, Outcome, Released
+from ..outcome import Failure, Outcome, ParkedRun, Released
 from ..task import Task
 
 
@@ -46,6 +46,8 @@ def span_ended(span: Any, outcome: Outcome) -> None:
         tracing.ended(span, error=outcome.error, exception=outcome.exception, retry=retry)
     elif isinstance(outcome, Released):  # not run: given back, no attempt used
         span.set_attribute("zqueue.outcome", "released")
+    elif isinstance(outcome, ParkedRun):  # a durable sleep or wait: no attempt used
+        span.set_attribute("zqueue.outcome", "parked")
     else:
         tracing.ended(span)
 

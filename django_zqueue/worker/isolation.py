@@ -40,7 +40,7 @@ from django.db import connections
 from .. import dbconn
 from ..context import JobContext
 from ..exceptions import JobCancelled, JobTimeout
-from ..outcome import Failure, Outcome, Released, Success, failed
+from ..outcome import Failure, Outcome, ParkedRun, Released, Success, failed
 from ..queue import NO_RESULT
 
 if TYPE_CHECKING:
@@ -68,6 +68,8 @@ def _encode(outcome: Outcome) -> bytes:
         return json.dumps(data).encode("utf-8")
     if isinstance(outcome, Released):
         return json.dumps({"ok": False, "released": outcome.error}).encode("utf-8")
+    if isinstance(outcome, ParkedRun):  # park.lua moved the job (in the child)
+        return json.dumps({"ok": False, "parked": outcome.on, "wake": outcome.wake_ms}).encode()
     return json.dumps(
         {"ok": False, "error": outcome.error, "retry_in": outcome.retry_in, "dead": outcome.dead}
     ).encode("utf-8")
@@ -167,6 +169,8 @@ def run_isolated(
         return Success(task.result_ttl, int(data["run_ms"]), time.monotonic(), result)
     if "released" in data:  # not run (an outage before the call): given back
         return Released(str(data["released"]), ctx)
+    if "parked" in data:  # a durable sleep or wait: the child parked the job
+        return ParkedRun(str(data["parked"]), int(data["wake"]), ctx)
     error, retry_in, dead = str(data["error"]), float(data["retry_in"]), bool(data["dead"])
     return Failure(error, retry_in, dead, ctx, None, task.on_failure)
 

@@ -20,9 +20,9 @@ from ..backoff import is_unavailable
 from ..callcheck import misfit
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
-from ..exceptions import JobCancelled
+from ..exceptions import JobCancelled, Parked
 from ..links import MAX_PASSED_BYTES
-from ..outcome import Failure, Outcome, Success, describe, failed, released
+from ..outcome import Failure, Outcome, Success, describe, failed, parked, released
 from ..queue import NO_RESULT, Message, Queue, encode_body
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
@@ -117,6 +117,8 @@ class Runner:
         except BaseException as exc:  # SystemExit from a task is a failure of that job too
             if isinstance(exc, JobCancelled):  # not a failure: its outcome is not sent
                 return Failure(describe(exc), 0.0, True, ctx, exc)
+            if isinstance(exc, Parked):  # durable sleep or wait: park.lua moved the job
+                return parked(ctx, exc)
             corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
             error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"
             # a rerun cannot help these

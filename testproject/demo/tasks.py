@@ -133,6 +133,27 @@ def fault_run(ledger: str, key: str, seconds: float = 0.0) -> None:
     db.finish(ledger, run)
 
 
+def _fault_step(ledger: str, key: str, seconds: float) -> str:
+    from . import ledger as db
+
+    run = _fault_start(ledger, key)
+    if seconds:
+        time.sleep(seconds)
+    db.finish(ledger, run)
+    return key
+
+
+@task(max_retries=100, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+def fault_durable(ledger: str, key: str, seconds: float = 0.0) -> None:
+    """A durable task (docs/durable.md): step ``<key>:a``, a 0.2 s durable sleep, step
+    ``<key>:b``; each step records its runs in the ledger, under its own key."""
+    from django_zqueue import durable
+
+    durable.step("a", _fault_step, ledger, f"{key}:a", seconds)
+    durable.sleep("nap", 0.2)
+    durable.step("b", _fault_step, ledger, f"{key}:b", seconds)
+
+
 @task(max_retries=3, retry_backoff={"base": 0, "max": 0, "jitter": 0})
 def fault_raise(ledger: str, key: str) -> None:
     """Poison: always raises (dead after max_retries + 1 = 4 runs)."""

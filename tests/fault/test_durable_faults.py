@@ -1,0 +1,63 @@
+"""Durable tasks under SIGKILLed workers (docs/durable.md): every step of every job ends
+recorded, and a step's function runs again only when the worker of its earlier run was
+killed (mid-run, or after it returned and before its result was recorded)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+import pytest
+
+from testproject.demo import tasks
+
+from .conftest import QUEUE, Fault, wait_for
+from .test_faults import all_finished, by_key
+
+pytestmark = [pytest.mark.fault, pytest.mark.slow]
+
+
+def test_r_durable_steps_survive_sigkilled_workers(
+    fault: Callable[..., Fault], long_run: bool
+) -> None:
+    n, workers, kill_for = (400, 4, 60.0) if long_run else (60, 3, 12.0)
+    f = fault(lease=1.0)
+    rng = random.Random(7)
+    jobs = [str(i) for i in range(n)]
+    tasks.fault_durable.using(queue=QUEUE).enqueue_many(
+        [(f.ledger, k, rng.uniform(0.05, 0.3)) for k in jobs]
+    )
+    for _ in range(workers):
+        f.start_worker("--concurrency", "2")
+    q = f.queue()
+    steps = [f"{k}:{s}" for k in jobs for s in ("a", "b")]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < kill_for and not all_finished(f, steps):
+        time.sleep(rng.uniform(1.5, 2.5))
+        f.kill_random(rng, "--concurrency", "2")
+    assert wait_for(lambda: all_finished(f, steps), timeout=300, step=0.2)
+    assert wait_for(lambda: q.total_count() == 0, timeout=60)
+    f.stop_all()
+
+    runs = by_key(f.runs())
+    assert sorted(runs) == sorted(steps)  # every step ran: nothing lost
+    again = 0
+    for key, rs in runs.items():
+        last = max((r for r in rs if r.finished is not None), key=lambda r: r.id)
+        for r in rs:
+            if r is not last:
+                # killed mid-step, or after the step returned and before its result was
+                # recorded: the only ways a step's function runs again
+                assert r.pid in f.killed, (key, rs, f.killed)
+        again += len(rs) - 1
+    stats = q.stats()
+    assert q.counts()["dead"] == 0
+    assert stats["acked"] == n
+    for tag in {r.job for r in f.runs()}:  # acked: the records went with the job
+        assert not q.client.exists(q.keys_for(tag).steps(tag))
+    print(
+        f"\nFAULT Rdurable jobs={n} steps={len(steps)} workers={workers} "
+        f"kills={len(f.killed)} steps_run_again={again} (lease 1 s)"
+    )
+    assert len(f.killed) >= 3
