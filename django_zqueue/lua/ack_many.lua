@@ -82,7 +82,12 @@ local function read_ack(raw, token)
     if not meta then
       return false, false
     end
-    return meta.t == tonumber(token), (meta.u or meta.k or meta.n) ~= nil
+    for _, name in ipairs(FULL_ACK_FIELDS) do
+      if meta[name] ~= nil then
+        return meta.t == tonumber(token), true
+      end
+    end
+    return meta.t == tonumber(token), false
   end
   local holds = text_field_is(raw, 't', token)
   if not holds then
