@@ -8,7 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..connection import is_cluster, slot_groups, unavailable_as_error, wait_any
+from ..connection import (
+    is_cluster,
+    server_time_ms,
+    slot_groups,
+    unavailable_as_error,
+    wait_any,
+)
 from ..exceptions import QueueUnavailable
 from ..keys import wrong_types
 from ..read.pipeline import ahead_of, queue_ahead
@@ -175,8 +181,6 @@ class Ops(Flow):
         """For ``"delayed"`` and ``"leased"``: how many of the queue's jobs are due (a delay
         ended, a lease expired) for longer than ``slack_ms``, and for how long (ms) the
         oldest, on Redis' clock."""
-        from ..connection import server_time_ms
-
         with unavailable_as_error():
             now = server_time_ms(self.client, self.keys.ready)
             late: dict[str, tuple[int, float]] = {}
@@ -194,7 +198,5 @@ class Ops(Flow):
 
     def server_ms(self) -> int:
         """Redis ``TIME`` in ms on the queue's node."""
-        from ..connection import server_time_ms
-
         with unavailable_as_error():
             return server_time_ms(self.client, self.keys.ready)
