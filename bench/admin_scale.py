@@ -136,10 +136,10 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0) -> dict[str, Any]:
         msgs, _ = q.claim(min(1000, dead - buried), consumer="bench")
         if not msgs:
             break
-        batch = q.batch()  # plain EVALSHA calls in one round trip
+        batch = q.engine.batch()  # plain EVALSHA calls in one round trip
         for m in msgs:
-            batch.add(q.nack_call(m, error, 0, dead=True))
-        q.send(batch)
+            batch.add(q.engine.nack_call(m, error, 0, dead=True))
+        q.engine.send(batch)
         buried += len(msgs)
     t_dead = time.perf_counter() - t
     t = time.perf_counter()
@@ -151,10 +151,10 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0) -> dict[str, Any]:
     t_ready = time.perf_counter() - t
     q.publish_many([{"task": "bench.tasks.later", "args": [j]} for j in range(10_000)], delay=3600)
     leased = q.claim(200, consumer="bench-worker:1:abcd")[0]
-    batch = q.batch()
+    batch = q.engine.batch()
     for j, m in enumerate(leased):
-        batch.add(q.touch_call(m, progress=(j % 100) / 100, note=f"step {j}"))
-    q.send(batch)
+        batch.add(q.engine.touch_call(m, progress=(j % 100) / 100, note=f"step {j}"))
+    q.engine.send(batch)
     # a live worker holding those 200, and an hour of per-task statistics (13 slots)
     from django_zqueue import taskstats
 
@@ -249,7 +249,7 @@ def main() -> None:
         log(f"filled: {counts} in {results['fill_dead_s'] + results['fill_ready_s']:.0f} s")
 
         # the middle of the first shard (of the queue when unpartitioned)
-        first = q.part_keys[0]
+        first = q.engine.part_keys[0]
         mid, dmid = a.ready // 2 // a.partitions, a.dead // 2 // a.partitions
         ready_mid = q.client.zrange(first.ready, mid, mid)[0].decode()
         dead_mid = q.client.zrevrange(first.dead, dmid, dmid)[0].decode()
@@ -314,7 +314,7 @@ def main() -> None:
         now = int(time.time()) // 300
         for name in zq["QUEUES"]:  # type: ignore[union-attr]
             qq = get_queue(name)
-            for keys in {qq.keys, *qq.part_keys}:
+            for keys in {qq.keys, *qq.engine.part_keys}:
                 qq.client.unlink(*keys.all())
                 qq.client.unlink(*(keys.task_stats(s) for s in range(now - 20, now + 1)))
             qq.clear()  # the layout record of a partitioned queue (the rest is gone)

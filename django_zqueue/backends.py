@@ -321,13 +321,12 @@ class ZQueueBackend(BaseTaskBackend):
         # QUEUES = [] accepts any configured queue, so the result may be in any of them
         names = self.queues or set(conf.get_config().queues)
         queues = [get_queue(name) for name in sorted(names)]
-        batch = queues[0].batch()
+        batch = queues[0].engine.batch()
         reads = []
         for q in queues:
-            shard = q.shard_for(result_id)  # the job's partition (the queue's own if one)
-            info_call = batch.add(shard.info(result_id, True))
-            reads.append((q, info_call, batch.command("get", shard.keys.result(result_id))))
-        replies = queues[0].send(batch)
+            info_call, at = q.engine.add_job_read(batch, result_id)
+            reads.append((q, info_call, at))
+        replies = queues[0].engine.send(batch)
         for q, info_call, at in reads:
             record_raw = replies[at]
             if isinstance(record_raw, Exception):
@@ -408,11 +407,7 @@ def task_rank(result: AnyResult | str, backend: str = "default") -> tuple[int | 
     q = get_queue(result.task.queue_name)
     if q.partitions > 1:  # the global rank: one read per partition
         return q.rank(result.id), q.score(result.id)
-    pipe = q.client.pipeline(transaction=False)
-    pipe.zrank(q.keys.ready, result.id)
-    pipe.zscore(q.keys.ready, result.id)
-    rank, score = pipe.execute()
-    return (None if rank is None else int(rank), None if score is None else float(score))
+    return q.engine.ready_standing(result.id)
 
 
 # ---------------------------------------------------------------------- worker side
@@ -544,7 +539,7 @@ def start_record(
 ) -> dict[str, Any]:
     """Mark a run as started: worker id appended, times set, status RUNNING; stored
     before the task runs."""
-    previous_raw = q.client.get(q.keys_for(result_id).result(result_id))
+    previous_raw = q.engine.result_raw(result_id)
     record = record_for(body, json.loads(previous_raw) if previous_raw else None)
     now = now_iso()
     record["started_at"] = record["started_at"] or now
@@ -556,9 +551,7 @@ def start_record(
 
 
 def store_record(q: Queue, result_id: str, record: Mapping[str, Any], ttl: float) -> None:
-    q.client.set(
-        q.keys_for(result_id).result(result_id), json.dumps(record), px=max(1, int(ttl * 1000))
-    )
+    q.engine.store_result(result_id, json.dumps(record), max(1, int(ttl * 1000)))
 
 
 def send_started(task_result: AnyResult) -> None:

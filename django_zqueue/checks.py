@@ -148,28 +148,11 @@ def check_task_queues(app_configs: Any = None, **kwargs: Any) -> list[checks.Che
 
 
 def eviction_warning(client: Any) -> str | None:
-    """A warning when the Redis behind ``client`` may evict keys, else None.
+    """A warning when the Redis behind ``client`` may evict keys, else None
+    (:func:`django_zqueue.connection.eviction_warning`)."""
+    from .connection import eviction_warning as warning
 
-    Reads ``INFO memory`` (allowed to an ACL user without ``CONFIG``). Eviction deletes
-    whole keys, such as the hash of every job's body, without an error to anyone. On a
-    Redis Cluster every master is read."""
-    from .connection import is_cluster
-
-    if is_cluster(client):
-        replies = client.info("memory", target_nodes=client.PRIMARIES)
-        policies = {node: info.get("maxmemory_policy") for node, info in replies.items()}
-    else:
-        policies = {"": client.info("memory").get("maxmemory_policy")}
-    bad = {node: p for node, p in sorted(policies.items()) if p not in (None, "noeviction")}
-    if not bad:
-        return None
-    node, policy = next(iter(bad.items()))
-    where = f" on {node}" + (f" (and {len(bad) - 1} more masters)" if len(bad) > 1 else "")
-    return (
-        f"Redis maxmemory-policy is {policy!r}{where if node else ''}: Redis may delete "
-        "django_zqueue's keys (whole queues of jobs) when it runs out of memory. Set "
-        "maxmemory-policy noeviction."
-    )
+    return warning(client)
 
 
 @checks.register("django_zqueue", deploy=True)
@@ -178,14 +161,14 @@ def check_redis_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     import redis
     from django.conf import settings
 
-    from .connection import get_client
+    from .connection import redis_eviction_warning
     from .exceptions import QueueUnavailable
 
     config, problems = conf.parse(getattr(settings, "ZQUEUE", None))
     if problems:
         return []  # E0xx reports them
     try:
-        warning = eviction_warning(get_client(config))
+        warning = redis_eviction_warning(config)
     except (redis.RedisError, QueueUnavailable) as exc:
         return [
             checks.Warning(

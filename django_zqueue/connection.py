@@ -292,3 +292,72 @@ def unavailable_as_error(what: str = "Redis") -> Iterator[None]:
         if is_out_of_memory(exc):
             raise redis_full(exc) from exc
         raise
+
+
+def eviction_warning(client: Any) -> str | None:
+    """A warning when the Redis behind ``client`` may evict keys, else None.
+
+    Reads ``INFO memory`` (allowed to an ACL user without ``CONFIG``). Eviction deletes
+    whole keys, such as the hash of every job's body, without an error to anyone. On a
+    Redis Cluster every master is read."""
+    if is_cluster(client):
+        replies = client.info("memory", target_nodes=client.PRIMARIES)
+        policies = {node: info.get("maxmemory_policy") for node, info in replies.items()}
+    else:
+        policies = {"": client.info("memory").get("maxmemory_policy")}
+    bad = {node: p for node, p in sorted(policies.items()) if p not in (None, "noeviction")}
+    if not bad:
+        return None
+    node, policy = next(iter(bad.items()))
+    where = f" on {node}" + (f" (and {len(bad) - 1} more masters)" if len(bad) > 1 else "")
+    return (
+        f"Redis maxmemory-policy is {policy!r}{where if node else ''}: Redis may delete "
+        "django_zqueue's keys (whole queues of jobs) when it runs out of memory. Set "
+        "maxmemory-policy noeviction."
+    )
+
+
+def redis_eviction_warning(config: conf.Config | None = None) -> str | None:
+    """:func:`eviction_warning` for the Redis of the settings (``config``)."""
+    return eviction_warning(get_client(config))
+
+
+def server_infos(client: Any, section: str) -> dict[str, dict[str, Any]]:
+    """``INFO section`` of the server, or of every master of a cluster (keyed by node)."""
+    if is_cluster(client):
+        return dict(client.info(section, target_nodes=client.PRIMARIES))
+    return {"": client.info(section)}
+
+
+class RedisServer:
+    """What ``zqueue_doctor`` reads of the Redis of the settings (``config``; or of the
+    client ``on``), each with a plain result: its answer time, its ``INFO`` sections, its
+    snapshots, its eviction policy."""
+
+    def __init__(self, config: conf.Config | None = None, *, on: Any = None) -> None:
+        self._redis = on if on is not None else get_client(config)
+
+    def ping_ms(self) -> float:
+        """The time one ``PING`` takes, in ms."""
+        t0 = time.perf_counter()
+        self._redis.ping()
+        return (time.perf_counter() - t0) * 1000
+
+    def infos(self, section: str) -> dict[str, dict[str, Any]]:
+        """``INFO section`` of the server, or of every master (:func:`server_infos`)."""
+        return server_infos(self._redis, section)
+
+    def snapshots(self) -> bool | None:
+        """Whether Redis saves RDB snapshots (``CONFIG GET save`` not empty); None when it
+        cannot be read (a managed Redis may refuse CONFIG)."""
+        try:
+            raw: Any = self._redis.config_get("save")
+        except Exception:  # refused or not reachable: unknown
+            return None
+        if not isinstance(raw, dict) or "save" not in raw:
+            return None
+        return bool(str(raw["save"]).strip())
+
+    def eviction_warning(self) -> str | None:
+        """:func:`eviction_warning` of this server."""
+        return eviction_warning(self._redis)

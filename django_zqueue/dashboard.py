@@ -28,8 +28,6 @@ from .read import SERIES as SERIES  # the per-minute series of the stats ring
 from .read import Location as Location
 from .read import Minute as Minute
 from .read import ScheduleRow as ScheduleRow
-from .read import locate as locate
-from .read import schedules as schedules
 from .read import valid_tag as valid_tag
 from .records import JobInfo, Progress, from_ms
 
@@ -342,6 +340,17 @@ class QueueSummary:
         )
 
 
+def locate(queues: Sequence[Queue], tag: str) -> list[Location]:
+    """Where job ``tag`` is, in each of ``queues`` that has it
+    (:func:`django_zqueue.read.locate`)."""
+    return read.locate([q.engine for q in queues], tag)
+
+
+def schedules(queues: Sequence[Queue]) -> list[ScheduleRow]:
+    """The periodic schedules of ``queues`` (:func:`django_zqueue.read.schedules`)."""
+    return read.schedules([q.engine for q in queues])
+
+
 def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
     """A summary of each queue: counts, lag, live workers, counters and ``last`` minutes
     (:func:`django_zqueue.read.overview`: two round trips per Redis client)."""
@@ -362,7 +371,7 @@ def overview(queues: Sequence[Queue], last: int = 60) -> list[QueueSummary]:
             waiting=f.waiting,
             paused=f.paused,
         )
-        for f in read.overview(queues)
+        for f in read.overview([q.engine for q in queues])
     ]
 
 

@@ -15,14 +15,15 @@ from django.utils.translation import ngettext
 from redis.exceptions import ResponseError
 
 from . import conf
-from .doctor_keys import Finding as Finding
-from .doctor_keys import Level as Level
+from .engine.keycheck import Finding as Finding
+from .engine.keycheck import Level as Level
 from .humanize import count, duration
 from .redis_url import redacted_url
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import Permission
 
+    from .connection import RedisServer
     from .queue import Queue
 
 
@@ -104,10 +105,9 @@ def diagnose() -> list[Finding]:
     findings += reached
     if any(f.level == "error" for f in reached):
         return findings
-    from .connection import get_client
+    from .connection import RedisServer
 
-    client = get_client(config)
-    findings += _memory(client)
+    findings += _memory(RedisServer(config))
     findings += _clock(config)
     findings += _tasks()
     for name in config.queues:
@@ -158,28 +158,17 @@ def _tasks() -> Iterator[Finding]:
 # ------------------------------------------------------------------ Redis
 
 
-def _infos(client: Any, section: str) -> dict[str, dict[str, Any]]:
-    """``INFO section`` of the server, or of every master of a cluster (keyed by node)."""
-    from .connection import is_cluster
-
-    if is_cluster(client):
-        return dict(client.info(section, target_nodes=client.PRIMARIES))
-    return {"": client.info(section)}
-
-
 def _redis(config: conf.Config) -> Iterator[Finding]:
     import redis
 
-    from .connection import UNAVAILABLE_ERRORS, get_client
+    from .connection import UNAVAILABLE_ERRORS, RedisServer
     from .exceptions import QueueUnavailable
 
     url = redacted_url(config.redis_url)
     try:
-        client = get_client(config)
-        t0 = time.perf_counter()
-        client.ping()
-        ms = (time.perf_counter() - t0) * 1000
-        servers = _infos(client, "server")
+        server = RedisServer(config)
+        ms = server.ping_ms()
+        servers = server.infos("server")
     except (QueueUnavailable, redis.exceptions.NoPermissionError, *UNAVAILABLE_ERRORS) as exc:
         yield Finding("error", "redis", *redis_error_parts(exc))
         return
@@ -196,10 +185,8 @@ def _redis(config: conf.Config) -> Iterator[Finding]:
             )
 
 
-def _memory(client: Any) -> Iterator[Finding]:
-    from .checks import eviction_warning
-
-    warning = eviction_warning(client)
+def _memory(server: RedisServer) -> Iterator[Finding]:
+    warning = server.eviction_warning()
     if warning:
         yield Finding(
             "warning",
@@ -210,7 +197,7 @@ def _memory(client: Any) -> Iterator[Finding]:
         )
     else:
         yield Finding("ok", "eviction", "maxmemory-policy is noeviction")
-    for node, info in _infos(client, "memory").items():
+    for node, info in server.infos("memory").items():
         used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
         where = f" on {node}" if node else ""
         if limit and used > 0.8 * limit:
@@ -221,8 +208,8 @@ def _memory(client: Any) -> Iterator[Finding]:
                 "bytes): at 100% every enqueue fails",
                 "raise maxmemory, or drain or purge queues (zqueue_stats shows what they hold)",
             )
-    snapshots = _snapshots(client)
-    for node, info in _infos(client, "persistence").items():
+    snapshots = server.snapshots()
+    for node, info in server.infos("persistence").items():
         if str(info.get("aof_enabled", "1")) == "0":
             where = f" on {node}" if node else ""
             lost = (
@@ -238,27 +225,14 @@ def _memory(client: Any) -> Iterator[Finding]:
             )
 
 
-def _snapshots(client: Any) -> bool | None:
-    """Whether Redis saves RDB snapshots (``CONFIG GET save`` not empty); None when it
-    cannot be read (a managed Redis may refuse CONFIG)."""
-    try:
-        raw = client.config_get("save")
-    except Exception:  # refused or not reachable: unknown
-        return None
-    if not isinstance(raw, dict) or "save" not in raw:
-        return None
-    return bool(str(raw["save"]).strip())
-
-
 def _clock(config: conf.Config) -> Iterator[Finding]:
     """This host's clock against Redis' (the scripts use Redis TIME; enqueue_at() and the
     workers' liveness use the hosts' clocks)."""
-    from .connection import get_client, server_time_ms
+    from .queue import get_queue
 
-    client = get_client(config)
-    key = next(iter(config.queues), "default")
+    engine = get_queue(next(iter(config.queues))).engine  # Redis' clock on its node
     before = time.time() * 1000
-    redis_ms = server_time_ms(client, "{%s:%s}:ready" % (config.prefix, key))  # noqa: UP031
+    redis_ms = engine.server_ms()
     after = time.time() * 1000
     skew = redis_ms - (before + after) / 2
     if abs(skew) < CLOCK_WARNING_MS:
@@ -279,11 +253,11 @@ def _clock(config: conf.Config) -> Iterator[Finding]:
 
 
 def _queue(name: str) -> Iterator[Finding]:
-    from .doctor_keys import key_problems, orphan_problems
+    from .engine.keycheck import key_problems, orphan_problems
     from .queue import get_queue
 
     q = get_queue(name)
-    problems = [*key_problems(q), *orphan_problems(q)]
+    problems = [*key_problems(q.engine), *orphan_problems(q.engine)]
     yield from (p.finding for p in problems)
     if not problems:
         yield Finding("ok", "keys", f"queue {name!r}: every key has its type and values")
@@ -311,22 +285,7 @@ def _queue_state(name: str, q: Queue) -> Iterator[Finding]:
 def _overdue(q: Queue) -> dict[str, tuple[int, float]]:
     """For "delayed" and "leased": how many of the queue's jobs are due (a delay ended, a
     lease expired) for longer than SCANNER_SLACK_MS, and for how long (ms) the oldest."""
-    from .connection import server_time_ms, unavailable_as_error
-
-    with unavailable_as_error():
-        now = server_time_ms(q.client, q.keys.ready)
-        late: dict[str, tuple[int, float]] = {}
-        for kind in ("delayed", "leased"):
-            pipe = q.client.pipeline(transaction=False)
-            for k in q.part_keys:
-                key = getattr(k, kind)
-                pipe.zcount(key, "-inf", now - SCANNER_SLACK_MS)
-                pipe.zrange(key, 0, 0, withscores=True)
-            replies = pipe.execute()
-            count = sum(int(c) for c in replies[0::2])
-            oldest = min((r[0][1] for r in replies[1::2] if r), default=now)
-            late[kind] = (count, now - oldest)
-    return late
+    return q.engine.overdue(SCANNER_SLACK_MS)
 
 
 def _workers(name: str, counts: Mapping[str, int], threads: int) -> Finding:
@@ -394,15 +353,15 @@ def _dead_letters(name: str, q: Queue, dead: int) -> Finding:
 
 def repairs() -> list[Any]:
     """The repairs of every configured queue's keys and orphan records
-    (:mod:`django_zqueue.doctor_keys`)."""
-    from .doctor_keys import key_problems, orphan_problems
+    (:mod:`django_zqueue.engine.keycheck`)."""
+    from .engine.keycheck import key_problems, orphan_problems
     from .queue import get_queue
 
     return [
         p.repair
         for name in conf.get_config().queues
         for q in (get_queue(name),)
-        for p in (*key_problems(q), *orphan_problems(q))
+        for p in (*key_problems(q.engine), *orphan_problems(q.engine))
         if p.repair is not None
     ]
 

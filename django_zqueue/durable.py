@@ -104,12 +104,12 @@ def _run_of(ctx: JobContext, records: Records) -> Run:
 
 def _read_call(ctx: JobContext) -> Call[Records]:
     q = ctx.queue
-    return steps_call(q.shard_for(ctx.id), ctx.message, keep_ms(q))
+    return steps_call(q.engine.shard_for(ctx.id), ctx.message, keep_ms(q))
 
 
 def _sync_run(ctx: JobContext) -> Run:
     if ctx.records is None:
-        ctx.records = _run_of(ctx, ctx.queue.run(_read_call(ctx)))
+        ctx.records = _run_of(ctx, ctx.queue.engine.run(_read_call(ctx)))
     run: Run = ctx.records
     return run
 
@@ -118,7 +118,7 @@ async def _async_run(ctx: JobContext) -> Run:
     if ctx.records is None:
         from .queue.aio import get_async_queue
 
-        records = await get_async_queue(ctx.queue.name).run(_read_call(ctx))
+        records = await get_async_queue(ctx.queue.name).engine.run(_read_call(ctx))
         ctx.records = _run_of(ctx, records)
     run: Run = ctx.records
     return run
@@ -162,7 +162,7 @@ def step(name: str, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> Any
     _room(run)
     data = encode(func(*args, **kwargs), f"result of step {name!r}")
     q = ctx.queue
-    reply = q.run(step_call(q.shard_for(ctx.id), ctx.message, key, data, keep_ms(q)))
+    reply = q.engine.run(step_call(q.engine.shard_for(ctx.id), ctx.message, key, data, keep_ms(q)))
     _recorded(ctx, reply, name)
     run.fields[key] = data
     return json.loads(data)
@@ -183,8 +183,8 @@ async def astep(name: str, func: Callable[..., Any], /, *args: Any, **kwargs: An
         value = await value
     data = encode(value, f"result of step {name!r}")
     q = ctx.queue
-    call = step_call(q.shard_for(ctx.id), ctx.message, key, data, keep_ms(q))
-    _recorded(ctx, await get_async_queue(q.name).run(call), name)
+    call = step_call(q.engine.shard_for(ctx.id), ctx.message, key, data, keep_ms(q))
+    _recorded(ctx, await get_async_queue(q.name).engine.run(call), name)
     run.fields[key] = data
     return json.loads(data)
 
@@ -194,7 +194,7 @@ async def astep(name: str, func: Callable[..., Any], /, *args: Any, **kwargs: An
 
 def _park(ctx: JobContext, key: str, ms: int) -> Call[tuple[ParkReply, str]]:
     q = ctx.queue
-    return park_call(q.shard_for(ctx.id), ctx.message, key, ms, keep_ms(q))
+    return park_call(q.engine.shard_for(ctx.id), ctx.message, key, ms, keep_ms(q))
 
 
 def _sleep_begin(run: Run, name: Any, duration: Any) -> tuple[str, int] | None:
@@ -226,7 +226,7 @@ def sleep(name: str, duration: float | timedelta) -> None:
     run = _sync_run(ctx)
     todo = _sleep_begin(run, name, duration)
     if todo is not None:
-        _slept(ctx, run, todo[0], ctx.queue.run(_park(ctx, *todo)))
+        _slept(ctx, run, todo[0], ctx.queue.engine.run(_park(ctx, *todo)))
 
 
 async def asleep(name: str, duration: float | timedelta) -> None:
@@ -237,7 +237,7 @@ async def asleep(name: str, duration: float | timedelta) -> None:
     run = await _async_run(ctx)
     todo = _sleep_begin(run, name, duration)
     if todo is not None:
-        reply = await get_async_queue(ctx.queue.name).run(_park(ctx, *todo))
+        reply = await get_async_queue(ctx.queue.name).engine.run(_park(ctx, *todo))
         _slept(ctx, run, todo[0], reply)
 
 
@@ -285,7 +285,7 @@ def wait_for(name: str, timeout: float | timedelta | None = None) -> Any:
     todo = _wait_begin(run, name, timeout)
     if not isinstance(todo, tuple):
         return todo
-    return _waited(ctx, run, todo[0], ctx.queue.run(_park(ctx, *todo)))
+    return _waited(ctx, run, todo[0], ctx.queue.engine.run(_park(ctx, *todo)))
 
 
 async def await_for(name: str, timeout: float | timedelta | None = None) -> Any:
@@ -297,5 +297,5 @@ async def await_for(name: str, timeout: float | timedelta | None = None) -> Any:
     todo = _wait_begin(run, name, timeout)
     if not isinstance(todo, tuple):
         return todo
-    reply = await get_async_queue(ctx.queue.name).run(_park(ctx, *todo))
+    reply = await get_async_queue(ctx.queue.name).engine.run(_park(ctx, *todo))
     return _waited(ctx, run, todo[0], reply)

@@ -101,7 +101,7 @@ class ZQueueCollector:
         queues = self._queues
         if queues is None:
             queues = [get_queue(name) for name in conf.get_config().queues]
-        figures = read.overview(queues)
+        figures = read.overview([q.engine for q in queues])
         jobs = GaugeMetricFamily("zqueue_jobs", "Jobs in each state.", labels=["queue", "state"])
         lag = GaugeMetricFamily(
             "zqueue_lag_seconds",
@@ -184,7 +184,7 @@ def group_metrics(queues: Sequence[Queue]) -> Iterator[Metric]:
     }
     seen = GaugeMetricFamily("zqueue_groups_seen", "Groups among the jobs read.", labels=["queue"])
     for q in queues:
-        figures = read.group_figures(q, TOP_GROUPS, GROUP_SAMPLE)
+        figures = read.group_figures(q.engine, TOP_GROUPS, GROUP_SAMPLE)
         seen.add_metric([q.name], figures.groups_seen)
         for i, row in enumerate(figures.rows, start=1):
             for field, family in families.items():

@@ -325,6 +325,6 @@ def _count(queue: Queue, n: int) -> None:
     if n <= 0:
         return
     try:
-        queue.client.hincrby(queue.shards[0].keys.stats, RELAYED_COUNTER, n)
+        queue.engine.incr_stat(RELAYED_COUNTER, n)
     except Exception as exc:
         log.warning(kv(event="outbox_count_failed", queue=queue.name, error=str(exc)[:200]))

@@ -30,7 +30,7 @@ from . import conf
 from .backoff import Outage, RetryDelay, is_unavailable
 from .events import kv
 from .exceptions import ScriptError
-from .keys import KEYS_FIX, wrong_types
+from .keys import KEYS_FIX
 from .queue import Queue
 
 log = logging.getLogger("django_zqueue.scanner")
@@ -212,8 +212,7 @@ class Scanner:
             return {}
         fields = {"fix": KEYS_FIX}
         if "WRONGTYPE" in str(exc) or "ZQ_CORRUPT_KEY" in str(exc):
-            parts = [k for q in self.queues for k in q.part_keys]
-            keys = wrong_types(self.queues[0].client, parts)
+            keys = self.queues[0].engine.wrong_types([q.engine for q in self.queues])
             if keys:
                 fields["key"] = ", ".join(keys)
         return fields

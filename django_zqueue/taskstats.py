@@ -98,13 +98,14 @@ def add_to(batch: Batch, done: Iterable[Done]) -> None:
                 c[3] += 1
     slot = slot_now()
     for q, tasks in per_queue.values():
-        key = q.keys.task_stats(slot)
-        for task, c in tasks.items():
-            for i, n in enumerate(c):
-                # the fields a job touched: a run's run ms even when 0, the others when > 0
-                if n or (i == 1 and c[0]):
-                    batch.command("hincrby", key, f"{task}|{_FIELDS[i]}", n)
-        batch.command("expire", key, KEEP_SECONDS)
+        counts = {
+            f"{task}|{_FIELDS[i]}": n
+            for task, c in tasks.items()
+            for i, n in enumerate(c)
+            # the fields a job touched: a run's run ms even when 0, the others when > 0
+            if n or (i == 1 and c[0])
+        }
+        q.engine.add_task_stats(batch, slot, counts, KEEP_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,4 +167,4 @@ def merge(slots: Sequence[dict[Any, Any]]) -> list[TaskStat]:
 def read(q: Queue) -> list[TaskStat]:
     """The last hour of ``q``'s tasks: one round trip of :data:`SLOTS` ``HGETALL``."""
     now = slot_now()
-    return merge(task_stat_slots(q, now - SLOTS + 1, now))
+    return merge(task_stat_slots(q.engine, now - SLOTS + 1, now))

@@ -34,7 +34,6 @@ from . import read
 from .exceptions import InvalidArgument
 from .queue import get_queue
 from .queue.durable_calls import ParkedFor, parked_call, parked_for
-from .read.pipeline import ahead_of, queue_ahead
 from .records import Progress, decode_json
 from .scripts import MAX_POSITIONS, Standing
 
@@ -155,35 +154,23 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
     with ready jobs: their global rank; one more when some job is in no set: whether it
     was cancelled). One ``positions`` call per shard and 500 jobs, the progress of the
     shard's jobs (one HMGET), the run-time counters, the workers hash."""
-    by_shard: dict[int, list[str]] = {}
-    for tag in tags:
-        by_shard.setdefault(q.shard_for(tag).index, []).append(tag)
-    batch = q.batch()
-    pending = [
-        batch.add(q.shards[i].positions(chunk[n : n + MAX_POSITIONS]))
-        for i, chunk in by_shard.items()
-        for n in range(0, len(chunk), MAX_POSITIONS)
-    ]
-    for i, chunk in by_shard.items():
-        batch.command("hmget", q.shards[i].keys.progress, chunk)
-    for s in q.shards:
-        batch.command("hmget", s.keys.stats, ["acked", "run_ms"])
-    batch.command("hgetall", q.keys.workers)
-    replies = q.send(batch)
+    batch = q.engine.batch()
+    pending, chunks = q.engine.add_positions(batch, tags, MAX_POSITIONS)
+    replies = q.engine.send(batch)
     standings = [s for p in pending for s in p.result()]
     tail = replies[len(pending) :]
     reported = {
         tag: Progress.of(decode_json(raw))
-        for chunk, values in zip(by_shard.values(), tail, strict=False)
+        for chunk, values in zip(chunks, tail, strict=False)
         for tag, raw in zip(chunk, values, strict=True)
         if raw
     }
-    tail = tail[len(by_shard) :]
+    tail = tail[len(chunks) :]
     acked = sum(_count(a) for a, _ in tail[:-1])
     run_ms = sum(_count(r) for _, r in tail[:-1])
     workers = read.live_threads_now(tail[-1])
     ranks = _global_ranks(q, standings)
-    cancelled = _cancelled(q, [st.tag for st in standings if not st.state])
+    cancelled = q.engine.were_cancelled([st.tag for st in standings if not st.state])
     parked = _parked(q, [st.tag for st in standings if st.state == "delayed"])
     mean = read.mean_run_ms(acked, run_ms)
     now = time.monotonic()
@@ -208,9 +195,9 @@ def _parked(q: Queue, tags: list[str]) -> dict[str, ParkedFor]:
     trip, only when there are delayed jobs."""
     if not tags:
         return {}
-    batch = q.batch()
-    pending = [(tag, batch.add(parked_call(q.shard_for(tag), tag))) for tag in tags]
-    q.send(batch)
+    batch = q.engine.batch()
+    pending = [(tag, batch.add(parked_call(q.engine.shard_for(tag), tag))) for tag in tags]
+    q.engine.send(batch)
     out = {}
     for tag, p in pending:
         park = parked_for(p.result())
@@ -228,30 +215,12 @@ def _count(raw: bytes | str | None) -> int:
         return 0
 
 
-def _cancelled(q: Queue, tags: list[str]) -> set[str]:
-    """Which of ``tags`` (jobs in no set) were cancelled: their cancel record is kept for
-    a while (one round trip, none when ``tags`` is empty)."""
-    if not tags:
-        return set()
-    pipe = q.client.pipeline(transaction=False)
-    for tag in tags:
-        pipe.exists(q.keys_for(tag).cancelled(tag))
-    return {tag for tag, found in zip(tags, pipe.execute(), strict=True) if found}
-
-
 def _global_ranks(q: Queue, standings: list[Standing]) -> dict[str, int]:
     """Rank in the whole queue of each ready job: its shard rank, plus on a partitioned
     queue the jobs of the other shards ahead of it (``ZCOUNT``, one more round trip)."""
     ready = [s for s in standings if s.rank is not None and s.score is not None]
-    ranks = {s.tag: int(s.rank or 0) for s in ready}
-    if len(q.shards) == 1 or not ready:
-        return ranks
-    pipe = q.client.pipeline(transaction=False)
-    counts = [queue_ahead(pipe, q.shards, s.score or 0.0, q.shard_for(s.tag).index) for s in ready]
-    replies = iter(pipe.execute())
-    for s, n in zip(ready, counts, strict=True):
-        ranks[s.tag] += ahead_of(replies, n)
-    return ranks
+    ahead = q.engine.ahead_elsewhere(ready)
+    return {s.tag: int(s.rank or 0) + n for s, n in zip(ready, ahead, strict=True)}
 
 
 class Watch:
@@ -328,7 +297,7 @@ _watches_lock = threading.Lock()
 def watch_of(queue: str) -> Watch:
     """The process' one :class:`Watch` of ``queue`` (per Redis key prefix); raises
     ``UnknownQueue`` for a queue that is not configured."""
-    key = (get_queue(queue).keys.ready, queue)
+    key = (get_queue(queue).prefix, queue)
     with _watches_lock:
         found = _watches.get(key)
         if found is None:

@@ -57,7 +57,7 @@ class WorkersPage:
 
 def workers(queues: Sequence[Queue], job_url: Callable[[str, str], str]) -> WorkersPage:
     """The rows of the workers page; ``job_url(queue, tag)`` links each held job."""
-    reading = read_workers(queues)
+    reading = read_workers([q.engine for q in queues])
     here = local_ms()
     rows = []
     for w in reading.workers:

@@ -23,9 +23,9 @@ def claim(q: Queue, n: int, consumer: str = "") -> list[Message]:
 
 
 def send(q: Queue, acks: list[Ack]) -> list[bool]:
-    batch = q.batch()
-    parts = q.add_acks(batch, acks)
-    q.send(batch)
+    batch = q.engine.batch()
+    parts = q.engine.add_acks(batch, acks)
+    q.engine.send(batch)
     return [p.result() for p in parts]
 
 
@@ -33,9 +33,9 @@ def test_acks_results_and_stats_like_single_acks(q: Queue, redis_client: redis.R
     q.publish_many(range(4))
     a, b, c, d = claim(q, 4)
     acks = [
-        q.make_ack(a, {"x": 1}, 60, run_ms=5),
-        q.make_ack(b, run_ms=7),
-        q.make_ack(c, [1, 2], 0.5, run_ms=None),
+        q.engine.make_ack(a, {"x": 1}, 60, run_ms=5),
+        q.engine.make_ack(b, run_ms=7),
+        q.engine.make_ack(c, [1, 2], 0.5, run_ms=None),
         Ack(d),
     ]
     assert send(q, acks) == [True, True, True, True]
@@ -135,7 +135,7 @@ def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
     (m,) = claim(q, 1)
     for ttl in (0, -1, float("nan"), 10 * 365 * 86400 + 1, "1"):
         with pytest.raises(InvalidArgument):
-            q.make_ack(m, {"r": 1}, ttl)  # type: ignore[arg-type]
+            q.engine.make_ack(m, {"r": 1}, ttl)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         q.ack(m, {"r": 1}, 0)
     assert q.state(m.tag) == "leased"
@@ -158,11 +158,11 @@ def test_malformed_arguments_write_nothing(
 ) -> None:
     q.publish("x")
     (m,) = claim(q, 1)
-    call = q.shards[0].ack_many([q.make_ack(m, {"r": 1}, 60, 3)])
+    call = q.engine.shards[0].ack_many([q.engine.make_ack(m, {"r": 1}, 60, 3)])
     keys, args = mutate(list(call.keys), list(call.args))
     before = snapshot(redis_client, prefix)
     with pytest.raises(ScriptArgumentError):
-        q.run(call._replace(keys=tuple(keys), args=tuple(args)))
+        q.engine.run(call._replace(keys=tuple(keys), args=tuple(args)))
     assert snapshot(redis_client, prefix) == before
 
 
@@ -170,10 +170,10 @@ def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:
     """What a worker's flush sends: the acks of a batch in one script call."""
     q.publish_many(range(20))
     msgs = claim(q, 20)
-    batch = q.batch()
-    parts = q.add_acks(batch, [q.make_ack(m, run_ms=1) for m in msgs])
+    batch = q.engine.batch()
+    parts = q.engine.add_acks(batch, [q.engine.make_ack(m, run_ms=1) for m in msgs])
     assert len(batch) == 1
-    q.send(batch)
+    q.engine.send(batch)
     assert [p.result() for p in parts] == [True] * 20
 
 
@@ -183,8 +183,8 @@ def test_a_record_only_ack_lua_handles_is_acked_by_it(q: Queue, redis_client: re
     q.publish("plain", tag="p")
     q.publish("once", tag="u", unique_for=60)
     p, u = claim(q, 2)
-    call = q.shards[0].ack_many([Ack(p), Ack(u)])
-    assert q.run(call) == [1, 2]
+    call = q.engine.shards[0].ack_many([Ack(p), Ack(u)])
+    assert q.engine.run(call) == [1, 2]
     assert q.state("u") == "leased" and not redis_client.exists(q.keys.unique("u"))
     assert q.ack_many([u]) == [True]
     assert 0 < redis_client.pttl(q.keys.unique("u")) <= 60_000
@@ -195,10 +195,10 @@ def test_the_worker_path_settles_what_ack_many_left(q: Queue, redis_client: redi
     q.publish_many(range(3))
     q.publish("once", tag="u", unique_for=60)
     msgs = claim(q, 4)
-    batch = q.batch()
-    replies = q.add_acks(batch, [q.make_ack(m, {"r": m.tag}, 60) for m in msgs])
-    q.send(batch)
-    q.settle_acks(replies)
+    batch = q.engine.batch()
+    replies = q.engine.add_acks(batch, [q.engine.make_ack(m, {"r": m.tag}, 60) for m in msgs])
+    q.engine.send(batch)
+    q.engine.settle_acks(replies)
     assert [r.result() for r in replies] == [True] * 4
     assert q.result("u") == {"r": "u"} and redis_client.exists(q.keys.unique("u"))
     assert q.stats()["acked"] == 4
@@ -208,4 +208,4 @@ def test_a_field_name_inside_a_string_is_not_a_field(q: Queue) -> None:
     """A consumer id holding `,"u":` does not send a plain job to ack.lua."""
     q.publish("x")
     (m,) = claim(q, 1, consumer='w,"u":1,"k":1')
-    assert q.run(q.shards[0].ack_many([Ack(m)])) == [1]
+    assert q.engine.run(q.engine.shards[0].ack_many([Ack(m)])) == [1]

@@ -15,6 +15,7 @@ from asgiref.sync import async_to_sync
 
 from django_zqueue import conf, current_job, get_queue, registry, signals
 from django_zqueue.aconnection import make_async_client
+from django_zqueue.engine.aio import AsyncEngine
 from django_zqueue.exceptions import DuplicateJob, QueueUnavailable
 from django_zqueue.queue import Queue
 from django_zqueue.queue.aio import AsyncQueue, get_async_queue
@@ -271,13 +272,13 @@ def test_the_lane_acks_a_flush_in_ack_many_calls_as_a_thread_does(
     own add_outcomes: the successes of a flush in one ack_many call per shard, each
     failure a nack of its own, and every job still acked or retried exactly once."""
     sent: list[str] = []
-    real_send = AsyncQueue.send
+    real_send = AsyncEngine.send
 
-    async def recording_send(self: AsyncQueue, calls: Any, **kw: Any) -> list[Any]:
+    async def recording_send(self: AsyncEngine, calls: Any, **kw: Any) -> list[Any]:
         sent.extend(c.script for c in calls)
         return await real_send(self, calls, **kw)
 
-    monkeypatch.setattr(AsyncQueue, "send", recording_send)
+    monkeypatch.setattr(AsyncEngine, "send", recording_send)
     jobs = [at.aadd.enqueue(i, i) for i in range(40)]
     failing = at.always_fails.enqueue()
     w = burst(async_concurrency=8)

@@ -451,8 +451,8 @@ def test_dashboard_and_stats_on_a_cluster(
                 for port in cluster.ports:
                     redis.Redis(port=port).config_resetstat()
                 msgs = [m for q in queues for m in q.claim(3)[0]]
-                batch = queues[0].batch()
-                pending = [batch.add(get_queue(m.queue).ack_call(m)) for m in msgs]
+                batch = queues[0].engine.batch()
+                pending = [batch.add(get_queue(m.queue).engine.ack_call(m)) for m in msgs]
                 batch.send()
                 assert [p.result() for p in pending] == [True] * 6
                 calls = {

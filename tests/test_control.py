@@ -42,7 +42,7 @@ def test_cancel_a_running_job_takes_its_lease_at_once(q: Queue) -> None:
     assert rec is not None and rec.was == "leased" and rec.attempts == 1
     assert q.stats()["cancelled"] == 1
     # the delivery is stale for good: its heartbeat says cancelled, its outcome changes nothing
-    assert q.run(q.touch_call(msg)) == CANCELLED
+    assert q.engine.run(q.engine.touch_call(msg)) == CANCELLED
     assert q.touch(msg) is None
     assert q.ack(msg) is False and q.nack(msg, "boom", retry_in=0) is None
     assert not q.release(msg)
@@ -68,8 +68,8 @@ def test_touch_of_another_delivery_is_stale_not_cancelled(q: Queue) -> None:
     q.publish("again", tag=tag)  # the tag is free again after a cancel
     second = q.get()
     assert second is not None and second.token != first.token
-    assert q.run(q.touch_call(first)) == CANCELLED  # the cancelled delivery
-    assert q.run(q.touch_call(second)) not in (None, CANCELLED)  # the new one runs on
+    assert q.engine.run(q.engine.touch_call(first)) == CANCELLED  # the cancelled delivery
+    assert q.engine.run(q.engine.touch_call(second)) not in (None, CANCELLED)  # the new one runs on
 
 
 def test_cancel_refuses_dead_and_reports_missing(make_queue: QueueFactory) -> None:
@@ -91,9 +91,9 @@ def test_cancelled_record_expires_with_its_ttl(q: Queue) -> None:
 
 def test_cancel_script_refuses_a_bad_ttl_and_writes_nothing(q: Queue) -> None:
     tag = q.publish("x")
-    call = q.shard_for(tag).cancel(tag, 0)
+    call = q.engine.shard_for(tag).cancel(tag, 0)
     with pytest.raises(Exception, match="ttl_ms"):
-        q.run(call)
+        q.engine.run(call)
     assert q.state(tag) == "ready" and q.cancelled(tag) is None
 
 
@@ -206,7 +206,7 @@ def test_set_priority_refuses_bad_input_and_non_waiting_jobs(make_queue: QueueFa
     with pytest.raises(InvalidArgument):
         q.set_priority(tag, 1001)
     with pytest.raises(Exception, match="priority"):
-        q.run(q.shard_for(tag).set_priority(tag, 5000))  # the script checks too
+        q.engine.run(q.engine.shard_for(tag).set_priority(tag, 5000))  # the script checks too
     q.get()
     assert not q.set_priority(tag, 3) and not q.set_priority("nope", 3)
 
@@ -260,7 +260,7 @@ def test_pause_covers_every_partition(make_queue: QueueFactory) -> None:
     for i in range(6):
         q.publish(i, tag=f"t{i}")
     q.pause()
-    assert all(q.client.exists(s.keys.paused) for s in q.shards)
+    assert all(q.client.exists(s.keys.paused) for s in q.engine.shards)
     assert q.claim(6)[0] == []
     q.resume()
     assert len(q.claim(6)[0]) == 6
@@ -306,7 +306,7 @@ def test_overview_and_metrics_show_the_pause(zqueue_settings: dict[str, object])
 
     q = get_queue("default")
     q.pause()
-    figures = {f.name: f for f in read.overview([q, get_queue("other")])}
+    figures = {f.name: f for f in read.overview([q.engine, get_queue("other").engine])}
     assert figures["default"].paused and not figures["other"].paused
     if metrics.available():
         text = metrics.exposition([q]).decode()
@@ -318,9 +318,9 @@ def test_claim_script_reads_the_pause_key_of_its_own_shard(
 ) -> None:
     q.publish("a")
     redis_client.set(q.keys.paused, "anything")
-    assert q.run(q.shards[0].claim(1, "c")).messages == []
+    assert q.engine.run(q.engine.shards[0].claim(1, "c")).messages == []
     redis_client.delete(q.keys.paused)
-    assert len(q.run(q.shards[0].claim(1, "c")).messages) == 1
+    assert len(q.engine.run(q.engine.shards[0].claim(1, "c")).messages) == 1
 
 
 @pytest.mark.parametrize(

@@ -256,23 +256,25 @@ def test_bad_arguments_raise_before_any_write(q: Queue, redis_client: redis.Redi
     """A script refuses arguments out of bounds (a caller bypassing Queue's checks) with
     ZQ_BAD_ARGUMENT, writing nothing."""
     before = sorted(redis_client.scan_iter(f"*{q.prefix}*"))
-    shard = q.shards[0]
+    shard = q.engine.shards[0]
     calls = [
         shard.publish(
             [NewJob("t", b"{}", JobSpec(max_retries=3, visibility_timeout_ms=0))]
         ),  # 0 ms lease
         shard.publish([NewJob("t", b"{}", JobSpec(max_retries=10**9))]),
-        q.scripts.claim(q.keys, dataclasses.replace(q.policy, visibility_ms=0), q.name, 1, "c"),
+        q.engine.scripts.claim(
+            q.keys, dataclasses.replace(q.engine.policy, visibility_ms=0), q.name, 1, "c"
+        ),
     ]
     for call in calls:
         with pytest.raises(ScriptArgumentError, match="ZQ_BAD_ARGUMENT"):
-            q.scripts.run(call)
+            q.engine.scripts.run(call)
     assert sorted(redis_client.scan_iter(f"*{q.prefix}*")) == before
     tag = q.publish("x")
     (msg,), _ = q.claim(1, "c")
     for call in (shard.touch(msg, 10**12, ""), shard.nack(msg, "e", 10**15, False)):
         with pytest.raises(ScriptArgumentError, match="ZQ_BAD_ARGUMENT"):
-            q.scripts.run(call)
+            q.engine.scripts.run(call)
     assert q.state(tag) == "leased"
 
 
@@ -281,7 +283,7 @@ def test_corrupt_records_in_a_partitioned_queue(
 ) -> None:
     q = make_queue(partitions=2)
     tags = [q.publish(i) for i in range(6)]
-    k = q.keys_for(tags[0])
+    k = q.engine.keys_for(tags[0])
     redis_client.hset(k.meta, tags[0], b"[")
     got = drain(q)
     assert sorted(got) == sorted(tags[1:])

@@ -112,7 +112,7 @@ def test_overview_figures(state: State, redis_client: redis.Redis) -> None:
     register(q, redis_client, "dead:2:bbbb", {"threads": 5, "seen": now - 31_000})
     register(q, redis_client, "junk:3:cccc", "not json")
     register(q, redis_client, "list:4:dddd", [1, 2])
-    (f,) = read.overview([q])
+    (f,) = read.overview([q.engine])
     assert (f.name, f.ready, f.delayed, f.inflight, f.dead) == ("q", 4, 1, 1, 1)
     assert f.workers == 3
     assert f.head is not None and f.head.priority == 3 and f.head.max_retries == 4
@@ -135,13 +135,13 @@ def test_overview_of_several_queues_keeps_their_order(
     a, b, c = make_queue("a"), make_queue("b", partitions=2), make_queue("c")
     b.publish_many(range(3))
     c.publish("x")
-    figures = read.overview([c, a, b])
+    figures = read.overview([c.engine, a.engine, b.engine])
     assert [(f.name, f.ready) for f in figures] == [("c", 1), ("a", 0), ("b", 3)]
     assert figures[1].head is None and figures[1].lag_seconds is None
 
 
 def test_overview_of_an_empty_queue(empty: Queue) -> None:
-    (f,) = read.overview([empty])
+    (f,) = read.overview([empty.engine])
     assert (f.ready, f.delayed, f.inflight, f.dead, f.workers) == (0, 0, 0, 0, 0)
     assert f.head is None and f.lag_seconds is None and f.stats == {} and f.counters == {}
     rows = f.minutes(3)
@@ -150,8 +150,8 @@ def test_overview_of_an_empty_queue(empty: Queue) -> None:
 
 def test_overview_head_record_not_json(state: State, redis_client: redis.Redis) -> None:
     q = state.q
-    redis_client.hset(q.keys_for("head").meta, "head", b"\xff not json")
-    (f,) = read.overview([q])
+    redis_client.hset(q.engine.keys_for("head").meta, "head", b"\xff not json")
+    (f,) = read.overview([q.engine])
     assert f.ready == 4 and f.head is None and f.lag_seconds is None
 
 
@@ -164,7 +164,7 @@ def test_ready_listing_in_global_order(state: State) -> None:
     assert [j.tag for j in first.jobs] == state.ready[:3]
     assert first.counts == {"ready": 4, "delayed": 1, "leased": 1, "dead": 1, "waiting": 0}
     assert [j.score for j in first.jobs] == [10.0, 20.0, 20.0]
-    assert [j.shard for j in first.jobs] == [q.shard_for(t).index for t in state.ready[:3]]
+    assert [j.shard for j in first.jobs] == [q.engine.shard_for(t).index for t in state.ready[:3]]
     assert [q.rank(t) for t in state.ready] == [0, 1, 2, 3]
     head = first.jobs[0]
     assert head.record is not None and head.body == {"n": 0}
@@ -202,11 +202,11 @@ def test_listing_of_records_that_are_not_json_objects(
 ) -> None:
     q = state.q
     head, second, third, tail = state.ready
-    to_json_layout(redis_client, q.keys_for(head), head)  # its body apart from its record
-    redis_client.hset(q.keys_for(head).meta, head, "not json")
-    redis_client.hset(q.keys_for(second).meta, second, "[1, 2]")
-    redis_client.hset(q.keys_for(third).meta, third, '{"p": "high"}')
-    set_body(redis_client, q.keys_for(tail), tail, b"{broken")
+    to_json_layout(redis_client, q.engine.keys_for(head), head)  # its body apart from its record
+    redis_client.hset(q.engine.keys_for(head).meta, head, "not json")
+    redis_client.hset(q.engine.keys_for(second).meta, second, "[1, 2]")
+    redis_client.hset(q.engine.keys_for(third).meta, third, '{"p": "high"}')
+    set_body(redis_client, q.engine.keys_for(tail), tail, b"{broken")
     jobs = q.read.listing("ready").jobs
     assert [j.tag for j in jobs] == state.ready
     assert [j.record is None for j in jobs] == [True, True, True, False]
@@ -251,7 +251,7 @@ def test_listing_validates(q: Queue) -> None:
 
 def test_ready_listing_reads_run_time_and_workers(state: State, redis_client: redis.Redis) -> None:
     q = state.q
-    stats = [s.keys.stats for s in q.shards]
+    stats = [s.keys.stats for s in q.engine.shards]
     redis_client.hset(stats[0], mapping={"acked": 3, "run_ms": 900})
     redis_client.hset(
         stats[-1],
@@ -286,7 +286,7 @@ def test_job_and_info_rank_in_the_whole_queue(state: State) -> None:
 
 def test_locate(state: State, redis_client: redis.Redis) -> None:
     q = state.q
-    places = {tag: read.locate([q], tag) for tag in [*state.ready, "later", "run", "doomed"]}
+    places = {tag: read.locate([q.engine], tag) for tag in [*state.ready, "later", "run", "doomed"]}
     for rank, tag in enumerate(state.ready):
         (loc,) = places[tag]
         assert (loc.queue, loc.tag, loc.state, loc.rank) == ("q", tag, "ready", rank)
@@ -294,10 +294,10 @@ def test_locate(state: State, redis_client: redis.Redis) -> None:
     assert places["tail"][0].score_text == "30"
     assert [places[t][0].state for t in ("later", "run", "doomed")] == ["delayed", "leased", "dead"]
     assert all(places[t][0].rank is None for t in ("later", "run", "doomed"))
-    assert read.locate([q], "nobody") == [] and read.locate([q], "") == []
-    assert read.locate([q], "x" * 257) == []
-    redis_client.zrem(q.keys_for("tail").ready, "tail")  # a record in no set
-    (orphan,) = read.locate([q], "tail")
+    assert read.locate([q.engine], "nobody") == [] and read.locate([q.engine], "") == []
+    assert read.locate([q.engine], "x" * 257) == []
+    redis_client.zrem(q.engine.keys_for("tail").ready, "tail")  # a record in no set
+    (orphan,) = read.locate([q.engine], "tail")
     assert (orphan.state, orphan.score, orphan.rank) == ("orphan", None, None)
 
 
@@ -306,7 +306,7 @@ def test_locate_in_several_queues(make_queue: QueueFactory) -> None:
     b.publish("first", tag="early", score=-5)
     for q in (a, b, c):
         q.publish("x", tag="same", score=1)
-    found = read.locate([c, b, a], "same")
+    found = read.locate([c.engine, b.engine, a.engine], "same")
     assert [(loc.queue, loc.rank) for loc in found] == [("c", 0), ("b", 1), ("a", 0)]
 
 
@@ -371,7 +371,7 @@ def test_stale_ring_slots_through_the_overview(q: Queue, redis_client: redis.Red
             f"m{before}": minute - 1 - 64, f"e{before}": 99, f"r{before}": 50,
         },
     )  # fmt: skip
-    (f,) = read.overview([q])
+    (f,) = read.overview([q.engine])
     if f.now_ms // 60_000 != minute:  # the minute turned between the write and the read
         pytest.skip("the minute turned")
     rows = f.minutes(2)
@@ -413,10 +413,10 @@ def test_round_trips_do_not_grow_with_shards(state: State, monkeypatch: pytest.M
         read_once()
         return len(trips)
 
-    assert count(lambda: read.overview([q])) == 2
+    assert count(lambda: read.overview([q.engine])) == 2
     assert count(lambda: q.read.listing("ready")) == 2
     # past the end: one shard reads the last page; several have read every entry already
     assert count(lambda: q.read.listing("dead", 5)) == (3 if q.partitions == 1 else 2)
-    assert count(lambda: read.locate([q], "later")) == 1
-    assert count(lambda: read.locate([q], state.ready[1])) == (1 if q.partitions == 1 else 2)
+    assert count(lambda: read.locate([q.engine], "later")) == 1
+    assert count(lambda: read.locate([q.engine], state.ready[1])) == (1 if q.partitions == 1 else 2)
     assert count(lambda: q.read.job(state.ready[1])) == 1  # + the info script

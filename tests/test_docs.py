@@ -129,6 +129,18 @@ def test_every_settings_key_and_queue_option_has_a_row_in_settings_md() -> None:
     assert not queue, f"queue options missing from docs/settings.md: {sorted(queue)}"
 
 
+def test_every_public_name_of_queue_has_a_row_in_queue_md() -> None:
+    """Queue keeps a small API (the plumbing is its engine's), each name documented in the
+    table of docs/queue.md, "Every public name"."""
+    from django_zqueue.queue import Queue
+
+    names = [n for n in dir(Queue) if not n.startswith("_")]
+    rows = section((DOCS / "queue.md").read_text(), "Every public name")
+    missing = [n for n in names if f"`{n}" not in rows]
+    assert len(names) <= 50, f"Queue has {len(names)} public names: {names}"
+    assert not missing, f"public names of Queue missing from docs/queue.md: {missing}"
+
+
 def test_every_management_command_has_a_section_in_commands_md() -> None:
     commands = {
         p.stem

@@ -268,10 +268,12 @@ def test_the_persistence_note_says_every_job_is_lost_without_snapshots(
 ) -> None:
     """With AOF off and save '' (the test server's settings, or CONFIG refused), the note
     does not speak of a last snapshot that does not exist."""
-    from django_zqueue.doctor import _memory, _snapshots
+    from django_zqueue.connection import RedisServer
+    from django_zqueue.doctor import _memory
 
-    snapshots = _snapshots(redis_client)
-    notes = [f.message for f in _memory(redis_client) if f.topic == "persistence"]
+    server = RedisServer(on=redis_client)
+    snapshots = server.snapshots()
+    notes = [f.message for f in _memory(server) if f.topic == "persistence"]
     aof = str(redis_client.config_get("appendonly").get("appendonly", "yes"))
     if aof == "no" and snapshots is False:
         assert notes and all("every job it holds is lost" in n for n in notes)

@@ -178,13 +178,13 @@ def test_an_orphan_record_is_named_and_the_repair_makes_it_a_dead_letter(
 ) -> None:
     """A record whose set entry is gone stays for good unless someone looks: the doctor
     names it, and its repair moves it to the dead letters, where it can be requeued."""
-    from django_zqueue.doctor_keys import orphan_problems
+    from django_zqueue.engine.keycheck import orphan_problems
 
     q = make_queue("orph")
     lost = q.publish("lost")
     kept = q.publish("kept")
     redis_client.zrem(q.keys.ready, lost)  # its set entry gone: an orphan
-    (found,) = orphan_problems(q)
+    (found,) = orphan_problems(q.engine)
     assert found.finding.level == "error" and found.finding.topic == "keys"
     assert lost in found.finding.message and kept not in found.finding.message
     assert found.repair is not None
@@ -193,4 +193,4 @@ def test_an_orphan_record_is_named_and_the_repair_makes_it_a_dead_letter(
     info = q.info(lost)
     assert info is not None and "orphan record" in (info.last_error or "")
     assert q.requeue_dead(lost)
-    assert orphan_problems(q) == []
+    assert orphan_problems(q.engine) == []

@@ -139,7 +139,7 @@ def test_the_workers_read_skips_garbage_and_infinite_numbers(
             b"\xff": '{"seen": Infinity, "pid": NaN, "threads": 1e400}',
         },
     )
-    reading = read_workers([q])
+    reading = read_workers([q.engine])
     by_id = {w.id: w for w in reading.workers}
     assert set(by_id) == {"w-test", "\ufffd"}
     assert [j.tag for j in by_id["w-test"].jobs] == [tag]
@@ -153,7 +153,7 @@ def test_the_workers_read_skips_garbage_and_infinite_numbers(
 def test_a_result_that_is_not_json_raises_corrupt_result(
     q: Queue, redis_client: redis.Redis, raw: bytes
 ) -> None:
-    key = q.keys_for("job1").result("job1")
+    key = q.engine.keys_for("job1").result("job1")
     redis_client.set(key, raw)
     with pytest.raises(CorruptResult, match="is not JSON") as got:
         q.result("job1")

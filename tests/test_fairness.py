@@ -190,12 +190,12 @@ def test_a_big_claim_is_sent_in_calls_of_at_most_the_fair_chunk(
     """A fair claim does more per job than a fifo one: each script call leases at most
     FAIR_CLAIM_CHUNK jobs (so that a call stays short with many groups), the claim as a
     whole still gets what it asked for, in fair order."""
+    from django_zqueue.engine import Shard
     from django_zqueue.queue import CLAIM_CHUNK, FAIR_CLAIM_CHUNK
-    from django_zqueue.shard import Shard
 
     q = fair(make_queue, group_concurrency=1000)
-    assert q.claim_chunk == FAIR_CLAIM_CHUNK < CLAIM_CHUNK
-    assert make_queue("plain").claim_chunk == CLAIM_CHUNK
+    assert q.engine.claim_chunk == FAIR_CLAIM_CHUNK < CLAIM_CHUNK
+    assert make_queue("plain").engine.claim_chunk == CLAIM_CHUNK
     for g in range(5):
         q.publish_many([f"g{g}:{i}" for i in range(30)], group=f"g{g}")
     sizes: list[int] = []
@@ -211,9 +211,9 @@ def test_a_big_claim_is_sent_in_calls_of_at_most_the_fair_chunk(
     # the first 100 of 150 in fair order: 20 of each group
     assert Counter(groups_of([m.body for m in msgs])) == {f"g{g}": 20 for g in range(5)}
     sizes.clear()
-    plan = q.plan_claim(100, "c")  # a worker's pipelined first call: one chunk
+    plan = q.engine.plan_claim(100, "c")  # a worker's pipelined first call: one chunk
     assert sizes == [40] and plan.batch == 100
-    assert len(q.claim_rest(plan, q.run(plan.call))[0]) == 40
+    assert len(q.engine.claim_rest(plan, q.engine.run(plan.call))[0]) == 40
 
 
 def test_drained_groups_leave_no_state(make_queue: QueueFactory) -> None:
@@ -281,7 +281,7 @@ def test_group_figures_biggest_first_and_bounded(make_queue: QueueFactory) -> No
     assert sum(r.ready for r in small.rows) == 3
     with pytest.raises(InvalidArgument):
         q.read.groups(top=0)
-    assert read.group_figures(q).groups_seen == 3
+    assert read.group_figures(q.engine).groups_seen == 3
     for m in msgs:
         q.ack(m)
 
@@ -318,7 +318,7 @@ def test_publish_script_refuses_a_bad_group_or_weight(
 ) -> None:
     q = fair(make_queue)
     spec = {"id": "t1", "body": b"1", "max_retries": 0, "group": "a", field: value}
-    keys = q.scripts.publish(q.keys, q.policy, [NewJob("t1", b"1")]).keys
+    keys = q.engine.scripts.publish(q.keys, q.engine.policy, [NewJob("t1", b"1")]).keys
     before = snapshot(q.client, prefix)
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
         q.client.eval(source("publish"), len(keys), *keys, "fair", 0, 64, 1, 0, pack_map(spec))

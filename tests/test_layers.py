@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
         "registry",
         "attempts",
     },  # keys, scripts
-    {"shard", "queue", "read"},  # queue core: write side, read side
+    {"engine", "queue", "read"},  # queue core: engine, write side, read side
     {
         "task",
         "job",
@@ -57,7 +57,6 @@ LAYERS: list[set[str]] = [
         "metrics",
         "checks",
         "doctor",
-        "doctor_keys",
         "management",
         "apps",
         "models",
@@ -172,23 +171,11 @@ def test_the_checker_sees_a_violation() -> None:
 #: below this layer (settings, connection, keys/scripts, queue core) a module may hold and
 #: use a Redis client; above it, it asks the queue core
 CLIENT_LAYER = 3
-#: modules above the queue core that still use a Redis client themselves (the engine seam
-#: is to own that): this list may only shrink. A module that stops using the client must
-#: leave it (the test says so), and no other module may start.
+#: modules above the queue core that still use a Redis client themselves (the engine,
+#: ``queue.engine``, is to own that): this list may only shrink. A module that stops using
+#: the client must leave it (the test says so), and no other module may start.
 CLIENT_USERS_ABOVE = {
-    "backends",
-    "checks",
-    "doctor",
-    "doctor_keys",
-    "management.commands.zqueue_doctor",
-    "management.commands.zqueue_worker",
-    "outbox",
-    "scanner",
-    "watch",
-    "worker.aio",
-    "worker.consumer",
-    "worker.leases",
-    "worker.worker",
+    "schedules",
 }
 
 
@@ -223,3 +210,68 @@ def test_the_client_checker_sees_a_client(tmp_path: Path) -> None:
     assert _uses_a_client(path)
     path.write_text("def f(q):\n    return q.counts()\n")
     assert not _uses_a_client(path)
+
+
+# ------------------------------------------------------------------ key names
+
+#: modules above the queue core that still build a key name themselves (the engine is to
+#: own that): this list may only shrink, as CLIENT_USERS_ABOVE
+KEY_BUILDERS_ABOVE = {
+    "schedules",
+}
+
+#: what building a key looks like: the key makers of ``keys.py`` by name, a queue's
+#: ``keys`` (``q.keys.ready``, ``q.keys.result(tag)``), its schedules' keys, or a key
+#: lookup of the engine
+KEY_MAKERS = {"queue_keys", "partition_keys", "layout_key", "QueueKeys", "typed_keys"}
+KEY_ATTRIBUTES = {"sched_keys", "part_keys", "keys_for", "keys_of"}
+
+
+def _builds_a_key(path: Path) -> bool:
+    """Whether a module builds a key name: ``<x>.keys.<name>``, one of ``KEY_ATTRIBUTES``
+    or a key maker of ``keys.py`` (``dict.keys()`` is not one)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr in KEY_ATTRIBUTES or node.attr in KEY_MAKERS:
+                return True
+            if isinstance(node.value, ast.Attribute) and node.value.attr == "keys":
+                return True  # q.keys.ready, q.engine.keys.stats, shard.keys.result(...)
+        if isinstance(node, ast.Name) and node.id in KEY_MAKERS:
+            return True
+        if isinstance(node, ast.ImportFrom) and any(a.name in KEY_MAKERS for a in node.names):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer_of(m) > CLIENT_LAYER))
+def test_above_the_queue_core_only_the_listed_modules_build_a_key(module: str) -> None:
+    builds = _builds_a_key(MODULES[module])
+    if module in KEY_BUILDERS_ABOVE:
+        assert builds, f"{module} no longer builds a key name: take it off the list"
+    else:
+        assert not builds, f"{module} builds a key name: ask the queue or its engine instead"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(q):\n    return q.keys.ready\n",
+        "def f(q, tag):\n    return q.engine.keys_for(tag).result(tag)\n",
+        "def f(q):\n    return [k.meta for k in q.engine.part_keys]\n",
+        "def f(q):\n    return q.sched_keys.sched\n",
+        "from django_zqueue.keys import queue_keys\n",
+        "def f(keys):\n    return keys.queue_keys('zq', 'default').ready\n",
+        "def f(s, tag):\n    return s.keys.result(tag)\n",
+    ],
+)
+def test_the_key_checker_sees_a_key_built(tmp_path: Path, source: str) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert _builds_a_key(path), source
+
+
+def test_the_key_checker_lets_dict_keys_and_the_engine_pass(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("def f(d, q, tag):\n    return list(d.keys()), q.engine.result_raw(tag)\n")
+    assert not _builds_a_key(path)

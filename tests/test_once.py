@@ -67,8 +67,10 @@ def test_debounce_bad_input_writes_nothing(q: Queue) -> None:
     with pytest.raises(InvalidArgument, match="run-at"):
         q.publish("x", tag="k", debounce=5, delay=3)
     with pytest.raises(Exception, match="debounce_ms"):  # the script checks too
-        q.run(
-            q.shard_for("k").publish_once(q.prepare("x", "k")._replace(spec=JobSpec(debounce_ms=0)))
+        q.engine.run(
+            q.engine.shard_for("k").publish_once(
+                q.prepare("x", "k")._replace(spec=JobSpec(debounce_ms=0))
+            )
         )
     assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
 

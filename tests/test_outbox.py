@@ -56,7 +56,7 @@ def ready_args(queue: str = "default") -> list[list[Any]]:
     """The arguments of the queue's ready jobs, in the order they would be claimed."""
     q = get_queue(queue)
     out = []
-    for tag, _, _ in q.merged_page("ready", 0, 1000):
+    for tag, _, _ in q.read.page("ready", 0, 1000):
         info = q.info(tag)
         assert info is not None
         out.append(info.body["args"])

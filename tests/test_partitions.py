@@ -134,11 +134,11 @@ def test_publish_routes_each_job_to_its_partition(
     tags = q.publish_many([{"i": i} for i in range(40)], tags=[f"job{i}" for i in range(40)])
     for tag in tags:
         p = partition_of(tag, 4)
-        assert redis_client.zscore(q.part_keys[p].ready, tag) is not None
-        assert redis_client.hexists(q.part_keys[p].meta, tag)
+        assert redis_client.zscore(q.engine.part_keys[p].ready, tag) is not None
+        assert redis_client.hexists(q.engine.part_keys[p].meta, tag)
         for j in range(4):
             if j != p:
-                assert redis_client.zscore(q.part_keys[j].ready, tag) is None
+                assert redis_client.zscore(q.engine.part_keys[j].ready, tag) is None
     # nothing under the queue's own (unpartitioned) tag but the layout record
     own = {k for k in keys_with_jobs(redis_client, prefix) if k.startswith(f"{{{prefix}:q}}")}
     assert own == {layout_key(prefix, "q")}
@@ -181,7 +181,7 @@ def test_exists_score_state_info_delete_route_directly(
     q = make_queue(partitions=6)
     tag = tag_in(5, 6)
     q.publish({"a": 1}, tag=tag, priority=3)
-    k = q.part_keys[5]
+    k = q.engine.part_keys[5]
     assert q.exists(tag) and q.state(tag) == "ready"
     assert q.score(tag) == redis_client.zscore(k.ready, tag)
     info = q.info(tag)
@@ -210,7 +210,7 @@ def test_exists_score_state_info_delete_route_directly(
         assert k.tag in cmd
         for j in range(6):
             if j != 5:
-                assert q.part_keys[j].tag not in cmd
+                assert q.engine.part_keys[j].tag not in cmd
     assert not q.exists(tag) and q.info(tag) is None and q.score(tag) is None
     for bad in (b"bytes", 5, "", "x" * 257):  # checked before routing: a clear error
         for method in (q.rank, q.score, q.state, q.exists, q.info, q.delete, q.result):
@@ -223,7 +223,7 @@ def test_unpartitioned_queue_keeps_its_key_names(
 ) -> None:
     q = make_queue()
     q.publish("x", tag="a")
-    assert q.partitions == 1 and q.part_keys == [q.keys]
+    assert q.partitions == 1 and q.engine.part_keys == [q.keys]
     assert keys_with_jobs(redis_client, prefix) == {
         f"{{{prefix}:q}}:{name}" for name in ("ready", "meta", "ctr", "notify", "stats")
     }
@@ -302,7 +302,7 @@ def test_global_rank_matches_a_model(n: int, redis_client: redis.Redis, prefix: 
                 _, part, batch = op
                 p = part % n
                 mine = [t for t in model_order(ready) if ready[t][1] == p][:batch]
-                msgs = q.scripts.run(q.shards[p].claim(batch, "c")).messages
+                msgs = q.engine.scripts.run(q.engine.shards[p].claim(batch, "c")).messages
                 assert [m.tag for m in msgs] == mine
                 for m in msgs:
                     leased[m.tag] = m
@@ -324,13 +324,13 @@ def test_global_rank_matches_a_model(n: int, redis_client: redis.Redis, prefix: 
             assert [q.rank(t) for t in order] == list(range(len(order)))
             assert q.total_count() == len(order)
             ranked = [(t, s, p) for t, (s, p) in ((t, ready[t]) for t in order)]
-            assert q.merged_page("ready", 0, 100) == ranked
+            assert q.read.page("ready", 0, 100) == ranked
         # draining in global order: a consumer taking, each time, the job of rank 0
         while ready:
             head = model_order(ready)[0]
             assert q.rank(head) == 0
             p = ready[head][1]
-            msgs = q.scripts.run(q.shards[p].claim(1, "c")).messages
+            msgs = q.engine.scripts.run(q.engine.shards[p].claim(1, "c")).messages
             assert [m.tag for m in msgs] == [head]
             del ready[head]
         q.clear()
@@ -381,7 +381,7 @@ def test_every_entry_into_ready_takes_the_clock_sequence(
     later += [tag_in(0, 3, stem="l0b-"), tag_in(0, 3, stem="l0c-")]
     q.publish_many(range(len(later)), tags=later, priority=2, delay=3600)
     for t in later:  # due now: run-at far in the past
-        redis_client.zadd(q.keys_for(t).delayed, {t: 1})
+        redis_client.zadd(q.engine.keys_for(t).delayed, {t: 1})
     q.scan()  # promotes, batched per partition
     now = redis_ms(redis_client) - EPOCH_MS
 
@@ -402,7 +402,7 @@ def test_every_entry_into_ready_takes_the_clock_sequence(
     assert seq(m.tag, 2) > before
     assert (
         q.nack(
-            q.scripts.run(q.shard_for(m.tag).claim(1, "c")).messages[0],
+            q.engine.scripts.run(q.engine.shard_for(m.tag).claim(1, "c")).messages[0],
             "dead now",
             dead=True,
         )
@@ -418,11 +418,11 @@ def test_clock_sequence_budget_is_enforced(
     q = make_queue(partitions=2)
     tag = tag_in(1, 2)
     q.publish("warm", tag=tag_in(1, 2, stem="w"))
-    redis_client.hset(q.part_keys[1].ctr, "tseq", BAND - 1)
+    redis_client.hset(q.engine.part_keys[1].ctr, "tseq", BAND - 1)
     with pytest.raises(SequenceExhausted, match="ZQ_SEQUENCE_EXHAUSTED"):
         q.publish("x", tag=tag)
     # no number used, nothing written (the scores are computed before any write)
-    assert redis_client.hget(q.part_keys[1].ctr, "tseq") == str(BAND - 1).encode()
+    assert redis_client.hget(q.engine.part_keys[1].ctr, "tseq") == str(BAND - 1).encode()
     assert q.state(tag) is None and q.rank(tag) is None and q.info(tag) is None
     q.publish("other partition", tag=tag_in(0, 2))  # each partition has its own clock
 
@@ -507,7 +507,7 @@ def test_delayed_nack_scan_dead_letters_across_partitions(
     # an expired lease in some partition is recovered by scan
     msg = q.get()
     assert msg is not None and msg.tag == "d0"
-    k = q.keys_for("d0")
+    k = q.engine.keys_for("d0")
     redis_client.zadd(k.leased, {"d0": 1})
     result = q.scan()
     assert result.buried == 1 and result.recovered == 0  # max_retries 0: it dies
@@ -536,7 +536,7 @@ def test_changing_partitions_with_jobs_is_refused(prefix: str, redis_client: red
     four.publish_many(range(10))
     for other in (make(8), make(1)):
         with pytest.raises(PartitionMismatch):
-            other.check_layout()
+            other.engine.check_layout()
     with pytest.raises(PartitionMismatch):
         make(8).claim(1)
     # drained: the new layout is taken
@@ -548,7 +548,7 @@ def test_changing_partitions_with_jobs_is_refused(prefix: str, redis_client: red
     assert redis_client.get(layout_key(prefix, "q")) == b"8"
     eight.clear()
     assert redis_client.get(layout_key(prefix, "q")) is None
-    make(1).check_layout()
+    make(1).engine.check_layout()
 
 
 # ---------------------------------------------------------------- worker and admin
@@ -663,9 +663,9 @@ def test_periodic_schedule_on_a_partitioned_queue(
     sched.sync()
     redis_client.zadd(q.sched_keys.sched, {"every": 1000})  # due long ago
     sched.step()
-    jobs = q.merged_page("ready", 0, 10)
+    jobs = q.read.page("ready", 0, 10)
     assert len(jobs) == 1 and jobs[0][0].startswith("cron:every:") and jobs[0][2] == 0
-    assert q.sched_keys.tag == q.part_keys[0].tag
+    assert q.sched_keys.tag == q.engine.part_keys[0].tag
     assert json.loads(redis_client.hget(q.sched_keys.sched_defs, "every") or "{}")["task"]
     assert q.rank(jobs[0][0]) == 0 and q.exists(jobs[0][0])
 
@@ -681,7 +681,7 @@ def test_stats_and_minutes_sum_the_partitions(
     q = make_queue(partitions=2)
     minute = redis_ms(redis_client) // 60000
     slot, before = minute % 64, (minute - 1) % 64
-    p0, p1 = (k.stats for k in q.part_keys)
+    p0, p1 = (k.stats for k in q.engine.part_keys)
     redis_client.hset(p0, mapping={"enqueued": 3, f"m{slot}": minute, f"e{slot}": 3})
     redis_client.hset(p0, mapping={f"m{before}": minute - 1, f"e{before}": 2})
     # partition 1's slot still counts for the minute 64 minutes ago: not summed in

@@ -290,7 +290,7 @@ def test_positions_script_reports_every_state(default: Queue) -> None:
     default.claim(1)  # a: leased
     msgs, _ = default.claim(1)
     default.nack(msgs[0], "boom", dead=True)  # b: dead
-    got = default.run(default.shards[0].positions([d, c, later, a, b, "missing"]))
+    got = default.engine.run(default.engine.shards[0].positions([d, c, later, a, b, "missing"]))
     assert [(s.tag, s.state, s.rank) for s in got] == [
         (d, "ready", 1),
         (c, "ready", 0),
@@ -302,7 +302,7 @@ def test_positions_script_reports_every_state(default: Queue) -> None:
     assert got[0].score == default.score(d)
     for n in (0, MAX_POSITIONS + 1):
         with pytest.raises(InvalidArgument):
-            default.shards[0].positions(["t"] * n)
+            default.engine.shards[0].positions(["t"] * n)
 
 
 def test_global_rank_on_a_partitioned_queue(make_queue: Any) -> None:

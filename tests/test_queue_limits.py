@@ -148,7 +148,9 @@ def test_partitions_each_hold_their_share(make_queue: QueueFactory) -> None:
     for i in range(200):
         with contextlib.suppress(QueueFull):
             tags.append(q.publish(i))
-    per_shard = [q.client.zcard(s.keys.ready) + q.client.zcard(s.keys.delayed) for s in q.shards]
+    per_shard = [
+        q.client.zcard(s.keys.ready) + q.client.zcard(s.keys.delayed) for s in q.engine.shards
+    ]
     assert per_shard == [2, 2]
     assert len(tags) == 4
 

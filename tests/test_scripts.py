@@ -122,7 +122,7 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
         lo, hi, whole = bounds.JOB_BOUNDS[name]
         for bad in (lo - (1 if whole else lo / 2), hi + 1):
             arg = pack_map({"id": "t", "body": b"1", name: bad})
-            keys = q.scripts.publish(q.keys, q.policy, [NewJob("t", b"1")]).keys
+            keys = q.engine.scripts.publish(q.keys, q.engine.policy, [NewJob("t", b"1")]).keys
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
                 q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, arg)
     assert q.counts()["ready"] == 0
@@ -160,7 +160,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q = make_queue("fairq", fairness="groups")
     declared = {int(i) for i in re.findall(r"KEYS\[(\d+)\]", op_source(name).split("\n\n")[0])}
     seen: list[int] = []
-    scripts = q.scripts
+    scripts = q.engine.scripts
     original_run, original_batch = scripts.run, Batch.add
 
     def spy(call):  # type: ignore[no-untyped-def]
@@ -179,7 +179,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         tag = q.publish("x")
         q.state(tag)
         q.info(tag)
-        q.run(q.shards[0].positions([tag]))
+        q.engine.run(q.engine.shards[0].positions([tag]))
         msg = q.get()
         assert msg is not None
         q.touch(msg)
@@ -232,8 +232,10 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
 
 def raw(q: Queue, call: Call[Any]) -> Any:
     """The script's reply as Redis sends it (the Lua contract, before Python reads it)."""
-    q.scripts.load_all()
-    return q.client.evalsha(q.scripts.sha(call.script), len(call.keys), *call.keys, *call.args)  # type: ignore[no-untyped-call]
+    q.engine.scripts.load_all()
+    return q.client.evalsha(
+        q.engine.scripts.sha(call.script), len(call.keys), *call.keys, *call.args
+    )  # type: ignore[no-untyped-call]
 
 
 def test_source_prepends_the_included_helpers_only() -> None:
@@ -245,17 +247,17 @@ def test_source_prepends_the_included_helpers_only() -> None:
 def test_publish_reports_clashes_without_writing(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("a", tag="x")
     jobs = [NewJob("x", b"b", JobSpec(max_retries=3)), NewJob("y", b"c", JobSpec(max_retries=3))]
-    call = q.shards[0].publish(jobs)
+    call = q.engine.shards[0].publish(jobs)
     assert raw(q, call) == [1, b"x", b"ready"]
-    assert q.scripts.run(call) == [("x", "ready")]
+    assert q.engine.scripts.run(call) == [("x", "ready")]
     assert not redis_client.hexists(q.keys.meta, "y")
 
 
 def test_claim_returns_hint_and_quadruples(q: Queue) -> None:
-    shard = q.shards[0]
+    shard = q.engine.shards[0]
     assert raw(q, shard.claim(5, "c")) == [-1]
     q.publish("later", delay=30)
-    claimed = q.scripts.run(shard.claim(5, "c"))
+    claimed = q.engine.scripts.run(shard.claim(5, "c"))
     assert claimed.messages == [] and 29_000 < claimed.hint_ms <= 30_000
     tag = q.publish("now")
     reply = raw(q, shard.claim(5, "c"))
@@ -265,7 +267,7 @@ def test_claim_returns_hint_and_quadruples(q: Queue) -> None:
 
 def test_claim_decodes_typed_messages(q: Queue) -> None:
     tag = q.publish({"n": 1}, priority=7, max_retries=2, visibility_timeout=9)
-    claimed = q.scripts.run(q.shards[0].claim(5, "c"))
+    claimed = q.engine.scripts.run(q.engine.shards[0].claim(5, "c"))
     (msg,) = claimed.messages
     assert (msg.tag, msg.body, msg.priority, msg.max_retries) == (tag, {"n": 1}, 7, 2)
     assert (msg.attempt, msg.visibility_timeout_ms, msg.queue) == (1, 9000, q.name)
@@ -278,8 +280,8 @@ def test_claim_promotes_at_most_its_limit(
     q.publish_many(range(10), delay=30)
     for t in redis_client.zrange(q.keys.delayed, 0, -1):
         redis_client.zadd(q.keys.delayed, {t: 0}, xx=True)
-    policy = dataclasses.replace(q.policy, promote_limit=3)
-    q.scripts.run(q.scripts.claim(q.keys, policy, q.name, 1, "c"))
+    policy = dataclasses.replace(q.engine.policy, promote_limit=3)
+    q.engine.scripts.run(q.engine.scripts.claim(q.keys, policy, q.name, 1, "c"))
     assert redis_client.zcard(q.keys.delayed) == 7
 
 
@@ -288,25 +290,25 @@ def test_ack_nack_touch_return_codes(q: Queue) -> None:
     msg = q.get()
     assert msg is not None
     stale = msg._replace(token=msg.token + 1)
-    shard = q.shards[0]
+    shard = q.engine.shards[0]
     assert raw(q, shard.ack(stale, "", 0, None)) == 0
     assert raw(q, shard.touch(stale, 1000, "")) == 0
-    assert q.scripts.run(shard.touch(stale, 1000, "")) is None
+    assert q.engine.scripts.run(shard.touch(stale, 1000, "")) is None
     assert raw(q, shard.touch(msg, 0, "")) == msg.lease_deadline_ms
     assert raw(q, shard.nack(stale, "", 0, False)) == 0
-    assert q.scripts.run(shard.nack(stale, "", 0, False)) is None
-    assert q.scripts.run(shard.nack(msg, "", 0, False)) == "retry"
+    assert q.engine.scripts.run(shard.nack(stale, "", 0, False)) is None
+    assert q.engine.scripts.run(shard.nack(msg, "", 0, False)) == "retry"
     assert raw(q, shard.nack(msg, "", 0, False)) == 0
     gone = msg._replace(tag="nope", token=1)
     assert raw(q, shard.ack(gone, "", 0, None)) == 0
-    assert q.scripts.run(shard.ack(gone, "", 0, None)) is False
+    assert q.engine.scripts.run(shard.ack(gone, "", 0, None)) is False
 
 
 def test_delete_and_info_codes(q: Queue, redis_client: redis.Redis) -> None:
-    shard = q.shards[0]
+    shard = q.engine.shards[0]
     assert raw(q, shard.delete("nope", False)) == 0
     assert raw(q, shard.info("nope")) == []
-    assert q.scripts.run(shard.info("nope")) is None
+    assert q.engine.scripts.run(shard.info("nope")) is None
     q.publish("x", tag="t", priority=1)
     q.get()
     assert raw(q, shard.delete("t", False)) == -1
@@ -323,10 +325,10 @@ def test_purge_dead_is_bounded(make_queue: QueueFactory) -> None:
     q.publish_many(range(7))
     for m in q.claim(7)[0]:
         q.nack(m, "x")
-    shard = q.shards[0]
-    assert q.scripts.run(shard.purge_dead(3)) == 3
+    shard = q.engine.shards[0]
+    assert q.engine.scripts.run(shard.purge_dead(3)) == 3
     assert raw(q, shard.purge_dead(3)) == 3
-    assert q.scripts.run(shard.purge_dead(3)) == 1
+    assert q.engine.scripts.run(shard.purge_dead(3)) == 1
 
 
 def test_error_replies_map_through_one_table(q: Queue) -> None:
@@ -361,8 +363,8 @@ def test_a_script_error_reply_in_a_batch_is_raised_typed(
     q: Queue, redis_client: redis.Redis
 ) -> None:
     redis_client.set(q.keys.ready, "not a zset")  # WRONGTYPE inside claim.lua
-    batch = q.batch()
-    pending = batch.add(q.shards[0].claim(1, "c"))
+    batch = q.engine.batch()
+    pending = batch.add(q.engine.shards[0].claim(1, "c"))
     batch.send()
     assert pending.failed is not None
     with pytest.raises(ScriptError, match="claim"):
@@ -373,8 +375,8 @@ def test_a_script_error_reply_in_a_batch_is_raised_typed(
 
 
 def test_scripts_are_per_client(q: Queue) -> None:
-    assert isinstance(q.scripts, Scripts)
-    assert q.scripts.client is q.client
+    assert isinstance(q.engine.scripts, Scripts)
+    assert q.engine.scripts.client is q.client
 
 
 def test_calls_collects_like_a_batch_and_settles_replies_in_order(make_queue: QueueFactory) -> None:
@@ -385,9 +387,9 @@ def test_calls_collects_like_a_batch_and_settles_replies_in_order(make_queue: Qu
     q = make_queue()
     tags = [q.publish(i) for i in range(3)]
     calls = Calls()
-    claim = calls.add(q.shards[0].claim(2, "w1"))
-    info = calls.add(q.shards[0].info(tags[2]))
-    batch = q.batch()
+    claim = calls.add(q.engine.shards[0].claim(2, "w1"))
+    info = calls.add(q.engine.shards[0].info(tags[2]))
+    batch = q.engine.batch()
     for c in calls.calls:
         batch.add(c)
     replies = batch.send()

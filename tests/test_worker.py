@@ -740,7 +740,7 @@ def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -
     timer.start()
     woke = c.wait(1.0, 5)
     timer.join()
-    if is_cluster(w.client):  # on a Redis Cluster the wait only wakes; the loop claims
+    if is_cluster(w.wakeups.client):  # on a Redis Cluster the wait only wakes; the loop claims
         assert woke is None and q.state("late") == "ready"
         return
     assert woke is not None
@@ -749,5 +749,5 @@ def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -
     assert q.state("late") == "leased" and q.counts()["inflight"] == 1
     # a token with nothing left to claim: None, and the token is used up
     assert q.ack(msgs[0])
-    q.client.lpush(q.notify_keys[0], "1")
-    assert c.wait(1.0, 1) is None and q.client.llen(q.notify_keys[0]) == 0
+    q.client.lpush(q.engine.notify_keys[0], "1")
+    assert c.wait(1.0, 1) is None and q.client.llen(q.engine.notify_keys[0]) == 0

@@ -139,10 +139,10 @@ def test_a_parent_end_counts_once_however_often_it_is_replayed(
     msg = q.get()
     assert msg is not None and msg.tag == a and q.ack(msg, passed="ra")
     # the dispatcher "crashes" after applying the entry, before clearing it
-    entries = q.read_outbox([a])
-    resolve = [q.shards[0].wf_resolve([e]) for e in _resolutions(q, entries)]
+    entries = q.engine.read_outbox([a])
+    resolve = [q.engine.shards[0].wf_resolve([e]) for e in _resolutions(q, entries)]
     for _ in range(3):
-        q.run_all(resolve)
+        q.engine.run_all(resolve)
     assert q.links(child).got == 1  # type: ignore[union-attr]
     assert q.state(child) == "waiting"
     assert q.drain() == 1 and q.outbox_size() == 0

@@ -66,9 +66,9 @@ def test_a_chord_callback_lists_its_parents_a_page_at_a_time(
 def test_waiting_jobs_are_counted_and_found_by_id(zqueue_settings: dict[str, Any]) -> None:
     flow = chain(step.s(), step.s(), far.s()).enqueue()
     q, other = get_queue("default"), get_queue("emails")
-    figures = {f.name: f for f in overview([q, other])}
+    figures = {f.name: f for f in overview([q.engine, other.engine])}
     assert (figures["default"].waiting, figures["emails"].waiting) == (1, 1)
     assert figures["default"].ready == 1
     assert q.read.waiting_count() == 1
-    (where,) = locate([q, other], flow.ids[1])
+    (where,) = locate([q.engine, other.engine], flow.ids[1])
     assert (where.queue, where.state, where.rank) == ("default", "waiting", None)

@@ -34,12 +34,16 @@ def run_all_ready(q: Queue, batch: int = 100, result: Any = None) -> list[str]:
         msgs, _ = q.claim(batch)
         if not msgs:
             return ran
-        b = q.batch()
+        b = q.engine.batch()
         pending = [
-            b.add(q.ack_call(m, passed=json.dumps(m.body["args"][0] if m.body["args"] else None)))
+            b.add(
+                q.engine.ack_call(
+                    m, passed=json.dumps(m.body["args"][0] if m.body["args"] else None)
+                )
+            )
             for m in msgs
         ]
-        q.send(b)
+        q.engine.send(b)
         ended = [m.tag for m, p in zip(msgs, pending, strict=True) if flow_ended(p.call, p.reply)]
         assert all(p.result() for p in pending)
         q.dispatch(ended)
@@ -88,10 +92,10 @@ def test_the_callback_gets_10000_results_in_order(zqueue_settings: dict[str, Any
     msgs.sort(key=lambda m: -int(m.body["args"][0]))
     for start in range(0, len(msgs), 777):
         part = msgs[start : start + 777]
-        b = q.batch()
+        b = q.engine.batch()
         for m in part:
-            b.add(q.ack_call(m, passed=json.dumps(m.body["args"][0])))
-        q.send(b)
+            b.add(q.engine.ack_call(m, passed=json.dumps(m.body["args"][0])))
+        q.engine.send(b)
         q.dispatch([m.tag for m in part])
         expected = "ready" if start + 777 >= len(msgs) else "waiting"
         assert q.state(callback) == expected

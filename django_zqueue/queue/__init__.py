@@ -13,31 +13,41 @@ A job lives in exactly one of four sorted sets, or nowhere once finished::
 ``ready`` is ordered exactly by claim order, so ``rank(tag)`` (ZRANK) is the number of
 jobs that will be claimed before it.
 
-:class:`Queue` validates input (:mod:`.validate`), routes each job to its shard
-(:mod:`.shard`: one hash tag, one Redis Cluster slot) and sends the shard's script calls
-(:mod:`.scripts`). Its reads of many jobs and counters live in :mod:`.read`
+:class:`Queue` validates input (:mod:`.validate`) and asks its engine
+(``queue.engine``, :class:`~django_zqueue.engine.Engine`), which owns the client, routes
+each job to its shard (one hash tag, one Redis Cluster slot) and sends the shard's script
+calls (:mod:`.scripts`). Its reads of many jobs and counters live in :mod:`.read`
 (``queue.read``).
 
-The parts, each a module of this package: :mod:`.base` (shards, options, sending calls,
-the partition layout), :mod:`.publish` (new jobs), :mod:`.consume` (leases and their ends),
+The parts, each a module of this package: :mod:`.base` (name, options, engine),
+:mod:`.publish` (new jobs), :mod:`.once` (debounce, unique-for), :mod:`.consume` (leases
+and their ends), :mod:`.control` (operator actions), :mod:`.flow` (workflows),
 :mod:`.lookup` (one job's rank, state and record), :mod:`.core` (the :class:`Queue` that
-puts them together, removal, housekeeping).
+puts them together, removal, housekeeping), :mod:`.aio` (the asyncio client).
 """
 
 from __future__ import annotations
 
 from .. import conf
 from ..connection import get_client
+from ..engine import (
+    CLAIM_CHUNK,
+    FAIR_CLAIM_CHUNK,
+    MAX_BLOCK,
+    NOTIFY_CAP,
+    PROMOTE_LIMIT,
+    PUBLISH_CHUNK,
+    Engine,
+    use_resolver,
+)
 from ..exceptions import UnknownQueue
 from ..read import MAX_MERGED, SERIES, live_thread_count, minute_rows
 from ..records import JobInfo, Message, NewJob, ScanResult, encode_body, new_tag
 from ..validate import MAX_TAG_BYTES
-from .base import CLAIM_CHUNK, FAIR_CLAIM_CHUNK, MAX_BLOCK, NOTIFY_CAP, PROMOTE_LIMIT
 from .consume import MAX_BATCH, NO_RESULT, AckReply, ClaimPlan
 from .control import CANCELLED_TTL, CancelledJob, CancelResult
 from .core import Queue
-from .flow import publish_flow, use_resolver
-from .publish import PUBLISH_CHUNK
+from .flow import publish_flow
 
 __all__ = [
     "CANCELLED_TTL",
@@ -56,6 +66,7 @@ __all__ = [
     "CancelResult",
     "CancelledJob",
     "ClaimPlan",
+    "Engine",
     "JobInfo",
     "Message",
     "NewJob",
@@ -88,7 +99,7 @@ def get_queue(name: str = "default") -> Queue:
 
 
 conf.on_reset(_queues.clear)
-use_resolver(get_queue)
+use_resolver(lambda name: get_queue(name).engine)
 
 
 def command_queue(name: str) -> Queue:

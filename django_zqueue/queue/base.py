@@ -1,53 +1,19 @@
-"""The base of :class:`~django_zqueue.queue.Queue`: its shards, options and connection,
-how a script call is sent, and the check of its partition layout."""
+"""The base of :class:`~django_zqueue.queue.Queue`: its name, options and engine."""
 
 from __future__ import annotations
-
-import secrets
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
 
 import redis
 
 from .. import conf
-from ..connection import get_client, slot_groups, socket_timeout, unavailable_as_error
-from ..exceptions import InvalidArgument, PartitionMismatch
-from ..keys import QueueKeys, layout_key, partition_keys, partition_of, queue_keys
+from ..engine import Engine
+from ..keys import QueueKeys
 from ..records import Message
-from ..scripts import Batch, Call, Policy, ScoreMode, Scripts
-from ..shard import Shard
-
-T = TypeVar("T")
-
-#: the notify list never holds more wake-up tokens than this
-NOTIFY_CAP = 64
-#: due delayed jobs promoted by one claim call
-PROMOTE_LIMIT = 100
-#: longest single blocking wait; a wait is also cut to a share of the socket timeout
-MAX_BLOCK = 5.0
-#: at most this many jobs per claim script call (a bigger claim sends several, pipelined)
-CLAIM_CHUNK = 100
-#: the same in a fair queue, whose claim does more per job (groups, limits): a call of 40
-#: stays under 5 ms of Redis time with 100,000 groups and limits on (docs/fairness.md)
-FAIR_CLAIM_CHUNK = 40
-
-
-def score_mode(o: conf.QueueOptions) -> ScoreMode:
-    """How the queue's ready scores are made: ``fair`` with ``fairness="groups"``;
-    partitions in strict mode share one clock-based sequence (``tstrict``) so scores
-    compare across them."""
-    if o.fairness == "groups":
-        return "fair"
-    return "tstrict" if o.partitions > 1 and o.priority_mode == "strict" else o.priority_mode
-
-
-#: how a queue finds another queue of the same Redis by name (``django_zqueue.queue`` sets
-#: its ``get_queue``): workflows link jobs of several queues
-RESOLVER: list[Callable[[str], QueueBase]] = []
 
 
 class QueueBase:
-    """What every part of a queue shares (see :class:`~django_zqueue.queue.Queue`)."""
+    """What every part of a queue shares (see :class:`~django_zqueue.queue.Queue`): its
+    name, options and :class:`~django_zqueue.engine.Engine` (``engine``), which owns the
+    client, the shards and the sending of script calls."""
 
     def __init__(
         self,
@@ -57,59 +23,20 @@ class QueueBase:
         prefix: str = "zq",
         client: redis.Redis | None = None,
     ) -> None:
+        #: everything between this queue and Redis
+        self.engine = e = Engine(name, options, prefix=prefix, client=client)
         self.name = name
-        self.options = o = options or conf.QueueOptions()
+        self.options = e.options
         self.prefix = prefix
         #: the queue's own hash tag: its jobs when unpartitioned; always its workers hash
-        self.keys: QueueKeys = queue_keys(prefix, name)
-        n = o.partitions
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= conf.MAX_PARTITIONS:
-            raise InvalidArgument(f"partitions must be an int in [1, {conf.MAX_PARTITIONS}]")
-        if n > 1 and (o.concurrency or o.qps):
-            raise InvalidArgument("concurrency and qps cannot be combined with partitions > 1")
+        self.keys: QueueKeys = e.keys
         #: number of partitions (hash tags) the queue's jobs are spread over
-        self.partitions = n
-        self.client: redis.Redis = client if client is not None else get_client()
-        self.scripts = Scripts(self.client)
-        #: the queue's options as its scripts take them; partitions share one clock-based
-        #: sequence ('tstrict') so scores compare across them
-        self.policy = Policy(
-            mode=score_mode(o),
-            aging_us=int(o.priority_aging_seconds * 1_000_000),
-            visibility_ms=o.visibility_timeout_ms,
-            concurrency=o.concurrency or 0,
-            qps=o.qps or 0,
-            dead_max=o.dead_letter_max,
-            dead_ttl_ms=int(o.dead_letter_ttl * 1000),
-            trim_limit=o.scan_batch,
-            notify_cap=NOTIFY_CAP,
-            ack_notify=NOTIFY_CAP if o.concurrency else 0,
-            promote_limit=PROMOTE_LIMIT,
-            group_concurrency=o.group_concurrency or 0,
-            group_qps=o.group_qps or 0,
-            # on a partitioned queue each partition holds its share
-            max_length=-(-(o.max_length or 0) // n),
-            compact=conf.get_config().compact_records,
-        )
-        #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)
-        self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK
-        #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
-        self.shards = [
-            Shard(name, i, k, self.scripts, self.policy)
-            for i, k in enumerate(partition_keys(prefix, name, n))
-        ]
+        self.partitions = e.partitions
         #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
-        self.sched_keys: QueueKeys = self.shards[0].keys
-        #: the notify lists a waiting consumer blocks on
-        self.notify_keys: list[str] = [s.keys.notify for s in self.shards]
-        self._rr = secrets.randbelow(n)  # round-robin start shard of the next claim
-        self._layout_ok = n == 1
-        # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)
-        self.notify_groups = slot_groups(self.client, self.notify_keys)
-        self.wait_turn = [0]
-        timeout = socket_timeout(self.client)
-        #: the longest one blocking wait may take (a share of the socket timeout)
-        self.max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
+        self.sched_keys: QueueKeys = e.sched_keys
+        #: the engine's client, for the periodic schedules (``schedules.py``), which read
+        #: and write their keys themselves
+        self.client: redis.Redis = e.client
 
     def __repr__(self) -> str:
         if self.partitions > 1:
@@ -119,126 +46,8 @@ class QueueBase:
     @property
     def visibility_timeout_ms(self) -> int:
         """The queue's lease length (a job may have its own)."""
-        return self.policy.visibility_ms
+        return self.engine.policy.visibility_ms
 
     def lease_ms(self, msg: Message) -> int:
         """The lease length of a delivery: the job's own, else the queue's."""
-        return msg.visibility_timeout_ms or self.policy.visibility_ms
-
-    # ----------------------------------------------------------------- shards and calls
-
-    def shard_for(self, tag: str) -> Shard:
-        """The shard that holds job ``tag`` (:func:`keys.partition_of`)."""
-        if self.partitions == 1:
-            return self.shards[0]
-        return self.shards[partition_of(tag, self.partitions)]
-
-    def keys_for(self, tag: str) -> QueueKeys:
-        """The keys of the shard that holds job ``tag``."""
-        return self.shard_for(tag).keys
-
-    def other(self, name: str) -> QueueBase:
-        """This queue, or another configured queue of the same Redis."""
-        if name == self.name:
-            return self
-        if not RESOLVER:
-            raise InvalidArgument(f"queue {name!r} is not known here")
-        return RESOLVER[0](name)
-
-    def keys_of(self, queue: str, tag: str) -> QueueKeys:
-        """The keys of the shard holding job ``tag`` of queue ``queue``."""
-        return self.other(queue).keys_for(tag)
-
-    @property
-    def part_keys(self) -> list[QueueKeys]:
-        """The keys of each shard; ``[self.keys]`` for an unpartitioned queue."""
-        return [s.keys for s in self.shards]
-
-    def batch(self) -> Batch:
-        """Calls to send in one round trip (:meth:`send`)."""
-        return self.scripts.batch()
-
-    def send(self, batch: Batch) -> list[Any]:
-        """Send a batch; connection errors become ``QueueUnavailable``. Each call's result
-        is read from the ``Pending`` its ``add`` returned."""
-        with unavailable_as_error():
-            return batch.send()
-
-    def run_all(self, calls: Sequence[Call[T]]) -> list[T]:
-        """Send calls in one round trip (one call: a plain EVALSHA, no pipeline); their
-        results in order. The first failed call raises, once all were sent."""
-        if len(calls) == 1:
-            return [self.run(calls[0])]
-        batch = self.batch()
-        pending = [batch.add(call) for call in calls]
-        self.send(batch)
-        return [p.result() for p in pending]
-
-    def run(self, call: Call[T]) -> T:
-        """Send one script call; connection errors become ``QueueUnavailable``."""
-        with unavailable_as_error():
-            return self.scripts.run(call)
-
-    def check_layout(self) -> None:
-        """Refuse a change of ``partitions`` while the queue holds jobs.
-
-        A partitioned queue records its number of partitions in ``{p:q}:partitions`` at
-        first use (``SET NX``); it checks this once per :class:`Queue` object, at its
-        first publish or claim (a worker checks every queue at start). Raises
-        :class:`PartitionMismatch`, writing nothing, when the unpartitioned keys still
-        hold jobs, or when the recorded number differs and the partitions of that
-        layout still hold jobs; once they are drained the new number is recorded.
-        ``clear()`` removes the record. One or two round trips (more on a change).
-        Only the check is atomic per read: a process still running with the old
-        setting can write between the check and its own next check."""
-        layout = layout_key(self.prefix, self.name)
-        with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.get(layout)
-            k = self.keys
-            for key in (k.ready, k.delayed, k.leased, k.dead):
-                pipe.exists(key)
-            replies = pipe.execute()
-            if self.partitions > 1 and any(int(r) for r in replies[-4:]):
-                raise PartitionMismatch(self.name, 1, self.partitions)
-            if self.partitions > 1 and replies[0] is None:
-                # first use: record the layout (SET NX GET: a concurrent first use wins)
-                replies[0] = self.client.set(layout, self.partitions, nx=True, get=True)
-                replies[0] = replies[0] if replies[0] is not None else self.partitions
-        recorded = int(replies[0]) if replies[0] is not None else None
-        if recorded is not None and recorded != self.partitions:
-            if not 1 < recorded <= conf.MAX_PARTITIONS or self._holds_jobs(recorded):
-                raise PartitionMismatch(self.name, recorded, self.partitions)
-            with unavailable_as_error():  # the old layout is drained: take the new one
-                if self.partitions > 1:
-                    self.client.set(layout, self.partitions)
-                else:
-                    self.client.delete(layout)
-        self._layout_ok = True
-
-    def _holds_jobs(self, partitions: int) -> bool:
-        """Whether any partition of the ``partitions`` layout holds a job (one pipeline)."""
-        with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for k in partition_keys(self.prefix, self.name, partitions):
-                for key in (k.ready, k.delayed, k.leased, k.dead):
-                    pipe.exists(key)
-            return any(int(r) for r in pipe.execute())
-
-    def next_shard(self) -> int:
-        """The shard the next claim starts at; advances round-robin."""
-        start = self._rr
-        self._rr = (start + 1) % self.partitions
-        return start
-
-    def settle_ends(self, tags: Sequence[str]) -> None:
-        """After jobs ``tags`` of this queue ended outside a worker (cancelled, deleted):
-        send their workflow ends on now (:meth:`Flows.dispatch
-        <django_zqueue.queue.flow.Flows.dispatch>`), so that their tags, free again at
-        once, carry no end of theirs to a new job. Nothing here; a failure is left to
-        the scanner's drain."""
-
-    def ensure_layout(self) -> None:
-        """:meth:`check_layout`, once per queue object."""
-        if not self._layout_ok:
-            self.check_layout()
+        return self.engine.lease_ms(msg)

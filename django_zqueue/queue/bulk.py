@@ -32,8 +32,8 @@ from .control import CANCELLED_TTL, Control
 from .flow import Flows
 
 if TYPE_CHECKING:
+    from ..engine.shard import Shard
     from ..scripts import Call
-    from ..shard import Shard
 
 #: entries read, and jobs acted on, per round trip
 BULK_CHUNK = 200
@@ -123,7 +123,7 @@ class Bulk(Flows, Control):
         if most is not None and most < 1:
             raise InvalidArgument("most must be at least 1")
         total = BulkResult()
-        for shard in self.shards:
+        for shard in self.engine.shards:
             room = None if most is None else most - total.acted
             if total.more or room == 0:
                 return BulkResult(total.done, total.left, total.refused, True)
@@ -143,7 +143,7 @@ class Bulk(Flows, Control):
         seen: set[str] = set()
         result = BulkResult()
         while True:
-            entries = self.run(shard.scripts.range_after(key, cursor, top, BULK_CHUNK))
+            entries = self.engine.run(shard.scripts.range_after(key, cursor, top, BULK_CHUNK))
             if not entries:
                 return result
             cursor = (entries[-1][1], entries[-1][0])
@@ -206,7 +206,7 @@ class Bulk(Flows, Control):
         calls: list[Call[Any]]
         if action in ("requeue", "retry_now"):
             front = action == "retry_now"
-            below = self.front_of_others(shard) if front else None
+            below = self.engine.front_of_others(shard) if front else None
             calls = [s.requeue_dead(k, p, t, front, below) for t in tags]
         elif action == "delete":
             calls = [s.delete(k, t, False, "dead") for t in tags]
@@ -214,9 +214,9 @@ class Bulk(Flows, Control):
             ms = int(CANCELLED_TTL * 1000)
             calls = [s.cancel(k, p, t, ms, state) for t in tags]
         else:
-            below = self.front_of_others(shard)
+            below = self.engine.front_of_others(shard)
             calls = [s.run_now(k, p, t, below) for t in tags]
-        replies = self.run_all(calls)
+        replies = self.engine.run_all(calls)
         return self._settle(action, tags, replies)
 
     def _settle(self, action: str, tags: list[str], replies: list[Any]) -> BulkResult:
@@ -224,7 +224,7 @@ class Bulk(Flows, Control):
         done = [t for t, r in zip(tags, replies, strict=True) if r in _DONE[action]]
         refused = sum(1 for r in replies if r is RequeueReply.CORRUPT)
         if action in ("delete", "cancel") and done:
-            self.settle_ends(done)
+            self.engine.settle_ends(done)
         revived = [t for t, r in zip(tags, replies, strict=True) if r is RequeueReply.REQUEUED_FLOW]
         if revived:
             self.dispatch(revived)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from .. import validate
 from ..bounds import MAX_DELAY
@@ -20,9 +20,6 @@ from ..exceptions import InvalidArgument
 from ..records import from_ms
 from ..replies import CancelReply, MoveReply
 from .base import QueueBase
-
-if TYPE_CHECKING:
-    from ..shard import Shard
 
 #: seconds a cancelled job's record is kept (the ``cancelled`` state), by default
 CANCELLED_TTL = 86400.0
@@ -90,9 +87,9 @@ class Control(QueueBase):
         ms = int(validate.seconds(ttl, "ttl") * 1000)
         if not 1 <= ms <= MAX_DELAY * 1000:
             raise InvalidArgument("ttl must be at least 1 ms and within 3650 days")
-        reply = self.run(self.shard_for(validate.tag(tag)).cancel(tag, ms))
+        reply = self.engine.run(self.engine.shard_for(validate.tag(tag)).cancel(tag, ms))
         if reply in (CancelReply.WAITING, CancelReply.RUNNING):  # its dependents are told now
-            self.settle_ends([tag])
+            self.engine.settle_ends([tag])
         return _CANCEL[reply]
 
     def cancel(self, tag: str) -> bool:
@@ -103,7 +100,7 @@ class Control(QueueBase):
     def cancelled(self, tag: str) -> CancelledJob | None:
         """The record of a cancelled job while it is kept; None otherwise."""
         with unavailable_as_error():
-            raw = self.client.get(self.keys_for(validate.tag(tag)).cancelled(tag))
+            raw = self.engine.client.get(self.engine.keys_for(validate.tag(tag)).cancelled(tag))
         return read_cancelled(tag, raw)
 
     def run_now(self, tag: str) -> bool:
@@ -112,22 +109,9 @@ class Control(QueueBase):
         heads of the other partitions as read just before the call (one more round
         trip). False when the job is not waiting in line (in flight, dead, waiting for
         its parents in a workflow, or no such job)."""
-        shard = self.shard_for(validate.tag(tag))
-        return self.run(shard.run_now(tag, self.front_of_others(shard))) is MoveReply.MOVED
-
-    def front_of_others(self, shard: Shard) -> float | None:
-        """The lowest ready score of the partitions other than ``shard`` (one round trip),
-        for a job sent to the front of the whole queue; None on one partition, or when
-        the others are empty."""
-        if self.partitions == 1:
-            return None
-        with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for s in self.shards:
-                if s is not shard:
-                    pipe.zrange(s.keys.ready, 0, 0, withscores=True)
-            heads = [float(r[0][1]) for r in pipe.execute() if r]
-        return min(heads) if heads else None
+        shard = self.engine.shard_for(validate.tag(tag))
+        below = self.engine.front_of_others(shard)
+        return self.engine.run(shard.run_now(tag, below)) is MoveReply.MOVED
 
     def set_priority(self, tag: str, priority: int) -> bool:
         """Change a waiting job's priority (``set_priority.lua``): a ready job moves to
@@ -136,7 +120,10 @@ class Control(QueueBase):
         delayed job takes it when due. False when the job is not waiting in line (in
         flight, dead, waiting for its parents, or no such job)."""
         p = validate.priority(priority)
-        return self.run(self.shard_for(validate.tag(tag)).set_priority(tag, p)) is MoveReply.MOVED
+        return (
+            self.engine.run(self.engine.shard_for(validate.tag(tag)).set_priority(tag, p))
+            is MoveReply.MOVED
+        )
 
     # ----------------------------------------------------------------- the whole queue
 
@@ -145,8 +132,8 @@ class Control(QueueBase):
         every worker at once) hands out nothing until :meth:`resume`. Jobs in flight
         run on. The pause is kept in Redis: it survives worker restarts."""
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for s in self.shards:
+            pipe = self.engine.client.pipeline(transaction=False)
+            for s in self.engine.shards:
                 pipe.set(s.keys.paused, "1")
             pipe.execute()
 
@@ -154,14 +141,14 @@ class Control(QueueBase):
         """Resume a paused queue, and wake the workers waiting on it. Raises when the
         queue could not be resumed; once it is, a wake-up Redis refuses (at maxmemory)
         is only logged (``resume_wake_failed``): idle workers look again within a second."""
-        n = len(self.shards)
+        n = len(self.engine.shards)
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for s in self.shards:
+            pipe = self.engine.client.pipeline(transaction=False)
+            for s in self.engine.shards:
                 pipe.delete(s.keys.paused)
-            for s in self.shards:
+            for s in self.engine.shards:
                 pipe.lpush(s.keys.notify, "1")
-                pipe.ltrim(s.keys.notify, 0, self.policy.notify_cap - 1)
+                pipe.ltrim(s.keys.notify, 0, self.engine.policy.notify_cap - 1)
             replies = pipe.execute(raise_on_error=False)
             failed = next((r for r in replies[:n] if isinstance(r, Exception)), None)
             if failed is not None:
@@ -173,7 +160,7 @@ class Control(QueueBase):
     def is_paused(self) -> bool:
         """Whether the queue is paused (any of its shards, should a pause be half done)."""
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for s in self.shards:
+            pipe = self.engine.client.pipeline(transaction=False)
+            for s in self.engine.shards:
                 pipe.exists(s.keys.paused)
             return any(int(n) for n in pipe.execute())

@@ -3,12 +3,8 @@ and adds removal and housekeeping."""
 
 from __future__ import annotations
 
-import time
-
 from .. import validate
-from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
-from ..keys import layout_key
 from ..records import NewJob, ScanResult
 from ..replies import DeleteReply, RequeueReply
 from .bulk import Bulk
@@ -39,10 +35,10 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         Returns False when there is no such job, or when it is in flight (a consumer
         holds its lease; it is left alone).
         """
-        reply = self.run(self.shard_for(validate.tag(tag)).delete(tag, False))
+        reply = self.engine.run(self.engine.shard_for(validate.tag(tag)).delete(tag, False))
         deleted = reply is DeleteReply.DELETED
         if deleted:
-            self.settle_ends([tag])
+            self.engine.settle_ends([tag])
         return deleted
 
     def requeue_dead(self, tag: str, *, front: bool = False) -> bool:
@@ -53,25 +49,25 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         next (rank 0; on a partitioned queue ahead of the heads of the other partitions
         as read just before, one more round trip).
         """
-        shard = self.shard_for(validate.tag(tag))
+        shard = self.engine.shard_for(validate.tag(tag))
         if front:
             call = shard.scripts.requeue_dead(
-                shard.keys, shard.policy, tag, True, self.front_of_others(shard)
+                shard.keys, shard.policy, tag, True, self.engine.front_of_others(shard)
             )
         else:
             call = shard.requeue_dead(tag)
-        done = self.run(call)
+        done = self.engine.run(call)
         if done is RequeueReply.REQUEUED_FLOW:  # a workflow job: its buried dependents wait again
-            self.dispatch([tag])
+            self.engine.dispatch([tag])
         return done in (RequeueReply.REQUEUED, RequeueReply.REQUEUED_FLOW)
 
     def purge_dead(self) -> int:
         """Delete every dead letter, in bounded script calls. Returns how many."""
         total = 0
         limit = self.options.scan_batch
-        for shard in self.shards:
+        for shard in self.engine.shards:
             while True:
-                n = self.run(shard.purge_dead(limit))
+                n = self.engine.run(shard.purge_dead(limit))
                 total += n
                 if n < limit:
                     break
@@ -86,7 +82,7 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         limit = self.options.scan_batch if limit is None else limit
         if not 1 <= limit <= 5000:
             raise InvalidArgument("limit must be in [1, 5000]")
-        return ScanResult.total(self.run_all([s.scan(limit) for s in self.shards]))
+        return ScanResult.total(self.engine.run_all([s.scan(limit) for s in self.engine.shards]))
 
     def fire(
         self,
@@ -100,15 +96,9 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         ``job`` (None: only move on) if the schedule's next tick is still ``tick`` (and,
         with ``digest``, its stored definition still the one of that digest), and move it
         to ``next_tick`` (None: out of the due set). False: already handled, or stale."""
-        return self.run(self.shards[0].fire(name, tick, next_tick, job, digest))
+        return self.engine.run(self.engine.shards[0].fire(name, tick, next_tick, job, digest))
 
     def clear(self) -> None:
         """Delete every key of this queue (all jobs, records and counters). For tests
         and operators; not atomic with concurrent publishers."""
-        with unavailable_as_error():
-            for k in {self.keys, *self.part_keys}:  # one DEL per hash tag (one slot each)
-                self.client.delete(*k.all())
-            self.client.delete(*self.keys.recent_task_stats(time.time()))
-            if self.partitions > 1:
-                self.client.delete(layout_key(self.prefix, self.name))
-        self._layout_ok = self.partitions == 1
+        self.engine.clear()

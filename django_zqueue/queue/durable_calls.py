@@ -24,7 +24,7 @@ from ..scripts import Call
 from .base import QueueBase
 
 if TYPE_CHECKING:
-    from ..shard import Shard
+    from ..engine.shard import Shard
 
 #: most records (steps, sleeps, waits, events) one job may hold
 MAX_STEPS = 1000
@@ -39,7 +39,7 @@ KEEP_MARGIN_MS = 86_400_000
 def keep_ms(q: QueueBase) -> int:
     """How long a job's records are kept after its last run (or its wake time): the dead
     letters' TTL and a day, so a job requeued from the dead letters still finds them."""
-    return min(q.policy.dead_ttl_ms + KEEP_MARGIN_MS, MAX_DELAY * 1000)
+    return min(q.engine.policy.dead_ttl_ms + KEEP_MARGIN_MS, MAX_DELAY * 1000)
 
 
 def check_name(name: Any, what: str = "step") -> str:
@@ -206,14 +206,15 @@ class Durable(QueueBase):
         for it. ``SignalRefused`` when there is no such job (or it ended), the event was
         delivered already, or the job's wait for it timed out: nothing written."""
         tag, name, data = signal_args(tag, name, payload)
-        reply = self.run(signal_call(self.shard_for(tag), tag, name, data, keep_ms(self)))
+        shard = self.engine.shard_for(tag)
+        reply = self.engine.run(signal_call(shard, tag, name, data, keep_ms(self)))
         refused(reply, self.name, tag, name)
         return reply is SignalReply.WOKEN
 
     def durable_records(self, tag: str) -> list[DurableRecord]:
         """Job ``tag``'s durable records (steps, sleeps, waits, events), for operators."""
-        return listed(self.run(records_call(self.shard_for(tag), tag)))
+        return listed(self.engine.run(records_call(self.engine.shard_for(tag), tag)))
 
     def parked(self, tag: str) -> ParkedFor | None:
         """What job ``tag`` is parked for (a durable sleep or wait), None if it is not."""
-        return parked_for(self.run(parked_call(self.shard_for(tag), tag)))
+        return parked_for(self.engine.run(parked_call(self.engine.shard_for(tag), tag)))

@@ -14,7 +14,6 @@ from ..exceptions import CorruptResult
 from ..read import QueueReader
 from ..read.pipeline import queue_ahead
 from ..records import JobInfo
-from ..scripts import Call
 from .base import QueueBase
 
 
@@ -24,7 +23,7 @@ class Lookup(QueueBase):
     @cached_property
     def read(self) -> QueueReader:
         """Reads of many jobs and of the counters (:class:`~django_zqueue.read.QueueReader`)."""
-        return QueueReader(self)
+        return QueueReader(self.engine)
 
     def rank(self, tag: str) -> int | None:
         """Position in line: 0 = claimed next. None unless the job is ready.
@@ -36,11 +35,11 @@ class Lookup(QueueBase):
         validate.tag(tag)
         if self.partitions == 1:
             with unavailable_as_error():
-                r: Any = self.client.zrank(self.keys.ready, tag)
+                r: Any = self.engine.client.zrank(self.keys.ready, tag)
             return None if r is None else int(r)
-        shard = self.shard_for(tag)
+        shard = self.engine.shard_for(tag)
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.engine.client.pipeline(transaction=False)
             pipe.zscore(shard.keys.ready, tag)
             pipe.zrank(shard.keys.ready, tag)
             score, own = pipe.execute()
@@ -51,42 +50,35 @@ class Lookup(QueueBase):
     def _ahead(self, score: float, p: int) -> int:
         """Jobs of the other shards ahead of score ``score`` in shard ``p`` (0 when the
         queue has one shard)."""
-        if len(self.shards) == 1:
+        if len(self.engine.shards) == 1:
             return 0
-        pipe = self.client.pipeline(transaction=False)
-        queue_ahead(pipe, self.shards, score, p)  # the tie rule, shared with the read side
+        pipe = self.engine.client.pipeline(transaction=False)
+        queue_ahead(pipe, self.engine.shards, score, p)  # the tie rule, shared with the read side
         return sum(int(c) for c in pipe.execute())
 
     def score(self, tag: str) -> float | None:
         """The job's ready score (lower = sooner). None unless the job is ready."""
         with unavailable_as_error():
-            s = self.client.zscore(self.keys_for(validate.tag(tag)).ready, tag)
+            s = self.engine.client.zscore(self.engine.keys_for(validate.tag(tag)).ready, tag)
         return None if s is None else float(s)
 
     def state(self, tag: str) -> str | None:
         """``"ready"``, ``"delayed"``, ``"leased"``, ``"dead"``, or None (no such job)."""
-        return self.run(self.shard_for(validate.tag(tag)).state(tag))
-
-    def state_call(self, tag: str) -> Call[str | None]:
-        return self.shard_for(validate.tag(tag)).state(tag)
+        return self.engine.run(self.engine.shard_for(validate.tag(tag)).state(tag))
 
     def exists(self, tag: str) -> bool:
         """True while the job is ready, delayed, waiting for its parents (a workflow) or in
         flight (dead letters excluded)."""
         return self.state(tag) in ("ready", "delayed", "waiting", "leased")
 
-    def info_call(self, tag: str, *, with_body: bool = True) -> Call[JobInfo | None]:
-        """The info script call of one job (rank within its shard: see :meth:`info`)."""
-        return self.shard_for(validate.tag(tag)).info(tag, with_body)
-
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, read atomically; None if there is no such job."""
-        info = self.run(self.info_call(tag, with_body=with_body))
-        if info is not None and info.rank is not None and len(self.shards) > 1:
+        info = self.engine.run(self.engine.info_call(tag, with_body=with_body))
+        if info is not None and info.rank is not None and len(self.engine.shards) > 1:
             # the script ranks within the shard; add the other shards' share
             assert info.score is not None
             with unavailable_as_error():
-                ahead = self._ahead(info.score, self.shard_for(tag).index)
+                ahead = self._ahead(info.score, self.engine.shard_for(tag).index)
             info = replace(info, rank=info.rank + ahead)
         return info
 
@@ -94,10 +86,10 @@ class Lookup(QueueBase):
         """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is
         kept (never stored, or expired)."""
         with unavailable_as_error():
-            raw = self.client.get(self.keys_for(validate.tag(tag)).result(tag))
+            raw = self.engine.client.get(self.engine.keys_for(validate.tag(tag)).result(tag))
         if raw is None:
             raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
-        return decode_result(raw, self.keys_for(tag).result(tag))
+        return decode_result(raw, self.engine.keys_for(tag).result(tag))
 
     # ----------------------------------------------------------------- many jobs, counters
     # (the read model, :mod:`.read`; kept here as the queue's documented API)
@@ -131,11 +123,6 @@ class Lookup(QueueBase):
     def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
         """Dead jobs, most recent first, with their last error (one page)."""
         return self.read.dead_letters(offset, limit)
-
-    def merged_page(self, state: str, offset: int, limit: int) -> list[tuple[str, float, int]]:
-        """One page of a state's jobs over all shards in global order (see
-        :meth:`QueueReader.page <django_zqueue.read.QueueReader.page>`)."""
-        return self.read.page(state, offset, limit)
 
 
 def decode_result(raw: bytes | str, key: str) -> Any:

@@ -48,9 +48,9 @@ class Once(QueueBase):
                 raise InvalidArgument("debounce sets the run-at: give no delay or run_at with it")
             spec = replace(job.spec, debounce_ms=rules.debounce_ms, unique_ms=rules.unique_ms)
             job = job._replace(spec=spec)
-        self.ensure_layout()
-        call = self.shard_for(job.tag).publish_once(job)
-        outcome, state = self.run(call)
+        self.engine.ensure_layout()
+        call = self.engine.shard_for(job.tag).publish_once(job)
+        outcome, state = self.engine.run(call)
         if outcome == "clash":
             raise DuplicateJob([job.tag], [state])
         return "replaced" if outcome == "replaced" else "new"

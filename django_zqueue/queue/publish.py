@@ -10,19 +10,15 @@ from typing import Any
 
 from .. import validate
 from ..connection import unavailable_as_error
+from ..engine import PUBLISH_CHUNK, Engine, Shard
 from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge, QueueFull
 from ..jobspec import JobSpec
 from ..keys import partition_of
 from ..records import NewJob, encode_body, new_tag
-from ..shard import Shard
-from .base import QueueBase
 from .once import Once
 
-#: at most this many jobs per publish script call, so one call stays short
-PUBLISH_CHUNK = 100
 
-
-def room_or_full(counts: Sequence[tuple[Shard, int]], head: QueueBase) -> None:
+def room_or_full(counts: Sequence[tuple[Shard, int]], engine: Engine) -> None:
     """:class:`QueueFull` (nothing written) when ``n`` more jobs do not fit in a shard's
     ``max_length`` (``counts``: shard, new jobs), read in one round trip: the check
     before a publish that spans several script calls (each call checks again)."""
@@ -34,7 +30,7 @@ def room_or_full(counts: Sequence[tuple[Shard, int]], head: QueueBase) -> None:
     if not counts:
         return
     with unavailable_as_error():
-        pipe = head.client.pipeline(transaction=False)
+        pipe = engine.client.pipeline(transaction=False)
         for shard, _ in counts:
             pipe.zcard(shard.keys.ready)
             pipe.zcard(shard.keys.delayed)
@@ -215,9 +211,9 @@ class Publishing(Once):
         clashes first."""
         if not jobs:
             return []
-        self.ensure_layout()
+        self.engine.ensure_layout()
         if len(jobs) == 1:  # one job, one script call: atomic, no clash precheck
-            found = self.run(self.shard_for(jobs[0].tag).publish(jobs))
+            found = self.engine.run(self.engine.shard_for(jobs[0].tag).publish(jobs))
             return self._published([jobs], [found], [jobs[0].tag]) if found else [jobs[0].tag]
         tags = [j.tag for j in jobs]
         groups: dict[int, list[NewJob]] = {0: list(jobs)}
@@ -226,16 +222,16 @@ class Publishing(Once):
             for job in jobs:
                 groups.setdefault(partition_of(job.tag, self.partitions), []).append(job)
         chunks = [
-            (self.shards[p], group[i : i + PUBLISH_CHUNK])
+            (self.engine.shards[p], group[i : i + PUBLISH_CHUNK])
             for p, group in sorted(groups.items())
             for i in range(0, len(group), PUBLISH_CHUNK)
         ]
         if len(chunks) > 1:  # several calls are not atomic together: check first
             self._precheck_tags(tags)
-            room_or_full([(shard, len(chunk)) for shard, chunk in chunks], self)
-        batch = self.batch()
+            room_or_full([(shard, len(chunk)) for shard, chunk in chunks], self.engine)
+        batch = self.engine.batch()
         pending = [batch.add(shard.publish(chunk)) for shard, chunk in chunks]
-        self.send(batch)
+        self.engine.send(batch)
         replies: list[list[tuple[str, str]]] = []
         full: QueueFull | None = None
         for p in pending:
@@ -289,12 +285,12 @@ class Publishing(Once):
         for t in tags:
             by_shard.setdefault(partition_of(t, self.partitions), []).append(t)
         chunks = [
-            (self.shards[p].keys, ts[i : i + PUBLISH_CHUNK])
+            (self.engine.shards[p].keys, ts[i : i + PUBLISH_CHUNK])
             for p, ts in by_shard.items()
             for i in range(0, len(ts), PUBLISH_CHUNK)
         ]
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.engine.client.pipeline(transaction=False)
             for k, ts in chunks:
                 pipe.hmget(k.meta, ts)
             found = pipe.execute()
@@ -305,5 +301,7 @@ class Publishing(Once):
             if v is not None
         ]
         if taken:
-            states = [self.run(self.shard_for(t).state(t)) or "unknown" for t in taken]
+            states = [
+                self.engine.run(self.engine.shard_for(t).state(t)) or "unknown" for t in taken
+            ]
             raise DuplicateJob(taken, states)

@@ -144,7 +144,7 @@ def put(
     tick: ``next_ms`` (None: paused) as ``mode`` says. False: the check failed, nothing
     was written."""
     text = "" if definition is None else json.dumps(dict(definition))
-    return q.run(put_call(q.sched_keys, name, expect, text, next_ms, mode))
+    return q.engine.run(put_call(q.sched_keys, name, expect, text, next_ms, mode))
 
 
 def put_call(

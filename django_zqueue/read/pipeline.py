@@ -21,7 +21,7 @@ from ..exceptions import InvalidArgument
 from ..records import text
 
 if TYPE_CHECKING:
-    from ..shard import Shard
+    from ..engine.shard import Shard
     from .source import Readable
 
 #: the four states' sorted sets, by state name

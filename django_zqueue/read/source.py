@@ -1,15 +1,16 @@
-"""What the read side uses of a queue: a :class:`~django_zqueue.queue.Queue` is a
-:class:`Readable`. The read side depends on this contract, not on the queue core's
-classes, so that the core can own its reader (``queue.read``) without an import cycle."""
+"""What the read side uses of a queue: a queue's engine
+(:class:`~django_zqueue.engine.Engine`, ``queue.engine``) is a :class:`Readable`. The
+read side depends on this contract, not on the engine's class, so that the queue can own
+its reader (``queue.read``) without an import cycle."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar
 
+from ..engine.shard import Shard
 from ..keys import QueueKeys
 from ..records import JobInfo
 from ..scripts import Batch, Call
-from ..shard import Shard
 
 T = TypeVar("T")
 

@@ -53,7 +53,7 @@ from ..events import kv, log, send
 from ..exceptions import JobCancelled, JobTimeout, Parked
 from ..outcome import Failure, Outcome, ParkedRun, describe, failed, parked, released
 from ..queue import Message, Queue
-from ..queue.aio import AsyncQueue, wait_any
+from ..queue.aio import AsyncQueue
 from ..scripts import Calls
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
@@ -258,7 +258,7 @@ class AioLane:
             if wait > 0:
                 if self._tasks:  # a job may end meanwhile: do not block for long
                     wait = min(wait, 0.05)
-                await wait_any(aqs[w.queues[0].name].client, w.notify_groups, wait)
+                await aqs[w.queues[0].name].engine.wait_on(w.wakeups.groups, wait)
 
     def _reserve(self) -> int:
         """Take the free slots for one claim of the loop's own (a consumer thread's
@@ -330,9 +330,9 @@ class AioLane:
         claim_call = None
         if claim and claim[0][0].queue.partitions == 1:
             aq, n = claim[0]
-            claim_call = aq.queue.shards[0].claim(min(n, 100), self.worker.id)
+            claim_call = aq.queue.engine.shards[0].claim(min(n, 100), self.worker.id)
         try:
-            replies = await aqs[done[0].queue.name].send(
+            replies = await aqs[done[0].queue.name].engine.send(
                 [*outcomes.calls, *([claim_call] if claim_call else [])]
             )
         except BaseException:
@@ -519,10 +519,10 @@ def _report(reporter: Consumer, pending: Sequence[Reply], done: list[Finished]) 
     thread sends them with its acks). Statistics that cannot be written are only logged."""
     reporter.outcomes_sent(pending)
     q = done[0].queue
-    stats = q.batch()
+    stats = q.engine.batch()
     taskstats.add_to(stats, done)
     try:
-        q.send(stats)
+        q.engine.send(stats)
     except Exception as exc:
         log.warning(kv(event="task_stats_not_written", queue=q.name, error=str(exc)))
 

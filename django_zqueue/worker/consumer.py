@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import backend_runner, dbconn, taskstats
 from ..backoff import RetryDelay, Throttle, as_error, is_unavailable
-from ..connection import is_cluster, wait_any
+from ..engine import Wakeups
 from ..events import kv, log
 from ..exceptions import QueueUnavailable, ScriptError
-from ..keys import KEYS_FIX, wrong_types
+from ..keys import KEYS_FIX
 from ..outcome import Failure, Outcome, ParkedRun, Released, Success
 from ..queue import AckReply, Message, Queue
 from ..records import Ack, NackResult
@@ -46,9 +46,7 @@ class Host(Protocol):
 
     id: str
     queues: list[Queue]
-    client: Any
-    notify_groups: list[list[str]]
-    wait_turn: list[int]
+    wakeups: Wakeups
     leases: Leases
     runner: Runner
     outage: Outage
@@ -96,18 +94,18 @@ def add_outcomes(batch: Sink, done: list[Finished]) -> list[Reply]:
         out, q, msg = f.outcome, f.queue, f.message
         if isinstance(out, Success) and out.passed:  # a workflow job hands on its result
             replies[i] = batch.add(
-                q.ack_call(msg, out.result, out.result_ttl, out.run_ms, out.passed)
+                q.engine.ack_call(msg, out.result, out.result_ttl, out.run_ms, out.passed)
             )
         elif isinstance(out, Success):
             where, items = acks.setdefault(q, ([], []))
             where.append(i)
-            items.append(q.make_ack(msg, out.result, out.result_ttl, out.run_ms))
+            items.append(q.engine.make_ack(msg, out.result, out.result_ttl, out.run_ms))
         elif isinstance(out, Released):
-            replies[i] = batch.add(q.release_call(msg))
+            replies[i] = batch.add(q.engine.release_call(msg))
         elif isinstance(out, Failure):
-            replies[i] = batch.add(q.nack_call(msg, out.error, out.retry_in, dead=out.dead))
+            replies[i] = batch.add(q.engine.nack_call(msg, out.error, out.retry_in, dead=out.dead))
     for q, (where, items) in acks.items():
-        for i, part in zip(where, q.add_acks(batch, items), strict=True):
+        for i, part in zip(where, q.engine.add_acks(batch, items), strict=True):
             replies[i] = part
     return [r for r in replies if r is not None]
 
@@ -122,7 +120,7 @@ def settle(done: list[Finished], replies: Sequence[Reply]) -> None:
             by_queue.setdefault(f.queue, []).append(r)
     for q, acks in by_queue.items():
         try:
-            q.settle_acks(acks)
+            q.engine.settle_acks(acks)
         except QueueUnavailable:
             raise
         except Exception as exc:
@@ -158,9 +156,9 @@ def report_error(worker: Host, exc: BaseException, wait: float, **more: Any) -> 
     if held:
         fields["repeated"] = held
     if isinstance(exc, ScriptError):
-        parts = [k for q in worker.queues for k in q.part_keys]
+        engines = [q.engine for q in worker.queues]
         keys = (
-            wrong_types(worker.client, parts)
+            worker.queues[0].engine.wrong_types(engines)
             if "WRONGTYPE" in str(exc) or "ZQ_CORRUPT_KEY" in str(exc)
             else []
         )
@@ -176,7 +174,7 @@ def report_error(worker: Host, exc: BaseException, wait: float, **more: Any) -> 
 def _send(queue: Queue, batch: Batch) -> None:
     """Send ``batch``; a failure to send it is QueueUnavailable (the loop retries)."""
     try:
-        queue.send(batch)
+        queue.engine.send(batch)
     except QueueUnavailable:
         raise
     except Exception as exc:
@@ -301,23 +299,23 @@ class Consumer:
         a woken thread has its job one round trip after the publish, not two. Returns
         that queue and what it claimed, or None (then the loop claims as usual)."""
         w = self.worker
-        block = max(0.01, min(seconds, 1.0, w.queues[0].max_block))
+        block = max(0.01, min(seconds, 1.0, w.queues[0].engine.max_block))
         first = self.order()[0]
         try:
-            if len(w.notify_groups) > 1 or is_cluster(w.client):
-                wait_any(w.client, w.notify_groups, block, w.wait_turn)
+            if not w.wakeups.pipelined:
+                w.wakeups.wait(block)
                 return None
-            batch = first.batch()
-            batch.command("blpop", w.notify_groups[0], timeout=block)
-            plan = first.plan_claim(budget, w.id)
+            batch = first.engine.batch()
+            batch.command("blpop", w.wakeups.groups[0], timeout=block)
+            plan = first.engine.plan_claim(budget, w.id)
             pending = batch.add(plan.call)
-            replies = first.send(batch)
+            replies = first.engine.send(batch)
         except Exception as exc:  # a dropped connection while idle: retried by the loop
             raise QueueUnavailable(str(exc)) from exc
         for reply in replies:
             if isinstance(reply, Exception):
                 raise as_error(reply)
-        msgs, _ = first.claim_rest(plan, pending.result())
+        msgs, _ = first.engine.claim_rest(plan, pending.result())
         return (first, msgs) if msgs else None
 
     # ------------------------------------------------------------------ running
@@ -359,23 +357,23 @@ class Consumer:
         """Send the finished jobs' acks/nacks and the next claim in one round trip."""
         if not self.done:
             return q.claim(budget, self.worker.id)
-        batch = q.batch()
+        batch = q.engine.batch()
         pending = add_outcomes(batch, self.done)
         taskstats.add_to(batch, self.done)  # per-task statistics, in the same round trip
-        plan = q.plan_claim(budget, self.worker.id)
+        plan = q.engine.plan_claim(budget, self.worker.id)
         claimed = batch.add(plan.call)
         _send(q, batch)
         self.outcomes_sent(pending)
         if claimed.failed is not None:
             raise as_error(claimed.failed)
-        return q.claim_rest(plan, claimed.result())
+        return q.engine.claim_rest(plan, claimed.result())
 
     def flush(self) -> None:
         """Send the finished jobs' acks/nacks."""
         if not self.done:
             return
         q = self.done[0].queue
-        batch = q.batch()
+        batch = q.engine.batch()
         pending = add_outcomes(batch, self.done)
         taskstats.add_to(batch, self.done)  # per-task statistics, in the same round trip
         _send(q, batch)

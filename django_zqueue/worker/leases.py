@@ -21,9 +21,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..backoff import as_error
 from ..context import JobContext
+from ..engine import Engine
 from ..events import kv, log
 from ..exceptions import JobCancelled, JobTimeout, QueueUnavailable, ScriptError
 from ..queue import Message, Queue
@@ -77,7 +79,6 @@ class Leases:
         self.cancel_grace = cancel_grace
         self.queues = queues
         self.threads = threads
-        self.client = queues[0].client
         self._held: dict[tuple[str, str], Held] = {}
         self._claimed = 0
         self._lock = threading.Lock()
@@ -253,10 +254,10 @@ class Leases:
                 h.next_beat = now + beat_every(h.queue, h.message)
         if not due:
             return False
-        batch = due[0].queue.batch()
-        pending = [batch.add(h.queue.touch_call(h.message)) for h in due]
+        batch = due[0].queue.engine.batch()
+        pending = [batch.add(h.queue.engine.touch_call(h.message)) for h in due]
         try:
-            due[0].queue.send(batch)
+            due[0].queue.engine.send(batch)
             failed = next((p.failed for p in pending if p.failed is not None), None)
             if failed is not None:
                 raise as_error(failed) from failed
@@ -297,10 +298,10 @@ class Leases:
         if not held:
             return
         try:
-            batch = held[0].queue.batch()
+            batch = held[0].queue.engine.batch()
             for h in held:
-                batch.add(h.queue.release_call(h.message))
-            held[0].queue.send(batch)
+                batch.add(h.queue.engine.release_call(h.message))
+            held[0].queue.engine.send(batch)
             log.info(kv(event="released", worker=self.worker_id, jobs=len(held)))
         except Exception:
             log.warning(kv(event="release_failed", worker=self.worker_id, jobs=len(held)))
@@ -320,16 +321,10 @@ class Leases:
                 "started": self.started_ms,
             }
         )
-        pipe = self.client.pipeline(transaction=False)
-        for q in self.queues:
-            pipe.hset(q.keys.workers, self.worker_id, entry)
-            pipe.hgetall(q.keys.workers)
-        try:
-            replies = pipe.execute()
-        except Exception as exc:
-            raise QueueUnavailable(str(exc)) from exc
-        stale = self.client.pipeline(transaction=False)
-        for q, entries in zip(self.queues, replies[1::2], strict=True):
+        engine = self.queues[0].engine
+        hashes = engine.register_worker([q.engine for q in self.queues], self.worker_id, entry)
+        stale: list[tuple[Engine, Any]] = []
+        for q, entries in zip(self.queues, hashes, strict=True):
             for wid, raw in entries.items():
                 seen = seen_ms(raw)
                 if seen is None:  # garbage (a hand edit, a bug): nothing reads it
@@ -337,26 +332,22 @@ class Leases:
                         kv(
                             event="worker_entry_corrupt",
                             queue=q.name,
-                            key=q.keys.workers,
+                            key=q.engine.workers_key(),
                             field=lenient_text(wid),
                             entry=lenient_text(raw[:200]),
                             fix="removed: a worker's entry is JSON with a number 'seen'",
                         )
                     )
                 if seen is None or seen < now_ms - WORKER_FORGOTTEN_MS:
-                    stale.hdel(q.keys.workers, wid)
-        try:
-            stale.execute()
-        except Exception as exc:
-            raise QueueUnavailable(str(exc)) from exc
+                    stale.append((q.engine, wid))
+        if stale:
+            engine.forget_workers(stale)
 
     def unregister(self) -> None:
         """Remove this worker's entries (a clean stop)."""
         try:
-            pipe = self.client.pipeline(transaction=False)
-            for q in self.queues:
-                pipe.hdel(q.keys.workers, self.worker_id)
-            pipe.execute()
+            engine = self.queues[0].engine
+            engine.forget_workers([(q.engine, self.worker_id) for q in self.queues])
         except Exception:
             log.warning(kv(event="unregister_failed", worker=self.worker_id))
 

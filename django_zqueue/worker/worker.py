@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from .. import tracing
 from ..backoff import Outage, RetryDelay, Throttle, is_unavailable
-from ..connection import slot_groups
 from ..events import kv, log
 from ..exceptions import QueueUnavailable
 from ..outcome import Failure, Outcome, Released
@@ -106,13 +105,9 @@ class Worker:
         #: heartbeat_error), however many threads meet it
         self.errors = Throttle(1.0)
         self._scanner: Scanner | None = None  # the embedded scanner (scanner.py)
-        self.client = self.queues[0].client
-        # One BLPOP may only name keys of one slot on a Redis Cluster: group the notify
-        # keys by slot (one group, all the keys, elsewhere)
-        self.notify_groups = slot_groups(
-            self.client, [key for q in self.queues for key in q.notify_keys]
-        )
-        self.wait_turn = [0]  # which group a wait blocks on next (connection.wait_any)
+        #: the notify lists of every queue, grouped by cluster slot (one BLPOP may only
+        #: name keys of one slot on a Redis Cluster; one group elsewhere)
+        self.wakeups = self.queues[0].engine.wakeups([q.engine for q in self.queues])
         #: the event-loop lane for ``async def`` tasks (aio.py), or None
         self.lane: AioLane | None = None
         if async_concurrency != 0:  # imported only then: redis.asyncio is slow to import
@@ -194,7 +189,7 @@ class Worker:
         tracing.prepare()  # OpenTelemetry's imports, if installed: not on a claimed job's time
         for q in self.queues:  # refuse a changed 'partitions' before running anything
             with contextlib.suppress(QueueUnavailable):  # down: checked at first claim
-                q.check_layout()
+                q.engine.check_layout()
         if self.scanner:
             from ..schedules import Scheduler
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...connection import get_client
 from ...doctor import diagnose, repairs
 from ..errors import redis_errors
 
@@ -84,7 +83,7 @@ class Command(BaseCommand):
             return
         for r in todo:
             if apply:
-                r.apply(get_client())
+                r.run()
                 self.stdout.write(f"repaired: {r.what}")
             else:
                 self.stdout.write(f"would repair: {r.what}")

@@ -37,7 +37,7 @@ class Command(BaseCommand):
             self.stdout.write(text.decode("utf-8"), ending="")
             return
         rows = {}
-        for f in read.overview([get_queue(name) for name in conf.get_config().queues]):
+        for f in read.overview([get_queue(name).engine for name in conf.get_config().queues]):
             # the counts last: "dead" is the dead letters now, not the lifetime counter
             counts = {"ready": f.ready, "delayed": f.delayed, "inflight": f.inflight}
             rows[f.name] = {**f.counters, **counts, "dead": f.dead, "workers": f.workers}

@@ -11,8 +11,7 @@ import redis
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import conf, registry
-from ...checks import eviction_warning
-from ...connection import get_client
+from ...connection import redis_eviction_warning
 from ...worker import Worker, run_processes
 from ...worker.coro import default_async_concurrency
 from ..errors import redis_errors
@@ -131,7 +130,7 @@ class Command(BaseCommand):
             )
         registry.autodiscover()
         try:
-            warning = eviction_warning(get_client(config))
+            warning = redis_eviction_warning(config)
         except redis.RedisError:
             warning = None  # Redis down: the worker reports it and retries
         if warning:

@@ -1,21 +1,23 @@
-"""A shard: the keys and script calls of one hash tag.
+"""A shard: the keys and script calls of one hash tag, as the engine builds them.
 
 An unpartitioned queue is one shard, ``{prefix:queue}``; a queue with ``partitions: N``
 is N shards, ``{prefix:queue#i}``. Every script call touches one shard's keys only (one
-Redis Cluster slot). A :class:`Shard` builds its calls (:class:`~.scripts.Call`) with the
-queue's :class:`~.scripts.Policy`; :class:`~django_zqueue.queue.Queue` decides which
-shard a job goes to, validates input, and sends the calls.
+Redis Cluster slot). A :class:`Shard` is the engine's typed call builder for one hash
+tag: each method is the :class:`~django_zqueue.scripts.Scripts` builder of the same name
+with the shard's keys and the queue's :class:`~django_zqueue.scripts.Policy` filled in.
+The :class:`~django_zqueue.engine.Engine` owns the shards, decides which one a job goes
+to, and sends the calls; :class:`~django_zqueue.queue.Queue` validates input.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .keys import QueueKeys
-from .links import FlowJob, Resolution, Resolved
-from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
-from .replies import AckManyCode, CancelReply, DeleteReply, MoveReply, RequeueReply
-from .scripts import Call, Policy, Scripts, Standing
+from ..keys import QueueKeys
+from ..links import FlowJob, Resolution, Resolved
+from ..records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
+from ..replies import AckManyCode, CancelReply, DeleteReply, MoveReply, RequeueReply
+from ..scripts import Call, Policy, Scripts, Standing
 
 
 class Shard:

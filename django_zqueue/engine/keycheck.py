@@ -1,7 +1,7 @@
-"""``zqueue_doctor``'s look at a queue's keys: every fixed key of the type it must have,
-the counters scripts read as integers, and records in no set (orphans); each problem with
-its repair when one is safe (``--repair``). Split from :mod:`django_zqueue.doctor`, which
-reports these findings among its others.
+"""The engine's look at a queue's keys, for ``zqueue_doctor``: every fixed key of the
+type it must have, the counters scripts read as integers, and records in no set
+(orphans); each problem with its repair when one is safe (``--repair``), bound to the
+engine's client. :mod:`django_zqueue.doctor` reports these findings among its others.
 """
 
 from __future__ import annotations
@@ -9,13 +9,15 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from .recordcodec import read_fields
+from ..connection import unavailable_as_error
+from ..keys import typed_keys
+from ..recordcodec import read_fields
 
 if TYPE_CHECKING:
-    from .queue import Queue
+    from .base import EngineBase
 
 Level = Literal["ok", "note", "warning", "error"]
 
@@ -64,11 +66,17 @@ SEQ_NOT_REPAIRED = (
 @dataclass(frozen=True, slots=True)
 class Repair:
     """What ``zqueue_doctor --repair`` does for a problem: ``what``, by ``apply(client)``
-    (which writes only when the value is still the bad one it saw)."""
+    (which writes only when the value is still the bad one it saw); :meth:`run` applies it
+    with the client of the queue it was found in (``on``)."""
 
     key: str
     what: str
     apply: Callable[[Any], None]
+    on: Any = None
+
+    def run(self) -> None:
+        """Apply the repair with the client of the queue it was found in."""
+        self.apply(self.on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +97,10 @@ def _shown(raw: bytes) -> str:
     return repr(raw[:40].decode("utf-8", "replace"))
 
 
-def key_problems(q: Queue) -> list[KeyProblem]:
+def key_problems(q: EngineBase) -> list[KeyProblem]:
     """Every fixed key of ``q`` (each partition's) whose type is not the one it must have,
     and every field of ``ctr`` and ``stats`` that is not the integer a script reads;
     each with its repair when one is safe. Two round trips per partition."""
-    from .connection import unavailable_as_error
-    from .keys import typed_keys
-
     out: list[KeyProblem] = []
     with unavailable_as_error():
         for k in q.part_keys:
@@ -114,10 +119,18 @@ def key_problems(q: Queue) -> list[KeyProblem]:
                 out += _ctr_problems(q, k.ctr, k.meta, q.client.hgetall(k.ctr))
             if "stats" not in wrong:
                 out += _stats_problems(q, k.stats, q.client.hgetall(k.stats))
-    return out
+    return _bound(q, out)
 
 
-def _wrong_type(q: Queue, field: str, key: str, kind: str, found: str) -> KeyProblem:
+def _bound(q: EngineBase, problems: list[KeyProblem]) -> list[KeyProblem]:
+    """``problems``, each repair bound to ``q``'s client (:meth:`Repair.run`)."""
+    return [
+        KeyProblem(p.finding, None if p.repair is None else replace(p.repair, on=q.client))
+        for p in problems
+    ]
+
+
+def _wrong_type(q: EngineBase, field: str, key: str, kind: str, found: str) -> KeyProblem:
     message = (
         f"queue {q.name!r}: key {key} is a {found}, not a {kind}: every script that uses it "
         "fails (WRONGTYPE), so publish, claim or scan may stop"
@@ -140,7 +153,7 @@ def _wrong_type(q: Queue, field: str, key: str, kind: str, found: str) -> KeyPro
     return KeyProblem(Finding("error", "keys", message, fix), repair)
 
 
-def _ctr_problems(q: Queue, ctr: str, meta: str, fields: dict[Any, Any]) -> list[KeyProblem]:
+def _ctr_problems(q: EngineBase, ctr: str, meta: str, fields: dict[Any, Any]) -> list[KeyProblem]:
     out = []
     for name, how in CTR_FIELDS.items():
         raw = fields.get(name.encode())
@@ -162,7 +175,7 @@ def _ctr_problems(q: Queue, ctr: str, meta: str, fields: dict[Any, Any]) -> list
     return out
 
 
-def _stats_problems(q: Queue, stats: str, fields: dict[Any, Any]) -> list[KeyProblem]:
+def _stats_problems(q: EngineBase, stats: str, fields: dict[Any, Any]) -> list[KeyProblem]:
     out = []
     for name, raw in sorted(fields.items()):
         if _is_int(raw):
@@ -239,13 +252,11 @@ def _token_above_if(ctr: str, meta: str, bad: bytes) -> Callable[[Any], None]:
 ORPHAN_SCAN = 20_000
 
 
-def orphan_problems(q: Queue) -> list[KeyProblem]:
+def orphan_problems(q: EngineBase) -> list[KeyProblem]:
     """Records in no set (an orphan: its set entry was removed by hand or by a bug, so no
     script will ever move it): one finding per partition that has any, with the repair
     that moves each into the dead letters (error ``orphan record``), where an operator can
     requeue or delete it. Reads at most ORPHAN_SCAN records per partition."""
-    from .connection import unavailable_as_error
-
     out: list[KeyProblem] = []
     for k in q.part_keys:
         sets = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
@@ -283,7 +294,7 @@ def orphan_problems(q: Queue) -> list[KeyProblem]:
         )
         repair = Repair(k.meta, f"{len(orphans)} orphan record(s) to {k.dead}", _bury(k, orphans))
         out.append(KeyProblem(Finding("error", "keys", message, fix), repair))
-    return out
+    return _bound(q, out)
 
 
 def _bury(k: Any, orphans: list[bytes]) -> Callable[[Any], None]:

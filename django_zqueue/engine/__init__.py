@@ -1,0 +1,59 @@
+"""The engine of a queue: everything between a :class:`~django_zqueue.queue.Queue` and
+Redis.
+
+One :class:`Engine` per queue (``queue.engine``) owns the Redis client, the queue's
+shards (:class:`~.shard.Shard`: one hash tag each, with its typed script calls), the
+script builders (:class:`~django_zqueue.scripts.Scripts`) and the queue's
+:class:`~django_zqueue.scripts.Policy`; it sends calls alone or pipelined (:meth:`run`,
+:meth:`run_all`, :meth:`batch`, :meth:`send`), checks the partition layout, builds the
+calls of a claim and of each end of a delivery for callers that batch them (a worker,
+the asyncio client), dispatches workflow ends, and answers the few Redis reads and
+writes the layers above need, with typed results (:mod:`.ops`). The layers above the
+queue core (tasks, worker, scanner, admin, commands) ask the ``Queue`` or its engine and
+hold no Redis client of their own.
+
+The parts: :mod:`.base` (client, shards, sending), :mod:`.layout` (the partition
+layout), :mod:`.consume` (claims, acks, nacks, touches as calls), :mod:`.flow`
+(workflows), :mod:`.ops` (reads and writes for the layers above), :mod:`.shard`.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    CLAIM_CHUNK,
+    FAIR_CLAIM_CHUNK,
+    MAX_BLOCK,
+    NOTIFY_CAP,
+    PROMOTE_LIMIT,
+    score_mode,
+)
+from .consume import ACK_CHUNK, MAX_RESULT_TTL_MS, NO_RESULT, AckReply, ClaimPlan, min_hint
+from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, use_resolver
+from .ops import Ops, Wakeups
+from .shard import Shard
+
+__all__ = [
+    "ACK_CHUNK",
+    "CASCADE_ROUNDS",
+    "CLAIM_CHUNK",
+    "FAIR_CLAIM_CHUNK",
+    "MAX_BLOCK",
+    "MAX_RESULT_TTL_MS",
+    "NOTIFY_CAP",
+    "NO_RESULT",
+    "PROMOTE_LIMIT",
+    "PUBLISH_CHUNK",
+    "RESOLVE_CHUNK",
+    "AckReply",
+    "ClaimPlan",
+    "Engine",
+    "Shard",
+    "Wakeups",
+    "min_hint",
+    "score_mode",
+    "use_resolver",
+]
+
+
+class Engine(Ops):
+    """The engine of one queue (see the module's docstring); ``queue.engine``."""

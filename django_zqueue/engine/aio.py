@@ -1,0 +1,194 @@
+"""The engine's second transport: the same script calls (built by the
+:class:`~django_zqueue.engine.Engine`) sent on redis-py's asyncio client.
+
+An :class:`AsyncEngine` wraps a queue's engine (``sync``) and owns the asyncio client:
+the one given, else the running loop's for the settings
+(:func:`~django_zqueue.aconnection.get_async_client`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis.asyncio as aredis
+from redis.exceptions import NoScriptError, ResponseError
+
+from .. import conf
+from ..aconnection import get_async_client
+from ..connection import UNAVAILABLE_ERRORS, get_client
+from ..exceptions import InvalidArgument, QueueUnavailable
+from ..keys import QueueKeys
+from ..read.pipeline import queue_ahead
+from ..scripts import Call, script_error, source
+
+if TYPE_CHECKING:
+    from . import Engine
+
+T = TypeVar("T")
+
+
+def _noscript(reply: Any) -> bool:
+    return isinstance(reply, NoScriptError) or (
+        isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT")
+    )
+
+
+class AsyncEngine:
+    """``sync`` (an :class:`Engine`) on an asyncio client: every method is a coroutine,
+    connection errors are :class:`QueueUnavailable`."""
+
+    def __init__(self, sync: Engine, client: aredis.Redis | None = None) -> None:
+        self.sync = sync
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"<AsyncEngine {self.sync.name!r}>"
+
+    @property
+    def client(self) -> aredis.Redis:
+        """The asyncio client: the one given, else the running loop's for the settings."""
+        if self._client is not None:
+            return self._client
+        config = conf.get_config()
+        if self.sync.client is not get_client(config):
+            raise InvalidArgument(
+                f"queue {self.sync.name!r} was built on a client of its own: give its "
+                "asyncio client too, AsyncQueue(queue, client=redis.asyncio.Redis(...))"
+            )
+        return get_async_client(config)
+
+    # ------------------------------------------------------------------ sending calls
+
+    async def run(self, call: Call[T]) -> T:
+        """Send one script call (EVALSHA; after a ``SCRIPT FLUSH``, load and send again)."""
+        sha = self.sync.scripts.sha(call.script)
+        cmd = ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+        client: Any = self.client
+        try:
+            try:
+                reply = await client.execute_command(*cmd)
+            except NoScriptError:
+                await client.script_load(source(call.script))
+                reply = await client.execute_command(*cmd)
+        except UNAVAILABLE_ERRORS as exc:
+            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
+        except ResponseError as exc:
+            error = script_error(call.script, exc)
+            if error is exc:
+                raise
+            raise error from exc
+        return call.result(reply)
+
+    async def send(
+        self, calls: Sequence[Call[Any]], *, blpop: tuple[list[str], float] | None = None
+    ) -> list[Any]:
+        """Send calls in one round trip (a non-transactional pipeline), after a BLPOP of
+        ``blpop`` (keys, seconds) when given; the raw replies in order (errors as
+        exception objects: read each with ``call.result``). A call that got NOSCRIPT is
+        sent again once the scripts are loaded."""
+        pipe = self.client.pipeline(transaction=False)
+        if blpop is not None:
+            pipe.blpop(blpop[0], timeout=blpop[1])
+        shas = self.sync.scripts.shas
+        for call in calls:
+            pipe.execute_command(
+                "EVALSHA", shas[call.script], len(call.keys), *call.keys, *call.args
+            )
+        try:
+            replies = list(await pipe.execute(raise_on_error=False))
+            skip = 0 if blpop is None else 1
+            missing = [i for i, r in enumerate(replies[skip:]) if _noscript(r)]
+            for i in missing:
+                call = calls[i]
+                await self.client.script_load(source(call.script))
+                client: Any = self.client
+                replies[skip + i] = await client.execute_command(
+                    "EVALSHA", shas[call.script], len(call.keys), *call.keys, *call.args
+                )
+        except UNAVAILABLE_ERRORS as exc:
+            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
+        return replies
+
+    async def run_all(self, calls: Sequence[Call[T]]) -> list[T]:
+        """Send calls in one round trip; their results in order (the first failure raises)."""
+        if len(calls) == 1:
+            return [await self.run(calls[0])]
+        replies = await self.send(calls)
+        return [c.result(r) for c, r in zip(calls, replies, strict=True)]
+
+    # ------------------------------------------------------------------ plain reads
+
+    async def rank(self, tag: str) -> int | None:
+        """The exact rank of ready job ``tag`` (the sync engine's rule), None unless ready."""
+        e = self.sync
+        shard = e.shard_for(tag)
+        try:
+            if e.partitions == 1:
+                r: Any = await self.client.zrank(shard.keys.ready, tag)
+                return None if r is None else int(r)
+            pipe: Any = self.client.pipeline(transaction=False)
+            pipe.zscore(shard.keys.ready, tag)
+            pipe.zrank(shard.keys.ready, tag)
+            score, own = await pipe.execute()
+            if score is None or own is None:
+                return None
+            pipe = self.client.pipeline(transaction=False)
+            queue_ahead(pipe, e.shards, float(score), shard.index)
+            return int(own) + sum(int(c) for c in await pipe.execute())
+        except UNAVAILABLE_ERRORS as exc:
+            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
+
+    async def ahead(self, score: float, index: int) -> int:
+        """Jobs of the other shards ahead of ``score`` in shard ``index``."""
+        try:
+            pipe: Any = self.client.pipeline(transaction=False)
+            queue_ahead(pipe, self.sync.shards, score, index)  # the tie rule of the sync side
+            return sum(int(c) for c in await pipe.execute())
+        except UNAVAILABLE_ERRORS as exc:
+            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
+
+    async def get(self, key: str) -> Any:
+        """GET ``key`` (a kept result, a cancel record)."""
+        try:
+            return await self.client.get(key)
+        except UNAVAILABLE_ERRORS as exc:
+            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
+
+    async def zscore(self, key: str, tag: str) -> float | None:
+        """The score of ``tag`` in sorted set ``key``."""
+        try:
+            s = await self.client.zscore(key, tag)
+        except UNAVAILABLE_ERRORS as exc:
+            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
+        return None if s is None else float(s)
+
+    def keys_for(self, tag: str) -> QueueKeys:
+        """The keys of the shard that holds job ``tag``."""
+        return self.sync.keys_for(tag)
+
+    async def wait_on(self, groups: list[list[str]], seconds: float) -> bool:
+        """Take a wake-up token from any list of ``groups`` (keys grouped by cluster slot,
+        e.g. a worker's ``Wakeups.groups``), blocking up to ``seconds``."""
+        return await wait_any(self.client, groups, seconds)
+
+    async def wait(self, seconds: float) -> bool:
+        """Take a wake-up token from any of the queue's notify lists, blocking up to
+        ``seconds`` (cut to the engine's longest wait); True if one came."""
+        return await wait_any(
+            self.client, self.sync.notify_groups, min(seconds, self.sync.max_block)
+        )
+
+
+async def wait_any(client: aredis.Redis, groups: list[list[str]], seconds: float) -> bool:
+    """Take a wake-up token from any list of ``groups`` (keys grouped by cluster slot),
+    blocking up to ``seconds`` in all; True if one came."""
+    if seconds <= 0:
+        return False
+    try:
+        for group in groups:
+            got = await client.blpop(group, timeout=max(0.01, seconds / len(groups)))
+            if got is not None:
+                return True
+    except UNAVAILABLE_ERRORS as exc:
+        raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
+    return False

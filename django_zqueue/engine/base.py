@@ -1,0 +1,177 @@
+"""The base of :class:`~django_zqueue.engine.Engine`: its client, shards, script builders
+and policy, and how a script call is sent (alone, or pipelined in a batch)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import redis
+
+from .. import conf
+from ..connection import get_client, slot_groups, socket_timeout, unavailable_as_error
+from ..exceptions import InvalidArgument
+from ..keys import QueueKeys, partition_keys, partition_of, queue_keys
+from ..records import Message
+from ..scripts import Batch, Call, Policy, ScoreMode, Scripts
+from .shard import Shard
+
+T = TypeVar("T")
+
+#: the notify list never holds more wake-up tokens than this
+NOTIFY_CAP = 64
+#: due delayed jobs promoted by one claim call
+PROMOTE_LIMIT = 100
+#: longest single blocking wait; a wait is also cut to a share of the socket timeout
+MAX_BLOCK = 5.0
+#: at most this many jobs per claim script call (a bigger claim sends several, pipelined)
+CLAIM_CHUNK = 100
+#: the same in a fair queue, whose claim does more per job (groups, limits): a call of 40
+#: stays under 5 ms of Redis time with 100,000 groups and limits on (docs/fairness.md)
+FAIR_CLAIM_CHUNK = 40
+
+
+def score_mode(o: conf.QueueOptions) -> ScoreMode:
+    """How the queue's ready scores are made: ``fair`` with ``fairness="groups"``;
+    partitions in strict mode share one clock-based sequence (``tstrict``) so scores
+    compare across them."""
+    if o.fairness == "groups":
+        return "fair"
+    return "tstrict" if o.partitions > 1 and o.priority_mode == "strict" else o.priority_mode
+
+
+class EngineBase:
+    """What every part of an engine shares (see :class:`~django_zqueue.engine.Engine`)."""
+
+    def __init__(
+        self,
+        name: str,
+        options: conf.QueueOptions | None = None,
+        *,
+        prefix: str = "zq",
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.name = name
+        self.options = o = options or conf.QueueOptions()
+        self.prefix = prefix
+        #: the queue's own hash tag: its jobs when unpartitioned; always its workers hash
+        self.keys: QueueKeys = queue_keys(prefix, name)
+        n = o.partitions
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= conf.MAX_PARTITIONS:
+            raise InvalidArgument(f"partitions must be an int in [1, {conf.MAX_PARTITIONS}]")
+        if n > 1 and (o.concurrency or o.qps):
+            raise InvalidArgument("concurrency and qps cannot be combined with partitions > 1")
+        #: number of partitions (hash tags) the queue's jobs are spread over
+        self.partitions = n
+        self.client: redis.Redis = client if client is not None else get_client()
+        self.scripts = Scripts(self.client)
+        #: the queue's options as its scripts take them
+        self.policy = Policy(
+            mode=score_mode(o),
+            aging_us=int(o.priority_aging_seconds * 1_000_000),
+            visibility_ms=o.visibility_timeout_ms,
+            concurrency=o.concurrency or 0,
+            qps=o.qps or 0,
+            dead_max=o.dead_letter_max,
+            dead_ttl_ms=int(o.dead_letter_ttl * 1000),
+            trim_limit=o.scan_batch,
+            notify_cap=NOTIFY_CAP,
+            ack_notify=NOTIFY_CAP if o.concurrency else 0,
+            promote_limit=PROMOTE_LIMIT,
+            group_concurrency=o.group_concurrency or 0,
+            group_qps=o.group_qps or 0,
+            # on a partitioned queue each partition holds its share
+            max_length=-(-(o.max_length or 0) // n),
+            compact=conf.get_config().compact_records,
+        )
+        #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)
+        self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK
+        #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
+        self.shards = [
+            Shard(name, i, k, self.scripts, self.policy)
+            for i, k in enumerate(partition_keys(prefix, name, n))
+        ]
+        #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
+        self.sched_keys: QueueKeys = self.shards[0].keys
+        #: the notify lists a waiting consumer blocks on
+        self.notify_keys: list[str] = [s.keys.notify for s in self.shards]
+        self._rr = secrets.randbelow(n)  # round-robin start shard of the next claim
+        self._layout_ok = n == 1
+        # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)
+        self.notify_groups = slot_groups(self.client, self.notify_keys)
+        self.wait_turn = [0]
+        timeout = socket_timeout(self.client)
+        #: the longest one blocking wait may take (a share of the socket timeout)
+        self.max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
+
+    def __repr__(self) -> str:
+        return f"<Engine {self.name!r} keys={self.keys.tag} partitions={self.partitions}>"
+
+    def lease_ms(self, msg: Message) -> int:
+        """The lease length of a delivery: the job's own, else the queue's."""
+        return msg.visibility_timeout_ms or self.policy.visibility_ms
+
+    # ----------------------------------------------------------------- shards
+
+    def shard_for(self, tag: str) -> Shard:
+        """The shard that holds job ``tag`` (:func:`keys.partition_of`)."""
+        if self.partitions == 1:
+            return self.shards[0]
+        return self.shards[partition_of(tag, self.partitions)]
+
+    def front_of_others(self, shard: Shard) -> float | None:
+        """The lowest ready score of the partitions other than ``shard`` (one round trip),
+        for a job sent to the front of the whole queue; None on one partition, or when
+        the others are empty."""
+        if self.partitions == 1:
+            return None
+        with unavailable_as_error():
+            pipe = self.client.pipeline(transaction=False)
+            for s in self.shards:
+                if s is not shard:
+                    pipe.zrange(s.keys.ready, 0, 0, withscores=True)
+            heads = [float(r[0][1]) for r in pipe.execute() if r]
+        return min(heads) if heads else None
+
+    def keys_for(self, tag: str) -> QueueKeys:
+        """The keys of the shard that holds job ``tag``."""
+        return self.shard_for(tag).keys
+
+    @property
+    def part_keys(self) -> list[QueueKeys]:
+        """The keys of each shard; ``[self.keys]`` for an unpartitioned queue."""
+        return [s.keys for s in self.shards]
+
+    def next_shard(self) -> int:
+        """The shard the next claim starts at; advances round-robin."""
+        start = self._rr
+        self._rr = (start + 1) % self.partitions
+        return start
+
+    # ----------------------------------------------------------------- sending calls
+
+    def batch(self) -> Batch:
+        """Calls to send in one round trip (:meth:`send`)."""
+        return self.scripts.batch()
+
+    def send(self, batch: Batch) -> list[Any]:
+        """Send a batch; connection errors become ``QueueUnavailable``. Each call's result
+        is read from the ``Pending`` its ``add`` returned."""
+        with unavailable_as_error():
+            return batch.send()
+
+    def run_all(self, calls: Sequence[Call[T]]) -> list[T]:
+        """Send calls in one round trip (one call: a plain EVALSHA, no pipeline); their
+        results in order. The first failed call raises, once all were sent."""
+        if len(calls) == 1:
+            return [self.run(calls[0])]
+        batch = self.batch()
+        pending = [batch.add(call) for call in calls]
+        self.send(batch)
+        return [p.result() for p in pending]
+
+    def run(self, call: Call[T]) -> T:
+        """Send one script call; connection errors become ``QueueUnavailable``."""
+        with unavailable_as_error():
+            return self.scripts.run(call)
