@@ -64,6 +64,7 @@ from .exceptions import QueueUnavailable, UnknownQueue
 from .metrics import available as metrics_available
 from .models import Queue as QueueModel
 from .queue import Queue, get_queue
+from .queue.durable_calls import durable_records
 
 PER_PAGE_CHOICES = (25, 50, 100, 200)
 #: the tabs' names
@@ -428,7 +429,7 @@ class QueueAdmin(_ModelAdmin):
             state_url=self.url("queue", queue, state=state_tab),
             job_actions=self._actions(request, queue, detail.info.state),
             links=self._links(q, tag),
-            durable=q.durable_records(tag),  # a durable task's steps (docs/durable.md)
+            durable=durable_records(q, tag),  # a durable task's steps (docs/durable.md)
             here=self.url("job", queue, id=tag),
         )
         return TemplateResponse(request, "admin/django_zqueue/job.html", ctx)

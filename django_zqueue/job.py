@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .queue import JobInfo, Queue, get_queue
 from .queue.durable_calls import ParkedFor
+from .queue.durable_calls import parked as queued_for
 from .watch import DEFAULT_MAX_AGE, position_url
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class Job:
         if state == "leased":
             return "running"
         if state == "delayed":
-            parked = self.queue.parked(self.id)
+            parked = queued_for(self.queue, self.id)
             return parked.status if parked is not None else state
         if state is not None:
             return state
@@ -125,7 +126,7 @@ class Job:
     def parked(self) -> ParkedFor | None:
         """What the job is parked for (a durable sleep, or a wait for an event, and until
         when), None when it is not parked."""
-        return self.queue.parked(self.id)
+        return queued_for(self.queue, self.id)
 
     async def asignal(self, name: str, payload: Any = None) -> bool:
         """:meth:`signal` from asyncio code."""
@@ -165,7 +166,7 @@ class Job:
         aq = self.aqueue
         state = await aq.state(self.id)
         if state == "delayed":
-            parked = await asyncio.to_thread(self.queue.parked, self.id)
+            parked = await asyncio.to_thread(queued_for, self.queue, self.id)
             return parked.status if parked is not None else state
         if state is not None:
             return "running" if state == "leased" else state

@@ -162,7 +162,7 @@ class Scheduler:
         job = None
         if fire_tick is not None:
             job = job_of(q, s, f"cron:{s.name}:{fire_tick}")
-        ok = q.fire(s.name, tick, nxt, job, digest)
+        ok = schedstore.fire(q, s.name, tick, nxt, job, digest)
         if ok and fire_tick is not None:
             log.info(
                 "event=schedule_fired queue=%s schedule=%s tick=%s next=%s",

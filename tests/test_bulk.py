@@ -60,11 +60,11 @@ def test_requeue_dead_script_checks_below_before_writing(
     q: Queue, redis_client: redis.Redis
 ) -> None:
     tag = bury(q, 1)[0]
-    shard = q.shards[0]
+    shard = q.engine.shards[0]
     call = shard.scripts.requeue_dead(shard.keys, shard.policy, tag, True, None)
     bad = call.__class__(call.script, call.keys, (*call.args[:5], "nan"), call.result)
     with pytest.raises(Exception, match="ZQ_BAD_ARGUMENT"):
-        q.run(bad)
+        q.engine.run(bad)
     assert q.state(tag) == "dead"
     redis_client.zadd(q.keys.ready, {"low": -(2**53)})
     with pytest.raises(Exception, match="lowest exact score"):
@@ -83,10 +83,10 @@ def test_range_after_walks_ties_in_member_order_from_a_removed_cursor(
     members["\xff"] = 2.0
     redis_client.zadd(key, members)
     order = [m.decode("utf-8", "surrogateescape") for m in redis_client.zrange(key, 0, -1)]
-    s = q.shards[0].scripts
+    s = q.engine.shards[0].scripts
 
     def after(cursor: tuple[float, str] | None, top: float, n: int) -> list[str]:
-        return [t for t, _ in q.run(s.range_after(key, cursor, top, n))]
+        return [t for t, _ in q.engine.run(s.range_after(key, cursor, top, n))]
 
     assert after(None, 100, 5) == order[:5]
     assert after((1.0, "m05"), 100, 3) == ["m06", "m07", "m08"]
@@ -98,21 +98,21 @@ def test_range_after_walks_ties_in_member_order_from_a_removed_cursor(
     assert after((4.0, "m19"), 100, 5) == []
     for bad in ((1.0, 0), (1.0, 1001)):
         with pytest.raises(Exception, match="ZQ_BAD_ARGUMENT"):
-            q.run(s.range_after(key, None, bad[0], int(bad[1])))
+            q.engine.run(s.range_after(key, None, bad[0], int(bad[1])))
 
 
 # ---------------------------------------------------------------- only: the state guard
 
 
 def test_delete_and_cancel_with_only_leave_a_job_of_another_state_alone(q: Queue) -> None:
-    s, k, p = q.shards[0].scripts, q.keys, q.shards[0].policy
+    s, k, p = q.engine.shards[0].scripts, q.keys, q.engine.shards[0].policy
     ready = q.publish("x", tag="ready")
-    assert q.run(s.delete(k, ready, False, "dead")) is DeleteReply.ELSEWHERE
+    assert q.engine.run(s.delete(k, ready, False, "dead")) is DeleteReply.ELSEWHERE
     leased = q.publish("y", tag="leased")
     q.claim(2)
-    assert q.run(s.cancel(k, p, leased, 1000, "ready")) is CancelReply.ELSEWHERE
+    assert q.engine.run(s.cancel(k, p, leased, 1000, "ready")) is CancelReply.ELSEWHERE
     assert q.state(ready) == "leased" and q.state(leased) == "leased"
-    assert q.run(s.cancel(k, p, leased, 1000, "leased")) is CancelReply.RUNNING
+    assert q.engine.run(s.cancel(k, p, leased, 1000, "leased")) is CancelReply.RUNNING
 
 
 # ---------------------------------------------------------------- all that match
@@ -136,7 +136,7 @@ def test_match_most_and_delete_all(make_queue: QueueFactory) -> None:
     assert first.done == 10 and first.more
     assert q.requeue_dead_all(is_a) == BulkResult(done=20)
     assert all(q.state(t) == "ready" for t in a)
-    assert q.delete_dead_all(lambda job: job.error == "boom") == BulkResult(done=20)
+    assert q.act_on_all("delete", "dead", lambda job: job.error == "boom") == BulkResult(done=20)
     assert all(q.state(t) is None for t in b)
 
 
@@ -195,7 +195,7 @@ def test_cancel_all_ready_skips_what_a_worker_claimed_meanwhile(
         return original(self, shard, action, state, chunk)
 
     monkeypatch.setattr(Bulk, "_act", act)
-    got = q.cancel_all("ready")
+    got = q.act_on_all("cancel", "ready")
     assert got == BulkResult(done=n - len(claimed), left=len(claimed))
     assert all(q.state(t) == "leased" for t in claimed)
     assert q.counts()["ready"] == 0 and q.counts()["inflight"] == len(claimed)
@@ -205,12 +205,12 @@ def test_run_now_all_delayed_and_bad_arguments(make_queue: QueueFactory) -> None
     q = make_queue()
     q.publish("head", tag="head")
     later = [q.publish("x", delay=600, tag=f"l{i}") for i in range(5)]
-    assert q.run_now_all("delayed") == BulkResult(done=5)
+    assert q.act_on_all("run_now", "delayed") == BulkResult(done=5)
     assert q.rank("head") == 5 and {q.rank(t) for t in later} == set(range(5))
     with pytest.raises(InvalidArgument):
         q.act_on_all("requeue", "ready")
     with pytest.raises(InvalidArgument):
-        q.cancel_all("dead")
+        q.act_on_all("cancel", "dead")
     with pytest.raises(InvalidArgument):
         q.requeue_dead_all(most=0)
     assert bulk.BULK_ACTIONS["run_now"] == ("ready", "delayed")

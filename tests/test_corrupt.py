@@ -63,7 +63,7 @@ def corrupt_meta(client: redis.Redis, q: Queue, tag: str, how: Corrupt) -> bytes
     """Corrupt the record of ``tag`` in the layout it is stored in: its fields are
     changed by ``how``; the body stays (compact: after the new fields; JSON: in the body
     hash) unless ``how`` gives raw bytes."""
-    k = q.keys_for(tag)
+    k = q.engine.keys_for(tag)
     raw = client.hget(k.meta, tag)
     assert raw is not None
     fields, inline = split_record(raw)

@@ -95,8 +95,8 @@ def test_a_recorded_step_is_not_run_again_after_the_worker_died(q: Queue) -> Non
         assert durable.step("charge", charge, 0) == 42
     assert charge.calls == 1
     # the dead worker's late record is refused by its token, and its read says stale
-    stale = dc.step_call(q.shards[0], first, "s:late", "1", dc.keep_ms(q))
-    assert q.run(stale) is StepReply.STALE
+    stale = dc.step_call(q.engine.shards[0], first, "s:late", "1", dc.keep_ms(q))
+    assert q.engine.run(stale) is StepReply.STALE
     assert b"s:late" not in steps_of(q, tag)
     with running(q, first), pytest.raises(StaleDelivery):
         durable.step("late", charge, 1)
@@ -155,9 +155,9 @@ def test_too_many_records_are_refused(q: Queue, monkeypatch: pytest.MonkeyPatch)
             durable.step("send:3", charge, 3)
     assert charge.calls == 3
     # the script holds the bound too, whatever the client believes
-    call = dc.step_call(q.shards[0], msg, "s:more", "1", dc.keep_ms(q))
+    call = dc.step_call(q.engine.shards[0], msg, "s:more", "1", dc.keep_ms(q))
     with pytest.raises(ScriptArgumentError, match="3 durable records"):
-        q.run(call)
+        q.engine.run(call)
     assert len(steps_of(q, tag)) == 3
 
 
@@ -188,7 +188,7 @@ def test_a_dead_job_keeps_its_steps_and_skips_them_once_requeued(q: Queue) -> No
         durable.step("charge", charge, 1)
     assert q.nack(msg, "fatal", dead=True) == "dead"
     ttl = q.client.pttl(q.keys.steps(tag))
-    assert ttl > q.policy.dead_ttl_ms  # kept at least as long as the dead letter
+    assert ttl > q.engine.policy.dead_ttl_ms  # kept at least as long as the dead letter
     assert q.requeue_dead(tag)
     with running(q, claim(q)):
         assert durable.step("charge", charge, 2) == 1
@@ -228,7 +228,7 @@ def test_sleep_parks_without_an_attempt_and_returns_no_earlier_than_asked(q: Que
     wake = parked.value.wake_ms
     info = q.info(tag)
     assert info is not None and info.state == "delayed" and info.attempts == 0
-    status = q.parked(tag)
+    status = dc.parked(q, tag)
     assert status is not None and status.status == "sleeping" and status.name == "cool-off"
     assert q.claim(1, "c")[0] == []  # not before its time
     time.sleep(0.35)
@@ -239,7 +239,7 @@ def test_sleep_parks_without_an_attempt_and_returns_no_earlier_than_asked(q: Que
         durable.sleep("cool-off", 0.3)  # passed: returns at once
         assert ctx.records.now_ms >= wake
     assert charge.calls == 1
-    assert q.parked(tag) is None
+    assert dc.parked(q, tag) is None
 
 
 def test_a_stale_run_cannot_park(q: Queue) -> None:
@@ -259,7 +259,7 @@ def test_a_signal_after_the_wait_wakes_the_job_once(q: Queue) -> None:
     tag = q.publish("x")
     with running(q, claim(q)), pytest.raises(Parked):
         durable.wait_for("approved", timeout=60)
-    status = q.parked(tag)
+    status = dc.parked(q, tag)
     assert status is not None and status.status == "waiting_for_event"
     assert q.rank(tag) is None  # a parked job has no rank
     assert q.signal(tag, "approved", {"by": "ann"}) is True
@@ -349,8 +349,8 @@ def test_a_record_of_another_delivery_token_is_refused_in_the_script(
     queue.publish("x")
     msg = claim(queue)
     forged = msg._replace(token=msg.token + 1)
-    call = dc.step_call(queue.shards[0], forged, "s:x", "1", dc.keep_ms(queue))
-    assert queue.run(call) is StepReply.STALE
+    call = dc.step_call(queue.engine.shards[0], forged, "s:x", "1", dc.keep_ms(queue))
+    assert queue.engine.run(call) is StepReply.STALE
     assert not queue.client.exists(queue.keys.steps(msg.tag))
 
 

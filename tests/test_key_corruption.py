@@ -40,7 +40,7 @@ def _leased(q: Queue) -> Any:
 def _stepped(q: Queue) -> Any:
     """A leased job with one durable step recorded."""
     msg = _leased(q)
-    assert q.run(dc.step_call(q.shards[0], msg, "s:a", "1", 60_000))
+    assert q.engine.run(dc.step_call(q.engine.shards[0], msg, "s:a", "1", 60_000))
     return msg
 
 

@@ -174,9 +174,7 @@ CLIENT_LAYER = 3
 #: modules above the queue core that still use a Redis client themselves (the engine,
 #: ``queue.engine``, is to own that): this list may only shrink. A module that stops using
 #: the client must leave it (the test says so), and no other module may start.
-CLIENT_USERS_ABOVE = {
-    "schedules",
-}
+CLIENT_USERS_ABOVE: set[str] = set()
 
 
 def _uses_a_client(path: Path) -> bool:
@@ -216,9 +214,7 @@ def test_the_client_checker_sees_a_client(tmp_path: Path) -> None:
 
 #: modules above the queue core that still build a key name themselves (the engine is to
 #: own that): this list may only shrink, as CLIENT_USERS_ABOVE
-KEY_BUILDERS_ABOVE = {
-    "schedules",
-}
+KEY_BUILDERS_ABOVE: set[str] = set()
 
 #: what building a key looks like: the key makers of ``keys.py`` by name, a queue's
 #: ``keys`` (``q.keys.ready``, ``q.keys.result(tag)``), its schedules' keys, or a key

@@ -145,12 +145,12 @@ def test_a_layout_other_than_json_is_refused_and_writes_nothing(
     from django_zqueue.jobspec import pack_job
 
     before = sorted(redis_client.scan_iter(f"*{q.prefix}*"))
-    shard = q.shards[0]
+    shard = q.engine.shards[0]
     call = shard.publish([NewJob("t", b"{}")])
     bad = pack_job("t", b"{}", NewJob("t", b"{}").spec, {"layout": "xml"})
     call = call._replace(args=(*call.args[:5], bad))
     with pytest.raises(ScriptArgumentError, match="layout must be 'json'"):
-        q.scripts.run(call)
+        q.engine.scripts.run(call)
     assert sorted(redis_client.scan_iter(f"*{q.prefix}*")) == before
 
 
@@ -161,7 +161,7 @@ def test_compact_records_off_writes_the_json_layout(
         conf.reset()
         try:
             q = make_queue()
-            assert q.policy.compact is False
+            assert q.engine.policy.compact is False
             tag = q.publish({"n": 1})
             deb = q.publish("d", tag="deb", debounce=5)
             flow = q.publish("child", depends_on=[tag])

@@ -161,7 +161,7 @@ def test_a_stale_scanner_cannot_fire_a_changed_definition() -> None:
     schedules.update("s", args=["l", "new"])  # same tick, new digest
     q = get_queue("default")
     job = schedule_spec.job_of(q, old[0], f"cron:s:{st.next_ms}")
-    assert not q.fire("s", st.next_ms, st.next_ms + 60_000, job, old[1])
+    assert not schedstore.fire(q, "s", st.next_ms, st.next_ms + 60_000, job, old[1])
     assert jobs() == []
     assert stale.step() == 1
     assert [j["args"] for j in jobs()] == [["l", "new"]]

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from django_zqueue import InvalidArgument, get_queue
+from django_zqueue.queue import schedstore
 from django_zqueue.schedules import Schedule, Scheduler, from_settings
 from django_zqueue.worker import Worker
 
@@ -192,10 +193,10 @@ def test_fire_script_compare_and_set(project: dict[str, str]) -> None:
     s = Scheduler(["default"], {"a": sched(name="a", interval=60)}, now_ms=lambda: T0)
     s.sync()
     job = q.prepare({"task": "x"}, "cron:a:1", 0)
-    assert q.fire("a", T0 + 1, T0 + 2 * MIN, job) is False  # wrong tick
+    assert schedstore.fire(q, "a", T0 + 1, T0 + 2 * MIN, job) is False  # wrong tick
     assert q.total_count() == 0
-    assert q.fire("a", T0 + MIN, T0 + 2 * MIN, job) is True
-    assert q.fire("a", T0 + MIN, T0 + 2 * MIN, job) is False  # repeat
+    assert schedstore.fire(q, "a", T0 + MIN, T0 + 2 * MIN, job) is True
+    assert schedstore.fire(q, "a", T0 + MIN, T0 + 2 * MIN, job) is False  # repeat
     assert q.total_count() == 1
 
 

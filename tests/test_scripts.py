@@ -196,7 +196,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q.ack_many([q.get()])  # type: ignore[list-item]
         q.scan()
         q.purge_dead()
-        q.fire("no-such-schedule", 1, None, None)
+        schedstore.fire(q, "no-such-schedule", 1, None, None)
         schedstore.put(q, "no-such-schedule", None, expect=schedstore.ANY)
         waiting = q.publish("w")
         q.set_priority(waiting, 2)
@@ -210,11 +210,11 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         durable = q.publish("d", priority=9)  # durable tasks: a read, a step, an event, a park
         msg = q.get()
         assert msg is not None and msg.tag == durable
-        q.run(dc.steps_call(q.shards[0], msg, 60_000))
-        q.run(dc.step_call(q.shards[0], msg, "s:a", "1", 60_000))
+        q.engine.run(dc.steps_call(q.engine.shards[0], msg, 60_000))
+        q.engine.run(dc.step_call(q.engine.shards[0], msg, "s:a", "1", 60_000))
         q.signal(durable, "ev", 1)
-        q.run(dc.park_call(q.shards[0], msg, "z:nap", 60_000, 60_000))
-        q.parked(durable)
+        q.engine.run(dc.park_call(q.engine.shards[0], msg, "z:nap", 60_000, 60_000))
+        dc.parked(q, durable)
     finally:
         Batch.add = original_batch  # type: ignore[method-assign]
     assert seen, f"{name} was not called"

@@ -504,11 +504,11 @@ class QueueMachine(RuleBasedStateMachine):
             "nack_dead": lambda: self.q.nack(msg, "late", dead=True) is None,
             "touch": lambda: self.q.touch(msg, extend=60, progress=0.5) is None,
             "step": lambda: (
-                self.q.run(dc.step_call(self.q.shards[0], msg, "s:x", "1", 60_000))
+                self.q.engine.run(dc.step_call(self.q.engine.shards[0], msg, "s:x", "1", 60_000))
                 is StepReply.STALE
             ),
             "park": lambda: (
-                self.q.run(dc.park_call(self.q.shards[0], msg, "z:x", 60_000, 60_000))
+                self.q.engine.run(dc.park_call(self.q.engine.shards[0], msg, "z:x", 60_000, 60_000))
                 == (ParkReply.STALE, "")
             ),
         }
@@ -561,8 +561,8 @@ class QueueMachine(RuleBasedStateMachine):
         """durable.sleep / wait_for: the job to delayed, its attempt given back."""
         job = self._pick(self._in(LEASED), idx)
         assert job.msg is not None
-        call = dc.park_call(self.q.shards[0], job.msg, f"{kind}:{name}", 3_600_000, 60_000)
-        code, wake = self.q.run(call)
+        call = dc.park_call(self.q.engine.shards[0], job.msg, f"{kind}:{name}", 3_600_000, 60_000)
+        code, wake = self.q.engine.run(call)
         if kind == "w" and name in job.delivered:  # the event is there: not parked
             assert code is ParkReply.SIGNALLED, (code, wake)
             return

@@ -7,7 +7,6 @@ import redis
 from .. import conf
 from ..engine import Engine
 from ..keys import QueueKeys
-from ..records import Message
 
 
 class QueueBase:
@@ -47,7 +46,3 @@ class QueueBase:
     def visibility_timeout_ms(self) -> int:
         """The queue's lease length (a job may have its own)."""
         return self.engine.policy.visibility_ms
-
-    def lease_ms(self, msg: Message) -> int:
-        """The lease length of a delivery: the job's own, else the queue's."""
-        return self.engine.lease_ms(msg)

@@ -93,24 +93,6 @@ class Bulk(Flows, Control):
         claimed first)."""
         return self.act_on_all("retry_now" if front else "requeue", "dead", match, most=most)
 
-    def delete_dead_all(self, match: Match | None = None, *, most: int | None = None) -> BulkResult:
-        """Delete every dead letter (that ``match`` keeps), with its record."""
-        return self.act_on_all("delete", "dead", match, most=most)
-
-    def cancel_all(
-        self, state: str, match: Match | None = None, *, most: int | None = None
-    ) -> BulkResult:
-        """Cancel every job of ``state`` (ready, delayed, waiting or leased) that
-        ``match`` keeps, as :meth:`cancel`."""
-        return self.act_on_all("cancel", state, match, most=most)
-
-    def run_now_all(
-        self, state: str, match: Match | None = None, *, most: int | None = None
-    ) -> BulkResult:
-        """Move every waiting job of ``state`` (ready or delayed) that ``match`` keeps to
-        the front of the line, each in turn (the last one acted on is claimed first)."""
-        return self.act_on_all("run_now", state, match, most=most)
-
     def act_on_all(
         self, action: str, state: str, match: Match | None = None, *, most: int | None = None
     ) -> BulkResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import validate
 from ..exceptions import InvalidArgument
-from ..records import NewJob, ScanResult
+from ..records import ScanResult
 from ..replies import DeleteReply, RequeueReply
 from .bulk import Bulk
 from .consume import Consuming
@@ -83,20 +83,6 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         if not 1 <= limit <= 5000:
             raise InvalidArgument("limit must be in [1, 5000]")
         return ScanResult.total(self.engine.run_all([s.scan(limit) for s in self.engine.shards]))
-
-    def fire(
-        self,
-        name: str,
-        tick: int,
-        next_tick: int | None,
-        job: NewJob | None,
-        digest: str | None = None,
-    ) -> bool:
-        """Fire one tick of periodic schedule ``name`` exactly once (``fire.lua``): enqueue
-        ``job`` (None: only move on) if the schedule's next tick is still ``tick`` (and,
-        with ``digest``, its stored definition still the one of that digest), and move it
-        to ``next_tick`` (None: out of the due set). False: already handled, or stale."""
-        return self.engine.run(self.engine.shards[0].fire(name, tick, next_tick, job, digest))
 
     def clear(self) -> None:
         """Delete every key of this queue (all jobs, records and counters). For tests

@@ -211,10 +211,12 @@ class Durable(QueueBase):
         refused(reply, self.name, tag, name)
         return reply is SignalReply.WOKEN
 
-    def durable_records(self, tag: str) -> list[DurableRecord]:
-        """Job ``tag``'s durable records (steps, sleeps, waits, events), for operators."""
-        return listed(self.engine.run(records_call(self.engine.shard_for(tag), tag)))
 
-    def parked(self, tag: str) -> ParkedFor | None:
-        """What job ``tag`` is parked for (a durable sleep or wait), None if it is not."""
-        return parked_for(self.engine.run(parked_call(self.engine.shard_for(tag), tag)))
+def durable_records(q: QueueBase, tag: str) -> list[DurableRecord]:
+    """Job ``tag``'s durable records (steps, sleeps, waits, events), for operators."""
+    return listed(q.engine.run(records_call(q.engine.shard_for(tag), tag)))
+
+
+def parked(q: QueueBase, tag: str) -> ParkedFor | None:
+    """What job ``tag`` is parked for (a durable sleep or wait), None if it is not."""
+    return parked_for(q.engine.run(parked_call(q.engine.shard_for(tag), tag)))

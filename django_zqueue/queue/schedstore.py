@@ -24,6 +24,7 @@ from ..connection import server_time_ms, unavailable_as_error
 from ..keys import QueueKeys
 
 if TYPE_CHECKING:
+    from ..records import NewJob
     from .base import QueueBase
 
 Definition = dict[str, Any]
@@ -145,6 +146,21 @@ def put(
     was written."""
     text = "" if definition is None else json.dumps(dict(definition))
     return q.engine.run(put_call(q.sched_keys, name, expect, text, next_ms, mode))
+
+
+def fire(
+    q: QueueBase,
+    name: str,
+    tick: int,
+    next_tick: int | None,
+    job: NewJob | None,
+    digest: str | None = None,
+) -> bool:
+    """Fire one tick of periodic schedule ``name`` exactly once (``fire.lua``): enqueue
+    ``job`` (None: only move on) if the schedule's next tick is still ``tick`` (and, with
+    ``digest``, its stored definition still the one of that digest), and move it to
+    ``next_tick`` (None: out of the due set). False: already handled, or stale."""
+    return q.engine.run(q.engine.shards[0].fire(name, tick, next_tick, job, digest))
 
 
 def put_call(

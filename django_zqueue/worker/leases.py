@@ -62,7 +62,7 @@ class Held:
 
 def beat_every(queue: Queue, msg: Message) -> float:
     """Seconds between lease extensions of ``msg``: a third of its lease, at most 10 s."""
-    lease_ms = queue.lease_ms(msg)
+    lease_ms = queue.engine.lease_ms(msg)
     return max(0.05, min(lease_ms / 3000, 10.0))
 
 
