@@ -49,6 +49,7 @@ from django.views.decorators.http import require_POST
 
 from . import (
     actions,
+    admin_durable,
     admin_outbox,  # noqa: F401 (registers the outbox's admin)
     conf,
     dashboard,
@@ -232,6 +233,7 @@ class QueueAdmin(_ModelAdmin):
             path("q/<str:queue>/dead/delete/", wrap(self.action_view), {"action": "delete"}),
             path("q/<str:queue>/dead/purge/", wrap(self.purge_dead_view), name=self._name("purge")),
             path("q/<str:queue>/pause/", wrap(self.pause_view), name=self._name("pause")),
+            path("q/<str:queue>/signal/", wrap(self.signal_view), name=self._name("signal")),
             path("schedules/", wrap(self.schedules_view), name=self._name("schedules")),
             path("schedules/do/", wrap(self.schedule_do_view), name=self._name("schedule_do")),
             path("schedules/add/", wrap(self.schedule_add_view), name=self._name("schedule_add")),
@@ -430,6 +432,7 @@ class QueueAdmin(_ModelAdmin):
             job_actions=self._actions(request, queue, detail.info.state),
             links=self._links(q, tag),
             durable=durable_records(q, tag),  # a durable task's steps (docs/durable.md)
+            signal_url=self.url("signal", queue) if perms["pause"] else None,
             here=self.url("job", queue, id=tag),
         )
         return TemplateResponse(request, "admin/django_zqueue/job.html", ctx)
@@ -498,6 +501,11 @@ class QueueAdmin(_ModelAdmin):
     @method_decorator(require_POST)
     def schedule_add_view(self, request: HttpRequest) -> HttpResponse:
         return schedules_page.add(self, request)
+
+    @method_decorator(require_POST)
+    def signal_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """Send an event to a durable job that waits for it (admin_durable.py)."""
+        return admin_durable.signal(self, request, queue)
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
         """The Prometheus text format for every configured queue (staff with view)."""
