@@ -33,8 +33,8 @@ class QueueBase:
         self.partitions = e.partitions
         #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
         self.sched_keys: QueueKeys = e.sched_keys
-        #: the engine's client, for the periodic schedules (``schedules.py``), which read
-        #: and write their keys themselves
+        #: the engine's client (``engine.client``), for code that reads the queue's keys by
+        #: hand; no module of the package above the engine uses it (tests/test_layers.py)
         self.client: redis.Redis = e.client
 
     def __repr__(self) -> str:
