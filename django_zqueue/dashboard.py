@@ -4,8 +4,9 @@
 Every Redis read and every decoding of what Redis holds (job records, the stats hash,
 worker registrations) is in :mod:`django_zqueue.read` and :mod:`django_zqueue.records`;
 this module turns their results into what the templates show: job rows with their
-times, ranks and ETAs as text, pages of a tab, the overview's rows and its SVG charts,
-a job's detail. Each page's Redis cost is that of its read (see docs/admin.md).
+times, ranks and ETAs as text, pages of a tab, the overview's rows (its SVG charts are
+:mod:`django_zqueue.charts`), a job's detail. Each page's Redis cost is that of its
+read (see docs/admin.md).
 
 No Django views here: :mod:`django_zqueue.admin` renders what these functions return.
 """
@@ -13,9 +14,8 @@ No Django views here: :mod:`django_zqueue.admin` renders what these functions re
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -23,6 +23,12 @@ from urllib.parse import quote
 from django.utils.translation import gettext as _
 
 from . import humanize, read
+from .charts import Chart as Chart
+from .charts import Line as Line
+from .charts import Tick as Tick
+from .charts import line_chart as line_chart
+from .charts import nice_ceiling as nice_ceiling
+from .charts import wants_log as wants_log
 from .exceptions import InvalidArgument
 from .read import SERIES as SERIES  # the per-minute series of the stats ring
 from .read import Location as Location
@@ -101,186 +107,6 @@ def due_in(when: datetime | None, now_ms: int) -> str:
     if delta >= 0:
         return _("in %(duration)s") % {"duration": humanize.duration(delta)}
     return _("overdue by %(duration)s") % {"duration": humanize.duration(delta)}
-
-
-# ---------------------------------------------------------------- chart
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    name: str
-    css: str  # class of the SVG element: zq-line-<css>
-    points: str  # SVG polyline points, "x,y x,y ..."
-    dots: list[tuple[str, str]]  # (cx, cy) of each sample
-    latest: int | None
-    #: (cx, cy, text) of each sample, for the value shown on hover ("14:03 UTC: 47")
-    samples: list[tuple[str, str, str]] = field(default_factory=list)
-
-    @property
-    def latest_text(self) -> str:
-        """The legend's figure, with the locale's thousands separator."""
-        return humanize.count(self.latest)
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    y: str
-    label: str
-
-
-@dataclass(frozen=True, slots=True)
-class Chart:
-    """An SVG line chart, every coordinate already formatted (no localisation in templates)."""
-
-    title: str
-    width: int
-    height: int
-    left: int
-    right: int
-    top: int
-    bottom: int
-    lines: list[Line]
-    ticks: list[Tick]
-    xticks: list[tuple[str, str]]  # (x, label)
-    empty: bool
-    latest_note: str  # what the figures in the legend are
-    log: bool = False  # a logarithmic y axis (0, 1, 10, 100, ...)
-
-
-def nice_ceiling(value: float) -> int:
-    """The smallest of 1, 2, 5 x 10^k that is >= value (at least 1)."""
-    if value <= 1:
-        return 1
-    exp = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 5, 10):
-        if step * exp >= value:
-            return int(step * exp)
-    return int(10 * exp)  # pragma: no cover - unreachable
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.1f}"
-
-
-def _xticks(n: int, left: int, right: int) -> list[tuple[str, str]]:
-    """(x, label) of the time axis of ``n`` minutes: every 15 minutes back from now."""
-    out = []
-    for back in (60, 45, 30, 15, 0):
-        if back < n:
-            i = n - 1 - back
-            label = _("now") if back == 0 else _("-%(n)s min") % {"n": back}
-            out.append((_fmt(left + (right - left) * (i / max(1, n - 1))), label))
-    return out
-
-
-#: a chart switches to a log axis when its peak is at least this many times the peak of
-#: its smallest non-empty series (a burst of enqueues would flatten the acks to zero)
-LOG_RATIO = 20
-
-
-def wants_log(series: Sequence[tuple[str, str, Sequence[int | None]]]) -> bool:
-    """Whether a log axis shows ``series`` better: one series' peak dwarfs another's."""
-    peaks = [max((v for v in vs if v), default=0) for _, _, vs in series]
-    shown = [p for p in peaks if p > 0]
-    return len(shown) > 1 and max(shown) >= 100 and max(shown) >= LOG_RATIO * min(shown)
-
-
-def line_chart(
-    title: str,
-    series: Sequence[tuple[str, str, Sequence[int | None]]],
-    *,
-    dots: bool = False,
-    latest_index: int = -1,
-    latest_note: str | None = None,
-    width: int = 600,
-    height: int = 150,
-    labels: Sequence[str] | None = None,
-    log: bool | None = None,
-) -> Chart:
-    """Polylines for ``series`` of (name, css class, values), one value per minute; a
-    None value is a gap that the line bridges (no sample that minute). The legend shows
-    each series' value at ``latest_index`` (or the last sample before it). Each sample
-    has its value for hovering, after its ``labels`` entry (the minute) when given. The
-    y axis is logarithmic with ``log``; None chooses it (:func:`wants_log`)."""
-    left, right, top, bottom = 48, width - 8, 8, height - 20
-    n = max((len(v) for _, _, v in series), default=0)
-    peak = max((x for _, _, vs in series for x in vs if x is not None), default=0)
-    if log is None:
-        log = wants_log(series)
-    if log:
-        ymax = 10 ** max(1, math.ceil(math.log10(max(peak, 1))))
-
-        def scale(v: float) -> float:
-            return math.log10(1 + v) / math.log10(1 + ymax)
-
-    else:
-        ymax = nice_ceiling(peak)
-
-        def scale(v: float) -> float:
-            return v / ymax
-
-    def xy(i: int, v: int) -> tuple[str, str]:
-        x = left + (right - left) * (i / max(1, n - 1))
-        y = bottom - (bottom - top) * scale(v)
-        return _fmt(x), _fmt(y)
-
-    def when(i: int) -> str:
-        if labels is not None and i < len(labels):
-            return labels[i]
-        back = n - 1 - i
-        return _("now") if back == 0 else _("-%(n)s min") % {"n": back}
-
-    lines = []
-    for name, css, values in series:
-        pts = [xy(i, v) for i, v in enumerate(values) if v is not None]
-        present = [v for v in list(values)[: latest_index + 1 or None] if v is not None]
-        texts = [
-            _("%(when)s: %(name)s %(value)s")
-            % {"when": when(i), "name": name, "value": humanize.count(v)}
-            for i, v in enumerate(values)
-            if v is not None
-        ]
-        lines.append(
-            Line(
-                name=name,
-                css=css,
-                points=" ".join(f"{x},{y}" for x, y in pts),
-                dots=pts if dots else [],
-                latest=present[-1] if present else None,
-                samples=[(x, y, t) for (x, y), t in zip(pts, texts, strict=True)],
-            )
-        )
-    if log:
-        powers = [0, *(10**k for k in range(round(math.log10(ymax)) + 1))]
-        step = max(1, math.ceil((len(powers) - 1) / 4))
-        marks = [powers[0], *powers[1::step]]
-        if marks[-1] != ymax:
-            marks.append(ymax)
-        ticks = [
-            Tick(y=_fmt(bottom - (bottom - top) * scale(v)), label=humanize.count(v)) for v in marks
-        ]
-    else:
-        ticks = [
-            Tick(y=_fmt(bottom - (bottom - top) * f), label=humanize.count(int(ymax * f)))
-            for f in (0, 0.5, 1)
-        ]
-        if ymax == 1:
-            ticks = [ticks[0], ticks[2]]
-    return Chart(
-        title=title,
-        width=width,
-        height=height,
-        left=left,
-        right=right,
-        top=top,
-        bottom=bottom,
-        lines=lines,
-        ticks=ticks,
-        xticks=_xticks(n, left, right),
-        empty=peak == 0,
-        latest_note=_("now") if latest_note is None else latest_note,
-        log=log,
-    )
 
 
 # ---------------------------------------------------------------- overview

@@ -53,6 +53,7 @@ LAYERS: list[set[str]] = [
         "dashboard",
         "admin",
         "admin_bulk",
+        "admin_durable",
         "admin_outbox",
         "metrics",
         "checks",
@@ -69,6 +70,7 @@ LAYERS: list[set[str]] = [
         "urls",
         "templatetags",
         "humanize",
+        "charts",
     },
 ]
 
