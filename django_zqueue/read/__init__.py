@@ -16,6 +16,8 @@ collection (no ``KEYS``, ``SCAN`` or unbounded command).
 - :func:`group_figures` (``queue.read.groups()``): jobs ready and in flight and starts
   per group key, biggest groups first, bounded;
 - :func:`read_links` (``queue.read.links``): a workflow job's parents and dependents;
+- :func:`~.search.search` (``queue.read.search``): the jobs of a state whose arguments
+  hold a text, in bounded steps with a cursor;
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
@@ -26,6 +28,7 @@ from .overview import Location, QueueFigures, locate, overview, valid_tag
 from .pipeline import LISTED, STATES
 from .reader import QueueReader
 from .schedules import ScheduleRow, schedules
+from .search import SearchMatch, SearchResult
 from .stats import (
     SERIES,
     WORKER_WITHIN_MS,
@@ -62,6 +65,8 @@ __all__ = [
     "QueueFigures",
     "QueueReader",
     "ScheduleRow",
+    "SearchMatch",
+    "SearchResult",
     "counters",
     "decode_stats",
     "eta_seconds",
