@@ -151,6 +151,8 @@ def test_no_match_and_literal_text(q: Queue) -> None:
     assert q.read.search("é").matches == []
     uni = q.publish({"args": ["café"]})
     assert [m.tag for m in q.read.search("café").matches] == [uni]
+    colons = [q.publish({"args": ["colon"]}, tag=f"a:b:{i}") for i in range(3)]
+    assert [m.tag for m in walk(q, "colon", limit=1)] == colons  # a cursor holds the id whole
 
 
 def test_bad_arguments_are_refused(q: Queue) -> None:

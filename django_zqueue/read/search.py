@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
-from .pipeline import LISTED, SET_OF, check_state
+from .pipeline import SET_OF, check_state
 
 if TYPE_CHECKING:
     from .source import Readable
@@ -109,7 +109,6 @@ def search(
     if max_steps < 1:
         raise InvalidArgument("max_steps must be at least 1")
     name = check_state(state, waiting=True)
-    assert name in LISTED
     set_name = SET_OF.get(name, name)
     shards = queue.shards
     shard, after = (0, None) if cursor is None else decode_cursor(cursor, len(shards))
