@@ -4,7 +4,7 @@
 A GET that only reads Redis; the caller (:meth:`QueueAdmin.find_view
 <django_zqueue.admin.QueueAdmin.find_view>`) has checked ``view_queue`` and
 ``view_payload`` (arguments are payload). One page is one :func:`~.read.search.search`
-call: at most :data:`PER_PAGE` matches, 100 steps of 1,000 jobs or about a second; its
+call: at most :data:`PER_PAGE` matches, 1,000 steps of 1,000 jobs or about a second; its
 cursor is the next page's link, so a search as deep as the queue goes is a few clicks.
 """
 

@@ -180,6 +180,6 @@ class QueueReader:
     ) -> SearchResult:
         """The jobs of ``state`` whose arguments (body), task name or id hold ``text``, a
         plain case-sensitive substring, walked in bounded steps from ``cursor``
-        (:func:`~.search.search`): at most 1,000 jobs per step, 100 steps or about one
+        (:func:`~.search.search`): at most 1,000 jobs per step, 1,000 steps or about one
         second per call; ``result.cursor`` continues."""
         return search(self.queue, text, state, limit, cursor)

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
 #: jobs one step (one ``search.lua`` call) looks at, at most
 STEP = 1000
-#: steps of one :func:`search` call, at most (100,000 jobs looked at)
-MAX_STEPS = 100
+#: steps of one :func:`search` call, at most (a million jobs looked at): on most
+#: machines the time budget, :data:`BUDGET_S`, ends a call first
+MAX_STEPS = 1000
 #: seconds one :func:`search` call may spend before it returns its cursor
 BUDGET_S = 1.0
 #: most matches one call returns; longest text (bytes)
