@@ -68,6 +68,8 @@ def test_a_small_step_budget_returns_a_cursor_that_goes_on(q: Queue) -> None:
     assert r.matches == [] and not r.done and r.looked == 2 * STEP and r.cursor
     r = search(q.engine, '"n3400"', cursor=r.cursor, max_steps=2)
     assert [(m.tag, m.rank) for m in r.matches] == [(tags[3400], 3400)] and r.done
+    r = search(q.engine, '"n3400"', budget_s=0)  # the time budget: one step, then the cursor
+    assert r.steps == 1 and r.looked == STEP and not r.done
 
 
 def test_several_matches_paged_by_cursor_none_skipped_or_repeated(q: Queue) -> None:
