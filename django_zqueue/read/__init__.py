@@ -6,7 +6,8 @@ Reads never write. Each works over a queue's shards alike: an unpartitioned queu
 shard, and the figures of a partitioned queue are merged here (sums of counts and
 counters, a merged minute ring, listings merged in global order: score, shard, tag).
 Every read is a fixed, small number of pipelined round trips, none of which walks a
-collection (no ``KEYS``, ``SCAN`` or unbounded command).
+collection (no ``KEYS``, ``SCAN`` or unbounded command), but the search by arguments: it
+walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:`.search`).
 
 - :class:`QueueReader` (``queue.read``): one queue's counts, counters, minutes, workers,
   pages of a state (:meth:`~QueueReader.listing`), one job (:meth:`~QueueReader.job`),
