@@ -12,6 +12,8 @@ overview; the other pages come from :meth:`QueueAdmin.get_urls`, each wrapped in
                                             dead)
 ``…/q/<queue>/job/?id=<tag>``               one job
 ``…/search/?q=<tag>[&queue=<queue>]``       find a job by tag: redirect to it
+``…/q/<queue>/find/?state=…&text=…``        jobs whose arguments hold a text
+                                            (``view_payload``; paged by cursor)
 ``…/q/<queue>/dead/{requeue,delete,purge}/``  dead-letter actions (POST only)
 ``…/metrics/``                              Prometheus text format
 ``…/schedules/``                            periodic schedules; ``do/`` and
@@ -51,6 +53,7 @@ from . import (
     actions,
     admin_durable,
     admin_outbox,  # noqa: F401 (registers the outbox's admin)
+    admin_search,
     conf,
     dashboard,
     display,
@@ -225,6 +228,7 @@ class QueueAdmin(_ModelAdmin):
             path("workers/", wrap(self.workers_view), name=self._name("workers")),
             path("q/<str:queue>/", wrap(self.queue_view), name=self._name("queue")),
             path("q/<str:queue>/job/", wrap(self.job_view), name=self._name("job")),
+            path("q/<str:queue>/find/", wrap(self.find_view), name=self._name("find")),
             path(
                 "q/<str:queue>/do/<str:action>/", wrap(self.action_view), name=self._name("action")
             ),
@@ -369,6 +373,7 @@ class QueueAdmin(_ModelAdmin):
             clear_url=self.url("queue", queue, state=state),
             perms=perms,
             search_url=self.url("search"),
+            find_url=self.url("find", queue),
             job_url=self.url("job", queue),
             row_actions=self._actions(request, queue, state),
             purge_url=self.url("purge", queue),
@@ -481,6 +486,14 @@ class QueueAdmin(_ModelAdmin):
             only=only,
         )
         return TemplateResponse(request, "admin/django_zqueue/search.html", ctx)
+
+    def find_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """Jobs of one state whose arguments hold a text (admin_search.py): the
+        arguments are payload, so ``view_payload`` is needed too."""
+        self._require_view(request)
+        if not self._perms(request)["payload"]:
+            raise MissingPermission("view_payload")
+        return admin_search.page(self, request, self._queue(queue))
 
     def workers_view(self, request: HttpRequest) -> HttpResponse:
         """Every worker registered in a configured queue, with the jobs it holds."""

@@ -97,6 +97,7 @@ SCRIPT_NAMES = (
     "park",
     "signal",
     "parked",
+    "search",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
@@ -187,6 +188,30 @@ def _once(reply: Any) -> tuple[str, str]:
 
 def _entries(reply: Any) -> list[tuple[str, float]]:
     return [(text(m), float(sc)) for m, sc in zip(reply[0::2], reply[1::2], strict=True)]
+
+
+class SearchStep(NamedTuple):
+    """One step of ``search.lua``: ``looked`` entries looked at from ``rank0``, the
+    ``matches`` (tag, score as Redis sent it, rank at this step), ``more`` when the set
+    may hold more after ``last`` (score text, member: the next step's cursor; None when
+    nothing was looked at)."""
+
+    looked: int
+    more: bool
+    rank0: int
+    last: tuple[str, str] | None
+    matches: list[tuple[str, str, int]]
+
+
+def _search_step(reply: Any) -> SearchStep:
+    looked, more, rank0 = int(reply[0]), int(reply[1]) == 1, int(reply[2])
+    last = (text(reply[3]), text(reply[4])) if looked else None
+    rest = reply[5:]
+    matches = [
+        (text(t), text(sc), rank0 + int(off))
+        for t, sc, off in zip(rest[0::3], rest[1::3], rest[2::3], strict=True)
+    ]
+    return SearchStep(looked, more, rank0, last, matches)
 
 
 def _state(reply: Any) -> str | None:
@@ -453,6 +478,22 @@ class Scripts:
         (score, member; None: from the start), of score <= ``top``, in order."""
         cursor = ("", "") if after is None else (repr(float(after[0])), after[1])
         return Call("range_after", (key,), (*cursor, repr(float(top)), limit), _entries)
+
+    def search(
+        self,
+        k: QueueKeys,
+        key: str,
+        needle: bytes,
+        after: tuple[str, str] | None,
+        steps: int,
+        limit: int,
+    ) -> Call[SearchStep]:
+        """One step of a search of sorted set ``key`` (a state's) for ``needle`` in the
+        jobs' bodies and tags: at most ``steps`` entries after the cursor ``after``
+        (score text, member; None: from the start), at most ``limit`` matches."""
+        cursor = ("", "") if after is None else after
+        args = (needle, *cursor, steps, limit)
+        return Call("search", (key, k.meta, k.body), args, _search_step)
 
     def run_now(self, k: QueueKeys, p: Policy, tag: str, below: float | None) -> Call[MoveReply]:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)

@@ -109,6 +109,8 @@ def test_every_page_shows_only_translated_words_and_data(
         f"{BASE}q/default/job/?id=r2",
         f"{BASE}q/default/job/?id=nothing",
         f"{BASE}search/?q=nothing",
+        f"{BASE}q/default/find/?state=ready&text=t.n",
+        f"{BASE}q/default/find/?state=dead&text=nothing",
         f"{BASE}workers/",
     ]
     for url in pages:

@@ -441,6 +441,8 @@ def test_dashboard_and_stats_on_a_cluster(
                 detail = dashboard.job(queues[2], tag, payload=True)
                 assert detail is not None and detail.now_ms > 0
                 assert [loc.queue for loc in dashboard.locate(queues, tag)] == [names[2]]
+                found = queues[2].read.search(tag)  # search.lua on its queue's master
+                assert [(m.tag, m.rank) for m in found.matches] == [(tag, 0)] and found.done
                 assert len(queues[0].minutes(5)) == 5
                 call_command("zqueue_stats")
                 out = capsys.readouterr().out

@@ -110,6 +110,10 @@ SCENARIOS: dict[str, Scenario] = {
         _dead(q),
         q.engine.shards[0].scripts.range_after(q.keys.dead, (0.0, ""), 2.0**60, 10),
     )[-1],
+    "search": lambda q: (
+        q.publish({"a": 1}, tag="a"),
+        q.engine.shards[0].search("ready", b"a", ("0", ""), 1000, 10),
+    )[-1],
     "info": lambda q: (q.publish("a", tag="a"), q.engine.shards[0].info("a"))[-1],
     "state": lambda q: (q.publish("a", tag="a"), q.engine.shards[0].state("a"))[-1],
     "positions": lambda q: (q.publish("a", tag="a"), q.engine.shards[0].positions(["a"]))[-1],

@@ -180,6 +180,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q.state(tag)
         q.info(tag)
         q.engine.run(q.engine.shards[0].positions([tag]))
+        q.read.search("x")  # search.lua
         msg = q.get()
         assert msg is not None
         q.touch(msg)

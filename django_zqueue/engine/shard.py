@@ -17,7 +17,7 @@ from ..keys import QueueKeys
 from ..links import FlowJob, Resolution, Resolved
 from ..records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
 from ..replies import AckManyCode, CancelReply, DeleteReply, MoveReply, RequeueReply
-from ..scripts import Call, Policy, Scripts, Standing
+from ..scripts import Call, Policy, Scripts, SearchStep, Standing
 
 
 class Shard:
@@ -110,6 +110,14 @@ class Shard:
         return self.scripts.positions(self.keys, tags)
 
     # ---------------------------------------------------------------- workflows
+
+    def search(
+        self, set_name: str, needle: bytes, after: tuple[str, str] | None, steps: int, limit: int
+    ) -> Call[SearchStep]:
+        """One step of a search of this shard's sorted set ``set_name`` (``ready``,
+        ``delayed``, ``leased``, ``dead``, ``wait``): ``search.lua``."""
+        key = getattr(self.keys, set_name)
+        return self.scripts.search(self.keys, key, needle, after, steps, limit)
 
     def wf_publish(self, jobs: Sequence[FlowJob]) -> Call[list[tuple[str, str]]]:
         return self.scripts.wf_publish(self.keys, self.policy, jobs)

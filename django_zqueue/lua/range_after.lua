@@ -12,7 +12,9 @@
 -- Returns: {member1, score1, member2, score2, ...}: at most `limit` entries strictly after
 --   (after_score, after_member), of score <= top, in order; fewer than `limit`: the end.
 -- Work: O(log N * log E + limit log N), E the entries of score after_score (a binary
---   search among them, byte order as Redis keeps them).
+--   search among them, byte order as Redis keeps them: _after.lua).
+
+--@include after
 
 local limit = tonumber(ARGV[4])
 local after, top = nil, tonumber(ARGV[3])
@@ -24,32 +26,9 @@ if not limit or limit ~= math.floor(limit) or limit < 1 or limit > 1000 or not t
   error('ZQ_BAD_ARGUMENT: range_after needs scores and a limit in [1, 1000]')
 end
 
--- a < b as Redis orders the members of equal score: bytes, then length
-local function before(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return #a < #b
-end
-
 local key, start = KEYS[1], 0
 if after then
-  local member = ARGV[2]
-  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. ARGV[1]) -- first of score >= after
-  local hi = redis.call('ZCOUNT', key, '-inf', ARGV[1]) -- past the last of score after
-  while lo < hi do -- the first of score `after` whose member is after `member`
-    local mid = math.floor((lo + hi) / 2)
-    local m = redis.call('ZRANGE', key, mid, mid)[1]
-    if m == nil or not before(member, m) then
-      lo = mid + 1
-    else
-      hi = mid
-    end
-  end
-  start = lo
+  start = rank_after(key, ARGV[1], ARGV[2])
 end
 local got = redis.call('ZRANGE', key, start, start + limit - 1, 'WITHSCORES')
 local out = {}

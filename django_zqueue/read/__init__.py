@@ -6,7 +6,8 @@ Reads never write. Each works over a queue's shards alike: an unpartitioned queu
 shard, and the figures of a partitioned queue are merged here (sums of counts and
 counters, a merged minute ring, listings merged in global order: score, shard, tag).
 Every read is a fixed, small number of pipelined round trips, none of which walks a
-collection (no ``KEYS``, ``SCAN`` or unbounded command).
+collection (no ``KEYS``, ``SCAN`` or unbounded command), but the search by arguments: it
+walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:`.search`).
 
 - :class:`QueueReader` (``queue.read``): one queue's counts, counters, minutes, workers,
   pages of a state (:meth:`~QueueReader.listing`), one job (:meth:`~QueueReader.job`),
@@ -16,6 +17,8 @@ collection (no ``KEYS``, ``SCAN`` or unbounded command).
 - :func:`group_figures` (``queue.read.groups()``): jobs ready and in flight and starts
   per group key, biggest groups first, bounded;
 - :func:`read_links` (``queue.read.links``): a workflow job's parents and dependents;
+- :func:`~.search.search` (``queue.read.search``): the jobs of a state whose arguments
+  hold a text, in bounded steps with a cursor;
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
@@ -26,6 +29,7 @@ from .overview import Location, QueueFigures, locate, overview, valid_tag
 from .pipeline import LISTED, STATES
 from .reader import QueueReader
 from .schedules import ScheduleRow, schedules
+from .search import SearchMatch, SearchResult
 from .stats import (
     SERIES,
     WORKER_WITHIN_MS,
@@ -62,6 +66,8 @@ __all__ = [
     "QueueFigures",
     "QueueReader",
     "ScheduleRow",
+    "SearchMatch",
+    "SearchResult",
     "counters",
     "decode_stats",
     "eta_seconds",

@@ -27,6 +27,7 @@ from .pipeline import (
     queue_range,
     redis_ms,
 )
+from .search import SearchResult, search
 from .stats import counters, decode_stats, live_thread_count, local_ms, merge_stats, minute_rows
 
 if TYPE_CHECKING:
@@ -173,3 +174,12 @@ class QueueReader:
         """A page of a state's jobs with their records (:func:`~.jobs.read_listing`).
         Two round trips (three past the end)."""
         return read_listing(self.queue, state, number, per_page, errors=errors)
+
+    def search(
+        self, text: str, state: str = "ready", limit: int = 50, cursor: str | None = None
+    ) -> SearchResult:
+        """The jobs of ``state`` whose arguments (body), task name or id hold ``text``, a
+        plain case-sensitive substring, walked in bounded steps from ``cursor``
+        (:func:`~.search.search`): at most 1,000 jobs per step, 1,000 steps or about one
+        second per call; ``result.cursor`` continues."""
+        return search(self.queue, text, state, limit, cursor)
