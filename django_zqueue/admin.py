@@ -53,6 +53,7 @@ from . import (
     actions,
     admin_durable,
     admin_outbox,  # noqa: F401 (registers the outbox's admin)
+    admin_paging,
     admin_search,
     conf,
     dashboard,
@@ -70,7 +71,6 @@ from .models import Queue as QueueModel
 from .queue import Queue, get_queue
 from .queue.durable_calls import durable_records
 
-PER_PAGE_CHOICES = (25, 50, 100, 200)
 #: the tabs' names
 TAB_LABELS = {
     "ready": gettext_lazy("ready"),
@@ -79,7 +79,6 @@ TAB_LABELS = {
     "leased": gettext_lazy("in flight"),
     "dead": gettext_lazy("dead letters"),
 }
-DEFAULT_PER_PAGE = 50
 #: at most this many tags per requeue/delete request
 MAX_TAGS = dashboard.MAX_PER_PAGE
 
@@ -92,13 +91,6 @@ class MissingPermission(PermissionDenied):
     def __init__(self, codename: str) -> None:
         super().__init__(codename)
         self.codename = codename
-
-
-def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default
 
 
 @cache
@@ -115,43 +107,6 @@ def _admin_layout() -> dict[str, bool]:
     }
 
 
-def _page_links(pg: dashboard.Page, link: Callable[[int], str]) -> list[dict[str, Any]]:
-    """The paginator: the first two pages, the last two, two each side of the current
-    one, and a gap (``number`` None) wherever pages are left out."""
-    numbers = sorted(
-        {
-            n
-            for n in (1, 2, pg.pages - 1, pg.pages, *range(pg.number - 2, pg.number + 3))
-            if 1 <= n <= pg.pages
-        }
-    )
-    pages: list[dict[str, Any]] = []
-    for n in numbers:
-        if pages and n - pages[-1]["number"] > 1:
-            pages.append({"number": None})
-        pages.append({"number": n, "url": link(n), "current": n == pg.number})
-    return pages
-
-
-def _per_page_choices(url: Callable[[int | None], str], per_page: int) -> list[dict[str, Any]]:
-    return [
-        {"n": n, "current": n == per_page, "url": url(n if n != DEFAULT_PER_PAGE else None)}
-        for n in PER_PAGE_CHOICES
-    ]
-
-
-def _listing(
-    q: Queue, state: str, request: HttpRequest, per_page: int, payload: bool
-) -> tuple[dashboard.Page, filters.Scan | None, filters.Filter]:
-    """The page of the queue view: a window of matches when a filter is set."""
-    flt = filters.Filter.of(request.GET.get("task"), request.GET.get("error"))
-    if flt.active:
-        sc = filters.scan(q, state, _int(request.GET.get("window"), 1), flt, payload=payload)
-        return sc.page, sc, flt
-    page = _int(request.GET.get("page"), 1)
-    return dashboard.page(q, state, page, per_page, payload=payload), None, flt
-
-
 def _queues() -> list[Queue]:
     return [get_queue(name) for name in conf.get_config().queues]
 
@@ -160,33 +115,6 @@ if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[QueueModel]
 else:  # ModelAdmin is generic only in django-stubs
     _ModelAdmin = admin.ModelAdmin
-
-
-def _page_params(request: HttpRequest) -> tuple[str, int]:
-    """The queue page's state tab and page size, from the query (defaults when bad)."""
-    state = request.GET.get("state", "ready")
-    if state not in dashboard.TABS:
-        state = "ready"
-    per_page = _int(request.GET.get("per_page"), DEFAULT_PER_PAGE)
-    if per_page not in PER_PAGE_CHOICES:
-        per_page = DEFAULT_PER_PAGE
-    return state, per_page
-
-
-def _queue_links(
-    url: Callable[..., str], queue: str, state: str, per_page: int, flt: filters.Filter
-) -> tuple[Callable[[int], str], Callable[[int], str]]:
-    """The queue page's links: to page N of the state, and to window N of a filter."""
-
-    def link(number: int) -> str:
-        size = per_page if per_page != DEFAULT_PER_PAGE else None
-        return url("queue", queue, state=state, page=number, per_page=size)
-
-    def scan_link(window: int) -> str:
-        task, error = flt.task or None, flt.error or None
-        return url("queue", queue, state=state, task=task, error=error, window=window)
-
-    return link, scan_link
 
 
 @admin.register(QueueModel)
@@ -348,10 +276,10 @@ class QueueAdmin(_ModelAdmin):
         """One page of one state of a queue."""
         self._require_view(request)
         q = self._queue(queue)
-        state, per_page = _page_params(request)
+        state, per_page = admin_paging.page_params(request)
         perms = self._perms(request)
-        pg, sc, flt = _listing(q, state, request, per_page, perms["payload"])
-        link, scan_link = _queue_links(self.url, queue, state, per_page, flt)
+        pg, sc, flt = admin_paging.listing(q, state, request, per_page, perms["payload"])
+        link, scan_link = admin_paging.queue_links(self.url, queue, state, per_page, flt)
         ctx = self._context(
             request,
             _("Queue %(queue)s") % {"queue": queue},
@@ -359,10 +287,10 @@ class QueueAdmin(_ModelAdmin):
             queue=queue,
             page=pg,
             tabs=self._tabs(queue, pg),
-            pages=[] if sc else _page_links(pg, link),
+            pages=[] if sc else admin_paging.page_links(pg, link),
             prev_url=link(pg.number - 1) if pg.number > 1 and not sc else None,
             next_url=link(pg.number + 1) if pg.number < pg.pages and not sc else None,
-            per_page_choices=_per_page_choices(
+            per_page_choices=admin_paging.per_page_choices(
                 lambda n: self.url("queue", queue, state=state, per_page=n), per_page
             ),
             tasks=display.task_rows(taskstats.read(q)),

@@ -55,6 +55,7 @@ LAYERS: list[set[str]] = [
         "admin_bulk",
         "admin_durable",
         "admin_outbox",
+        "admin_paging",
         "admin_search",
         "metrics",
         "checks",
