@@ -1,8 +1,9 @@
 """Script calls as values: a :class:`Call` (script, KEYS, ARGV and how its reply reads),
-sent alone or many in one round trip (:class:`Batch`, a pipeline of plain EVALSHA), each
-reply read from its :class:`Pending`; the ``ZQ_*`` error replies mapped to exceptions in
-one table (:data:`ERRORS`). Also what a Redis Cluster pipeline needs to route EVALSHA
-by key. The builders of each script's call are in :mod:`django_zqueue.scripts`.
+sent alone or many in one round trip (:class:`Batch`, a pipeline of plain FCALL or
+EVALSHA commands), each reply read from its :class:`Pending`; the ``ZQ_*`` error
+replies mapped to exceptions in one table (:data:`ERRORS`). Also what a Redis Cluster
+pipeline needs to route EVALSHA by key. The builders of each script's call are in
+:mod:`django_zqueue.scripts`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
 
-from redis.cluster import ClusterPipeline
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import ClusterPipeline, RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from .connection import UNAVAILABLE_ERRORS, is_out_of_memory, redis_full
@@ -26,17 +28,53 @@ Arg: TypeAlias = str | bytes | int | float
 
 
 class Loader(Protocol):
-    """What a :class:`Batch` needs of the scripts it sends: a client, the SHA1 of each
-    script, and a way to load them all (:class:`~django_zqueue.scripts.Scripts`)."""
+    """What a :class:`Batch` needs of the scripts it sends: a client, the command that
+    runs a call, and a way to load them all (:class:`~django_zqueue.scripts.Scripts`)."""
 
     client: Any
-    shas: dict[str, str]
+
+    def command(self, call: Call[Any]) -> tuple[Arg, ...]: ...
 
     def load_all(self) -> None: ...
 
 
 def is_cluster_pipeline(client: Any) -> bool:
     return isinstance(client, ClusterPipeline)
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a Redis Cluster client (sync or asyncio) or its pipeline."""
+    return isinstance(client, (RedisCluster, ClusterPipeline, AsyncRedisCluster))
+
+
+def is_missing(reply: Any) -> bool:
+    """Whether an error reply says the server does not have the script or function
+    called (Redis ran nothing): NOSCRIPT, or ``Function not found``."""
+    if isinstance(reply, NoScriptError):
+        return True
+    # a cluster pipeline may wrap the server's error in a plain ResponseError
+    return isinstance(reply, ResponseError) and (
+        str(reply).startswith("NOSCRIPT") or str(reply).startswith("Function not found")
+    )
+
+
+def load_library(client: Any, code: str) -> None:
+    """``FUNCTION LOAD`` the library ``code`` unless the server has it already (a library
+    of the same name is the same text: its name holds the hash of its text)."""
+    try:
+        client.function_load(code)
+    except ResponseError as exc:
+        if "already exists" not in str(exc):
+            raise
+
+
+async def aload_library(client: Any, code: str) -> None:
+    """:func:`load_library` on an asyncio client."""
+    try:
+        await client.function_load(code)
+    except ResponseError as exc:
+        if "already exists" not in str(exc):
+            raise
 
 
 try:  # redis-py >= 8: command routing policies
@@ -77,13 +115,6 @@ def _command(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if isinstance(entry, tuple):
         return entry[0], entry[1]
     return tuple(entry.args), dict(entry.options)
-
-
-def _is_noscript(reply: Any) -> bool:
-    # a cluster pipeline may wrap the server's error in a plain ResponseError
-    return isinstance(reply, NoScriptError) or (
-        isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT")
-    )
 
 
 T = TypeVar("T")
@@ -128,7 +159,7 @@ class Call(NamedTuple, Generic[T]):
     def result(self, reply: Any) -> T:
         """The typed result of ``reply``; an error reply raises its mapped exception
         (connection errors are raised as they are)."""
-        if isinstance(reply, ResponseError) and not isinstance(reply, NoScriptError):
+        if isinstance(reply, ResponseError) and not is_missing(reply):
             error = script_error(self.script, reply)
             if error is reply:
                 raise reply
@@ -218,8 +249,7 @@ class Batch:
     def add(self, call: Call[T]) -> Pending[T]:
         """Queue ``call``; its result is read from the returned :class:`Pending` after
         :meth:`send`."""
-        sha = self.scripts.shas[call.script]
-        self.pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+        self.pipe.execute_command(*self.scripts.command(call))
         pending = Pending(call)
         self._pending.append((self._size, pending))
         self._size += 1
@@ -240,7 +270,7 @@ class Batch:
         queued = self.pipe._execution_strategy.command_queue if cluster else self.pipe.command_stack
         stack = [_command(c) for c in queued]
         replies = list(self.pipe.execute(raise_on_error=False))
-        missing = [i for i, r in enumerate(replies) if _is_noscript(r)]
+        missing = [i for i, r in enumerate(replies) if is_missing(r)]
         if missing:
             self.scripts.load_all()
             again = Batch(self.scripts)

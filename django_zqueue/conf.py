@@ -112,6 +112,9 @@ class Config:
     #: new jobs as one compact record (False: the JSON record and body hash of releases
     #: before it, which their workers read: for a rolling upgrade)
     compact_records: bool = True
+    #: scripts called as one Redis Functions library (FCALL); False: EVALSHA, for a
+    #: server that refuses FUNCTION LOAD
+    lua_functions: bool = True
     cluster: bool = False  # REDIS_URL names the startup nodes of a Redis Cluster
 
     def target(self) -> RedisTarget:
@@ -138,6 +141,7 @@ TOP_LEVEL_KEYS = {
     "ADMIN_ACTIONS",
     "OUTBOX",
     "COMPACT_RECORDS",
+    "LUA_FUNCTIONS",
     "SCHEDULES",
     "CLUSTER",
 }
@@ -418,8 +422,10 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
     admin_actions = _parse_flag(raw, "ADMIN_ACTIONS", out)
     outbox = _parse_flag(raw, "OUTBOX", out, default=False)
     compact = _parse_flag(raw, "COMPACT_RECORDS", out)
+    functions = _parse_flag(raw, "LUA_FUNCTIONS", out)
     config = Config(
         compact_records=compact,
+        lua_functions=functions,
         enqueue_on_commit=on_commit,
         admin_actions=admin_actions,
         outbox=outbox,
@@ -518,8 +524,8 @@ def _parse_connection_options(raw: Mapping[str, Any], out: _Collector) -> dict[s
 
 
 def _parse_flag(raw: Mapping[str, Any], key: str, out: _Collector, *, default: bool = True) -> bool:
-    """``ENQUEUE_ON_COMMIT``, ``ADMIN_ACTIONS``, ``COMPACT_RECORDS`` (default True) or
-    ``OUTBOX`` (default False): True or False (E010)."""
+    """``ENQUEUE_ON_COMMIT``, ``ADMIN_ACTIONS``, ``COMPACT_RECORDS``, ``LUA_FUNCTIONS``
+    (default True) or ``OUTBOX`` (default False): True or False (E010)."""
     value = raw.get(key, default)
     if not isinstance(value, bool):
         out.add("E010", f"ZQUEUE[{key!r}] must be True or False.", f"Default: {default}.")

@@ -1,18 +1,25 @@
 """The Lua scripts, loaded once, with one typed method per script.
 
 Each ``lua/<name>.lua`` file holds one atomic operation and starts with its contract
-(KEYS, ARGV, return value). Helpers live in ``lua/_<helper>.lua`` (no key access of
-their own); a script names the ones it calls with ``--@include <helper>`` lines and
-:func:`source` prepends them, and what they include in turn, once each, dependencies
-first. A call is a plain ``EVALSHA`` (no ``SCRIPT EXISTS`` round trip);
-after a ``SCRIPT FLUSH`` the NOSCRIPT reply makes it load the source and send the call
-once more (Redis ran nothing for a NOSCRIPT, so nothing runs twice).
+(KEYS, ARGV, return value); :mod:`django_zqueue.luasource` puts them together with the
+helpers they ``--@include``.
 
-On a Redis Cluster, redis-py routes each EVALSHA by its first key (all keys of a queue
-share one slot) and ``SCRIPT LOAD`` goes to every master. A cluster pipeline refuses
-``evalsha()`` (and redis-py's ``Script`` with it), so script calls in any pipeline are
-queued as plain ``EVALSHA`` commands, and :meth:`Batch.send` loads the scripts and
-resends what got NOSCRIPT: a replica promoted by a failover has no scripts loaded.
+Where the server has Redis Functions (7.0+, Valkey 7.2+), every script is one function
+of a library loaded once (``FUNCTION LOAD``): a call is ``FCALL`` (``FCALL_RO`` for a
+script that writes nothing), and the helpers are not compiled again at each call. The
+library is persisted and replicated with the data; on a server that lost it (restarted
+without persistence, a ``FUNCTION FLUSH``) the ``Function not found`` reply makes the
+call load it and send the call once more (Redis ran nothing, so nothing runs twice).
+
+On a Redis Cluster, and with ``ZQUEUE["LUA_FUNCTIONS"] = False``, a call is a plain
+``EVALSHA`` instead (no ``SCRIPT EXISTS`` round trip; after a ``SCRIPT FLUSH`` the
+NOSCRIPT reply loads the script and sends the call once more). redis-py routes an
+EVALSHA by its first key (all keys of a queue share one slot), where it asks a node for
+an FCALL's keys first: one more round trip per call. ``SCRIPT LOAD`` goes to every
+master. A cluster pipeline refuses ``evalsha()`` (and redis-py's ``Script`` with it), so
+script calls in any pipeline are queued as plain commands, and :meth:`Batch.send` loads
+the scripts and resends what was missing: a replica promoted by a failover has no
+scripts loaded.
 
 A call is built here as a typed :class:`Call` (keys, arguments, and how its reply
 reads); :mod:`django_zqueue.calls` holds ``Call``, ``Pending`` and ``Batch`` and maps
@@ -22,16 +29,12 @@ validation: :class:`~django_zqueue.queue.Queue` validates first.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from functools import cache
-from importlib import resources
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar
 
-from redis.commands.core import Script
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from .calls import ERRORS as ERRORS
 from .calls import Arg as Arg
@@ -40,7 +43,11 @@ from .calls import Call as Call
 from .calls import Calls as Calls
 from .calls import Pending as Pending
 from .calls import Sink as Sink
+from .calls import aload_library as aload_library
+from .calls import is_cluster as is_cluster
 from .calls import is_cluster_pipeline as is_cluster_pipeline
+from .calls import is_missing as is_missing
+from .calls import load_library as load_library
 from .calls import script_error as script_error
 from .exceptions import InvalidArgument
 from .exceptions import ScriptArgumentError as ScriptArgumentError
@@ -49,6 +56,10 @@ from .exceptions import SequenceExhausted as SequenceExhausted
 from .jobspec import pack_job
 from .keys import QueueKeys
 from .links import FlowJob, Resolution, Resolved
+from .luasource import READ_ONLY, library, sha1
+from .luasource import includes as includes
+from .luasource import lua_file as lua_file
+from .luasource import source as source
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 from .replies import (
     AckManyCode,
@@ -102,39 +113,6 @@ SCRIPT_NAMES = (
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
 CANCELLED = TouchReply.CANCELLED
-
-
-#: ``--@include <helper>``: the script (or helper) calls something ``lua/_<helper>.lua`` defines
-INCLUDE_RE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
-
-
-def lua_file(name: str) -> str:
-    """The text of ``lua/<name>.lua`` (a helper's name starts with ``_``)."""
-    return (resources.files("django_zqueue") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-
-
-def includes(name: str) -> list[str]:
-    """The helpers ``lua/<name>.lua`` names in its ``--@include`` lines, in order."""
-    return INCLUDE_RE.findall(lua_file(name))
-
-
-@cache
-def source(name: str) -> str:
-    """The full source sent to Redis for script ``name``: the helpers it includes (and
-    theirs), each once, each after the helpers it uses, then the operation."""
-    order: list[str] = []
-
-    def visit(helper: str, path: tuple[str, ...]) -> None:
-        if helper in path:
-            raise ValueError(f"lua include cycle: {' -> '.join((*path, helper))}")
-        if helper not in order:
-            for inner in includes(f"_{helper}"):
-                visit(inner, (*path, helper))
-            order.append(helper)
-
-    for helper in includes(name):
-        visit(helper, (name,))
-    return "\n".join([*(lua_file(f"_{h}") for h in order), lua_file(name)])
 
 
 def _int(reply: Any) -> int:
@@ -299,27 +277,45 @@ class Policy:
 class Scripts:
     """The scripts registered on one redis-py client: one typed builder per script
     (:class:`Call`), run alone (:meth:`run`) or many in one round trip (:class:`Batch`).
+    ``functions``: call them as one Functions library (``FCALL``) where the client
+    allows it (not a Redis Cluster client); else ``EVALSHA``.
 
     The builders do no validation: :class:`~django_zqueue.queue.Queue` validates first."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, functions: bool = True) -> None:
         self.client = client
-        self._s = {name: Script(client, source(name)) for name in SCRIPT_NAMES}
         #: script name -> SHA1 of its source (what EVALSHA names)
-        self.shas: dict[str, str] = {name: str(s.sha) for name, s in self._s.items()}
+        self.shas: dict[str, str] = {name: sha1(source(name)) for name in SCRIPT_NAMES}
+        #: the Functions library the calls go to (None: EVALSHA)
+        self.library = library(SCRIPT_NAMES) if functions and not is_cluster(client) else None
+        #: script name -> (command, what it names): ("FCALL", function) or ("EVALSHA", sha)
+        self.heads: dict[str, tuple[str, str]] = {name: self._head(name) for name in SCRIPT_NAMES}
+
+    def _head(self, name: str) -> tuple[str, str]:
+        if self.library is None:
+            return ("EVALSHA", self.shas[name])
+        return ("FCALL_RO" if name in READ_ONLY else "FCALL", self.library.functions[name])
 
     def sha(self, name: str) -> str:
         return self.shas[name]
 
+    def command(self, call: Call[Any]) -> tuple[Arg, ...]:
+        """The command that runs ``call``."""
+        verb, target = self.heads[call.script]
+        return (verb, target, len(call.keys), *call.keys, *call.args)
+
     def run(self, call: Call[T]) -> T:
-        """Send one call (plain EVALSHA); after a ``SCRIPT FLUSH`` (NOSCRIPT: Redis ran
-        nothing) load the source and send it once more."""
-        cmd = ("EVALSHA", self.sha(call.script), len(call.keys), *call.keys, *call.args)
+        """Send one call; where the server has lost the scripts (Redis ran nothing),
+        load them and send it once more."""
+        cmd = self.command(call)
         try:
-            reply = self.client.execute_command(*cmd)
-        except NoScriptError:
-            self.client.script_load(self._s[call.script].script)
-            reply = self.client.execute_command(*cmd)
+            try:
+                reply = self.client.execute_command(*cmd)
+            except ResponseError as exc:
+                if not is_missing(exc):
+                    raise
+                self.load_all()
+                reply = self.client.execute_command(*cmd)
         except ResponseError as exc:
             error = script_error(call.script, exc)
             if error is exc:
@@ -331,8 +327,12 @@ class Scripts:
         return Batch(self)
 
     def load_all(self) -> None:
-        for script in self._s.values():
-            self.client.script_load(script.script)
+        """Load the library (unless the server has it already), or every script."""
+        if self.library is None:
+            for name in SCRIPT_NAMES:
+                self.client.script_load(source(name))
+            return
+        load_library(self.client, self.library.code)
 
     # ------------------------------------------------------------------ builders
 

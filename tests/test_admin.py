@@ -523,7 +523,7 @@ def test_every_page_is_a_few_bounded_read_commands(
     superuser.get(BASE)  # warm up: connection and script loading
     allowed = {
         "TIME", "ZCARD", "ZRANGE", "ZREVRANGE", "HGETALL", "HGET", "HMGET", "ZSCORE",
-        "ZRANK", "HEXISTS", "EVALSHA", "MULTI", "EXEC",
+        "ZRANK", "HEXISTS", "EVALSHA", "FCALL", "FCALL_RO", "MULTI", "EXEC",
         "EXISTS",  # the queue's pause key (read.overview)
     }  # fmt: skip
     for url in [*pages(jobs), f"{BASE}q/default/?per_page=200&page=2"]:

@@ -17,6 +17,7 @@ LAYERS: list[set[str]] = [
     {
         "keys",
         "scripts",
+        "luasource",
         "calls",
         "records",
         "recordcodec",

@@ -201,7 +201,7 @@ def test_exists_score_state_info_delete_route_directly(
         q.delete(tag)
         for _ in range(10_000):
             cmd = m.next_command()["command"]
-            if cmd.startswith("EVALSHA") and q.prefix in cmd:
+            if cmd.startswith(("EVALSHA", "FCALL")) and q.prefix in cmd:
                 evalshas.append(cmd)
                 if len(evalshas) == 2:
                     break

@@ -22,6 +22,7 @@ from django_zqueue.scripts import SequenceExhausted
 
 from .conftest import QueueFactory, snapshot
 from .records_util import set_body
+from .scripts_util import lose_scripts
 
 
 def claim_all(q: Queue) -> list[str]:
@@ -661,7 +662,7 @@ def test_silent_redis_times_out_as_queue_unavailable() -> None:
 
 def test_script_flush_is_survived(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("a")
-    redis_client.script_flush()
+    lose_scripts(redis_client)
     assert q.get() is not None
 
 
@@ -762,7 +763,7 @@ def test_pipelines_survive_script_flush_without_running_twice(
 ) -> None:
     q.publish_many(range(3))
     msgs, _ = q.claim(3)
-    redis_client.script_flush()
+    lose_scripts(redis_client)
     assert q.ack_many(msgs) == [True, True, True]  # replayed once after NOSCRIPT
     assert q.stats()["acked"] == 3  # each ack ran exactly once
     assert q.ack_many(msgs) == [False, False, False]

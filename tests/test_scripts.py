@@ -234,9 +234,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
 def raw(q: Queue, call: Call[Any]) -> Any:
     """The script's reply as Redis sends it (the Lua contract, before Python reads it)."""
     q.engine.scripts.load_all()
-    return q.client.evalsha(
-        q.engine.scripts.sha(call.script), len(call.keys), *call.keys, *call.args
-    )  # type: ignore[no-untyped-call]
+    return q.client.execute_command(*q.engine.scripts.command(call))
 
 
 def test_source_prepends_the_included_helpers_only() -> None:

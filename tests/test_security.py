@@ -78,6 +78,12 @@ ACL_RULES = [
     "+@read",
     "+@write",
     "-@dangerous",
+    "+fcall",
+    "+fcall_ro",
+    "+function|load",
+    "-function|flush",
+    "-function|delete",
+    "-function|restore",
     "+evalsha",
     "+eval",
     "+script|load",
@@ -170,6 +176,10 @@ def test_acl_user_limited_to_its_prefix_runs_everything(tmp_path: Path) -> None:
                     c.config_get("*")
                 with pytest.raises(redis.exceptions.NoPermissionError):
                     c.keys("*")
+                # the library can be loaded, not flushed or deleted
+                for sub in (("FLUSH",), ("DELETE", q.engine.scripts.library.name)):
+                    with pytest.raises(redis.exceptions.NoPermissionError):
+                        c.execute_command("FUNCTION", *sub)
             finally:
                 conf.reset()
         # a worker process and the scanner command through the ACL user too

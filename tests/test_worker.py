@@ -29,6 +29,7 @@ from testproject.demo.models import Article
 
 from .records_util import set_body
 from .redis_server import redis_url
+from .scripts_util import lose_scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -665,7 +666,7 @@ def test_delayed_jobs_run_on_time_in_a_worker_process(
 
 def test_worker_survives_script_flush(project: dict[str, str], redis_client: Any) -> None:
     jobs = [tasks.add.enqueue(i, 1) for i in range(10)]
-    redis_client.script_flush()
+    lose_scripts(redis_client)
     burst(prefetch=3)
     assert [j.result() for j in jobs] == [i + 1 for i in range(10)]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio as aredis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from .. import conf
 from ..aconnection import get_async_client
@@ -19,18 +19,12 @@ from ..connection import UNAVAILABLE_ERRORS, get_client
 from ..exceptions import InvalidArgument, QueueUnavailable
 from ..keys import QueueKeys
 from ..read.pipeline import queue_ahead
-from ..scripts import Call, script_error, source
+from ..scripts import Call, aload_library, is_cluster, is_missing, script_error, source
 
 if TYPE_CHECKING:
     from . import Engine
 
 T = TypeVar("T")
-
-
-def _noscript(reply: Any) -> bool:
-    return isinstance(reply, NoScriptError) or (
-        isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT")
-    )
 
 
 class AsyncEngine:
@@ -59,16 +53,34 @@ class AsyncEngine:
 
     # ------------------------------------------------------------------ sending calls
 
+    def _command(self, client: Any, call: Call[Any]) -> tuple[Any, ...]:
+        """What runs ``call`` on ``client``: the sync engine's command (FCALL), or
+        EVALSHA on a cluster client."""
+        scripts = self.sync.scripts
+        if scripts.library is not None and not is_cluster(client):
+            return scripts.command(call)
+        return ("EVALSHA", scripts.sha(call.script), len(call.keys), *call.keys, *call.args)
+
+    async def _load(self, client: Any, call: Call[Any]) -> None:
+        """Load what ``call`` needs on a server that has lost it."""
+        library = self.sync.scripts.library
+        if library is not None and not is_cluster(client):
+            await aload_library(client, library.code)
+        else:
+            await client.script_load(source(call.script))
+
     async def run(self, call: Call[T]) -> T:
-        """Send one script call (EVALSHA; after a ``SCRIPT FLUSH``, load and send again)."""
-        sha = self.sync.scripts.sha(call.script)
-        cmd = ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+        """Send one script call; where the server lost the scripts (Redis ran nothing),
+        load them and send it again."""
         client: Any = self.client
+        cmd = self._command(client, call)
         try:
             try:
                 reply = await client.execute_command(*cmd)
-            except NoScriptError:
-                await client.script_load(source(call.script))
+            except ResponseError as exc:
+                if not is_missing(exc):
+                    raise
+                await self._load(client, call)
                 reply = await client.execute_command(*cmd)
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
@@ -84,27 +96,22 @@ class AsyncEngine:
     ) -> list[Any]:
         """Send calls in one round trip (a non-transactional pipeline), after a BLPOP of
         ``blpop`` (keys, seconds) when given; the raw replies in order (errors as
-        exception objects: read each with ``call.result``). A call that got NOSCRIPT is
-        sent again once the scripts are loaded."""
-        pipe = self.client.pipeline(transaction=False)
+        exception objects: read each with ``call.result``). A call the server had no
+        script for is sent again once the scripts are loaded."""
+        client: Any = self.client
+        pipe = client.pipeline(transaction=False)
         if blpop is not None:
             pipe.blpop(blpop[0], timeout=blpop[1])
-        shas = self.sync.scripts.shas
-        for call in calls:
-            pipe.execute_command(
-                "EVALSHA", shas[call.script], len(call.keys), *call.keys, *call.args
-            )
+        commands = [self._command(client, call) for call in calls]
+        for cmd in commands:
+            pipe.execute_command(*cmd)
         try:
             replies = list(await pipe.execute(raise_on_error=False))
             skip = 0 if blpop is None else 1
-            missing = [i for i, r in enumerate(replies[skip:]) if _noscript(r)]
+            missing = [i for i, r in enumerate(replies[skip:]) if is_missing(r)]
             for i in missing:
-                call = calls[i]
-                await self.client.script_load(source(call.script))
-                client: Any = self.client
-                replies[skip + i] = await client.execute_command(
-                    "EVALSHA", shas[call.script], len(call.keys), *call.keys, *call.args
-                )
+                await self._load(client, calls[i])
+                replies[skip + i] = await client.execute_command(*commands[i])
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
         return replies

@@ -65,7 +65,7 @@ class EngineBase:
         #: number of partitions (hash tags) the queue's jobs are spread over
         self.partitions = n
         self.client: redis.Redis = client if client is not None else get_client()
-        self.scripts = Scripts(self.client)
+        self.scripts = Scripts(self.client, functions=conf.get_config().lua_functions)
         #: the queue's options as its scripts take them
         self.policy = Policy(
             mode=score_mode(o),

@@ -1,0 +1,131 @@
+"""The Lua the scripts send: one script with its helpers (for ``EVALSHA``), or every
+script as one Redis Functions library (for ``FCALL``).
+
+Each ``lua/<name>.lua`` file holds one atomic operation and starts with its contract
+(KEYS, ARGV, return value). Helpers live in ``lua/_<helper>.lua`` (no key access of
+their own); a script names the ones it calls with ``--@include <helper>`` lines.
+
+- :func:`source`: the script alone, for ``EVAL``/``EVALSHA``: the helpers it includes
+  (and what they include in turn), once each, dependencies first, then the operation.
+  Redis compiles the helpers again at every call.
+- :func:`library`: every script as a function of one library (Redis 7.0+ ``FUNCTION
+  LOAD``). The helpers are defined once, when the library loads, and every function
+  closes over them; a script's text becomes the body of ``function(KEYS, ARGV) ... end``,
+  so it reads its keys and arguments as it does under ``EVALSHA``. Helpers therefore
+  hold no state between calls: their top-level locals are constants
+  (``tests/test_functions.py`` checks it).
+
+The library's name and its functions' names carry a hash of its text
+(``zqueue_<hash>``, ``zq_<hash>_<script>``): two releases of the package load two
+libraries side by side, and each process calls only its own, whatever the other loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+#: ``--@include <helper>``: the script (or helper) calls something ``lua/_<helper>.lua`` defines
+INCLUDE_RE = re.compile(r"^--@include (\w+)[ \t]*$", re.MULTILINE)
+
+#: the name every library of this package starts with (``zqueue_<hash>``)
+LIBRARY_PREFIX = "zqueue_"
+
+#: scripts that write nothing: flagged ``no-writes`` and called with ``FCALL_RO`` (a
+#: replica may answer them; Redis refuses a write from them)
+READ_ONLY = frozenset({"info", "positions", "range_after", "search", "state"})
+
+#: scripts that free memory or finish work a worker holds: flagged ``allow-oom``, so a
+#: server at ``maxmemory`` still lets workers drain it. Every other writing function is
+#: refused whole at ``maxmemory`` (an ``OOM`` reply before it runs, nothing written).
+ALLOW_OOM = frozenset(
+    {"ack", "ack_many", "nack", "release", "touch", "delete", "purge_dead", "cancel", "wf_clear"}
+)
+
+
+def lua_file(name: str) -> str:
+    """The text of ``lua/<name>.lua`` (a helper's name starts with ``_``)."""
+    return (resources.files("django_zqueue") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def includes(name: str) -> list[str]:
+    """The helpers ``lua/<name>.lua`` names in its ``--@include`` lines, in order."""
+    return INCLUDE_RE.findall(lua_file(name))
+
+
+def helper_order(names: Iterable[str]) -> list[str]:
+    """The helpers the scripts ``names`` include (and theirs), each once, each after the
+    helpers it uses."""
+    order: list[str] = []
+
+    def visit(helper: str, path: tuple[str, ...]) -> None:
+        if helper in path:
+            raise ValueError(f"lua include cycle: {' -> '.join((*path, helper))}")
+        if helper not in order:
+            for inner in includes(f"_{helper}"):
+                visit(inner, (*path, helper))
+            order.append(helper)
+
+    for name in names:
+        for helper in includes(name):
+            visit(helper, (name,))
+    return order
+
+
+def sha1(text: str) -> str:
+    """The SHA1 of a script's text: the name ``EVALSHA`` calls it by."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+@cache
+def source(name: str) -> str:
+    """The full source sent to Redis for script ``name`` (``EVAL``): the helpers it
+    includes (and theirs), each once, each after the helpers it uses, then the operation."""
+    return "\n".join([*(lua_file(f"_{h}") for h in helper_order([name])), lua_file(name)])
+
+
+def flags(name: str) -> tuple[str, ...]:
+    """The Functions flags of script ``name``."""
+    if name in READ_ONLY:
+        return ("no-writes",)
+    if name in ALLOW_OOM:
+        return ("allow-oom",)
+    return ()
+
+
+@dataclass(frozen=True)
+class Library:
+    """A Functions library: its ``name``, the ``code`` that ``FUNCTION LOAD`` takes, and
+    the function each script is (``functions[script]``)."""
+
+    name: str
+    code: str
+    functions: dict[str, str]
+
+
+def _register(function: str, script: str) -> str:
+    quoted = ", ".join(f"'{f}'" for f in flags(script))
+    return (
+        f"redis.register_function{{function_name = '{function}', flags = {{{quoted}}},\n"
+        f"callback = function(KEYS, ARGV)\n{lua_file(script)}\nend}}"
+    )
+
+
+@cache
+def library(names: Sequence[str]) -> Library:
+    """Every script of ``names`` as one library: the helpers they use, defined once,
+    then one registered function per script."""
+    names = tuple(names)
+    helpers = "\n".join(lua_file(f"_{h}") for h in helper_order(names))
+    # the hash covers every script's text (a placeholder stands for the names it makes)
+    body = "\n".join([helpers, *(_register("zq_@_" + n, n) for n in names)])
+    digest = sha1(body)[:12]
+    functions = {n: f"zq_{digest}_{n}" for n in names}
+    registered = "\n".join(_register(functions[n], n) for n in names)
+    name = f"{LIBRARY_PREFIX}{digest}"
+    head = f"#!lua name={name}\n-- django_zqueue: every script of lua/ as one function library\n"
+    return Library(name, f"{head}{helpers}\n{registered}\n", functions)
