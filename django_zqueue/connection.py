@@ -361,3 +361,21 @@ class RedisServer:
     def eviction_warning(self) -> str | None:
         """:func:`eviction_warning` of this server."""
         return eviction_warning(self._redis)
+
+    def libraries(self, prefix: str) -> list[str] | None:
+        """The Functions libraries whose name starts with ``prefix``, sorted; None when
+        they cannot be read (a cluster client: its scripts are sent with EVALSHA; or a
+        server that refuses ``FUNCTION LIST``)."""
+        if is_cluster(self._redis):
+            return None
+        try:
+            raw: Any = self._redis.execute_command("FUNCTION", "LIST", "LIBRARYNAME", f"{prefix}*")
+        except Exception:  # refused (an ACL, an old server): unknown
+            return None
+        names = []
+        for lib in raw:
+            entry = lib if isinstance(lib, dict) else dict(zip(lib[0::2], lib[1::2], strict=True))
+            name = entry.get(b"library_name", entry.get("library_name", b""))
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            names.append(name)
+        return sorted(names)

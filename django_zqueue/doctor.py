@@ -108,6 +108,7 @@ def diagnose() -> list[Finding]:
     from .connection import RedisServer
 
     findings += _memory(RedisServer(config))
+    findings += _libraries(RedisServer(config), config)
     findings += _clock(config)
     findings += _tasks()
     for name in config.queues:
@@ -183,6 +184,28 @@ def _redis(config: conf.Config) -> Iterator[Finding]:
                 f"Redis {version} is older than 7.0, which django_zqueue needs",
                 "upgrade Redis (or use Valkey 7.2+)",
             )
+
+
+def _libraries(server: RedisServer, config: conf.Config) -> Iterator[Finding]:
+    """The scripts' Functions library of this release, and those other releases left."""
+    from .luasource import LIBRARY_PREFIX, library
+    from .scripts import SCRIPT_NAMES
+
+    found = server.libraries(LIBRARY_PREFIX) if config.lua_functions else None
+    if found is None:
+        return
+    ours = library(SCRIPT_NAMES).name
+    state = "loaded" if ours in found else "not loaded yet (the first script call loads it)"
+    yield Finding("ok", "redis", f"the scripts' Functions library {ours} is {state}")
+    others = [name for name in found if name != ours]
+    if others:
+        yield Finding(
+            "note",
+            "redis",
+            _count(len(others), "%(n)s library", "%(n)s libraries")
+            + f" of other django_zqueue releases loaded: {', '.join(others)}",
+            f"once no process of those releases runs: redis-cli FUNCTION DELETE {others[0]}",
+        )
 
 
 def _memory(server: RedisServer) -> Iterator[Finding]:

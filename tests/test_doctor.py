@@ -280,3 +280,36 @@ def test_the_persistence_note_says_every_job_is_lost_without_snapshots(
         assert not any("last snapshot" in n for n in notes)
     elif aof == "no" and snapshots is True:
         assert notes and all("last snapshot" in n for n in notes)
+
+
+def test_functions_libraries_of_other_releases(tmp_path: Path, project: dict[str, str]) -> None:
+    """The doctor names the scripts' library, and those another release left loaded with
+    the command that removes one."""
+    from django_zqueue.luasource import library
+    from django_zqueue.scripts import SCRIPT_NAMES
+
+    ours = library(SCRIPT_NAMES)
+    server = PrivateRedis(tmp_path / "fn")
+    try:
+        client = server.client()
+        client.function_load(ours.code.replace(ours.name[7:], "0" * 12))
+        client.function_load("#!lua name=other_app\nredis.register_function('f', function() end)")
+        with override_settings(ZQUEUE={**settings.ZQUEUE, "REDIS_URL": server.url}):
+            try:
+                before, _ = run()
+                get_queue("default").publish({"task": "x", "args": [], "kwargs": {}})
+                after, _ = run()
+            finally:
+                conf.reset()
+    finally:
+        server.stop()
+    note = (
+        "note     redis: 1 library of other django_zqueue releases loaded: "
+        "zqueue_000000000000 -> once no process of those releases runs: redis-cli "
+        "FUNCTION DELETE zqueue_000000000000"
+    )
+    assert f"ok       redis: the scripts' Functions library {ours.name} is not loaded yet " in (
+        "\n".join(before)
+    )
+    assert note in before and note in after  # other_app is not ours to name
+    assert f"ok       redis: the scripts' Functions library {ours.name} is loaded" in after
