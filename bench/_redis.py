@@ -11,6 +11,7 @@ import csv
 import hashlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +27,21 @@ from django_zqueue.embedded import free_port
 
 #: the ceiling's script: one ZADD, as in the shared harness (ceiling/py_ceiling.py)
 ZADD_LUA = "redis.call('zadd',KEYS[1],ARGV[1],ARGV[2]) return 1"
+#: the same one-ZADD script as a function (the ceiling of an FCALL on this connection)
+ZADD_LIBRARY = (
+    "#!lua name=zqbench_ceiling\n"
+    "redis.register_function('zqbench_zadd', function(keys, args) "
+    "redis.call('zadd', keys[1], args[1], args[2]) return 1 end)"
+)
+
+
+def load_zadd_function(client: redis.Redis) -> None:
+    """Load :data:`ZADD_LIBRARY` (kept if already there)."""
+    try:
+        client.function_load(ZADD_LIBRARY)
+    except redis.ResponseError as exc:
+        if "already exists" not in str(exc):
+            raise
 
 
 @dataclass
@@ -137,6 +153,18 @@ def seq_evalsha_rate(client: redis.Redis, key: str, n: int = 5000) -> float:
     return rate
 
 
+def seq_fcall_rate(client: redis.Redis, key: str, n: int = 5000) -> float:
+    """Sequential FCALL (one ZADD) per second on this connection, right now."""
+    load_zadd_function(client)
+    client.execute_command("FCALL", "zqbench_zadd", 1, key, 0, "warm")
+    t0 = time.perf_counter()
+    for i in range(n):
+        client.execute_command("FCALL", "zqbench_zadd", 1, key, i, i)
+    rate = n / (time.perf_counter() - t0)
+    client.delete(key)
+    return rate
+
+
 def commandstats(client: redis.Redis) -> dict[str, tuple[int, int]]:
     """command -> (calls, usec) from INFO commandstats."""
     return {
@@ -205,6 +233,10 @@ def py_ceiling(client: redis.Redis, prefix: str, n: int) -> dict[str, float]:
         for i in range(m):
             script(keys=[zkey], args=[i, i])
 
+    def seq_fcall(m: int) -> None:
+        for i in range(m):
+            client.execute_command("FCALL", "zqbench_zadd", 1, zkey, i, i)
+
     def pipe_evalsha(batch: int) -> Callable[[int], None]:
         def run(m: int) -> None:
             p = client.pipeline(transaction=False)
@@ -229,6 +261,9 @@ def py_ceiling(client: redis.Redis, prefix: str, n: int) -> dict[str, float]:
         out["seq INCR"] = _timed(n, seq_incr)
         client.delete(zkey)
         out["seq EVALSHA zadd"] = _timed(n, seq_evalsha)
+        client.delete(zkey)
+        load_zadd_function(client)
+        out["seq FCALL zadd"] = _timed(n, seq_fcall)
         client.delete(zkey)
         out["pipeline EVALSHA zadd batch=100"] = _timed(5 * n, pipe_evalsha(100))
         client.delete(zkey)
@@ -321,11 +356,19 @@ class Slowlog:
             last = client.slowlog_get(1)
             self.last_id = last[0]["id"] if last else -1
 
+    @staticmethod
+    def function_script(function: str) -> str | None:
+        """The script a function of the scripts' library runs (``zq_<hash>_<script>``)."""
+        named = re.fullmatch(r"zq_[0-9a-f]{12}_(\w+)", function)
+        return named.group(1) if named else None
+
     def _name(self, cmd: Any) -> str | None:
         parts = cmd.split()[:2] if isinstance(cmd, bytes | str) else list(cmd)[:2]
         words = [p.decode() if isinstance(p, bytes) else str(p) for p in parts]
         if len(words) == 2 and words[0].lower() in ("evalsha", "evalsha_ro"):
             return self.by_sha.get(words[1].lower(), "(not django_zqueue)")
+        if len(words) == 2 and words[0].lower() in ("fcall", "fcall_ro"):
+            return self.function_script(words[1]) or "(not django_zqueue)"
         if words and words[0].lower() in ("eval", "eval_ro"):
             return "(not django_zqueue)"
         return None
@@ -391,7 +434,15 @@ class Slowlog:
         cmdstats = {
             k: {"calls": v.get("calls"), "usec_per_call": v.get("usec_per_call")}
             for k, v in stats.items()
-            if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_zrank", "cmdstat_zscore")
+            if k
+            in (
+                "cmdstat_evalsha",
+                "cmdstat_eval",
+                "cmdstat_fcall",
+                "cmdstat_fcall_ro",
+                "cmdstat_zrank",
+                "cmdstat_zscore",
+            )
         }
         return {
             "slowlog_threshold_us": threshold,

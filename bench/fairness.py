@@ -281,9 +281,9 @@ def script_times(
             cmd = e["command"]
             words = cmd.split()[:2] if isinstance(cmd, bytes | str) else list(cmd)[:2]
             words = [w.decode() if isinstance(w, bytes) else str(w) for w in words]
-            if len(words) == 2 and words[0].lower() == "evalsha":
-                name = slow.by_sha.get(words[1].lower(), "?")
-                times.setdefault(name, []).append(e["duration"] / 1000)
+            if len(words) == 2 and words[0].lower() in ("evalsha", "fcall", "fcall_ro"):
+                name = slow.by_sha.get(words[1].lower()) or slow.function_script(words[1])
+                times.setdefault(name or "?", []).append(e["duration"] / 1000)
         client.slowlog_reset()
 
     for v, opts in {
