@@ -59,9 +59,11 @@ def main() -> None:
         noop.enqueue_many([(0.0,)] * 10)  # scripts loaded, connection open
         r.flushdb()
         before = settled(r)
+        clients_before = int(r.info("memory").get("mem_clients_normal", 0))
         for i in range(0, a.n, 1000):
             noop.enqueue_many([(0.0,)] * min(1000, a.n - i))
         after = settled(r)
+        clients_after = int(r.info("memory").get("mem_clients_normal", 0))
         queued = get_queue("default").total_count()
         items = [(k, r.dump(k), r.pttl(k)) for k in r.scan_iter(count=1000)]
         r.flushdb()
@@ -76,6 +78,8 @@ def main() -> None:
             "layout": "json" if a.json_layout else "compact",
             "used_memory_bytes_per_job": round((after - before) / a.n, 1),
             "restore_bytes_per_job": round((restored - empty) / a.n, 1),
+            # what the connections' buffers add to the delta (clients, not data)
+            "clients_bytes_per_job": round((clients_after - clients_before) / a.n, 1),
             "keys": len(items),
             "redis": r.info("server")["redis_version"],
         }

@@ -1,7 +1,9 @@
 """A job's stored record, read in Python: the two layouts of ``lua/_record.lua``.
 
 - **compact**: one field of the ``meta`` hash holds a MessagePack map of the record's
-  fields (as Redis's ``cmsgpack`` writes it) followed by the job's body, raw;
+  fields (as Redis's ``cmsgpack`` writes it) followed by the job's body, raw; or, for a
+  body with a task's shape, the body's parts as fields ``T``, ``A`` and ``K`` and
+  nothing after the map (``lua/_record.lua``, "Body parts");
 - **JSON** (jobs written before the compact layout): the field holds a JSON object and
   the body is in the ``body`` hash.
 
@@ -155,7 +157,75 @@ def split_record(raw: bytes | str) -> tuple[dict[str, Any], bytes | None]:
         if fields == []:
             return {}, raw[end:]
         raise RecordError("a record is not a map")
-    return fields, raw[end:]
+    if "A" in fields or "T" in fields:
+        body = _parts_body(raw)
+        if body is not None:
+            return _without_parts(fields), body
+    return fields, raw[end:]  # (parts that are not texts: the record is corrupt, as in Lua)
+
+
+#: the text around a task body's parts (``lua/_record.lua``, "Body parts")
+_BODY_TASK, _BODY_ARGS, _BODY_KWARGS = b'{"task":', b',"args":', b',"kwargs":'
+_PARTS = ("T", "A", "K")
+
+
+def _without_parts(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in _PARTS}
+
+
+def _parts_body(raw: bytes) -> bytes | None:
+    """The body a compact record keeps as its parts T, A and K: their bytes as stored
+    (not decoded: a body is given back byte for byte), between the fixed text; None when
+    they are not all texts, or T or A is missing."""
+    parts: dict[str, bytes] = {}
+    value: Any
+    n, at = _map_size(raw)
+    for _ in range(n):
+        key, at = unpack_one(raw, at)
+        if key in _PARTS:
+            value, at = _raw_str(raw, at)
+            if value is None:
+                return None
+            parts[key] = value
+        else:
+            _, at = unpack_one(raw, at)
+    if "T" not in parts or "A" not in parts:
+        return None
+    kwargs = parts.get("K", b"{}")
+    return b"".join((_BODY_TASK, parts["T"], _BODY_ARGS, parts["A"], _BODY_KWARGS, kwargs, b"}"))
+
+
+def _map_size(raw: bytes) -> tuple[int, int]:
+    """The number of entries of the map ``raw`` starts with, and where the first is."""
+    b = raw[0]
+    if 0x80 <= b <= 0x8F:
+        return b & 0x0F, 1
+    if b in _MAP_LEN:
+        s = _MAP_LEN[b]
+        return s.unpack_from(raw, 1)[0], 1 + s.size
+    raise RecordError("a record is not a map")
+
+
+def _raw_str(buf: bytes, at: int) -> tuple[bytes | None, int]:
+    """The bytes of the MessagePack str (or bin) at ``buf[at]``, undecoded (None, and
+    the offset after it, for a value of another type)."""
+    try:
+        b = buf[at]
+        at += 1
+        if 0xA0 <= b <= 0xBF:
+            n = b & 0x1F
+        elif b in _STR_LEN or b in _BIN_LEN:
+            s = _STR_LEN.get(b) or _BIN_LEN[b]
+            n = s.unpack_from(buf, at)[0]
+            at += s.size
+        else:
+            _, end = unpack_one(buf, at - 1)
+            return None, end
+    except (IndexError, struct.error) as exc:
+        raise RecordError("a record ends inside a value") from exc
+    if at + n > len(buf):
+        raise RecordError("a record ends inside a value")
+    return buf[at : at + n], at + n
 
 
 def read_fields(raw: bytes | str) -> dict[str, Any]:
@@ -215,5 +285,6 @@ def pack_value(value: Any) -> bytes:
 
 
 def pack_record(fields: dict[str, Any], body: bytes) -> bytes:
-    """A compact record: ``fields`` as a MessagePack map, then ``body``."""
+    """A compact record: ``fields`` as a MessagePack map, then ``body`` (kept whole: the
+    scripts split a task's body into parts when they write it)."""
     return pack_value(fields) + body

@@ -9,9 +9,9 @@
 --   left out (a record read only to be checked or dropped: no copy of its body).
 -- encode_record(meta): the value to store, in the layout the record was read in (a JSON
 --   record stays JSON, its body where it is), and the record without its body (what
---   claim hands the worker).
--- split_record(raw): a stored record as its fields (the record without its body) and its
---   body; the body is nil for the JSON layout (it is in the body HASH), and a value that
+--   claim hands the worker; with body parts, the stored value: readers skip the parts).
+-- split_record(raw): a stored record as its fields (the record without its body; with
+--   body parts, the whole value) and its body; the body is nil for the JSON layout (it is in the body HASH), and a value that
 --   does not start with a MessagePack map or array is returned whole, its body nil.
 -- fresh_record(fields, raw): a record of `fields` (a table without `b`) that keeps the
 --   body of `raw`, a record that could not be used: compact when `raw` is a compact
@@ -19,6 +19,52 @@
 --   in the body HASH; the body of a value that does not unpack is lost with it).
 -- A record's first byte tells the layout: '{' is JSON; a compact record starts with a
 -- MessagePack map header (0x80..0x8f, 0xde, 0xdf).
+-- Body parts: a compact record whose body has the text of a task's body,
+--   {"task":<T>,"args":<A>,"kwargs":<K>}, keeps the three texts as fields T, A and K (K
+--   left out when it is {}) and nothing after the map: the fixed text around them is not
+--   stored. The split is by text alone (the first ,"args": and the last ,"kwargs":), so
+--   putting the texts back between the fixed ones gives the body byte for byte, whatever
+--   it holds. Bodies over BODY_PARTS_MAX bytes are kept whole (the saving is a few bytes).
+
+local BODY_TASK, BODY_ARGS, BODY_KWARGS = '{"task":', ',"args":', ',"kwargs":'
+local BODY_PARTS_MAX = 512
+
+-- body_parts(body): T, A and K of a body of a task's shape, or nil
+local function body_parts(body)
+  local n = #body
+  if n > BODY_PARTS_MAX or string.sub(body, 1, 8) ~= BODY_TASK or string.byte(body, n) ~= 125 then
+    return nil
+  end
+  local a = string.find(body, BODY_ARGS, 9, true)
+  if not a then
+    return nil
+  end
+  local k, from = nil, a + 8
+  while true do -- the last one (at most n / 10 finds)
+    local f = string.find(body, BODY_KWARGS, from, true)
+    if not f then
+      break
+    end
+    k, from = f, f + 1
+  end
+  if not k then
+    return nil
+  end
+  return string.sub(body, 9, a - 1), string.sub(body, a + 8, k - 1), string.sub(body, k + 10, n - 1)
+end
+
+-- parts_body(meta): the body a record's parts make, or nil when it has none (false when
+-- they are not texts)
+local function parts_body(meta)
+  local t, a, k = meta.T, meta.A, meta.K
+  if t == nil and a == nil then
+    return nil
+  end
+  if type(t) ~= 'string' or type(a) ~= 'string' or (k ~= nil and type(k) ~= 'string') then
+    return false
+  end
+  return BODY_TASK .. t .. BODY_ARGS .. a .. BODY_KWARGS .. (k or '{}') .. '}'
+end
 
 local function parse_record(raw, no_body)
   if type(raw) ~= 'string' or raw == '' then
@@ -39,8 +85,15 @@ local function parse_record(raw, no_body)
   if not ok or type(meta) ~= 'table' or meta[1] ~= nil then
     return nil, 'meta is not a record'
   end
+  local parts = parts_body(meta)
+  if parts == false then
+    return nil, 'meta has a body part that is not a text'
+  end
+  meta.T, meta.A, meta.K = nil, nil, nil
   if no_body then
     meta.b = nil
+  elseif parts then
+    meta.b = parts
   elseif rest == -1 then
     meta.b = ''
   else
@@ -56,6 +109,16 @@ local function encode_record(meta)
     return text, text
   end
   meta.b = nil
+  local t, a, k = body_parts(body)
+  if t then
+    meta.T, meta.A = t, a
+    if k ~= '{}' then
+      meta.K = k
+    end
+    local stored = cmsgpack.pack(meta)
+    meta.T, meta.A, meta.K, meta.b = nil, nil, nil, body
+    return stored, stored
+  end
   local head = cmsgpack.pack(meta)
   meta.b = body
   return head .. body, head
@@ -96,6 +159,10 @@ local function split_record(raw)
   if not ok or type(head) ~= 'table' then
     return raw, nil
   end
+  local parts = parts_body(head)
+  if parts then
+    return raw, parts
+  end
   if rest == -1 then
     return raw, ''
   end
@@ -106,7 +173,10 @@ local function fresh_record(fields, raw)
   if raw then
     local _, body = split_record(raw)
     if body then
-      return cmsgpack.pack(fields) .. body
+      fields.b = body
+      local stored = encode_record(fields)
+      fields.b = nil
+      return stored
     end
   end
   return cjson.encode(fields)
