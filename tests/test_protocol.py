@@ -277,6 +277,20 @@ def test_a_full_queue_is_refused(make_queue: QueueFactory, redis_client: redis.R
     assert snapshot(redis_client, q.prefix) == before
 
 
+def test_a_body_over_max_payload_bytes_is_refused(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    q = make_queue("tight", max_payload_bytes=120)
+    q.engine.publish_protocol()
+    fits = body(ADD, "x" * 40, 1)
+    assert len(fits) <= 120 and publish(redis_client, q.keys, fits)[0] == "ok"
+    before = snapshot(redis_client, q.prefix)
+    big = body(ADD, "x" * 100, 1)
+    with pytest.raises(redis.ResponseError, match=f"the body is {len(big)} bytes, more than"):
+        publish(redis_client, q.keys, big)
+    assert snapshot(redis_client, q.prefix) == before
+
+
 def test_a_proto_hash_of_the_wrong_type_or_values_is_refused(
     pq: Queue, redis_client: redis.Redis
 ) -> None:
@@ -456,6 +470,7 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
         b"max_length": b"0",
         b"layout": b"compact",
         b"partitions": b"1",
+        b"max_payload_bytes": str(1 << 20).encode(),
     }
     assert redis_client.hget(q.keys.proto, "mode") == b"strict"
     q.clear()  # the policy is the queue's settings, not its jobs: kept

@@ -113,6 +113,7 @@ class Ops(Flow):
             "max_length": str(p.max_length),
             "layout": "compact" if p.compact else "json",
             "partitions": str(self.partitions),
+            "max_payload_bytes": str(self.options.max_payload_bytes),
         }
 
     def publish_protocol(self) -> ProtocolLoad:

@@ -6,7 +6,7 @@
 -- KEYS[1] .. KEYS[12] publish.lua's keys in its order, each {<prefix>:<queue>}:<name>:
 --   ready delayed body meta ctr notify stats dead leased wait expiry expired
 -- KEYS[13] proto    HASH (the queue's policy for producers: v, mode, aging_us,
---   notify_cap, max_length, layout, partitions)
+--   notify_cap, max_length, layout, partitions, max_payload_bytes)
 -- ARGV[1] protocol version ('1')
 -- ARGV[2] body: the JSON text {"task": "<dotted.path>", "args": [...], "kwargs": {...}},
 --   stored as sent (the worker decodes it)
@@ -66,11 +66,17 @@ if p.partitions ~= '1' then
     'protocol 1 publishes to unpartitioned queues only')
 end
 local aging, cap, most = tonumber(p.aging_us), tonumber(p.notify_cap), tonumber(p.max_length)
-if not (MODES[p.mode] and aging and cap and most and (p.layout == 'compact' or p.layout == 'json')) then
+local payload = tonumber(p.max_payload_bytes)
+if not (MODES[p.mode] and aging and cap and most and payload and
+  (p.layout == 'compact' or p.layout == 'json')) then
   error('ZQ_PROTOCOL: ' .. KEYS[13] .. ' holds no valid policy: run manage.py zqueue_protocol')
 end
 
--- the body: the task call the worker decodes
+-- the body: the task call the worker decodes, within the queue's max_payload_bytes
+if #ARGV[2] > payload then
+  error('ZQ_BAD_ARGUMENT: the body is ' .. #ARGV[2] .. ' bytes, more than the ' ..
+    'max_payload_bytes of the queue (' .. p.max_payload_bytes .. ')')
+end
 local ok, body = pcall(cjson.decode, ARGV[2])
 if not ok or type(body) ~= 'table' or type(body.task) ~= 'string' or body.task == '' then
   error('ZQ_BAD_ARGUMENT: the body must be a JSON object with a non-empty string task')

@@ -185,12 +185,15 @@ class Worker:
 
     def publish_protocol(self) -> None:
         """Set each queue up for producers in other languages (docs/protocol.md): the
-        protocol library loaded, the queue's policy in its proto hash. A server that
-        cannot (down, no Redis Functions) is logged, and the worker runs on."""
+        protocol library loaded, the queue's policy in its proto hash. Redis down: left
+        (``manage.py zqueue_protocol`` or the next start does it); a server that cannot
+        (no Redis Functions, an ACL) is logged, and the worker runs on."""
         for q in self.queues:
             try:
                 q.engine.publish_protocol()
-            except (QueueUnavailable, ZQueueError) as exc:
+            except QueueUnavailable:
+                return
+            except ZQueueError as exc:
                 log.warning(
                     kv(event="protocol_not_set_up", worker=self.id, queue=q.name, error=str(exc))
                 )
