@@ -473,8 +473,10 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
         b"max_payload_bytes": str(1 << 20).encode(),
     }
     assert redis_client.hget(q.keys.proto, "mode") == b"strict"
-    q.clear()  # the policy is the queue's settings, not its jobs: kept
-    assert redis_client.exists(q.keys.proto)
+    q.clear()  # every key of the queue: producers wait for the next setup
+    assert not redis_client.exists(q.keys.proto)
+    with pytest.raises(redis.ResponseError, match="is not set up for producers"):
+        publish(redis_client, q.keys, GOOD)
 
 
 # ------------------------------------------------------------------ the docs

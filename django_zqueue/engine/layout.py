@@ -70,8 +70,7 @@ class Layout(EngineBase):
         record; not atomic with concurrent publishers."""
         with unavailable_as_error():
             for k in {self.keys, *self.part_keys}:  # one DEL per hash tag (one slot each)
-                # the proto hash is the queue's settings, not its jobs: kept
-                self.client.delete(*(key for key in k.all() if key != k.proto))
+                self.client.delete(*k.all())
             self.client.delete(*self.keys.recent_task_stats(time.time()))
             if self.partitions > 1:
                 self.client.delete(layout_key(self.prefix, self.name))
