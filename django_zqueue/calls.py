@@ -18,6 +18,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from .connection import UNAVAILABLE_ERRORS, is_out_of_memory, redis_full
 from .exceptions import (
     CorruptKey,
+    ProtocolError,
     QueueFull,
     ScriptArgumentError,
     ScriptError,
@@ -126,6 +127,7 @@ ERRORS: dict[str, type[ScriptError] | type[QueueFull]] = {
     ScriptArgumentError.code: ScriptArgumentError,
     QueueFull.code: QueueFull,
     CorruptKey.code: CorruptKey,
+    ProtocolError.code: ProtocolError,
 }
 
 

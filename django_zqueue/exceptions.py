@@ -139,6 +139,14 @@ class CorruptKey(ScriptError):
     code = "ZQ_CORRUPT_KEY"
 
 
+class ProtocolError(ScriptError):
+    """A function of the wire protocol (docs/protocol.md) refused a call before writing
+    anything (``ZQ_PROTOCOL``): another protocol version, keys that are not one queue's,
+    or a queue not set up for producers (``manage.py zqueue_protocol``)."""
+
+    code = "ZQ_PROTOCOL"
+
+
 class ScriptArgumentError(ScriptError, InvalidArgument):
     """A script refused an argument out of its bounds (``ZQ_BAD_ARGUMENT``); the Python
     side checks the same bounds first, so this means a caller went around it."""

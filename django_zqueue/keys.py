@@ -45,6 +45,7 @@ class QueueKeys:
     wf_res: str  # HASH id -> "1<result JSON>" (succeeded) or "0" (failed): outbox entries
     expiry: str  # ZSET id -> ms it expires unless started (jobs with an expiry: index)
     expired: str  # ZSET id -> ms it expired (terminal state "expired"; its record kept)
+    proto: str  # HASH the queue's policy for producers in other languages (docs/protocol.md)
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -118,6 +119,7 @@ class QueueKeys:
             self.gwait,
             self.expiry,
             self.expired,
+            self.proto,
         ]
 
 
@@ -152,6 +154,7 @@ KEY_TYPES: dict[str, str] = {
     "wf_res": "hash",
     "expiry": "zset",
     "expired": "zset",
+    "proto": "hash",
 }
 
 
@@ -214,6 +217,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         wf_res=f"{tag}:wf_res",
         expiry=f"{tag}:expiry",
         expired=f"{tag}:expired",
+        proto=f"{tag}:proto",
     )
 
 

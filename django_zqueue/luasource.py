@@ -129,3 +129,71 @@ def library(names: Sequence[str]) -> Library:
     name = f"{LIBRARY_PREFIX}{digest}"
     head = f"#!lua name={name}\n-- django_zqueue: every script of lua/ as one function library\n"
     return Library(name, f"{head}{helpers}\n{registered}\n", functions)
+
+
+# ---------------------------------------------------------------- the wire protocol
+
+#: the version of the wire protocol (docs/protocol.md) the protocol library speaks
+PROTOCOL_VERSION = 1
+#: its library's name: stable, so programs in other languages can call its functions
+PROTOCOL_LIBRARY = f"zqueue_protocol_{PROTOCOL_VERSION}"
+#: the protocol's scripts (``lua/proto_<name>.lua``) and the stable name each is
+#: registered under; ``zq<v>_build`` (no file) returns the package version that loaded it
+PROTOCOL_FUNCTIONS = {
+    "proto_publish": f"zq{PROTOCOL_VERSION}_publish",
+    "proto_position": f"zq{PROTOCOL_VERSION}_position",
+}
+#: the internal scripts the protocol's scripts call, each as a local function of the
+#: protocol library (``<name>_core(KEYS, ARGV)``, its file's text as the body)
+PROTOCOL_CORES = ("publish", "positions")
+#: the protocol's read-only functions
+PROTOCOL_READ_ONLY = frozenset({"proto_position"})
+#: the line of the protocol library that holds the package version that made it
+BUILD_RE = re.compile(r"^local ZQ_BUILD = '([^']*)'$", re.MULTILINE)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """The numbers of a version (``0.12.3`` -> (0, 12, 3); ``1.0rc2`` -> (1, 0)): the
+    leading digits of each dotted part, up to the first part that has none."""
+    out: list[int] = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        out.append(int(digits.group()))
+        if digits.end() != len(part):
+            break
+    return tuple(out)
+
+
+@cache
+def protocol_library(build: str) -> Library:
+    """The protocol library (``FUNCTION LOAD``): the helpers its scripts and the cores use,
+    each core as a local function, the package version ``build``, then ``zq1_build`` and
+    one function per protocol script, under the stable names of
+    :data:`PROTOCOL_FUNCTIONS`."""
+    if not re.fullmatch(r"[0-9A-Za-z.+_-]+", build):
+        raise ValueError(f"not a version: {build!r}")
+    scripts = tuple(PROTOCOL_FUNCTIONS)
+    helpers = "\n".join(lua_file(f"_{h}") for h in helper_order((*PROTOCOL_CORES, *scripts)))
+    cores = "\n".join(
+        f"local function {name}_core(KEYS, ARGV)\n{lua_file(name)}\nend" for name in PROTOCOL_CORES
+    )
+    fn = f"zq{PROTOCOL_VERSION}_build"
+    parts = [
+        f"#!lua name={PROTOCOL_LIBRARY}",
+        f"-- django_zqueue: wire protocol {PROTOCOL_VERSION} (docs/protocol.md)",
+        helpers,
+        cores,
+        f"local ZQ_BUILD = '{build}'",
+        f"redis.register_function{{function_name = '{fn}', flags = {{'no-writes'}},\n"
+        "callback = function(KEYS, ARGV) return ZQ_BUILD end}",
+    ]
+    for script, function in PROTOCOL_FUNCTIONS.items():
+        quoted = "'no-writes'" if script in PROTOCOL_READ_ONLY else ""
+        parts.append(
+            f"redis.register_function{{function_name = '{function}', flags = {{{quoted}}},\n"
+            f"callback = function(KEYS, ARGV)\n{lua_file(script)}\nend}}"
+        )
+    functions = {**PROTOCOL_FUNCTIONS, "build": fn}
+    return Library(PROTOCOL_LIBRARY, "\n".join(parts) + "\n", functions)

@@ -56,7 +56,15 @@ from .exceptions import SequenceExhausted as SequenceExhausted
 from .jobspec import pack_job
 from .keys import QueueKeys
 from .links import FlowJob, Resolution, Resolved
-from .luasource import READ_ONLY, library, sha1
+from .luasource import (
+    BUILD_RE,
+    PROTOCOL_LIBRARY,
+    READ_ONLY,
+    library,
+    protocol_library,
+    sha1,
+    version_tuple,
+)
 from .luasource import includes as includes
 from .luasource import lua_file as lua_file
 from .luasource import source as source
@@ -592,3 +600,73 @@ class Scripts:
     def wf_clear(self, k: QueueKeys, p: Policy, tag: str, seen: bytes) -> Call[bool]:
         keys = (k.wf_out, k.wf_res, k.meta, k.dead, k.wf(tag))
         return Call("wf_clear", keys, (tag, seen, p.dead_ttl_ms), _flag)
+
+
+# ------------------------------------------------------------------ the wire protocol
+
+
+def package_version() -> str:
+    """This package's version (``django_zqueue.__version__``): the build the protocol
+    library it loads carries."""
+    import django_zqueue
+
+    return django_zqueue.__version__
+
+
+class LoadedProtocol(NamedTuple):
+    """The protocol library a server holds: the package version that loaded it
+    (``build``; '' when its text names none) and its text."""
+
+    build: str
+    code: str
+
+
+class ProtocolLoad(NamedTuple):
+    """What :func:`load_protocol` did: ``action`` is ``loaded`` (it was missing),
+    ``current`` (the server held this very library), ``replaced`` (it held an older or
+    equal version of other text) or ``kept`` (it held a newer version: left as it is);
+    ``found`` is the build the server held before (None: none)."""
+
+    action: Literal["loaded", "current", "replaced", "kept"]
+    build: str
+    found: str | None
+
+
+def loaded_protocol(client: Client) -> LoadedProtocol | None:
+    """The protocol library the server holds (``FUNCTION LIST ... WITHCODE``), or None."""
+    replies = client.function_list(library=PROTOCOL_LIBRARY, withcode=True)
+    if isinstance(replies, dict):  # a cluster client: one reply per node
+        replies = next(iter(replies.values()), [])
+    for lib in replies:
+        entry = {text(k): v for k, v in zip(lib[0::2], lib[1::2], strict=True)}
+        if text(entry["library_name"]) == PROTOCOL_LIBRARY:  # LIBRARYNAME is a pattern
+            code = text(entry["library_code"])
+            found = BUILD_RE.search(code)
+            return LoadedProtocol(found.group(1) if found else "", code)
+    return None
+
+
+def load_protocol(client: Client, build: str | None = None) -> ProtocolLoad:
+    """Load the protocol library of package version ``build`` (this package's by
+    default): when the server has none; replacing one of an older version (numeric
+    tuples compared), or of the same version with other text; never one of a newer
+    version."""
+    build = build or package_version()
+    ours = protocol_library(build)
+    for _ in range(3):  # a concurrent loader may get in between the look and the load
+        held = loaded_protocol(client)
+        if held is None:
+            try:
+                client.function_load(ours.code)
+            except ResponseError as exc:
+                if "already exists" not in str(exc):
+                    raise
+                continue
+            return ProtocolLoad("loaded", build, None)
+        if held.code == ours.code:
+            return ProtocolLoad("current", build, held.build)
+        if version_tuple(held.build) > version_tuple(build):
+            return ProtocolLoad("kept", build, held.build)
+        client.function_load(ours.code, replace=True)
+        return ProtocolLoad("replaced", build, held.build)
+    raise ScriptError(f"{PROTOCOL_LIBRARY}: loaded and removed by others while loading it")

@@ -16,7 +16,15 @@ import redis
 
 from django_zqueue import RedisFull, conf
 from django_zqueue.conf import queue_options
-from django_zqueue.luasource import ALLOW_OOM, READ_ONLY, helper_order, library, lua_file
+from django_zqueue.luasource import (
+    ALLOW_OOM,
+    PROTOCOL_CORES,
+    PROTOCOL_FUNCTIONS,
+    READ_ONLY,
+    helper_order,
+    library,
+    lua_file,
+)
 from django_zqueue.queue import Queue
 from django_zqueue.scripts import SCRIPT_NAMES, Scripts
 
@@ -69,7 +77,8 @@ def test_the_library_registers_every_script_with_its_flags(server: PrivateRedis)
 def test_helpers_keep_no_state_between_calls() -> None:
     """A helper's top-level locals live as long as the library: each must be a function
     or a constant, never assigned again nor (a table) written into."""
-    for helper in helper_order(SCRIPT_NAMES):
+    protocol = (*PROTOCOL_CORES, *PROTOCOL_FUNCTIONS)
+    for helper in dict.fromkeys(helper_order(SCRIPT_NAMES) + helper_order(protocol)):
         text = lua_file(f"_{helper}")
         for name in re.findall(r"^local (?!function)(\w+)\s*=", text, re.MULTILINE):
             for line in text.splitlines():

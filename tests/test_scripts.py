@@ -12,6 +12,7 @@ import redis
 
 from django_zqueue.exceptions import QueueFull, ZQueueError
 from django_zqueue.jobspec import JobSpec
+from django_zqueue.luasource import PROTOCOL_CORES, PROTOCOL_FUNCTIONS, protocol_library
 from django_zqueue.queue import Queue, schedstore
 from django_zqueue.queue import durable_calls as dc
 from django_zqueue.records import NewJob
@@ -41,8 +42,18 @@ LUA_FILES = sorted(p.name[:-4] for p in LUA.iterdir() if p.name.endswith(".lua")
 HELPERS = [name for name in LUA_FILES if name.startswith("_")]
 
 
+#: the wire protocol's scripts (lua/proto_*.lua): functions of the protocol library only
+PROTOCOL_SCRIPTS = tuple(PROTOCOL_FUNCTIONS)
+
+
 def test_every_lua_file_is_registered() -> None:
-    assert {n for n in LUA_FILES if not n.startswith("_")} == set(SCRIPT_NAMES)
+    """Each script is one of SCRIPT_NAMES (the package's library, EVALSHA) or one of the
+    wire protocol's (its own library, under a stable name), never both."""
+    scripts = {n for n in LUA_FILES if not n.startswith("_")}
+    assert scripts == set(SCRIPT_NAMES) | set(PROTOCOL_SCRIPTS)
+    assert not set(SCRIPT_NAMES) & set(PROTOCOL_SCRIPTS)
+    assert all(n.startswith("proto_") for n in PROTOCOL_SCRIPTS)
+    assert not [n for n in SCRIPT_NAMES if n.startswith("proto_")]
 
 
 def _code(text: str) -> str:
@@ -98,6 +109,27 @@ def test_source_holds_each_helper_once_after_its_own_helpers(name: str) -> None:
             assert text.index(f"-- _{inner}.lua:") < at
 
 
+def test_protocol_library_holds_each_helper_once_before_the_cores() -> None:
+    """The protocol library: every helper its scripts and the cores include, once, after
+    the helpers it uses; then each core (an internal script's whole text, as a local
+    function), then the protocol's functions."""
+    text = protocol_library("0.0.0").code
+    for helper in HELPERS:
+        assert text.count(f"-- {helper}.lua:") <= 1
+    first_core = text.index("local function publish_core(KEYS, ARGV)")
+    for name in (*PROTOCOL_CORES, *PROTOCOL_SCRIPTS):
+        at = text.index(f"-- {name}.lua")
+        for helper in includes(name):
+            h = text.index(f"-- _{helper}.lua:")
+            assert h < first_core < at
+            for inner in includes(f"_{helper}"):
+                assert text.index(f"-- _{inner}.lua:") < h
+        assert text.count(op_source(name)) == 1  # the file's text itself, not a copy
+    assert text.index("local function positions_core(KEYS, ARGV)") < text.index(
+        "-- proto_publish.lua"
+    )
+
+
 def test_lua_bounds_are_generated_from_bounds_py() -> None:
     """lua/_bounds.lua is bounds.py's table as Lua, to the letter (regenerate it with
     ``python -m django_zqueue.bounds``)."""
@@ -128,7 +160,7 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
     assert q.counts()["ready"] == 0
 
 
-@pytest.mark.parametrize("name", SCRIPT_NAMES)
+@pytest.mark.parametrize("name", SCRIPT_NAMES + PROTOCOL_SCRIPTS)
 def test_header_states_keys_argv_returns(name: str) -> None:
     header = op_source(name).split("\n\n")[0]
     assert header.startswith(f"-- {name}.lua")
@@ -348,7 +380,13 @@ def test_error_replies_map_through_one_table(q: Queue) -> None:
         for code in re.findall(r"'(ZQ_[A-Z_]+):", f.read_text(encoding="utf-8"))
     }
     assert set(ERRORS) == raised
-    assert raised == {"ZQ_SEQUENCE_EXHAUSTED", "ZQ_BAD_ARGUMENT", "ZQ_QUEUE_FULL", "ZQ_CORRUPT_KEY"}
+    assert raised == {
+        "ZQ_SEQUENCE_EXHAUSTED",
+        "ZQ_BAD_ARGUMENT",
+        "ZQ_QUEUE_FULL",
+        "ZQ_CORRUPT_KEY",
+        "ZQ_PROTOCOL",
+    }
     assert all(issubclass(cls, ScriptError | QueueFull) for cls in ERRORS.values())
     full = redis.exceptions.ResponseError(
         "ZQ_QUEUE_FULL: 3 jobs wait and 1 more would pass max_length 3; retry script: abc"

@@ -46,6 +46,7 @@ DELETABLE = {
     "gstarts": "fair queues: this minute's starts per group start again",
     "gstarts_prev": "fair queues: the last minute's starts per group are forgotten",
     "grate": "fair queues: each group's qps bucket starts full again",
+    "proto": "a worker's start or manage.py zqueue_protocol writes it again",
 }
 #: ctr fields a script reads as an integer, and how a bad value is repaired (None: not)
 CTR_FIELDS: dict[str, str | None] = {

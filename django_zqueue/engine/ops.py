@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from ..connection import (
     is_cluster,
     server_time_ms,
@@ -15,11 +17,20 @@ from ..connection import (
     unavailable_as_error,
     wait_any,
 )
-from ..exceptions import QueueUnavailable
+from ..exceptions import ProtocolError, QueueUnavailable
 from ..keys import wrong_types
+from ..luasource import PROTOCOL_VERSION
 from ..read.pipeline import ahead_of, queue_ahead
-from ..records import JobInfo
-from ..scripts import Batch, Pending, Standing
+from ..records import JobInfo, text
+from ..scripts import (
+    Batch,
+    LoadedProtocol,
+    Pending,
+    ProtocolLoad,
+    Standing,
+    load_protocol,
+    loaded_protocol,
+)
 from .base import EngineBase
 from .flow import Flow
 
@@ -87,6 +98,51 @@ class Ops(Flow):
             pipe.execute()
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
+
+    # ----------------------------------------------------------------- the wire protocol
+
+    def protocol_policy(self) -> dict[str, str]:
+        """The queue's policy as producers in other languages read it (its proto hash,
+        docs/protocol.md)."""
+        p = self.policy
+        return {
+            "v": str(PROTOCOL_VERSION),
+            "mode": p.mode,
+            "aging_us": str(p.aging_us),
+            "notify_cap": str(p.notify_cap),
+            "max_length": str(p.max_length),
+            "layout": "compact" if p.compact else "json",
+            "partitions": str(self.partitions),
+            "max_payload_bytes": str(self.options.max_payload_bytes),
+        }
+
+    def publish_protocol(self) -> ProtocolLoad:
+        """Set the queue up for producers in other languages (docs/protocol.md): load the
+        protocol library (:func:`~django_zqueue.scripts.load_protocol`) and write the
+        queue's policy to its proto hash (one HSET)."""
+        with unavailable_as_error():
+            try:
+                loaded = load_protocol(self.client)
+            except ResponseError as exc:  # no Redis Functions (Redis < 7), no permission
+                raise ProtocolError(f"the protocol library was not loaded: {exc}") from exc
+            fields = [x for pair in self.protocol_policy().items() for x in pair]
+            self.client.hset(self.keys.proto, items=fields)
+        return loaded
+
+    def proto_key(self) -> str:
+        """The name of the queue's proto hash (for the command's output)."""
+        return self.keys.proto
+
+    def protocol_loaded(self) -> LoadedProtocol | None:
+        """The protocol library this queue's Redis holds (None: none)."""
+        with unavailable_as_error():
+            return loaded_protocol(self.client)
+
+    def protocol_stored(self) -> dict[str, str]:
+        """The queue's proto hash as stored ({}: not set up)."""
+        with unavailable_as_error():
+            raw = self.client.hgetall(self.keys.proto)
+        return {text(k): text(v) for k, v in raw.items()}
 
     def workers_key(self) -> str:
         """The name of the queue's workers hash (for a log line)."""

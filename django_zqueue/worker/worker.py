@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from .. import tracing
 from ..backoff import Outage, RetryDelay, Throttle, is_unavailable
 from ..events import kv, log
-from ..exceptions import QueueUnavailable
+from ..exceptions import QueueUnavailable, ZQueueError
 from ..outcome import Failure, Outcome, Released
 from ..queue import get_queue
 from ..scanner import Scanner
@@ -183,6 +183,22 @@ class Worker:
         )
         return self.processed
 
+    def publish_protocol(self) -> None:
+        """Set each queue up for producers in other languages (docs/protocol.md): the
+        protocol library loaded, the queue's policy in its proto hash. Redis down: left
+        (``manage.py zqueue_protocol`` or the next start does it); a server that cannot
+        (no Redis Functions, an ACL) is logged, and the worker runs on."""
+        for q in self.queues:
+            try:
+                q.engine.publish_protocol()
+            except QueueUnavailable:
+                return
+            except ZQueueError as exc:
+                log.warning(
+                    kv(event="protocol_not_set_up", worker=self.id, queue=q.name, error=str(exc))
+                )
+                return
+
     def _prepare(self) -> None:
         """Before the threads start: check the queues' layout, sync the schedules and,
         with ``burst``, run the scanner once."""
@@ -190,6 +206,7 @@ class Worker:
         for q in self.queues:  # refuse a changed 'partitions' before running anything
             with contextlib.suppress(QueueUnavailable):  # down: checked at first claim
                 q.engine.check_layout()
+        self.publish_protocol()
         if self.scanner:
             from ..schedules import Scheduler
 
