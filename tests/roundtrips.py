@@ -18,20 +18,27 @@ def _head(command: Any) -> str:
     return words[0].decode(errors="replace") if words else ""
 
 
+#: what a new connection sends before its first request (on a Redis Cluster, the first
+#: request to a node opens one): not counted
+HANDSHAKE = {"HELLO", "CLIENT", "AUTH", "SELECT", "READONLY"}
+
+
 @contextlib.contextmanager
 def round_trips() -> Iterator[list[str]]:
     """``with round_trips() as sent:`` ... ``len(sent)``: the requests sent inside the
     block by any client of this process (each noted by its first command). The test
     Redis is shared: after another process's ``SCRIPT FLUSH``, a NOSCRIPT reply makes the
     client load the scripts and send the request again; those loads and that second
-    sending are not noted."""
+    sending are not noted, nor a new connection's handshake (:data:`HANDSHAKE`)."""
     sent: list[str] = []
     reloading = [False]
     original = AbstractConnection.send_packed_command
 
     def noting(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
         head = _head(command)
-        if head == "SCRIPT":  # NOSCRIPT: another test process flushed the scripts
+        if head in HANDSHAKE:
+            pass
+        elif head == "SCRIPT":  # NOSCRIPT: another test process flushed the scripts
             reloading[0] = True
         elif reloading[0]:  # the request sent again once they are loaded
             reloading[0] = False
