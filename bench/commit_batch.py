@@ -17,7 +17,9 @@ when there is one (the transaction writes no row: what is timed is the enqueues 
 commit).
 
 Prints, per tree, the medians over the rounds of each run's median and p90 (µs per call
-and per commit) and the round trips per commit, and one ``RESULT {json}`` line.
+and per commit) and the round trips per commit; the median over the rounds of REV's
+figure over this tree's (call and commit medians of the two runs of a round); and one
+``RESULT {json}`` line.
 """
 
 from __future__ import annotations
@@ -177,14 +179,28 @@ def main() -> int:
         | {"round_trips_per_commit": statistics.median(r["round_trips_per_commit"] for r in runs)}
         for name, runs in results.items()
     }
+    other = next(name for name in results if name != "this")
+    ratios = {  # the base's figure over this tree's, round by round (runs made in turn)
+        key: statistics.median(
+            b[key] / t[key] for b, t in zip(results[other], results["this"], strict=True)
+        )
+        for key in ("call_us", "commit_us")
+    }
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{args.jobs} enqueues in one transaction.atomic, {args.n} calls x {args.rounds} runs")
+    print(f"load average at the end: {load} ({os.cpu_count()} cores)")
     print(f"{'tree':10} {'call µs':>9} {'p90':>9} {'commit µs':>10} {'p90':>9} {'trips':>6}")
     for name, s in summary.items():
         print(
             f"{name:10} {s['call_us']:9.0f} {s['call_p90_us']:9.0f} {s['commit_us']:10.0f} "
             f"{s['commit_p90_us']:9.0f} {s['round_trips_per_commit']:6.2f}"
         )
-    print("RESULT " + json.dumps({"jobs": args.jobs, "n": args.n, "summary": summary}))
+    print(
+        f"{other} / this, median of the rounds: call {ratios['call_us']:.2f}x, "
+        f"commit {ratios['commit_us']:.2f}x"
+    )
+    result = {"jobs": args.jobs, "n": args.n, "base": other, "summary": summary, "load": load}
+    print("RESULT " + json.dumps(result | {"ratios": ratios}))
     return 0
 
 

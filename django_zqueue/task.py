@@ -376,7 +376,8 @@ class Task(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
-        the job is published when the transaction commits (and never on rollback),
+        the job is published when the transaction commits (and never on rollback), with
+        the transaction's other jobs in one round trip (:mod:`.oncommit`),
         unless ``on_commit`` is off for this task or in settings; with
         ``ZQUEUE["OUTBOX"]`` it is written to the outbox table in the transaction and
         published by the relay (docs/outbox.md).
