@@ -14,6 +14,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -323,6 +324,34 @@ def test_django_tasks_backend_jobs_join_the_round_trip(project: dict[str, str]) 
         signal.disconnect(receiver)
     assert enqueued == [first.id, second.id]
     assert ready("default") == [first.id, mine.id] and ready("emails") == [second.id]
+
+
+def test_each_thread_sends_its_own_transaction_s_jobs(project: dict[str, str]) -> None:
+    """A thread's transaction (its own connection) open while another commits: each
+    commit sends the jobs of its own transaction only."""
+    from django.db import connections
+
+    started, go = threading.Event(), threading.Event()
+    theirs: list[Job] = []
+
+    def other_thread() -> None:
+        try:
+            with transaction.atomic():
+                theirs.extend([tasks.noop.enqueue(), tasks.noop.enqueue()])
+                started.set()
+                assert go.wait(30)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    assert started.wait(30)
+    with transaction.atomic():
+        mine = tasks.noop.enqueue()
+    assert ready() == [mine.id]
+    go.set()
+    thread.join(30)
+    assert ready() == [mine.id, theirs[0].id, theirs[1].id]
 
 
 def test_each_database_sends_its_own_jobs_at_its_own_commit(
