@@ -11,6 +11,7 @@ from django_zqueue.conf import QueueOptions, queue_options
 from django_zqueue.connection import is_cluster
 from django_zqueue.embedded import free_port
 from django_zqueue.exceptions import DuplicateJob, PartitionMismatch, QueueFull, QueueUnavailable
+from django_zqueue.keys import partition_of
 from django_zqueue.queue import Queue
 from django_zqueue.queue.sets import publish_sets
 
@@ -116,3 +117,21 @@ def test_redis_down_fails_every_set_and_raises_nothing() -> None:
     for sets in ([(a, [a.prepare(1)])], [(a, [a.prepare(1)]), (b, [b.prepare(2)])]):
         outcomes = publish_sets(sets)
         assert all(isinstance(o, QueueUnavailable) for o in outcomes), outcomes
+
+
+def test_a_set_spread_over_partitions_goes_alone_with_its_tags_checked(
+    make_queue: QueueFactory,
+) -> None:
+    q, parts = make_queue("q"), make_queue("p", partitions=4)
+    tags = ["a", "b", "c", "d"]
+    assert len({partition_of(t, 4) for t in tags}) > 1
+    parts.engine.ensure_layout()
+    q.engine.scripts.load_all()
+    sets = [(q, [q.prepare(1)]), (parts, [parts.prepare(i, tag=t) for i, t in enumerate(tags)])]
+    sets.append((q, [q.prepare(2)]))
+    with round_trips() as sent:
+        assert publish_sets(sets) == [None, None, None]
+    # q's first set | the spread set: its tags read, then its calls | q's last set
+    assert sent == ["EVALSHA", "HMGET", "EVALSHA", "EVALSHA"] or is_cluster(q.engine.client)
+    assert ready(q) == [sets[0][1][0].tag, sets[2][1][0].tag]
+    assert sorted(ready(parts)) == tags
