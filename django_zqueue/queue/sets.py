@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..connection import UNAVAILABLE_ERRORS
 from ..engine import PUBLISH_CHUNK, Shard
-from ..exceptions import DuplicateJob, QueueUnavailable, ZQueueError
+from ..exceptions import DuplicateJob, QueueUnavailable
 from ..records import NewJob
 from ..scripts import Call, Pending
 
@@ -44,7 +44,7 @@ def publish_sets(sets: Sequence[tuple[Queue, Sequence[NewJob]]]) -> list[Outcome
     for i, (queue, jobs) in enumerate(sets):
         try:
             queue.engine.ensure_layout()
-        except ZQueueError as exc:
+        except Exception as exc:
             outcomes[i] = exc
             continue
         if _shard_of(queue, jobs) is not None:
