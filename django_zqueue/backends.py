@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import traceback
@@ -49,7 +50,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import conf
+from . import conf, oncommit
 from ._django_tasks import (
     FRAMEWORKS,
     TASK_CLASSES,
@@ -267,14 +268,14 @@ class ZQueueBackend(BaseTaskBackend):
             body, result.id, task.priority, run_at=task.run_after, max_retries=retries
         )
 
-        def send() -> None:
-            queue.publish_prepared([job])
-            fw.task_enqueued.send(type(self), task_result=result)
-
+        enqueued = functools.partial(fw.task_enqueued.send, type(self), task_result=result)
         if self.enqueue_on_commit and transaction.get_connection().in_atomic_block:
-            transaction.on_commit(send, robust=True)
+            # sent with the transaction's other jobs, in one round trip (oncommit.py)
+            deferred = oncommit.Deferred(queue, [job], task.module_path, then=enqueued)
+            oncommit.defer(None, deferred)
         else:
-            send()
+            queue.publish_prepared([job])
+            enqueued()
         return result  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ finding a task

@@ -22,7 +22,6 @@ import asyncio
 import dataclasses
 import functools
 import inspect
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -30,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cas
 
 from django.db import transaction
 
-from . import conf, registry, tracing
+from . import conf, oncommit, registry, tracing
 from .bounds import MAX_DELAY, check_job_options
 from .callcheck import check_call
 from .conf import Backoff
-from .exceptions import InvalidArgument, ZQueueError
+from .exceptions import InvalidArgument
 from .fairness import group_problem
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
 from .queue import NewJob, Queue, get_queue, new_tag
@@ -279,24 +278,12 @@ class Task(Generic[P, R]):
                 )
                 return True
 
-            def send() -> None:
-                try:
-                    self._publish(queue, jobs, parents)
-                except Exception as exc:
-                    # The transaction has committed: nothing can be undone. One line with
-                    # what was lost (a traceback only for an unexpected error), and no
-                    # re-raise, which would make Django log it all again; later on-commit
-                    # callbacks run either way.
-                    log.error(
-                        "event=publish_after_commit_failed task=%s queue=%s jobs=%s error=%s",
-                        self.name,
-                        queue.name,
-                        ",".join(j.tag for j in jobs),
-                        json.dumps(f"{type(exc).__name__}: {exc}"),
-                        exc_info=not isinstance(exc, ZQueueError),
-                    )
-
-            transaction.on_commit(send, using=self.using_db, robust=True)
+            # sent with the transaction's other jobs, in one round trip (oncommit.py); the
+            # debounce and unique-for rules and a workflow's links by calls of their own
+            alone = None
+            if parents is not None or self.debounce is not None or self.unique_for is not None:
+                alone = functools.partial(self._publish, queue, jobs, parents)
+            oncommit.defer(self.using_db, oncommit.Deferred(queue, jobs, self.name, alone))
             return True
         self._publish(queue, jobs, parents)
         return False
@@ -389,7 +376,8 @@ class Task(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
-        the job is published when the transaction commits (and never on rollback),
+        the job is published when the transaction commits (and never on rollback), with
+        the transaction's other jobs in one round trip (:mod:`.oncommit`),
         unless ``on_commit`` is off for this task or in settings; with
         ``ZQUEUE["OUTBOX"]`` it is written to the outbox table in the transaction and
         published by the relay (docs/outbox.md).

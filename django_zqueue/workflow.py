@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import transaction
 
-from . import conf
+from . import conf, oncommit
 from .exceptions import InvalidArgument, ZQueueError
 from .job import poll
 from .links import MAX_LINKS, FlowJob, Kid, Ref
@@ -137,7 +137,10 @@ class _Plan:
                         exc_info=not isinstance(exc, ZQueueError),
                     )
 
-            transaction.on_commit(publish, using=first.using_db, robust=True)
+            # at its place among the transaction's other jobs (oncommit.py), by its own calls
+            jobs = [fj.job for _, fj in parts]
+            deferred = oncommit.Deferred(first.queue, jobs, first.name, alone=publish)
+            oncommit.defer(first.using_db, deferred)
         else:
             publish_flow(parts)
         return self.handle(final)

@@ -48,6 +48,7 @@ LAYERS: list[set[str]] = [
         "tracing",
         "workflow",
         "outbox",
+        "oncommit",
     },  # tasks
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
     {

@@ -1,0 +1,148 @@
+"""Sets of prepared jobs, of one or more queues on one Redis, published in one round trip
+(:func:`publish_sets`): what a transaction's commit sends for the jobs enqueued in it.
+
+Each set is what one caller prepared (one ``enqueue``): it succeeds or fails on its own,
+as if it had been published alone with :meth:`Queue.publish_prepared`. To save script
+calls, the sets that go to one shard share a ``publish`` call (up to 100 jobs, whole sets
+only); all calls go in one pipeline. ``publish.lua`` writes all of a call's jobs or none,
+so a call refused as a whole (a tag in use, ``max_length`` reached) is sent again one call
+per set, in one more round trip: each set then gets its own answer, and no job of the
+other sets is lost or written twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..connection import UNAVAILABLE_ERRORS
+from ..engine import PUBLISH_CHUNK, Shard
+from ..exceptions import DuplicateJob, QueueUnavailable
+from ..records import NewJob
+from ..scripts import Call, Pending
+
+if TYPE_CHECKING:
+    from .core import Queue
+
+#: a set's outcome: None (all its jobs written), or why nothing of it was
+Outcome = BaseException | None
+#: one publish call: its shard, and the sets (indexes) whose jobs it carries
+_Planned = tuple[Shard, list[int]]
+
+
+def publish_sets(sets: Sequence[tuple[Queue, Sequence[NewJob]]]) -> list[Outcome]:
+    """Publish each ``(queue, jobs)`` set, in order; the outcome of each set.
+
+    A set of at most 100 jobs of one shard joins the shared calls of one round trip; a
+    larger set, or one spread over partitions, is sent alone by ``publish_prepared`` at
+    its place in the order (the round trips it needs, its tags checked first). A set
+    whose queue cannot check its partition layout fails with that error. A connection
+    error fails every set of the round trip it broke (their jobs may or may not be
+    written: Redis did not answer). Nothing is raised."""
+    outcomes: list[Outcome] = [None] * len(sets)
+    run: list[int] = []  # sets that share the next round trip
+    for i, (queue, jobs) in enumerate(sets):
+        try:
+            queue.engine.ensure_layout()
+        except Exception as exc:
+            outcomes[i] = exc
+            continue
+        if _shard_of(queue, jobs) is not None:
+            run.append(i)
+            continue
+        _send_shared(sets, run, outcomes)
+        run = []
+        try:
+            queue.publish_prepared(jobs)
+        except Exception as exc:
+            outcomes[i] = exc
+    _send_shared(sets, run, outcomes)
+    return outcomes
+
+
+def _shard_of(queue: Queue, jobs: Sequence[NewJob]) -> Shard | None:
+    """The one shard all of ``jobs`` go to, if they fit one call; else None."""
+    if not jobs or len(jobs) > PUBLISH_CHUNK:
+        return None
+    shard = queue.engine.shard_for(jobs[0].tag)
+    if any(queue.engine.shard_for(j.tag) is not shard for j in jobs[1:]):
+        return None
+    return shard
+
+
+def _plan(sets: Sequence[tuple[Queue, Sequence[NewJob]]], run: list[int]) -> list[_Planned]:
+    """The shared calls of the sets ``run``: per shard, whole sets in order, at most
+    :data:`PUBLISH_CHUNK` jobs a call."""
+    calls: list[_Planned] = []
+    open_call: dict[int, tuple[_Planned, int]] = {}  # id(shard) -> its call being filled, jobs
+    for i in run:
+        queue, jobs = sets[i]
+        shard = queue.engine.shard_for(jobs[0].tag)
+        current, size = open_call.get(id(shard), (None, 0))
+        if current is None or size + len(jobs) > PUBLISH_CHUNK:
+            current, size = (shard, []), 0
+            calls.append(current)
+        current[1].append(i)
+        open_call[id(shard)] = (current, size + len(jobs))
+    return calls
+
+
+def _send_shared(
+    sets: Sequence[tuple[Queue, Sequence[NewJob]]], run: list[int], outcomes: list[Outcome]
+) -> None:
+    """Send the sets ``run`` in one round trip; a call refused as a whole, carrying
+    several sets, is sent again one call per set (one more round trip)."""
+    if not run:
+        return
+    planned = _plan(sets, run)
+    calls = [shard.publish([j for i in members for j in sets[i][1]]) for shard, members in planned]
+    again: list[int] = []
+    for (_, members), outcome in zip(planned, _send(sets[run[0]][0], calls), strict=True):
+        if outcome is not None and len(members) > 1 and not _unavailable(outcome):
+            again.extend(members)
+        else:
+            for i in members:
+                outcomes[i] = outcome
+    if again:
+        alone = [sets[i][0].engine.shard_for(sets[i][1][0].tag).publish(sets[i][1]) for i in again]
+        for i, outcome in zip(again, _send(sets[again[0]][0], alone), strict=True):
+            outcomes[i] = outcome
+
+
+def _send(queue: Queue, calls: list[Call[list[tuple[str, str]]]]) -> list[Outcome]:
+    """Send publish ``calls`` in one round trip (one call: a plain EVALSHA), and the
+    outcome of each (a failed round trip: its error, for every call). Every queue of a
+    Django project shares one client, so one engine's pipeline carries the calls of all
+    (on a Redis Cluster: one round trip per node, as redis-py's cluster pipeline sends)."""
+    engine = queue.engine
+    if len(calls) == 1:
+        try:
+            return [_clashes(engine.run(calls[0]))]
+        except Exception as exc:
+            return [exc]
+    batch = engine.batch()
+    pending = [batch.add(call) for call in calls]
+    try:
+        engine.send(batch)
+    except Exception as exc:
+        return [exc] * len(calls)
+    return [_reply(p) for p in pending]
+
+
+def _reply(pending: Pending[list[tuple[str, str]]]) -> Outcome:
+    try:
+        return _clashes(pending.result())
+    except Exception as exc:
+        return exc
+
+
+def _clashes(found: list[tuple[str, str]]) -> Outcome:
+    """A publish call's clashes as an outcome: None (written), or DuplicateJob."""
+    if found:
+        return DuplicateJob([t for t, _ in found], [s for _, s in found])
+    return None
+
+
+def _unavailable(outcome: BaseException) -> bool:
+    """Redis did not answer (or not for this call): sending again now would not help."""
+    return isinstance(outcome, (QueueUnavailable, UNAVAILABLE_ERRORS))
