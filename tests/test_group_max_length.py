@@ -5,6 +5,7 @@ nothing (docs/fairness.md, "A group's waiting jobs: group_max_length")."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -198,6 +199,28 @@ def test_jobs_that_leave_the_line_make_room(make_queue: QueueFactory) -> None:
     with pytest.raises(QueueFull):
         q.publish("w", group="a")
     assert waiting(q, "a") == 3
+
+
+def test_expired_jobs_make_room(make_queue: QueueFactory) -> None:
+    """A job not started before its expiry ends "expired" (by scan, or by the claim that
+    meets it at the head) and no longer counts."""
+    q = limited(make_queue, 2)
+    by_scan = q.publish("late", group="a", expires=0.05)
+    at_head = q.publish("late", group="a", expires=0.05)
+    with pytest.raises(QueueFull):
+        q.publish("x", group="a")
+    time.sleep(0.08)  # past their expiry (Redis' clock runs with ours here)
+    q.scan(1)  # ends at most one: the other waits
+    assert sorted([q.state(by_scan), q.state(at_head)]) == ["expired", "ready"]
+    q.publish("x", group="a")  # the expired one's room
+    with pytest.raises(QueueFull, match="has 2 jobs waiting"):
+        q.publish("y", group="a")
+    assert q.claim(5, "c")[0][0].body == "x"  # the claim ends the other one at the head
+    assert [q.state(by_scan), q.state(at_head)] == ["expired", "expired"]
+    q.publish("y", group="a")
+    q.publish("z", group="a")
+    with pytest.raises(QueueFull, match="has 2 jobs waiting"):
+        q.publish("w", group="a")
 
 
 def test_a_tag_used_again_by_another_group_counts_for_that_group_only(
