@@ -39,7 +39,7 @@ MAX_TAG_BYTES = 256
 MAX_QUEUE_LENGTH = 10**12
 #: most waiting jobs of one group a fair queue's ``group_max_length`` may allow (a publish
 #: past the count of a group's index entries reads up to this many + 1000 of them)
-MAX_GROUP_LENGTH = 10_000
+MAX_GROUP_LENGTH = 1000
 
 _MAX_DELAY_MS = MAX_DELAY * 1000
 

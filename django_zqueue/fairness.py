@@ -112,7 +112,7 @@ def _limit_options(
     name: str, merged: Mapping[str, Any], kw: dict[str, Any], report: Report
 ) -> None:
     """group_concurrency (1..1000 or None), group_qps (> 0 up to 10^6 or None) and
-    group_max_length (1..10^4 or None): fair queues only, and not with partitions (a
+    group_max_length (1..1000 or None): fair queues only, and not with partitions (a
     limit is kept in one hash tag)."""
     for key, top, integer in (
         ("group_concurrency", MAX_GROUP_CONCURRENCY, True),

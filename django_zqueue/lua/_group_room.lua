@@ -17,7 +17,7 @@
 --@include record
 
 local GROUP_SLACK = 1000 -- entries of a group's jobs not waiting, read past its limit
-local GROUP_WALK = 12000 -- entries read per call, in all
+local GROUP_WALK = 4000 -- entries read per call, in all
 local GROUP_STEP = 1000 -- ids per command (unpack has a limit)
 
 local function group_lex(group)

@@ -3,14 +3,14 @@
 -- call checks again, _group_room.lua).
 --
 -- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] meta HASH   KEYS[4] gjobs ZSET
--- ARGV[1] group_max_length (1..MAX_GROUP_LENGTH)
+-- ARGV[1] group_max_length (1..MAX_GROUP_LENGTH, 1000)
 -- ARGV[2 * i], ARGV[2 * i + 1] group i (a job's group key; '' for jobs without one) and
 --   the jobs of group i that would enter ready or delayed (1..10^6), i = 1..m, m >= 1
 -- Raises ZQ_BAD_ARGUMENT for arguments out of bounds; ZQ_QUEUE_FULL naming the first
 --   group whose jobs do not fit.
 -- Returns: 0 (every group has room); read-only.
 -- Work: one ZLEXCOUNT per group; for a group past its limit, up to its limit + 1000
---   index entries read (12000 in all).
+--   index entries read (4000 in all).
 
 --@include bounds
 --@include group_room

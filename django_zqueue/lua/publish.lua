@@ -24,7 +24,7 @@
 -- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
 --   ZADD) plus up to 4 ZSCOREs per clashing tag; with group_max_length, one ZLEXCOUNT per
 --   group of the call, and for a group past it up to its limit + 1000 index entries read
---   (12000 in all, _group_room.lua).
+--   (4000 in all, _group_room.lua).
 
 --@include bounds
 --@include now_ms
