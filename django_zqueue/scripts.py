@@ -379,8 +379,9 @@ class Scripts:
                     k.expired,
                     k.wf_out,
                     k.wf_res,
+                    k.gjobs,
                 ),
-                (*args, consumer, p.group_concurrency, p.group_qps),
+                (*args, consumer, p.group_concurrency, p.group_qps, p.group_max_length),
                 lambda reply: Claimed.from_reply(queue, reply),
             )
         return Call(

@@ -309,10 +309,7 @@ def test_entries_of_finished_jobs_are_dropped_when_a_group_is_counted(
 ) -> None:
     q = limited(make_queue, 3)
     for _ in range(3):
-        q.publish("x", group="a")
-        msg = q.get()
-        assert msg is not None
-        q.ack(msg)
+        assert q.delete(q.publish("x", group="a"))  # no claim: no sweep either
     assert redis_client.zcard(q.keys.gjobs) == 3  # an upper bound: 0 wait
     q.publish("y", group="a")  # 3 + 1 > 3: the entries are read, the finished ones dropped
     assert redis_client.zcard(q.keys.gjobs) == 1
@@ -399,3 +396,44 @@ def test_an_index_of_the_wrong_type_stops_a_publish_before_it_writes(
         with pytest.raises(ZQueueError, match="gjobs"):
             publish()
         assert snapshot(redis_client, prefix) == before
+
+
+def test_claims_sweep_the_entries_of_an_idle_groups_finished_jobs(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    q = limited(make_queue, 50)
+    for _ in range(30):
+        q.publish("x", group="idle")
+    kept = [q.publish("w", group="busy", delay=60)]
+    q.publish("l", group="lease")
+    msgs = []
+    for _ in range(31):
+        msg = q.get()
+        assert msg is not None
+        msgs.append(msg)
+    leased = [m for m in msgs if m.body == "l"]
+    assert len(leased) == 1
+    q.ack_many([m for m in msgs if m.body == "x"])
+    assert redis_client.zcard(q.keys.gjobs) == 32  # nothing counted them since
+    # a claim that leases nothing sweeps 200 entries from the cursor the busy claims
+    # moved (10 each): to the end, then (past the end) the cursor starts again
+    for _ in range(3):
+        q.claim(5, "c")
+    left = {m.decode().split("\0", 1)[1] for m in redis_client.zrange(q.keys.gjobs, 0, -1)}
+    assert left == {*kept, leased[0].tag}  # a delayed job's and a leased job's entries stay
+    assert q.state(leased[0].tag) == "leased"
+
+
+def test_a_queue_without_the_limit_sweeps_nothing(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    """Entries left by an earlier setting with the limit stay: a claim of a queue without
+    it never reads the index."""
+    limited(make_queue, 5).publish("x", group="a")
+    plain = make_queue("q", fairness="groups")
+    msg = plain.get()
+    assert msg is not None
+    plain.ack(msg)
+    plain.claim(5, "c")
+    assert redis_client.zcard(plain.keys.gjobs) == 1
+    assert redis_client.hget(plain.keys.ctr, "jsweep") is None

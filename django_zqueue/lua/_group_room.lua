@@ -14,6 +14,9 @@
 --   count as waiting, so a check cut short may refuse, never let a group past its limit).
 --   Returns the stale entries it found, for group_index.
 -- group_index(k, stale, members): drop `stale` and add `members` (after the checks).
+-- group_sweep(k, count): check `count` entries from a rotating cursor (ctr field
+--   'jsweep', the last entry checked) and drop the stale ones, so the entries of an idle
+--   group's finished jobs go too (claim_fair.lua, on a queue with the limit).
 --@include record
 
 local GROUP_SLACK = 1000 -- entries of a group's jobs not waiting, read past its limit
@@ -74,6 +77,33 @@ local function check_group_room(k, limit, order, adds)
     end
   end
   return stale
+end
+
+local function group_sweep(k, count)
+  local cur = redis.call('HGET', k.ctr, 'jsweep')
+  local members = redis.call('ZRANGEBYLEX', k.gjobs, cur and '(' .. cur or '-', '+',
+    'LIMIT', 0, count)
+  if #members == 0 then
+    redis.call('HDEL', k.ctr, 'jsweep')
+    return
+  end
+  redis.call('HSET', k.ctr, 'jsweep', members[#members])
+  local groups, ids = {}, {}
+  for i, m in ipairs(members) do
+    local at = string.find(m, '\0', 1, true) or #m + 1 -- a group has no NUL; an id may
+    groups[i], ids[i] = string.sub(m, 1, at - 1), string.sub(m, at + 1)
+  end
+  local raws = redis.call('HMGET', k.meta, unpack(ids))
+  local stale = {}
+  for i, raw in ipairs(raws) do
+    local meta = raw and parse_record(raw, true)
+    if not (raw and (not meta or (meta.g or '') == groups[i])) then
+      stale[#stale + 1] = members[i]
+    end
+  end
+  if #stale > 0 then
+    redis.call('ZREM', k.gjobs, unpack(stale))
+  end
 end
 
 local function group_index(k, stale, members)
