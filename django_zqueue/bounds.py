@@ -37,6 +37,9 @@ MAX_LINKS = 10_000
 MAX_TAG_BYTES = 256
 #: most waiting jobs (ready and delayed) a queue's ``max_length`` may allow
 MAX_QUEUE_LENGTH = 10**12
+#: most waiting jobs of one group a fair queue's ``group_max_length`` may allow (a publish
+#: past the count of a group's index entries reads up to this many + 1000 of them)
+MAX_GROUP_LENGTH = 1000
 
 _MAX_DELAY_MS = MAX_DELAY * 1000
 
@@ -157,6 +160,7 @@ def lua_source() -> str:
         "MAX_EXACT": MAX_EXACT,
         "MAX_LINKS": MAX_LINKS,
         "MAX_QUEUE_LENGTH": MAX_QUEUE_LENGTH,
+        "MAX_GROUP_LENGTH": MAX_GROUP_LENGTH,
         "PRIORITY_MIN": PRIORITY_MIN,
         "PRIORITY_MAX": PRIORITY_MAX,
     }

@@ -92,6 +92,8 @@ class QueueOptions:
     group_concurrency: int | None = None  # most jobs of one group in flight
     group_qps: float | None = None  # most starts of one group per second
     max_length: int | None = None  # most jobs waiting (ready + delayed); past it: QueueFull
+    #: fair queues: most jobs of one group waiting (ready + delayed); past it: QueueFull
+    group_max_length: int | None = None
 
     @property
     def visibility_timeout_ms(self) -> int:

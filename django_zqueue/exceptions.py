@@ -67,11 +67,12 @@ class DuplicateJob(ZQueueError):
 
 
 class QueueFull(ZQueueError):
-    """The queue already holds its ``max_length`` waiting jobs (ready and delayed), so
-    the publish was refused and wrote nothing: retry later, or raise the queue's
-    ``max_length``. ``published`` lists the tags of the same ``publish_many`` call that
-    *were* written (only possible when the call spans several script calls and other
-    clients filled the queue between its check and a later chunk)."""
+    """The queue already holds its ``max_length`` waiting jobs (ready and delayed), or a
+    job's group in a fair queue its ``group_max_length`` (the message names the group),
+    so the publish was refused and wrote nothing: retry later, or raise the limit.
+    ``published`` lists the tags of the same ``publish_many`` call that *were* written
+    (only possible when the call spans several script calls and other clients filled
+    the queue between its check and a later chunk)."""
 
     code = "ZQ_QUEUE_FULL"
 

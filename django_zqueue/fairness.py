@@ -27,6 +27,8 @@ MAX_VTIME = 2**50
 #: bounds of the per-group limits (claim_fair.lua checks them too)
 MAX_GROUP_CONCURRENCY = 1000
 MAX_GROUP_QPS = 1_000_000
+#: bound of group_max_length (the publish scripts check it too)
+MAX_GROUP_LENGTH = bounds.MAX_GROUP_LENGTH
 
 Report = Callable[[str, str, str], None]
 
@@ -55,8 +57,8 @@ def weight_problem(weight: object) -> str | None:
 def fairness_options(
     name: str, merged: Mapping[str, Any], kw: dict[str, Any], report: Report
 ) -> None:
-    """``fairness``, ``group_weights``, ``group_concurrency`` and ``group_qps`` (E021)
-    into ``kw`` when valid."""
+    """``fairness``, ``group_weights``, ``group_concurrency``, ``group_qps`` and
+    ``group_max_length`` (E021) into ``kw`` when valid."""
     if "fairness" in merged:
         v = merged["fairness"]
         if v not in FAIRNESS_MODES:
@@ -109,11 +111,13 @@ def fairness_options(
 def _limit_options(
     name: str, merged: Mapping[str, Any], kw: dict[str, Any], report: Report
 ) -> None:
-    """group_concurrency (1..1000 or None) and group_qps (> 0 up to 10^6 or None): fair
-    queues only, and not with partitions (a limit is kept in one hash tag)."""
+    """group_concurrency (1..1000 or None), group_qps (> 0 up to 10^6 or None) and
+    group_max_length (1..1000 or None): fair queues only, and not with partitions (a
+    limit is kept in one hash tag)."""
     for key, top, integer in (
         ("group_concurrency", MAX_GROUP_CONCURRENCY, True),
         ("group_qps", MAX_GROUP_QPS, False),
+        ("group_max_length", MAX_GROUP_LENGTH, True),
     ):
         if merged.get(key) is None:
             continue

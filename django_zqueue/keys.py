@@ -40,6 +40,7 @@ class QueueKeys:
     grate: str  # HASH group -> theoretical arrival time, ms (group_qps)
     gpark: str  # ZSET (lex) "group\0order\0score\0run-at\0id": jobs set aside by group
     gwait: str  # ZSET group -> ms of the next look at its set-aside jobs
+    gjobs: str  # ZSET (lex) "group\0id": jobs published under group_max_length (index)
     wait: str  # ZSET id -> ms it began waiting for its parents (workflows: "waiting")
     wf_out: str  # ZSET id -> ms its end was recorded: the workflow outbox
     wf_res: str  # HASH id -> "1<result JSON>" (succeeded) or "0" (failed): outbox entries
@@ -117,6 +118,7 @@ class QueueKeys:
             self.grate,
             self.gpark,
             self.gwait,
+            self.gjobs,
             self.expiry,
             self.expired,
             self.proto,
@@ -149,6 +151,7 @@ KEY_TYPES: dict[str, str] = {
     "grate": "hash",
     "gpark": "zset",
     "gwait": "zset",
+    "gjobs": "zset",
     "wait": "zset",
     "wf_out": "zset",
     "wf_res": "hash",
@@ -212,6 +215,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         grate=f"{tag}:grate",
         gpark=f"{tag}:gpark",
         gwait=f"{tag}:gwait",
+        gjobs=f"{tag}:gjobs",
         wait=f"{tag}:wait",
         wf_out=f"{tag}:wf_out",
         wf_res=f"{tag}:wf_res",

@@ -117,6 +117,7 @@ SCRIPT_NAMES = (
     "signal",
     "parked",
     "search",
+    "group_check",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
@@ -279,6 +280,7 @@ class Policy:
     group_concurrency: int = 0  # fair queues: jobs of one group in flight (0: no limit)
     group_qps: float = 0  # fair queues: starts of one group per second (0: no limit)
     max_length: int = 0  # most jobs ready + delayed per shard at a publish (0: no limit)
+    group_max_length: int = 0  # fair queues: most jobs of one group ready + delayed (0: none)
     compact: bool = True  # new jobs as compact records (False: the JSON layout, lua/_record.lua)
 
 
@@ -349,16 +351,17 @@ class Scripts:
     ) -> Call[list[tuple[str, str]]]:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        head = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length)
+        head = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
         args = (*head, *(job_arg(j, None, p.compact) for j in jobs))
-        return Call("publish", (*keys, k.wait, k.expiry, k.expired), args, _clashes)
+        return Call("publish", (*keys, k.wait, k.expiry, k.expired, k.gjobs), args, _clashes)
 
     def publish_once(self, k: QueueKeys, p: Policy, job: NewJob) -> Call[tuple[str, str]]:
         """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
         ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, job_arg(job, None, p.compact), p.max_length)
-        more = (k.unique(job.tag), k.wait, k.expiry, k.expired)
+        job_spec = job_arg(job, None, p.compact)
+        args = (p.mode, p.aging_us, p.notify_cap, job_spec, p.max_length, p.group_max_length)
+        more = (k.unique(job.tag), k.wait, k.expiry, k.expired, k.gjobs)
         return Call("publish_once", (*keys, *more), args, _once)
 
     def claim(
@@ -384,8 +387,9 @@ class Scripts:
                     k.expired,
                     k.wf_out,
                     k.wf_res,
+                    k.gjobs,
                 ),
-                (*args, consumer, p.group_concurrency, p.group_qps),
+                (*args, consumer, p.group_concurrency, p.group_qps, p.group_max_length),
                 lambda reply: Claimed.from_reply(queue, reply),
             )
         return Call(
@@ -576,11 +580,17 @@ class Scripts:
     ) -> Call[list[tuple[str, str]]]:
         """As :meth:`publish`, with each job's links (at most 100 jobs)."""
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length)
+        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
         specs = tuple(job_arg(fj.job, fj.link_fields(), p.compact) for fj in jobs)
         wf = tuple(k.wf(fj.job.tag) for fj in jobs)
-        more = (k.wait, k.expiry, k.expired, *wf)
+        more = (k.wait, k.expiry, k.expired, k.gjobs, *wf)
         return Call("wf_publish", (*keys, *more), (*args, *specs), _clashes)
+
+    def group_check(self, k: QueueKeys, p: Policy, adds: Sequence[tuple[str, int]]) -> Call[int]:
+        """Read-only: raises :class:`QueueFull` naming the first group of ``adds`` (group
+        key, jobs that would enter a line) whose jobs do not fit in ``group_max_length``."""
+        args = (p.group_max_length, *(x for group, n in adds for x in (group, n)))
+        return Call("group_check", (k.ready, k.delayed, k.meta, k.gjobs), args, _int)
 
     def wf_link(self, k: QueueKeys, parent: str, kid: str, most: int) -> Call[str]:
         """Returns ``linked``, ``dead``, ``corrupt`` or '' (no such parent)."""

@@ -160,7 +160,7 @@ SCENARIOS: dict[str, Scenario] = {
         dc.parked_call(q.engine.shards[0], "a"),
     )[-1],
 }
-FAIR = {"claim_fair"}
+FAIR = {"claim_fair", "group_check"}
 
 
 def scenario(name: str, make_queue: QueueFactory, n: int) -> tuple[Queue, Call[Any]]:
@@ -170,6 +170,11 @@ def scenario(name: str, make_queue: QueueFactory, n: int) -> tuple[Queue, Call[A
         q.publish("b", tag="b", group="g")
         q.publish("d", tag="d", delay=0.001)
         return q, q.engine.shards[0].claim(5, "c")
+    if name == "group_check":  # a group past the index's count: its entries are read
+        q = make_queue(f"g{n}", fairness="groups", group_max_length=2)
+        q.publish("a", tag="a", group="g")
+        q.publish("b", tag="b", group="g", delay=60)
+        return q, q.engine.shards[0].group_check([("g", 1)])
     q = make_queue(f"q{n}")
     return q, SCENARIOS[name](q)
 

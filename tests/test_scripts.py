@@ -156,7 +156,7 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
             arg = pack_map({"id": "t", "body": b"1", name: bad})
             keys = q.engine.scripts.publish(q.keys, q.engine.policy, [NewJob("t", b"1")]).keys
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
-                q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, arg)
+                q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg)
     assert q.counts()["ready"] == 0
 
 
@@ -190,6 +190,8 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
     """The KEYS listed in the header are exactly the keys scripts.py passes."""
     if name == "claim_fair":
         q = make_queue("fairq", fairness="groups")
+    if name == "group_check":  # the check before a publish of several calls
+        q = make_queue("fairg", fairness="groups", group_max_length=500)
     declared = {int(i) for i in re.findall(r"KEYS\[(\d+)\]", op_source(name).split("\n\n")[0])}
     seen: list[int] = []
     scripts = q.engine.scripts
@@ -248,6 +250,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q.signal(durable, "ev", 1)
         q.engine.run(dc.park_call(q.engine.shards[0], msg, "z:nap", 60_000, 60_000))
         dc.parked(q, durable)
+        q.publish_many(["m"] * 101)  # two publish calls: checked first (group_check)
     finally:
         Batch.add = original_batch  # type: ignore[method-assign]
     assert seen, f"{name} was not called"

@@ -11,7 +11,7 @@ import redis
 
 from .. import conf
 from ..connection import get_client, slot_groups, socket_timeout, unavailable_as_error
-from ..exceptions import InvalidArgument
+from ..exceptions import ConfigurationError, InvalidArgument
 from ..keys import QueueKeys, partition_keys, partition_of, queue_keys
 from ..records import Message
 from ..scripts import Batch, Call, Policy, ScoreMode, Scripts
@@ -62,6 +62,11 @@ class EngineBase:
             raise InvalidArgument(f"partitions must be an int in [1, {conf.MAX_PARTITIONS}]")
         if n > 1 and (o.concurrency or o.qps):
             raise InvalidArgument("concurrency and qps cannot be combined with partitions > 1")
+        if o.group_max_length is not None and (o.fairness != "groups" or n > 1):
+            raise ConfigurationError(
+                f"queue {name!r}: group_max_length needs fairness='groups' and partitions = 1; "
+                "set fairness='groups', or use max_length for the whole queue"
+            )
         #: number of partitions (hash tags) the queue's jobs are spread over
         self.partitions = n
         self.client: redis.Redis = client if client is not None else get_client()
@@ -83,6 +88,7 @@ class EngineBase:
             group_qps=o.group_qps or 0,
             # on a partitioned queue each partition holds its share
             max_length=-(-(o.max_length or 0) // n),
+            group_max_length=o.group_max_length or 0,
             compact=conf.get_config().compact_records,
         )
         #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)

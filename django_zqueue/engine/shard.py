@@ -122,6 +122,9 @@ class Shard:
     def wf_publish(self, jobs: Sequence[FlowJob]) -> Call[list[tuple[str, str]]]:
         return self.scripts.wf_publish(self.keys, self.policy, jobs)
 
+    def group_check(self, adds: Sequence[tuple[str, int]]) -> Call[int]:
+        return self.scripts.group_check(self.keys, self.policy, adds)
+
     def wf_link(self, parent: str, kid: str, most: int) -> Call[str]:
         return self.scripts.wf_link(self.keys, parent, kid, most)
 

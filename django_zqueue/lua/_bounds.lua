@@ -9,6 +9,7 @@ local MAX_DELAY_MS = 315360000000
 local MAX_EXACT = 9007199254740992
 local MAX_LINKS = 10000
 local MAX_QUEUE_LENGTH = 1000000000000
+local MAX_GROUP_LENGTH = 1000
 local PRIORITY_MIN = -1000
 local PRIORITY_MAX = 1000
 local function bound(name) -- a table would be built on every call: an if chain is not

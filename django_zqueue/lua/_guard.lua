@@ -12,7 +12,7 @@
 
 -- the type of each key by the name after its hash tag (strings, not a table: a table
 -- would be built on every call); 'errors', 'progress', 'stats', 'notify': see above
-local ZSETS = ' ready delayed leased dead sched ginflight gpark gwait wait wf_out expiry expired '
+local ZSETS = ' ready delayed leased dead sched ginflight gpark gwait gjobs wait wf_out expiry expired '
 local HASHES = ' body meta ctr rate workers sched_defs sched_last gstarts gstarts_prev grate wf_res wf steps proto '
 local STRINGS = ' cancelled '
 

@@ -16,18 +16,22 @@
 --   and the hint is -1)
 -- KEYS[18] expiry ZSET   KEYS[19] expired ZSET   KEYS[20] wf_out ZSET   KEYS[21] wf_res HASH
 --   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua)
+-- KEYS[22] gjobs ZSET (group_max_length's index, _group_room.lua: swept when ARGV[9] > 0,
+--   else not touched)
 -- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
 -- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
 -- ARGV[5] promote_limit                  ARGV[6] consumer id
 -- ARGV[7] group_concurrency (0 = unlimited, else 1..1000)
 -- ARGV[8] group_qps (0 = unlimited)
+-- ARGV[9] group_max_length (0 = none; above 0: its index is swept)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...} as claim.lua; hint 0 also
 --   when jobs were only set aside (claim again), else the earliest of the next delayed
 --   job and the next look at a waiting group.
 -- Work: O((batch + promote_limit + PARK_MAX) log N), plus at most VERIFY_BUDGET (2000)
 --   in-flight entries checked, UNPARK_GROUPS (4) waiting groups of up to 100 jobs, and
---   10 entries of each sweep (fair_sweep, limits_sweep; 200 when nothing was leased).
+--   10 entries of each sweep (fair_sweep, limits_sweep, group_sweep; 200 when nothing
+--   was leased).
 
 --@include now_ms
 --@include bounds
@@ -41,25 +45,31 @@
 --@include count
 --@include guard
 --@include record
+--@include group_room
 
-guard_keys(KEYS)
+guard_keys({unpack(KEYS, 1, 21)})
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
   meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
   gstarts = KEYS[11], gstarts_prev = KEYS[12], ginflight = KEYS[13], grate = KEYS[14],
   gpark = KEYS[15], gwait = KEYS[16], expiry = KEYS[18], expired = KEYS[19], wf_out = KEYS[20],
-  wf_res = KEYS[21]}
+  wf_res = KEYS[21], gjobs = KEYS[22]}
 local rate = KEYS[7]
 local batch, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local concurrency, qps = tonumber(ARGV[3]), tonumber(ARGV[4])
 local consumer, gc, gq = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local gmax = tonumber(ARGV[9])
 if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)
   or not is_int(concurrency, 0, MAX_EXACT) or not (qps and qps >= 0 and qps < MAX_EXACT)
   or not is_int(tonumber(ARGV[5]), 0, 5000) or not is_int(gc, 0, 1000)
-  or not (gq and gq >= 0 and gq <= 1000000) then
+  or not (gq and gq >= 0 and gq <= 1000000) or not is_int(gmax, 0, MAX_GROUP_LENGTH) then
   error('ZQ_BAD_ARGUMENT: claim_fair needs batch 1..100, visibility_ms ' .. MIN_LEASE_MS ..
     '..' .. MAX_LEASE_MS .. ', concurrency >= 0, qps >= 0, promote_limit 0..5000, ' ..
-    'group_concurrency 0..1000, group_qps 0..1000000')
+    'group_concurrency 0..1000, group_qps 0..1000000, group_max_length 0..' .. MAX_GROUP_LENGTH)
+end
+
+if gmax > 0 then -- the index is written only by the sweep, after the other writes
+  guard_keys({k.gjobs})
 end
 
 if redis.call('EXISTS', KEYS[17]) == 1 then
@@ -223,6 +233,9 @@ expire_jobs(k, lapsed, now)
 local sweep = #good > 0 and SWEEP_BUSY or SWEEP_IDLE
 limits_sweep(k, lim, now, sweep)
 fair_sweep(k, sweep)
+if gmax > 0 then
+  group_sweep(k, sweep)
+end
 if qps > 0 and n > 0 then
   redis.call('HSET', rate, 'tokens', fmt(tokens - #good), 'ts', now)
 end

@@ -6,19 +6,25 @@
 -- KEYS[10] wait     ZSET (read only to name a clash with a job waiting for its parents)
 -- KEYS[11] expiry   ZSET (the expiry of each job that has one)
 -- KEYS[12] expired  ZSET (read only to name a clash with an expired job)
+-- KEYS[13] gjobs    ZSET (fair queues with group_max_length: "<group>\0<id>" per job,
+--   _group_room.lua; not touched when ARGV[6] is 0)
 -- ARGV[1] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[2] aging_us (µs one priority step is worth)
 -- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
 -- ARGV[5] max_length (most jobs ready + delayed in this shard; 0 = no limit)
--- ARGV[5 + i] job i, one MessagePack map (_new_job.lua, django_zqueue/jobspec.py): id,
+-- ARGV[6] group_max_length (fair queues: most jobs of one group ready + delayed; 0 = no limit)
+-- ARGV[6 + i] job i, one MessagePack map (_new_job.lua, django_zqueue/jobspec.py): id,
 --   body and the options it sets by name (priority, score, delay_ms, run_at_ms,
 --   max_retries, visibility_timeout_ms, group, weight)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose fields are out of bounds or
---   unknown; ZQ_QUEUE_FULL (nothing written) when the n jobs do not fit in max_length.
+--   unknown; ZQ_QUEUE_FULL (nothing written) when the n jobs do not fit in max_length,
+--   or the jobs of a group in their group's group_max_length.
 -- Returns: {0} written; or {1, id, state, id, state, ...} for the tags already in use
 --          (state: ready | delayed | leased | dead | waiting | expired | batch), nothing
 --          written.
 -- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
---   ZADD) plus up to 4 ZSCOREs per clashing tag.
+--   ZADD) plus up to 4 ZSCOREs per clashing tag; with group_max_length, one ZLEXCOUNT per
+--   group of the call, and for a group past it up to its limit + 1000 index entries read
+--   (4000 in all, _group_room.lua).
 
 --@include bounds
 --@include now_ms
@@ -31,24 +37,27 @@
 --@include count
 --@include guard
 --@include record
+--@include group_room
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
-  expiry = KEYS[11], expired = KEYS[12]}
+  expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
 -- the keys written after the first write (meta is read before it), and ctr's counters
 guard_keys({k.ready, k.delayed, k.expiry, k.ctr})
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
 -- from writing a record that other scripts would refuse)
-local max_length = tonumber(ARGV[5])
-if not is_int(n, 1, 100) or #ARGV ~= 5 + n or not is_int(max_length, 0, MAX_QUEUE_LENGTH) then
-  error('ZQ_BAD_ARGUMENT: publish takes 1..100 jobs, one argument each')
+local max_length, gmax = tonumber(ARGV[5]), tonumber(ARGV[6])
+if not is_int(n, 1, 100) or #ARGV ~= 6 + n or not is_int(max_length, 0, MAX_QUEUE_LENGTH)
+    or not is_int(gmax, 0, MAX_GROUP_LENGTH) or (gmax > 0 and mode ~= 'fair') then
+  error('ZQ_BAD_ARGUMENT: publish takes 1..100 jobs, one argument each, max_length 0..'
+    .. MAX_QUEUE_LENGTH .. ', group_max_length 0..' .. MAX_GROUP_LENGTH .. ' (fair mode only)')
 end
 local now = now_ms()
 local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
 for i = 1, n do
-  local j, why = job_spec(ARGV[5 + i])
+  local j, why = job_spec(ARGV[6 + i])
   local meta, run_at = nil, nil
   if j then
     meta, run_at, why = read_job(j, now)
@@ -65,6 +74,21 @@ if clash then
   return clash
 end
 check_room(k, max_length, n)
+local gstale, gmembers = nil, {}
+if gmax > 0 then -- each group's waiting jobs and the call's, before any write
+  guard_keys({k.gjobs})
+  local order, adds = {}, {}
+  for i = 1, n do
+    local g = records[i].g or ''
+    if not adds[g] then
+      adds[g] = 0
+      order[#order + 1] = g
+    end
+    adds[g] = adds[g] + 1
+    gmembers[i] = g .. '\0' .. ids[i]
+  end
+  gstale = check_group_room(k, gmax, order, adds)
+end
 
 -- 2. records and where each job goes
 local metas, later, bodies = {}, {}, {}
@@ -101,6 +125,9 @@ end
 
 if scored then
   redis.call('ZADD', k.ready, unpack(scored))
+end
+if gstale then
+  group_index(k, gstale, gmembers)
 end
 local entries = {}
 for i = 1, n do

@@ -16,17 +16,20 @@
 -- KEYS[11] wait ZSET (read only to name a clash with a job waiting for its parents)
 -- KEYS[12] expiry ZSET (the job's expiry, if it has one)
 -- KEYS[13] expired ZSET (read only to name a clash with an expired job)
+-- KEYS[14] gjobs ZSET (as publish.lua; not touched when ARGV[6] is 0)
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap
 -- ARGV[4] the job, one MessagePack map as in publish.lua, with two more fields:
 --   debounce_ms (absent = no debounce; else 1 .. 3650 days; then no delay_ms or
 --   run_at_ms) and unique_ms (absent = none; else 1 .. 3650 days)
 -- ARGV[5] max_length (as publish.lua; a debounced job replaced in place is not counted)
+-- ARGV[6] group_max_length (as publish.lua; a debounced job replaced in place is not
+--   counted either, its index entry is added for its group)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds; ZQ_QUEUE_FULL
---   (nothing written) for a new job past max_length.
+--   (nothing written) for a new job past max_length or its group's group_max_length.
 -- Returns: {'new'} written; {'replaced'} a waiting job was debounced;
 --   {'clash', state} nothing written (state: leased | dead | waiting | expired | reserved | unknown, or
 --   ready | delayed without debounce).
--- Work: O(log N).
+-- Work: O(log N); with group_max_length, as publish.lua for one group.
 
 --@include fmt
 --@include new_job
@@ -40,10 +43,11 @@
 --@include count
 --@include guard
 --@include record
+--@include group_room
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11],
-  expiry = KEYS[12], expired = KEYS[13]}
+  expiry = KEYS[12], expired = KEYS[13], gjobs = KEYS[14]}
 -- the keys written after the first write (meta is read before it), and ctr's counters
 guard_keys({k.body, k.ready, k.delayed, k.expiry, k.ctr})
 local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -61,9 +65,13 @@ if why then
   error('ZQ_BAD_ARGUMENT: ' .. why)
 end
 local debounce, unique = j.debounce_ms, j.unique_ms
-local max_length = tonumber(ARGV[5])
+local max_length, gmax = tonumber(ARGV[5]), tonumber(ARGV[6])
 if not is_int(max_length, 0, MAX_QUEUE_LENGTH) then
   error('ZQ_BAD_ARGUMENT: max_length must be an integer in [0, ' .. MAX_QUEUE_LENGTH .. ']')
+end
+if not is_int(gmax, 0, MAX_GROUP_LENGTH) or (gmax > 0 and mode ~= 'fair') then
+  error('ZQ_BAD_ARGUMENT: group_max_length must be an integer in [0, ' .. MAX_GROUP_LENGTH
+    .. '] (fair mode only)')
 end
 
 local id = j.id
@@ -81,6 +89,10 @@ end
 if unique then
   meta.u = unique
 end
+local gmember = (meta.g or '') .. '\0' .. id
+if gmax > 0 then
+  guard_keys({k.gjobs})
+end
 if state ~= nil then -- debounce a waiting job: keep its enqueue time and attempts
   local old = parse_record(redis.call('HGET', k.meta, id))
   if old then
@@ -97,10 +109,17 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
   redis.call('HSET', k.meta, id, (encode_record(meta)))
   redis.call('ZADD', k.delayed, run_at, id)
   index_expiry(k, {{id, meta}})
+  if gmax > 0 then
+    group_index(k, {}, {gmember})
+  end
   notify(k.notify, 1, cap)
   return {'replaced'}
 end
 check_room(k, max_length, 1)
+local gstale = nil
+if gmax > 0 then
+  gstale = check_group_room(k, gmax, {meta.g or ''}, {[meta.g or ''] = 1})
+end
 local score = nil
 if not (run_at and run_at > now) then
   score = fmt(ready_score(k.ctr, meta, mode, aging_us)) -- may raise: before the writes
@@ -115,6 +134,9 @@ else
   redis.call('ZADD', k.delayed, run_at, id)
 end
 index_expiry(k, {{id, meta}})
+if gstale then
+  group_index(k, gstale, {gmember})
+end
 count_stat(k.stats, 'enqueued', 1)
 bump(k.stats, 'e', 1, now)
 notify(k.notify, 1, cap)

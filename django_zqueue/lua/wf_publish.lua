@@ -5,18 +5,23 @@
 -- KEYS[1] ready  ZSET   KEYS[2] delayed ZSET   KEYS[3] body   HASH (unused)  KEYS[4] meta HASH (records, _record.lua)
 -- KEYS[5] ctr    HASH   KEYS[6] notify  LIST   KEYS[7] stats  HASH   KEYS[8] dead ZSET
 -- KEYS[9] leased ZSET   KEYS[10] wait   ZSET   KEYS[11] expiry ZSET   KEYS[12] expired ZSET
--- KEYS[12 + i] wf HASH of job i (its workflow links), i = 1..n
+-- KEYS[13] gjobs ZSET (as publish.lua; not touched when ARGV[6] is 0)
+-- KEYS[13 + i] wf HASH of job i (its workflow links), i = 1..n
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] n (1..100)
 -- ARGV[5] max_length (as publish.lua; counts the jobs that enter ready or delayed now,
 --   not those that wait for parents)
--- ARGV[5 + i] job i, one MessagePack map as in publish.lua, with three more fields:
+-- ARGV[6] group_max_length (as publish.lua; counts the jobs of each group that enter
+--   ready or delayed now; every job of the call is indexed, a waiting one counts once its
+--   parents release it)
+-- ARGV[6 + i] job i, one MessagePack map as in publish.lua, with three more fields:
 --   need (parents to wait for, 0..10000, absent = 0; > 0: no delay), kids (JSON list of
 --   its dependents [queue, tag, index], absent = none), parents (JSON list of
 --   [queue, tag], absent = none)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds; ZQ_QUEUE_FULL
---   (nothing written) past max_length.
+--   (nothing written) past max_length or a group's group_max_length.
 -- Returns: {0} written; or {1, id, state, ...} for the tags already in use, nothing written.
--- Work: O(n log N) plus the size of the links written.
+-- Work: O(n log N) plus the size of the links written; with group_max_length, as
+--   publish.lua.
 
 --@include new_job
 --@include notify
@@ -29,16 +34,18 @@
 --@include count
 --@include guard
 --@include record
+--@include group_room
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
-  expiry = KEYS[11], expired = KEYS[12]}
+  expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
 -- the keys written after the first write (meta is read before it), and ctr's counters
 guard_keys({k.ready, k.delayed, k.wait, k.expiry, k.ctr})
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local max_length = tonumber(ARGV[5])
-if not is_int(n, 1, 100) or #KEYS ~= 12 + n or #ARGV ~= 5 + n
-    or not is_int(max_length, 0, MAX_QUEUE_LENGTH) then
+local max_length, gmax = tonumber(ARGV[5]), tonumber(ARGV[6])
+if not is_int(n, 1, 100) or #KEYS ~= 13 + n or #ARGV ~= 6 + n
+    or not is_int(max_length, 0, MAX_QUEUE_LENGTH) or not is_int(gmax, 0, MAX_GROUP_LENGTH)
+    or (gmax > 0 and mode ~= 'fair') then
   error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and one argument each')
 end
 local LINKS = {need = true, kids = true, parents = true}
@@ -46,7 +53,7 @@ local LINKS = {need = true, kids = true, parents = true}
 local now = now_ms()
 local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
 for i = 1, n do
-  local j, why = job_spec(ARGV[5 + i])
+  local j, why = job_spec(ARGV[6 + i])
   local meta, run_at = nil, nil
   if j then
     meta, run_at, why = read_job(j, now, LINKS)
@@ -76,6 +83,23 @@ for i = 1, n do
   end
 end
 check_room(k, max_length, entering)
+local gstale, gmembers = nil, {}
+if gmax > 0 then -- each group's jobs entering a line now, before any write
+  guard_keys({k.gjobs})
+  local order, adds = {}, {}
+  for i = 1, n do
+    local g = records[i].g or ''
+    if not adds[g] then
+      adds[g] = 0
+      order[#order + 1] = g
+    end
+    if (specs[i].need or 0) == 0 then
+      adds[g] = adds[g] + 1
+    end
+    gmembers[i] = g .. '\0' .. ids[i]
+  end
+  gstale = check_group_room(k, gmax, order, adds)
+end
 
 local metas, bodies, later, waiting, queued, links = {}, {}, {}, {}, {}, {}
 for i = 1, n do
@@ -106,7 +130,7 @@ for i = 1, n do
     wf[#wf + 1] = parents
   end
   if #wf > 0 then
-    links[#links + 1] = {KEYS[12 + i], wf}
+    links[#links + 1] = {KEYS[13 + i], wf}
   end
   if meta.b == nil then -- the JSON layout: its body apart
     bodies[#bodies + 1] = id
@@ -136,6 +160,9 @@ if #waiting > 0 then
 end
 if scored then
   redis.call('ZADD', k.ready, unpack(scored))
+end
+if gstale then
+  group_index(k, gstale, gmembers)
 end
 local entries = {}
 for i = 1, n do

@@ -15,7 +15,7 @@ from ..exceptions import DuplicateJob, InvalidArgument
 from ..links import MAX_LINKS, FlowJob, Links, Ref
 from ..links import passed_results as decode_results
 from ..records import NewJob
-from .publish import Publishing, room_or_full
+from .publish import Publishing, group_room_or_full, room_or_full
 
 
 def parse_ref(value: Any, default_queue: str) -> Ref:
@@ -215,6 +215,14 @@ def check_room(parts: Sequence[tuple[Flows, FlowJob]]) -> None:
         room_or_full(
             [(q.engine.shards[i], n) for (_, i), (q, n) in need.items()], parts[0][0].engine
         )
+    group_room_or_full(
+        [
+            (q.engine.shard_for(fj.job.tag), fj.job.spec.group or "", 1)
+            for q, fj in parts
+            if q.engine.policy.group_max_length
+        ],
+        parts[0][0].engine,
+    )
 
 
 def check_free(parts: Sequence[tuple[Flows, FlowJob]]) -> None:

@@ -45,6 +45,20 @@ def room_or_full(counts: Sequence[tuple[Shard, int]], engine: Engine) -> None:
             )
 
 
+def group_room_or_full(counts: Sequence[tuple[Shard, str, int]], engine: Engine) -> None:
+    """:class:`QueueFull` (nothing written) naming the first group whose ``n`` more jobs
+    do not fit in its shard's ``group_max_length`` (``counts``: shard, group key or '',
+    new jobs that enter a line): one read-only ``group_check`` call per shard, in one
+    round trip, only for fair queues with the limit (each publish call checks again)."""
+    adds: dict[int, tuple[Shard, dict[str, int]]] = {}
+    for shard, group, n in counts:
+        if shard.policy.group_max_length and n > 0:
+            per = adds.setdefault(id(shard), (shard, {}))[1]
+            per[group] = per.get(group, 0) + n
+    if adds:
+        engine.run_all([shard.group_check(list(per.items())) for shard, per in adds.values()])
+
+
 @lru_cache(maxsize=256)
 def _plain_spec(priority: int, max_retries: int) -> JobSpec:
     """The spec of a job with only a priority and retries (checked when first made)."""
@@ -229,6 +243,10 @@ class Publishing(Once):
         if len(chunks) > 1:  # several calls are not atomic together: check first
             self._precheck_tags(tags)
             room_or_full([(shard, len(chunk)) for shard, chunk in chunks], self.engine)
+            group_room_or_full(
+                [(shard, j.spec.group or "", 1) for shard, chunk in chunks for j in chunk],
+                self.engine,
+            )
         batch = self.engine.batch()
         pending = [batch.add(shard.publish(chunk)) for shard, chunk in chunks]
         self.engine.send(batch)
