@@ -410,6 +410,8 @@ def test_each_database_sends_its_own_jobs_at_its_own_commit(
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     # other's commit: b and c, in one round trip; a and d still wait
-    assert out["other_commit"] == [["EVALSHA"], ["unknown", "ready", "ready", "unknown"]]
-    assert out["default_commit"] == ["EVALSHA"]  # a, d and e
+    assert out["other_commit"] == [["FCALL"], ["unknown", "ready", "ready", "unknown"]]
+    assert out["default_commit"] == [
+        "FCALL"
+    ]  # a, d and e (FCALL: the scripts are a Functions library)
     assert out["ready"] == out["order"]

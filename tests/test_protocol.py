@@ -36,8 +36,8 @@ RECORD = "testproject.demo.tasks.record"
 
 
 def publish_keys(k: QueueKeys) -> list[str]:
-    """zq1_publish's 13 keys, in the order docs/protocol.md gives them."""
-    names = "ready delayed body meta ctr notify stats dead leased wait expiry expired proto"
+    """zq1_publish's 14 keys, in the order docs/protocol.md gives them."""
+    names = "ready delayed body meta ctr notify stats dead leased wait expiry expired gjobs proto"
     return [f"{k.tag}:{name}" for name in names.split()]
 
 
@@ -54,7 +54,7 @@ def publish(
     client: redis.Redis, k: QueueKeys, text: str, options: str = "", version: str = "1"
 ) -> list[Any]:
     reply = client.execute_command(
-        "FCALL", "zq1_publish", 13, *publish_keys(k), version, text, options
+        "FCALL", "zq1_publish", 14, *publish_keys(k), version, text, options
     )
     return [x.decode() if isinstance(x, bytes) else x for x in reply]
 
@@ -243,18 +243,18 @@ def test_keys_of_another_order_or_queue_are_refused(
     keys = publish_keys(pq.keys)
     cases = [
         [keys[1], keys[0], *keys[2:]],  # ready and delayed swapped
-        keys[:12],  # one key short
+        keys[:13],  # one key short
     ]
     if TOPOLOGY == "standalone":  # a cluster client refuses keys of two slots itself
         cases += [
-            [*keys[:12], publish_keys(other.keys)[12]],  # another queue's proto hash
+            [*keys[:13], publish_keys(other.keys)[13]],  # another queue's proto hash
             [*keys[:3], publish_keys(other.keys)[3], *keys[4:]],  # another queue's meta
         ]
     for case in cases:
         with pytest.raises(redis.ResponseError, match=r"ZQ_PROTOCOL: (KEYS|zq1_publish takes)"):
             redis_client.execute_command("FCALL", "zq1_publish", len(case), *case, "1", GOOD, "")
-    with pytest.raises(redis.ResponseError, match="takes 13 keys and 3 arguments"):
-        redis_client.execute_command("FCALL", "zq1_publish", 13, *keys, "1", GOOD)
+    with pytest.raises(redis.ResponseError, match="takes 14 keys and 3 arguments"):
+        redis_client.execute_command("FCALL", "zq1_publish", 14, *keys, "1", GOOD)
     assert snapshot(redis_client, pq.prefix) == before
 
 
@@ -472,6 +472,7 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
         b"aging_us": str(reports.engine.policy.aging_us).encode(),
         b"notify_cap": b"64",
         b"max_length": b"0",
+        b"group_max_length": b"0",
         b"layout": b"compact",
         b"partitions": b"1",
         b"max_payload_bytes": str(1 << 20).encode(),
@@ -498,6 +499,6 @@ def test_the_docs_name_the_keys_in_the_order_the_functions_take_them() -> None:
     text = DOCS.read_text()
     listed = re.findall(r"^\| `KEYS\[(\d+)\]` \| `\{<PREFIX>:<queue>\}:(\w+)` \|", text, re.M)
     k = queue_keys("zq", "default")
-    assert [int(i) for i, _ in listed] == [*range(1, 14), *range(1, 7)]
-    assert [n for _, n in listed[:13]] == [key.split(":")[-1] for key in publish_keys(k)]
-    assert [n for _, n in listed[13:]] == [key.split(":")[-1] for key in position_keys(k)]
+    assert [int(i) for i, _ in listed] == [*range(1, 15), *range(1, 7)]
+    assert [n for _, n in listed[:14]] == [key.split(":")[-1] for key in publish_keys(k)]
+    assert [n for _, n in listed[14:]] == [key.split(":")[-1] for key in position_keys(k)]

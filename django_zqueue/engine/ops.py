@@ -111,6 +111,7 @@ class Ops(Flow):
             "aging_us": str(p.aging_us),
             "notify_cap": str(p.notify_cap),
             "max_length": str(p.max_length),
+            "group_max_length": str(p.group_max_length),
             "layout": "compact" if p.compact else "json",
             "partitions": str(self.partitions),
             "max_payload_bytes": str(self.options.max_payload_bytes),

@@ -3,10 +3,10 @@
 -- policy read from its proto hash (written by the engine: a worker's start, or
 -- manage.py zqueue_protocol).
 --
--- KEYS[1] .. KEYS[12] publish.lua's keys in its order, each {<prefix>:<queue>}:<name>:
---   ready delayed body meta ctr notify stats dead leased wait expiry expired
--- KEYS[13] proto    HASH (the queue's policy for producers: v, mode, aging_us,
---   notify_cap, max_length, layout, partitions, max_payload_bytes)
+-- KEYS[1] .. KEYS[13] publish.lua's keys in its order, each {<prefix>:<queue>}:<name>:
+--   ready delayed body meta ctr notify stats dead leased wait expiry expired gjobs
+-- KEYS[14] proto    HASH (the queue's policy for producers: v, mode, aging_us,
+--   notify_cap, max_length, group_max_length, layout, partitions, max_payload_bytes)
 -- ARGV[1] protocol version ('1')
 -- ARGV[2] body: the JSON text {"task": "<dotted.path>", "args": [...], "kwargs": {...}},
 --   stored as sent (the worker decodes it)
@@ -25,7 +25,7 @@
 --@include guard
 
 local NAMES = {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats', 'dead', 'leased',
-  'wait', 'expiry', 'expired', 'proto'}
+  'wait', 'expiry', 'expired', 'gjobs', 'proto'}
 local OPTIONS = {id = true, priority = true, delay_ms = true, run_at_ms = true,
   max_retries = true, visibility_timeout_ms = true, group = true, weight = true,
   expires_in_ms = true, expires_at_ms = true}
@@ -35,21 +35,21 @@ if ARGV[1] ~= '1' then
   error('ZQ_PROTOCOL: unknown protocol version ' .. tostring(ARGV[1]) .. '; this server speaks 1')
 end
 if #KEYS ~= #NAMES or #ARGV ~= 3 then
-  error('ZQ_PROTOCOL: zq1_publish takes 13 keys and 3 arguments (docs/protocol.md)')
+  error('ZQ_PROTOCOL: zq1_publish takes 14 keys and 3 arguments (docs/protocol.md)')
 end
-local tag = string.match(KEYS[13], '^({.+}):proto$')
+local tag = string.match(KEYS[14], '^({.+}):proto$')
 if not tag then
-  error('ZQ_PROTOCOL: KEYS[13] must be {<prefix>:<queue>}:proto')
+  error('ZQ_PROTOCOL: KEYS[14] must be {<prefix>:<queue>}:proto')
 end
 for i, name in ipairs(NAMES) do
   if KEYS[i] ~= tag .. ':' .. name then
     error('ZQ_PROTOCOL: KEYS[' .. i .. '] must be ' .. tag .. ':' .. name)
   end
 end
-guard_keys({KEYS[13], KEYS[5]})
+guard_keys({KEYS[14], KEYS[5]})
 
 -- the queue's policy
-local raw = redis.call('HGETALL', KEYS[13])
+local raw = redis.call('HGETALL', KEYS[14])
 local p = {}
 for i = 1, #raw, 2 do
   p[raw[i]] = raw[i + 1]
@@ -66,10 +66,11 @@ if p.partitions ~= '1' then
     'protocol 1 publishes to unpartitioned queues only')
 end
 local aging, cap, most = tonumber(p.aging_us), tonumber(p.notify_cap), tonumber(p.max_length)
+local group_most = tonumber(p.group_max_length or '0')
 local payload = tonumber(p.max_payload_bytes)
-if not (MODES[p.mode] and aging and cap and most and payload and
+if not (MODES[p.mode] and aging and cap and most and group_most and payload and
   (p.layout == 'compact' or p.layout == 'json')) then
-  error('ZQ_PROTOCOL: ' .. KEYS[13] .. ' holds no valid policy: run manage.py zqueue_protocol')
+  error('ZQ_PROTOCOL: ' .. KEYS[14] .. ' holds no valid policy: run manage.py zqueue_protocol')
 end
 
 -- the body: the task call the worker decodes, within the queue's max_payload_bytes
@@ -132,8 +133,9 @@ if p.layout == 'json' then
 end
 
 local reply = publish_core({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7],
-  KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]},
-  {p.mode, p.aging_us, p.notify_cap, '1', p.max_length, cmsgpack.pack(job)})
+  KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]},
+  {p.mode, p.aging_us, p.notify_cap, '1', p.max_length, string.format('%d', group_most),
+    cmsgpack.pack(job)})
 if reply[1] ~= 0 then
   return {'clash', reply[2], reply[3]}
 end

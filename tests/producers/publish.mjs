@@ -20,7 +20,7 @@ if (!count) {
 }
 const tag = `{${prefix}:${queue}}`;
 const names = ['ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats', 'dead', 'leased',
-  'wait', 'expiry', 'expired', 'proto'];
+  'wait', 'expiry', 'expired', 'gjobs', 'proto'];
 const keys = names.map((name) => `${tag}:${name}`);
 
 const client = createClient({ url });

@@ -10,13 +10,13 @@ set -euo pipefail
 url=$1 prefix=$2 queue=$3 task=$4 n=$5
 tag="{$prefix:$queue}"
 keys=()
-for name in ready delayed body meta ctr notify stats dead leased wait expiry expired proto; do
+for name in ready delayed body meta ctr notify stats dead leased wait expiry expired gjobs proto; do
   keys+=("$tag:$name")
 done
 for i in $(seq 1 "$n"); do
   body="{\"task\": \"$task\", \"args\": [$i, $((1000 * i))], \"kwargs\": {}}"
   # --raw: a line per element of the reply; -e: an error reply exits non-zero
-  reply=$(redis-cli -u "$url" -e --raw FCALL zq1_publish 13 "${keys[@]}" 1 "$body" "{\"id\": \"cli-$i\"}")
+  reply=$(redis-cli -u "$url" -e --raw FCALL zq1_publish 14 "${keys[@]}" 1 "$body" "{\"id\": \"cli-$i\"}")
   status=$(printf '%s\n' "$reply" | sed -n 1p)
   id=$(printf '%s\n' "$reply" | sed -n 2p)
   [ "$status" = ok ] || { echo "job $i: $reply" >&2; exit 1; }
