@@ -7,6 +7,8 @@
     chain(fetch.s(url), parse.s(), store.s()).enqueue()   # each gets the previous result
     group(resize.s(i) for i in ids).enqueue()             # parallel; .results() in order
     chord((resize.s(i) for i in ids), notify.s()).enqueue()  # notify([r1, r2, ...]) once
+    batch((resize.s(i) for i in ids), on_complete=report.s()).enqueue()  # report(summary)
+    chain(fetch.s(url), optional(parse.s()), store.s())  # store(None) if parse fails
 
 A signature (``task.s(...)``) becomes one job. Links between jobs are written with the
 jobs (``wf_publish.lua``); a job that waits for parents has status ``"waiting"`` and enters
@@ -19,24 +21,45 @@ dependent through the dependent's links in Redis (JSON, at most
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, overload
 
 from django.db import transaction
 
 from . import conf
 from .exceptions import InvalidArgument, ZQueueError
 from .job import poll
-from .links import MAX_LINKS, FlowJob, Kid, Ref
-from .queue import NewJob, publish_flow
+from .links import MAX_LINKS, FlowJob, Kid, OptionalParent, Ref
+from .queue import NewJob, get_queue, publish_flow
 from .task import Job, Signature
 
 log = logging.getLogger("django_zqueue.workflow")
 
-__all__ = ["Workflow", "chain", "chord", "group"]
+__all__ = ["Batch", "BatchProgress", "Workflow", "batch", "chain", "chord", "group", "optional"]
+
+
+@overload
+def optional(parent: Signature) -> Signature: ...
+
+
+@overload
+def optional(parent: Any) -> OptionalParent: ...
+
+
+def optional(parent: Any) -> Signature | OptionalParent:
+    """A parent whose failure does not stop its dependents: they run once it has ended,
+    however it ended, with None in place of its result. ``optional(sig)`` in a chain or a
+    chord's header; ``depends_on=[job_a, optional(job_b)]`` (a tag, ``(queue, tag)`` or
+    ``Job``)."""
+    if isinstance(parent, Signature):
+        return dataclasses.replace(parent, optional=True)
+    if isinstance(parent, OptionalParent):
+        return parent
+    return OptionalParent(parent)
 
 
 @dataclass(frozen=True)
@@ -79,18 +102,23 @@ class _Plan:
         self.jobs: list[NewJob] = []
         self.parents: list[list[Ref]] = []
         self.kids: list[list[Kid]] = []
+        self.optional: list[list[int]] = []  # each job's places that take any end
+        self.any_end: set[int] = set()  # jobs that take any end of every parent
 
     def add(self, sig: Signature, flow: dict[str, Any]) -> int:
         self.sigs.append(sig)
         self.flows.append(flow)
         self.parents.append([])
         self.kids.append([])
+        self.optional.append([])
         return len(self.sigs) - 1
 
     def link(self, parent: int, child: int) -> None:
         self.parents[child].append(self.ref(parent))
         place = len(self.parents[child])
         self.kids[parent].append(Kid(self.sigs[child].task.queue_name, self.tag(child), place))
+        if self.sigs[parent].optional:
+            self.optional[child].append(place)
 
     def prepare(self) -> None:
         self.jobs = [
@@ -115,7 +143,13 @@ class _Plan:
         parts = [
             (
                 s.task.queue,
-                FlowJob(self.jobs[i], tuple(self.parents[i]), tuple(self.kids[i])),
+                FlowJob(
+                    self.jobs[i],
+                    tuple(self.parents[i]),
+                    tuple(self.kids[i]),
+                    tuple(self.optional[i]),
+                    i in self.any_end,
+                ),
             )
             for i, s in enumerate(self.sigs)
         ]
@@ -223,3 +257,101 @@ class chord:
         for i in range(last):
             plan.link(i, last)
         return plan.send([last])
+
+
+class BatchProgress(NamedTuple):
+    """How far a batch is: ``done`` of its ``total`` members have ended (with only
+    ``on_success``: have succeeded)."""
+
+    done: int
+    total: int
+
+    @property
+    def complete(self) -> bool:
+        return self.done >= self.total
+
+
+@dataclass(frozen=True)
+class Batch(Workflow):
+    """The handle of an enqueued :class:`batch`: ``jobs`` (members, then ``on_success``,
+    then ``on_complete``), ``final`` (the callbacks), ``members`` and each callback's
+    ``Job`` (None when not given)."""
+
+    members: tuple[Job, ...] = ()
+    on_success: Job | None = None
+    on_complete: Job | None = None
+
+    def progress(self) -> BatchProgress:
+        """``done of total``, read from the callback's links (one round trip, O(1) for a
+        batch of any size). ``LookupError`` once the callback was deleted, or its result
+        expired after it ran."""
+        cb = self.on_complete or self.on_success
+        assert cb is not None  # a batch has one at least
+        total = len(self.members)
+        links = get_queue(cb.queue_name).read.progress(cb.id)
+        if links is not None:
+            return BatchProgress(min(links.got, total), total)
+        status = cb.status()  # no links: acked (every member was in), or gone
+        if status == "finished":
+            return BatchProgress(total, total)
+        raise LookupError(f"batch callback {cb.id!r} is {status}: its progress is gone")
+
+
+@dataclass(frozen=True)
+class batch:
+    """Members run in parallel; ``on_complete`` runs exactly once when every member has
+    ended (succeeded, dead, cancelled, deleted or expired), ``on_success`` exactly once
+    when every member has succeeded (else it ends dead with ``dependency <tag>
+    failed``, as a chord's callback). Each callback (unless ``.si()``) gets a summary
+    as its first argument: ``{"total": n, "succeeded": [ids], "dead": [ids],
+    "cancelled": [ids], "expired": [ids], "results": {id: result}}`` (a deleted member
+    counts as cancelled)."""
+
+    members: tuple[Signature, ...]
+    on_success: Signature | None
+    on_complete: Signature | None
+
+    def __init__(
+        self,
+        members: Iterable[Signature],
+        on_success: Signature | None = None,
+        on_complete: Signature | None = None,
+    ) -> None:
+        sigs = _signatures(members, "batch")
+        given = [c for c in (on_success, on_complete) if c is not None]
+        if not given:
+            raise InvalidArgument(
+                "a batch takes on_success, on_complete or both (without either, use group)"
+            )
+        _signatures(given, "batch callback")
+        object.__setattr__(self, "members", tuple(sigs))
+        object.__setattr__(self, "on_success", on_success)
+        object.__setattr__(self, "on_complete", on_complete)
+
+    def enqueue(self) -> Batch:
+        plan = _Plan()
+        callbacks = [c for c in (self.on_success, self.on_complete) if c is not None]
+        out = {"out": 1} if any(not c.immutable for c in callbacks) else {}
+        for s in self.members:
+            plan.add(s, dict(out))
+        n = len(self.members)
+        ends: dict[str, int] = {}
+        for name, cb in (("success", self.on_success), ("complete", self.on_complete)):
+            if cb is not None:
+                ends[name] = plan.add(
+                    cb, {"keep": 1} if cb.immutable else {"in": "batch", "keep": 1}
+                )
+        if "complete" in ends:
+            plan.any_end.add(ends["complete"])
+        plan.prepare()
+        for i in range(n):
+            for last in ends.values():
+                plan.link(i, last)
+        wf = plan.send(list(ends.values()))
+        return Batch(
+            wf.jobs,
+            wf.final,
+            wf.jobs[:n],
+            wf.jobs[ends["success"]] if "success" in ends else None,
+            wf.jobs[ends["complete"]] if "complete" in ends else None,
+        )
