@@ -213,7 +213,9 @@ for i = 0, m - 1 do
         redis.call('ZREM', k.wait, id)
         enter(id, meta, wf)
       end
-    elseif not marker then -- (dead for another parent: a marker changes nothing else)
+    elseif not marker and #without(meta.f, index) < #meta.f then
+      -- it had failed (now revived); a marker, or a parent that had not failed, changes
+      -- nothing else (no rewrite of a record whose failed parents are thousands)
       local left = without(meta.f, index)
       if #left == 0 then -- no failed parent left: revived
         meta.f = nil
