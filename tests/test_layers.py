@@ -46,6 +46,7 @@ LAYERS: list[set[str]] = [
         "taskstats",
         "tracing",
         "workflow",
+        "workflow_plan",
         "outbox",
     },  # tasks
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
