@@ -56,6 +56,11 @@ def optional(parent: Any) -> Signature | OptionalParent:
     ``Job``)."""
     if isinstance(parent, Signature):
         return dataclasses.replace(parent, optional=True)
+    if isinstance(parent, chain | group | chord | batch):
+        raise InvalidArgument(
+            "optional() marks one job: wrap a signature (chain(a.s(), optional(b.s()))) "
+            "or a job of depends_on, not a whole canvas"
+        )
     if isinstance(parent, OptionalParent):
         return parent
     return OptionalParent(parent)

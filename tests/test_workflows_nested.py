@@ -164,5 +164,7 @@ def test_refused_shapes_write_nothing(redis_client: Any, zqueue_settings: dict[s
         chain(add.s(1), "not a step")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         group([chain()])  # an empty chain
+    with pytest.raises(InvalidArgument, match="optional\\(\\) marks one job"):
+        optional(chain(add.s(1), add.s(2)))
     assert q.counts()["ready"] == 0 and q.read.waiting_count() == 0
     assert get_queue("emails").counts()["ready"] == 0
