@@ -174,13 +174,14 @@ class group:
 
     def compile(self, plan: Plan, inputs: Inputs) -> Inputs:
         outputs: list[int] = []
-        for step in self.sigs:
+        for n, step in enumerate(self.sigs, 1):
             out = _compile(step, plan, inputs)
             if out.many and not isinstance(step, group):
                 raise InvalidArgument(
                     "a step of a group or of a chord's header must end in one job (a task, "
-                    f"or a chain or chord ending in one): {step!r} ends in a group, whose "
-                    "results would nest; end it with a task, or make it a chord"
+                    f"or a chain or chord ending in one): step {n} (a {type(step).__name__}) "
+                    "ends in a group, whose results would nest; end it with a task, or make "
+                    "it a chord"
                 )
             outputs.extend(out.jobs)
         return Inputs(tuple(outputs), many=True)
