@@ -178,7 +178,7 @@ class group:
             out = _compile(step, plan, inputs)
             if out.many and not isinstance(step, group):
                 raise InvalidArgument(
-                    "a step of a group or of a chord's header must end in one job (a task, "
+                    "a step of a group, a chord's header or a batch must end in one job (a task, "
                     f"or a chain or chord ending in one): step {n} (a {type(step).__name__}) "
                     "ends in a group, whose results would nest; end it with a task, or make "
                     "it a chord"
@@ -226,9 +226,10 @@ class BatchProgress(NamedTuple):
 
 @dataclass(frozen=True)
 class Batch(Workflow):
-    """The handle of an enqueued :class:`batch`: ``jobs`` (members, then ``on_success``,
-    then ``on_complete``), ``final`` (the callbacks), ``members`` and each callback's
-    ``Job`` (None when not given)."""
+    """The handle of an enqueued :class:`batch`: ``jobs`` (the members' jobs, then
+    ``on_success``, then ``on_complete``), ``final`` (the callbacks), ``members`` (the
+    job each member ends in: the summary's ids) and each callback's ``Job`` (None when
+    not given)."""
 
     members: tuple[Job, ...] = ()
     on_success: Job | None = None
@@ -258,36 +259,37 @@ class batch:
     failed``, as a chord's callback). Each callback (unless ``.si()``) gets a summary
     as its first argument: ``{"total": n, "succeeded": [ids], "dead": [ids],
     "cancelled": [ids], "expired": [ids], "results": {id: result}}`` (a deleted member
-    counts as cancelled)."""
+    counts as cancelled). A member may be a chain or a chord (it counts by the job it
+    ends in) or a group (its members are the batch's)."""
 
-    members: tuple[Signature, ...]
+    members: tuple[Canvas, ...]
     on_success: Signature | None
     on_complete: Signature | None
 
     def __init__(
         self,
-        members: Iterable[Signature],
+        members: Iterable[Canvas],
         on_success: Signature | None = None,
         on_complete: Signature | None = None,
     ) -> None:
-        sigs = _signatures(members, "batch")
+        steps = _steps(members, "batch")
         given = [c for c in (on_success, on_complete) if c is not None]
         if not given:
             raise InvalidArgument(
                 "a batch takes on_success, on_complete or both (without either, use group)"
             )
         _signatures(given, "batch callback")
-        object.__setattr__(self, "members", tuple(sigs))
+        object.__setattr__(self, "members", tuple(steps))
         object.__setattr__(self, "on_success", on_success)
         object.__setattr__(self, "on_complete", on_complete)
 
     def enqueue(self) -> Batch:
         plan = Plan()
+        members = group(self.members).compile(plan, Inputs()).jobs  # the jobs they end in
         callbacks = [c for c in (self.on_success, self.on_complete) if c is not None]
-        out = {"out": 1} if any(not c.immutable for c in callbacks) else {}
-        for s in self.members:
-            plan.add(s, dict(out))
-        n = len(self.members)
+        if any(not c.immutable for c in callbacks):
+            for i in members:
+                plan.flows[i]["out"] = 1
         ends: dict[str, int] = {}
         for name, cb in (("success", self.on_success), ("complete", self.on_complete)):
             if cb is not None:
@@ -295,14 +297,14 @@ class batch:
                 ends[name] = plan.add(cb, flow)
         if "complete" in ends:
             plan.any_end.add(ends["complete"])
-        for i in range(n):
+        for i in members:
             for last in ends.values():
                 plan.edge(i, last)
         jobs = plan.send(list(ends.values()))
         return Batch(
             jobs,
             tuple(jobs[i] for i in ends.values()),
-            jobs[:n],
+            tuple(jobs[i] for i in members),
             jobs[ends["success"]] if "success" in ends else None,
             jobs[ends["complete"]] if "complete" in ends else None,
         )

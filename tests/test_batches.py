@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from django_zqueue import batch, chain, chord, conf, get_queue, optional, task
+from django_zqueue import batch, chain, chord, conf, get_queue, group, optional, task
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.links import Resolution
 from django_zqueue.worker import Worker
@@ -257,4 +257,33 @@ def test_bad_batches_write_nothing(redis_client: Any, zqueue_settings: dict[str,
         batch([], on_complete=report.s())
     with pytest.raises(TypeError, match="too many positional"):  # no room for the summary
         batch([add.s(1)], on_complete=nothing.s()).enqueue()
+    assert q.counts()["ready"] == 0 and q.read.waiting_count() == 0
+
+
+def test_members_may_be_chains_chords_and_groups() -> None:
+    """A chain counts by the job it ends in (dead when a step before it failed), a chord
+    by its callback, a group's members one by one."""
+    b = batch(
+        [
+            chain(add.s(1), add.s(10)),
+            chain(boom.s(1), add.s(1)),
+            chord([add.s(2), add.s(3)], seen.s()),
+            group([add.s(4), add.s(5)]),
+        ],
+        on_complete=report.s(),
+    ).enqueue()
+    assert len(b.members) == 5 and b.progress() == (0, 5)
+    burst()
+    (summary,) = [e[1] for e in reports()]
+    ids = [m.id for m in b.members]
+    assert summary["succeeded"] == [ids[0], ids[2], ids[3], ids[4]]
+    assert summary["dead"] == [ids[1]]
+    assert summary["results"] == {ids[0]: 11, ids[2]: None, ids[3]: 4, ids[4]: 5}
+    assert b.progress() == (5, 5)
+
+
+def test_a_member_ending_in_a_group_is_refused(redis_client: Any) -> None:
+    q = get_queue("default")
+    with pytest.raises(InvalidArgument, match="a batch must end in one job"):
+        batch([chain(add.s(1), group([add.s(), add.s()]))], on_complete=report.s()).enqueue()
     assert q.counts()["ready"] == 0 and q.read.waiting_count() == 0
