@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
+from typing import Any
 
 import redis
 
@@ -69,6 +70,13 @@ def total(results: list[int]) -> int:
     """A chord's callback: counts itself done."""
     _client().incr(counter_keys(os.environ.get("ZQUEUE_PREFIX", "zq"))[0])
     return len(results)
+
+
+@task(name="zqbench.completed")
+def completed(summary: dict[str, Any]) -> int:
+    """A batch's on_complete: counts itself done."""
+    _client().incr(counter_keys(os.environ.get("ZQUEUE_PREFIX", "zq"))[0])
+    return len(summary["succeeded"])
 
 
 @task(name="zqbench.orm_insert")

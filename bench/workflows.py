@@ -2,7 +2,7 @@
 beside ours, on the same Redis in the same run.
 
     python -m bench.workflows [--redis-url URL] [--n 10000] [--chain 100]
-                              [--celery-python PATH] [--timeout 300]
+                              [--cases NAMES] [--celery-python PATH] [--timeout 300]
 
 One ``zqueue_worker`` process (``--concurrency 1``) is started, then each case is
 enqueued and timed until every job of it has run (a done counter each job INCRs):
@@ -10,7 +10,13 @@ enqueued and timed until every job of it has run (a done counter each job INCRs)
 - ``enqueue_many``: the N jobs, plain (the baseline);
 - ``group``: the same N jobs as one group;
 - ``chord``: the N jobs and a callback that gets the list of their N results;
+- ``batch``: the N jobs as a ``batch`` with an ``on_complete`` that gets the summary
+  (ids per outcome, the N results);
 - ``chains``: N / ``--chain`` chains of ``--chain`` jobs, each passing its result on.
+
+``--cases chord,batch`` runs only those, in that order (the baseline ``enqueue_many``
+always runs first). Each case also reports the redis-server's CPU seconds (``INFO cpu``,
+user + sys) it took.
 
 Then, in this process, Redis round trips per dependency edge: a chain of 1,000 jobs run
 by hand through the queue core as a worker does (claim, ack with the result passed on,
@@ -47,6 +53,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--n", type=int, default=10_000, help="jobs per case (10000)")
     ap.add_argument("--chain", type=int, default=100, help="jobs per chain (100)")
     ap.add_argument("--timeout", type=float, default=300.0, help="time box per case, s")
+    ap.add_argument(
+        "--cases", default="group,chord,batch,chains", help="cases besides enqueue_many"
+    )
     ap.add_argument("--celery-python", help="a Python with celery[redis]: Celery's chord too")
     ap.add_argument("--celery-db", type=int, default=9, help="Redis db for Celery (9)")
     return ap.parse_args()
@@ -86,7 +95,7 @@ def run_ours(a: argparse.Namespace, url: str, prefix: str) -> dict[str, Any]:
     import redis
 
     from bench import tasks as bt
-    from django_zqueue import chain, chord, group
+    from django_zqueue import batch, chain, chord, group
 
     client = redis.Redis.from_url(url)
     done_key = bt.counter_keys(prefix)[0]
@@ -94,12 +103,18 @@ def run_ours(a: argparse.Namespace, url: str, prefix: str) -> dict[str, Any]:
         "enqueue_many": lambda: bt.member.enqueue_many([(i,) for i in range(a.n)]),
         "group": lambda: group(bt.member.s(i) for i in range(a.n)).enqueue(),
         "chord": lambda: chord((bt.member.s(i) for i in range(a.n)), bt.total.s()).enqueue(),
+        "batch": lambda: batch(
+            (bt.member.s(i) for i in range(a.n)), on_complete=bt.completed.s()
+        ).enqueue(),
         "chains": lambda: [
             chain(bt.member.s(c), *(bt.member.s() for _ in range(a.chain - 1))).enqueue()
             for c in range(a.n // a.chain)
         ],
     }
-    targets = {"enqueue_many": a.n, "group": a.n, "chord": a.n + 1, "chains": a.n}
+    wanted = ["enqueue_many", *(c for c in a.cases.split(",") if c != "enqueue_many")]
+    cases = {k: cases[k] for k in wanted if k in cases}  # in the order asked
+    targets = {"enqueue_many": a.n, "group": a.n, "chord": a.n + 1, "batch": a.n + 1}
+    targets["chains"] = a.n
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen(
         [sys.executable, str(ROOT / "testproject" / "manage.py"), "zqueue_worker", *WORKER],
@@ -114,6 +129,7 @@ def run_ours(a: argparse.Namespace, url: str, prefix: str) -> dict[str, Any]:
         time.sleep(2)  # the worker's start
         for name, enqueue in cases.items():
             client.set(done_key, 0)
+            cpu0 = redis_cpu(client)
             t0 = time.perf_counter()
             enqueue()
             t_enq = time.perf_counter() - t0
@@ -123,6 +139,7 @@ def run_ours(a: argparse.Namespace, url: str, prefix: str) -> dict[str, Any]:
                 "enqueue_s": round(t_enq, 3),
                 "total_s": round(total, 3),
                 "jobs_per_s": round(targets[name] / total, 1),
+                "redis_cpu_s": round(redis_cpu(client) - cpu0, 3),
                 "drained": ok,
             }
             print(f"[bench.workflows] {name}: {out[name]}", file=sys.stderr, flush=True)
@@ -130,6 +147,12 @@ def run_ours(a: argparse.Namespace, url: str, prefix: str) -> dict[str, Any]:
         os.killpg(worker.pid, 15)
         worker.wait(30)
     return out
+
+
+def redis_cpu(client: Any) -> float:
+    """The server's CPU seconds so far (user + sys, main thread and children)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def wait_for(client: Any, key: str, target: int, timeout: float) -> bool:
@@ -205,14 +228,16 @@ def table(rows: dict[str, Any], a: argparse.Namespace) -> str:
     base = rows["enqueue_many"]["jobs_per_s"]
     lines = [
         f"workflows, N={a.n}, one worker process (concurrency 1); same run, shared host",
-        "| case | enqueue s | total s | jobs/s | vs enqueue_many |",
-        "|---|---|---|---|---|",
+        "| case | enqueue s | total s | jobs/s | vs enqueue_many | Redis CPU s |",
+        "|---|---|---|---|---|---|",
     ]
-    for name in ("enqueue_many", "group", "chord", "chains"):
+    for name in ("enqueue_many", "group", "chord", "batch", "chains"):
+        if name not in rows:
+            continue
         r = rows[name]
         lines.append(
             f"| {name} | {r['enqueue_s']} | {r['total_s']} | {r['jobs_per_s']} | "
-            f"{r['jobs_per_s'] / base:.2f} |"
+            f"{r['jobs_per_s'] / base:.2f} | {r['redis_cpu_s']} |"
         )
     c = rows.get("celery")
     if c and "error" not in c:

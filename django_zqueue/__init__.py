@@ -8,6 +8,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 __all__ = [
+    "Batch",
+    "BatchProgress",
     "ConfigurationError",
     "CorruptResult",
     "DuplicateJob",
@@ -28,11 +30,13 @@ __all__ = [
     "Workflow",
     "ZQueueError",
     "__version__",
+    "batch",
     "chain",
     "chord",
     "current_job",
     "get_queue",
     "group",
+    "optional",
     "task",
 ]
 
@@ -52,4 +56,4 @@ from .exceptions import (
 )
 from .queue import JobInfo, Message, Queue, ScanResult, get_queue
 from .task import Job, Signature, Task, task
-from .workflow import Workflow, chain, chord, group
+from .workflow import Batch, BatchProgress, Workflow, batch, chain, chord, group, optional

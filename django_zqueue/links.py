@@ -9,14 +9,17 @@
 - :class:`Links`: a job's links as the read side shows them.
 
 The links of a job live in its ``wf:<id>`` hash: ``kids`` and ``par`` (JSON lists),
-``need``, ``got`` and ``r<i>`` (the result parent i passed on). Only this module and the
-scripts know those fields.
+``need``, ``got``, ``r<i>`` (the result parent i passed on) and ``opt`` (the places that
+take any end of their parent: ``*`` every place, or a JSON list; such a place's ``r<i>``
+is the marker ``!<reason>`` when its parent failed). Only this module and the scripts
+know those fields.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import bounds
@@ -28,6 +31,26 @@ MAX_LINKS = bounds.MAX_LINKS
 MAX_PASSED_BYTES = 65_536
 #: the fields of a ``wf:<id>`` hash that count its parents (read with ``HMGET``)
 COUNT_FIELDS = ("need", "got")
+#: ... and ``opt``: whether every parent counts however it ends (a batch's progress)
+PROGRESS_FIELDS = ("need", "got", "opt")
+#: how a parent ended, as a dependent that takes any end sees it (the batch summary's keys)
+OUTCOMES = ("succeeded", "dead", "cancelled", "expired")
+#: the reason in a failure marker (``!<reason>``) -> its outcome
+_REASONS = {
+    "": "dead",
+    "dead": "dead",
+    "cancelled": "cancelled",
+    "deleted": "cancelled",
+    "expired": "expired",
+}
+
+
+@dataclass(frozen=True)
+class OptionalParent:
+    """A parent whose failure does not stop its dependent (``optional(job)`` in
+    ``depends_on``): the dependent runs once it has ended, however it ended."""
+
+    parent: Any
 
 
 class Ref(NamedTuple):
@@ -46,11 +69,15 @@ class Kid(NamedTuple):
 
 
 class FlowJob(NamedTuple):
-    """A new job of a workflow (``wf_publish.lua``)."""
+    """A new job of a workflow (``wf_publish.lua``); ``optional``: the places (1-based)
+    of the parents whose any end counts (their failure passes None), ``any_end``: every
+    parent's (a batch's ``on_complete``)."""
 
     job: NewJob
     parents: tuple[Ref, ...] = ()
     kids: tuple[Kid, ...] = ()
+    optional: tuple[int, ...] = ()
+    any_end: bool = False
 
     @property
     def need(self) -> int:
@@ -65,6 +92,10 @@ class FlowJob(NamedTuple):
             out["parents"] = json.dumps([list(p) for p in self.parents])
         if self.kids:
             out["kids"] = json.dumps([list(k) for k in self.kids])
+        if self.parents and self.any_end:
+            out["opt"] = "*"
+        elif self.parents and self.optional:
+            out["opt"] = json.dumps(sorted(set(self.optional)))
         return out
 
 
@@ -161,14 +192,63 @@ def kids_or_none(raw: bytes | str | None) -> list[Kid] | None:
     ]
 
 
+class Ended(NamedTuple):
+    """How one parent ended, as its dependent received it: ``outcome`` one of
+    :data:`OUTCOMES`, ``result`` its result (None unless it succeeded)."""
+
+    queue: str
+    tag: str
+    outcome: str
+    result: Any
+
+
+def passed_ends(raw: Mapping[Any, Any]) -> list[Ended]:
+    """How each of the job's parents ended, in order (from its ``wf:<id>`` hash);
+    ``LookupError`` when one has not."""
+    fields = {text(k): v for k, v in raw.items()}
+    need = int(fields.get("need", 0))
+    try:
+        refs = json.loads(fields.get("par", "[]"))
+    except ValueError:
+        refs = []
+    if not isinstance(refs, list) or len(refs) != need:
+        refs = [["", ""]] * need
+    out = []
+    for i in range(1, need + 1):
+        value = fields.get(f"r{i}")
+        if value is None:
+            raise LookupError(f"the result of parent {i} of {need} is missing")
+        value = text(value)
+        ref = refs[i - 1] if isinstance(refs[i - 1], list) and len(refs[i - 1]) == 2 else ["", ""]
+        if value.startswith("!"):  # a failure marker: an optional place (wf_resolve.lua)
+            out.append(Ended(str(ref[0]), str(ref[1]), _REASONS.get(value[1:], "dead"), None))
+        else:
+            out.append(Ended(str(ref[0]), str(ref[1]), "succeeded", json.loads(value)))
+    return out
+
+
 def passed_results(raw: Mapping[Any, Any]) -> list[Any]:
     """The results passed on by the job's parents, in order (from its ``wf:<id>``
-    hash); ``LookupError`` when one is missing."""
+    hash; None for an optional parent that failed); ``LookupError`` when one is
+    missing."""
     need = int(raw.get(b"need", raw.get("need", 0)))
     out = []
     for i in range(1, need + 1):
         value = raw.get(f"r{i}".encode(), raw.get(f"r{i}"))
         if value is None:
             raise LookupError(f"the result of parent {i} of {need} is missing")
-        out.append(json.loads(value))
+        out.append(None if text(value).startswith("!") else json.loads(value))
+    return out
+
+
+def summary(ends: Sequence[Ended]) -> dict[str, Any]:
+    """What a batch's callback receives: ``total``, the tags per outcome (``succeeded``,
+    ``dead``, ``cancelled``, ``expired``, each in the order given) and ``results``
+    (tag -> result of each succeeded member)."""
+    out: dict[str, Any] = {"total": len(ends), **{o: [] for o in OUTCOMES}}
+    out["results"] = {}
+    for e in ends:
+        out[e.outcome].append(e.tag)
+        if e.outcome == "succeeded":
+            out["results"][e.tag] = e.result
     return out

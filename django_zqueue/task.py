@@ -36,6 +36,7 @@ from .conf import Backoff
 from .exceptions import InvalidArgument
 from .fairness import group_problem
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
+from .links import OptionalParent
 from .queue import NewJob, Queue, get_queue, new_tag
 from .schedules import Schedule, declare
 from .serializer import encode_call
@@ -243,7 +244,8 @@ class Task(Generic[P, R]):
             queue, jobs = self._prepare(calls, delay, run_at, span, expires)
             parents = None
             if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
-                parents = [depends_on] if isinstance(depends_on, Job | str) else list(depends_on)
+                alone = isinstance(depends_on, Job | str | OptionalParent)
+                parents = [depends_on] if alone else list(depends_on)
             if parents is not None and (self.debounce is not None or self.unique_for is not None):
                 raise InvalidArgument(
                     f"task {self.name!r}: depends_on does not go with debounce or unique_for"
@@ -364,7 +366,7 @@ class Task(Generic[P, R]):
         parents = kwargs.pop("depends_on")
         if parents is None:
             return None
-        return [parents] if isinstance(parents, Job | str) else list(parents)
+        return [parents] if isinstance(parents, Job | str | OptionalParent) else list(parents)
 
     def _expires(self, kwargs: dict[str, Any]) -> float | timedelta | datetime | None:
         """``expires`` taken out of a call's keyword arguments (seconds, a timedelta or an
@@ -440,12 +442,14 @@ class Task(Generic[P, R]):
 class Signature:
     """A task with its arguments, not yet sent: the unit of chains, groups and chords
     (:mod:`django_zqueue.workflow`). ``immutable`` (``.si()``): it gets no parent's
-    result."""
+    result; ``optional`` (``optional(sig)``): its dependents run however it ends (its
+    failure passes None)."""
 
     task: Task[..., Any]
     args: tuple[Any, ...]
     kwargs: Mapping[str, Any]
     immutable: bool = False
+    optional: bool = False
 
     def enqueue(self) -> Job:
         """Enqueue this one call, as ``task.enqueue(*args, **kwargs)``."""

@@ -1,4 +1,4 @@
-"""Chains, groups and chords of task calls (docs/workflows.md).
+"""Chains, groups, chords and batches of task calls (docs/workflows.md).
 
 ::
 
@@ -7,10 +7,17 @@
     chain(fetch.s(url), parse.s(), store.s()).enqueue()   # each gets the previous result
     group(resize.s(i) for i in ids).enqueue()             # parallel; .results() in order
     chord((resize.s(i) for i in ids), notify.s()).enqueue()  # notify([r1, r2, ...]) once
+    batch((resize.s(i) for i in ids), on_complete=report.s()).enqueue()  # report(summary)
+    chain(fetch.s(url), optional(parse.s()), store.s())  # store(None) if parse fails
+    chain(fetch.s(url), group([a.s(), b.s()]), merge.s())  # merge([ra, rb])
+
+Canvases nest (a chain of groups, a group of chains, a chord whose header holds chains):
+each compiles into the jobs and links of one workflow (:mod:`.workflow_plan`).
 
 A signature (``task.s(...)``) becomes one job. Links between jobs are written with the
 jobs (``wf_publish.lua``); a job that waits for parents has status ``"waiting"`` and enters
-the line exactly once, when its last parent has succeeded. Results pass from parent to
+the line exactly once, when its last parent has succeeded (an ``optional`` parent, or
+any parent of a batch's ``on_complete``: has ended). Results pass from parent to
 dependent through the dependent's links in Redis (JSON, at most
 ``links.MAX_PASSED_BYTES`` each), not through an expiring result store. Inside
 ``transaction.atomic`` the whole workflow is published when the transaction commits
@@ -19,24 +26,44 @@ dependent through the dependent's links in Redis (JSON, at most
 
 from __future__ import annotations
 
-import json
-import logging
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Union, overload
 
-from django.db import transaction
-
-from . import conf, oncommit
-from .exceptions import InvalidArgument, ZQueueError
+from .exceptions import InvalidArgument
 from .job import poll
-from .links import MAX_LINKS, FlowJob, Kid, Ref
-from .queue import NewJob, publish_flow
+from .links import MAX_LINKS, OptionalParent
+from .queue import get_queue
 from .task import Job, Signature
+from .workflow_plan import Inputs, Plan
 
-log = logging.getLogger("django_zqueue.workflow")
+__all__ = ["Batch", "BatchProgress", "Workflow", "batch", "chain", "chord", "group", "optional"]
 
-__all__ = ["Workflow", "chain", "chord", "group"]
+
+@overload
+def optional(parent: Signature) -> Signature: ...
+
+
+@overload
+def optional(parent: Any) -> OptionalParent: ...
+
+
+def optional(parent: Any) -> Signature | OptionalParent:
+    """A parent whose failure does not stop its dependents: they run once it has ended,
+    however it ended, with None in place of its result. ``optional(sig)`` in a chain or a
+    chord's header; ``depends_on=[job_a, optional(job_b)]`` (a tag, ``(queue, tag)`` or
+    ``Job``)."""
+    if isinstance(parent, Signature):
+        return dataclasses.replace(parent, optional=True)
+    if isinstance(parent, chain | group | chord | batch):
+        raise InvalidArgument(
+            "optional() marks one job: wrap a signature (chain(a.s(), optional(b.s()))) "
+            "or a job of depends_on, not a whole canvas"
+        )
+    if isinstance(parent, OptionalParent):
+        return parent
+    return OptionalParent(parent)
 
 
 @dataclass(frozen=True)
@@ -70,83 +97,26 @@ class Workflow:
         return poll(self.results, timeout, interval)
 
 
-class _Plan:
-    """Jobs of a workflow being built: each signature's job, its parents and dependents."""
+Canvas = Union["Signature", "chain", "group", "chord"]
 
-    def __init__(self) -> None:
-        self.sigs: list[Signature] = []
-        self.flows: list[dict[str, Any]] = []
-        self.jobs: list[NewJob] = []
-        self.parents: list[list[Ref]] = []
-        self.kids: list[list[Kid]] = []
 
-    def add(self, sig: Signature, flow: dict[str, Any]) -> int:
-        self.sigs.append(sig)
-        self.flows.append(flow)
-        self.parents.append([])
-        self.kids.append([])
-        return len(self.sigs) - 1
-
-    def link(self, parent: int, child: int) -> None:
-        self.parents[child].append(self.ref(parent))
-        place = len(self.parents[child])
-        self.kids[parent].append(Kid(self.sigs[child].task.queue_name, self.tag(child), place))
-
-    def prepare(self) -> None:
-        self.jobs = [
-            s.task.prepare_call(s.args, s.kwargs, f)
-            for s, f in zip(self.sigs, self.flows, strict=True)
-        ]
-
-    def tag(self, i: int) -> str:
-        return self.jobs[i].tag
-
-    def ref(self, i: int) -> Ref:
-        return Ref(self.sigs[i].task.queue_name, self.tag(i))
-
-    def handle(self, final: Sequence[int]) -> Workflow:
-        jobs = tuple(
-            Job(self.tag(i), s.task.queue_name, s.task.name) for i, s in enumerate(self.sigs)
-        )
-        return Workflow(jobs, tuple(jobs[i] for i in final))
-
-    def send(self, final: Sequence[int]) -> Workflow:
-        """Publish every job (on commit inside ``transaction.atomic``); the handle."""
-        parts = [
-            (
-                s.task.queue,
-                FlowJob(self.jobs[i], tuple(self.parents[i]), tuple(self.kids[i])),
+def _steps(items: Iterable[Any], what: str, least: int = 1) -> list[Canvas]:
+    """The steps of a canvas: signatures, chains, groups and chords (a batch is not a
+    step: it has callbacks of its own)."""
+    steps = list(items)
+    for s in steps:
+        if isinstance(s, batch):
+            raise InvalidArgument(f"a {what} cannot hold a batch: enqueue the batch on its own")
+        if not isinstance(s, Signature | chain | group | chord):
+            raise InvalidArgument(
+                f"a {what} takes signatures (task.s(...)), chains, groups and chords; got {s!r}"
             )
-            for i, s in enumerate(self.sigs)
-        ]
-        first = self.sigs[0].task
-        on_commit = first.on_commit
-        if on_commit is None:
-            on_commit = conf.get_config().enqueue_on_commit
-        if on_commit and transaction.get_connection(first.using_db).in_atomic_block:
-
-            def publish() -> None:
-                try:
-                    publish_flow(parts)
-                except Exception as exc:  # committed: say what was lost, in one line
-                    log.error(
-                        "event=publish_after_commit_failed workflow=%s jobs=%d error=%s",
-                        self.tag(0),
-                        len(parts),
-                        json.dumps(f"{type(exc).__name__}: {exc}"),
-                        exc_info=not isinstance(exc, ZQueueError),
-                    )
-
-            # at its place among the transaction's other jobs (oncommit.py), by its own calls
-            jobs = [fj.job for _, fj in parts]
-            deferred = oncommit.Deferred(first.queue, jobs, first.name, alone=publish)
-            oncommit.defer(first.using_db, deferred)
-        else:
-            publish_flow(parts)
-        return self.handle(final)
+    if not least <= len(steps) <= MAX_LINKS:
+        raise InvalidArgument(f"{what} takes {least}..{MAX_LINKS} steps, got {len(steps)}")
+    return steps
 
 
-def _signatures(items: Iterable[Signature], what: str, least: int = 1) -> list[Signature]:
+def _signatures(items: Iterable[Any], what: str, least: int = 1) -> list[Signature]:
     sigs = list(items)
     for s in sigs:
         if not isinstance(s, Signature):
@@ -156,73 +126,185 @@ def _signatures(items: Iterable[Signature], what: str, least: int = 1) -> list[S
     return sigs
 
 
+def _compile(step: Canvas, plan: Plan, inputs: Inputs) -> Inputs:
+    """Add ``step`` to ``plan``, waiting for ``inputs``; its outputs."""
+    if isinstance(step, Signature):
+        return Inputs((plan.call(step, inputs),))
+    return step.compile(plan, inputs)
+
+
+def _send(step: chain | group | chord) -> Workflow:
+    plan = Plan()
+    out = step.compile(plan, Inputs())
+    jobs = plan.send(out.jobs)
+    return Workflow(jobs, tuple(jobs[i] for i in out.jobs))
+
+
 @dataclass(frozen=True)
 class chain:  # named as in Celery's canvas, which it replaces
-    """Jobs run one after another; each (unless ``.si()``) gets the previous job's return
-    value as its first argument. If one ends dead, the rest end dead with
+    """Steps run one after another; each (unless ``.si()``) gets the previous step's
+    result as its first argument: a job's return value, or the list of a group's results
+    (a group followed by a step is a chord). If one ends dead, the rest end dead with
     ``dependency <tag> failed`` (requeueing it revives them)."""
 
-    sigs: tuple[Signature, ...]
+    sigs: tuple[Canvas, ...]
 
-    def __init__(self, *sigs: Signature) -> None:
-        object.__setattr__(self, "sigs", tuple(_signatures(sigs, "chain")))
+    def __init__(self, *sigs: Canvas) -> None:
+        object.__setattr__(self, "sigs", tuple(_steps(sigs, "chain")))
+
+    def compile(self, plan: Plan, inputs: Inputs) -> Inputs:
+        for step in self.sigs:
+            inputs = _compile(step, plan, inputs)
+        return inputs
 
     def enqueue(self) -> Workflow:
-        plan = _Plan()
-        n = len(self.sigs)
-        for i, s in enumerate(self.sigs):
-            flow: dict[str, Any] = {}
-            if i > 0 and not s.immutable:
-                flow["in"] = "one"
-            if i + 1 < n and not self.sigs[i + 1].immutable:
-                flow["out"] = 1
-            if i + 1 == n:
-                flow["keep"] = 1
-            plan.add(s, flow)
-        plan.prepare()
-        for i in range(1, n):
-            plan.link(i - 1, i)
-        return plan.send([n - 1])
+        return _send(self)
 
 
 @dataclass(frozen=True)
 class group:
-    """Jobs run in parallel; the handle's ``results()`` are in the order given."""
+    """Steps run in parallel (each waiting for what the group waits for, and getting its
+    result); the results are the list of each step's result, in the order given (a
+    nested group's are flattened into it)."""
 
-    sigs: tuple[Signature, ...]
+    sigs: tuple[Canvas, ...]
 
-    def __init__(self, sigs: Iterable[Signature]) -> None:
-        object.__setattr__(self, "sigs", tuple(_signatures(sigs, "group")))
+    def __init__(self, sigs: Iterable[Canvas]) -> None:
+        object.__setattr__(self, "sigs", tuple(_steps(sigs, "group")))
+
+    def compile(self, plan: Plan, inputs: Inputs) -> Inputs:
+        outputs: list[int] = []
+        for n, step in enumerate(self.sigs, 1):
+            out = _compile(step, plan, inputs)
+            if out.many and not isinstance(step, group):
+                raise InvalidArgument(
+                    "a step of a group, a chord's header or a batch must end in one job (a task, "
+                    f"or a chain or chord ending in one): step {n} (a {type(step).__name__}) "
+                    "ends in a group, whose results would nest; end it with a task, or make "
+                    "it a chord"
+                )
+            outputs.extend(out.jobs)
+        return Inputs(tuple(outputs), many=True)
 
     def enqueue(self) -> Workflow:
-        plan = _Plan()
-        for s in self.sigs:
-            plan.add(s, {"keep": 1})
-        plan.prepare()
-        return plan.send(range(len(self.sigs)))
+        return _send(self)
 
 
 @dataclass(frozen=True)
 class chord:
-    """A group, then ``callback`` once every member has succeeded, with the list of
-    their results (in the order given) as its first argument (unless ``.si()``). It
-    fires exactly once; if a member ends dead, the callback ends dead with
-    ``dependency <tag> failed`` (requeueing the member revives it)."""
+    """A group (the header), then ``callback`` once every job it ends in has succeeded,
+    with the list of their results (in the order given) as its first argument (unless
+    ``.si()``). It fires exactly once; if a member ends dead, the callback ends dead with
+    ``dependency <tag> failed`` (requeueing the member revives it). The header's steps
+    and the callback may be chains, groups or chords."""
 
-    header: tuple[Signature, ...]
-    callback: Signature
+    header: tuple[Canvas, ...]
+    callback: Canvas
 
-    def __init__(self, header: Iterable[Signature], callback: Signature) -> None:
-        object.__setattr__(self, "header", tuple(_signatures(header, "chord")))
-        object.__setattr__(self, "callback", _signatures([callback], "chord callback")[0])
+    def __init__(self, header: Iterable[Canvas], callback: Canvas) -> None:
+        object.__setattr__(self, "header", tuple(_steps(header, "chord")))
+        object.__setattr__(self, "callback", _steps([callback], "chord callback")[0])
+
+    def compile(self, plan: Plan, inputs: Inputs) -> Inputs:
+        return _compile(self.callback, plan, group(self.header).compile(plan, inputs))
 
     def enqueue(self) -> Workflow:
-        plan = _Plan()
-        out = {} if self.callback.immutable else {"out": 1}
-        for s in self.header:
-            plan.add(s, dict(out))
-        last = plan.add(self.callback, {"keep": 1} if out == {} else {"in": "list", "keep": 1})
-        plan.prepare()
-        for i in range(last):
-            plan.link(i, last)
-        return plan.send([last])
+        return _send(self)
+
+
+class BatchProgress(NamedTuple):
+    """How far a batch is: ``done`` of its ``total`` members have ended (with only
+    ``on_success``: have succeeded)."""
+
+    done: int
+    total: int
+
+    @property
+    def complete(self) -> bool:
+        return self.done >= self.total
+
+
+@dataclass(frozen=True)
+class Batch(Workflow):
+    """The handle of an enqueued :class:`batch`: ``jobs`` (the members' jobs, then
+    ``on_success``, then ``on_complete``), ``final`` (the callbacks), ``members`` (the
+    job each member ends in: the summary's ids) and each callback's ``Job`` (None when
+    not given)."""
+
+    members: tuple[Job, ...] = ()
+    on_success: Job | None = None
+    on_complete: Job | None = None
+
+    def progress(self) -> BatchProgress:
+        """``done of total``, read from the callback's links (one round trip, O(1) for a
+        batch of any size). ``LookupError`` once the callback was deleted, or its result
+        expired after it ran."""
+        cb = self.on_complete or self.on_success
+        assert cb is not None  # a batch has one at least
+        total = len(self.members)
+        links = get_queue(cb.queue_name).read.progress(cb.id)
+        if links is not None:
+            return BatchProgress(min(links.got, total), total)
+        status = cb.status()  # no links: acked (every member was in), or gone
+        if status == "finished":
+            return BatchProgress(total, total)
+        raise LookupError(f"batch callback {cb.id!r} is {status}: its progress is gone")
+
+
+@dataclass(frozen=True)
+class batch:
+    """Members run in parallel; ``on_complete`` runs exactly once when every member has
+    ended (succeeded, dead, cancelled, deleted or expired), ``on_success`` exactly once
+    when every member has succeeded (else it ends dead with ``dependency <tag>
+    failed``, as a chord's callback). Each callback (unless ``.si()``) gets a summary
+    as its first argument: ``{"total": n, "succeeded": [ids], "dead": [ids],
+    "cancelled": [ids], "expired": [ids], "results": {id: result}}`` (a deleted member
+    counts as cancelled). A member may be a chain or a chord (it counts by the job it
+    ends in) or a group (its members are the batch's)."""
+
+    members: tuple[Canvas, ...]
+    on_success: Signature | None
+    on_complete: Signature | None
+
+    def __init__(
+        self,
+        members: Iterable[Canvas],
+        on_success: Signature | None = None,
+        on_complete: Signature | None = None,
+    ) -> None:
+        steps = _steps(members, "batch")
+        given = [c for c in (on_success, on_complete) if c is not None]
+        if not given:
+            raise InvalidArgument(
+                "a batch takes on_success, on_complete or both (without either, use group)"
+            )
+        _signatures(given, "batch callback")
+        object.__setattr__(self, "members", tuple(steps))
+        object.__setattr__(self, "on_success", on_success)
+        object.__setattr__(self, "on_complete", on_complete)
+
+    def enqueue(self) -> Batch:
+        plan = Plan()
+        members = group(self.members).compile(plan, Inputs()).jobs  # the jobs they end in
+        callbacks = [c for c in (self.on_success, self.on_complete) if c is not None]
+        if any(not c.immutable for c in callbacks):
+            for i in members:
+                plan.flows[i]["out"] = 1
+        ends: dict[str, int] = {}
+        for name, cb in (("success", self.on_success), ("complete", self.on_complete)):
+            if cb is not None:
+                flow = {} if cb.immutable else {"in": "batch"}
+                ends[name] = plan.add(cb, flow)
+        if "complete" in ends:
+            plan.any_end.add(ends["complete"])
+        for i in members:
+            for last in ends.values():
+                plan.edge(i, last)
+        jobs = plan.send(list(ends.values()))
+        return Batch(
+            jobs,
+            tuple(jobs[i] for i in ends.values()),
+            tuple(jobs[i] for i in members),
+            jobs[ends["success"]] if "success" in ends else None,
+            jobs[ends["complete"]] if "complete" in ends else None,
+        )

@@ -47,6 +47,7 @@ LAYERS: list[set[str]] = [
         "taskstats",
         "tracing",
         "workflow",
+        "workflow_plan",
         "outbox",
         "oncommit",
     },  # tasks

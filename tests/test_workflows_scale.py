@@ -109,3 +109,48 @@ def test_a_chain_of_1000_runs_in_order(zqueue_settings: dict[str, Any]) -> None:
     ran = run_all_ready(q, batch=10)
     assert ran == flow.ids
     assert q.outbox_size() == 0
+
+
+def test_a_batch_of_10000_fires_each_callback_once_whatever_the_outcomes(
+    zqueue_settings: dict[str, Any], calls: list[tuple[str, int]]
+) -> None:
+    """Every third member dies, one is cancelled: on_complete runs once with the exact
+    summary, on_success ends dead once; the acks come in uneven batches, each dispatched
+    twice (a replay changes nothing)."""
+    from django_zqueue import batch
+    from django_zqueue.links import passed_ends, summary
+
+    q = get_queue("default")
+    b = batch(
+        (member.s(i) for i in range(10_000)), on_success=gather.s(), on_complete=gather.s()
+    ).enqueue()
+    assert b.on_complete is not None and b.on_success is not None
+    cancelled = b.members[5_000].id
+    assert q.delete(cancelled)
+    dead: list[str] = []
+    ended = 1
+    while ended < 10_000:
+        msgs, _ = q.claim(777)
+        assert msgs and b.on_complete.id not in [m.tag for m in msgs]
+        bt = q.engine.batch()
+        for m in msgs:
+            i = m.body["args"][0]
+            if i % 3 == 0:
+                bt.add(q.engine.nack_call(m, "boom", dead=True))
+                dead.append(m.tag)
+            else:
+                bt.add(q.engine.ack_call(m, passed=json.dumps(i)))
+        q.engine.send(bt)
+        q.dispatch([m.tag for m in msgs])
+        q.dispatch([m.tag for m in msgs])
+        ended += len(msgs)
+        assert b.progress() == (ended, 10_000)
+    assert q.state(b.on_complete.id) == "ready" and q.state(b.on_success.id) == "dead"
+    got = summary(passed_ends(q.engine.client.hgetall(q.keys.wf(b.on_complete.id))))
+    assert got["total"] == 10_000 and got["cancelled"] == [cancelled]
+    assert sorted(got["dead"]) == sorted(dead) and len(got["succeeded"]) == 10_000 - len(dead) - 1
+    assert len(got["results"]) == len(got["succeeded"])
+    assert q.stats()["dead"] == len(dead) + 1  # the members and on_success, once
+    assert max(n for _, n in calls) <= 100
+    msgs, _ = q.claim(10)
+    assert [m.tag for m in msgs] == [b.on_complete.id]

@@ -163,7 +163,8 @@ class Flow(Consume):
         kept: set[str] = set()  # entries with a dependent in a queue not configured here
         for tag, entry, kids in entries:
             end = entry[:1].decode("ascii", "replace")
-            result = entry[1:].decode("utf-8") if end == "1" else ""
+            # succeeded: the result; failed: the reason (dead, cancelled, deleted, expired)
+            result = entry[1:].decode("utf-8", "replace") if end in ("1", "0") else ""
             for kid in kids:
                 if not kid.tag or not 1 <= kid.place <= MAX_LINKS:
                     continue  # corrupt links: nothing to apply (not a poison entry)

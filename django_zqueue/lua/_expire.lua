@@ -32,7 +32,7 @@ local function expire_jobs(k, entries, now)
   add_attempts(k.errors, now, errors)
   count_stat(k.stats, 'jobs_expired', #entries)
   for _, e in ipairs(entries) do
-    wf_mark(k.wf_out, k.wf_res, e[1], e[2], false, nil, now)
+    wf_mark(k.wf_out, k.wf_res, e[1], e[2], false, 'expired', now)
   end
   return #entries
 end

@@ -64,7 +64,7 @@ local rec = {at = now_ms(), was = was}
 local raw = redis.call('HGET', KEYS[6], id)
 local meta = parse_record(raw, true)
 if meta then
-  wf_mark(KEYS[13], KEYS[14], id, meta, false, nil, rec.at)
+  wf_mark(KEYS[13], KEYS[14], id, meta, false, 'cancelled', rec.at)
   rec.a = tonumber(meta.a) or 0
   if was == 'leased' then
     rec.t = meta.t

@@ -45,7 +45,7 @@ end
 redis.call('ZREM', KEYS[14], id) -- its expiry, if it had one
 local meta = parse_record(raw, true)
 if meta and not ended then
-  wf_mark(KEYS[11], KEYS[12], id, meta, false, nil, now_ms())
+  wf_mark(KEYS[11], KEYS[12], id, meta, false, 'deleted', now_ms())
 end
 if KEYS[15] then
   redis.call('DEL', KEYS[15]) -- its durable step records

@@ -16,7 +16,8 @@
 -- ARGV[6 + i] job i, one MessagePack map as in publish.lua, with three more fields:
 --   need (parents to wait for, 0..10000, absent = 0; > 0: no delay), kids (JSON list of
 --   its dependents [queue, tag, index], absent = none), parents (JSON list of
---   [queue, tag], absent = none)
+--   [queue, tag], absent = none), and opt (its places that take any end of their
+--   parent, wf_resolve.lua: '*' or a JSON list of places, absent = none)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds; ZQ_QUEUE_FULL
 --   (nothing written) past max_length or a group's group_max_length.
 -- Returns: {0} written; or {1, id, state, ...} for the tags already in use, nothing written.
@@ -48,7 +49,7 @@ if not is_int(n, 1, 100) or #KEYS ~= 13 + n or #ARGV ~= 6 + n
     or (gmax > 0 and mode ~= 'fair') then
   error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and one argument each')
 end
-local LINKS = {need = true, kids = true, parents = true}
+local LINKS = {need = true, kids = true, parents = true, opt = true}
 
 local now = now_ms()
 local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
@@ -60,8 +61,9 @@ for i = 1, n do
   end
   why = why or out_of_bounds(j, 'need')
   if not why and (j.kids ~= nil and type(j.kids) ~= 'string'
-      or j.parents ~= nil and type(j.parents) ~= 'string') then
-    why = 'kids and parents must be JSON text'
+      or j.parents ~= nil and type(j.parents) ~= 'string'
+      or j.opt ~= nil and type(j.opt) ~= 'string') then
+    why = 'kids, parents and opt must be text'
   end
   if not why and (j.need or 0) > 0 and (j.delay_ms or j.run_at_ms) then
     why = 'a job that waits for parents cannot be delayed'
@@ -128,6 +130,10 @@ for i = 1, n do
   if parents and parents ~= '' then
     wf[#wf + 1] = 'par'
     wf[#wf + 1] = parents
+  end
+  if need > 0 and j.opt and j.opt ~= '' then
+    wf[#wf + 1] = 'opt'
+    wf[#wf + 1] = j.opt
   end
   if #wf > 0 then
     links[#links + 1] = {KEYS[13 + i], wf}

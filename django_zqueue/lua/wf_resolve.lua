@@ -9,6 +9,11 @@
 --     pairs; the error names the first one left); its own dependents are told through the outbox (_wf_mark.lua).
 --   revived (the parent was itself revived, and waits again): a dependent dead on its
 --     account only goes back to waiting, and tells its own dependents the same.
+-- An optional place (the dependent's links field `opt`: '*' every place, or a JSON list
+--   of places) takes any end: a failed parent counts as in, its r<index> the marker
+--   '!' .. reason (dead, cancelled, deleted, expired: never JSON), so the dependent still
+--   enters ready with every parent in; a revived one takes its marker back (got - 1),
+--   and a later success replaces the marker while the dependent still waits.
 -- A dependent that is in line, in flight, delayed or gone is left alone, and so is one
 --   whose links (`par`) do not name this parent at this index (a tag reused after its
 --   job was cancelled or deleted: the entry is the old job's); a waiting one
@@ -20,8 +25,9 @@
 -- KEYS[10 + i] wf HASH of the dependent of entry i, i = 1..m
 -- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] m (entries, 1..100)
 -- ARGV[5 + 5*(i-1) ..] per entry i: dependent id, parent index (1..10000), end ('1'
---   succeeded, '0' failed, 'r' revived), result JSON ('' unless succeeded), parent (for
---   the error text)
+--   succeeded, '0' failed, 'r' revived), result JSON when succeeded, the reason when
+--   failed ('' = dead, 'cancelled', 'deleted', 'expired'), else ''; parent (for the
+--   error text)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {released, killed, revived, <ids of buried or revived dependents that have
 --   dependents: their outbox entries to dispatch next>}
@@ -103,6 +109,37 @@ local function is_parent(wf, index, parent)
   return type(ref) == 'table' and ref[2] == parent
 end
 
+-- whether place `index` of the dependent takes any end of its parent (links field `opt`:
+-- '*' all, or a JSON list of places); decoded once per call
+local opts = {}
+local function is_optional(wf, index)
+  local set = opts[wf]
+  if set == nil then
+    set = false
+    local raw = redis.call('HGET', wf, 'opt')
+    if raw == '*' then
+      set = true
+    elseif raw then
+      local ok, decoded = pcall(cjson.decode, raw)
+      set = {}
+      if ok and type(decoded) == 'table' then
+        for _, v in ipairs(decoded) do
+          set[v] = true
+        end
+      end
+    end
+    opts[wf] = set
+  end
+  if type(set) == 'table' then
+    return set[index] == true
+  end
+  return set
+end
+
+local function is_marker(v)
+  return v and string.sub(v, 1, 1) == '!'
+end
+
 -- into line (all parents in) or back to waiting
 local function enter(id, meta, wf)
   local got = tonumber(redis.call('HGET', wf, 'got') or '0')
@@ -137,6 +174,15 @@ for i = 0, m - 1 do
   end
   local waiting = meta and redis.call('ZSCORE', k.wait, id)
   local dead = meta and not waiting and type(meta.f) == 'table' and redis.call('ZSCORE', k.dead, id)
+  local marker = false -- a failed parent at an optional place: counts as in
+  if e == '0' and (waiting or dead) and is_optional(wf, index) then
+    ok, marker = true, true
+    result = '!' .. (result ~= '' and result or 'dead')
+  end
+  if ok == nil and (waiting or dead) and is_marker(redis.call('HGET', wf, 'r' .. index)) then
+    redis.call('HDEL', wf, 'r' .. index) -- the optional parent waits again
+    redis.call('HINCRBY', wf, 'got', -1)
+  end
   if ok == nil then
     if dead and #without(meta.f, index) < #meta.f then
       local left = without(meta.f, index)
@@ -159,13 +205,17 @@ for i = 0, m - 1 do
   elseif ok and (waiting or dead) then
     if redis.call('HSETNX', wf, 'r' .. index, result) == 1 then
       redis.call('HINCRBY', wf, 'got', 1)
+    elseif not marker and is_marker(redis.call('HGET', wf, 'r' .. index)) then
+      redis.call('HSET', wf, 'r' .. index, result) -- revived and succeeded since
     end
     if waiting then
       if tonumber(redis.call('HGET', wf, 'got')) >= (meta.n or 0) then
         redis.call('ZREM', k.wait, id)
         enter(id, meta, wf)
       end
-    else
+    elseif not marker and #without(meta.f, index) < #meta.f then
+      -- it had failed (now revived); a marker, or a parent that had not failed, changes
+      -- nothing else (no rewrite of a record whose failed parents are thousands)
       local left = without(meta.f, index)
       if #left == 0 then -- no failed parent left: revived
         meta.f = nil

@@ -47,7 +47,7 @@ from ..validate import MAX_TAG_BYTES
 from .consume import MAX_BATCH, NO_RESULT, AckReply, ClaimPlan
 from .control import CANCELLED_TTL, CancelledJob, CancelResult
 from .core import Queue
-from .flow import publish_flow
+from .flow import passed_ends, publish_flow
 
 __all__ = [
     "CANCELLED_TTL",
@@ -78,6 +78,7 @@ __all__ = [
     "live_thread_count",
     "minute_rows",
     "new_tag",
+    "passed_ends",
     "publish_flow",
 ]
 

@@ -12,7 +12,8 @@ from typing import Any
 from ..connection import unavailable_as_error
 from ..engine import RESOLVE_CHUNK
 from ..exceptions import DuplicateJob, InvalidArgument
-from ..links import MAX_LINKS, FlowJob, Links, Ref
+from ..links import MAX_LINKS, Ended, FlowJob, Links, OptionalParent, Ref
+from ..links import passed_ends as decode_ends
 from ..links import passed_results as decode_results
 from ..records import NewJob
 from .publish import Publishing, group_room_or_full, room_or_full
@@ -20,7 +21,10 @@ from .publish import Publishing, group_room_or_full, room_or_full
 
 def parse_ref(value: Any, default_queue: str) -> Ref:
     """A parent given as a tag (of ``default_queue``), a ``(queue, tag)`` pair, or any
-    object with ``id`` and ``queue_name`` (a task's ``Job``)."""
+    object with ``id`` and ``queue_name`` (a task's ``Job``); any of them wrapped in
+    ``optional(...)``."""
+    if isinstance(value, OptionalParent):
+        value = value.parent
     if isinstance(value, str):
         return Ref(default_queue, value)
     if isinstance(value, tuple) and len(value) == 2 and all(isinstance(x, str) for x in value):
@@ -94,13 +98,17 @@ class Flows(Publishing):
         """Publish ``job`` waiting for existing jobs: it enters the line once all have
         succeeded, exactly once. A parent that is no longer in its queue (finished, or
         never published) counts as succeeded; a dead one as failed (the job then goes to
-        dead letters with ``dependency <tag> failed``; requeueing the parent revives it)."""
+        dead letters with ``dependency <tag> failed``; requeueing the parent revives it).
+        A parent given as ``optional(parent)`` counts however it ends: its failure lets
+        the job run."""
         if isinstance(depends_on, str | bytes):  # not its characters: one tag each
             raise InvalidArgument(
                 f"depends_on takes a list of job tags, (queue, tag) pairs or Job handles, "
                 f"not a single {type(depends_on).__name__}: depends_on=[{depends_on!r}]"
             )
-        parents = tuple(parse_ref(p, self.name) for p in depends_on)
+        given = list(depends_on)
+        parents = tuple(parse_ref(p, self.name) for p in given)
+        optional = tuple(i for i, p in enumerate(given, 1) if isinstance(p, OptionalParent))
         if Ref(self.name, job.tag) in parents:
             raise InvalidArgument(f"job {job.tag!r} cannot depend on itself")
         if not parents:
@@ -110,7 +118,9 @@ class Flows(Publishing):
         if job.spec.delay_ms is not None or job.spec.run_at_ms is not None:
             raise InvalidArgument("a job that depends on others cannot also be delayed")
         self.engine.ensure_layout()
-        found = self.engine.run(self.engine.shard_for(job.tag).wf_publish([FlowJob(job, parents)]))
+        found = self.engine.run(
+            self.engine.shard_for(job.tag).wf_publish([FlowJob(job, parents, optional=optional)])
+        )
         if found:
             raise DuplicateJob([t for t, _ in found], [s for _, s in found])
         self.engine.link_parents(job.tag, parents)
@@ -152,6 +162,14 @@ class Flows(Publishing):
             for s in self.engine.shards:
                 pipe.zcard(s.keys.wf_out)
             return sum(int(n) for n in pipe.execute())
+
+
+def passed_ends(q: Flows, tag: str) -> list[Ended]:
+    """How each parent of job ``tag`` of ``q`` ended, in the order of its parents (what a
+    batch's callback is given); ``LookupError`` while one has not."""
+    with unavailable_as_error():
+        raw = q.engine.client.hgetall(q.engine.keys_for(tag).wf(tag))
+    return decode_ends(raw)
 
 
 def publish_flow(parts: Sequence[tuple[Flows, FlowJob]]) -> list[str]:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from redis.client import Pipeline
 
 from ..connection import unavailable_as_error
-from ..links import COUNT_FIELDS, Links, Ref, link_counts
+from ..links import COUNT_FIELDS, PROGRESS_FIELDS, Links, Ref, link_counts
+from ..records import text
 from .pipeline import Replies, take
 
 if TYPE_CHECKING:
@@ -50,6 +51,28 @@ class JobLinks:
     child_count: int
     need: int
     got: int
+    any_end: bool = False  # every parent counts however it ends (a batch's on_complete)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How many parents a job waits for (``need``) and how many are in (``got``);
+    ``any_end``: every parent counts however it ends (a batch's ``on_complete``)."""
+
+    need: int
+    got: int
+    any_end: bool
+
+
+def read_progress(q: Readable, tag: str) -> Progress | None:
+    """The :class:`Progress` of job ``tag``: one ``HMGET``, O(1) whatever the number of
+    parents. None when it has no links (gone, or acked)."""
+    with unavailable_as_error():
+        values = q.client.hmget(q.keys_for(tag).wf(tag), PROGRESS_FIELDS)
+    links = link_counts(values[:2])
+    if links is None:
+        return None
+    return Progress(links.need, links.got, text(values[2] or b"") == "*")
 
 
 def read_links(q: Readable, tag: str, offset: int = 0, limit: int = 50) -> JobLinks | None:
@@ -74,6 +97,7 @@ def read_links(q: Readable, tag: str, offset: int = 0, limit: int = 50) -> JobLi
         child_count=len(links.kids),
         need=links.need,
         got=links.got,
+        any_end=text(raw.get(b"opt", raw.get("opt", b""))) == "*",
     )
 
 

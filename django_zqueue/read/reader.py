@@ -17,7 +17,7 @@ from .jobs import (
     read_job,
     read_listing,
 )
-from .links import JobLinks, read_links
+from .links import JobLinks, Progress, read_links, read_progress
 from .pipeline import (
     Entry,
     check_state,
@@ -159,6 +159,12 @@ class QueueReader:
         """A workflow job's parents and dependents with their states, a page of each
         (:func:`~.links.read_links`); None when it has none. Two round trips."""
         return read_links(self.queue, tag, offset, limit)
+
+    def progress(self, tag: str) -> Progress | None:
+        """How many parents a workflow job waits for (``need``) and how many are in
+        (``got``): for a batch's ``on_complete``, the members that ended
+        (``any_end``); None when it has no links (gone, or acked). One round trip."""
+        return read_progress(self.queue, tag)
 
     def waiting_count(self) -> int:
         """Jobs waiting for their parents (workflows), over all shards."""

@@ -21,9 +21,9 @@ from ..callcheck import misfit
 from ..context import JobContext, set_current_job
 from ..events import kv, log, send
 from ..exceptions import JobCancelled, Parked
-from ..links import MAX_PASSED_BYTES
+from ..links import MAX_PASSED_BYTES, summary
 from ..outcome import Failure, Outcome, Success, describe, failed, parked, released
-from ..queue import NO_RESULT, Message, Queue, encode_body
+from ..queue import NO_RESULT, Message, Queue, encode_body, passed_ends
 from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..task import Task, registered
 from .coro import run_blocking, span_ended
@@ -141,8 +141,11 @@ def flow_of(body: Any) -> dict[str, Any]:
 
 
 def received(ctx: JobContext, flow: dict[str, Any]) -> tuple[Any, ...]:
-    """What a workflow job gets first from its parents: the one result (a chain) or
-    the list of them (a chord's callback)."""
+    """What a workflow job gets first from its parents: the one result (a chain), the
+    list of them (a chord's callback; None for an optional parent that failed) or the
+    summary of how they ended (a batch's callback)."""
+    if flow.get("in") == "batch":
+        return (summary(passed_ends(ctx.queue, ctx.message.tag)),)
     results = ctx.queue.passed_results(ctx.message.tag)
     return (results,) if flow.get("in") == "list" else (results[0] if results else None,)
 

@@ -154,6 +154,18 @@ def fault_durable(ledger: str, key: str, seconds: float = 0.0) -> None:
     durable.step("b", _fault_step, ledger, f"{key}:b", seconds)
 
 
+@task(max_retries=100, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+def fault_summary(summary: dict[str, Any], ledger: str, key: str) -> None:
+    """A batch's callback: records its run under ``key``, and the summary it was given as
+    a finished run under ``<key>#<succeeded>/<dead>/<cancelled>/<expired>``."""
+    from . import ledger as db
+
+    run = _fault_start(ledger, key)
+    counts = "/".join(str(len(summary[o])) for o in ("succeeded", "dead", "cancelled", "expired"))
+    db.finish(ledger, _fault_start(ledger, f"{key}#{counts}"))
+    db.finish(ledger, run)
+
+
 @task(max_retries=3, retry_backoff={"base": 0, "max": 0, "jitter": 0})
 def fault_raise(ledger: str, key: str) -> None:
     """Poison: always raises (dead after max_retries + 1 = 4 runs)."""
