@@ -284,6 +284,26 @@ def test_jobs_published_without_the_limit_are_not_counted(
     q.publish("n3", group="a")
 
 
+def test_a_tag_used_again_without_the_limit_is_not_counted_by_its_old_entry(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    """A job published under the limit leaves an index entry after it ends (swept
+    later); its tag published again by a process without the limit is a job that does not
+    count, old entry or not (found by the state machine: publish, claim, ack, publish
+    again without the limit)."""
+    q = limited(make_queue, 1)
+    q.publish("first", tag="u0", group="a")
+    msg = q.get()
+    assert msg is not None and q.ack(msg)
+    assert redis_client.zcard(q.keys.gjobs) == 1  # the entry outlives the job
+    plain = make_queue("q", fairness="groups")
+    plain.publish("again", tag="u0", group="a")
+    assert waiting(q, "a") == 1  # it waits, uncounted
+    q.publish("counted", group="a")  # the one job the limit allows
+    with pytest.raises(QueueFull, match='group "a" has 1 jobs waiting'):
+        q.publish("over", group="a")
+
+
 def test_a_queue_without_the_limit_writes_no_index(
     make_queue: QueueFactory, redis_client: redis.Redis
 ) -> None:

@@ -3,9 +3,11 @@
 -- k.gjobs: ZSET, all scores 0, member "<group>\0<id>" per job published while the limit
 --   is set (publish, publish_once, wf_publish). Its count is derived when read, so no
 --   other script keeps it: an entry counts when its job waits (the id is in ready or
---   delayed) and the record's group is <group>; it is kept while the record exists with
---   that group (in flight, dead, waiting for parents: it may come back); it is stale
---   when the record is gone or names another group (the tag was reused).
+--   delayed) and its record, written under the limit (record field gl = 1), names
+--   <group>; it is kept while such a record exists (in flight, dead, waiting for parents:
+--   it may come back); it is stale when the record is gone, names another group, or was
+--   written without the limit (the tag was reused: published again by a process without
+--   the limit, its job is not counted, as none published so is).
 -- check_group_room(k, limit, order, adds): raise ZQ_QUEUE_FULL, before any write, unless every
 --   group of `order` (the call's groups) holds at most `limit` waiting jobs with its
 --   `adds[group]` more. Each group's entries are counted first (ZLEXCOUNT, an upper
@@ -40,7 +42,7 @@ local function group_live(k, group, members, from, to, stale)
   for i, raw in ipairs(raws) do
     local meta = raw and parse_record(raw, true)
     -- an unreadable record is kept (and counted while in line): it is not this code's to judge
-    if raw and (not meta or (meta.g or '') == group) then
+    if raw and (not meta or ((meta.g or '') == group and meta.gl == 1)) then
       if ready[i] or delayed[i] then
         live = live + 1
       end
@@ -97,7 +99,7 @@ local function group_sweep(k, count)
   local stale = {}
   for i, raw in ipairs(raws) do
     local meta = raw and parse_record(raw, true)
-    if not (raw and (not meta or (meta.g or '') == groups[i])) then
+    if not (raw and (not meta or ((meta.g or '') == groups[i] and meta.gl == 1))) then
       stale[#stale + 1] = members[i]
     end
   end

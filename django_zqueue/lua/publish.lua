@@ -86,6 +86,7 @@ if gmax > 0 then -- each group's waiting jobs and the call's, before any write
     end
     adds[g] = adds[g] + 1
     gmembers[i] = g .. '\0' .. ids[i]
+    records[i].gl = 1 -- written under the limit: its index entry counts (_group_room.lua)
   end
   gstale = check_group_room(k, gmax, order, adds)
 end

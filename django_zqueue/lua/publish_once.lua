@@ -92,6 +92,7 @@ end
 local gmember = (meta.g or '') .. '\0' .. id
 if gmax > 0 then
   guard_keys({k.gjobs})
+  meta.gl = 1 -- written under the limit: its index entry counts (_group_room.lua)
 end
 if state ~= nil then -- debounce a waiting job: keep its enqueue time and attempts
   local old = parse_record(redis.call('HGET', k.meta, id))

@@ -99,6 +99,7 @@ if gmax > 0 then -- each group's jobs entering a line now, before any write
       adds[g] = adds[g] + 1
     end
     gmembers[i] = g .. '\0' .. ids[i]
+    records[i].gl = 1 -- written under the limit: its index entry counts (_group_room.lua)
   end
   gstale = check_group_room(k, gmax, order, adds)
 end
