@@ -45,6 +45,9 @@ class QueueKeys:
     wf_res: str  # HASH id -> "1<result JSON>" (succeeded) or "0" (failed): outbox entries
     expiry: str  # ZSET id -> ms it expires unless started (jobs with an expiry: index)
     expired: str  # ZSET id -> ms it expired (terminal state "expired"; its record kept)
+    finished: str  # ZSET id -> ms it succeeded: the history of finished jobs (keep_finished)
+    cancels: str  # ZSET id -> ms it was cancelled: the history's cancelled jobs
+    history: str  # HASH id -> kept record of a job in finished or cancels (compact)
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -118,7 +121,13 @@ class QueueKeys:
             self.gwait,
             self.expiry,
             self.expired,
+            *self.history_keys(),
         ]
+
+    def history_keys(self) -> list[str]:
+        """The keys of the history of finished jobs, in the order the scripts take them:
+        ``finished``, ``cancels``, ``history``."""
+        return [self.finished, self.cancels, self.history]
 
 
 #: the Redis type (a ``TYPE`` reply) of each fixed key of a queue, by its field in
@@ -152,6 +161,9 @@ KEY_TYPES: dict[str, str] = {
     "wf_res": "hash",
     "expiry": "zset",
     "expired": "zset",
+    "finished": "zset",
+    "cancels": "zset",
+    "history": "hash",
 }
 
 
@@ -214,6 +226,9 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         wf_res=f"{tag}:wf_res",
         expiry=f"{tag}:expiry",
         expired=f"{tag}:expired",
+        finished=f"{tag}:finished",
+        cancels=f"{tag}:cancels",
+        history=f"{tag}:history",
     )
 
 

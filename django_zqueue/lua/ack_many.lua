@@ -4,13 +4,18 @@
 --
 -- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
 -- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST
--- KEYS[8..] the result STRING key of each job that keeps a result, in job order
+-- KEYS[8..] the result STRING key of each job that keeps a result, in job order; then,
+--   only when ARGV[2] > 0 (the history of finished jobs, _history.lua): the finished
+--   ZSET, the cancels ZSET and the history HASH
 -- ARGV[1] notify_cap (0 = don't notify; set when the queue has a concurrency limit)
+-- ARGV[2] keep_finished (0: keep no history, and touch none of its keys)
+-- ARGV[3] finished_ttl_ms   ARGV[4] trim limit (history entries removed at most per
+--   call, besides the room for this call's jobs)
 -- then 5 per job: id, token (from the claim), result JSON ('' = keep none), result TTL
 --   ms, run time ms ('' = not measured)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the arguments are malformed: not 1..100
 --   jobs, a token, TTL or run time that is not an integer, or not one result key per
---   job that keeps a result.
+--   job that keeps a result (and the three history keys with ARGV[2] > 0).
 -- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
 --   or listed twice in the call): nothing changed for it; 2 not acked here, nothing
 --   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
@@ -22,7 +27,8 @@
 --   inside a JSON string is always escaped, so no string value can fake it). A record
 --   that holds no such token is stale, as in ack.lua.
 -- Work: O(n log N) for n jobs, in a constant number of commands plus one ZSCORE and one
---   SET (kept result) per job.
+--   SET (kept result) per job; with a history, O((n + limit) log N) more, in at most 8
+--   commands (and one HGET per job of the JSON layout, for its body).
 
 --@include now_ms
 --@include series
@@ -31,22 +37,24 @@
 --@include record
 --@include count
 --@include guard
+--@include history
 
 guard_keys(KEYS)
 
 local FULL_ACK_FIELDS = {'u', 'k', 'n', 'd'}
 
-local n = (#ARGV - 1) / 5
-local cap = tonumber(ARGV[1])
+local HEAD = 4 -- ARGV before the jobs'
+local n = (#ARGV - HEAD) / 5
+local cap, keep, ttl, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local function bad(why)
   error('ZQ_BAD_ARGUMENT: ack_many: ' .. why)
 end
-if n ~= math.floor(n) or n < 1 or n > 100 or not cap then
-  bad('needs notify_cap and 5 values per job, 1..100 jobs')
+if n ~= math.floor(n) or n < 1 or n > 100 or not cap or not keep or not ttl or not limit then
+  bad('needs notify_cap, keep_finished, finished_ttl_ms, a trim limit and 5 values per job, 1..100 jobs')
 end
 local results = 0
 for i = 0, n - 1 do
-  local b = 1 + 5 * i
+  local b = HEAD + 5 * i
   if not tonumber(ARGV[b + 2]) then
     bad('token of job ' .. ARGV[b + 1] .. ' is not a number')
   end
@@ -62,20 +70,23 @@ for i = 0, n - 1 do
     bad('run time of job ' .. ARGV[b + 1] .. ' must be an integer >= 0 (ms) or empty')
   end
 end
-if #KEYS ~= 7 + results then
-  bad('needs one result key per job that keeps a result')
+local history = keep > 0
+if #KEYS ~= 7 + results + (history and 3 or 0) then
+  bad('needs one result key per job that keeps a result, then the 3 history keys with a history')
 end
+local hk = 7 + results -- the history keys: finished, cancels, history
 
 local ids = {}
 for i = 0, n - 1 do
-  ids[i + 1] = ARGV[2 + 5 * i]
+  ids[i + 1] = ARGV[HEAD + 1 + 5 * i]
 end
 local metas = redis.call('HMGET', KEYS[3], unpack(ids))
 -- does record `raw` hold delivery token `token` (text), and does it have a field only
 -- ack.lua handles (`u`: a unique_for reservation to write; `k`, `n`: a workflow job, its
 -- end recorded in the outbox)? A compact record's fields are unpacked (not its body); a
 -- JSON one is read from its text first, and decoded, as ack.lua does, only when its
--- token is written otherwise (e.g. as 1.2e+14)
+-- token is written otherwise (e.g. as 1.2e+14). A compact record's fields are returned
+-- third (nil for the JSON layout).
 local function read_ack(raw, token)
   if string.byte(raw, 1) ~= 123 then
     local meta = parse_record(raw, true)
@@ -84,10 +95,10 @@ local function read_ack(raw, token)
     end
     for _, name in ipairs(FULL_ACK_FIELDS) do
       if meta[name] ~= nil then
-        return meta.t == tonumber(token), true
+        return meta.t == tonumber(token), true, meta
       end
     end
-    return meta.t == tonumber(token), false
+    return meta.t == tonumber(token), false, meta
   end
   local holds = text_field_is(raw, 't', token)
   if not holds then
@@ -102,15 +113,16 @@ local function read_ack(raw, token)
   return holds, false
 end
 
-local out, done, seen = {}, {}, {}
+local out, done, seen, kept = {}, {}, {}, {}
 local run_ms, key = 0, 8
+local now = now_ms()
 for i = 0, n - 1 do
-  local b = 1 + 5 * i
+  local b = HEAD + 5 * i
   local id, token = ARGV[b + 1], ARGV[b + 2]
   local raw = metas[i + 1]
-  local ok, later, full = false, false, false
+  local ok, later, full, fields = false, false, false, nil
   if raw and not seen[id] then
-    ok, full = read_ack(raw, token)
+    ok, full, fields = read_ack(raw, token)
     ok = ok and redis.call('ZSCORE', KEYS[1], id) ~= false
   end
   if ok then
@@ -131,6 +143,16 @@ for i = 0, n - 1 do
     if ARGV[b + 5] ~= '' then
       run_ms = run_ms + tonumber(ARGV[b + 5])
     end
+    if history then -- its record, kept in the history (before the record goes)
+      local body
+      if fields then
+        body = select(2, split_record(raw))
+      else -- the JSON layout: its fields decoded, its body in the body HASH
+        fields = parse_record(raw, true) or {}
+        body = redis.call('HGET', KEYS[2], id)
+      end
+      kept[#kept + 1] = kept_record(fields, body, {fa = now, rt = tonumber(ARGV[b + 5])})
+    end
     out[i + 1] = 1
   elseif later then
     out[i + 1] = 2
@@ -147,11 +169,14 @@ redis.call('HDEL', KEYS[3], unpack(done))
 soft('HDEL', KEYS[4], unpack(done))
 soft('HDEL', KEYS[5], unpack(done))
 count_stat(KEYS[6], 'acked', #done)
-local now = now_ms()
 bump(KEYS[6], 'a', #done, now)
 if run_ms > 0 then
   count_stat(KEYS[6], 'run_ms', run_ms)
   bump(KEYS[6], 't', run_ms, now)
+end
+if history then
+  keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept)
+  trim_history(KEYS[hk + 1], KEYS[hk + 3], now, keep, ttl, #done + limit)
 end
 if cap > 0 then
   notify(KEYS[7], #done, cap)

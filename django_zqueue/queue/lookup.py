@@ -124,6 +124,16 @@ class Lookup(QueueBase):
         """Dead jobs, most recent first, with their last error (one page)."""
         return self.read.dead_letters(offset, limit)
 
+    def finished(self, limit: int = 50, offset: int = 0, state: str | None = None) -> list[JobInfo]:
+        """Jobs that ended, newest first (one page): ``succeeded`` and ``cancelled`` ones
+        kept in the history of finished jobs (options ``keep_finished``,
+        ``finished_ttl``), ``dead`` letters and ``expired`` jobs; ``state`` lists one of
+        them (None: all four, merged: then ``offset + limit`` is at most 10,000). Each is
+        a :class:`JobInfo` with its record and body (no kept result: :meth:`info` reads
+        it), dead and expired ones with their last error. Two round trips."""
+        page = self.read.finished(state, offset, limit)
+        return [job.info(self.name) for job in page.jobs if not job.gone]
+
 
 def decode_result(raw: bytes | str, key: str) -> Any:
     """A kept result read from ``key``; :class:`CorruptResult` when it is not JSON."""

@@ -33,9 +33,11 @@ from .pipeline import (
     ahead_of,
     check_state,
     counts_of,
+    ended_of,
     merged_range,
     queue_ahead,
     queue_counts,
+    queue_ended,
     queue_range,
     queue_run_stats,
     queue_waiting,
@@ -82,7 +84,9 @@ class Listing:
     the same read."""
 
     state: str  # ready | delayed | leased | dead | waiting
-    counts: dict[str, int]  # jobs per state (ready, delayed, leased, dead, waiting)
+    #: jobs per state (ready, delayed, leased, dead, waiting) and, for the tab of the jobs
+    #: that ended, ``finished``: succeeded, cancelled (kept in the history), dead, expired
+    counts: dict[str, int]
     jobs: list[ListedJob]
     number: int  # the page read (1-based): the last one when asked past the end
     per_page: int
@@ -140,7 +144,8 @@ def read_listing(
 
 
 def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
-    """One round trip: ``TIME``, five ``ZCARD`` (the four states and ``wait``) and the
+    """One round trip: ``TIME``, eight ``ZCARD`` (the four states, ``wait``, and
+    ``finished``, ``cancels``, ``expired``: the jobs that ended) and the
     range of each shard, for ready jobs also ``HMGET stats acked run_ms`` of each shard
     and ``HGETALL workers``. One shard's reads are one transaction (one snapshot)."""
     shards = q.shards
@@ -149,6 +154,7 @@ def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
         timed = Timed(q.client, shards[0].keys.ready, transaction=len(shards) == 1)
         queue_counts(timed.pipe, shards)
         queue_waiting(timed.pipe, shards)
+        queue_ended(timed.pipe, shards)
         queue_range(timed.pipe, shards, state, offset, per_page)
         if state == "ready":
             queue_run_stats(timed.pipe, shards)
@@ -157,6 +163,7 @@ def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
     n = len(shards)
     counts = counts_of(replies, n)
     counts["waiting"] = waiting_of(replies, n)
+    counts["finished"] = counts["dead"] + ended_of(replies, n)
     if n == 1:
         merged, entries = None, merged_range(replies, 1, state, offset, per_page)
     else:
