@@ -23,6 +23,7 @@ __all__ = [
     "pack_record",
     "pack_value",
     "read_fields",
+    "split_kept",
     "split_record",
     "unpack_one",
 ]
@@ -156,6 +157,22 @@ def split_record(raw: bytes | str) -> tuple[dict[str, Any], bytes | None]:
             return {}, raw[end:]
         raise RecordError("a record is not a map")
     return fields, raw[end:]
+
+
+def split_kept(raw: bytes | str) -> tuple[dict[str, Any], bytes]:
+    """A record kept in the history of finished jobs (``lua/_history.lua``): a map of how
+    the job ended (``fa``, ``rt``, ``was``), then its record in the compact layout. Its
+    fields (the record's, and the end's over them) and its body; :class:`RecordError` when
+    it is not that. Also reads the two maps alone (``info.lua`` sends no body)."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogateescape")
+    ends, at = unpack_one(raw) if raw else (None, 0)
+    if not isinstance(ends, dict):
+        raise RecordError("a kept record does not start with a map")
+    if at == len(raw):
+        return dict(ends), b""
+    fields, body = split_record(raw[at:])
+    return {**fields, **ends}, body or b""
 
 
 def read_fields(raw: bytes | str) -> dict[str, Any]:

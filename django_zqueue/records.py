@@ -33,7 +33,7 @@ from . import attempts
 from .attempts import AttemptError
 from .exceptions import InvalidArgument
 from .jobspec import DEFAULT_SPEC, JobSpec
-from .recordcodec import loads, read_fields
+from .recordcodec import loads, read_fields, split_kept
 
 #: what a nack did: retried, moved to dead letters, or None for a stale delivery
 NackResult = Literal["retry", "dead"] | None
@@ -264,7 +264,7 @@ class JobInfo:
         state_raw, score_raw, rank, meta_raw, error, progress, body, *rest = reply
         result_raw = rest[0] if rest else b""
         state = text(state_raw)
-        record = Record.decode(meta_raw) or Record()
+        record = Record.decode(meta_raw, kept=state in ENDED) or Record()
         sc = float(score_raw) if score_raw not in (b"", "") else None
         decoded: Any = None
         if body:
@@ -357,13 +357,14 @@ class Record:
         return None if self.started_at_ms is None else from_ms(self.started_at_ms)
 
     @classmethod
-    def decode(cls, raw: bytes | str | None) -> Record | None:
+    def decode(cls, raw: bytes | str | None, *, kept: bool = False) -> Record | None:
         """A record from its stored value (either layout, recordcodec.py: a body it holds
-        is skipped); None when missing, neither layout, or with a field of the wrong type."""
+        is skipped; with ``kept``, a record of the history of finished jobs); None when
+        missing, neither layout, or with a field of the wrong type."""
         if raw is None or raw in (b"", ""):
             return None
         try:
-            meta = read_fields(raw)
+            meta = split_kept(raw)[0] if kept else read_fields(raw)
         except ValueError:  # RecordError, or JSON that is not
             return None
         try:

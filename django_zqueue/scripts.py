@@ -419,14 +419,14 @@ class Scripts:
         args = (*args, passed)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             keys = (*keys, *k.history_keys())
-            args = (*args, p.keep_finished, p.finished_ttl_ms, p.trim_limit)
+            args = (*args, p.keep_finished, p.trim_limit)
         return Call("ack", keys, args, _acked)
 
     def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[AckManyCode]]:
         """One call finishing up to 100 deliveries of one shard (``ack_many.lua``): per
         job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
-        args: list[Arg] = [p.ack_notify, p.keep_finished, p.finished_ttl_ms, p.trim_limit]
+        args: list[Arg] = [p.ack_notify, p.keep_finished, p.trim_limit]
         for a in acks:
             if a.result:
                 keys.append(k.result(a.msg.tag))
@@ -481,7 +481,7 @@ class Scripts:
         args: tuple[Arg, ...] = (tag, ttl_ms, p.notify_cap, only)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             rest = (*rest, *k.history_keys())
-            args = (*args, p.keep_finished, p.finished_ttl_ms, p.trim_limit)
+            args = (*args, p.keep_finished, p.trim_limit)
         return Call("cancel", (*keys, *rest), args, _as(CancelReply))
 
     def range_after(

@@ -19,7 +19,7 @@ from django_zqueue import conf, get_queue
 from django_zqueue.exceptions import ConfigurationError, InvalidArgument
 from django_zqueue.queue import Queue
 from django_zqueue.read import MAX_MERGED
-from django_zqueue.recordcodec import split_record
+from django_zqueue.recordcodec import split_kept, split_record
 from django_zqueue.records import Ack
 
 from .conftest import QueueFactory, snapshot
@@ -68,10 +68,10 @@ def test_a_succeeded_job_keeps_its_record(q: Queue) -> None:
     assert info.started_at is not None and info.finished_at is not None
     assert info.started_at <= info.finished_at and info.ended_at == info.finished_at
     assert info.rank is None and info.score is None and info.died_at is None
-    # the record is the history's, in the compact layout; none is left in meta
-    fields, body = split_record(q.client.hget(q.keys.history, "sum"))
+    # the record is the history's: its end, then the record as it was; none left in meta
+    fields, body = split_kept(q.client.hget(q.keys.history, "sum"))  # type: ignore[arg-type]
     assert body == b'{"task":"app.tasks.add","args":[2,3]}'
-    assert "t" not in fields and "q" not in fields and fields["fa"] >= fields["st"]
+    assert fields["rt"] == 42 and fields["fa"] >= fields["st"] and fields["p"] == 4
     assert q.client.hlen(q.keys.meta) == 0 and not q.exists("sum") and q.state("sum") is None
 
 
@@ -117,7 +117,7 @@ def test_json_layout_records_are_kept_with_their_body(q: Queue, redis_client: re
         info = q.info(t)
         assert info is not None and info.state == "succeeded" and info.consumer == "old"
         assert info.body == {"task": "old.task", "args": args}
-        assert split_record(redis_client.hget(q.keys.history, t))[1]  # type: ignore[arg-type]
+        assert split_kept(redis_client.hget(q.keys.history, t))[1]  # type: ignore[arg-type]
     assert redis_client.hlen(q.keys.body) == 0 and redis_client.hlen(q.keys.meta) == 0
 
 
@@ -176,7 +176,9 @@ def test_bounded_by_age(make_queue: QueueFactory) -> None:
     q = make_queue(finished_ttl=0.2)
     old = finish(q, 3)
     time.sleep(0.25)
-    new = finish(q, 1)  # an ack trims what has aged out
+    new = finish(q, 1)
+    assert len(q.finished()) == 4  # the age bound is the scanner's
+    q.scan()
     assert [j.tag for j in q.finished()] == new
     assert all(q.info(t) is None for t in old)
     assert history_size(q) == (1, 0, 1)
@@ -206,6 +208,16 @@ def test_each_call_trims_a_bounded_number(make_queue: QueueFactory) -> None:
     while q.scan().more:
         pass
     assert history_size(q) == (10, 0, 10)
+
+
+def test_a_big_history_is_trimmed_past_a_slack(make_queue: QueueFactory) -> None:
+    """keep_finished >= 100: the write path trims once the history holds 1% more (at
+    most scan_batch more), so that single acks are not trimmed one by one."""
+    q = make_queue(keep_finished=200, scan_batch=100)
+    finish(q, 202)
+    assert history_size(q)[0] == 202  # within keep + 2
+    finish(q, 1)
+    assert history_size(q)[0] == 200
 
 
 def test_turned_off_the_history_costs_nothing_and_empties(

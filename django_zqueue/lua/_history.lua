@@ -4,10 +4,11 @@
 -- (succeeded) or `cancels` (cancelled); a tag has at most one entry in the two. Each
 -- index is bounded by count (`keep`) and age (`ttl_ms`), trimmed in bounded steps by the
 -- script that adds to it and by scan.
--- kept_record(meta, body, extra): the value kept: the record's fields less the delivery
---   token `t`, the claim score `q` and the body `b`, with `extra`'s fields (`fa` the ms it
---   ended; `rt` its run time in ms, `was` the state a cancel took it from), as a
---   MessagePack map, then `body` raw: always the compact layout of _record.lua.
+-- kept_record(raw, extra, body_hash, id): the value kept for job `id` whose stored record
+--   is `raw`: `extra` (`fa` the ms it ended; `rt` its run time in ms, `was` the state a
+--   cancel took it from) as a MessagePack map, then the record as it was, in the compact
+--   layout of _record.lua (a JSON-layout record is made compact, its body read from
+--   `body_hash`): no field of the record is unpacked or packed again.
 -- keep_ended(index, other, history, ids, values): jobs ids[i] ended now, kept with record
 --   values[i]: added to `index` and `history`, taken out of `other` (the other index).
 --   Their score is Redis TIME in ms with the microseconds as a fraction, so the ends of
@@ -15,20 +16,26 @@
 --   HSET and one ZREM for all.
 -- trim_history(index, history, now, keep, ttl_ms, limit): remove the entries of `index`
 --   older than ttl_ms, then the oldest beyond `keep`, at most `limit` in all, with their
---   records. Returns how many were removed and whether more remain to trim.
+--   records. Returns how many were removed and whether more remain to trim. (scan.lua:
+--   the age bound is kept by the scanner's steps.)
+-- bound_history(index, history, keep, room, trim): the count bound on the write path (ack,
+--   ack_many, cancel), which adds `room` entries: one ZCARD, and only once `index` holds
+--   more than keep + slack (slack = min(trim, keep // 100): about 1% of keep, so that one
+--   job at a time is not trimmed one at a time) the oldest beyond `keep` are removed, at
+--   most room + trim. Returns how many.
 --@include fmt
 
-local function kept_record(meta, body, extra)
-  local f = {}
-  for name, v in pairs(meta) do
-    if name ~= 't' and name ~= 'q' and name ~= 'b' then
-      f[name] = v
-    end
+local function kept_record(raw, extra, body_hash, id)
+  local head = cmsgpack.pack(extra)
+  if string.byte(raw, 1) ~= 123 then
+    return head .. raw
   end
-  for name, v in pairs(extra) do
-    f[name] = v
+  local ok, fields = pcall(cjson.decode, raw)
+  if not ok or type(fields) ~= 'table' then
+    fields = {}
   end
-  return cmsgpack.pack(f) .. (body or '')
+  fields.b = nil
+  return head .. cmsgpack.pack(fields) .. (redis.call('HGET', body_hash, id) or '')
 end
 
 local function keep_ended(index, other, history, ids, values)
@@ -44,6 +51,17 @@ local function keep_ended(index, other, history, ids, values)
   redis.call('ZADD', index, unpack(scores))
   redis.call('HSET', history, unpack(fields))
   redis.call('ZREM', other, unpack(ids))
+end
+
+local function bound_history(index, history, keep, room, trim)
+  local excess = redis.call('ZCARD', index) - keep
+  if excess <= math.min(trim, math.floor(keep / 100)) then
+    return 0
+  end
+  local ids = redis.call('ZRANGE', index, 0, math.min(excess, room + trim) - 1)
+  redis.call('ZREM', index, unpack(ids))
+  redis.call('HDEL', history, unpack(ids))
+  return #ids
 end
 
 local function trim_history(index, history, now, keep, ttl_ms, limit)

@@ -18,8 +18,8 @@
 -- KEYS[13] finished ZSET  KEYS[14] cancels ZSET  KEYS[15] history HASH (passed only when
 --   ARGV[8] > 0: the history of finished jobs)
 -- ARGV[8] keep_finished (0 or absent: keep no history, and touch none of its keys)
--- ARGV[9] finished_ttl_ms   ARGV[10] trim limit (history entries removed at most per call,
---   besides this job's own room)
+-- ARGV[9] trim limit (history entries removed at most per call, besides this job's own
+--   room; the bound by count, _history.lua's bound_history: the age bound is scan's)
 -- Returns: 1 acked; 2 acked, and its end is in the workflow outbox to dispatch; 0 stale
 --   (the job is not leased under this token: its lease was recovered or it was handed to another consumer), or a record that does not decode
 --   to an object holding this token (the scanner moves it to dead letters when its lease
@@ -54,12 +54,8 @@ end
 local now = now_ms()
 local keep = tonumber(ARGV[8]) or 0
 local kept = nil
-if keep > 0 and KEYS[15] then -- its record, kept in the history (the body read before it goes)
-  local _, body = split_record(raw)
-  if body == nil then -- the JSON layout: its body in the body HASH
-    body = redis.call('HGET', KEYS[2], id)
-  end
-  kept = kept_record(meta, body, {fa = now, rt = tonumber(ARGV[6])})
+if keep > 0 and KEYS[15] then -- its record, kept in the history (before it goes)
+  kept = kept_record(raw, {fa = now, rt = tonumber(ARGV[6])}, KEYS[2], id)
 end
 redis.call('ZREM', KEYS[1], id)
 if unique then
@@ -81,7 +77,7 @@ if ARGV[4] ~= '' then
 end
 if kept then
   keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {kept})
-  trim_history(KEYS[13], KEYS[15], now, keep, tonumber(ARGV[9]), 1 + (tonumber(ARGV[10]) or 0))
+  bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0)
 end
 if cap > 0 then
   notify(KEYS[7], 1, cap)

@@ -9,8 +9,9 @@
 --   ZSET, the cancels ZSET and the history HASH
 -- ARGV[1] notify_cap (0 = don't notify; set when the queue has a concurrency limit)
 -- ARGV[2] keep_finished (0: keep no history, and touch none of its keys)
--- ARGV[3] finished_ttl_ms   ARGV[4] trim limit (history entries removed at most per
---   call, besides the room for this call's jobs)
+-- ARGV[3] trim limit (history entries removed at most per call, besides the room for
+--   this call's jobs; the bound by count, _history.lua's bound_history: the age bound is
+--   scan's)
 -- then 5 per job: id, token (from the claim), result JSON ('' = keep none), result TTL
 --   ms, run time ms ('' = not measured)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the arguments are malformed: not 1..100
@@ -43,14 +44,14 @@ guard_keys(KEYS)
 
 local FULL_ACK_FIELDS = {'u', 'k', 'n', 'd'}
 
-local HEAD = 4 -- ARGV before the jobs'
+local HEAD = 3 -- ARGV before the jobs'
 local n = (#ARGV - HEAD) / 5
-local cap, keep, ttl, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local cap, keep, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local function bad(why)
   error('ZQ_BAD_ARGUMENT: ack_many: ' .. why)
 end
-if n ~= math.floor(n) or n < 1 or n > 100 or not cap or not keep or not ttl or not limit then
-  bad('needs notify_cap, keep_finished, finished_ttl_ms, a trim limit and 5 values per job, 1..100 jobs')
+if n ~= math.floor(n) or n < 1 or n > 100 or not cap or not keep or not limit then
+  bad('needs notify_cap, keep_finished, a trim limit and 5 values per job, 1..100 jobs')
 end
 local results = 0
 for i = 0, n - 1 do
@@ -85,8 +86,7 @@ local metas = redis.call('HMGET', KEYS[3], unpack(ids))
 -- ack.lua handles (`u`: a unique_for reservation to write; `k`, `n`: a workflow job, its
 -- end recorded in the outbox)? A compact record's fields are unpacked (not its body); a
 -- JSON one is read from its text first, and decoded, as ack.lua does, only when its
--- token is written otherwise (e.g. as 1.2e+14). A compact record's fields are returned
--- third (nil for the JSON layout).
+-- token is written otherwise (e.g. as 1.2e+14)
 local function read_ack(raw, token)
   if string.byte(raw, 1) ~= 123 then
     local meta = parse_record(raw, true)
@@ -95,10 +95,10 @@ local function read_ack(raw, token)
     end
     for _, name in ipairs(FULL_ACK_FIELDS) do
       if meta[name] ~= nil then
-        return meta.t == tonumber(token), true, meta
+        return meta.t == tonumber(token), true
       end
     end
-    return meta.t == tonumber(token), false, meta
+    return meta.t == tonumber(token), false
   end
   local holds = text_field_is(raw, 't', token)
   if not holds then
@@ -120,9 +120,9 @@ for i = 0, n - 1 do
   local b = HEAD + 5 * i
   local id, token = ARGV[b + 1], ARGV[b + 2]
   local raw = metas[i + 1]
-  local ok, later, full, fields = false, false, false, nil
+  local ok, later, full = false, false, false
   if raw and not seen[id] then
-    ok, full, fields = read_ack(raw, token)
+    ok, full = read_ack(raw, token)
     ok = ok and redis.call('ZSCORE', KEYS[1], id) ~= false
   end
   if ok then
@@ -144,14 +144,7 @@ for i = 0, n - 1 do
       run_ms = run_ms + tonumber(ARGV[b + 5])
     end
     if history then -- its record, kept in the history (before the record goes)
-      local body
-      if fields then
-        body = select(2, split_record(raw))
-      else -- the JSON layout: its fields decoded, its body in the body HASH
-        fields = parse_record(raw, true) or {}
-        body = redis.call('HGET', KEYS[2], id)
-      end
-      kept[#kept + 1] = kept_record(fields, body, {fa = now, rt = tonumber(ARGV[b + 5])})
+      kept[#kept + 1] = kept_record(raw, {fa = now, rt = tonumber(ARGV[b + 5])}, KEYS[2], id)
     end
     out[i + 1] = 1
   elseif later then
@@ -176,7 +169,7 @@ if run_ms > 0 then
 end
 if history then
   keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept)
-  trim_history(KEYS[hk + 1], KEYS[hk + 3], now, keep, ttl, #done + limit)
+  bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit)
 end
 if cap > 0 then
   notify(KEYS[7], #done, cap)

@@ -18,8 +18,8 @@
 -- KEYS[16] finished ZSET  KEYS[17] cancels ZSET  KEYS[18] history HASH (passed only when
 --   ARGV[5] > 0: the job is kept in the history of finished jobs, _history.lua)
 -- ARGV[5] keep_finished (0 or absent: keep no history, and touch none of its keys)
--- ARGV[6] finished_ttl_ms   ARGV[7] trim limit (history entries removed at most per call,
---   besides this job's own room)
+-- ARGV[6] trim limit (history entries removed at most per call, besides this job's own
+--   room; the bound by count, _history.lua's bound_history: the age bound is scan's)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds.
 -- Returns: 1 cancelled while waiting (ready, delayed, or for its parents); 2 cancelled
 --   while running; 0 no such job;
@@ -81,17 +81,10 @@ if KEYS[15] then
   redis.call('DEL', KEYS[15]) -- its durable step records
 end
 local keep = tonumber(ARGV[5]) or 0
-if keep > 0 and KEYS[18] then -- its record, kept in the history (before the record goes)
-  local _, body = nil, nil
-  if raw then
-    _, body = split_record(raw)
-    if body == nil then -- the JSON layout: its body in the body HASH
-      body = redis.call('HGET', KEYS[5], id)
-    end
-  end
-  local kept = kept_record(meta or {}, body, {fa = rec.at, was = was})
+if keep > 0 and KEYS[18] and meta then -- its record, kept in the history (before it goes)
+  local kept = kept_record(raw, {fa = rec.at, was = was}, KEYS[5], id)
   keep_ended(KEYS[17], KEYS[16], KEYS[18], {id}, {kept})
-  trim_history(KEYS[17], KEYS[18], rec.at, keep, tonumber(ARGV[6]), 1 + (tonumber(ARGV[7]) or 0))
+  bound_history(KEYS[17], KEYS[18], keep, 1, tonumber(ARGV[6]) or 0)
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
 redis.call('SET', KEYS[11], cjson.encode(rec), 'PX', ttl)

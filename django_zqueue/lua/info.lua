@@ -12,8 +12,8 @@
 --   (meta: the record without its body, MessagePack or JSON)
 --   state: ready | delayed | leased | dead | waiting (for its parents) | expired | orphan
 --   (a record in no set: never expected) | succeeded | cancelled (a job that is in none of
---   those and has no record, but an entry in the history of finished jobs: its kept
---   record is `meta`);
+--   those and has no record, but an entry in the history of finished jobs: `meta` is
+--   then the map of its end followed by its record's fields, _history.lua);
 --   state_score: ready score, run-at, lease deadline, time of death, since when waiting,
 --   when it expired, or when it succeeded or was cancelled;
 --   rank: ZRANK in ready, -1 in any other state; result: the kept result of a job that
@@ -63,7 +63,16 @@ if state == 'ready' then
   rank = redis.call('ZRANK', KEYS[1], id)
 end
 local body = nil
-if meta then
+if ended then -- a map of its end, then its record (compact): both maps are returned
+  local ok, rest = pcall(cmsgpack.unpack_one, meta)
+  if not ok or rest == -1 then
+    meta, body = meta, ''
+  else
+    local head
+    head, body = split_record(string.sub(meta, rest + 1))
+    meta = string.sub(meta, 1, rest) .. head
+  end
+elseif meta then
   meta, body = split_record(meta)
 end
 if ARGV[2] ~= '1' then

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..attempts import last_error
 from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
-from ..recordcodec import split_record
+from ..recordcodec import split_kept, split_record
 from ..records import JobInfo, Record, decode_json, from_ms, text
 from .jobs import MAX_MERGED
 from .pipeline import Timed, counts_of, queue_counts, queue_waiting, take, waiting_of
@@ -219,11 +219,12 @@ def _read_records(
             found[(p, h, tag)] = value
     out = []
     for tag, name, ms, p in entries:
+        kept = _RECORDS[name] == "history"
         raw = found.get((p, _RECORDS[name], tag))
         body = found.get((p, "body", tag))
         if raw:
             with contextlib.suppress(ValueError):  # an unreadable record: Record() below
-                body = split_record(raw)[1] or body
+                body = (split_kept(raw) if kept else split_record(raw))[1] or body
         error = found.get((p, "errors", tag))
         out.append(
             FinishedJob(
@@ -231,7 +232,7 @@ def _read_records(
                 state=name,
                 ended_ms=ms,
                 shard=p,
-                record=Record.decode(raw),
+                record=Record.decode(raw, kept=kept),
                 body=decode_json(body),
                 error=last_error(error) if error else None,
             )
