@@ -427,10 +427,11 @@ def finished_page(
     number = min(max(1, number), max_pages or MAX_PAGE)
     got = q.read.finished(ended, (number - 1) * per_page, per_page, errors=payload, live=True)
     last = read.page_count(got.total, per_page, max_pages)
-    if not got.jobs and number > last:  # past the end: the last page
-        number = last
-        got = q.read.finished(ended, (number - 1) * per_page, per_page, errors=payload, live=True)
-    counts = {**got.live, "finished": sum(got.counts.values())}
+    live = got.live
+    if not got.jobs and number > last:  # past the end: the last page (the other tabs'
+        number = last  # counts of the first read)
+        got = q.read.finished(ended, (number - 1) * per_page, per_page, errors=payload)
+    counts = {**live, "finished": sum(got.counts.values())}
     return Page(
         queue=q.name,
         state="finished",
