@@ -62,7 +62,7 @@ def history(q: Queue) -> dict[str, str]:
     return {"succeeded": tags[-1], "first": tags[0], "cancelled": stopped[0], "dead": "charge-3"}
 
 
-def rows(browser: WebDriver) -> list[Any]:
+def rows(browser: WebDriver) -> list[Any]:  # noqa: F811
     return list(browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr"))
 
 
