@@ -13,9 +13,10 @@ Starts a private ``redis-server`` (nothing else on it) and, under its own prefix
 - **ack cost**: ``--rounds`` rounds of 100 jobs published and claimed, then acked with
   one ``ack_many`` call (the worker's flush), and of one job acked with ``ack.lua``: the
   Redis time of the ack call (``INFO commandstats``, reset before it) and its round trip
-  as the client sees it, p50 and p95, for ``keep_finished`` 0 (off), 10,000 with a
-  history still filling (nothing to trim), and 10,000 with a full history (each call
-  trims as many as it adds).
+  as the client sees it, p50 and p95, for ``keep_finished`` 0 (off), 10,000,000 (a
+  history still filling: nothing to trim) and 10,000 with a full history (calls trim:
+  an ``ack_many`` of 100 about as many as it adds, one ``ack`` in 100 about 100), the
+  three taking turns round by round.
 """
 
 from __future__ import annotations
@@ -92,46 +93,63 @@ def redis_usec(client: redis.Redis) -> tuple[int, int]:
     return int(stats.get("calls", 0)), int(stats.get("usec", 0))
 
 
-def ack_cost(client: redis.Redis, rounds: int, keep: int, full: bool) -> dict[str, Any]:
-    """Redis time and round trip of one ack_many call of 100 jobs and of one ack.lua."""
+SETTINGS = (("off", 0, False), ("filling", 10_000_000, False), ("full (trims)", 10_000, True))
+
+
+def ack_cost(client: redis.Redis, rounds: int) -> list[dict[str, Any]]:
+    """Redis time and round trip of one ack_many call of 100 jobs, then of one ack.lua, for
+    each of SETTINGS, the settings taking turns round by round (so that a busy machine
+    slows them alike)."""
     from django_zqueue.records import Ack
 
     client.flushdb()
-    q = make_queue(client, f"ack{keep}{int(full)}", keep)
-    if full:
-        run_through(q, keep + 1000)  # the history is full: every call trims
-    many_us, many_rt, one_us, one_rt = [], [], [], []
-    for _ in range(rounds):
-        q.publish_many([BODY] * 101)
-        msgs, _ = q.claim(100, consumer=CONSUMER)
-        call = q.engine.shards[0].ack_many([Ack(m, run_ms=3) for m in msgs])
+    queues = []
+    for label, keep, full in SETTINGS:
+        q = make_queue(client, f"ack{len(queues)}", keep)
+        if full:
+            run_through(q, keep + 1000)  # the history is full: calls trim
+        queues.append((label, keep, q))
+    times: dict[str, dict[str, list[float]]] = {
+        label: {"many_us": [], "many_rt": [], "one_us": [], "one_rt": []} for label, *_ in SETTINGS
+    }
+
+    def timed(label: str, kind: str, q: Any, call: Any) -> None:
         client.config_resetstat()
         t = time.perf_counter()
         q.engine.run(call)
-        many_rt.append((time.perf_counter() - t) * 1e6)
-        many_us.append(redis_usec(client)[1])
-        msg = q.get(consumer=CONSUMER)
-        call = q.engine.ack_call(msg, run_ms=3)
-        client.config_resetstat()
-        t = time.perf_counter()
-        q.engine.run(call)
-        one_rt.append((time.perf_counter() - t) * 1e6)
-        one_us.append(redis_usec(client)[1])
-    kept = int(client.zcard(q.keys.finished))
-    client.flushdb()
+        times[label][f"{kind}_rt"].append((time.perf_counter() - t) * 1e6)
+        times[label][f"{kind}_us"].append(redis_usec(client)[1])
+
+    for _ in range(rounds):  # the worker's flush: 100 acks in one call
+        for label, _keep, q in queues:
+            q.publish_many([BODY] * 100)
+            msgs, _ = q.claim(100, consumer=CONSUMER)
+            timed(label, "many", q, q.engine.shards[0].ack_many([Ack(m, run_ms=3) for m in msgs]))
+    for _ in range(rounds):  # Queue.ack: one job a call
+        for label, _keep, q in queues:
+            q.publish(BODY)
+            msg = q.get(consumer=CONSUMER)
+            timed(label, "one", q, q.engine.ack_call(msg, run_ms=3))
 
     def figures(v: list[float]) -> dict[str, float]:
         return {"p50": round(statistics.median(v), 1), "p95": round(pct(v, 0.95), 1)}
 
-    return {
-        "keep_finished": keep,
-        "history": "off" if not keep else ("full (trims)" if full else "filling"),
-        "kept_at_end": kept,
-        "ack_many_100_redis_us": figures(many_us),
-        "ack_many_100_round_trip_us": figures(many_rt),
-        "ack_redis_us": figures(one_us),
-        "ack_round_trip_us": figures(one_rt),
-    }
+    out = []
+    for label, keep, q in queues:
+        t = times[label]
+        out.append(
+            {
+                "keep_finished": keep,
+                "history": label,
+                "kept_at_end": int(client.zcard(q.keys.finished)),
+                "ack_many_100_redis_us": figures(t["many_us"]),
+                "ack_many_100_round_trip_us": figures(t["many_rt"]),
+                "ack_redis_us": figures(t["one_us"]),
+                "ack_round_trip_us": figures(t["one_rt"]),
+            }
+        )
+    client.flushdb()
+    return out
 
 
 def main() -> None:
@@ -153,11 +171,7 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         out: dict[str, Any] = {"redis": client.info("server")["redis_version"]}
         out["memory"] = memory(client, a.n)
-        out["ack"] = [
-            ack_cost(client, a.rounds, 0, False),
-            ack_cost(client, a.rounds, 10_000, False),
-            ack_cost(client, a.rounds, 10_000, True),
-        ]
+        out["ack"] = ack_cost(client, a.rounds)
     finally:
         server.stop()
     if a.json:

@@ -9,7 +9,8 @@ overview; the other pages come from :meth:`QueueAdmin.get_urls`, each wrapped in
 ``<admin>/django_zqueue/queue/``            overview of every configured queue
 ``…/q/<queue>/?state=ready&page=N``         one page of a queue's jobs (tabs:
                                             ready, delayed, waiting, leased,
-                                            dead)
+                                            dead, finished: the jobs that ended,
+                                            ``&ended=`` one way)
 ``…/q/<queue>/job/?id=<tag>``               one job
 ``…/search/?q=<tag>[&queue=<queue>]``       find a job by tag: redirect to it
 ``…/q/<queue>/find/?state=…&text=…``        jobs whose arguments hold a text

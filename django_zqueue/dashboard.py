@@ -399,7 +399,7 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     return Page(
         queue=q.name,
         state=state,
-        counts=listing.counts,
+        counts={**listing.counts, "finished": listing.ended},
         rows=[job_row(listing, i, job) for i, job in enumerate(listing.jobs)],
         number=listing.number,
         per_page=per_page,

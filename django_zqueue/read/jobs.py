@@ -84,9 +84,7 @@ class Listing:
     the same read."""
 
     state: str  # ready | delayed | leased | dead | waiting
-    #: jobs per state (ready, delayed, leased, dead, waiting) and, for the tab of the jobs
-    #: that ended, ``finished``: succeeded, cancelled (kept in the history), dead, expired
-    counts: dict[str, int]
+    counts: dict[str, int]  # jobs per state (ready, delayed, leased, dead, waiting)
     jobs: list[ListedJob]
     number: int  # the page read (1-based): the last one when asked past the end
     per_page: int
@@ -94,6 +92,8 @@ class Listing:
     workers: int = 0  # ready pages: live worker threads
     mean_run_ms: float | None = None  # ready pages: mean run time of acked jobs
     max_pages: int | None = None  # a partitioned queue lists its first MAX_MERGED jobs
+    #: the jobs that ended: succeeded and cancelled (kept in the history), dead, expired
+    ended: int = 0
 
     @property
     def offset(self) -> int:
@@ -108,6 +108,7 @@ class _Range:
     workers: int
     mean_run_ms: float | None
     merged: list[Entry] | None = None  # several shards: every entry read, in order
+    ended: int = 0  # the jobs that ended (succeeded, cancelled, dead, expired)
 
 
 def read_listing(
@@ -140,6 +141,7 @@ def read_listing(
         workers=got.workers,
         mean_run_ms=got.mean_run_ms,
         max_pages=max_pages,
+        ended=got.ended,
     )
 
 
@@ -163,16 +165,17 @@ def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
     n = len(shards)
     counts = counts_of(replies, n)
     counts["waiting"] = waiting_of(replies, n)
-    counts["finished"] = counts["dead"] + ended_of(replies, n)
+    ended = counts["dead"] + ended_of(replies, n)
     if n == 1:
         merged, entries = None, merged_range(replies, 1, state, offset, per_page)
     else:
         merged = merged_range(replies, n, state, 0, n * (offset + per_page))
         entries = merged[offset : offset + per_page]
     if state != "ready":
-        return _Range(counts, entries, now_ms, 0, None, merged)
+        return _Range(counts, entries, now_ms, 0, None, merged, ended)
     mean = mean_run_ms(*run_stats_of(replies, n))
-    return _Range(counts, entries, now_ms, live_threads_now(next(replies)), mean, merged)
+    workers = live_threads_now(next(replies))
+    return _Range(counts, entries, now_ms, workers, mean, merged, ended)
 
 
 def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) -> list[ListedJob]:
