@@ -330,7 +330,9 @@ def main() -> None:
             "job (dead)": f"{base}q/bench/job/?id={dead_mid}",
             "search -> redirect": f"{base}search/?q={ready_mid}",
             "finished p1 (all states)": f"{base}q/bench/?state=finished",
-            "finished p200 (all, offset 9,950)": f"{base}q/bench/?state=finished&page=200",
+            "finished p40 (all, offset 1,950: the last merged)": (
+                f"{base}q/bench/?state=finished&page=40"
+            ),
             "finished, succeeded p1": f"{base}q/bench/?state=finished&ended=succeeded",
             f"finished, succeeded p{fin_pages} (last)": (
                 f"{base}q/bench/?state=finished&ended=succeeded&page={fin_pages}"

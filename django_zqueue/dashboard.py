@@ -416,14 +416,14 @@ def finished_page(
     """One page of the Finished tab: the jobs of ``q`` that ended in ``ended`` (None: in
     any state), newest first (:meth:`QueueReader.finished
     <django_zqueue.read.QueueReader.finished>`, two round trips; three past the end).
-    With every state, or on a partitioned queue, only the newest ``MAX_MERGED`` jobs
-    are paged. Error text is read only when ``payload`` is true."""
+    With every state, or on a partitioned queue, only the newest ``MAX_ENDED_MERGED``
+    jobs are paged. Error text is read only when ``payload`` is true."""
     if ended not in (None, *ENDED):
         raise InvalidArgument(f"ended must be None or one of {', '.join(ENDED)}")
     if not 1 <= per_page <= MAX_PER_PAGE:
         raise InvalidArgument(f"per_page must be in [1, {MAX_PER_PAGE}]")
     merged = ended is None or len(q.engine.shards) > 1
-    max_pages = read.MAX_MERGED // per_page if merged else None
+    max_pages = read.MAX_ENDED_MERGED // per_page if merged else None
     number = min(max(1, number), max_pages or MAX_PAGE)
     got = q.read.finished(ended, (number - 1) * per_page, per_page, errors=payload, live=True)
     last = read.page_count(got.total, per_page, max_pages)

@@ -18,7 +18,7 @@ from django.test import override_settings
 from django_zqueue import conf, get_queue
 from django_zqueue.exceptions import ConfigurationError, InvalidArgument
 from django_zqueue.queue import Queue
-from django_zqueue.read import MAX_MERGED
+from django_zqueue.read import MAX_ENDED_MERGED
 from django_zqueue.recordcodec import split_kept, split_record
 from django_zqueue.records import Ack
 
@@ -297,8 +297,8 @@ def test_finished_lists_every_ending_newest_first(make_queue: QueueFactory) -> N
     with pytest.raises(InvalidArgument):
         q.finished(state="ready")
     with pytest.raises(InvalidArgument):
-        q.finished(offset=MAX_MERGED)  # several states merged: the first 10,000 only
-    assert q.finished(state="succeeded", offset=MAX_MERGED) == []  # one state: any depth
+        q.finished(offset=MAX_ENDED_MERGED)  # several states merged: the first 2,000 only
+    assert q.finished(state="succeeded", offset=MAX_ENDED_MERGED) == []  # one state: any depth
 
 
 def test_finished_of_a_partitioned_queue(make_queue: QueueFactory) -> None:

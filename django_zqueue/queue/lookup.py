@@ -128,7 +128,7 @@ class Lookup(QueueBase):
         """Jobs that ended, newest first (one page): ``succeeded`` and ``cancelled`` ones
         kept in the history of finished jobs (options ``keep_finished``,
         ``finished_ttl``), ``dead`` letters and ``expired`` jobs; ``state`` lists one of
-        them (None: all four, merged: then ``offset + limit`` is at most 10,000). Each is
+        them (None: all four, merged: then ``offset + limit`` is at most 2,000). Each is
         a :class:`JobInfo` with its record and body (no kept result: :meth:`info` reads
         it), dead and expired ones with their last error. Two round trips."""
         page = self.read.finished(state, offset, limit)

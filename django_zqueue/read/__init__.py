@@ -25,7 +25,13 @@ walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
-from .finished import FINISHED_STATES, FinishedJob, FinishedPage, read_finished
+from .finished import (
+    FINISHED_STATES,
+    MAX_ENDED_MERGED,
+    FinishedJob,
+    FinishedPage,
+    read_finished,
+)
 from .groups import GroupFigures, GroupRow, group_figures
 from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_count
 from .links import MAX_LINKED, JobLinks, LinkedJob, read_links
@@ -53,6 +59,7 @@ from .stats import (
 __all__ = [
     "FINISHED_STATES",
     "LISTED",
+    "MAX_ENDED_MERGED",
     "MAX_LIMIT",
     "MAX_LINKED",
     "MAX_MERGED",

@@ -15,8 +15,10 @@ A page is two round trips whatever the sets hold: Redis time, the four ``ZCARD``
 range of the sets listed, per shard; then one ``HMGET`` per hash and shard for the page's
 tags only. One state on one shard is a ``ZREVRANGE`` from ``offset`` (any depth); several
 states (``state=None``), or a partitioned queue, read each set's first ``offset + limit``
-entries and merge them, newest first, so ``offset + limit`` is at most ``MAX_MERGED``
-there. No ``KEYS``, ``SCAN`` or walk of a set.
+entries and merge them, newest first, so ``offset + limit`` is at most
+``MAX_ENDED_MERGED`` (2,000) there: the merge reads and sorts that many entries of each
+set (four sets of 10,000 took 120 ms with the page's rendering; 2,000, about 25 ms).
+No ``KEYS``, ``SCAN`` or walk of a set.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument
 from ..recordcodec import split_kept, split_record
 from ..records import JobInfo, Record, decode_json, from_ms, text
-from .jobs import MAX_MERGED
 from .pipeline import Timed, counts_of, queue_counts, queue_waiting, take, waiting_of
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ _SET = {"succeeded": "finished", "dead": "dead", "cancelled": "cancels", "expire
 _RECORDS = {"succeeded": "history", "dead": "meta", "cancelled": "history", "expired": "meta"}
 #: most jobs one page of finished jobs may list
 MAX_FINISHED_LIMIT = 1000
+#: a merged listing of ended jobs (several states, or partitions) reads the newest
+#: ``offset + limit`` entries of each set, at most this many
+MAX_ENDED_MERGED = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +110,7 @@ class FinishedPage:
     offset: int
     limit: int
     now_ms: int  # Redis time of the read
-    max_total: int | None  # a merged listing reaches this many jobs at most (MAX_MERGED)
+    max_total: int | None  # a merged listing reaches this many jobs (MAX_ENDED_MERGED)
     #: with ``live``: the jobs in the other states (ready, delayed, leased, dead, waiting)
     live: dict[str, int] = field(default_factory=dict)
 
@@ -144,9 +148,9 @@ def read_finished(
         raise InvalidArgument(f"offset must be >= 0 and limit in [1, {MAX_FINISHED_LIMIT}]")
     states = FINISHED_STATES if state is None else (state,)
     merged = len(states) > 1 or len(q.shards) > 1
-    if merged and offset + limit > MAX_MERGED:
+    if merged and offset + limit > MAX_ENDED_MERGED:
         raise InvalidArgument(
-            f"offset + limit must be at most {MAX_MERGED} when several states or partitions "
+            f"offset + limit must be at most {MAX_ENDED_MERGED} when several states or partitions "
             f"are listed (got offset={offset}, limit={limit}): list one state to go deeper"
         )
     shards = q.shards
@@ -186,7 +190,7 @@ def read_finished(
         offset=offset,
         limit=limit,
         now_ms=now_ms,
-        max_total=MAX_MERGED if merged else None,
+        max_total=MAX_ENDED_MERGED if merged else None,
         live=other,
     )
 
