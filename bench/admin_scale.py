@@ -119,10 +119,14 @@ def publish_ready(q: Any, start: int, n: int, priority: int, groups: int) -> Non
         )
 
 
+#: the per-job keys the fill made (kept results, cancel records): deleted at the end
+PER_JOB_KEYS: list[str] = []
+
+
 def fill_finished(q: Any, n: int) -> None:
     """``n`` jobs that ended: published, claimed and acked with ``ack_many`` (100 a call,
     10 calls a round trip, run times measured, a result kept for one in ten), the last
-    1,000 cancelled instead."""
+    1,000 cancelled instead. Their result keys and cancel records go to PER_JOB_KEYS."""
     from django_zqueue.records import Ack
 
     cancelled = min(1000, n // 10)
@@ -144,6 +148,9 @@ def fill_finished(q: Any, n: int) -> None:
         replies = q.engine.add_acks(batch, acks)
         q.engine.send(batch)
         q.engine.settle_acks(replies)
+        PER_JOB_KEYS.extend(
+            q.engine.keys_for(a.msg.tag).result(a.msg.tag) for a in acks if a.result
+        )
         done += len(msgs)
     tags = q.publish_many(
         [{"task": "bench.tasks.report", "args": [j], "kwargs": {}} for j in range(cancelled)],
@@ -152,6 +159,7 @@ def fill_finished(q: Any, n: int) -> None:
     batch = q.engine.batch()
     for tag in tags:
         batch.add(q.engine.shard_for(tag).cancel(tag, 86_400_000))
+        PER_JOB_KEYS.append(q.engine.keys_for(tag).cancelled(tag))
     q.engine.send(batch)
 
 
@@ -393,6 +401,11 @@ def main() -> None:
                 qq.client.unlink(*keys.all())
                 qq.client.unlink(*(keys.task_stats(s) for s in range(now - 20, now + 1)))
             qq.clear()  # the layout record of a partitioned queue (the rest is gone)
+        for i in range(0, len(PER_JOB_KEYS), 1000):  # one slot each: one UNLINK per key
+            pipe = q.client.pipeline(transaction=False)
+            for key in PER_JOB_KEYS[i : i + 1000]:
+                pipe.unlink(key)
+            pipe.execute()
         override.disable()
         runner.teardown_databases(old_db)
     if a.json:

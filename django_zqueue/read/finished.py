@@ -17,7 +17,7 @@ tags only. One state on one shard is a ``ZREVRANGE`` from ``offset`` (any depth)
 states (``state=None``), or a partitioned queue, read each set's first ``offset + limit``
 entries and merge them, newest first, so ``offset + limit`` is at most
 ``MAX_ENDED_MERGED`` (2,000) there: the merge reads and sorts that many entries of each
-set (four sets of 10,000 took 120 ms with the page's rendering; 2,000, about 25 ms).
+set (four sets of 10,000 took 120 ms with the page's rendering; 2,000, about 35 ms).
 No ``KEYS``, ``SCAN`` or walk of a set.
 """
 
