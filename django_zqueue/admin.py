@@ -330,7 +330,10 @@ class QueueAdmin(_ModelAdmin):
             purge_url=self.url("purge", queue),
             pause_url=self.url("pause", queue),
             paused=q.is_paused(),
-            groups=q.read.groups(top=20) if q.options.fairness == "groups" else None,
+            # the Groups table counts jobs ready and in flight: not on the Finished tab
+            groups=q.read.groups(top=20)
+            if q.options.fairness == "groups" and state != "finished"
+            else None,
             here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)

@@ -44,7 +44,7 @@ guard_keys(KEYS)
 
 local FULL_ACK_FIELDS = {'u', 'k', 'n', 'd'}
 
-local HEAD = 3 -- ARGV before the jobs'
+local HEAD = 3 -- the ARGV before the jobs' own
 local n = (#ARGV - HEAD) / 5
 local cap, keep, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local function bad(why)
