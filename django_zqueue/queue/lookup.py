@@ -72,7 +72,9 @@ class Lookup(QueueBase):
         return self.state(tag) in ("ready", "delayed", "waiting", "leased")
 
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
-        """Everything known about one job, read atomically; None if there is no such job."""
+        """Everything known about one job, read atomically; None if there is no such job.
+        After the end, a job kept in the history of finished jobs answers too (state
+        ``succeeded`` with its kept result, or ``cancelled``: :meth:`finished`)."""
         info = self.engine.run(self.engine.info_call(tag, with_body=with_body))
         if info is not None and info.rank is not None and len(self.engine.shards) > 1:
             # the script ranks within the shard; add the other shards' share
