@@ -46,6 +46,9 @@ DELETABLE = {
     "gstarts": "fair queues: this minute's starts per group start again",
     "gstarts_prev": "fair queues: the last minute's starts per group are forgotten",
     "grate": "fair queues: each group's qps bucket starts full again",
+    "finished": "the history of finished jobs forgets its succeeded jobs",
+    "cancels": "the history of finished jobs forgets its cancelled jobs",
+    "history": "the history of finished jobs starts again, empty",
 }
 #: ctr fields a script reads as an integer, and how a bad value is repaired (None: not)
 CTR_FIELDS: dict[str, str | None] = {
