@@ -1,12 +1,15 @@
 """The admin dashboard on a big queue: render time and Redis commands per page.
 
     python -m bench.admin_scale [--url redis://127.0.0.1:6379/0] [--ready 1000000]
-                                [--dead 100000] [--n 30] [--partitions 1] [--groups 0]
-                                [--json]
+                                [--dead 100000] [--finished 100000] [--n 30]
+                                [--partitions 1] [--groups 0] [--json]
 
 Fills one queue under a key prefix of its own with ``--ready`` waiting jobs (plus 10,000
-delayed and 200 in flight with progress) and ``--dead`` dead letters (published, claimed
-and nacked with ``dead=True`` through the queue's scripts, pipelined), then renders every
+delayed and 200 in flight with progress), ``--dead`` dead letters (published, claimed
+and nacked with ``dead=True`` through the queue's scripts, pipelined) and ``--finished``
+jobs that succeeded (claimed and acked with ``ack_many`` as a worker does, a result kept
+for one in ten, 1,000 of them cancelled instead), kept in the history of finished jobs
+(``keep_finished`` set to hold them all), then renders every
 dashboard page ``--n`` times with Django's test client (without the test runner's
 template instrumentation), logged in as a superuser (so payloads and errors are read
 too), and reports p50/p95 render time, Redis commands and
@@ -116,10 +119,54 @@ def publish_ready(q: Any, start: int, n: int, priority: int, groups: int) -> Non
         )
 
 
-def fill(q: Any, ready: int, dead: int, groups: int = 0) -> dict[str, Any]:
-    """Publish ``dead`` jobs at priority 10, bury them, then ``ready`` jobs at priorities
-    0 and 5 (over ``groups`` groups when given), 10,000 delayed jobs and 200 leased ones
-    with progress."""
+#: the per-job keys the fill made (kept results, cancel records): deleted at the end
+PER_JOB_KEYS: list[str] = []
+
+
+def fill_finished(q: Any, n: int) -> None:
+    """``n`` jobs that ended: published, claimed and acked with ``ack_many`` (100 a call,
+    10 calls a round trip, run times measured, a result kept for one in ten), the last
+    1,000 cancelled instead. Their result keys and cancel records go to PER_JOB_KEYS."""
+    from django_zqueue.records import Ack
+
+    cancelled = min(1000, n // 10)
+    done = 0
+    while done < n - cancelled:
+        size = min(1000, n - cancelled - done)
+        q.publish_many(
+            [{"task": "bench.tasks.report", "args": [done + j], "kwargs": {}} for j in range(size)],
+            priority=20,  # ahead of every ready job: claimed first
+        )
+        msgs, _ = q.claim(size, consumer="bench-worker:2:beef")
+        acks = [
+            q.engine.make_ack(m, {"rows": done + j}, 86400, 5 + j % 200)
+            if j % 10 == 0
+            else Ack(m, run_ms=5 + j % 200)
+            for j, m in enumerate(msgs)
+        ]
+        batch = q.engine.batch()
+        replies = q.engine.add_acks(batch, acks)
+        q.engine.send(batch)
+        q.engine.settle_acks(replies)
+        PER_JOB_KEYS.extend(
+            q.engine.keys_for(a.msg.tag).result(a.msg.tag) for a in acks if a.result
+        )
+        done += len(msgs)
+    tags = q.publish_many(
+        [{"task": "bench.tasks.report", "args": [j], "kwargs": {}} for j in range(cancelled)],
+        delay=3600,
+    )
+    batch = q.engine.batch()
+    for tag in tags:
+        batch.add(q.engine.shard_for(tag).cancel(tag, 86_400_000))
+        PER_JOB_KEYS.append(q.engine.keys_for(tag).cancelled(tag))
+    q.engine.send(batch)
+
+
+def fill(q: Any, ready: int, dead: int, groups: int = 0, finished: int = 0) -> dict[str, Any]:
+    """Publish ``dead`` jobs at priority 10, bury them, run ``finished`` jobs through
+    (:func:`fill_finished`), then ``ready`` jobs at priorities 0 and 5 (over ``groups``
+    groups when given), 10,000 delayed jobs and 200 leased ones with progress."""
     chunk = 20_000
     t = time.perf_counter()
     for i in range(0, dead, chunk):
@@ -142,6 +189,9 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0) -> dict[str, Any]:
         q.engine.send(batch)
         buried += len(msgs)
     t_dead = time.perf_counter() - t
+    t = time.perf_counter()
+    fill_finished(q, finished)
+    t_finished = time.perf_counter() - t
     t = time.perf_counter()
     for i in range(0, ready, chunk):
         n = min(chunk, ready - i)
@@ -171,7 +221,11 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0) -> dict[str, Any]:
             fields.update({f"{task}|b{b}": 50 + b for b in range(len(taskstats.BOUNDS_MS) + 1)})
         q.client.hset(q.keys.task_stats(slot), mapping=fields)
         q.client.expire(q.keys.task_stats(slot), taskstats.KEEP_SECONDS)
-    return {"fill_dead_s": round(t_dead, 1), "fill_ready_s": round(t_ready, 1)}
+    return {
+        "fill_dead_s": round(t_dead, 1),
+        "fill_finished_s": round(t_finished, 1),
+        "fill_ready_s": round(t_ready, 1),
+    }
 
 
 def main() -> None:
@@ -179,6 +233,7 @@ def main() -> None:
     ap.add_argument("--url", default=os.environ.get("ZQUEUE_REDIS_URL", "redis://127.0.0.1:6379/0"))
     ap.add_argument("--ready", type=int, default=1_000_000)
     ap.add_argument("--dead", type=int, default=100_000)
+    ap.add_argument("--finished", type=int, default=100_000, help="jobs in the history")
     ap.add_argument("--n", type=int, default=30, help="renders per page (after one warm-up)")
     ap.add_argument(
         "--partitions", type=int, default=1, help="partitions of the benchmarked queue (1-16)"
@@ -190,6 +245,8 @@ def main() -> None:
     a = ap.parse_args()
     if not (0 <= a.ready <= 5_000_000 and 0 <= a.dead <= 1_000_000 and 1 <= a.n <= 1000):
         ap.error("--ready <= 5,000,000, --dead <= 1,000,000, 1 <= --n <= 1000")
+    if not 0 <= a.finished <= 1_000_000:
+        ap.error("0 <= --finished <= 1,000,000")
     if not 1 <= a.partitions <= 16:
         ap.error("1 <= --partitions <= 16")
     if not 0 <= a.groups <= 1_000_000:
@@ -217,6 +274,7 @@ def main() -> None:
             "bench": {
                 "dead_letter_max": max(10_000, 2 * a.dead),
                 "dead_letter_ttl": 30 * 86400,
+                "keep_finished": max(10_000, 2 * a.finished),
                 "partitions": a.partitions,
                 **({"fairness": "groups"} if a.groups else {}),
             },
@@ -234,6 +292,7 @@ def main() -> None:
     results: dict[str, Any] = {
         "ready": a.ready,
         "dead": a.dead,
+        "finished": a.finished,
         "n": a.n,
         "partitions": a.partitions,
         "groups": a.groups,
@@ -241,18 +300,28 @@ def main() -> None:
     }
     try:
         mem0 = q.client.info("memory")["used_memory"]
-        log(f"filling {a.ready:,} ready and {a.dead:,} dead jobs under {prefix!r} ...")
-        results.update(fill(q, a.ready, a.dead, a.groups))
+        log(
+            f"filling {a.ready:,} ready, {a.dead:,} dead and {a.finished:,} finished jobs "
+            f"under {prefix!r} ..."
+        )
+        results.update(fill(q, a.ready, a.dead, a.groups, a.finished))
+        results["history"] = {
+            name: n for name, n in q.read.finished(limit=1).counts.items() if name != "dead"
+        }
         counts = q.counts()
         results["counts"] = counts
         results["redis_memory_mb"] = round((q.client.info("memory")["used_memory"] - mem0) / 2**20)
-        log(f"filled: {counts} in {results['fill_dead_s'] + results['fill_ready_s']:.0f} s")
+        fill_s = results["fill_dead_s"] + results["fill_finished_s"] + results["fill_ready_s"]
+        log(f"filled: {counts}, history {results['history']} in {fill_s:.0f} s")
 
         # the middle of the first shard (of the queue when unpartitioned)
         first = q.engine.part_keys[0]
         mid, dmid = a.ready // 2 // a.partitions, a.dead // 2 // a.partitions
         ready_mid = q.client.zrange(first.ready, mid, mid)[0].decode()
         dead_mid = q.client.zrevrange(first.dead, dmid, dmid)[0].decode()
+        fmid = a.finished // 2 // a.partitions
+        done_mid = (q.client.zrevrange(first.finished, fmid, fmid) or [b"none"])[0].decode()
+        fin_pages = max(1, (a.finished - 1000) // 50)  # the succeeded jobs' last page
         base = "/admin/django_zqueue/queue/"
         mid_page = max(1, a.ready // 2 // 50)
         pages = {
@@ -268,6 +337,20 @@ def main() -> None:
             "job (ready, mid-queue)": f"{base}q/bench/job/?id={ready_mid}",
             "job (dead)": f"{base}q/bench/job/?id={dead_mid}",
             "search -> redirect": f"{base}search/?q={ready_mid}",
+            "finished p1 (all states)": f"{base}q/bench/?state=finished",
+            "finished p40 (all, offset 1,950: the last merged)": (
+                f"{base}q/bench/?state=finished&page=40"
+            ),
+            "finished, succeeded p1": f"{base}q/bench/?state=finished&ended=succeeded",
+            f"finished, succeeded p{fin_pages} (last)": (
+                f"{base}q/bench/?state=finished&ended=succeeded&page={fin_pages}"
+            ),
+            "finished, cancelled p1": f"{base}q/bench/?state=finished&ended=cancelled",
+            "job (succeeded, mid-history)": f"{base}q/bench/job/?id={done_mid}",
+            "search -> redirect (succeeded)": f"{base}search/?q={done_mid}",
+            "search by arguments (ready, 50 matches)": (
+                f"{base}q/bench/find/?state=ready&text=bench.tasks.process"
+            ),
             "metrics": f"{base}metrics/",
             "workers": f"{base}workers/",
             "ready, filter by task (200 read)": f"{base}q/bench/?task=process",
@@ -318,17 +401,24 @@ def main() -> None:
                 qq.client.unlink(*keys.all())
                 qq.client.unlink(*(keys.task_stats(s) for s in range(now - 20, now + 1)))
             qq.clear()  # the layout record of a partitioned queue (the rest is gone)
+        for i in range(0, len(PER_JOB_KEYS), 1000):  # one slot each: one UNLINK per key
+            pipe = q.client.pipeline(transaction=False)
+            for key in PER_JOB_KEYS[i : i + 1000]:
+                pipe.unlink(key)
+            pipe.execute()
         override.disable()
         runner.teardown_databases(old_db)
     if a.json:
         print(json.dumps(results, indent=2))
     else:
         print(
-            f"\nadmin dashboard, {a.ready:,} ready + {a.dead:,} dead jobs, "
+            f"\nadmin dashboard, {a.ready:,} ready + {a.dead:,} dead + {a.finished:,} finished "
+            "jobs, "
             f"{a.partitions} partition(s), {a.groups or 'no'} groups, {a.n} renders per page"
         )
         print(
-            f"fill: dead {results['fill_dead_s']} s, ready {results['fill_ready_s']} s; "
+            f"fill: dead {results['fill_dead_s']} s, finished {results['fill_finished_s']} s, "
+            f"ready {results['fill_ready_s']} s; "
             f"Redis memory for the queue ~{results['redis_memory_mb']} MB"
         )
         print(f"{'page':36} {'p50 ms':>7} {'p95 ms':>7} {'commands':>9} {'round trips':>12}")

@@ -9,7 +9,8 @@ overview; the other pages come from :meth:`QueueAdmin.get_urls`, each wrapped in
 ``<admin>/django_zqueue/queue/``            overview of every configured queue
 ``…/q/<queue>/?state=ready&page=N``         one page of a queue's jobs (tabs:
                                             ready, delayed, waiting, leased,
-                                            dead)
+                                            dead, finished: the jobs that ended,
+                                            ``&ended=`` one way)
 ``…/q/<queue>/job/?id=<tag>``               one job
 ``…/search/?q=<tag>[&queue=<queue>]``       find a job by tag: redirect to it
 ``…/q/<queue>/find/?state=…&text=…``        jobs whose arguments hold a text
@@ -78,6 +79,15 @@ TAB_LABELS = {
     "waiting": gettext_lazy("waiting"),
     "leased": gettext_lazy("in flight"),
     "dead": gettext_lazy("dead letters"),
+    "finished": gettext_lazy("finished"),
+}
+#: the Finished tab's filters: every state a job can end in, or one
+ENDED_LABELS = {
+    None: gettext_lazy("all"),
+    "succeeded": gettext_lazy("succeeded"),
+    "dead": gettext_lazy("dead"),
+    "cancelled": gettext_lazy("cancelled"),
+    "expired": gettext_lazy("expired"),
 }
 #: at most this many tags per requeue/delete request
 MAX_TAGS = dashboard.MAX_PER_PAGE
@@ -279,7 +289,7 @@ class QueueAdmin(_ModelAdmin):
         state, per_page = admin_paging.page_params(request)
         perms = self._perms(request)
         pg, sc, flt = admin_paging.listing(q, state, request, per_page, perms["payload"])
-        link, scan_link = admin_paging.queue_links(self.url, queue, state, per_page, flt)
+        link, scan_link = admin_paging.queue_links(self.url, queue, state, per_page, flt, pg.ended)
         ctx = self._context(
             request,
             _("Queue %(queue)s") % {"queue": queue},
@@ -291,8 +301,21 @@ class QueueAdmin(_ModelAdmin):
             prev_url=link(pg.number - 1) if pg.number > 1 and not sc else None,
             next_url=link(pg.number + 1) if pg.number < pg.pages and not sc else None,
             per_page_choices=admin_paging.per_page_choices(
-                lambda n: self.url("queue", queue, state=state, per_page=n), per_page
+                lambda n: self.url("queue", queue, state=state, ended=pg.ended, per_page=n),
+                per_page,
             ),
+            ended_filters=[
+                {
+                    "state": s,
+                    "label": ENDED_LABELS[s],
+                    "count": n,
+                    "url": self.url("queue", queue, state="finished", ended=s),
+                    "current": s == pg.ended,
+                }
+                for s, n in pg.ended_filters
+            ]
+            if state == "finished"
+            else None,
             tasks=display.task_rows(taskstats.read(q)),
             scan=sc,
             filter=flt,
@@ -307,7 +330,10 @@ class QueueAdmin(_ModelAdmin):
             purge_url=self.url("purge", queue),
             pause_url=self.url("pause", queue),
             paused=q.is_paused(),
-            groups=q.read.groups(top=20) if q.options.fairness == "groups" else None,
+            # the Groups table counts jobs ready and in flight: not on the Finished tab
+            groups=q.read.groups(top=20)
+            if q.options.fairness == "groups" and state != "finished"
+            else None,
             here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
@@ -347,6 +373,9 @@ class QueueAdmin(_ModelAdmin):
                 request, "admin/django_zqueue/job_missing.html", ctx, status=404
             )
         state_tab = {"orphan": "ready"}.get(detail.info.state, detail.info.state)
+        ended = None
+        if state_tab in dashboard.ENDED and state_tab != "dead":  # the Finished tab's filter
+            state_tab, ended = "finished", state_tab
         ctx = self._context(
             request,
             _("Job %(tag)s") % {"tag": tag},
@@ -361,7 +390,7 @@ class QueueAdmin(_ModelAdmin):
             else None,
             perms=perms,
             queue_url=self.url("queue", queue),
-            state_url=self.url("queue", queue, state=state_tab),
+            state_url=self.url("queue", queue, state=state_tab, ended=ended),
             job_actions=self._actions(request, queue, detail.info.state),
             links=self._links(q, tag),
             durable=durable_records(q, tag),  # a durable task's steps (docs/durable.md)

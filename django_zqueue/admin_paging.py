@@ -50,13 +50,25 @@ def per_page_choices(url: Callable[[int | None], str], per_page: int) -> list[di
 def listing(
     q: Queue, state: str, request: HttpRequest, per_page: int, payload: bool
 ) -> tuple[dashboard.Page, filters.Scan | None, filters.Filter]:
-    """The page of the queue view: a window of matches when a filter is set."""
+    """The page of the queue view: a window of matches when a filter is set; on the
+    Finished tab, a page of the jobs that ended in the state ``?ended=`` names (none:
+    any), which takes no filter."""
     flt = filters.Filter.of(request.GET.get("task"), request.GET.get("error"))
+    page = int_param(request.GET.get("page"), 1)
+    if state == "finished":
+        ended = ended_param(request)
+        return dashboard.finished_page(q, ended, page, per_page, payload=payload), None, flt
     if flt.active:
         sc = filters.scan(q, state, int_param(request.GET.get("window"), 1), flt, payload=payload)
         return sc.page, sc, flt
-    page = int_param(request.GET.get("page"), 1)
     return dashboard.page(q, state, page, per_page, payload=payload), None, flt
+
+
+def ended_param(request: HttpRequest) -> str | None:
+    """The Finished tab's filter: ``?ended=`` one of the states a job ends in, else None
+    (every one)."""
+    ended = request.GET.get("ended")
+    return ended if ended in dashboard.ENDED else None
 
 
 def page_params(request: HttpRequest) -> tuple[str, int]:
@@ -71,13 +83,19 @@ def page_params(request: HttpRequest) -> tuple[str, int]:
 
 
 def queue_links(
-    url: Callable[..., str], queue: str, state: str, per_page: int, flt: filters.Filter
+    url: Callable[..., str],
+    queue: str,
+    state: str,
+    per_page: int,
+    flt: filters.Filter,
+    ended: str | None = None,
 ) -> tuple[Callable[[int], str], Callable[[int], str]]:
-    """The queue page's links: to page N of the state, and to window N of a filter."""
+    """The queue page's links: to page N of the state (of the Finished tab's ``ended``
+    filter), and to window N of a filter."""
 
     def link(number: int) -> str:
         size = per_page if per_page != DEFAULT_PER_PAGE else None
-        return url("queue", queue, state=state, page=number, per_page=size)
+        return url("queue", queue, state=state, ended=ended, page=number, per_page=size)
 
     def scan_link(window: int) -> str:
         task, error = flt.task or None, flt.error or None

@@ -65,6 +65,7 @@ from ._django_tasks import (
 )
 from .exceptions import ConfigurationError
 from .queue import Queue, get_queue, new_tag
+from .records import ENDED
 
 log = logging.getLogger("django_zqueue.backends")
 
@@ -349,6 +350,12 @@ class ZQueueBackend(BaseTaskBackend):
             spec, args, kwargs = record["task"], record["args"], record["kwargs"]
         else:
             raise TaskResultDoesNotExist(result_id)
+        if info is not None and info.state in ENDED:  # kept in the history of finished jobs:
+            # the job is gone from the queue, so its result record answers, as after an ack
+            # without a history (a record expired or never written: from its end)
+            if record is None:
+                record = {"status": "SUCCESSFUL" if info.state == "succeeded" else "FAILED"}
+            info = None
         record = record or {}
         if info is not None:  # while the job is in a queue, its state there is the truth
             status = {

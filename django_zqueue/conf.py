@@ -52,6 +52,8 @@ PRIORITY_BAND = 2**42
 MAX_AGING_SECONDS = 30 * 86400
 #: most partitions one queue may have (option ``partitions``)
 MAX_PARTITIONS = 256
+#: most finished jobs one queue may keep in its history (option ``keep_finished``)
+MAX_KEEP_FINISHED = 10_000_000
 
 PriorityMode = Literal["strict", "aging"]
 
@@ -94,6 +96,10 @@ class QueueOptions:
     max_length: int | None = None  # most jobs waiting (ready + delayed); past it: QueueFull
     #: fair queues: most jobs of one group waiting (ready + delayed); past it: QueueFull
     group_max_length: int | None = None
+    #: most succeeded jobs kept in the history of finished jobs (and as many cancelled
+    #: ones); 0: no history, and nothing more on the ack path
+    keep_finished: int = 10_000
+    finished_ttl: float = 86400.0  # seconds a finished job stays in the history
 
     @property
     def visibility_timeout_ms(self) -> int:
@@ -261,6 +267,7 @@ def _parse_queue(
         out.add("E007", f"Queue {name!r}: scan_batch must be at most 5000.", "Use 100.")
         kw.pop("scan_batch")
     _partitions_option(name, merged, kw, out)
+    _history_options(name, merged, kw, out)
     fairness_options(name, merged, kw, out.add)
     return QueueOptions(**kw)
 
@@ -388,6 +395,32 @@ def _partitions_option(
         )
     else:
         kw["partitions"] = v
+
+
+def _history_options(
+    name: str, merged: Mapping[str, Any], kw: dict[str, Any], out: _Collector
+) -> None:
+    """keep_finished (an integer >= 0) and finished_ttl (seconds > 0, at most 3650 days):
+    the history of finished jobs (E007)."""
+    if "keep_finished" in merged:
+        v = merged["keep_finished"]
+        if not is_int(v) or not 0 <= v <= MAX_KEEP_FINISHED:
+            out.add(
+                "E007",
+                f"Queue {name!r}: keep_finished must be an integer in [0, "
+                f"{MAX_KEEP_FINISHED:,}], got {v!r}.",
+                f"Default: {_DEFAULT_QUEUE.keep_finished}; 0 keeps no history.",
+            )
+        else:
+            kw["keep_finished"] = v
+    _positive(name, merged, kw, out, "finished_ttl")
+    if kw.get("finished_ttl", 0) > bounds.MAX_DELAY:
+        out.add(
+            "E007",
+            f"Queue {name!r}: finished_ttl must be at most {bounds.MAX_DELAY} seconds (3650 days).",
+            f"Default: {_DEFAULT_QUEUE.finished_ttl!r}.",
+        )
+        kw.pop("finished_ttl")
 
 
 def queue_options(name: str = "queue", **raw: Any) -> QueueOptions:

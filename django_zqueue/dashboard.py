@@ -40,8 +40,14 @@ from .records import JobInfo, Progress, from_ms
 if TYPE_CHECKING:
     from .queue import Queue
 
-#: tabs of the queue page, one per state (``waiting``: for their parents, workflows)
-TABS = ("ready", "delayed", "waiting", "leased", "dead")
+#: tabs of the queue page that list one state each (``waiting``: for their parents,
+#: workflows)
+STATE_TABS = ("ready", "delayed", "waiting", "leased", "dead")
+#: tabs of the queue page: one per state, then the jobs that ended (the history of
+#: finished jobs, the dead letters and expired jobs: :mod:`django_zqueue.read.finished`)
+TABS = (*STATE_TABS, "finished")
+#: the filters of the Finished tab (None: every state a job can end in)
+ENDED = read.FINISHED_STATES
 MAX_PER_PAGE = 200
 #: page numbers are clamped to this, so offsets stay within Redis' integers
 MAX_PAGE = 10**9
@@ -58,7 +64,8 @@ def location_when(loc: Location) -> str:
     """What a found job's score means, as text: when it runs (delayed), when its lease
     ends (in flight), when it died (dead), since when it waits for its parents; '' when
     ready (its score is an order, shown as its position)."""
-    if loc.score is None or loc.state not in ("delayed", "leased", "dead", "waiting"):
+    known = ("delayed", "leased", "dead", "waiting", "expired", "succeeded", "cancelled")
+    if loc.score is None or loc.state not in known:
         return ""
     at = humanize.when(from_ms(loc.score))
     return {
@@ -66,6 +73,9 @@ def location_when(loc: Location) -> str:
         "leased": _("lease ends at %(time)s"),
         "dead": _("died at %(time)s"),
         "waiting": _("waiting since %(time)s"),
+        "expired": _("expired at %(time)s"),
+        "succeeded": _("succeeded at %(time)s"),
+        "cancelled": _("cancelled at %(time)s"),
     }[loc.state] % {"time": at}
 
 
@@ -231,6 +241,8 @@ class JobRow:
     got: int | None = None  # waiting: parents that have succeeded
     gone: bool = False  # the job left its state between the two reads
     now_ms: int = 0
+    ended_at: datetime | None = None  # finished (state: how it ended): when
+    duration_ms: int | None = None  # finished: its last run's time
 
     @property
     def quoted_tag(self) -> str:
@@ -296,6 +308,19 @@ class JobRow:
             return ""
         return of(self.attempts, (self.max_retries or 0) + 1)
 
+    @property
+    def ended_text(self) -> str:
+        return local_text(self.ended_at)
+
+    @property
+    def ended_ago(self) -> str:
+        """Finished: how long ago it ended."""
+        return self._since(self.ended_at)
+
+    @property
+    def duration(self) -> str:
+        return "" if self.duration_ms is None else humanize.duration(self.duration_ms / 1000)
+
 
 @dataclass(frozen=True, slots=True)
 class Page:
@@ -309,10 +334,36 @@ class Page:
     workers: int = 0
     mean_run_ms: float | None = None  # from the lifetime counters
     max_pages: int | None = None  # a partitioned queue lists its first MAX_MERGED jobs
+    ended: str | None = None  # the Finished tab: the state shown (None: every one)
+    ended_counts: dict[str, int] | None = None  # the Finished tab: jobs per ended state
 
     @property
     def total(self) -> int:
+        if self.ended_counts is not None:
+            if self.ended is None:
+                return sum(self.ended_counts.values())
+            return self.ended_counts[self.ended]
         return self.counts[self.state]
+
+    @property
+    def listable(self) -> int:
+        """How many jobs the pages reach (all but on a merged listing)."""
+        return (
+            self.total
+            if self.max_pages is None
+            else min(self.total, self.max_pages * self.per_page)
+        )
+
+    @property
+    def capped(self) -> bool:
+        """The pages reach fewer jobs than there are (a merged listing)."""
+        return self.listable < self.total
+
+    @property
+    def ended_filters(self) -> list[tuple[str | None, int]]:
+        """The Finished tab's filters: (state, count), every ended state first (None)."""
+        counts = self.ended_counts or {}
+        return [(None, sum(counts.values())), *((s, counts.get(s, 0)) for s in ENDED)]
 
     @property
     def pages(self) -> int:
@@ -340,15 +391,15 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
     the end gives the last page. Error text is read only when ``payload`` is true.
     Reads :meth:`QueueReader.listing <django_zqueue.read.QueueReader.listing>`.
     """
-    if state not in TABS:
-        raise InvalidArgument(f"state must be one of {', '.join(TABS)}")
+    if state not in STATE_TABS:
+        raise InvalidArgument(f"state must be one of {', '.join(STATE_TABS)}")
     if not 1 <= per_page <= MAX_PER_PAGE:
         raise InvalidArgument(f"per_page must be in [1, {MAX_PER_PAGE}]")
     listing = q.read.listing(state, min(max(1, number), MAX_PAGE), per_page, errors=payload)
     return Page(
         queue=q.name,
         state=state,
-        counts=listing.counts,
+        counts={**listing.counts, "finished": listing.ended},
         rows=[job_row(listing, i, job) for i, job in enumerate(listing.jobs)],
         number=listing.number,
         per_page=per_page,
@@ -356,6 +407,65 @@ def page(q: Queue, state: str, number: int = 1, per_page: int = 50, *, payload: 
         workers=listing.workers,
         mean_run_ms=listing.mean_run_ms,
         max_pages=listing.max_pages,
+    )
+
+
+def finished_page(
+    q: Queue, ended: str | None = None, number: int = 1, per_page: int = 50, *, payload: bool
+) -> Page:
+    """One page of the Finished tab: the jobs of ``q`` that ended in ``ended`` (None: in
+    any state), newest first (:meth:`QueueReader.finished
+    <django_zqueue.read.QueueReader.finished>`, two round trips; three past the end).
+    With every state, or on a partitioned queue, only the newest ``MAX_ENDED_MERGED``
+    jobs are paged. Error text is read only when ``payload`` is true."""
+    if ended not in (None, *ENDED):
+        raise InvalidArgument(f"ended must be None or one of {', '.join(ENDED)}")
+    if not 1 <= per_page <= MAX_PER_PAGE:
+        raise InvalidArgument(f"per_page must be in [1, {MAX_PER_PAGE}]")
+    merged = ended is None or len(q.engine.shards) > 1
+    max_pages = read.MAX_ENDED_MERGED // per_page if merged else None
+    number = min(max(1, number), max_pages or MAX_PAGE)
+    got = q.read.finished(ended, (number - 1) * per_page, per_page, errors=payload, live=True)
+    last = read.page_count(got.total, per_page, max_pages)
+    live = got.live
+    if not got.jobs and number > last:  # past the end: the last page (the other tabs'
+        number = last  # counts of the first read)
+        got = q.read.finished(ended, (number - 1) * per_page, per_page, errors=payload)
+    counts = {**live, "finished": sum(got.counts.values())}
+    return Page(
+        queue=q.name,
+        state="finished",
+        counts=counts,
+        rows=[finished_row(job, got.now_ms) for job in got.jobs],
+        number=number,
+        per_page=per_page,
+        now_ms=got.now_ms,
+        max_pages=max_pages,
+        ended=ended,
+        ended_counts=got.counts,
+    )
+
+
+def finished_row(job: read.FinishedJob, now_ms: int) -> JobRow:
+    """The row of one job of the Finished tab (``state``: how it ended)."""
+    if job.record is None:  # gone between the two reads (trimmed), or unreadable
+        return JobRow(job.tag, job.state, job.ended_ms, gone=True, now_ms=now_ms)
+    info = job.info("")
+    return JobRow(
+        tag=job.tag,
+        state=job.state,
+        score=job.ended_ms,
+        priority=info.priority,
+        task=task_name(job.body),
+        enqueued_at=info.enqueued_at,
+        attempts=info.attempts,
+        max_retries=info.max_retries,
+        consumer=info.consumer,
+        started_at=info.started_at,
+        error=first_line(job.error),
+        now_ms=now_ms,
+        ended_at=from_ms(job.ended_ms),
+        duration_ms=info.duration_ms,
     )
 
 
@@ -453,6 +563,25 @@ class JobDetail:
     @property
     def attempts_text(self) -> str:
         return of(self.info.attempts, self.info.max_retries + 1)
+
+    @property
+    def ended_ago(self) -> str:
+        """How long ago it ended ('' while it is live)."""
+        end = self.info.ended_at
+        return "" if end is None else humanize.duration(self.now_ms / 1000 - end.timestamp())
+
+    @property
+    def duration(self) -> str:
+        """Its last run's time ('' when unknown: it has not ended, or never started)."""
+        ms = self.info.duration_ms
+        return "" if ms is None else humanize.duration(ms / 1000)
+
+    @property
+    def result_text(self) -> str:
+        """Its kept result as indented JSON ('' when none is kept)."""
+        if not self.info.result_kept:
+            return ""
+        return json.dumps(self.info.result, indent=2, ensure_ascii=False, default=str)
 
 
 def job(q: Queue, tag: str, *, payload: bool) -> JobDetail | None:

@@ -80,7 +80,7 @@ def scan(q: Queue, state: str, window: int, flt: Filter, *, payload: bool) -> Sc
     page = dashboard.Page(
         queue=q.name,
         state=state,
-        counts=listing.counts,
+        counts={**listing.counts, "finished": listing.ended},
         rows=rows,
         number=listing.number,
         per_page=WINDOW,

@@ -47,6 +47,9 @@ class QueueKeys:
     expiry: str  # ZSET id -> ms it expires unless started (jobs with an expiry: index)
     expired: str  # ZSET id -> ms it expired (terminal state "expired"; its record kept)
     proto: str  # HASH the queue's policy for producers in other languages (docs/protocol.md)
+    finished: str  # ZSET id -> ms it succeeded: the history of finished jobs (keep_finished)
+    cancels: str  # ZSET id -> ms it was cancelled: the history's cancelled jobs
+    history: str  # HASH id -> kept record of a job in finished or cancels (compact)
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -122,7 +125,13 @@ class QueueKeys:
             self.expiry,
             self.expired,
             self.proto,
+            *self.history_keys(),
         ]
+
+    def history_keys(self) -> list[str]:
+        """The keys of the history of finished jobs, in the order the scripts take them:
+        ``finished``, ``cancels``, ``history``."""
+        return [self.finished, self.cancels, self.history]
 
 
 #: the Redis type (a ``TYPE`` reply) of each fixed key of a queue, by its field in
@@ -158,6 +167,9 @@ KEY_TYPES: dict[str, str] = {
     "expiry": "zset",
     "expired": "zset",
     "proto": "hash",
+    "finished": "zset",
+    "cancels": "zset",
+    "history": "hash",
 }
 
 
@@ -222,6 +234,9 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         expiry=f"{tag}:expiry",
         expired=f"{tag}:expired",
         proto=f"{tag}:proto",
+        finished=f"{tag}:finished",
+        cancels=f"{tag}:cancels",
+        history=f"{tag}:history",
     )
 
 

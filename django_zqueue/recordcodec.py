@@ -25,6 +25,7 @@ __all__ = [
     "pack_record",
     "pack_value",
     "read_fields",
+    "split_kept",
     "split_record",
     "unpack_one",
 ]
@@ -226,6 +227,22 @@ def _raw_str(buf: bytes, at: int) -> tuple[bytes | None, int]:
     if at + n > len(buf):
         raise RecordError("a record ends inside a value")
     return buf[at : at + n], at + n
+
+
+def split_kept(raw: bytes | str) -> tuple[dict[str, Any], bytes]:
+    """A record kept in the history of finished jobs (``lua/_history.lua``): a map of how
+    the job ended (``fa``, ``rt``, ``was``), then its record in the compact layout. Its
+    fields (the record's, and the end's over them) and its body; :class:`RecordError` when
+    it is not that. Also reads the two maps alone (``info.lua`` sends no body)."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogateescape")
+    ends, at = unpack_one(raw) if raw else (None, 0)
+    if not isinstance(ends, dict):
+        raise RecordError("a kept record does not start with a map")
+    if at == len(raw):
+        return dict(ends), b""
+    fields, body = split_record(raw[at:])
+    return {**fields, **ends}, body or b""
 
 
 def read_fields(raw: bytes | str) -> dict[str, Any]:

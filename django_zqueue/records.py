@@ -13,8 +13,10 @@
 The job record (``meta`` hash, one JSON object per job) uses short fields: ``p`` priority,
 ``a`` attempts, ``m`` max retries, ``t`` delivery token, ``e`` enqueued at (ms), ``v``
 the job's own lease (ms), ``st`` last claim (ms), ``c`` last consumer, ``s`` a raw score,
-``g`` the group key, ``w`` the group's weight in a fair queue, ``x`` its expiry (ms).
-Only this module reads them on the Python side.
+``g`` the group key, ``w`` the group's weight in a fair queue, ``x`` its expiry (ms);
+a record kept in the history of finished jobs also has ``fa`` (ended at, ms), ``rt``
+(run time, ms) and ``was`` (a cancelled job's state before). Only this module reads them
+on the Python side.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from . import attempts
 from .attempts import AttemptError
 from .exceptions import InvalidArgument
 from .jobspec import DEFAULT_SPEC, JobSpec
-from .recordcodec import loads, read_fields
+from .recordcodec import loads, read_fields, split_kept
 
 #: what a nack did: retried, moved to dead letters, or None for a stale delivery
 NackResult = Literal["retry", "dead"] | None
+#: the states of a job kept in the history of finished jobs (``lua/_history.lua``)
+ENDED = ("succeeded", "cancelled")
 
 
 #: the times :func:`from_ms` clamps to: a day inside datetime's range, so that any time
@@ -209,7 +213,8 @@ class JobInfo:
 
     tag: str
     queue: str
-    state: str  # ready | delayed | leased | dead | waiting | expired | orphan
+    #: ready | delayed | leased | dead | waiting | expired | orphan | succeeded | cancelled
+    state: str
     rank: int | None  # position in line while ready
     score: float | None  # ready score while ready
     run_at: datetime | None  # while delayed
@@ -228,15 +233,38 @@ class JobInfo:
     expires_at: datetime | None = None  # not started by then, it ends "expired"
     expired_at: datetime | None = None  # while expired: when
     errors: tuple[AttemptError, ...] = ()  # its last attempts' errors, oldest first
+    #: succeeded or cancelled (kept in the history of finished jobs): when it ended
+    finished_at: datetime | None = None
+    run_ms: int | None = None  # succeeded: its last run's time as the worker measured it
+    result: Any = None  # succeeded: its kept result (decoded JSON), when one is kept
+    result_kept: bool = False  # succeeded: whether a result is kept (``result`` may be None)
+    was: str | None = None  # cancelled: the state the cancel took it from
+
+    @property
+    def ended_at(self) -> datetime | None:
+        """When it ended: succeeded, cancelled, died or expired (None while it is live)."""
+        return self.finished_at or self.died_at or self.expired_at
+
+    @property
+    def duration_ms(self) -> int | None:
+        """How long its last run took: the measured run time, else from its last start to
+        its end (None when it has not ended, or never started)."""
+        if self.run_ms is not None:
+            return self.run_ms
+        end = self.finished_at or self.died_at
+        if end is None or self.started_at is None or self.state == "cancelled":
+            return None
+        return max(0, round((end - self.started_at).total_seconds() * 1000))
 
     @classmethod
     def from_reply(cls, queue: str, tag: str, reply: list[Any]) -> JobInfo | None:
         """Decode an ``info.lua`` reply (None for ``{}``: no such job)."""
         if not reply:
             return None
-        state_raw, score_raw, rank, meta_raw, error, progress, body = reply
+        state_raw, score_raw, rank, meta_raw, error, progress, body, *rest = reply
+        result_raw = rest[0] if rest else b""
         state = text(state_raw)
-        record = Record.decode(meta_raw) or Record()
+        record = Record.decode(meta_raw, kept=state in ENDED) or Record()
         sc = float(score_raw) if score_raw not in (b"", "") else None
         decoded: Any = None
         if body:
@@ -266,6 +294,11 @@ class JobInfo:
             expires_at=None if record.expires_at_ms is None else from_ms(record.expires_at_ms),
             expired_at=from_ms(sc) if state == "expired" and sc is not None else None,
             errors=attempts.decode(error),
+            finished_at=from_ms(sc) if state in ENDED and sc is not None else None,
+            run_ms=record.run_ms,
+            result=decode_json(result_raw),
+            result_kept=bool(result_raw),
+            was=record.was,
         )
 
 
@@ -311,6 +344,9 @@ class Record:
     consumer: str | None = None
     group: str | None = None
     expires_at_ms: int | None = None
+    finished_at_ms: int | None = None  # a record kept in the history: when it ended
+    run_ms: int | None = None  # ... that succeeded: its run time, as measured
+    was: str | None = None  # ... that was cancelled: the state the cancel took it from
 
     @property
     def enqueued_at(self) -> datetime | None:
@@ -321,13 +357,14 @@ class Record:
         return None if self.started_at_ms is None else from_ms(self.started_at_ms)
 
     @classmethod
-    def decode(cls, raw: bytes | str | None) -> Record | None:
+    def decode(cls, raw: bytes | str | None, *, kept: bool = False) -> Record | None:
         """A record from its stored value (either layout, recordcodec.py: a body it holds
-        is skipped); None when missing, neither layout, or with a field of the wrong type."""
+        is skipped; with ``kept``, a record of the history of finished jobs); None when
+        missing, neither layout, or with a field of the wrong type."""
         if raw is None or raw in (b"", ""):
             return None
         try:
-            meta = read_fields(raw)
+            meta = split_kept(raw)[0] if kept else read_fields(raw)
         except ValueError:  # RecordError, or JSON that is not
             return None
         try:
@@ -340,6 +377,9 @@ class Record:
                 consumer=None if meta.get("c") is None else str(meta["c"]),
                 group=None if meta.get("g") is None else str(meta["g"]),
                 expires_at_ms=int(meta["x"]) if "x" in meta else None,
+                finished_at_ms=int(meta["fa"]) if "fa" in meta else None,
+                run_ms=int(meta["rt"]) if meta.get("rt") is not None else None,
+                was=None if meta.get("was") is None else str(meta["was"]),
             )
         except (TypeError, ValueError, OverflowError):  # (JSON's Infinity as an int)
             return None

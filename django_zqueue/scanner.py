@@ -114,7 +114,7 @@ class Scanner:
                     break
             totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
             for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
-                n = q.drain()
+                n = q.engine.drain()
                 totals.dispatched += n
                 if not n or (stop is not None and stop.is_set()):
                     break

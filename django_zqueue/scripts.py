@@ -282,6 +282,8 @@ class Policy:
     max_length: int = 0  # most jobs ready + delayed per shard at a publish (0: no limit)
     group_max_length: int = 0  # fair queues: most jobs of one group ready + delayed (0: none)
     compact: bool = True  # new jobs as compact records (False: the JSON layout, lua/_record.lua)
+    keep_finished: int = 0  # the history of finished jobs: most kept (0: none, lua/_history.lua)
+    finished_ttl_ms: int = 86_400_000  # how long a finished job stays in the history
 
 
 class Scripts:
@@ -410,7 +412,7 @@ class Scripts:
         passed: str = "",
     ) -> Call[bool]:
         """``passed``: the result handed to dependents (JSON; '' = null)."""
-        keys = (
+        keys: tuple[str, ...] = (
             k.leased,
             k.body,
             k.meta,
@@ -425,19 +427,25 @@ class Scripts:
             k.steps(msg.tag),
         )
         run = "" if run_ms is None else run_ms
-        args = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run, passed)
+        args: tuple[Arg, ...] = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
+        args = (*args, passed)
+        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
+            keys = (*keys, *k.history_keys())
+            args = (*args, p.keep_finished, p.trim_limit)
         return Call("ack", keys, args, _acked)
 
     def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[AckManyCode]]:
         """One call finishing up to 100 deliveries of one shard (``ack_many.lua``): per
         job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
-        args: list[Arg] = [p.ack_notify]
+        args: list[Arg] = [p.ack_notify, p.keep_finished, p.trim_limit]
         for a in acks:
             if a.result:
                 keys.append(k.result(a.msg.tag))
             run = "" if a.run_ms is None else a.run_ms
             args += (a.msg.tag, a.msg.token, a.result, a.result_ttl_ms, run)
+        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
+            keys += k.history_keys()
         return Call("ack_many", tuple(keys), tuple(args), _codes)
 
     def release(self, k: QueueKeys, p: Policy, msg: Message) -> Call[bool]:
@@ -462,8 +470,9 @@ class Scripts:
 
     def scan(self, k: QueueKeys, p: Policy, limit: int) -> Call[ScanResult]:
         args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
-        keys = (*k.lifecycle(), k.expiry, k.expired)
-        return Call("scan", keys, args, ScanResult.from_reply)
+        more = (p.keep_finished, p.finished_ttl_ms)
+        keys = (*k.lifecycle(), k.expiry, k.expired, *k.history_keys())
+        return Call("scan", keys, (*args, *more), ScanResult.from_reply)
 
     def delete(
         self, k: QueueKeys, tag: str, waiting_only: bool, only: str = ""
@@ -479,8 +488,12 @@ class Scripts:
     ) -> Call[CancelReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
         keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
-        rest = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out, k.wf_res, k.steps(tag))
-        args = (tag, ttl_ms, p.notify_cap, only)
+        rest: tuple[str, ...] = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out)
+        rest = (*rest, k.wf_res, k.steps(tag))
+        args: tuple[Arg, ...] = (tag, ttl_ms, p.notify_cap, only)
+        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
+            rest = (*rest, *k.history_keys())
+            args = (*args, p.keep_finished, p.trim_limit)
         return Call("cancel", (*keys, *rest), args, _as(CancelReply))
 
     def range_after(
@@ -531,7 +544,8 @@ class Scripts:
 
     def info(self, k: QueueKeys, queue: str, tag: str, with_body: bool) -> Call[JobInfo | None]:
         sets = (k.ready, k.delayed, k.leased, k.dead)
-        keys = (*sets, k.meta, k.errors, k.progress, k.body, k.wait, k.expired)
+        ended = (*k.history_keys(), k.result(tag))
+        keys = (*sets, k.meta, k.errors, k.progress, k.body, k.wait, k.expired, *ended)
         return Call(
             "info",
             keys,

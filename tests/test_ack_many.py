@@ -145,12 +145,14 @@ def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
     "mutate",
     [
         lambda keys, args: (keys, args[:-1]),  # not 5 values per job
-        lambda keys, args: (keys, [args[0]]),  # no job
-        lambda keys, args: (keys, [*args[:2], "x", *args[3:]]),  # token not a number
-        lambda keys, args: (keys[:-1], args),  # a result key missing
-        lambda keys, args: (keys, [*args[:4], "0", *args[5:]]),  # TTL 0
-        lambda keys, args: (keys, [*args[:5], "1.5"]),  # run time not an integer
-        lambda keys, args: (keys, [args[0], *args[1:] * 101]),  # 101 jobs
+        lambda keys, args: (keys, args[:3]),  # no job
+        lambda keys, args: (keys, [*args[:4], "x", *args[5:]]),  # token not a number
+        lambda keys, args: ([*keys[:7], *keys[8:]], args),  # a result key missing
+        lambda keys, args: (keys[:-1], args),  # a history key missing
+        lambda keys, args: (keys, [args[0], "x", *args[2:]]),  # keep_finished not a number
+        lambda keys, args: (keys, [*args[:6], "0", *args[7:]]),  # TTL 0
+        lambda keys, args: (keys, [*args[:7], "1.5"]),  # run time not an integer
+        lambda keys, args: (keys, [*args[:3], *args[3:] * 101]),  # 101 jobs
     ],
 )
 def test_malformed_arguments_write_nothing(

@@ -298,13 +298,30 @@ def test_get_claims_with_lease_and_token(q: Queue) -> None:
     assert q.get() is None
 
 
-def test_ack_removes_job_and_record(q: Queue, redis_client: redis.Redis, prefix: str) -> None:
+def test_ack_removes_job_and_record(
+    make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
+) -> None:
+    q = make_queue(keep_finished=0)  # no history of finished jobs: nothing is left
     q.publish("x")
     msg = q.get()
     assert msg is not None and q.ack(msg)
     assert not q.exists(msg.tag) and q.info(msg.tag) is None
     leftover = {k for k, v in snapshot(redis_client, prefix).items() if v}
     assert leftover == {q.keys.ctr.encode(), q.keys.stats.encode(), q.keys.notify.encode()}
+
+
+def test_ack_keeps_the_job_in_the_history(q: Queue) -> None:
+    """By default a job that succeeded stays in the history of finished jobs: info still
+    answers (state "succeeded"), its record and body are in the history, none in meta."""
+    q.publish({"task": "app.tasks.x", "args": [1]})
+    msg = q.get(consumer="w1")
+    assert msg is not None and q.ack(msg, result={"ok": 1})
+    info = q.info(msg.tag)
+    assert info is not None and info.state == "succeeded" and not q.exists(msg.tag)
+    assert info.body == {"task": "app.tasks.x", "args": [1]} and info.consumer == "w1"
+    assert info.result == {"ok": 1} and info.result_kept and info.attempts == 1
+    assert info.finished_at is not None and info.started_at is not None
+    assert q.client.hlen(q.keys.meta) == 0 and q.client.zcard(q.keys.finished) == 1
 
 
 def test_ack_many(q: Queue) -> None:

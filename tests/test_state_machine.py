@@ -192,6 +192,9 @@ class QueueMachine(RuleBasedStateMachine):
         #: (cancelled): tag -> the past score the harness wrote; the scanner drops them
         self.stale_x: dict[str, int] = {}
         self._consumer = itertools.count()
+        #: the history of finished jobs (keep_finished, far above what an example ends):
+        #: tag -> how its last job ended, "succeeded" or "cancelled"
+        self.ended: dict[str, str] = {}
 
     def teardown(self) -> None:
         self.q.clear()
@@ -480,6 +483,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.acked[job.jid] += 1
         self.stats["acked"] += 1
         del self.jobs[job.tag]
+        self.ended[job.tag] = "succeeded"
 
     def _superseded(self) -> list[Message]:
         """Stale deliveries of a tag that is leased again, to another consumer."""
@@ -725,6 +729,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.cancel_job(tag) == want
         self.stats["cancelled" if want == "running" else "deleted"] += 1
         del self.jobs[tag]
+        self.ended[tag] = "cancelled"
         if job.lapsed is not None and job.state != LEASED:
             self.stale_x[tag] = job.lapsed  # cancel leaves its expiry entry to the scanner
         rec = self.q.cancelled(tag)
@@ -769,8 +774,8 @@ class QueueMachine(RuleBasedStateMachine):
         tag = self._any_tag(idx)
         job = self.jobs.get(tag)
         info = self.q.info(tag)
-        if job is None:
-            assert info is None
+        if job is None:  # gone, or kept in the history of finished jobs
+            assert (None if info is None else info.state) == self.ended.get(tag)
             assert self.q.state(tag) is None
             assert self.q.rank(tag) is None
             assert not self.q.exists(tag)

@@ -99,7 +99,8 @@ def test_a_run_is_the_child_of_the_enqueue_inside_the_request(spans: Any) -> Non
         "zqueue.outcome": "success",
     }
     # the context travels in the body's envelope, nothing else in the record changed
-    assert get_queue("default").info(job.id) is None  # acked and gone
+    acked = get_queue("default").info(job.id)  # acked: kept in the history
+    assert acked is not None and acked.state == "succeeded"
 
 
 def test_every_retry_links_to_the_one_enqueue_and_failures_are_errors(

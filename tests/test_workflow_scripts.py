@@ -154,5 +154,5 @@ def test_scan_buries_an_expired_workflow_job_with_an_entry(
     assert q.get() is not None
     redis_client.zadd(q.keys.leased, {"p": 1})
     assert q.scan().buried == 1
-    assert q.drain() == 1
+    assert q.engine.drain() == 1
     assert q.state("c") == "dead"

@@ -118,7 +118,7 @@ def test_depends_on_waits_for_every_parent_in_any_order_of_acks(
             owner = other if i == 1 else q
             assert owner.ack(msgs[parents[i]])
             owner.dispatch([parents[i]])
-            q.drain()  # a replay changes nothing
+            q.engine.drain()  # a replay changes nothing
             expected = "ready" if n == len(order) - 1 else "waiting"
             assert q.state(child) == expected, (order, n)
         assert q.rank(child) == 0  # its own priority, in line once
@@ -126,7 +126,7 @@ def test_depends_on_waits_for_every_parent_in_any_order_of_acks(
         msg = q.get()
         assert msg is not None and msg.tag == child and q.ack(msg)
         assert q.get() is None
-        q.drain()
+        q.engine.drain()
         assert q.links(child) is None  # its links went with it
 
 
@@ -145,7 +145,7 @@ def test_a_parent_end_counts_once_however_often_it_is_replayed(
         q.engine.run_all(resolve)
     assert q.links(child).got == 1  # type: ignore[union-attr]
     assert q.state(child) == "waiting"
-    assert q.drain() == 1 and q.outbox_size() == 0
+    assert q.engine.drain() == 1 and q.outbox_size() == 0
     assert q.links(child).got == 1  # type: ignore[union-attr]
     assert q.state(child) == "waiting"
     msg = q.get()

@@ -90,6 +90,9 @@ class EngineBase:
             max_length=-(-(o.max_length or 0) // n),
             group_max_length=o.group_max_length or 0,
             compact=conf.get_config().compact_records,
+            # on a partitioned queue each partition keeps its share
+            keep_finished=-(-o.keep_finished // n),
+            finished_ttl_ms=int(o.finished_ttl * 1000),
         )
         #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)
         self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK

@@ -47,6 +47,9 @@ DELETABLE = {
     "gstarts_prev": "fair queues: the last minute's starts per group are forgotten",
     "grate": "fair queues: each group's qps bucket starts full again",
     "proto": "a worker's start or manage.py zqueue_protocol writes it again",
+    "finished": "the history of finished jobs forgets its succeeded jobs",
+    "cancels": "the history of finished jobs forgets its cancelled jobs",
+    "history": "the history of finished jobs starts again, empty",
 }
 #: ctr fields a script reads as an integer, and how a bad value is repaired (None: not)
 CTR_FIELDS: dict[str, str | None] = {

@@ -12,8 +12,8 @@
 
 -- the type of each key by the name after its hash tag (strings, not a table: a table
 -- would be built on every call); 'errors', 'progress', 'stats', 'notify': see above
-local ZSETS = ' ready delayed leased dead sched ginflight gpark gwait gjobs wait wf_out expiry expired '
-local HASHES = ' body meta ctr rate workers sched_defs sched_last gstarts gstarts_prev grate wf_res wf steps proto '
+local ZSETS = ' ready delayed leased dead sched ginflight gpark gwait gjobs wait wf_out expiry expired finished cancels '
+local HASHES = ' body meta ctr rate workers sched_defs sched_last gstarts gstarts_prev grate wf_res wf steps proto history '
 local STRINGS = ' cancelled '
 
 local function key_type(name)

@@ -1,5 +1,6 @@
 -- ack.lua: finish a delivery: the job and its record are removed; optionally its result
--- is kept under its own key with a TTL.
+-- is kept under its own key with a TTL, and, when the queue keeps a history of finished
+-- jobs, a small record of it in the history (_history.lua).
 --
 -- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
 -- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST KEYS[8] result STRING
@@ -14,11 +15,16 @@
 -- KEYS[12] steps HASH (this job's durable step records: deleted when the record has `d`)
 -- ARGV[7] the result passed to dependents, JSON ('' = null; used only when the job is
 --   part of a workflow)
+-- KEYS[13] finished ZSET  KEYS[14] cancels ZSET  KEYS[15] history HASH (passed only when
+--   ARGV[8] > 0: the history of finished jobs)
+-- ARGV[8] keep_finished (0 or absent: keep no history, and touch none of its keys)
+-- ARGV[9] trim limit (history entries removed at most per call, besides this job's own
+--   room; the bound by count, _history.lua's bound_history: the age bound is scan's)
 -- Returns: 1 acked; 2 acked, and its end is in the workflow outbox to dispatch; 0 stale
 --   (the job is not leased under this token: its lease was recovered or it was handed to another consumer), or a record that does not decode
 --   to an object holding this token (the scanner moves it to dead letters when its lease
 --   runs out): nothing changed. Only the token is read: the record is deleted.
--- Work: O(log N).
+-- Work: O(log N), and O((1 + limit) log N) with a history.
 
 --@include bounds
 --@include drop_record
@@ -29,6 +35,7 @@
 --@include count
 --@include guard
 --@include record
+--@include history
 
 guard_keys(KEYS)
 
@@ -44,6 +51,12 @@ local unique = nil
 if type(meta.u) == 'number' and meta.u >= 1 then
   unique = math.min(math.floor(meta.u), MAX_DELAY_MS)
 end
+local now = now_ms()
+local keep = tonumber(ARGV[8]) or 0
+local kept = nil
+if keep > 0 and KEYS[15] then -- its record, kept in the history (before it goes)
+  kept = kept_record(raw, {fa = now, rt = tonumber(ARGV[6])}, KEYS[2], id)
+end
 redis.call('ZREM', KEYS[1], id)
 if unique then
   redis.call('SET', KEYS[9], '1', 'PX', unique)
@@ -53,7 +66,6 @@ if meta.d and KEYS[12] then
   redis.call('DEL', KEYS[12])
 end
 count_stat(KEYS[6], 'acked', 1)
-local now = now_ms()
 bump(KEYS[6], 'a', 1, now)
 if ARGV[6] ~= '' then
   count_stat(KEYS[6], 'run_ms', ARGV[6])
@@ -62,6 +74,10 @@ end
 local recorded = wf_mark(KEYS[10], KEYS[11], id, meta, true, ARGV[7], now)
 if ARGV[4] ~= '' then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])
+end
+if kept then
+  keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {kept})
+  bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0)
 end
 if cap > 0 then
   notify(KEYS[7], 1, cap)

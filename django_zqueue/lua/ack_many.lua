@@ -4,13 +4,19 @@
 --
 -- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
 -- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST
--- KEYS[8..] the result STRING key of each job that keeps a result, in job order
+-- KEYS[8..] the result STRING key of each job that keeps a result, in job order; then,
+--   only when ARGV[2] > 0 (the history of finished jobs, _history.lua): the finished
+--   ZSET, the cancels ZSET and the history HASH
 -- ARGV[1] notify_cap (0 = don't notify; set when the queue has a concurrency limit)
+-- ARGV[2] keep_finished (0: keep no history, and touch none of its keys)
+-- ARGV[3] trim limit (history entries removed at most per call, besides the room for
+--   this call's jobs; the bound by count, _history.lua's bound_history: the age bound is
+--   scan's)
 -- then 5 per job: id, token (from the claim), result JSON ('' = keep none), result TTL
 --   ms, run time ms ('' = not measured)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the arguments are malformed: not 1..100
 --   jobs, a token, TTL or run time that is not an integer, or not one result key per
---   job that keeps a result.
+--   job that keeps a result (and the three history keys with ARGV[2] > 0).
 -- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
 --   or listed twice in the call): nothing changed for it; 2 not acked here, nothing
 --   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
@@ -22,7 +28,8 @@
 --   inside a JSON string is always escaped, so no string value can fake it). A record
 --   that holds no such token is stale, as in ack.lua.
 -- Work: O(n log N) for n jobs, in a constant number of commands plus one ZSCORE and one
---   SET (kept result) per job.
+--   SET (kept result) per job; with a history, O((n + limit) log N) more, in at most 8
+--   commands (and one HGET per job of the JSON layout, for its body).
 
 --@include now_ms
 --@include series
@@ -31,22 +38,24 @@
 --@include record
 --@include count
 --@include guard
+--@include history
 
 guard_keys(KEYS)
 
 local FULL_ACK_FIELDS = {'u', 'k', 'n', 'd'}
 
-local n = (#ARGV - 1) / 5
-local cap = tonumber(ARGV[1])
+local HEAD = 3 -- the ARGV before the jobs' own
+local n = (#ARGV - HEAD) / 5
+local cap, keep, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local function bad(why)
   error('ZQ_BAD_ARGUMENT: ack_many: ' .. why)
 end
-if n ~= math.floor(n) or n < 1 or n > 100 or not cap then
-  bad('needs notify_cap and 5 values per job, 1..100 jobs')
+if n ~= math.floor(n) or n < 1 or n > 100 or not cap or not keep or not limit then
+  bad('needs notify_cap, keep_finished, a trim limit and 5 values per job, 1..100 jobs')
 end
 local results = 0
 for i = 0, n - 1 do
-  local b = 1 + 5 * i
+  local b = HEAD + 5 * i
   if not tonumber(ARGV[b + 2]) then
     bad('token of job ' .. ARGV[b + 1] .. ' is not a number')
   end
@@ -62,13 +71,15 @@ for i = 0, n - 1 do
     bad('run time of job ' .. ARGV[b + 1] .. ' must be an integer >= 0 (ms) or empty')
   end
 end
-if #KEYS ~= 7 + results then
-  bad('needs one result key per job that keeps a result')
+local history = keep > 0
+if #KEYS ~= 7 + results + (history and 3 or 0) then
+  bad('needs one result key per job that keeps a result, then the 3 history keys with a history')
 end
+local hk = 7 + results -- the history keys: finished, cancels, history
 
 local ids = {}
 for i = 0, n - 1 do
-  ids[i + 1] = ARGV[2 + 5 * i]
+  ids[i + 1] = ARGV[HEAD + 1 + 5 * i]
 end
 local metas = redis.call('HMGET', KEYS[3], unpack(ids))
 -- does record `raw` hold delivery token `token` (text), and does it have a field only
@@ -102,10 +113,11 @@ local function read_ack(raw, token)
   return holds, false
 end
 
-local out, done, seen = {}, {}, {}
+local out, done, seen, kept = {}, {}, {}, {}
 local run_ms, key = 0, 8
+local now = now_ms()
 for i = 0, n - 1 do
-  local b = 1 + 5 * i
+  local b = HEAD + 5 * i
   local id, token = ARGV[b + 1], ARGV[b + 2]
   local raw = metas[i + 1]
   local ok, later, full = false, false, false
@@ -131,6 +143,9 @@ for i = 0, n - 1 do
     if ARGV[b + 5] ~= '' then
       run_ms = run_ms + tonumber(ARGV[b + 5])
     end
+    if history then -- its record, kept in the history (before the record goes)
+      kept[#kept + 1] = kept_record(raw, {fa = now, rt = tonumber(ARGV[b + 5])}, KEYS[2], id)
+    end
     out[i + 1] = 1
   elseif later then
     out[i + 1] = 2
@@ -147,11 +162,14 @@ redis.call('HDEL', KEYS[3], unpack(done))
 soft('HDEL', KEYS[4], unpack(done))
 soft('HDEL', KEYS[5], unpack(done))
 count_stat(KEYS[6], 'acked', #done)
-local now = now_ms()
 bump(KEYS[6], 'a', #done, now)
 if run_ms > 0 then
   count_stat(KEYS[6], 'run_ms', run_ms)
   bump(KEYS[6], 't', run_ms, now)
+end
+if history then
+  keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept)
+  bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit)
 end
 if cap > 0 then
   notify(KEYS[7], #done, cap)

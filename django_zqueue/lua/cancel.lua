@@ -15,6 +15,11 @@
 -- ARGV[3] notify_cap (a running job's slot comes free: one wake-up token)
 -- ARGV[4] only (optional: '' any; ready | delayed | leased | waiting: only a job in that
 --   state, as a bulk action on one state needs)
+-- KEYS[16] finished ZSET  KEYS[17] cancels ZSET  KEYS[18] history HASH (passed only when
+--   ARGV[5] > 0: the job is kept in the history of finished jobs, _history.lua)
+-- ARGV[5] keep_finished (0 or absent: keep no history, and touch none of its keys)
+-- ARGV[6] trim limit (history entries removed at most per call, besides this job's own
+--   room; the bound by count, _history.lua's bound_history: the age bound is scan's)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds.
 -- Returns: 1 cancelled while waiting (ready, delayed, or for its parents); 2 cancelled
 --   while running; 0 no such job;
@@ -22,7 +27,7 @@
 --   (nothing changed).
 -- The cancelled record is JSON {"at": ms, "was": state, "a": attempts, "t": token,
 --   "c": consumer} (token and consumer only for a running job).
--- Work: O(log N).
+-- Work: O(log N), and O((1 + limit) log N) with a history.
 
 --@include record
 --@include bounds
@@ -32,6 +37,7 @@
 --@include wf_mark
 --@include count
 --@include guard
+--@include history
 
 guard_keys(KEYS)
 
@@ -73,6 +79,12 @@ if meta then
 end
 if KEYS[15] then
   redis.call('DEL', KEYS[15]) -- its durable step records
+end
+local keep = tonumber(ARGV[5]) or 0
+if keep > 0 and KEYS[18] and meta then -- its record, kept in the history (before it goes)
+  local kept = kept_record(raw, {fa = rec.at, was = was}, KEYS[5], id)
+  keep_ended(KEYS[17], KEYS[16], KEYS[18], {id}, {kept})
+  bound_history(KEYS[17], KEYS[18], keep, 1, tonumber(ARGV[6]) or 0)
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
 redis.call('SET', KEYS[11], cjson.encode(rec), 'PX', ttl)

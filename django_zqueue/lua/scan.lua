@@ -11,11 +11,17 @@
 --   here leaves an outbox entry, see _wf_mark.lua)
 -- KEYS[15] expiry ZSET  KEYS[16] expired ZSET (jobs whose expiry passed before they
 --   started end "expired": _expire.lua; expired jobs are trimmed as dead letters are)
+-- KEYS[17] finished ZSET  KEYS[18] cancels ZSET  KEYS[19] history HASH (the history of
+--   finished jobs, _history.lua: trimmed here too, so an idle queue's history still ages
+--   out, and a history switched off empties)
 -- ARGV[1] limit (jobs per step and kind, 1..5000)   ARGV[2] mode   ARGV[3] aging_us
 -- ARGV[4] dead_max   ARGV[5] dead_ttl_ms   ARGV[6] notify_cap
+-- ARGV[7] keep_finished (0: none kept; absent: the history is left alone)
+-- ARGV[8] finished_ttl_ms
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
 -- Returns: {promoted, recovered, buried, trimmed, more, expired}; more = 1 when a step hit
---   `limit` (call again), else 0; expired: jobs that ended "expired" in this step.
+--   `limit` (call again), else 0; expired: jobs that ended "expired" in this step;
+--   trimmed: dead letters, expired jobs and history entries removed by age or count.
 -- Work: O(limit log N) per kind, in a constant number of Redis commands per kind.
 
 --@include now_ms
@@ -35,6 +41,7 @@
 --@include guard
 --@include record
 --@include attempts
+--@include history
 
 guard_keys(KEYS)
 
@@ -47,6 +54,10 @@ local dead_max, dead_ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(A
 if not is_int(limit, 1, 5000) or not is_int(dead_max, 0, MAX_EXACT) or not is_int(dead_ttl, 0, MAX_EXACT)
   or not is_int(cap, 1, 100000) or not (mode == 'aging' or mode == 'strict' or mode == 'tstrict' or mode == 'fair') then
   error('ZQ_BAD_ARGUMENT: scan needs limit 1..5000, dead_max, dead_ttl_ms >= 0, notify_cap >= 1, a mode')
+end
+local keep, keep_ttl = tonumber(ARGV[7]), tonumber(ARGV[8])
+if ARGV[7] and not (is_int(keep, 0, MAX_EXACT) and is_int(keep_ttl, 1, MAX_EXACT)) then
+  error('ZQ_BAD_ARGUMENT: scan needs keep_finished >= 0 and finished_ttl_ms >= 1')
 end
 local now = now_ms()
 
@@ -170,8 +181,15 @@ local trimmed, more_dead = trim_dead(k.dead, k.body, k.meta, k.errors, k.progres
   dead_max, dead_ttl, limit)
 local trimmed_x, more_x = trim_dead(k.expired, k.body, k.meta, k.errors, k.progress, now,
   dead_max, dead_ttl, limit)
+-- the history of finished jobs: succeeded, then cancelled ones, `limit` each
+local trimmed_h, more_h = 0, false
+if keep and KEYS[19] then
+  local n1, m1 = trim_history(KEYS[17], KEYS[19], now, keep, keep_ttl, limit)
+  local n2, m2 = trim_history(KEYS[18], KEYS[19], now, keep, keep_ttl, limit)
+  trimmed_h, more_h = n1 + n2, m1 or m2
+end
 local more = 0
-if promoted == limit or #expired == limit or more_dead or more_x or #lapsing == limit then
+if promoted == limit or #expired == limit or more_dead or more_x or more_h or #lapsing == limit then
   more = 1
 end
-return {promoted, recovered, buried + corrupt, trimmed + trimmed_x, more, lapsed}
+return {promoted, recovered, buried + corrupt, trimmed + trimmed_x + trimmed_h, more, lapsed}

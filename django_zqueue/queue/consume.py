@@ -108,7 +108,8 @@ class Consuming(QueueBase):
         *,
         passed: Any = None,
     ) -> bool:
-        """Finish a delivery: the job and its record are deleted.
+        """Finish a delivery: the job and its record are deleted (a copy of the record is
+        kept in the history of finished jobs unless the queue's ``keep_finished`` is 0).
 
         With ``result`` (any JSON value), it is kept for ``result_ttl`` seconds and can be
         read back with :meth:`result`. ``passed`` (JSON) is what a workflow job hands its

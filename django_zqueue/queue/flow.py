@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..connection import unavailable_as_error
-from ..engine import RESOLVE_CHUNK
 from ..exceptions import DuplicateJob, InvalidArgument
 from ..links import MAX_LINKS, Ended, FlowJob, Links, OptionalParent, Ref
 from ..links import passed_ends as decode_ends
@@ -134,11 +133,6 @@ class Flows(Publishing):
         :meth:`drain` goes on from there). Returns the entries applied. Idempotent: any
         number of processes may dispatch the same entries."""
         return self.engine.dispatch(tags)
-
-    def drain(self, limit: int = RESOLVE_CHUNK) -> int:
-        """The scanner's part: dispatch up to ``limit`` outbox entries of each shard (what
-        a worker did not dispatch, or a crash interrupted). Returns how many."""
-        return self.engine.drain(limit)
 
     # ----------------------------------------------------------------- reading
 

@@ -72,7 +72,9 @@ class Lookup(QueueBase):
         return self.state(tag) in ("ready", "delayed", "waiting", "leased")
 
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
-        """Everything known about one job, read atomically; None if there is no such job."""
+        """Everything known about one job, read atomically; None if there is no such job.
+        After the end, a job kept in the history of finished jobs answers too (state
+        ``succeeded`` with its kept result, or ``cancelled``: :meth:`finished`)."""
         info = self.engine.run(self.engine.info_call(tag, with_body=with_body))
         if info is not None and info.rank is not None and len(self.engine.shards) > 1:
             # the script ranks within the shard; add the other shards' share
@@ -123,6 +125,16 @@ class Lookup(QueueBase):
     def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
         """Dead jobs, most recent first, with their last error (one page)."""
         return self.read.dead_letters(offset, limit)
+
+    def finished(self, limit: int = 50, offset: int = 0, state: str | None = None) -> list[JobInfo]:
+        """Jobs that ended, newest first (one page): ``succeeded`` and ``cancelled`` ones
+        kept in the history of finished jobs (options ``keep_finished``,
+        ``finished_ttl``), ``dead`` letters and ``expired`` jobs; ``state`` lists one of
+        them (None: all four, merged: then ``offset + limit`` is at most 2,000). Each is
+        a :class:`JobInfo` with its record and body (no kept result: :meth:`info` reads
+        it), dead and expired ones with their last error. Two round trips."""
+        page = self.read.finished(state, offset, limit)
+        return [job.info(self.name) for job in page.jobs if not job.gone]
 
 
 def decode_result(raw: bytes | str, key: str) -> Any:

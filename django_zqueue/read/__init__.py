@@ -12,6 +12,9 @@ walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:
 - :class:`QueueReader` (``queue.read``): one queue's counts, counters, minutes, workers,
   pages of a state (:meth:`~QueueReader.listing`), one job (:meth:`~QueueReader.job`),
   dead letters; a page may also list the jobs waiting for their parents (workflows);
+- :func:`read_finished` (``queue.read.finished()``): the jobs that ended (succeeded,
+  dead, cancelled, expired), newest first, from the history of finished jobs and the
+  dead and expired sets;
 - :func:`overview`, :func:`locate`, :func:`schedules`: across queues, one pipeline per
   Redis client;
 - :func:`group_figures` (``queue.read.groups()``): jobs ready and in flight and starts
@@ -22,6 +25,13 @@ walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
+from .finished import (
+    FINISHED_STATES,
+    MAX_ENDED_MERGED,
+    FinishedJob,
+    FinishedPage,
+    read_finished,
+)
 from .groups import GroupFigures, GroupRow, group_figures
 from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_count
 from .links import MAX_LINKED, JobLinks, LinkedJob, read_links
@@ -47,13 +57,17 @@ from .stats import (
 )
 
 __all__ = [
+    "FINISHED_STATES",
     "LISTED",
+    "MAX_ENDED_MERGED",
     "MAX_LIMIT",
     "MAX_LINKED",
     "MAX_MERGED",
     "SERIES",
     "STATES",
     "WORKER_WITHIN_MS",
+    "FinishedJob",
+    "FinishedPage",
     "GroupFigures",
     "GroupRow",
     "JobLinks",
@@ -81,6 +95,7 @@ __all__ = [
     "minutes",
     "overview",
     "page_count",
+    "read_finished",
     "read_links",
     "schedules",
     "task_stat_slots",

@@ -33,9 +33,11 @@ from .pipeline import (
     ahead_of,
     check_state,
     counts_of,
+    ended_of,
     merged_range,
     queue_ahead,
     queue_counts,
+    queue_ended,
     queue_range,
     queue_run_stats,
     queue_waiting,
@@ -90,6 +92,8 @@ class Listing:
     workers: int = 0  # ready pages: live worker threads
     mean_run_ms: float | None = None  # ready pages: mean run time of acked jobs
     max_pages: int | None = None  # a partitioned queue lists its first MAX_MERGED jobs
+    #: the jobs that ended: succeeded and cancelled (kept in the history), dead, expired
+    ended: int = 0
 
     @property
     def offset(self) -> int:
@@ -104,6 +108,7 @@ class _Range:
     workers: int
     mean_run_ms: float | None
     merged: list[Entry] | None = None  # several shards: every entry read, in order
+    ended: int = 0  # the jobs that ended (succeeded, cancelled, dead, expired)
 
 
 def read_listing(
@@ -122,10 +127,11 @@ def read_listing(
     last = page_count(got.counts[state], per_page, max_pages)
     entries = got.entries
     if not entries and number > last:  # past the end: the last page
-        if got.merged is None:  # one shard: read it
-            return read_listing(q, state, last, per_page, errors=errors)
-        # several shards: an empty merged page means every entry was read
-        number, entries = last, got.merged[(last - 1) * per_page : last * per_page]
+        if got.merged is None:  # one shard: read it (the jobs that ended, counted already)
+            again = _read_range(q, state, last, per_page, ended=False)
+            got, number, entries = replace(again, ended=got.ended), last, again.entries
+        else:  # several shards: an empty merged page means every entry was read
+            number, entries = last, got.merged[(last - 1) * per_page : last * per_page]
     return Listing(
         state=state,
         counts=got.counts,
@@ -136,11 +142,15 @@ def read_listing(
         workers=got.workers,
         mean_run_ms=got.mean_run_ms,
         max_pages=max_pages,
+        ended=got.ended,
     )
 
 
-def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
-    """One round trip: ``TIME``, five ``ZCARD`` (the four states and ``wait``) and the
+def _read_range(
+    q: Readable, state: str, number: int, per_page: int, *, ended: bool = True
+) -> _Range:
+    """One round trip: ``TIME``, eight ``ZCARD`` (the four states, ``wait``, and, with
+    ``ended``, ``finished``, ``cancels``, ``expired``: the jobs that ended) and the
     range of each shard, for ready jobs also ``HMGET stats acked run_ms`` of each shard
     and ``HGETALL workers``. One shard's reads are one transaction (one snapshot)."""
     shards = q.shards
@@ -149,6 +159,8 @@ def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
         timed = Timed(q.client, shards[0].keys.ready, transaction=len(shards) == 1)
         queue_counts(timed.pipe, shards)
         queue_waiting(timed.pipe, shards)
+        if ended:
+            queue_ended(timed.pipe, shards)
         queue_range(timed.pipe, shards, state, offset, per_page)
         if state == "ready":
             queue_run_stats(timed.pipe, shards)
@@ -157,15 +169,17 @@ def _read_range(q: Readable, state: str, number: int, per_page: int) -> _Range:
     n = len(shards)
     counts = counts_of(replies, n)
     counts["waiting"] = waiting_of(replies, n)
+    ended_n = counts["dead"] + ended_of(replies, n) if ended else 0
     if n == 1:
         merged, entries = None, merged_range(replies, 1, state, offset, per_page)
     else:
         merged = merged_range(replies, n, state, 0, n * (offset + per_page))
         entries = merged[offset : offset + per_page]
     if state != "ready":
-        return _Range(counts, entries, now_ms, 0, None, merged)
+        return _Range(counts, entries, now_ms, 0, None, merged, ended_n)
     mean = mean_run_ms(*run_stats_of(replies, n))
-    return _Range(counts, entries, now_ms, live_threads_now(next(replies)), mean, merged)
+    workers = live_threads_now(next(replies))
+    return _Range(counts, entries, now_ms, workers, mean, merged, ended_n)
 
 
 def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) -> list[ListedJob]:

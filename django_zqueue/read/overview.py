@@ -161,7 +161,8 @@ class Location:
 
     queue: str
     tag: str
-    state: str  # ready | delayed | leased | dead | waiting | expired | orphan
+    #: ready | delayed | leased | dead | waiting | expired | orphan | succeeded | cancelled
+    state: str
     score: float | None
     rank: int | None  # in the whole queue
 
@@ -179,9 +180,10 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
     """Where job ``tag`` is, in each of ``queues`` that has it, in order.
 
     One round trip per Redis client: in the job's shard of each queue, ``ZSCORE`` in
-    each of the six sets, ``ZRANK`` in ready and ``HEXISTS`` of the record (O(log N)
-    each); one more when a partitioned queue has it ready: ``ZCOUNT`` in its other shards
-    (the rank in the whole queue). An invalid tag is found nowhere."""
+    each of the six sets and the two of the history of finished jobs, ``ZRANK`` in ready
+    and ``HEXISTS`` of the record (O(log N) each); one more when a partitioned queue has
+    it ready: ``ZCOUNT`` in its other shards (the rank in the whole queue). An invalid
+    tag is found nowhere."""
     if not valid_tag(tag):
         return []
     found: dict[str, Location] = {}
@@ -194,20 +196,28 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
                     pipe.zscore(key, tag)
                 pipe.zrank(k.ready, tag)
                 pipe.hexists(k.meta, tag)
+                pipe.zscore(k.finished, tag)
+                pipe.zscore(k.cancels, tag)
             replies = iter(pipe.execute())
-            places = [_place(q, tag, take(replies, 8)) for q in group]
+            places = [_place(q, tag, take(replies, 10)) for q in group]
             places = _ranked(group[0].client, group, places)
         found.update((loc.queue, loc) for loc in places if loc is not None)
     return [found[q.name] for q in queues if q.name in found]
 
 
 def _place(q: Readable, tag: str, replies: list[Any]) -> Location | None:
-    *scores, rank, has_record = replies
+    *scores, rank, has_record, succeeded, cancelled = replies
     for state, score in zip((*STATES, "waiting", "expired"), scores, strict=True):
         if score is not None:
             own = int(rank) if state == "ready" and rank is not None else None
             return Location(q.name, tag, state, float(score), own)
-    return Location(q.name, tag, "orphan", None, None) if has_record else None
+    if has_record:
+        return Location(q.name, tag, "orphan", None, None)
+    # ended, and kept in the history of finished jobs (info.lua reads it the same way)
+    for state, score in (("succeeded", succeeded), ("cancelled", cancelled)):
+        if score is not None:
+            return Location(q.name, tag, state, float(score), None)
+    return None
 
 
 def _ranked(

@@ -107,6 +107,19 @@ def waiting_of(replies: Replies, shards: int) -> int:
     return sum(int(x) for x in take(replies, shards))
 
 
+def queue_ended(pipe: Pipeline, shards: Sequence[Shard]) -> None:
+    """``ZCARD`` of ``finished``, ``cancels`` and ``expired`` of each shard: the jobs that
+    ended and are kept, but the dead letters (read back by :func:`ended_of`)."""
+    for s in shards:
+        for key in (s.keys.finished, s.keys.cancels, s.keys.expired):
+            pipe.zcard(key)
+
+
+def ended_of(replies: Replies, shards: int) -> int:
+    """Jobs that succeeded, were cancelled or expired, summed over the shards."""
+    return sum(int(x) for x in take(replies, 3 * shards))
+
+
 # ---------------------------------------------------------------- a state's range
 
 

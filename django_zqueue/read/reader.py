@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..connection import is_cluster, server_time_ms, unavailable_as_error
 from ..exceptions import InvalidArgument
 from ..records import JobInfo
+from .finished import FinishedPage, read_finished
 from .groups import GroupFigures, group_figures
 from .jobs import (
     MAX_MERGED,
@@ -140,6 +141,20 @@ class QueueReader:
             raise InvalidArgument("offset must be >= 0 and limit in [1, 1000]")
         page = self.page("dead", offset, limit)
         return self.infos([(tag, p) for tag, _, p in page])
+
+    def finished(
+        self,
+        state: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        *,
+        errors: bool = True,
+        live: bool = False,
+    ) -> FinishedPage:
+        """A page of the jobs that ended (succeeded, dead, cancelled, expired; ``state``
+        None: all), newest first, with the counts of each (:func:`~.finished.read_finished`;
+        ``live``: the other states' counts too). Two round trips."""
+        return read_finished(self.queue, state, offset, limit, errors=errors, live=live)
 
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, its rank in the whole queue (see

@@ -48,4 +48,12 @@ class Command(BaseCommand):
             "progress",
         ):
             self.stdout.write(f"{field}: {getattr(info, field)}")
+        if info.finished_at is not None:  # kept in the history of finished jobs
+            label = "cancelled_at" if info.state == "cancelled" else "finished_at"
+            self.stdout.write(f"{label}: {info.finished_at}")
+            if info.was is not None:
+                self.stdout.write(f"was: {info.was}")
+            self.stdout.write(f"duration_ms: {info.duration_ms}")
+            if info.state == "succeeded":
+                self.stdout.write(f"result: {info.result if info.result_kept else '(none kept)'}")
         self.stdout.write(f"last_error: {info.last_error or ''}")

@@ -1,0 +1,94 @@
+-- _history.lua: the history of finished jobs (docs/architecture.md, "The history of
+-- finished jobs"). A job that succeeded (ack, ack_many) or was cancelled (cancel) keeps a
+-- small record in the `history` HASH, indexed by the ms it ended in `finished`
+-- (succeeded) or `cancels` (cancelled); a tag has at most one entry in the two. Each
+-- index is bounded by count (`keep`) and age (`ttl_ms`), trimmed in bounded steps by the
+-- script that adds to it and by scan.
+-- kept_record(raw, extra, body_hash, id): the value kept for job `id` whose stored record
+--   is `raw`: `extra` (`fa` the ms it ended; `rt` its run time in ms, `was` the state a
+--   cancel took it from) as a MessagePack map, then the record as it was, in the compact
+--   layout of _record.lua (a JSON-layout record is made compact, its body read from
+--   `body_hash`): no field of the record is unpacked or packed again.
+-- keep_ended(index, other, history, ids, values): jobs ids[i] ended now, kept with record
+--   values[i]: added to `index` and `history`, taken out of `other` (the other index).
+--   Their score is Redis TIME in ms with the microseconds as a fraction, so the ends of
+--   two calls keep their order (the jobs of one call share it). One TIME, one ZADD, one
+--   HSET and one ZREM for all.
+-- trim_history(index, history, now, keep, ttl_ms, limit): remove the entries of `index`
+--   older than ttl_ms, then the oldest beyond `keep`, at most `limit` in all, with their
+--   records. Returns how many were removed and whether more remain to trim. (scan.lua:
+--   the age bound is kept by the scanner's steps.)
+-- bound_history(index, history, keep, room, trim): the count bound on the write path (ack,
+--   ack_many, cancel), which adds `room` entries: one ZCARD, and only once `index` holds
+--   more than keep + slack (slack = min(trim, keep // 100): about 1% of keep, so that one
+--   job at a time is not trimmed one at a time) the oldest beyond `keep` are removed, at
+--   most room + trim. Returns how many.
+--@include fmt
+
+local function kept_record(raw, extra, body_hash, id)
+  local head = cmsgpack.pack(extra)
+  if string.byte(raw, 1) ~= 123 then
+    return head .. raw
+  end
+  local ok, fields = pcall(cjson.decode, raw)
+  if not ok or type(fields) ~= 'table' then
+    fields = {}
+  end
+  fields.b = nil
+  return head .. cmsgpack.pack(fields) .. (redis.call('HGET', body_hash, id) or '')
+end
+
+local function keep_ended(index, other, history, ids, values)
+  local t = redis.call('TIME')
+  local now = fmt(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
+  local scores, fields = {}, {}
+  for i, id in ipairs(ids) do
+    scores[2 * i - 1] = now
+    scores[2 * i] = id
+    fields[2 * i - 1] = id
+    fields[2 * i] = values[i]
+  end
+  redis.call('ZADD', index, unpack(scores))
+  redis.call('HSET', history, unpack(fields))
+  redis.call('ZREM', other, unpack(ids))
+end
+
+local function bound_history(index, history, keep, room, trim)
+  local excess = redis.call('ZCARD', index) - keep
+  if excess <= math.min(trim, math.floor(keep / 100)) then
+    return 0
+  end
+  local ids = redis.call('ZRANGE', index, 0, math.min(excess, room + trim) - 1)
+  redis.call('ZREM', index, unpack(ids))
+  redis.call('HDEL', history, unpack(ids))
+  return #ids
+end
+
+local function trim_history(index, history, now, keep, ttl_ms, limit)
+  local removed, more = 0, false
+  if limit < 1 then
+    return 0, redis.call('ZCARD', index) > keep
+  end
+  local old = redis.call('ZRANGEBYSCORE', index, '-inf', '(' .. fmt(now - ttl_ms), 'LIMIT', 0, limit)
+  if #old > 0 then
+    redis.call('ZREM', index, unpack(old))
+    redis.call('HDEL', history, unpack(old))
+    removed = #old
+    more = (#old == limit)
+  end
+  local excess = redis.call('ZCARD', index) - keep
+  if excess > 0 then
+    local room = limit - removed
+    if excess > room then
+      more = true
+      excess = room
+    end
+    if excess > 0 then
+      local ids = redis.call('ZRANGE', index, 0, excess - 1)
+      redis.call('ZREM', index, unpack(ids))
+      redis.call('HDEL', history, unpack(ids))
+      removed = removed + #ids
+    end
+  end
+  return removed, more
+end
