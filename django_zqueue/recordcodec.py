@@ -246,8 +246,52 @@ def split_kept(raw: bytes | str) -> tuple[dict[str, Any], bytes]:
 
 
 def read_fields(raw: bytes | str) -> dict[str, Any]:
-    """A stored record's fields, either layout (the body, if it holds one, is skipped)."""
-    return split_record(raw)[0]
+    """A stored record's fields, either layout (the body, if it holds one, is skipped):
+    ``split_record(raw)[0]``, without building the body (the worker reads one record per
+    claimed job, whose body came apart). Texts and small integers, what a record's fields
+    almost always are, are read inline; any other value by :func:`unpack_one`; body parts
+    are skipped undecoded. Whatever this does not read quickly goes to ``split_record``."""
+    if isinstance(raw, str) or raw[:1] not in _FIXMAP:
+        return split_record(raw)[0]
+    out: dict[Any, Any] = {}
+    parts = 0
+    at, end = 1, len(raw)
+    try:
+        for _ in range(raw[0] & 0x0F):
+            b = raw[at]
+            if not 0xA0 <= b <= 0xBF:
+                return split_record(raw)[0]  # a key that is not a short text
+            key = _text(raw[at + 1 : at + 1 + (b & 0x1F)])
+            at += 1 + (b & 0x1F)
+            b = raw[at]
+            if key in _PARTS:
+                part, at = _raw_str(raw, at)
+                if part is None:
+                    return split_record(raw)[0]  # parts that are not texts: corrupt
+                parts |= _PART_BIT[key]
+                continue
+            if b <= 0x7F:
+                out[key] = b
+                at += 1
+            elif 0xA0 <= b <= 0xBF:
+                n = at + 1 + (b & 0x1F)
+                if n > end:
+                    raise RecordError("a record ends inside a value")
+                out[key] = _text(raw[at + 1 : n])
+                at = n
+            else:
+                out[key], at = unpack_one(raw, at)
+    except IndexError as exc:
+        raise RecordError("a record ends inside a value") from exc
+    if at > end:
+        raise RecordError("a record ends inside a value")
+    if parts and parts & 3 != 3:  # parts without both T and A are not parts
+        return split_record(raw)[0]
+    return out
+
+
+_FIXMAP = frozenset(bytes([b]) for b in range(0x81, 0x90))
+_PART_BIT = {"T": 1, "A": 2, "K": 4}
 
 
 def _pack(value: Any, out: list[bytes]) -> None:

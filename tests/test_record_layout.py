@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import redis
 from django.test import override_settings
 
@@ -268,3 +270,47 @@ def test_the_last_releases_worker_runs_jobs_written_with_compact_records_off(
             assert get_queue("fair").counts()["dead"] == 0
         finally:
             conf.reset()
+
+
+# ---------------------------------------------------------------- read_fields' quick path
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=40),
+)
+_fields = st.dictionaries(
+    st.sampled_from(["a", "t", "m", "e", "p", "s", "g", "T", "A", "K", "x", "long_key_" * 4]),
+    st.one_of(_scalars, st.lists(_scalars, max_size=3)),
+    max_size=12,
+)
+
+
+def _fields_or_error(read: Any, raw: bytes) -> Any:
+    try:
+        return read(raw)
+    except ValueError as exc:  # RecordError, or the JSON layout's error
+        return type(exc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_fields, st.binary(max_size=30), st.data())
+def test_read_fields_reads_what_split_record_reads(
+    fields: dict[str, Any], body: bytes, data: st.DataObject
+) -> None:
+    """The worker's quick reader of a record's fields gives what the full reader gives,
+    for any record (body parts or not) and any cut of one."""
+    raw = pack_record(fields, body)
+    cut = data.draw(st.integers(min_value=0, max_value=len(raw)))
+    for value in (raw, raw[:cut]):
+        expected = _fields_or_error(lambda r: split_record(r)[0], value)
+        assert _fields_or_error(read_fields, value) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40))
+def test_read_fields_on_any_bytes_is_split_record_or_its_error(raw: bytes) -> None:
+    expected = _fields_or_error(lambda r: split_record(r)[0], raw)
+    assert _fields_or_error(read_fields, raw) == expected
