@@ -289,11 +289,10 @@ def test_the_scripts_know_the_type_of_every_key() -> None:
     from django_zqueue.keys import KEY_TYPES
 
     text = (resources.files("django_zqueue") / "lua" / "_guard.lua").read_text()
-    lua: dict[str, str] = {}
-    for kind, var in (("zset", "ZSETS"), ("hash", "HASHES"), ("string", "STRINGS")):
-        names = re.search(rf"^local {var} = '([^']*)'", text, re.M)
-        assert names, var
-        lua.update(dict.fromkeys(names[1].split(), kind))
+    table = re.search(r"^local KEY_TYPES = \{(.*?)\}", text, re.M | re.S)
+    assert table
+    lua = dict(re.findall(r"(\w+) = '(zset|hash|string)'", table[1]))
+    assert len(lua) == table[1].count("=")
     assert {k: v for k, v in lua.items() if k in KEY_TYPES} == {
         k: v for k, v in KEY_TYPES.items() if k in lua
     }

@@ -27,6 +27,10 @@ local JOB_FIELDS = {id = true, body = true, priority = true, score = true, delay
   run_at_ms = true, max_retries = true, visibility_timeout_ms = true, group = true,
   weight = true, expires_in_ms = true, expires_at_ms = true, layout = true}
 
+-- the fields that are numbers with bounds (a table the library builds once)
+local JOB_NUMBERS = {'priority', 'score', 'delay_ms', 'run_at_ms', 'max_retries',
+  'visibility_timeout_ms', 'weight', 'expires_in_ms', 'expires_at_ms'}
+
 local function job_spec(raw)
   if type(raw) ~= 'string' or raw == '' then
     return nil, 'a job argument is missing'
@@ -63,8 +67,7 @@ local function read_job(j, now, more)
   if type(id) ~= 'string' or #id < lo or #id > hi or type(body) ~= 'string' then
     return nil, nil, 'a job needs an id of 1 to ' .. hi .. ' bytes and a body'
   end
-  for _, name in ipairs({'priority', 'score', 'delay_ms', 'run_at_ms', 'max_retries',
-    'visibility_timeout_ms', 'weight', 'expires_in_ms', 'expires_at_ms'}) do
+  for _, name in ipairs(JOB_NUMBERS) do
     local why = out_of_bounds(j, name)
     if why then
       return nil, nil, why

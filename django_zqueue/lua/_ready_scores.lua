@@ -6,13 +6,15 @@
 -- tstrict: the same bands, the sequence from tick_seq (partitioned queues);
 -- aging  : the monotonic server clock in microseconds minus priority * aging_us;
 -- fair   : the virtual time of the job's group (fair_scores in _fair.lua).
--- A spent strict sequence raises before anything is written. ready_score: the ready
+-- A spent strict sequence raises before anything is written, and so does a ctr that is
+-- not a hash or a seq that is not an integer (ZQ_CORRUPT_KEY). ready_score: the ready
 -- score of one job record.
 --@include priority_band
 --@include tick_us
 --@include tick_seq
 --@include fmt
 --@include fair
+--@include guard
 
 local function ready_scores(ctr, entries, mode, aging_us)
   if mode == 'fair' then
@@ -34,7 +36,8 @@ local function ready_scores(ctr, entries, mode, aging_us)
     elseif mode == 'tstrict' then
       value = tick_seq(ctr, need)
     else
-      value = redis.call('HINCRBY', ctr, 'seq', need) - need + 1
+      -- publish sends no guard of ctr before this, its first write: the reply says
+      value = counter_reply(redis.pcall('HINCRBY', ctr, 'seq', need), ctr, 'seq') - need + 1
       if value + need - 1 >= PRIORITY_BAND then
         redis.call('HINCRBY', ctr, 'seq', -need) -- give the numbers back: nothing changed
         error('ZQ_SEQUENCE_EXHAUSTED: the queue has used 2^42 sequence numbers')

@@ -42,9 +42,13 @@
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
   expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
--- the keys written after the first write (meta is read before it), and ctr's counters
-guard_keys({k.ready, k.delayed, k.expiry, k.ctr})
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+-- the keys written after the first write (meta is read before it), and ctr's counters;
+-- in strict mode the first write is ctr's seq, whose reply is checked (_ready_scores.lua)
+guard_keys({k.ready, k.delayed, k.expiry})
+if mode ~= 'strict' then
+  guard_keys({k.ctr})
+end
 
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
 -- from writing a record that other scripts would refuse)
