@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 import redis
 from django.test import override_settings
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from django_zqueue import conf, get_queue
 from django_zqueue.exceptions import ScriptArgumentError

@@ -175,6 +175,9 @@ def test_two_schedulers_racing_over_edits_fire_every_tick_once() -> None:
     steps = [start + i * 15_000 for i in range(4 * 60 + 1)]  # every 15 s for an hour
     errors: list[BaseException] = []
     done = threading.Event()
+    # the two scanners step together, each on its own clock at the same time: one that
+    # ran ahead would find the ticks behind it missed, and catch_up="last" skips those
+    together = threading.Barrier(2)
 
     def scanner() -> None:
         try:
@@ -182,6 +185,7 @@ def test_two_schedulers_racing_over_edits_fire_every_tick_once() -> None:
             s = Scheduler(["default"], {}, now_ms=lambda: clock["now"])
             for now in steps:
                 clock["now"] = now
+                together.wait(timeout=30)
                 s.step()
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
