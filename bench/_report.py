@@ -306,6 +306,40 @@ def targets(out: dict[str, Any]) -> list[list[Any]]:
         row("Redis memory per queued job ≤ leanest peer", s.get("memory"), None, True, "B")
     sc = out.get("script_calls") or {}
     row("no single script call over 5 ms (SLOWLOG)", sc.get("max_script_ms"), 5.0, True, "ms")
+    # the performance targets set side by side with Huey and the INCR ceiling
+    huey = peers.get("huey") or {}
+    row(
+        f"enqueue single ≥ 1.0x Huey's [{src}]",
+        ours.get("single"),
+        huey.get("single"),
+        False,
+        "jobs/s",
+    )
+    huey_p99 = (huey.get("lat") or {}).get("p99_ms")
+    row(
+        f"latency p99 ≤ 0.8x Huey's [{src}]",
+        lat.get("p99_ms"),
+        0.8 * huey_p99 if huey_p99 else None,
+        True,
+        "ms",
+    )
+    incr = (c or {}).get("seq INCR")
+    for key, label in (("1w", "1 process"), ("2w", "2 processes")):
+        row(
+            f"processing, {label}, default settings ≥ 0.95 of seq INCR [{src}]",
+            (ours.get(key) or {}).get("rate_steady"),
+            0.95 * incr if incr else None,
+            False,
+            "jobs/s",
+        )
+    for op in ("rank", "score"):
+        row(
+            f"{op} p99 ≤ 0.3 ms at {fmt(big.get('n'))} queued",
+            big.get(f"{op}_p99_ms"),
+            0.3,
+            True,
+            "ms",
+        )
     return rows
 
 
