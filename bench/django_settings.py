@@ -21,3 +21,12 @@ ZQUEUE = {
         "client_name": os.environ.get("ZQUEUE_PREFIX", "zq"),
     },
 }
+
+# ZQUEUE_BENCH_KEEP_FINISHED=N: the default queue keeps N finished jobs in its history
+# (keep_finished; 0 keeps none), to measure what the history costs
+_keep = os.environ.get("ZQUEUE_BENCH_KEEP_FINISHED")
+if _keep is not None:
+    ZQUEUE["QUEUES"] = {
+        **ZQUEUE["QUEUES"],
+        "default": {**ZQUEUE["QUEUES"].get("default", {}), "keep_finished": int(_keep)},
+    }
