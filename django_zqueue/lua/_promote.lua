@@ -1,15 +1,19 @@
 -- _promote.lua: move up to `limit` due delayed jobs to ready, in a constant number of
 -- commands; a due job whose record cannot be used goes to dead letters instead, alone
 -- (bury_corrupt). Returns how many were promoted and how many buried.
--- Uses k.delayed, k.ready, k.meta and what bury_corrupt() uses.
+-- Uses k.delayed, k.ready, k.meta and what bury_corrupt() uses. before_write (optional):
+-- called once before its first write, only when some job is due (claim's key checks).
 --@include decode_meta
 --@include ready_scores
 --@include bury_corrupt
 
-local function promote(k, now, limit, mode, aging_us)
+local function promote(k, now, limit, mode, aging_us, before_write)
   local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, limit)
   if #due == 0 then
     return 0, 0
+  end
+  if before_write then
+    before_write()
   end
   local raws = redis.call('HMGET', k.meta, unpack(due))
   local entries, ids, bad = {}, {}, {}

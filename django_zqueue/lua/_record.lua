@@ -53,9 +53,9 @@ local function body_parts(body)
   return string.sub(body, 9, a - 1), string.sub(body, a + 8, k - 1), string.sub(body, k + 10, n - 1)
 end
 
--- parts_body(meta): the body a record's parts make, or nil when it has none (false when
--- they are not texts)
-local function parts_body(meta)
+-- parts_body(meta, no_body): the body a record's parts make, or nil when it has none
+-- (false when they are not texts); with no_body, true instead of the body (not made)
+local function parts_body(meta, no_body)
   local t, a, k = meta.T, meta.A, meta.K
   if t == nil and a == nil then
     return nil
@@ -63,8 +63,16 @@ local function parts_body(meta)
   if type(t) ~= 'string' or type(a) ~= 'string' or (k ~= nil and type(k) ~= 'string') then
     return false
   end
+  if no_body then
+    return true
+  end
   return BODY_TASK .. t .. BODY_ARGS .. a .. BODY_KWARGS .. (k or '{}') .. '}'
 end
+
+-- PARTS: the field of a parsed record's table that holds the parts its body was made
+-- of, {body, T, A, K}, so that encode_record does not split that body again (never
+-- stored: encode_record takes it out; parse_record sets or clears it)
+local PARTS = '__parts'
 
 local function parse_record(raw, no_body)
   if type(raw) ~= 'string' or raw == '' then
@@ -85,15 +93,20 @@ local function parse_record(raw, no_body)
   if not ok or type(meta) ~= 'table' or meta[1] ~= nil then
     return nil, 'meta is not a record'
   end
-  local parts = parts_body(meta)
+  local parts = parts_body(meta, no_body)
   if parts == false then
     return nil, 'meta has a body part that is not a text'
   end
+  local t, a, k = meta.T, meta.A, meta.K
   meta.T, meta.A, meta.K = nil, nil, nil
+  if meta[PARTS] ~= nil then -- (setting an absent field to nil would add a slot to the table)
+    meta[PARTS] = nil
+  end
   if no_body then
     meta.b = nil
   elseif parts then
     meta.b = parts
+    meta[PARTS] = {parts, t, a, k}
   elseif rest == -1 then
     meta.b = ''
   else
@@ -103,13 +116,22 @@ local function parse_record(raw, no_body)
 end
 
 local function encode_record(meta)
+  local had = meta[PARTS]
+  if had ~= nil then
+    meta[PARTS] = nil
+  end
   local body = meta.b
   if body == nil then
     local text = cjson.encode(meta)
     return text, text
   end
   meta.b = nil
-  local t, a, k = body_parts(body)
+  local t, a, k
+  if type(had) == 'table' and had[1] == body then -- the parts it was read with: the same body
+    t, a, k = had[2], had[3], had[4] or '{}'
+  else
+    t, a, k = body_parts(body)
+  end
   if t then
     meta.T, meta.A = t, a
     if k ~= '{}' then
@@ -117,10 +139,16 @@ local function encode_record(meta)
     end
     local stored = cmsgpack.pack(meta)
     meta.T, meta.A, meta.K, meta.b = nil, nil, nil, body
+    if had ~= nil then
+      meta[PARTS] = had
+    end
     return stored, stored
   end
   local head = cmsgpack.pack(meta)
   meta.b = body
+  if had ~= nil then
+    meta[PARTS] = had
+  end
   return head .. body, head
 end
 

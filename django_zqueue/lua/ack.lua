@@ -55,7 +55,7 @@ local now = now_ms()
 local keep = tonumber(ARGV[8]) or 0
 local kept = nil
 if keep > 0 and KEYS[15] then -- its record, kept in the history (before it goes)
-  kept = kept_record(raw, {fa = now, rt = tonumber(ARGV[6])}, KEYS[2], id)
+  kept = kept_record(raw, ended_head(now, tonumber(ARGV[6]), {}), KEYS[2], id)
 end
 redis.call('ZREM', KEYS[1], id)
 if unique then

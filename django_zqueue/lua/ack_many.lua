@@ -27,7 +27,7 @@
 --   JSON-layout record from its text (`"t":<token>` right after `{` or `,`: a quote
 --   inside a JSON string is always escaped, so no string value can fake it). A record
 --   that holds no such token is stale, as in ack.lua.
--- Work: O(n log N) for n jobs, in a constant number of commands plus one ZSCORE and one
+-- Work: O(n log N) for n jobs, in a constant number of commands plus one
 --   SET (kept result) per job; with a history, O((n + limit) log N) more, in at most 8
 --   commands (and one HGET per job of the JSON layout, for its body).
 
@@ -40,7 +40,16 @@
 --@include guard
 --@include history
 
-guard_keys(KEYS)
+-- the key checks (_guard.lua), of the keys this call may write without having read them
+-- first: `meta` (HMGET) and `leased` (ZMSCORE) are read before any write, so a wrong type
+-- of either fails before anything is written
+local checked = {}
+for i, key in ipairs(KEYS) do
+  if i ~= 1 and i ~= 3 then
+    checked[#checked + 1] = key
+  end
+end
+guard_keys(checked)
 
 local FULL_ACK_FIELDS = {'u', 'k', 'n', 'd'}
 
@@ -82,6 +91,7 @@ for i = 0, n - 1 do
   ids[i + 1] = ARGV[HEAD + 1 + 5 * i]
 end
 local metas = redis.call('HMGET', KEYS[3], unpack(ids))
+local leased = redis.call('ZMSCORE', KEYS[1], unpack(ids)) -- false: not leased
 -- does record `raw` hold delivery token `token` (text), and does it have a field only
 -- ack.lua handles (`u`: a unique_for reservation to write; `k`, `n`: a workflow job, its
 -- end recorded in the outbox)? A compact record's fields are unpacked (not its body); a
@@ -113,7 +123,7 @@ local function read_ack(raw, token)
   return holds, false
 end
 
-local out, done, seen, kept = {}, {}, {}, {}
+local out, done, seen, kept, heads = {}, {}, {}, {}, {} -- heads: ended_head's memo
 local run_ms, key = 0, 8
 local now = now_ms()
 for i = 0, n - 1 do
@@ -123,7 +133,7 @@ for i = 0, n - 1 do
   local ok, later, full = false, false, false
   if raw and not seen[id] then
     ok, full = read_ack(raw, token)
-    ok = ok and redis.call('ZSCORE', KEYS[1], id) ~= false
+    ok = ok and leased[i + 1] ~= false
   end
   if ok then
     seen[id] = true
@@ -144,7 +154,7 @@ for i = 0, n - 1 do
       run_ms = run_ms + tonumber(ARGV[b + 5])
     end
     if history then -- its record, kept in the history (before the record goes)
-      kept[#kept + 1] = kept_record(raw, {fa = now, rt = tonumber(ARGV[b + 5])}, KEYS[2], id)
+      kept[#kept + 1] = kept_record(raw, ended_head(now, tonumber(ARGV[b + 5]), heads), KEYS[2], id)
     end
     out[i + 1] = 1
   elseif later then

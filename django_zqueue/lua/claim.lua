@@ -33,7 +33,18 @@
 --@include guard
 --@include record
 
-guard_keys(KEYS)
+-- The key checks (_guard.lua) are made only where a write could meet a key of the wrong
+-- type: all the keys, once, before promoting due jobs or ending a corrupt record or an
+-- expired job; on the common path (every record read is claimed) only `leased`, and
+-- `ctr` by its first write (HINCRBY tok, counter_reply): the other keys it writes
+-- (ready, meta, rate) were read before it, and a read of the wrong type fails first.
+local guarded = false
+local function guard_all()
+  if not guarded then
+    guard_keys(KEYS)
+    guarded = true
+  end
+end
 
 local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
   meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
@@ -54,7 +65,7 @@ if redis.call('EXISTS', KEYS[11]) == 1 then
 end
 
 local now = now_ms()
-promote(k, now, tonumber(ARGV[5]), mode, aging_us)
+promote(k, now, tonumber(ARGV[5]), mode, aging_us, guard_all)
 
 local n = batch
 local hint = -1
@@ -114,9 +125,20 @@ if n > 0 then
       end
     end
     got = #good
+    local common = got > 0 and #bad == 0 and #lapsed == 0
+    for _, g in ipairs(good) do
+      common = common and not g[2].x
+    end
+    local first
+    if common and not guarded then
+      guard_keys({k.leased})
+      first = counter_reply(redis.pcall('HINCRBY', k.ctr, 'tok', got), k.ctr, 'tok')
+    else
+      guard_all()
+    end
     redis.call('ZREM', k.ready, unpack(ids))
     if got > 0 then
-      local first = redis.call('HINCRBY', k.ctr, 'tok', got) - got + 1
+      first = (first or redis.call('HINCRBY', k.ctr, 'tok', got)) - got + 1
       local new_meta, lease, started = {}, {}, {}
       for i, g in ipairs(good) do
         local id, m = g[1], g[2]
