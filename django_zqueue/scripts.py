@@ -1,4 +1,4 @@
-"""The Lua scripts, loaded once, with one typed method per script.
+"""The Lua scripts, loaded once, and how each one's reply reads.
 
 Each ``lua/<name>.lua`` file holds one atomic operation and starts with its contract
 (KEYS, ARGV, return value); :mod:`django_zqueue.luasource` puts them together with the
@@ -21,10 +21,11 @@ script calls in any pipeline are queued as plain commands, and :meth:`Batch.send
 the scripts and resends what was missing: a replica promoted by a failover has no
 scripts loaded.
 
-A call is built here as a typed :class:`Call` (keys, arguments, and how its reply
-reads); :mod:`django_zqueue.calls` holds ``Call``, ``Pending`` and ``Batch`` and maps
-error replies to exceptions in one table, :data:`ERRORS`. The builders do no
-validation: :class:`~django_zqueue.queue.Queue` validates first.
+A call is a typed :class:`Call` (keys, arguments, and how its reply reads: the
+``read_*`` functions here), built by a shard of the engine
+(:class:`~django_zqueue.engine.shard.Shard`, one method per script);
+:mod:`django_zqueue.calls` holds ``Call``, ``Pending`` and ``Batch`` and maps error
+replies to exceptions in one table, :data:`ERRORS`.
 """
 
 from __future__ import annotations
@@ -49,13 +50,10 @@ from .calls import is_cluster_pipeline as is_cluster_pipeline
 from .calls import is_missing as is_missing
 from .calls import load_library as load_library
 from .calls import script_error as script_error
-from .exceptions import InvalidArgument
 from .exceptions import ScriptArgumentError as ScriptArgumentError
 from .exceptions import ScriptError as ScriptError
 from .exceptions import SequenceExhausted as SequenceExhausted
 from .jobspec import pack_job
-from .keys import QueueKeys
-from .links import FlowJob, Resolution, Resolved
 from .luasource import (
     BUILD_RE,
     PROTOCOL_LIBRARY,
@@ -68,15 +66,11 @@ from .luasource import (
 from .luasource import includes as includes
 from .luasource import lua_file as lua_file
 from .luasource import source as source
-from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
+from .records import NackResult, NewJob, text
 from .replies import (
     AckManyCode,
     AckReply,
-    CancelReply,
-    DeleteReply,
-    MoveReply,
     NackReply,
-    RequeueReply,
     TouchReply,
 )
 
@@ -124,30 +118,30 @@ SCRIPT_NAMES = (
 CANCELLED = TouchReply.CANCELLED
 
 
-def _int(reply: Any) -> int:
+def read_int(reply: Any) -> int:
     return int(reply)
 
 
-def _flag(reply: Any) -> bool:
+def read_flag(reply: Any) -> bool:
     return int(reply) == 1
 
 
-def _codes(reply: Any) -> list[AckManyCode]:
+def read_codes(reply: Any) -> list[AckManyCode]:
     return [AckManyCode(int(x)) for x in reply]
 
 
-def _nack(reply: Any) -> NackResult:
+def read_nack(reply: Any) -> NackResult:
     code = NackReply(int(reply))
     if code is NackReply.RETRIED:
         return "retry"
     return "dead" if code in (NackReply.DEAD, NackReply.DEAD_FLOW) else None
 
 
-def _acked(reply: Any) -> bool:
+def read_acked(reply: Any) -> bool:
     return AckReply(int(reply)) is not AckReply.STALE
 
 
-def _as(kind: type[E]) -> Callable[[Any], E]:
+def read_as(kind: type[E]) -> Callable[[Any], E]:
     def read(reply: Any) -> E:
         return kind(int(reply))
 
@@ -164,16 +158,16 @@ def flow_ended(call: Call[Any], reply: Any) -> bool:
     )
 
 
-def _deadline(reply: Any) -> int | None:
+def read_deadline(reply: Any) -> int | None:
     ms = int(reply)
     return ms or None
 
 
-def _once(reply: Any) -> tuple[str, str]:
+def read_once(reply: Any) -> tuple[str, str]:
     return text(reply[0]), text(reply[1]) if len(reply) > 1 else ""
 
 
-def _entries(reply: Any) -> list[tuple[str, float]]:
+def read_entries(reply: Any) -> list[tuple[str, float]]:
     return [(text(m), float(sc)) for m, sc in zip(reply[0::2], reply[1::2], strict=True)]
 
 
@@ -190,7 +184,7 @@ class SearchStep(NamedTuple):
     matches: list[tuple[str, str, int]]
 
 
-def _search_step(reply: Any) -> SearchStep:
+def read_search_step(reply: Any) -> SearchStep:
     looked, more, rank0 = int(reply[0]), int(reply[1]) == 1, int(reply[2])
     last = (text(reply[3]), text(reply[4])) if looked else None
     rest = reply[5:]
@@ -201,7 +195,7 @@ def _search_step(reply: Any) -> SearchStep:
     return SearchStep(looked, more, rank0, last, matches)
 
 
-def _state(reply: Any) -> str | None:
+def read_state(reply: Any) -> str | None:
     return text(reply) or None
 
 
@@ -222,7 +216,7 @@ class Standing(NamedTuple):
     score: float | None = None
 
 
-def _standings(tags: Sequence[str]) -> Callable[[Any], list[Standing]]:
+def read_standings(tags: Sequence[str]) -> Callable[[Any], list[Standing]]:
     def read(reply: Any) -> list[Standing]:
         out = []
         for tag, code, score in zip(tags, reply[0::2], reply[1::2], strict=True):
@@ -236,7 +230,7 @@ def _standings(tags: Sequence[str]) -> Callable[[Any], list[Standing]]:
     return read
 
 
-def _clashes(reply: Any) -> list[tuple[str, str]]:
+def read_clashes(reply: Any) -> list[tuple[str, str]]:
     if int(reply[0]) == 0:
         return []
     return list(zip([text(x) for x in reply[1::2]], [text(x) for x in reply[2::2]], strict=True))
@@ -287,12 +281,10 @@ class Policy:
 
 
 class Scripts:
-    """The scripts registered on one redis-py client: one typed builder per script
-    (:class:`Call`), run alone (:meth:`run`) or many in one round trip (:class:`Batch`).
+    """The scripts registered on one redis-py client: a :class:`Call` (built by a shard
+    of the engine) run alone (:meth:`run`) or many in one round trip (:class:`Batch`).
     ``functions``: call them as one Functions library (``FCALL``) where the client
-    allows it (not a Redis Cluster client); else ``EVALSHA``.
-
-    The builders do no validation: :class:`~django_zqueue.queue.Queue` validates first."""
+    allows it (not a Redis Cluster client); else ``EVALSHA``."""
 
     def __init__(self, client: Client, functions: bool = True) -> None:
         self.client = client
@@ -345,285 +337,6 @@ class Scripts:
                 self.client.script_load(source(name))
             return
         load_library(self.client, self.library.code)
-
-    # ------------------------------------------------------------------ builders
-
-    def publish(
-        self, k: QueueKeys, p: Policy, jobs: Sequence[NewJob]
-    ) -> Call[list[tuple[str, str]]]:
-        """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
-        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        head = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
-        args = (*head, *(job_arg(j, None, p.compact) for j in jobs))
-        return Call("publish", (*keys, k.wait, k.expiry, k.expired, k.gjobs), args, _clashes)
-
-    def publish_once(self, k: QueueKeys, p: Policy, job: NewJob) -> Call[tuple[str, str]]:
-        """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
-        ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
-        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        job_spec = job_arg(job, None, p.compact)
-        args = (p.mode, p.aging_us, p.notify_cap, job_spec, p.max_length, p.group_max_length)
-        more = (k.unique(job.tag), k.wait, k.expiry, k.expired, k.gjobs)
-        return Call("publish_once", (*keys, *more), args, _once)
-
-    def claim(
-        self, k: QueueKeys, p: Policy, queue: str, batch: int, consumer: str
-    ) -> Call[Claimed]:
-        """``claim.lua``; ``claim_fair.lua`` for a queue with ``fairness="groups"``."""
-        keys = (k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats, k.dead)
-        args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit)
-        if p.mode == "fair":
-            return Call(
-                "claim_fair",
-                (
-                    *keys,
-                    k.errors,
-                    k.gstarts,
-                    k.gstarts_prev,
-                    k.ginflight,
-                    k.grate,
-                    k.gpark,
-                    k.gwait,
-                    k.paused,
-                    k.expiry,
-                    k.expired,
-                    k.wf_out,
-                    k.wf_res,
-                    k.gjobs,
-                ),
-                (*args, consumer, p.group_concurrency, p.group_qps, p.group_max_length),
-                lambda reply: Claimed.from_reply(queue, reply),
-            )
-        return Call(
-            "claim",
-            (*keys, k.errors, k.paused, k.expiry, k.expired, k.wf_out, k.wf_res),
-            (*args, p.mode, p.aging_us, consumer),
-            lambda reply: Claimed.from_reply(queue, reply),
-        )
-
-    def ack(
-        self,
-        k: QueueKeys,
-        p: Policy,
-        msg: Message,
-        result: str,
-        result_ttl_ms: int,
-        run_ms: int | None,
-        passed: str = "",
-    ) -> Call[bool]:
-        """``passed``: the result handed to dependents (JSON; '' = null)."""
-        keys: tuple[str, ...] = (
-            k.leased,
-            k.body,
-            k.meta,
-            k.errors,
-            k.progress,
-            k.stats,
-            k.notify,
-            k.result(msg.tag),
-            k.unique(msg.tag),
-            k.wf_out,
-            k.wf_res,
-            k.steps(msg.tag),
-        )
-        run = "" if run_ms is None else run_ms
-        args: tuple[Arg, ...] = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
-        args = (*args, passed)
-        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
-            keys = (*keys, *k.history_keys())
-            args = (*args, p.keep_finished, p.trim_limit)
-        return Call("ack", keys, args, _acked)
-
-    def ack_many(self, k: QueueKeys, p: Policy, acks: Sequence[Ack]) -> Call[list[AckManyCode]]:
-        """One call finishing up to 100 deliveries of one shard (``ack_many.lua``): per
-        job 1 acked, 0 stale, 2 left to ``ack.lua``."""
-        keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
-        args: list[Arg] = [p.ack_notify, p.keep_finished, p.trim_limit]
-        for a in acks:
-            if a.result:
-                keys.append(k.result(a.msg.tag))
-            run = "" if a.run_ms is None else a.run_ms
-            args += (a.msg.tag, a.msg.token, a.result, a.result_ttl_ms, run)
-        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
-            keys += k.history_keys()
-        return Call("ack_many", tuple(keys), tuple(args), _codes)
-
-    def release(self, k: QueueKeys, p: Policy, msg: Message) -> Call[bool]:
-        keys = (k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify)
-        return Call("release", keys, (msg.tag, msg.token, p.mode, p.aging_us, p.notify_cap), _flag)
-
-    def nack(
-        self, k: QueueKeys, p: Policy, msg: Message, error: str, retry_ms: int, bury: bool
-    ) -> Call[NackResult]:
-        args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.mode, p.aging_us)
-        rest = (p.dead_max, p.dead_ttl_ms, p.trim_limit, p.notify_cap)
-        return Call("nack", tuple(k.lifecycle()), (*args, *rest), _nack)
-
-    def touch(
-        self, k: QueueKeys, p: Policy, msg: Message, extend_ms: int, progress: str
-    ) -> Call[int | None]:
-        """Returns the new lease deadline (ms), None for a stale delivery, or
-        :data:`CANCELLED` for a cancelled one."""
-        args = (msg.tag, msg.token, extend_ms, progress, p.visibility_ms)
-        keys = (k.leased, k.meta, k.progress, k.cancelled(msg.tag))
-        return Call("touch", keys, args, _deadline)
-
-    def scan(self, k: QueueKeys, p: Policy, limit: int) -> Call[ScanResult]:
-        args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
-        more = (p.keep_finished, p.finished_ttl_ms)
-        keys = (*k.lifecycle(), k.expiry, k.expired, *k.history_keys())
-        return Call("scan", keys, (*args, *more), ScanResult.from_reply)
-
-    def delete(
-        self, k: QueueKeys, tag: str, waiting_only: bool, only: str = ""
-    ) -> Call[DeleteReply]:
-        """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
-        keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
-        wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry, k.steps(tag))
-        args = (tag, "1" if waiting_only else "0", only)
-        return Call("delete", (*keys, *wf), args, _as(DeleteReply))
-
-    def cancel(
-        self, k: QueueKeys, p: Policy, tag: str, ttl_ms: int, only: str = ""
-    ) -> Call[CancelReply]:
-        """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
-        rest: tuple[str, ...] = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out)
-        rest = (*rest, k.wf_res, k.steps(tag))
-        args: tuple[Arg, ...] = (tag, ttl_ms, p.notify_cap, only)
-        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
-            rest = (*rest, *k.history_keys())
-            args = (*args, p.keep_finished, p.trim_limit)
-        return Call("cancel", (*keys, *rest), args, _as(CancelReply))
-
-    def range_after(
-        self, key: str, after: tuple[float, str] | None, top: float, limit: int
-    ) -> Call[list[tuple[str, float]]]:
-        """At most ``limit`` entries of sorted set ``key`` after the cursor ``after``
-        (score, member; None: from the start), of score <= ``top``, in order."""
-        cursor = ("", "") if after is None else (repr(float(after[0])), after[1])
-        return Call("range_after", (key,), (*cursor, repr(float(top)), limit), _entries)
-
-    def search(
-        self,
-        k: QueueKeys,
-        key: str,
-        needle: bytes,
-        after: tuple[str, str] | None,
-        steps: int,
-        limit: int,
-    ) -> Call[SearchStep]:
-        """One step of a search of sorted set ``key`` (a state's) for ``needle`` in the
-        jobs' bodies and tags: at most ``steps`` entries after the cursor ``after``
-        (score text, member; None: from the start), at most ``limit`` matches."""
-        cursor = ("", "") if after is None else after
-        args = (needle, *cursor, steps, limit)
-        return Call("search", (key, k.meta, k.body), args, _search_step)
-
-    def run_now(self, k: QueueKeys, p: Policy, tag: str, below: float | None) -> Call[MoveReply]:
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)
-        low = "" if below is None else repr(float(below))
-        return Call("run_now", keys, (tag, low, p.notify_cap), _as(MoveReply))
-
-    def set_priority(self, k: QueueKeys, p: Policy, tag: str, priority: int) -> Call[MoveReply]:
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.gpark)
-        return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), _as(MoveReply))
-
-    def requeue_dead(
-        self, k: QueueKeys, p: Policy, tag: str, front: bool = False, below: float | None = None
-    ) -> Call[RequeueReply]:
-        """``front``: to the front of the line, ahead of ``below`` too (the lowest ready
-        score of the other partitions)."""
-        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
-        low = "" if below is None else repr(float(below))
-        args = (tag, p.mode, p.aging_us, p.notify_cap, "1" if front else "0", low)
-        return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, _as(RequeueReply))
-
-    def purge_dead(self, k: QueueKeys, limit: int) -> Call[int]:
-        return Call("purge_dead", (k.dead, k.body, k.meta, k.errors, k.progress), (limit,), _int)
-
-    def info(self, k: QueueKeys, queue: str, tag: str, with_body: bool) -> Call[JobInfo | None]:
-        sets = (k.ready, k.delayed, k.leased, k.dead)
-        ended = (*k.history_keys(), k.result(tag))
-        keys = (*sets, k.meta, k.errors, k.progress, k.body, k.wait, k.expired, *ended)
-        return Call(
-            "info",
-            keys,
-            (tag, "1" if with_body else "0"),
-            lambda reply: JobInfo.from_reply(queue, tag, reply),
-        )
-
-    def state(self, k: QueueKeys, tag: str) -> Call[str | None]:
-        """Returns ``ready``, ``delayed``, ``leased``, ``dead``, ``waiting``, ``expired``, or
-        None (no such job)."""
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
-        return Call("state", keys, (tag,), _state)
-
-    def positions(self, k: QueueKeys, tags: Sequence[str]) -> Call[list[Standing]]:
-        """Where each of ``tags`` stands, in one atomic read (1 to ``MAX_POSITIONS``)."""
-        if not 1 <= len(tags) <= MAX_POSITIONS:
-            raise InvalidArgument(f"positions takes 1 to {MAX_POSITIONS} tags, got {len(tags)}")
-        tags = tuple(tags)
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
-        return Call("positions", keys, tags, _standings(tags))
-
-    def fire(
-        self,
-        k: QueueKeys,
-        p: Policy,
-        name: str,
-        expected_tick: int,
-        next_tick: int | None,
-        job: NewJob | None,
-        digest: str | None = None,
-    ) -> Call[bool]:
-        """Returns True when this call fired (or moved on) the tick; False: already done
-        (or, with ``digest``, the stored definition is no longer the one of that digest)."""
-        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        nxt = "" if next_tick is None else next_tick
-        fire = "0" if job is None else "1"
-        head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
-        args = (*head, "" if job is None else job_arg(job, None, p.compact), digest or "")
-        sched = (k.sched, k.sched_last, k.expiry, k.expired, k.sched_defs)
-        return Call("fire", (*keys, *sched), args, _flag)
-
-    # ------------------------------------------------------------------ workflows
-
-    def wf_publish(
-        self, k: QueueKeys, p: Policy, jobs: Sequence[FlowJob]
-    ) -> Call[list[tuple[str, str]]]:
-        """As :meth:`publish`, with each job's links (at most 100 jobs)."""
-        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
-        specs = tuple(job_arg(fj.job, fj.link_fields(), p.compact) for fj in jobs)
-        wf = tuple(k.wf(fj.job.tag) for fj in jobs)
-        more = (k.wait, k.expiry, k.expired, k.gjobs, *wf)
-        return Call("wf_publish", (*keys, *more), (*args, *specs), _clashes)
-
-    def group_check(self, k: QueueKeys, p: Policy, adds: Sequence[tuple[str, int]]) -> Call[int]:
-        """Read-only: raises :class:`QueueFull` naming the first group of ``adds`` (group
-        key, jobs that would enter a line) whose jobs do not fit in ``group_max_length``."""
-        args = (p.group_max_length, *(x for group, n in adds for x in (group, n)))
-        return Call("group_check", (k.ready, k.delayed, k.meta, k.gjobs), args, _int)
-
-    def wf_link(self, k: QueueKeys, parent: str, kid: str, most: int) -> Call[str]:
-        """Returns ``linked``, ``dead``, ``corrupt`` or '' (no such parent)."""
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.wf(parent))
-        return Call("wf_link", keys, (parent, kid, most), text)
-
-    def wf_resolve(self, k: QueueKeys, p: Policy, entries: Sequence[Resolution]) -> Call[Resolved]:
-        keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
-        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(entries)]
-        for e in entries:
-            args.extend((e.child, e.place, e.end, e.result, e.parent))
-        wf = tuple(k.wf(e.child) for e in entries)
-        return Call(
-            "wf_resolve", (*keys, k.wf_out, k.wf_res, *wf), tuple(args), Resolved.from_reply
-        )
-
-    def wf_clear(self, k: QueueKeys, p: Policy, tag: str, seen: bytes) -> Call[bool]:
-        keys = (k.wf_out, k.wf_res, k.meta, k.dead, k.wf(tag))
-        return Call("wf_clear", keys, (tag, seen, p.dead_ttl_ms), _flag)
 
 
 # ------------------------------------------------------------------ the wire protocol

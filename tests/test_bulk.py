@@ -61,7 +61,7 @@ def test_requeue_dead_script_checks_below_before_writing(
 ) -> None:
     tag = bury(q, 1)[0]
     shard = q.engine.shards[0]
-    call = shard.scripts.requeue_dead(shard.keys, shard.policy, tag, True, None)
+    call = shard.requeue_dead(tag, True, None)
     bad = call.__class__(call.script, call.keys, (*call.args[:5], "nan"), call.result)
     with pytest.raises(Exception, match="ZQ_BAD_ARGUMENT"):
         q.engine.run(bad)
@@ -83,7 +83,7 @@ def test_range_after_walks_ties_in_member_order_from_a_removed_cursor(
     members["\xff"] = 2.0
     redis_client.zadd(key, members)
     order = [m.decode("utf-8", "surrogateescape") for m in redis_client.zrange(key, 0, -1)]
-    s = q.engine.shards[0].scripts
+    s = q.engine.shards[0]
 
     def after(cursor: tuple[float, str] | None, top: float, n: int) -> list[str]:
         return [t for t, _ in q.engine.run(s.range_after(key, cursor, top, n))]
@@ -105,14 +105,14 @@ def test_range_after_walks_ties_in_member_order_from_a_removed_cursor(
 
 
 def test_delete_and_cancel_with_only_leave_a_job_of_another_state_alone(q: Queue) -> None:
-    s, k, p = q.engine.shards[0].scripts, q.keys, q.engine.shards[0].policy
+    s = q.engine.shards[0]
     ready = q.publish("x", tag="ready")
-    assert q.engine.run(s.delete(k, ready, False, "dead")) is DeleteReply.ELSEWHERE
+    assert q.engine.run(s.delete(ready, False, "dead")) is DeleteReply.ELSEWHERE
     leased = q.publish("y", tag="leased")
     q.claim(2)
-    assert q.engine.run(s.cancel(k, p, leased, 1000, "ready")) is CancelReply.ELSEWHERE
+    assert q.engine.run(s.cancel(leased, 1000, "ready")) is CancelReply.ELSEWHERE
     assert q.state(ready) == "leased" and q.state(leased) == "leased"
-    assert q.engine.run(s.cancel(k, p, leased, 1000, "leased")) is CancelReply.RUNNING
+    assert q.engine.run(s.cancel(leased, 1000, "leased")) is CancelReply.RUNNING
 
 
 # ---------------------------------------------------------------- all that match

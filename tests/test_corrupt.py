@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from django_zqueue.engine.shard import Shard
 from django_zqueue.exceptions import ScriptArgumentError
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue
@@ -262,8 +263,8 @@ def test_bad_arguments_raise_before_any_write(q: Queue, redis_client: redis.Redi
             [NewJob("t", b"{}", JobSpec(max_retries=3, visibility_timeout_ms=0))]
         ),  # 0 ms lease
         shard.publish([NewJob("t", b"{}", JobSpec(max_retries=10**9))]),
-        q.engine.scripts.claim(
-            q.keys, dataclasses.replace(q.engine.policy, visibility_ms=0), q.name, 1, "c"
+        Shard(q.name, 0, q.keys, dataclasses.replace(q.engine.policy, visibility_ms=0)).claim(
+            1, "c"
         ),
     ]
     for call in calls:

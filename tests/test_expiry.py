@@ -143,7 +143,7 @@ def test_an_absolute_expiry_and_the_earlier_of_two(q: Queue) -> None:
             "expires_at_ms": int(time.time() * 1000) + 50,
         }
     )
-    call = q.engine.scripts.publish(q.keys, q.engine.policy, [NewJob("both", b"1")])
+    call = q.engine.shards[0].publish([NewJob("both", b"1")])
     q.client.eval(source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec)
     lapse()
     q.scan()
@@ -172,7 +172,7 @@ def test_the_script_refuses_a_bad_expiry_field(
     q: Queue, prefix: str, redis_client: redis.Redis, field: str, value: Any
 ) -> None:
     before = snapshot(redis_client, prefix)
-    call = q.engine.scripts.publish(q.keys, q.engine.policy, [NewJob("t", b"1")])
+    call = q.engine.shards[0].publish([NewJob("t", b"1")])
     spec = pack_map({"id": "t", "body": b"1", field: value})
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
         q.client.eval(source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec)

@@ -318,7 +318,7 @@ def test_publish_script_refuses_a_bad_group_or_weight(
 ) -> None:
     q = fair(make_queue)
     spec = {"id": "t1", "body": b"1", "max_retries": 0, "group": "a", field: value}
-    keys = q.engine.scripts.publish(q.keys, q.engine.policy, [NewJob("t1", b"1")]).keys
+    keys = q.engine.shards[0].publish([NewJob("t1", b"1")]).keys
     before = snapshot(q.client, prefix)
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
         q.client.eval(source("publish"), len(keys), *keys, "fair", 0, 64, 1, 0, 0, pack_map(spec))

@@ -109,7 +109,7 @@ SCENARIOS: dict[str, Scenario] = {
     "purge_dead": lambda q: (_dead(q), q.engine.shards[0].purge_dead(100))[-1],
     "range_after": lambda q: (
         _dead(q),
-        q.engine.shards[0].scripts.range_after(q.keys.dead, (0.0, ""), 2.0**60, 10),
+        q.engine.shards[0].range_after(q.keys.dead, (0.0, ""), 2.0**60, 10),
     )[-1],
     "search": lambda q: (
         q.publish({"a": 1}, tag="a"),

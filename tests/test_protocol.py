@@ -490,9 +490,9 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
 def test_the_keys_are_those_the_internal_scripts_take(q: Queue) -> None:
     """zq1_publish's keys are publish.lua's (as Scripts.publish passes them) and the proto
     hash; zq1_position's are positions.lua's."""
-    call = q.engine.scripts.publish(q.keys, q.engine.policy, [NewJob("t", b"{}")])
+    call = q.engine.shards[0].publish([NewJob("t", b"{}")])
     assert publish_keys(q.keys) == [*call.keys, q.keys.proto]
-    assert position_keys(q.keys) == list(q.engine.scripts.positions(q.keys, ["t"]).keys)
+    assert position_keys(q.keys) == list(q.engine.shards[0].positions(["t"]).keys)
 
 
 def test_the_docs_name_the_keys_in_the_order_the_functions_take_them() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.engine.shard import Shard
 from django_zqueue.exceptions import QueueFull, ZQueueError
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.luasource import PROTOCOL_CORES, PROTOCOL_FUNCTIONS, protocol_library
@@ -154,7 +155,7 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
         lo, hi, whole = bounds.JOB_BOUNDS[name]
         for bad in (lo - (1 if whole else lo / 2), hi + 1):
             arg = pack_map({"id": "t", "body": b"1", name: bad})
-            keys = q.engine.scripts.publish(q.keys, q.engine.policy, [NewJob("t", b"1")]).keys
+            keys = q.engine.shards[0].publish([NewJob("t", b"1")]).keys
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
                 q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg)
     assert q.counts()["ready"] == 0
@@ -315,7 +316,7 @@ def test_claim_promotes_at_most_its_limit(
     for t in redis_client.zrange(q.keys.delayed, 0, -1):
         redis_client.zadd(q.keys.delayed, {t: 0}, xx=True)
     policy = dataclasses.replace(q.engine.policy, promote_limit=3)
-    q.engine.scripts.run(q.engine.scripts.claim(q.keys, policy, q.name, 1, "c"))
+    q.engine.scripts.run(Shard(q.name, 0, q.keys, policy).claim(1, "c"))
     assert redis_client.zcard(q.keys.delayed) == 7
 
 

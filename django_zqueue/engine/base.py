@@ -98,8 +98,7 @@ class EngineBase:
         self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK
         #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
         self.shards = [
-            Shard(name, i, k, self.scripts, self.policy)
-            for i, k in enumerate(partition_keys(prefix, name, n))
+            Shard(name, i, k, self.policy) for i, k in enumerate(partition_keys(prefix, name, n))
         ]
         #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
         self.sched_keys: QueueKeys = self.shards[0].keys

@@ -3,35 +3,57 @@
 An unpartitioned queue is one shard, ``{prefix:queue}``; a queue with ``partitions: N``
 is N shards, ``{prefix:queue#i}``. Every script call touches one shard's keys only (one
 Redis Cluster slot). A :class:`Shard` is the engine's typed call builder for one hash
-tag: each method is the :class:`~django_zqueue.scripts.Scripts` builder of the same name
-with the shard's keys and the queue's :class:`~django_zqueue.scripts.Policy` filled in.
-The :class:`~django_zqueue.engine.Engine` owns the shards, decides which one a job goes
-to, and sends the calls; :class:`~django_zqueue.queue.Queue` validates input.
+tag: one method per script, which puts the shard's keys and the queue's
+:class:`~django_zqueue.scripts.Policy` into a :class:`~django_zqueue.scripts.Call`
+(keys, arguments, and how its reply reads: the readers of
+:mod:`django_zqueue.scripts`). The builders do no validation. The
+:class:`~django_zqueue.engine.Engine` owns the shards, decides which one a job goes to,
+and sends the calls; :class:`~django_zqueue.queue.Queue` validates input.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..exceptions import InvalidArgument
 from ..keys import QueueKeys
 from ..links import FlowJob, Resolution, Resolved
-from ..records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult
+from ..records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 from ..replies import AckManyCode, CancelReply, DeleteReply, MoveReply, RequeueReply
-from ..scripts import Call, Policy, Scripts, SearchStep, Standing
+from ..scripts import (
+    MAX_POSITIONS,
+    Arg,
+    Call,
+    Policy,
+    SearchStep,
+    Standing,
+    job_arg,
+    read_acked,
+    read_as,
+    read_clashes,
+    read_codes,
+    read_deadline,
+    read_entries,
+    read_flag,
+    read_int,
+    read_nack,
+    read_once,
+    read_search_step,
+    read_standings,
+    read_state,
+)
 
 
 class Shard:
-    """One hash tag of a queue: ``index`` in the queue's shards, its ``keys``."""
+    """One hash tag of a queue: ``index`` in the queue's shards, its ``keys``, and the
+    queue's ``policy`` (the same for each of its shards)."""
 
-    __slots__ = ("index", "keys", "policy", "queue", "scripts")
+    __slots__ = ("index", "keys", "policy", "queue")
 
-    def __init__(
-        self, queue: str, index: int, keys: QueueKeys, scripts: Scripts, policy: Policy
-    ) -> None:
+    def __init__(self, queue: str, index: int, keys: QueueKeys, policy: Policy) -> None:
         self.queue = queue
         self.index = index
         self.keys = keys
-        self.scripts = scripts
         self.policy = policy
 
     def __repr__(self) -> str:
@@ -40,51 +62,237 @@ class Shard:
     # ---------------------------------------------------------------- write side
 
     def publish(self, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
-        return self.scripts.publish(self.keys, self.policy, jobs)
+        """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
+        k, p = self.keys, self.policy
+        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
+        head = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
+        args = (*head, *(job_arg(j, None, p.compact) for j in jobs))
+        return Call("publish", (*keys, k.wait, k.expiry, k.expired, k.gjobs), args, read_clashes)
 
     def publish_once(self, job: NewJob) -> Call[tuple[str, str]]:
-        return self.scripts.publish_once(self.keys, self.policy, job)
+        """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
+        ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
+        k, p = self.keys, self.policy
+        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
+        job_spec = job_arg(job, None, p.compact)
+        args = (p.mode, p.aging_us, p.notify_cap, job_spec, p.max_length, p.group_max_length)
+        more = (k.unique(job.tag), k.wait, k.expiry, k.expired, k.gjobs)
+        return Call("publish_once", (*keys, *more), args, read_once)
 
     def claim(self, batch: int, consumer: str) -> Call[Claimed]:
-        return self.scripts.claim(self.keys, self.policy, self.queue, batch, consumer)
+        """``claim.lua``; ``claim_fair.lua`` for a queue with ``fairness="groups"``."""
+        k, p = self.keys, self.policy
+        queue = self.queue
+        keys = (k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats, k.dead)
+        args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit)
+        if p.mode == "fair":
+            return Call(
+                "claim_fair",
+                (
+                    *keys,
+                    k.errors,
+                    k.gstarts,
+                    k.gstarts_prev,
+                    k.ginflight,
+                    k.grate,
+                    k.gpark,
+                    k.gwait,
+                    k.paused,
+                    k.expiry,
+                    k.expired,
+                    k.wf_out,
+                    k.wf_res,
+                    k.gjobs,
+                ),
+                (*args, consumer, p.group_concurrency, p.group_qps, p.group_max_length),
+                lambda reply: Claimed.from_reply(queue, reply),
+            )
+        return Call(
+            "claim",
+            (*keys, k.errors, k.paused, k.expiry, k.expired, k.wf_out, k.wf_res),
+            (*args, p.mode, p.aging_us, consumer),
+            lambda reply: Claimed.from_reply(queue, reply),
+        )
 
     def ack(
-        self, msg: Message, result: str, result_ttl_ms: int, run_ms: int | None, passed: str = ""
+        self,
+        msg: Message,
+        result: str,
+        result_ttl_ms: int,
+        run_ms: int | None,
+        passed: str = "",
     ) -> Call[bool]:
-        return self.scripts.ack(self.keys, self.policy, msg, result, result_ttl_ms, run_ms, passed)
+        """``passed``: the result handed to dependents (JSON; '' = null)."""
+        k, p = self.keys, self.policy
+        keys: tuple[str, ...] = (
+            k.leased,
+            k.body,
+            k.meta,
+            k.errors,
+            k.progress,
+            k.stats,
+            k.notify,
+            k.result(msg.tag),
+            k.unique(msg.tag),
+            k.wf_out,
+            k.wf_res,
+            k.steps(msg.tag),
+        )
+        run = "" if run_ms is None else run_ms
+        args: tuple[Arg, ...] = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
+        args = (*args, passed)
+        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
+            keys = (*keys, *k.history_keys())
+            args = (*args, p.keep_finished, p.trim_limit)
+        return Call("ack", keys, args, read_acked)
 
     def ack_many(self, acks: Sequence[Ack]) -> Call[list[AckManyCode]]:
-        return self.scripts.ack_many(self.keys, self.policy, acks)
-
-    def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
-        return self.scripts.nack(self.keys, self.policy, msg, error, retry_ms, bury)
+        """One call finishing up to 100 deliveries of one shard (``ack_many.lua``): per
+        job 1 acked, 0 stale, 2 left to ``ack.lua``."""
+        k, p = self.keys, self.policy
+        keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
+        args: list[Arg] = [p.ack_notify, p.keep_finished, p.trim_limit]
+        for a in acks:
+            if a.result:
+                keys.append(k.result(a.msg.tag))
+            run = "" if a.run_ms is None else a.run_ms
+            args += (a.msg.tag, a.msg.token, a.result, a.result_ttl_ms, run)
+        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
+            keys += k.history_keys()
+        return Call("ack_many", tuple(keys), tuple(args), read_codes)
 
     def release(self, msg: Message) -> Call[bool]:
-        return self.scripts.release(self.keys, self.policy, msg)
+        k, p = self.keys, self.policy
+        keys = (k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify)
+        return Call(
+            "release", keys, (msg.tag, msg.token, p.mode, p.aging_us, p.notify_cap), read_flag
+        )
+
+    def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
+        k, p = self.keys, self.policy
+        args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.mode, p.aging_us)
+        rest = (p.dead_max, p.dead_ttl_ms, p.trim_limit, p.notify_cap)
+        return Call("nack", tuple(k.lifecycle()), (*args, *rest), read_nack)
 
     def touch(self, msg: Message, extend_ms: int, progress: str) -> Call[int | None]:
-        return self.scripts.touch(self.keys, self.policy, msg, extend_ms, progress)
+        """Returns the new lease deadline (ms), None for a stale delivery, or
+        :data:`CANCELLED` for a cancelled one."""
+        k, p = self.keys, self.policy
+        args = (msg.tag, msg.token, extend_ms, progress, p.visibility_ms)
+        keys = (k.leased, k.meta, k.progress, k.cancelled(msg.tag))
+        return Call("touch", keys, args, read_deadline)
 
     def scan(self, limit: int) -> Call[ScanResult]:
-        return self.scripts.scan(self.keys, self.policy, limit)
+        k, p = self.keys, self.policy
+        args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
+        more = (p.keep_finished, p.finished_ttl_ms)
+        keys = (*k.lifecycle(), k.expiry, k.expired, *k.history_keys())
+        return Call("scan", keys, (*args, *more), ScanResult.from_reply)
 
-    def delete(self, tag: str, waiting_only: bool) -> Call[DeleteReply]:
-        return self.scripts.delete(self.keys, tag, waiting_only)
+    def delete(self, tag: str, waiting_only: bool, only: str = "") -> Call[DeleteReply]:
+        """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
+        k = self.keys
+        keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
+        wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry, k.steps(tag))
+        args = (tag, "1" if waiting_only else "0", only)
+        return Call("delete", (*keys, *wf), args, read_as(DeleteReply))
 
-    def cancel(self, tag: str, ttl_ms: int) -> Call[CancelReply]:
-        return self.scripts.cancel(self.keys, self.policy, tag, ttl_ms)
+    def cancel(self, tag: str, ttl_ms: int, only: str = "") -> Call[CancelReply]:
+        """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
+        k, p = self.keys, self.policy
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
+        rest: tuple[str, ...] = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out)
+        rest = (*rest, k.wf_res, k.steps(tag))
+        args: tuple[Arg, ...] = (tag, ttl_ms, p.notify_cap, only)
+        if p.keep_finished:  # the history's keys only when kept: none touched otherwise
+            rest = (*rest, *k.history_keys())
+            args = (*args, p.keep_finished, p.trim_limit)
+        return Call("cancel", (*keys, *rest), args, read_as(CancelReply))
+
+    def range_after(
+        self, key: str, after: tuple[float, str] | None, top: float, limit: int
+    ) -> Call[list[tuple[str, float]]]:
+        """At most ``limit`` entries of sorted set ``key`` after the cursor ``after``
+        (score, member; None: from the start), of score <= ``top``, in order."""
+        cursor = ("", "") if after is None else (repr(float(after[0])), after[1])
+        return Call("range_after", (key,), (*cursor, repr(float(top)), limit), read_entries)
+
+    def search(
+        self,
+        set_name: str,
+        needle: bytes,
+        after: tuple[str, str] | None,
+        steps: int,
+        limit: int,
+    ) -> Call[SearchStep]:
+        """One step of a search of this shard's sorted set ``set_name`` (``ready``,
+        ``delayed``, ``leased``, ``dead``, ``wait``) for ``needle`` in the jobs' bodies
+        and tags: at most ``steps`` entries after the cursor ``after`` (score text,
+        member; None: from the start), at most ``limit`` matches."""
+        k = self.keys
+        key = getattr(k, set_name)
+        cursor = ("", "") if after is None else after
+        args = (needle, *cursor, steps, limit)
+        return Call("search", (key, k.meta, k.body), args, read_search_step)
 
     def run_now(self, tag: str, below: float | None) -> Call[MoveReply]:
-        return self.scripts.run_now(self.keys, self.policy, tag, below)
+        k, p = self.keys, self.policy
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)
+        low = "" if below is None else repr(float(below))
+        return Call("run_now", keys, (tag, low, p.notify_cap), read_as(MoveReply))
 
     def set_priority(self, tag: str, priority: int) -> Call[MoveReply]:
-        return self.scripts.set_priority(self.keys, self.policy, tag, priority)
+        k, p = self.keys, self.policy
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.gpark)
+        return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), read_as(MoveReply))
 
-    def requeue_dead(self, tag: str) -> Call[RequeueReply]:
-        return self.scripts.requeue_dead(self.keys, self.policy, tag)
+    def requeue_dead(
+        self, tag: str, front: bool = False, below: float | None = None
+    ) -> Call[RequeueReply]:
+        """``front``: to the front of the line, ahead of ``below`` too (the lowest ready
+        score of the other partitions)."""
+        k, p = self.keys, self.policy
+        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
+        low = "" if below is None else repr(float(below))
+        args = (tag, p.mode, p.aging_us, p.notify_cap, "1" if front else "0", low)
+        return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, read_as(RequeueReply))
 
     def purge_dead(self, limit: int) -> Call[int]:
-        return self.scripts.purge_dead(self.keys, limit)
+        k = self.keys
+        return Call(
+            "purge_dead", (k.dead, k.body, k.meta, k.errors, k.progress), (limit,), read_int
+        )
+
+    # ---------------------------------------------------------------- read side
+
+    def info(self, tag: str, with_body: bool = True) -> Call[JobInfo | None]:
+        k = self.keys
+        queue = self.queue
+        sets = (k.ready, k.delayed, k.leased, k.dead)
+        ended = (*k.history_keys(), k.result(tag))
+        keys = (*sets, k.meta, k.errors, k.progress, k.body, k.wait, k.expired, *ended)
+        return Call(
+            "info",
+            keys,
+            (tag, "1" if with_body else "0"),
+            lambda reply: JobInfo.from_reply(queue, tag, reply),
+        )
+
+    def state(self, tag: str) -> Call[str | None]:
+        """Returns ``ready``, ``delayed``, ``leased``, ``dead``, ``waiting``, ``expired``, or
+        None (no such job)."""
+        k = self.keys
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
+        return Call("state", keys, (tag,), read_state)
+
+    def positions(self, tags: Sequence[str]) -> Call[list[Standing]]:
+        """Where each of ``tags`` stands, in one atomic read (1 to ``MAX_POSITIONS``)."""
+        k = self.keys
+        if not 1 <= len(tags) <= MAX_POSITIONS:
+            raise InvalidArgument(f"positions takes 1 to {MAX_POSITIONS} tags, got {len(tags)}")
+        tags = tuple(tags)
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
+        return Call("positions", keys, tags, read_standings(tags))
 
     def fire(
         self,
@@ -94,42 +302,54 @@ class Shard:
         job: NewJob | None,
         digest: str | None = None,
     ) -> Call[bool]:
-        return self.scripts.fire(
-            self.keys, self.policy, name, expected_tick, next_tick, job, digest
-        )
-
-    # ---------------------------------------------------------------- read side
-
-    def info(self, tag: str, with_body: bool = True) -> Call[JobInfo | None]:
-        return self.scripts.info(self.keys, self.queue, tag, with_body)
-
-    def state(self, tag: str) -> Call[str | None]:
-        return self.scripts.state(self.keys, tag)
-
-    def positions(self, tags: Sequence[str]) -> Call[list[Standing]]:
-        return self.scripts.positions(self.keys, tags)
+        """Returns True when this call fired (or moved on) the tick; False: already done
+        (or, with ``digest``, the stored definition is no longer the one of that digest)."""
+        k, p = self.keys, self.policy
+        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
+        nxt = "" if next_tick is None else next_tick
+        fire = "0" if job is None else "1"
+        head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
+        args = (*head, "" if job is None else job_arg(job, None, p.compact), digest or "")
+        sched = (k.sched, k.sched_last, k.expiry, k.expired, k.sched_defs)
+        return Call("fire", (*keys, *sched), args, read_flag)
 
     # ---------------------------------------------------------------- workflows
 
-    def search(
-        self, set_name: str, needle: bytes, after: tuple[str, str] | None, steps: int, limit: int
-    ) -> Call[SearchStep]:
-        """One step of a search of this shard's sorted set ``set_name`` (``ready``,
-        ``delayed``, ``leased``, ``dead``, ``wait``): ``search.lua``."""
-        key = getattr(self.keys, set_name)
-        return self.scripts.search(self.keys, key, needle, after, steps, limit)
-
     def wf_publish(self, jobs: Sequence[FlowJob]) -> Call[list[tuple[str, str]]]:
-        return self.scripts.wf_publish(self.keys, self.policy, jobs)
+        """As :meth:`publish`, with each job's links (at most 100 jobs)."""
+        k, p = self.keys, self.policy
+        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
+        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
+        specs = tuple(job_arg(fj.job, fj.link_fields(), p.compact) for fj in jobs)
+        wf = tuple(k.wf(fj.job.tag) for fj in jobs)
+        more = (k.wait, k.expiry, k.expired, k.gjobs, *wf)
+        return Call("wf_publish", (*keys, *more), (*args, *specs), read_clashes)
 
     def group_check(self, adds: Sequence[tuple[str, int]]) -> Call[int]:
-        return self.scripts.group_check(self.keys, self.policy, adds)
+        """Read-only: raises :class:`QueueFull` naming the first group of ``adds`` (group
+        key, jobs that would enter a line) whose jobs do not fit in ``group_max_length``."""
+        k, p = self.keys, self.policy
+        args = (p.group_max_length, *(x for group, n in adds for x in (group, n)))
+        return Call("group_check", (k.ready, k.delayed, k.meta, k.gjobs), args, read_int)
 
     def wf_link(self, parent: str, kid: str, most: int) -> Call[str]:
-        return self.scripts.wf_link(self.keys, parent, kid, most)
+        """Returns ``linked``, ``dead``, ``corrupt`` or '' (no such parent)."""
+        k = self.keys
+        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.wf(parent))
+        return Call("wf_link", keys, (parent, kid, most), text)
 
     def wf_resolve(self, entries: Sequence[Resolution]) -> Call[Resolved]:
-        return self.scripts.wf_resolve(self.keys, self.policy, entries)
+        k, p = self.keys, self.policy
+        keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
+        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(entries)]
+        for e in entries:
+            args.extend((e.child, e.place, e.end, e.result, e.parent))
+        wf = tuple(k.wf(e.child) for e in entries)
+        return Call(
+            "wf_resolve", (*keys, k.wf_out, k.wf_res, *wf), tuple(args), Resolved.from_reply
+        )
 
     def wf_clear(self, tag: str, seen: bytes) -> Call[bool]:
-        return self.scripts.wf_clear(self.keys, self.policy, tag, seen)
+        k, p = self.keys, self.policy
+        keys = (k.wf_out, k.wf_res, k.meta, k.dead, k.wf(tag))
+        return Call("wf_clear", keys, (tag, seen, p.dead_ttl_ms), read_flag)

@@ -2,7 +2,7 @@
 --
 -- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
 -- KEYS[5] wait ZSET (workflow jobs waiting for their parents)  KEYS[6] expired ZSET
--- ARGV[1] .. ARGV[n] ids (1 <= n <= 500: Scripts.positions checks it)
+-- ARGV[1] .. ARGV[n] ids (1 <= n <= 500: Shard.positions checks it)
 -- Returns: 2n values, two per id in order: its ZRANK in ready and its ready score (a
 --   string), or a code and '': -1 delayed, -2 leased, -3 dead, -4 in no set, -5 waiting
 --   for its parents, -6 expired.

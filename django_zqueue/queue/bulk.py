@@ -125,7 +125,7 @@ class Bulk(Flows, Control):
         seen: set[str] = set()
         result = BulkResult()
         while True:
-            entries = self.engine.run(shard.scripts.range_after(key, cursor, top, BULK_CHUNK))
+            entries = self.engine.run(shard.range_after(key, cursor, top, BULK_CHUNK))
             if not entries:
                 return result
             cursor = (entries[-1][1], entries[-1][0])
@@ -184,20 +184,19 @@ class Bulk(Flows, Control):
         """One round trip: ``action`` on each of ``tags``, each checking its state."""
         if not tags:
             return BulkResult()
-        s, k, p = shard.scripts, shard.keys, shard.policy
         calls: list[Call[Any]]
         if action in ("requeue", "retry_now"):
             front = action == "retry_now"
             below = self.engine.front_of_others(shard) if front else None
-            calls = [s.requeue_dead(k, p, t, front, below) for t in tags]
+            calls = [shard.requeue_dead(t, front, below) for t in tags]
         elif action == "delete":
-            calls = [s.delete(k, t, False, "dead") for t in tags]
+            calls = [shard.delete(t, False, "dead") for t in tags]
         elif action == "cancel":
             ms = int(CANCELLED_TTL * 1000)
-            calls = [s.cancel(k, p, t, ms, state) for t in tags]
+            calls = [shard.cancel(t, ms, state) for t in tags]
         else:
             below = self.engine.front_of_others(shard)
-            calls = [s.run_now(k, p, t, below) for t in tags]
+            calls = [shard.run_now(t, below) for t in tags]
         replies = self.engine.run_all(calls)
         return self._settle(action, tags, replies)
 

@@ -51,9 +51,7 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         """
         shard = self.engine.shard_for(validate.tag(tag))
         if front:
-            call = shard.scripts.requeue_dead(
-                shard.keys, shard.policy, tag, True, self.engine.front_of_others(shard)
-            )
+            call = shard.requeue_dead(tag, True, self.engine.front_of_others(shard))
         else:
             call = shard.requeue_dead(tag)
         done = self.engine.run(call)
