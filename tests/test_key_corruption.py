@@ -26,6 +26,7 @@ from django_zqueue.records import Ack
 from django_zqueue.scripts import SCRIPT_NAMES, Call
 
 from .conftest import QueueFactory, snapshot
+from .records_util import to_json_layout
 
 Scenario = Callable[[Queue], Call[Any]]
 
@@ -164,7 +165,8 @@ SCENARIOS: dict[str, Scenario] = {
 FAIR = {"claim_fair", "group_check"}
 
 #: more calls of a script whose key checks depend on the path it takes (claim.lua checks
-#: all its keys only on the paths that may write any of them)
+#: all its keys only on the paths that may write any of them; ack_many checks `body` only
+#: for a record of the JSON layout)
 PATHS: dict[str, Scenario] = {
     "claim, every record claimed": lambda q: (
         q.publish("a", tag="a"),
@@ -176,6 +178,11 @@ PATHS: dict[str, Scenario] = {
         q.publish("b", tag="b"),
         q.client.hset(q.keys.meta, "a", "junk"),
         q.engine.shards[0].claim(5, "c"),
+    )[-1],
+    "ack_many, a record of the JSON layout": lambda q: (
+        msg := _leased(q),
+        to_json_layout(q.client, q.keys, msg.tag),
+        q.engine.shards[0].ack_many([Ack(msg, '"r"', 60_000, 5)]),
     )[-1],
     "claim, an expired job": lambda q: (
         q.publish("a", tag="a", expires=0.001),

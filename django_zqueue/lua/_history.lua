@@ -14,7 +14,8 @@
 --   of one call (`memo`, a table of the call's own; they share `fa`): a MessagePack map
 --   made of its header and the key and value encodings, which is what cmsgpack.pack of
 --   the table gives (in some key order), at a fraction of the cost.
--- keep_ended(index, other, history, ids, values): jobs ids[i] ended now, kept with record
+-- keep_ended(index, other, history, ids, values, t): jobs ids[i] ended now (`t`: the
+--   call's TIME reply, or nil to read it), kept with record
 --   values[i]: added to `index` and `history`, taken out of `other` (the other index).
 --   Their score is Redis TIME in ms with the microseconds as a fraction, so the ends of
 --   two calls keep their order (the jobs of one call share it). One TIME, one ZADD, one
@@ -61,8 +62,8 @@ local function kept_record(raw, head, body_hash, id)
   return head .. cmsgpack.pack(fields) .. (redis.call('HGET', body_hash, id) or '')
 end
 
-local function keep_ended(index, other, history, ids, values)
-  local t = redis.call('TIME')
+local function keep_ended(index, other, history, ids, values, t)
+  t = t or redis.call('TIME')
   local now = fmt(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
   local scores, fields = {}, {}
   for i, id in ipairs(ids) do

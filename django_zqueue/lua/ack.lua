@@ -51,7 +51,8 @@ local unique = nil
 if type(meta.u) == 'number' and meta.u >= 1 then
   unique = math.min(math.floor(meta.u), MAX_DELAY_MS)
 end
-local now = now_ms()
+local clock = redis.call('TIME')
+local now = ms_of(clock)
 local keep = tonumber(ARGV[8]) or 0
 local kept = nil
 if keep > 0 and KEYS[15] then -- its record, kept in the history (before it goes)
@@ -76,7 +77,7 @@ if ARGV[4] ~= '' then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])
 end
 if kept then
-  keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {kept})
+  keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {kept}, clock)
   bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0)
 end
 if cap > 0 then

@@ -40,17 +40,6 @@
 --@include guard
 --@include history
 
--- the key checks (_guard.lua), of the keys this call may write without having read them
--- first: `meta` (HMGET) and `leased` (ZMSCORE) are read before any write, so a wrong type
--- of either fails before anything is written
-local checked = {}
-for i, key in ipairs(KEYS) do
-  if i ~= 1 and i ~= 3 then
-    checked[#checked + 1] = key
-  end
-end
-guard_keys(checked)
-
 local FULL_ACK_FIELDS = {'u', 'k', 'n', 'd'}
 
 local HEAD = 3 -- the ARGV before the jobs' own
@@ -92,6 +81,22 @@ for i = 0, n - 1 do
 end
 local metas = redis.call('HMGET', KEYS[3], unpack(ids))
 local leased = redis.call('ZMSCORE', KEYS[1], unpack(ids)) -- false: not leased
+-- the key checks (_guard.lua), of the keys this call may write without having read them
+-- first: `meta` (HMGET) and `leased` (ZMSCORE) were read, so a wrong type of either has
+-- failed already; `body` only when a record of the JSON layout is read (its body is
+-- kept in the history from there): otherwise its HDEL (of bodies a JSON-layout record
+-- left) is soft, and a wrong type loses nothing
+local json_layout = false
+for i = 1, n do
+  json_layout = json_layout or (metas[i] and string.byte(metas[i], 1) == 123)
+end
+local checked = {}
+for i, key in ipairs(KEYS) do
+  if i ~= 1 and i ~= 3 and (i ~= 2 or json_layout) then
+    checked[#checked + 1] = key
+  end
+end
+guard_keys(checked)
 -- does record `raw` hold delivery token `token` (text), and does it have a field only
 -- ack.lua handles (`u`: a unique_for reservation to write; `k`, `n`: a workflow job, its
 -- end recorded in the outbox)? A compact record's fields are unpacked (not its body); a
@@ -125,7 +130,8 @@ end
 
 local out, done, seen, kept, heads = {}, {}, {}, {}, {} -- heads: ended_head's memo
 local run_ms, key = 0, 8
-local now = now_ms()
+local clock = redis.call('TIME')
+local now = ms_of(clock)
 for i = 0, n - 1 do
   local b = HEAD + 5 * i
   local id, token = ARGV[b + 1], ARGV[b + 2]
@@ -167,7 +173,7 @@ if #done == 0 then
   return out
 end
 redis.call('ZREM', KEYS[1], unpack(done))
-redis.call('HDEL', KEYS[2], unpack(done))
+soft('HDEL', KEYS[2], unpack(done))
 redis.call('HDEL', KEYS[3], unpack(done))
 soft('HDEL', KEYS[4], unpack(done))
 soft('HDEL', KEYS[5], unpack(done))
@@ -178,7 +184,7 @@ if run_ms > 0 then
   bump(KEYS[6], 't', run_ms, now)
 end
 if history then
-  keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept)
+  keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept, clock)
   bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit)
 end
 if cap > 0 then
