@@ -75,6 +75,30 @@ def pack_map(values: dict[str, Any]) -> bytes:
 
 
 _ID, _BODY = _str(b"id"), _str(b"body")
+_TASK, _ARGS, _KWARGS = _str(b"task"), _str(b"args"), _str(b"kwargs")
+
+#: the fixed text of a task's body around its three parts, and the longest body split
+#: into them (lua/_record.lua: BODY_TASK, BODY_ARGS, BODY_KWARGS, BODY_PARTS_MAX)
+BODY_TASK, BODY_ARGS, BODY_KWARGS = b'{"task":', b',"args":', b',"kwargs":'
+BODY_PARTS_MAX = 512
+
+
+def body_parts(body: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """The task, args and kwargs texts of a body of a task's shape,
+    ``{"task":<T>,"args":<A>,"kwargs":<K>}``, split by text alone where
+    ``lua/_record.lua``'s ``body_parts`` splits it (the first ``,"args":``, the last
+    ``,"kwargs":`` after it), so that the texts between the fixed ones give the body back
+    byte for byte; None for any other body, or one over ``BODY_PARTS_MAX`` bytes."""
+    n = len(body)
+    if n > BODY_PARTS_MAX or not body.startswith(BODY_TASK) or body[-1:] != b"}":
+        return None
+    a = body.find(BODY_ARGS, 8)
+    if a < 0:
+        return None
+    k = body.rfind(BODY_KWARGS, a + 8, n)
+    if k < 0:
+        return None
+    return body[8:a], body[a + 8 : k], body[k + 10 : n - 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,12 +248,27 @@ def spec_of(values: dict[str, Any]) -> JobSpec:
     return JobSpec(**{n: v for n, v in values.items() if n in SPEC_FIELDS})
 
 
-def pack_job(tag: str, body: bytes, spec: JobSpec, extra: dict[str, Any] | None = None) -> bytes:
+def pack_job(
+    tag: str,
+    body: bytes,
+    spec: JobSpec,
+    extra: dict[str, Any] | None = None,
+    split: bool = False,
+) -> bytes:
     """The one script argument of a job: ``{"id": tag, "body": body, <spec's options>,
     <extra>}`` as MessagePack (``extra``: a workflow job's ``need``, ``kids``,
-    ``parents``)."""
-    n = 2 + spec.count + (len(extra) if extra else 0)
-    parts = [_map_header(n), _ID, _str(tag.encode("utf-8")), _BODY, _str(body), spec.packed]
+    ``parents``). With ``split``, a body of a task's shape goes as its parts instead
+    (``task``, ``args``, and ``kwargs`` unless it is ``{}``: :func:`body_parts`), which
+    the script joins and stores as they are, without splitting the body again."""
+    cut = body_parts(body) if split else None
+    if cut is None:
+        fields = [_BODY, _str(body)]
+    else:
+        fields = [_TASK, _str(cut[0]), _ARGS, _str(cut[1])]
+        if cut[2] != b"{}":
+            fields += (_KWARGS, _str(cut[2]))
+    n = 1 + len(fields) // 2 + spec.count + (len(extra) if extra else 0)
+    parts = [_map_header(n), _ID, _str(tag.encode("utf-8")), *fields, spec.packed]
     if extra:
         parts.append(pack_map(extra)[len(_map_header(len(extra))) :])
     return b"".join(parts)

@@ -246,7 +246,7 @@ def job_arg(job: NewJob, extra: dict[str, Any] | None = None, compact: bool = Tr
     with ``compact`` False, its record is written in the JSON layout."""
     if not compact:
         extra = {**(extra or {}), **_JSON_LAYOUT}
-    return pack_job(job.tag, job.body, job.spec, extra)
+    return pack_job(job.tag, job.body, job.spec, extra, split=compact)
 
 
 #: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a

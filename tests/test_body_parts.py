@@ -14,6 +14,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from django_zqueue.jobspec import body_parts
 from django_zqueue.luasource import includes, lua_file
 from django_zqueue.queue import Queue
 from django_zqueue.recordcodec import pack_value, split_record, unpack_one
@@ -59,6 +60,15 @@ def test_any_body_comes_back_byte_for_byte(redis_client: redis.Redis, text: str)
         if "A" in stored_fields(stored):  # split: nothing after the map
             _, end = unpack_one(stored)
             assert end == len(stored)
+        # the client cuts a body it sends as parts where the script would (jobspec)
+        fields = {
+            f: v.encode() if isinstance(v, str) else v for f, v in stored_fields(stored).items()
+        }
+        cut = body_parts(body)
+        if cut is None:
+            assert "A" not in fields
+        else:
+            assert (fields["T"], fields["A"], fields.get("K", b"{}")) == cut
 
 
 def test_invalid_utf8_in_a_part_comes_back_as_it_was(redis_client: redis.Redis) -> None:

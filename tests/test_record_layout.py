@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 import redis
 from django.test import override_settings
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_zqueue import conf, get_queue
 from django_zqueue.exceptions import ScriptArgumentError
+from django_zqueue.jobspec import DEFAULT_SPEC, body_parts, pack_job
 from django_zqueue.queue import Queue
 from django_zqueue.recordcodec import (
     RecordError,
@@ -338,3 +339,70 @@ def test_a_claim_keeps_the_body_of_parts_that_split_another_way(
     assert again.attempt == 2 and again.body == json.loads(text)
     assert split_record(redis_client.hget(q.keys.meta, tag) or b"")[1] == text
     assert q.ack(again)
+
+
+# ---------------------------------------------------------------- a body sent as its parts
+
+_TEXT = st.text(
+    alphabet=st.sampled_from(["a", '"', ",", ":", "{", "}", "[", "]", "é"]), max_size=12
+)
+
+
+@st.composite
+def task_bodies(draw: st.DrawFn) -> bytes:
+    """Bodies of a task's shape whose texts may hold the separators themselves."""
+    seps = st.sampled_from(["", ',"args":', ',"kwargs":'])
+    t = draw(_TEXT) + draw(seps) + draw(_TEXT)
+    a = draw(_TEXT) + draw(seps) + draw(_TEXT)
+    k = draw(st.one_of(st.just("{}"), st.builds(lambda x, y, z: x + y + z, _TEXT, seps, _TEXT)))
+    return f'{{"task":{t},"args":{a},"kwargs":{k}}}'.encode()
+
+
+def _publish_arg(q: Queue, tag: str, arg: bytes) -> Any:
+    call = q.engine.shards[0].publish([NewJob(tag, b"{}")])
+    return q.engine.run(call._replace(args=(*call.args[:-1], arg)))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=task_bodies())
+def test_a_body_sent_as_parts_is_stored_as_the_script_would_cut_it(
+    make_queue: QueueFactory, redis_client: redis.Redis, body: bytes
+) -> None:
+    """A job whose body goes as its parts (``jobspec.body_parts``) is stored exactly as
+    the same body sent whole: the same parts, the same body back."""
+    q = make_queue("parts")
+    q.clear()
+    assert _publish_arg(q, "split", pack_job("split", body, DEFAULT_SPEC, split=True)) == []
+    assert _publish_arg(q, "whole", pack_job("whole", body, DEFAULT_SPEC, split=False)) == []
+    split_raw = redis_client.hget(q.keys.meta, "split") or b""
+    whole_raw = redis_client.hget(q.keys.meta, "whole") or b""
+    (split_fields, _), (whole_fields, _) = unpack_one(split_raw), unpack_one(whole_raw)
+    assert {f: split_fields.get(f) for f in "TAK"} == {f: whole_fields.get(f) for f in "TAK"}
+    assert split_record(split_raw)[1] == split_record(whole_raw)[1] == body
+    if body_parts(body) is not None:
+        assert split_fields["T"] is not None  # it went as parts and stayed parts
+    msgs, _ = q.claim(2, "c")
+    assert sorted(m.tag for m in msgs) == ["split", "whole"]
+    assert split_record(redis_client.hget(q.keys.meta, "split") or b"")[1] == body
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"task": '"t"'},  # no args
+        {"args": "[]", "kwargs": "{}"},  # no task
+        {"task": 1, "args": "[]"},
+        {"task": '"t"', "args": "[]", "kwargs": 5},
+        {"task": '"t"', "args": "[]", "body": b"{}"},  # both
+    ],
+)
+def test_parts_that_make_no_body_are_refused_and_write_nothing(
+    q: Queue, redis_client: redis.Redis, fields: dict[str, Any]
+) -> None:
+    arg = pack_value({"id": "t", **fields})
+    before = sorted(redis_client.scan_iter(f"*{q.prefix}*"))
+    with pytest.raises(ScriptArgumentError, match="ZQ_BAD_ARGUMENT"):
+        _publish_arg(q, "t", arg)
+    assert sorted(redis_client.scan_iter(f"*{q.prefix}*")) == before

@@ -1,5 +1,7 @@
 -- _new_job.lua: a new job travels as one argument, a MessagePack map made by
--- django_zqueue/jobspec.py: `id` and `body`, then the options it sets, by name:
+-- django_zqueue/jobspec.py: `id` and `body` (or, for a body of a task's shape, its parts
+-- `task`, `args` and `kwargs`, left out when {}: the texts _record.lua's body_parts would
+-- cut it into, joined here and stored as they are), then the options it sets, by name:
 -- priority, score, delay_ms (from now), run_at_ms (absolute, ms), max_retries,
 -- visibility_timeout_ms (its own lease), group, weight (its group's weight in a fair
 -- queue), expires_in_ms (from now) or expires_at_ms (absolute; with both, the earlier):
@@ -23,13 +25,12 @@
 --@include ready_scores
 --@include record
 
-local JOB_FIELDS = {id = true, body = true, priority = true, score = true, delay_ms = true,
-  run_at_ms = true, max_retries = true, visibility_timeout_ms = true, group = true,
-  weight = true, expires_in_ms = true, expires_at_ms = true, layout = true}
-
--- the fields that are numbers with bounds (a table the library builds once)
-local JOB_NUMBERS = {'priority', 'score', 'delay_ms', 'run_at_ms', 'max_retries',
-  'visibility_timeout_ms', 'weight', 'expires_in_ms', 'expires_at_ms'}
+-- the fields read_job takes: 'number' for a number with bounds (bound()), true otherwise
+-- (a table the library builds once)
+local JOB_FIELDS = {id = true, body = true, task = true, args = true, kwargs = true,
+  priority = 'number', score = 'number', delay_ms = 'number', run_at_ms = 'number',
+  max_retries = 'number', visibility_timeout_ms = 'number', group = true,
+  weight = 'number', expires_in_ms = 'number', expires_at_ms = 'number', layout = true}
 
 local function job_spec(raw)
   if type(raw) ~= 'string' or raw == '' then
@@ -56,22 +57,42 @@ local function out_of_bounds(j, name)
     whole and 'an integer' or 'a number', lo, hi)
 end
 
+-- a body given as its parts (task, args, kwargs: texts; kwargs absent for {}): the
+-- body they make, and the parts for encode_record (_record.lua), or nil and why
+local function joined_body(j)
+  local t, a, kw = j.task, j.args, j.kwargs
+  if j.body ~= nil or type(t) ~= 'string' or type(a) ~= 'string'
+      or (kw ~= nil and type(kw) ~= 'string') then
+    return nil, 'a job has a body, or its parts task and args (and kwargs), as texts'
+  end
+  local body = BODY_TASK .. t .. BODY_ARGS .. a .. BODY_KWARGS .. (kw or '{}') .. '}'
+  return body, {body, t, a, kw}
+end
+
 local function read_job(j, now, more)
   for name in pairs(j) do
-    if not (JOB_FIELDS[name] or (more and more[name])) then
+    local kind = JOB_FIELDS[name]
+    if kind == 'number' then -- only the options given are checked
+      local why = out_of_bounds(j, name)
+      if why then
+        return nil, nil, why
+      end
+    elseif not (kind or (more and more[name])) then
       return nil, nil, "unknown job field '" .. tostring(name) .. "'"
     end
+  end
+  local parts = nil
+  if j.task ~= nil or j.args ~= nil or j.kwargs ~= nil then
+    local body, cut = joined_body(j)
+    if not body then
+      return nil, nil, cut
+    end
+    j.body, parts = body, cut -- the callers read the body from j
   end
   local id, body = j.id, j.body
   local lo, hi = bound('id_bytes')
   if type(id) ~= 'string' or #id < lo or #id > hi or type(body) ~= 'string' then
     return nil, nil, 'a job needs an id of 1 to ' .. hi .. ' bytes and a body'
-  end
-  for _, name in ipairs(JOB_NUMBERS) do
-    local why = out_of_bounds(j, name)
-    if why then
-      return nil, nil, why
-    end
   end
   local meta = {m = j.max_retries or 0, e = now}
   if j.priority and j.priority ~= 0 then
@@ -107,6 +128,9 @@ local function read_job(j, now, more)
   meta.x = x
   if j.layout == nil then -- the compact layout: the body in the record (_record.lua)
     meta.b = body
+    if parts then -- given as parts: stored as they are, not split again
+      meta[PARTS] = parts
+    end
   elseif j.layout ~= 'json' then
     return nil, nil, "layout must be 'json' or absent"
   end
