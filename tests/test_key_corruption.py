@@ -10,6 +10,7 @@ queue before and after a call that raised.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.engine.shard import Shard
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.queue import Queue, schedstore
@@ -166,8 +168,18 @@ FAIR = {"claim_fair", "group_check"}
 
 #: more calls of a script whose key checks depend on the path it takes (claim.lua checks
 #: all its keys only on the paths that may write any of them; ack_many checks `body` only
-#: for a record of the JSON layout)
+#: for a record of the JSON layout; publish checks each key only when a job goes there)
 PATHS: dict[str, Scenario] = {
+    "publish, a ready job": lambda q: q.engine.shards[0].publish([q.prepare("x", "x")]),
+    "publish, a job with its own score": lambda q: q.engine.shards[0].publish(
+        [q.prepare("x", "x")._replace(spec=JobSpec(score=5.0))]
+    ),
+    "publish, a delayed job": lambda q: q.engine.shards[0].publish(
+        [q.prepare("x", "x", delay=60), q.prepare("y", "y")]
+    ),
+    "publish, the JSON layout": lambda q: Shard(
+        q.name, 0, q.keys, dataclasses.replace(q.engine.policy, compact=False)
+    ).publish([q.prepare("x", "x")]),
     "claim, every record claimed": lambda q: (
         q.publish("a", tag="a"),
         q.publish("b", tag="b"),

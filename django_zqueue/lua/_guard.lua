@@ -72,6 +72,21 @@ local function guard_keys(keys)
   end
 end
 
+-- written_reply: the reply of a redis.pcall that writes `key` (of type `want`) as a
+-- script's second write, its first write being given back by undo(): an error reply runs
+-- undo and becomes ZQ_CORRUPT_KEY, nothing written; out of memory stays itself.
+local function written_reply(reply, key, want, undo)
+  if type(reply) == 'table' and reply.err then
+    undo()
+    if string.find(reply.err, 'OOM', 1, true) then
+      error(reply.err)
+    end
+    error('ZQ_CORRUPT_KEY: ' .. key .. ' is a ' .. redis.call('TYPE', key)['ok'] .. ', not a ' ..
+      want .. FIX)
+  end
+  return reply
+end
+
 -- counter_reply: the reply of a redis.pcall that adds to counter `name` of HASH `key`
 -- (HINCRBY), when that is a script's first write (no guard_keys of `key` before it): an
 -- error reply becomes ZQ_CORRUPT_KEY, nothing written; out of memory stays itself.

@@ -43,13 +43,6 @@ local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], c
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
   expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
 local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
--- the keys written after the first write (meta is read before it), and ctr's counters;
--- in strict mode the first write is ctr's seq, whose reply is checked (_ready_scores.lua)
-guard_keys({k.ready, k.delayed, k.expiry})
-if mode ~= 'strict' then
-  guard_keys({k.ctr})
-end
-
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
 -- from writing a record that other scripts would refuse)
 local max_length, gmax = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -98,9 +91,11 @@ end
 -- 2. records and where each job goes
 local metas, later, bodies = {}, {}, {}
 local queued = {} -- {id, meta} of jobs ready now, in call order
+local expiring = false -- some job has an expiry
 for i = 1, n do
   local id = ids[i]
   local meta, run_at = records[i], runs[i]
+  expiring = expiring or meta.x ~= nil
   if meta.b == nil then -- the JSON layout: its body apart
     bodies[#bodies + 1] = id
     bodies[#bodies + 1] = specs[i].body
@@ -114,11 +109,45 @@ for i = 1, n do
     queued[#queued + 1] = {id, meta}
   end
 end
--- 3. ready scores first (a spent sequence raises before anything is written), as
+-- 3. the key checks (_guard.lua), before the first write, of the keys this call writes
+-- (meta was read): delayed, expiry and body only when some job goes there. In strict
+-- mode ctr is checked by the first write, the HINCRBY of seq (_ready_scores.lua), and
+-- ready by the second, the ZADD of the ready jobs, whose error gives the sequence
+-- numbers back first; in the other modes both are checked here.
+local checks = {}
+if #later > 0 then
+  checks[#checks + 1] = k.delayed
+end
+if expiring then
+  checks[#checks + 1] = k.expiry
+end
+if #bodies > 0 then
+  checks[#checks + 1] = k.body
+end
+if mode ~= 'strict' then
+  checks[#checks + 1] = k.ctr
+  checks[#checks + 1] = k.ready
+end
+guard_keys(checks)
+
+-- 4. ready scores first (a spent sequence raises before anything is written), as
 -- ready_score() would give them job by job, with one counter update
 local scored = nil
 if #queued > 0 then
   scored = ready_scores(k.ctr, queued, mode, aging_us)
+  if mode == 'strict' then
+    local spent = 0 -- the sequence numbers taken (a job with its own score takes none)
+    for _, e in ipairs(queued) do
+      spent = spent + (e[2].s and 0 or 1)
+    end
+    written_reply(redis.pcall('ZADD', k.ready, unpack(scored)), k.ready, 'zset', function()
+      -- (back to 0: the field was absent, as HINCRBY reads an absent one)
+      if spent > 0 and redis.call('HINCRBY', k.ctr, 'seq', -spent) == 0 then
+        redis.call('HDEL', k.ctr, 'seq')
+      end
+    end)
+    scored = nil -- added
+  end
 end
 if #bodies > 0 then -- before the records: a wrong type of k.body fails before any job is written
   redis.call('HSET', k.body, unpack(bodies))
@@ -134,11 +163,13 @@ end
 if gstale then
   group_index(k, gstale, gmembers)
 end
-local entries = {}
-for i = 1, n do
-  entries[i] = {ids[i], records[i]}
+if expiring then
+  local entries = {}
+  for i = 1, n do
+    entries[i] = {ids[i], records[i]}
+  end
+  index_expiry(k, entries)
 end
-index_expiry(k, entries)
 
 count_stat(k.stats, 'enqueued', n)
 bump(k.stats, 'e', n, now)
