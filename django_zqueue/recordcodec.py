@@ -259,10 +259,15 @@ def read_fields(raw: bytes | str) -> dict[str, Any]:
     try:
         for _ in range(raw[0] & 0x0F):
             b = raw[at]
-            if not 0xA0 <= b <= 0xBF:
+            if b == 0xA1:  # a one-byte key, what a record's keys mostly are
+                key = _ONE_BYTE[raw[at + 1]]
+                at += 2
+            elif 0xA0 <= b <= 0xBF:
+                n = at + 1 + (b & 0x1F)
+                key = raw[at + 1 : n].decode("utf-8", "replace")
+                at = n
+            else:
                 return split_record(raw)[0]  # a key that is not a short text
-            key = _text(raw[at + 1 : at + 1 + (b & 0x1F)])
-            at += 1 + (b & 0x1F)
             b = raw[at]
             if key in _PARTS:
                 part, at = _raw_str(raw, at)
@@ -277,7 +282,13 @@ def read_fields(raw: bytes | str) -> dict[str, Any]:
                 n = at + 1 + (b & 0x1F)
                 if n > end:
                     raise RecordError("a record ends inside a value")
-                out[key] = _text(raw[at + 1 : n])
+                out[key] = raw[at + 1 : n].decode("utf-8", "replace")
+                at = n
+            elif b == 0xCF:  # uint 64: a time in ms
+                n = at + 9
+                if n > end:
+                    raise RecordError("a record ends inside a value")
+                out[key] = int.from_bytes(raw[at + 1 : n], "big")
                 at = n
             else:
                 out[key], at = unpack_one(raw, at)
@@ -291,6 +302,8 @@ def read_fields(raw: bytes | str) -> dict[str, Any]:
 
 
 _FIXMAP = frozenset(bytes([b]) for b in range(0x81, 0x90))
+#: the text of each one-byte str, as _text decodes it
+_ONE_BYTE = tuple(bytes([b]).decode("utf-8", "replace") for b in range(256))
 _PART_BIT = {"T": 1, "A": 2, "K": 4}
 
 

@@ -126,8 +126,15 @@ def read_flag(reply: Any) -> bool:
     return int(reply) == 1
 
 
+#: ``ack_many``'s code of each job, by value (a lookup per job, not an Enum call)
+_ACK_MANY_CODES = {c.value: c for c in AckManyCode}
+
+
 def read_codes(reply: Any) -> list[AckManyCode]:
-    return [AckManyCode(int(x)) for x in reply]
+    try:
+        return [_ACK_MANY_CODES[int(x)] for x in reply]
+    except KeyError as exc:
+        raise ValueError(f"{exc.args[0]!r} is not a valid AckManyCode") from None
 
 
 def read_nack(reply: Any) -> NackResult:
