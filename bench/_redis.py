@@ -72,6 +72,12 @@ class PrivateRedis:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def server_args(port: int, workdir: str) -> list[str]:
+    """The arguments of a private ``redis-server``: loopback, no persistence, in front."""
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    return [*args, "--dir", workdir, "--daemonize", "no"]
+
+
 def start_private(port: int | None = None, log_path: str | None = None) -> PrivateRedis:
     """Start ``redis-server`` (from PATH) on a free port with ``--save '' --appendonly no``."""
     binary = shutil.which("redis-server")
@@ -81,21 +87,7 @@ def start_private(port: int | None = None, log_path: str | None = None) -> Priva
     workdir = tempfile.mkdtemp(prefix="zqbench-redis-")
     log = open(log_path or os.devnull, "ab")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-            "--daemonize",
-            "no",
-        ],
+        [binary, *server_args(port, workdir)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

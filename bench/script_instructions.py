@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ._redis import free_port, server_args
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: the client's side, run in the tree measured (its own package and API)
@@ -91,12 +93,6 @@ dump()
 PHASES = ("publish (enqueue_many)", "claim", "ack (ack_many)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def totals(path: Path) -> int:
     for line in path.read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
@@ -120,21 +116,9 @@ def main() -> int:
             return 2
     port = free_port()
     out = Path(tempfile.mkdtemp(prefix="zq-script-instr-"))
+    callgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/redis.out"]
     server = subprocess.Popen(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}/redis.out",
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
+        [*callgrind, "redis-server", *server_args(port, str(out))],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
