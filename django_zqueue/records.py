@@ -156,10 +156,20 @@ class Message(NamedTuple):
 
     @classmethod
     def from_claim(
-        cls, queue: str, tag: bytes, raw: bytes, meta_raw: bytes, deadline: int
+        cls,
+        queue: str,
+        tag: bytes,
+        raw: bytes,
+        attempt: int,
+        token: int,
+        priority: int,
+        max_retries: int,
+        enqueued_at_ms: int,
+        deadline: int,
+        lease_ms: int,
     ) -> Message:
-        """A message from one entry of a ``claim.lua`` reply."""
-        meta = read_fields(meta_raw)
+        """A message from one job's nine entries of a ``claim.lua`` reply (its fields
+        come as integers: no record to decode)."""
         try:
             body = loads(raw) if raw else None
         except ValueError:
@@ -170,14 +180,14 @@ class Message(NamedTuple):
             queue,
             text(tag),
             body,
-            int(meta.get("a", 1)),  # attempt
-            int(meta["t"]),  # token
-            int(meta.get("p", 0)),  # priority
-            int(meta.get("m", 0)),  # max_retries
-            int(meta.get("e", 0)),  # enqueued_at_ms
-            int(deadline),  # lease_deadline_ms
-            raw,  # raw_body
-            int(meta["v"]) if "v" in meta else None,  # visibility_timeout_ms
+            attempt,  # integer replies come as int
+            token,
+            priority,
+            max_retries,
+            enqueued_at_ms,
+            deadline,
+            raw,
+            lease_ms or None,  # visibility_timeout_ms: 0 is the queue's
         )
 
 
@@ -202,8 +212,9 @@ class Claimed:
 
     @classmethod
     def from_reply(cls, queue: str, reply: list[Any]) -> Claimed:
-        """Decode a ``claim.lua`` reply: ``{hint_ms, id1, body1, meta1, deadline1, ...}``."""
-        msgs = [Message.from_claim(queue, *reply[i : i + 4]) for i in range(1, len(reply), 4)]
+        """Decode a ``claim.lua`` reply: ``{hint_ms, id1, body1, attempt1, token1,
+        priority1, max_retries1, enqueued_at_ms1, deadline1, lease_ms1, id2, ...}``."""
+        msgs = [Message.from_claim(queue, *reply[i : i + 9]) for i in range(1, len(reply), 9)]
         return cls(msgs, int(reply[0]))
 
 

@@ -16,6 +16,7 @@ from django_zqueue.jobspec import JobSpec
 from django_zqueue.luasource import PROTOCOL_CORES, PROTOCOL_FUNCTIONS, protocol_library
 from django_zqueue.queue import Queue, schedstore
 from django_zqueue.queue import durable_calls as dc
+from django_zqueue.recordcodec import read_fields
 from django_zqueue.records import NewJob
 from django_zqueue.scripts import (
     ERRORS,
@@ -288,16 +289,26 @@ def test_publish_reports_clashes_without_writing(q: Queue, redis_client: redis.R
     assert not redis_client.hexists(q.keys.meta, "y")
 
 
-def test_claim_returns_hint_and_quadruples(q: Queue) -> None:
+def test_claim_returns_hint_and_nine_per_job(q: Queue, redis_client: redis.Redis) -> None:
     shard = q.engine.shards[0]
     assert raw(q, shard.claim(5, "c")) == [-1]
     q.publish("later", delay=30)
     claimed = q.engine.scripts.run(shard.claim(5, "c"))
     assert claimed.messages == [] and 29_000 < claimed.hint_ms <= 30_000
-    tag = q.publish("now")
+    tag = q.publish("now", priority=3, max_retries=4)
+    other = q.publish("own lease", visibility_timeout=7)
+    low = q.publish("low", priority=-2)
     reply = raw(q, shard.claim(5, "c"))
-    assert reply[0] == 0 and reply[1] == tag.encode() and reply[2] == b'"now"'
-    assert len(reply) == 5
+    assert reply[0] == 0 and len(reply) == 1 + 9 * 3
+    first, second, third = reply[1:10], reply[10:19], reply[19:28]
+    assert third[0] == low.encode() and third[4] == -2
+    assert first[:3] == [tag.encode(), b'"now"', 1]  # id, body, attempt
+    fields = read_fields(redis_client.hget(q.keys.meta, tag))
+    assert first[3:7] == [fields["t"], 3, 4, fields["e"]]  # token, priority, retries, enqueued
+    deadline = redis_client.zscore(q.keys.leased, tag)
+    assert first[7] == deadline and first[8] == 0  # the queue's lease
+    assert second[0] == other.encode() and second[3] == first[3] + 1 and second[8] == 7000
+    assert all(type(v) is int for v in first[2:] + second[2:])
 
 
 def test_claim_decodes_typed_messages(q: Queue) -> None:

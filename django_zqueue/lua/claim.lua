@@ -14,8 +14,9 @@
 -- ARGV[5] promote_limit                  ARGV[6] mode    ARGV[7] aging_us
 -- ARGV[8] consumer id (free text, shown to operators)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
--- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...} (meta: the record without
---   its body, MessagePack, or JSON for a record of the JSON layout)
+-- Returns: {hint_ms, then 9 per job: id, body, attempt, token, priority, max_retries,
+--   enqueued_at_ms, lease deadline ms, its own lease ms (0: the queue's)}: the fields a
+--   worker runs a job with, as integers (no record to decode on the worker's side)
 --   hint_ms when nothing was claimed: ms until the next delayed job is due or the rate
 --   limit admits a start; -1 = nothing known (wait for a notify); 0 otherwise (also
 --   when only corrupt records or expired jobs were met: claim again).
@@ -151,16 +152,16 @@ if n > 0 then
         m.c = consumer
         m.st = now
         m.q = g[4] -- its place in line, for release()
-        local stored, enc = encode_record(m)
+        local stored = encode_record(m)
         local deadline = now + (m.v or vt)
         new_meta[#new_meta + 1] = id
         new_meta[#new_meta + 1] = stored
         lease[#lease + 1] = deadline
         lease[#lease + 1] = id
-        out[#out + 1] = id
-        out[#out + 1] = g[3]
-        out[#out + 1] = enc
-        out[#out + 1] = deadline
+        local o = #out -- the job's nine entries of the reply (Returns, above)
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, g[3], m.a, m.t
+        out[o + 5], out[o + 6], out[o + 7] = m.p or 0, m.m or 0, m.e or 0
+        out[o + 8], out[o + 9] = deadline, m.v or 0
       end
       redis.call('HSET', k.meta, unpack(new_meta))
       redis.call('ZADD', k.leased, unpack(lease))

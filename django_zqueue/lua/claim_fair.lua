@@ -25,7 +25,7 @@
 -- ARGV[8] group_qps (0 = unlimited)
 -- ARGV[9] group_max_length (0 = none; above 0: its index is swept)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
--- Returns: {hint_ms, id1, body1, meta1, deadline1, id2, ...} as claim.lua; hint 0 also
+-- Returns: {hint_ms, then 9 per job: id, body, attempt, ...} as claim.lua; hint 0 also
 --   when jobs were only set aside (claim again), else the earliest of the next delayed
 --   job and the next look at a waiting group.
 -- Work: O((batch + promote_limit + PARK_MAX) log N), plus at most VERIFY_BUDGET (2000)
@@ -182,7 +182,7 @@ if #good > 0 then
     m.c = consumer
     m.st = now
     m.q = g[4]
-    local stored, enc = encode_record(m)
+    local stored = encode_record(m)
     local deadline = now + (m.v or vt)
     new_meta[#new_meta + 1] = id
     new_meta[#new_meta + 1] = stored
@@ -190,10 +190,10 @@ if #good > 0 then
     lease[#lease + 1] = id
     inflight[#inflight + 1] = 0
     inflight[#inflight + 1] = (m.g or '') .. '\0' .. m.t .. '\0' .. id
-    out[#out + 1] = id
-    out[#out + 1] = g[3]
-    out[#out + 1] = enc
-    out[#out + 1] = deadline
+    local o = #out -- the job's nine entries of the reply (Returns, above)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, g[3], m.a, m.t
+    out[o + 5], out[o + 6], out[o + 7] = m.p or 0, m.m or 0, m.e or 0
+    out[o + 8], out[o + 9] = deadline, m.v or 0
   end
   redis.call('HSET', k.meta, unpack(new_meta))
   redis.call('ZADD', k.leased, unpack(lease))
