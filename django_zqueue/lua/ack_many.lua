@@ -52,11 +52,15 @@ if n ~= math.floor(n) or n < 1 or n > 100 or not cap or not keep or not limit th
   bad('needs notify_cap, keep_finished, a trim limit and 5 values per job, 1..100 jobs')
 end
 local results = 0
+-- each job's token and run time as numbers, read once (a string's tonumber is a strtod)
+local tokens, runs = {}, {}
 for i = 0, n - 1 do
   local b = HEAD + 5 * i
-  if not tonumber(ARGV[b + 2]) then
+  local token = tonumber(ARGV[b + 2])
+  if not token then
     bad('token of job ' .. ARGV[b + 1] .. ' is not a number')
   end
+  tokens[i + 1] = token
   if ARGV[b + 3] ~= '' then
     results = results + 1
     local ttl = tonumber(ARGV[b + 4])
@@ -68,6 +72,7 @@ for i = 0, n - 1 do
   if ARGV[b + 5] ~= '' and not (run and run >= 0 and run == math.floor(run)) then
     bad('run time of job ' .. ARGV[b + 1] .. ' must be an integer >= 0 (ms) or empty')
   end
+  runs[i + 1] = run or false -- false: not measured
 end
 local history = keep > 0
 if #KEYS ~= 7 + results + (history and 3 or 0) then
@@ -97,12 +102,13 @@ for i, key in ipairs(KEYS) do
   end
 end
 guard_keys(checked)
--- does record `raw` hold delivery token `token` (text), and does it have a field only
+-- does record `raw` hold delivery token `token` (its text; `tok`, the number), and does
+-- it have a field only
 -- ack.lua handles (`u`: a unique_for reservation to write; `k`, `n`: a workflow job, its
 -- end recorded in the outbox)? A compact record's fields are unpacked (not its body); a
 -- JSON one is read from its text first, and decoded, as ack.lua does, only when its
 -- token is written otherwise (e.g. as 1.2e+14)
-local function read_ack(raw, token)
+local function read_ack(raw, token, tok)
   if string.byte(raw, 1) ~= 123 then
     local meta = parse_record(raw, true)
     if not meta then
@@ -110,15 +116,15 @@ local function read_ack(raw, token)
     end
     for _, name in ipairs(FULL_ACK_FIELDS) do
       if meta[name] ~= nil then
-        return meta.t == tonumber(token), true
+        return meta.t == tok, true
       end
     end
-    return meta.t == tonumber(token), false
+    return meta.t == tok, false
   end
   local holds = text_field_is(raw, 't', token)
   if not holds then
     local ok, meta = pcall(cjson.decode, raw)
-    holds = ok and type(meta) == 'table' and meta.t == tonumber(token)
+    holds = ok and type(meta) == 'table' and meta.t == tok
   end
   for _, name in ipairs(FULL_ACK_FIELDS) do
     if text_has_field(raw, name) then
@@ -138,7 +144,7 @@ for i = 0, n - 1 do
   local raw = metas[i + 1]
   local ok, later, full = false, false, false
   if raw and not seen[id] then
-    ok, full = read_ack(raw, token)
+    ok, full = read_ack(raw, token, tokens[i + 1])
     ok = ok and leased[i + 1] ~= false
   end
   if ok then
@@ -156,11 +162,12 @@ for i = 0, n - 1 do
   end
   if ok then
     done[#done + 1] = id
-    if ARGV[b + 5] ~= '' then
-      run_ms = run_ms + tonumber(ARGV[b + 5])
+    local run = runs[i + 1]
+    if run then
+      run_ms = run_ms + run
     end
     if history then -- its record, kept in the history (before the record goes)
-      kept[#kept + 1] = kept_record(raw, ended_head(now, tonumber(ARGV[b + 5]), heads), KEYS[2], id)
+      kept[#kept + 1] = kept_record(raw, ended_head(now, run or nil, heads), KEYS[2], id)
     end
     out[i + 1] = 1
   elseif later then
