@@ -10,6 +10,15 @@
 -- encode_record(meta): the value to store, in the layout the record was read in (a JSON
 --   record stays JSON, its body where it is), and the record without its body (what
 --   claim hands the worker; with body parts, the stored value: readers skip the parts).
+-- encode_leased(meta): encode_record's value for the record of a job just leased (claim),
+--   in an order ack_many reads without unpacking it (leased_token): compact layout and
+--   at most 15 fields: a map16 header (which cmsgpack and recordcodec never write for
+--   so few entries: the mark of this order), `t` first, then those of LEASED_FIRST present
+--   (`u`, `k`, `n`, `d`: the fields only ack.lua handles), then the others. Otherwise
+--   (JSON layout, no `t`, more fields) encode_record's value.
+-- leased_token(raw, tok): for a record of encode_leased's order, whether its `t` is `tok`
+--   (a number) and whether it has a field of LEASED_FIRST; nil for a record of another
+--   order (read it whole).
 -- split_record(raw): a stored record as its fields (the record without its body; with
 --   body parts, the whole value) and its body; the body is nil for the JSON layout (it is in the body HASH), and a value that
 --   does not start with a MessagePack map or array is returned whole, its body nil.
@@ -150,6 +159,63 @@ local function encode_record(meta)
     meta[PARTS] = had
   end
   return head .. body, head
+end
+
+local LEASED_FIRST = {'u', 'k', 'n', 'd'}
+local LEASED_FIRST_KEY = {['\161u'] = true, ['\161k'] = true, ['\161n'] = true, ['\161d'] = true}
+-- the map16 header of n entries, n = 1..15 (literals: a library's code cannot call
+-- `string` while it loads)
+local MAP16 = {'\222\0\1', '\222\0\2', '\222\0\3', '\222\0\4', '\222\0\5', '\222\0\6', '\222\0\7', '\222\0\8',
+  '\222\0\9', '\222\0\10', '\222\0\11', '\222\0\12', '\222\0\13', '\222\0\14', '\222\0\15'}
+
+local function encode_leased(meta)
+  local t = meta.t
+  if t == nil or meta.b == nil then -- no token, or the JSON layout
+    return encode_record(meta)
+  end
+  local first, count, moved = cmsgpack.pack('t', t), 1, nil
+  if meta.u ~= nil or meta.k ~= nil or meta.n ~= nil or meta.d ~= nil then
+    moved = {}
+    for _, name in ipairs(LEASED_FIRST) do
+      local v = meta[name]
+      if v ~= nil then
+        first = first .. cmsgpack.pack(name, v)
+        count = count + 1
+        moved[name] = v
+        meta[name] = nil
+      end
+    end
+  end
+  meta.t = nil
+  local rest = encode_record(meta)
+  meta.t = t
+  if moved then
+    for name, v in pairs(moved) do
+      meta[name] = v
+    end
+  end
+  local head = string.byte(rest, 1)
+  if head == 0x90 then -- no other field: cmsgpack packs an empty table as an empty array
+    head = 0x80
+  end
+  local total = count + head - 0x80
+  if head < 0x80 or head > 0x8f or total > 15 then -- more fields: encode_record's order
+    return encode_record(meta)
+  end
+  return MAP16[total] .. first .. string.sub(rest, 2)
+end
+
+local function leased_token(raw, tok)
+  local h1, h2, n = string.byte(raw, 1, 3)
+  if h1 ~= 0xde or h2 ~= 0 or not n or n > 15 or string.sub(raw, 4, 5) ~= '\161t' then
+    return nil
+  end
+  local packed = cmsgpack.pack(tok)
+  local after = 6 + #packed
+  if string.sub(raw, 6, after - 1) ~= packed then
+    return false, false
+  end
+  return true, LEASED_FIRST_KEY[string.sub(raw, after, after + 1)] == true
 end
 
 -- record_bodies(body, ids, metas, n): the body of each of the n jobs (metas[i], decoded,

@@ -40,7 +40,7 @@
 --@include guard
 --@include history
 
-local FULL_ACK_FIELDS = {'u', 'k', 'n', 'd'}
+local FULL_ACK_FIELDS = LEASED_FIRST -- the fields only ack.lua handles (_record.lua)
 
 local HEAD = 3 -- the ARGV before the jobs' own
 local n = (#ARGV - HEAD) / 5
@@ -109,6 +109,10 @@ guard_keys(checked)
 -- JSON one is read from its text first, and decoded, as ack.lua does, only when its
 -- token is written otherwise (e.g. as 1.2e+14)
 local function read_ack(raw, token, tok)
+  local holds, full = leased_token(raw, tok) -- a record as claim wrote it: not unpacked
+  if holds ~= nil then
+    return holds, full
+  end
   if string.byte(raw, 1) ~= 123 then
     local meta = parse_record(raw, true)
     if not meta then

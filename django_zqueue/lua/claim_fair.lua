@@ -182,7 +182,7 @@ if #good > 0 then
     m.c = consumer
     m.st = now
     m.q = g[4]
-    local stored = encode_record(m)
+    local stored = encode_leased(m) -- (ack_many reads its token unpacked)
     local deadline = now + (m.v or vt)
     new_meta[#new_meta + 1] = id
     new_meta[#new_meta + 1] = stored
