@@ -75,7 +75,7 @@ def test_leased_order_is_the_same_record(
     """Any record: the leased value holds the same fields and body as encode_record's;
     leased_token says what reading it whole says (its token, and whether it has a field
     only ack.lua handles), or nil where the record keeps encode_record's order."""
-    record = {**fields, **{f: 1 for f in full_fields}, "t": token}
+    record = {**fields, **dict.fromkeys(full_fields, 1), "t": token}
     asked = token if same_token else token + 1
     plain, leased, holds, full, after = both_ways(redis_client, record, body, asked)
     assert split_record(leased) == split_record(plain)
