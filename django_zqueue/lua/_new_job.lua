@@ -109,7 +109,9 @@ local function read_job(j, now, more)
   if j.delay_ms then -- a delay wins over a run-at
     run_at = now + j.delay_ms
   end
-  meta.v = j.visibility_timeout_ms
+  if j.visibility_timeout_ms then -- (a field set to nil would add a slot to the table)
+    meta.v = j.visibility_timeout_ms
+  end
   local g = j.group
   if g ~= nil then
     local glo, ghi = bound('group_bytes')
@@ -125,7 +127,9 @@ local function read_job(j, now, more)
   if j.expires_in_ms and not (x and x < now + j.expires_in_ms) then
     x = now + j.expires_in_ms
   end
-  meta.x = x
+  if x then
+    meta.x = x
+  end
   if j.layout == nil then -- the compact layout: the body in the record (_record.lua)
     meta.b = body
     if parts then -- given as parts: stored as they are, not split again

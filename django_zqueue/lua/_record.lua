@@ -147,7 +147,10 @@ local function encode_record(meta)
       meta.K = k
     end
     local stored = cmsgpack.pack(meta)
-    meta.T, meta.A, meta.K, meta.b = nil, nil, nil, body
+    meta.T, meta.A, meta.b = nil, nil, body
+    if k ~= '{}' then -- (set to nil when absent, it would add a slot to the table)
+      meta.K = nil
+    end
     if had ~= nil then
       meta[PARTS] = had
     end
