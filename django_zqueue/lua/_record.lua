@@ -8,8 +8,8 @@
 --   shape only; decode_meta (_decode_meta.lua) checks the fields. With no_body, `b` is
 --   left out (a record read only to be checked or dropped: no copy of its body).
 -- encode_record(meta): the value to store, in the layout the record was read in (a JSON
---   record stays JSON, its body where it is), and the record without its body (what
---   claim hands the worker; with body parts, the stored value: readers skip the parts).
+--   record stays JSON, its body where it is), and the record without its body (with
+--   body parts, the stored value: readers skip the parts).
 -- encode_leased(meta): encode_record's value for the record of a job just leased (claim),
 --   in an order ack_many reads without unpacking it (leased_token): compact layout and
 --   at most 15 fields: a map16 header (which cmsgpack and recordcodec never write for
