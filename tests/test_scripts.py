@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from importlib import resources
 from typing import Any
 
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from django_zqueue.engine.shard import Shard
 from django_zqueue.exceptions import QueueFull, ZQueueError
@@ -160,6 +163,73 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
                 q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg)
     assert q.counts()["ready"] == 0
+
+
+#: the number options publish.lua reads (the others are read by the scripts that take them)
+PUBLISH_NUMBERS = (
+    "priority",
+    "score",
+    "delay_ms",
+    "run_at_ms",
+    "max_retries",
+    "visibility_timeout_ms",
+    "weight",
+    "expires_in_ms",
+    "expires_at_ms",
+)
+
+
+@pytest.mark.parametrize("name", PUBLISH_NUMBERS)
+def test_publish_checks_each_number_option(q: Queue, name: str) -> None:
+    """Each number option of a job: refused (ZQ_BAD_ARGUMENT naming it, nothing written)
+    when not a number, NaN, infinite, past either bound or, for an integer option,
+    fractional; its bounds themselves are taken."""
+    from django_zqueue import bounds
+    from django_zqueue.jobspec import pack_map
+
+    lo, hi, whole = bounds.JOB_BOUNDS[name]
+    keys = q.engine.shards[0].publish([NewJob("t", b"1")]).keys
+
+    def publish(value: object, tag: str = "t") -> object:
+        arg = pack_map({"id": tag, "body": b"1", name: value})
+        return q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg)
+
+    # one past each bound (by as much as the bound itself where 1 would round away)
+    bad: list[object] = ["1", math.nan, math.inf, -math.inf]
+    bad += [lo - max(1, abs(lo)), hi + max(1, abs(hi))]
+    if whole:
+        bad.append(max(lo, 0) + 0.5)  # within the bounds, not whole
+    for value in bad:
+        with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name} must be"):
+            publish(value)
+    assert not q.client.hlen(q.keys.meta), name
+    if name == "run_at_ms":  # the horizon: a run-at far past now is refused on its own
+        hi = 0
+    for i, value in enumerate((lo, hi)):
+        assert publish(value, f"ok{i}") == [0], (name, value)
+
+
+FMT_CHECK = """
+local x = tonumber(ARGV[1])
+local out = fmt(x)
+return {out, string.format('%.17g', x), tostring(tonumber(out) == x)}
+"""
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.integers(-(2**53) - 4, 2**53 + 4).map(float),
+        st.integers(-(2**42), 2**42).map(lambda i: i * 1024.0),  # a band's sequence
+    )
+)
+def test_fmt_writes_what_reads_back(redis_client: redis.Redis, x: float) -> None:
+    """_fmt.lua: every number is written as text that Redis parses back to it exactly,
+    the same text '%.17g' writes (whole numbers take the cheaper '%d')."""
+    got, g17, same = redis_client.eval(op_source("_fmt") + FMT_CHECK, 0, repr(x))
+    assert same == b"true", (x, got)
+    assert got == (b"0" if x == 0 else g17), x
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES + PROTOCOL_SCRIPTS)

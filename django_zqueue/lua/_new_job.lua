@@ -25,12 +25,20 @@
 --@include ready_scores
 --@include record
 
--- the fields read_job takes: 'number' for a number with bounds (bound()), true otherwise
--- (a table the library builds once)
+-- the fields read_job takes: true for a text (read below), or the bounds of a number
+-- ({lo, hi, whole}: bound(), read once when the library loads)
+local function bounds_of(name)
+  local lo, hi, whole = bound(name)
+  return {lo, hi, whole}
+end
 local JOB_FIELDS = {id = true, body = true, task = true, args = true, kwargs = true,
-  priority = 'number', score = 'number', delay_ms = 'number', run_at_ms = 'number',
-  max_retries = 'number', visibility_timeout_ms = 'number', group = true,
-  weight = 'number', expires_in_ms = 'number', expires_at_ms = 'number', layout = true}
+  group = true, layout = true, priority = bounds_of('priority'), score = bounds_of('score'),
+  delay_ms = bounds_of('delay_ms'), run_at_ms = bounds_of('run_at_ms'),
+  max_retries = bounds_of('max_retries'),
+  visibility_timeout_ms = bounds_of('visibility_timeout_ms'), weight = bounds_of('weight'),
+  expires_in_ms = bounds_of('expires_in_ms'), expires_at_ms = bounds_of('expires_at_ms')}
+local ID_MIN, ID_MAX = bound('id_bytes')
+local GROUP_MIN, GROUP_MAX = bound('group_bytes')
 
 local function job_spec(raw)
   if type(raw) ~= 'string' or raw == '' then
@@ -43,58 +51,61 @@ local function job_spec(raw)
   return j, nil
 end
 
--- why a field is out of its bounds, or nil (absent is within them)
-local function out_of_bounds(j, name)
-  local x = j[name]
-  if x == nil then
-    return nil
-  end
-  local lo, hi, whole = bound(name)
-  if type(x) == 'number' and x >= lo and x <= hi and not (whole and x ~= math.floor(x)) then
+-- why x, option `name`, is out of its bounds (lowest, highest, integer only), or nil
+local function outside(name, x, lo, hi, whole)
+  if type(x) == 'number' and x >= lo and x <= hi and not (whole and x % 1 ~= 0) then
     return nil
   end
   return string.format('%s must be %s in [%.15g, %.15g]', name,
     whole and 'an integer' or 'a number', lo, hi)
 end
 
--- a body given as its parts (task, args, kwargs: texts; kwargs absent for {}): the
--- body they make, and the parts for encode_record (_record.lua), or nil and why
-local function joined_body(j)
-  local t, a, kw = j.task, j.args, j.kwargs
-  if j.body ~= nil or type(t) ~= 'string' or type(a) ~= 'string'
-      or (kw ~= nil and type(kw) ~= 'string') then
-    return nil, 'a job has a body, or its parts task and args (and kwargs), as texts'
+-- why field `name` of j is out of its bounds, or nil (absent is within them)
+local function out_of_bounds(j, name)
+  local x = j[name]
+  if x == nil then
+    return nil
   end
-  local body = BODY_TASK .. t .. BODY_ARGS .. a .. BODY_KWARGS .. (kw or '{}') .. '}'
-  return body, {body, t, a, kw}
+  return outside(name, x, bound(name))
 end
 
 local function read_job(j, now, more)
-  for name in pairs(j) do
-    local kind = JOB_FIELDS[name]
-    if kind == 'number' then -- only the options given are checked
-      local why = out_of_bounds(j, name)
-      if why then
-        return nil, nil, why
+  for name, x in pairs(j) do
+    local b = JOB_FIELDS[name]
+    if b ~= true then
+      if b then -- only the options given are checked
+        local why = outside(name, x, b[1], b[2], b[3])
+        if why then
+          return nil, nil, why
+        end
+      elseif not (more and more[name]) then
+        return nil, nil, "unknown job field '" .. tostring(name) .. "'"
       end
-    elseif not (kind or (more and more[name])) then
-      return nil, nil, "unknown job field '" .. tostring(name) .. "'"
     end
   end
-  local parts = nil
-  if j.task ~= nil or j.args ~= nil or j.kwargs ~= nil then
-    local body, cut = joined_body(j)
-    if not body then
-      return nil, nil, cut
+  local id, body, parts = j.id, j.body, nil
+  local t, a, kw = j.task, j.args, j.kwargs
+  if t ~= nil or a ~= nil or kw ~= nil then -- a body given as its parts (texts)
+    if body ~= nil or type(t) ~= 'string' or type(a) ~= 'string'
+        or (kw ~= nil and type(kw) ~= 'string') then
+      return nil, nil, 'a job has a body, or its parts task and args (and kwargs), as texts'
     end
-    j.body, parts = body, cut -- the callers read the body from j
+    body = BODY_TASK .. t .. BODY_ARGS .. a .. BODY_KWARGS .. (kw or '{}') .. '}'
+    parts = {body, t, a, kw} -- stored as they are, not split again (encode_record)
   end
-  local id, body = j.id, j.body
-  local lo, hi = bound('id_bytes')
-  if type(id) ~= 'string' or #id < lo or #id > hi or type(body) ~= 'string' then
-    return nil, nil, 'a job needs an id of 1 to ' .. hi .. ' bytes and a body'
+  if type(id) ~= 'string' or #id < ID_MIN or #id > ID_MAX or type(body) ~= 'string' then
+    return nil, nil, 'a job needs an id of 1 to ' .. ID_MAX .. ' bytes and a body'
   end
-  local meta = {m = j.max_retries or 0, e = now}
+  local layout, meta = j.layout, nil
+  -- one constructor: a table made at its size (a field added later grows it)
+  if layout == nil then -- the compact layout: the body in the record (_record.lua)
+    meta = {m = j.max_retries or 0, e = now, b = body, [PARTS] = parts}
+  elseif layout == 'json' then
+    meta = {m = j.max_retries or 0, e = now}
+    j.body = body -- the callers write a JSON-layout job's body from j
+  else
+    return nil, nil, "layout must be 'json' or absent"
+  end
   if j.priority and j.priority ~= 0 then
     meta.p = j.priority
   end
@@ -114,9 +125,8 @@ local function read_job(j, now, more)
   end
   local g = j.group
   if g ~= nil then
-    local glo, ghi = bound('group_bytes')
-    if type(g) ~= 'string' or #g < glo or #g > ghi or string.find(g, '\0', 1, true) then
-      return nil, nil, 'group must be 1 to ' .. ghi .. ' bytes, without NUL'
+    if type(g) ~= 'string' or #g < GROUP_MIN or #g > GROUP_MAX or string.find(g, '\0', 1, true) then
+      return nil, nil, 'group must be 1 to ' .. GROUP_MAX .. ' bytes, without NUL'
     end
     meta.g = g
   end
@@ -129,14 +139,6 @@ local function read_job(j, now, more)
   end
   if x then
     meta.x = x
-  end
-  if j.layout == nil then -- the compact layout: the body in the record (_record.lua)
-    meta.b = body
-    if parts then -- given as parts: stored as they are, not split again
-      meta[PARTS] = parts
-    end
-  elseif j.layout ~= 'json' then
-    return nil, nil, "layout must be 'json' or absent"
   end
   return meta, run_at, nil
 end
