@@ -92,6 +92,88 @@ def test_leased_order_is_the_same_record(
         assert full == int(bool(full_fields))
 
 
+#: a stored record (ARGV[1]: fields, ARGV[2]: body, made by encode_record) leased both
+#: ways for token ARGV[3]: lease_value (the splice where it can) and encode_leased of the
+#: table with the lease's fields set; then the table lease_value was given, packed again
+LEASE_BOTH_WAYS = (
+    lua_file("_record")
+    + """
+local fields = cmsgpack.unpack(ARGV[1])
+fields.b = ARGV[2]
+local raw = encode_record(fields)
+local t, q = tonumber(ARGV[3]), '-4398046511103000'
+local meta = parse_record(raw)
+local value = lease_value(raw, meta, t, 3, 'w1', 1700000000123, q)
+local whole = parse_record(raw)
+whole.t, whole.a, whole.c, whole.st, whole.q = t, 3, 'w1', 1700000000123, q
+local holds, full = leased_token(value, t)
+meta.b, meta[PARTS] = nil, nil
+return {value, encode_leased(whole), holds == nil and -1 or (holds and 1 or 0),
+  full and 1 or 0, cmsgpack.pack(meta), raw}
+"""
+)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.dictionaries(FIELD, VALUE, max_size=12),
+    st.sets(st.sampled_from(["u", "k", "n", "d"]), max_size=2),
+    st.integers(1, 2**53 - 2),
+    BODY,
+)
+def test_lease_value_is_encode_leaseds_record(
+    redis_client: redis.Redis,
+    fields: dict[str, Any],
+    full_fields: set[str],
+    token: int,
+    body: bytes,
+) -> None:
+    """claim's lease_value, spliced or not: the same fields and body as encode_leased of
+    the table with the lease's fields set, and the same answer from leased_token; where
+    it splices, the table it was given is left as it was."""
+    record = {**fields, **dict.fromkeys(full_fields, 1)}
+    reply = redis_client.eval(LEASE_BOTH_WAYS, 0, pack_value(record), body, token)  # type: ignore[no-untyped-call]
+    value, whole, holds, full, after, raw = reply
+    assert split_record(value) == split_record(whole)
+    assert read_fields(value) == read_fields(whole)
+    assert read_fields(value)["t"] == token
+    ordered = whole[:2] == b"\xde\x00" and whole[2] <= 15  # (cmsgpack: map16 from 16)
+    if ordered:  # both in the leased order: ack_many reads the token unpacked
+        assert value[:2] == b"\xde\x00" and holds == 1 and full == int(bool(full_fields))
+    spliced = value != whole
+    if spliced:
+        assert not set(record) & {"t", "a", "c", "st", "q", "u", "k", "n", "d"}
+        assert value.endswith(raw[1:])  # the stored fields and body, as they were
+        assert split_record(after)[0] == split_record(raw)[0]  # the table unchanged
+
+
+def test_claim_splices_a_fresh_record_and_not_a_lapsing_or_retried_one(q: Queue) -> None:
+    """A first claim keeps the stored record's bytes after the lease's fields; a job
+    claimed again (after a nack) or whose expiry is dropped at its start is encoded
+    whole, its fields right."""
+    fresh = q.publish({"n": 1})
+    raw = q.engine.client.hget(q.keys.meta, fresh)
+    (msg,) = q.claim(1, "w")[0]
+    leased = q.engine.client.hget(q.keys.meta, fresh)
+    assert isinstance(raw, bytes) and isinstance(leased, bytes)
+    assert leased.endswith(raw[1:]) and leased[:2] == b"\xde\x00"
+    assert {k: read_fields(leased)[k] for k in ("t", "a", "c")} == {
+        "t": msg.token,
+        "a": 1,
+        "c": "w",
+    }
+    assert q.nack(msg, "boom", retry_in=0) is not None
+    (again,) = q.claim(1, "w2")[0]
+    fields = read_fields(q.engine.client.hget(q.keys.meta, fresh))  # type: ignore[arg-type]
+    assert (fields["a"], fields["t"], fields["c"]) == (2, again.token, "w2")
+    assert list(fields).count("a") == 1
+    lapsing = q.publish({"n": 2}, expires=3600)
+    (got,) = q.claim(1, "w")[0]
+    assert got.tag == lapsing
+    fields = read_fields(q.engine.client.hget(q.keys.meta, lapsing))  # type: ignore[arg-type]
+    assert "x" not in fields and fields["t"] == got.token
+
+
 def test_json_layout_and_no_token_keep_encode_records_value(redis_client: redis.Redis) -> None:
     lua = lua_file("_record") + (
         "local j = {t = 5, m = 1} local c = {m = 1, b = 'x'} "

@@ -16,6 +16,15 @@
 --   so few entries: the mark of this order), `t` first, then those of LEASED_FIRST present
 --   (`u`, `k`, `n`, `d`: the fields only ack.lua handles), then the others. Otherwise
 --   (JSON layout, no `t`, more fields) encode_record's value.
+-- lease_value(raw, meta, t, a, c, st, q): the value claim stores for a job it leases,
+--   whose table is `meta` (decode_meta) and stored record `raw` (false: `meta` was
+--   changed since, read it as the table), with the lease's fields t (token), a
+--   (attempt), c (consumer), st (start ms) and q (place in line). A compact record of at
+--   most 10 fields holding none of these nor of LEASED_FIRST is spliced: encode_leased's
+--   map16 header, `t` and the lease's other fields, then the stored fields and body as
+--   they are (nothing unpacked or packed again: the same record as encode_leased's, its
+--   fields in another order). Otherwise the fields are set on `meta` and it is
+--   encode_leased; on the splice `meta` is left as it was.
 -- leased_token(raw, tok): for a record of encode_leased's order, whether its `t` is `tok`
 --   (a number) and whether it has a field of LEASED_FIRST; nil for a record of another
 --   order (read it whole).
@@ -107,12 +116,21 @@ local function parse_record(raw, no_body)
     return nil, 'meta has a body part that is not a text'
   end
   local t, a, k = meta.T, meta.A, meta.K
-  meta.T, meta.A, meta.K = nil, nil, nil
+  if parts then -- (a field set to nil when absent would add a slot to the table)
+    meta.T, meta.A = nil, nil
+    if k ~= nil then
+      meta.K = nil
+    end
+  elseif t ~= nil or a ~= nil or k ~= nil then -- (one part alone: no body parts)
+    meta.T, meta.A, meta.K = nil, nil, nil
+  end
   if meta[PARTS] ~= nil then -- (setting an absent field to nil would add a slot to the table)
     meta[PARTS] = nil
   end
   if no_body then
-    meta.b = nil
+    if meta.b ~= nil then
+      meta.b = nil
+    end
   elseif parts then
     meta.b = parts
     meta[PARTS] = {parts, t, a, k}
@@ -206,6 +224,18 @@ local function encode_leased(meta)
     return encode_record(meta)
   end
   return MAP16[total] .. first .. string.sub(rest, 2)
+end
+
+local function lease_value(raw, meta, t, a, c, st, q)
+  local h = raw and string.byte(raw, 1)
+  if h and h >= 0x80 and h <= 0x8a and meta.t == nil and meta.a == nil and meta.c == nil
+      and meta.st == nil and meta.q == nil and meta.u == nil and meta.k == nil
+      and meta.n == nil and meta.d == nil then
+    return MAP16[h - 0x80 + 5] .. cmsgpack.pack('t', t, 'a', a, 'c', c, 'st', st, 'q', q)
+      .. string.sub(raw, 2)
+  end
+  meta.t, meta.a, meta.c, meta.st, meta.q = t, a, c, st, q
+  return encode_leased(meta)
 end
 
 local function leased_token(raw, tok)

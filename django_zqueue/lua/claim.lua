@@ -120,7 +120,7 @@ if n > 0 then
       if m and is_lapsed(m, now) then
         lapsed[#lapsed + 1] = {id, m}
       elseif m then
-        good[#good + 1] = {id, m, bodies[i], first_n[2 * i]}
+        good[#good + 1] = {id, m, bodies[i], first_n[2 * i], metas[i]}
       else
         bad[#bad + 1] = {id, why, metas[i]}
       end
@@ -142,24 +142,21 @@ if n > 0 then
       first = (first or redis.call('HINCRBY', k.ctr, 'tok', got)) - got + 1
       local new_meta, lease, started = {}, {}, {}
       for i, g in ipairs(good) do
-        local id, m = g[1], g[2]
+        local id, m, raw = g[1], g[2], g[5]
         if m.x then -- started in time: its expiry no longer applies (nor to its retries)
           started[#started + 1] = id
-          m.x = nil
+          m.x, raw = nil, false -- (the stored record no longer says it)
         end
-        m.a = (m.a or 0) + 1
-        m.t = first + i - 1
-        m.c = consumer
-        m.st = now
-        m.q = g[4] -- its place in line, for release()
-        local stored = encode_leased(m) -- (ack_many reads its token unpacked)
+        local attempt, token = (m.a or 0) + 1, first + i - 1
+        -- its place in line (q) is kept for release(); ack_many reads its token unpacked
+        local stored = lease_value(raw, m, token, attempt, consumer, now, g[4])
         local deadline = now + (m.v or vt)
         new_meta[#new_meta + 1] = id
         new_meta[#new_meta + 1] = stored
-        lease[#lease + 1] = deadline
+        lease[#lease + 1] = fmt(deadline) -- (a number would be written by %.14g)
         lease[#lease + 1] = id
         local o = #out -- the job's nine entries of the reply (Returns, above)
-        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, g[3], m.a, m.t
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, g[3], attempt, token
         out[o + 5], out[o + 6], out[o + 7] = m.p or 0, m.m or 0, m.e or 0
         out[o + 8], out[o + 9] = deadline, m.v or 0
       end

@@ -134,7 +134,7 @@ if n > 0 then
         break -- check budget spent: the rest waits for the next call
       elseif ok then
         group_took(k, lim, group, now)
-        take[#take + 1] = {id, m, nil, head[2 * i]}
+        take[#take + 1] = {id, m, nil, head[2 * i], metas[i]}
       else
         parked[#parked + 1] = {id, group, head[2 * i], wake, m}
       end
@@ -171,27 +171,26 @@ if #good > 0 then
   local first = redis.call('HINCRBY', k.ctr, 'tok', #good) - #good + 1
   local new_meta, lease, inflight, started = {}, {}, {}, {}
   for i, g in ipairs(good) do
-    local id, m = g[1], g[2]
+    local id, m, raw = g[1], g[2], g[5]
     if m.x then -- started in time: its expiry no longer applies (nor to its retries)
       started[#started + 1] = id
-      m.x = nil
+      m.x, raw = nil, false -- (the stored record no longer says it)
     end
-    m.ps = nil -- its score while it was set aside (below), if it was
-    m.a = (m.a or 0) + 1
-    m.t = first + i - 1
-    m.c = consumer
-    m.st = now
-    m.q = g[4]
-    local stored = encode_leased(m) -- (ack_many reads its token unpacked)
+    if m.ps ~= nil then -- its score while it was set aside (below)
+      m.ps, raw = nil, false
+    end
+    local attempt, token = (m.a or 0) + 1, first + i - 1
+    -- ack_many reads its token unpacked
+    local stored = lease_value(raw, m, token, attempt, consumer, now, g[4])
     local deadline = now + (m.v or vt)
     new_meta[#new_meta + 1] = id
     new_meta[#new_meta + 1] = stored
-    lease[#lease + 1] = deadline
+    lease[#lease + 1] = fmt(deadline) -- (a number would be written by %.14g)
     lease[#lease + 1] = id
     inflight[#inflight + 1] = 0
-    inflight[#inflight + 1] = (m.g or '') .. '\0' .. m.t .. '\0' .. id
+    inflight[#inflight + 1] = (m.g or '') .. '\0' .. token .. '\0' .. id
     local o = #out -- the job's nine entries of the reply (Returns, above)
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, g[3], m.a, m.t
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, g[3], attempt, token
     out[o + 5], out[o + 6], out[o + 7] = m.p or 0, m.m or 0, m.e or 0
     out[o + 8], out[o + 9] = deadline, m.v or 0
   end
