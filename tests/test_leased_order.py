@@ -103,7 +103,7 @@ fields.b = ARGV[2]
 local raw = encode_record(fields)
 local t, q = tonumber(ARGV[3]), '-4398046511103000'
 local meta = parse_record(raw)
-local value = lease_value(raw, meta, t, 3, 'w1', 1700000000123, q)
+local value = lease_value(raw, meta, t, 3, q, {c = 'w1', st = 1700000000123})
 local whole = parse_record(raw)
 whole.t, whole.a, whole.c, whole.st, whole.q = t, 3, 'w1', 1700000000123, q
 local holds, full = leased_token(value, t)
@@ -167,6 +167,13 @@ def test_claim_splices_a_fresh_record_and_not_a_lapsing_or_retried_one(q: Queue)
     fields = read_fields(q.engine.client.hget(q.keys.meta, fresh))  # type: ignore[arg-type]
     assert (fields["a"], fields["t"], fields["c"]) == (2, again.token, "w2")
     assert list(fields).count("a") == 1
+    tags = [q.publish({"n": i}) for i in range(3)]  # one claim: the lease fields they share
+    got3 = q.claim(3, "w3")[0]
+    assert [m.tag for m in got3] == tags
+    for m in got3:
+        fields = read_fields(q.engine.client.hget(q.keys.meta, m.tag))  # type: ignore[arg-type]
+        assert (fields["t"], fields["a"], fields["c"]) == (m.token, 1, "w3")
+        assert fields["st"] == read_fields(q.engine.client.hget(q.keys.meta, tags[0]))["st"]  # type: ignore[arg-type]
     lapsing = q.publish({"n": 2}, expires=3600)
     (got,) = q.claim(1, "w")[0]
     assert got.tag == lapsing

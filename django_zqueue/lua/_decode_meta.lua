@@ -7,7 +7,7 @@
 --@include record
 
 local function int_ok(x, lo, hi) -- absent, or an integer in [lo, hi]
-  return x == nil or (type(x) == 'number' and x == math.floor(x) and x >= lo and x <= hi)
+  return x == nil or (type(x) == 'number' and x % 1 == 0 and x >= lo and x <= hi)
 end
 
 local function score_ok(x) -- absent, or a finite score within 2^53 (kept as a string)
@@ -37,31 +37,37 @@ local function decode_meta(raw)
   if not meta then
     return nil, why
   end
-  if not (int_ok(meta.a, 0, MAX_RETRIES + 1) and int_ok(meta.m, 0, MAX_RETRIES)
-    and int_ok(meta.p, -1000, 1000) and int_ok(meta.t, 1, MAX_EXACT)
-    and int_ok(meta.e, 0, MAX_EXACT) and int_ok(meta.st, 0, MAX_EXACT)
-    and int_ok(meta.v, MIN_LEASE_MS, MAX_LEASE_MS) and int_ok(meta.n, 0, 10000)) then
+  -- each field read once; the checks are called only for the fields present (a record
+  -- holds a few of them: this runs for every job a script reads)
+  local a, m, p, t, e, st, v, n = meta.a, meta.m, meta.p, meta.t, meta.e, meta.st, meta.v, meta.n
+  if (a ~= nil and not int_ok(a, 0, MAX_RETRIES + 1)) or (m ~= nil and not int_ok(m, 0, MAX_RETRIES))
+    or (p ~= nil and not int_ok(p, -1000, 1000)) or (t ~= nil and not int_ok(t, 1, MAX_EXACT))
+    or (e ~= nil and not int_ok(e, 0, MAX_EXACT)) or (st ~= nil and not int_ok(st, 0, MAX_EXACT))
+    or (v ~= nil and not int_ok(v, MIN_LEASE_MS, MAX_LEASE_MS))
+    or (n ~= nil and not int_ok(n, 0, 10000)) then
     return nil, bad_int(meta)
   end
-  if not score_ok(meta.s) then
+  local s, q, ps = meta.s, meta.q, meta.ps
+  if s ~= nil and not score_ok(s) then
     return nil, "meta field 's' is not a score"
   end
-  if not score_ok(meta.q) then
+  if q ~= nil and not score_ok(q) then
     return nil, "meta field 'q' is not a score"
   end
-  if not score_ok(meta.ps) then -- its score while set aside by its group's limit
+  if ps ~= nil and not score_ok(ps) then -- its score while set aside by its group's limit
     return nil, "meta field 'ps' is not a score"
   end
-  if meta.c ~= nil and type(meta.c) ~= 'string' then
+  local c, g, w, f = meta.c, meta.g, meta.w, meta.f
+  if c ~= nil and type(c) ~= 'string' then
     return nil, "meta field 'c' is not a string"
   end
-  if meta.g ~= nil and (type(meta.g) ~= 'string' or #meta.g > 200) then
+  if g ~= nil and (type(g) ~= 'string' or #g > 200) then
     return nil, "meta field 'g' is not a group key"
   end
-  if meta.w ~= nil and not (type(meta.w) == 'number' and meta.w >= 0.001 and meta.w <= 1000) then
+  if w ~= nil and not (type(w) == 'number' and w >= 0.001 and w <= 1000) then
     return nil, "meta field 'w' is not a weight in [0.001, 1000]"
   end
-  if meta.f ~= nil and type(meta.f) ~= 'table' then -- failed parents (wf_resolve.lua)
+  if f ~= nil and type(f) ~= 'table' then -- failed parents (wf_resolve.lua)
     return nil, "meta field 'f' is not a list"
   end
   return meta, nil

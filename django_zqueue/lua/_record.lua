@@ -16,15 +16,16 @@
 --   so few entries: the mark of this order), `t` first, then those of LEASED_FIRST present
 --   (`u`, `k`, `n`, `d`: the fields only ack.lua handles), then the others. Otherwise
 --   (JSON layout, no `t`, more fields) encode_record's value.
--- lease_value(raw, meta, t, a, c, st, q): the value claim stores for a job it leases,
+-- lease_value(raw, meta, t, a, q, call): the value claim stores for a job it leases,
 --   whose table is `meta` (decode_meta) and stored record `raw` (false: `meta` was
 --   changed since, read it as the table), with the lease's fields t (token), a
---   (attempt), c (consumer), st (start ms) and q (place in line). A compact record of at
---   most 10 fields holding none of these nor of LEASED_FIRST is spliced: encode_leased's
---   map16 header, `t` and the lease's other fields, then the stored fields and body as
---   they are (nothing unpacked or packed again: the same record as encode_leased's, its
---   fields in another order). Otherwise the fields are set on `meta` and it is
---   encode_leased; on the splice `meta` is left as it was.
+--   (attempt), q (place in line), and c (consumer) and st (start ms) from `call`,
+--   {c = c, st = st}, one table for the jobs of a claim (their encoding is kept in it).
+--   A compact record of at most 10 fields holding none of these nor of LEASED_FIRST is
+--   spliced: encode_leased's map16 header, `t` and the lease's other fields, then the
+--   stored fields and body as they are (nothing unpacked or packed again: the same
+--   record as encode_leased's, its fields in another order). Otherwise the fields are
+--   set on `meta` and it is encode_leased; on the splice `meta` is left as it was.
 -- leased_token(raw, tok): for a record of encode_leased's order, whether its `t` is `tok`
 --   (a number) and whether it has a field of LEASED_FIRST; nil for a record of another
 --   order (read it whole).
@@ -226,15 +227,20 @@ local function encode_leased(meta)
   return MAP16[total] .. first .. string.sub(rest, 2)
 end
 
-local function lease_value(raw, meta, t, a, c, st, q)
+local function lease_value(raw, meta, t, a, q, call)
   local h = raw and string.byte(raw, 1)
   if h and h >= 0x80 and h <= 0x8a and meta.t == nil and meta.a == nil and meta.c == nil
       and meta.st == nil and meta.q == nil and meta.u == nil and meta.k == nil
       and meta.n == nil and meta.d == nil then
-    return MAP16[h - 0x80 + 5] .. cmsgpack.pack('t', t, 'a', a, 'c', c, 'st', st, 'q', q)
+    local shared = call.packed
+    if shared == nil then
+      shared = cmsgpack.pack('c', call.c, 'st', call.st)
+      call.packed = shared
+    end
+    return MAP16[h - 0x80 + 5] .. cmsgpack.pack('t', t, 'a', a, 'q', q) .. shared
       .. string.sub(raw, 2)
   end
-  meta.t, meta.a, meta.c, meta.st, meta.q = t, a, c, st, q
+  meta.t, meta.a, meta.c, meta.st, meta.q = t, a, call.c, call.st, q
   return encode_leased(meta)
 end
 

@@ -141,6 +141,7 @@ if n > 0 then
     if got > 0 then
       first = (first or redis.call('HINCRBY', k.ctr, 'tok', got)) - got + 1
       local new_meta, lease, started = {}, {}, {}
+      local call = {c = consumer, st = now} -- the lease fields its jobs share (lease_value)
       for i, g in ipairs(good) do
         local id, m, raw = g[1], g[2], g[5]
         if m.x then -- started in time: its expiry no longer applies (nor to its retries)
@@ -149,7 +150,7 @@ if n > 0 then
         end
         local attempt, token = (m.a or 0) + 1, first + i - 1
         -- its place in line (q) is kept for release(); ack_many reads its token unpacked
-        local stored = lease_value(raw, m, token, attempt, consumer, now, g[4])
+        local stored = lease_value(raw, m, token, attempt, g[4], call)
         local deadline = now + (m.v or vt)
         new_meta[#new_meta + 1] = id
         new_meta[#new_meta + 1] = stored
