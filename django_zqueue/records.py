@@ -119,11 +119,15 @@ os.register_at_fork(after_in_child=_tag_pool.clear)
 class NewJob(NamedTuple):
     """A job validated and encoded, not yet sent: its tag, its encoded body and its
     options (:class:`~django_zqueue.jobspec.JobSpec`); :func:`~django_zqueue.jobspec.pack_job`
-    makes the one script argument it travels in."""
+    makes the one script argument it travels in. ``drawn``: its tag is one
+    :func:`new_tag` drew for it (not the caller's), so a publish of many need not look
+    for clashes before it sends them (a clash is a 72-bit coincidence, and its script
+    refuses it all the same)."""
 
     tag: str
     body: bytes
     spec: JobSpec = DEFAULT_SPEC
+    drawn: bool = False
 
 
 class Message(NamedTuple):

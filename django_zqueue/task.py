@@ -37,7 +37,7 @@ from .exceptions import InvalidArgument
 from .fairness import group_problem
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
 from .links import OptionalParent
-from .queue import NewJob, Queue, get_queue, new_tag
+from .queue import NewJob, Queue, get_queue
 from .schedules import Schedule, declare
 from .serializer import encode_call
 
@@ -142,9 +142,10 @@ class Task(Generic[P, R]):
             raise InvalidArgument(f"group function of task {self.name!r} returned {value!r}")
         return value
 
-    def _tag(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    def _tag(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """The tag of a call: the task's tag function's, or None (Queue.prepare draws one)."""
         if self.tag is None:
-            return new_tag()
+            return None
         value = self.tag(*args, **kwargs)
         if not isinstance(value, str):
             raise InvalidArgument(f"tag function of task {self.name!r} returned {value!r}")

@@ -217,6 +217,42 @@ def test_publish_many_over_one_chunk(q: Queue, redis_client: redis.Redis, prefix
     assert snapshot(redis_client, prefix) == before
 
 
+def test_publish_many_drawn_tags_are_not_checked_first_and_a_clash_is_still_refused(
+    q: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tags the queue draws skip the clash check of a multi-chunk publish (no HMGET of
+    the records first); a drawn tag that meets a job's (a 72-bit coincidence, forced
+    here) is refused by its chunk's script, its job not written and the job it met left
+    as it was, and the exception lists what the other chunks wrote."""
+    from django_zqueue import records
+    from django_zqueue.queue.publish import Publishing
+
+    checked: list[int] = []
+    check = Publishing._precheck_tags
+    monkeypatch.setattr(
+        Publishing,
+        "_precheck_tags",
+        lambda self, tags: (checked.append(len(tags)), check(self, tags)),
+    )
+    q.publish_many(range(150), tags=[f"g{i}" for i in range(150)])
+    assert checked == [150]  # tags given: checked first
+    tags = q.publish_many(range(250))
+    assert len(set(tags)) == 250 and q.counts()["ready"] == 400
+    assert checked == [150]  # drawn: not
+    q.publish("mine", tag="met")
+    pool = records._tag_pool
+    monkeypatch.setattr(records, "_tag_pool", pool[:0])
+    drawn = [f"d{i}" for i in range(250)]
+    drawn[150] = "met"  # the 151st job, in the second chunk of 100
+    records._tag_pool.extend(reversed(drawn))  # (popped from the end)
+    with pytest.raises(DuplicateJob) as err:
+        q.publish_many(range(250))
+    assert err.value.tags == ["met"]
+    assert sorted(err.value.published) == sorted(drawn[:100] + drawn[200:])
+    assert q.counts()["ready"] == 400 + 1 + 150
+    assert q.state("d120") is None and q.info("met").body == "mine"  # type: ignore[union-attr]
+
+
 # ---------------------------------------------------------------- bad input
 
 
