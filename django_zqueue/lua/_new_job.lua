@@ -97,9 +97,10 @@ local function read_job(j, now, more)
     return nil, nil, 'a job needs an id of 1 to ' .. ID_MAX .. ' bytes and a body'
   end
   local layout, meta = j.layout, nil
-  -- one constructor: a table made at its size (a field added later grows it)
+  -- one constructor: a table made at its size (a field added later grows it; T and A
+  -- hold the slots encode_record sets the parts in)
   if layout == nil then -- the compact layout: the body in the record (_record.lua)
-    meta = {m = j.max_retries or 0, e = now, b = body, [PARTS] = parts}
+    meta = {m = j.max_retries or 0, e = now, b = body, [PARTS] = parts, T = nil, A = nil}
   elseif layout == 'json' then
     meta = {m = j.max_retries or 0, e = now}
     j.body = body -- the callers write a JSON-layout job's body from j

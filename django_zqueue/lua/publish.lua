@@ -62,7 +62,8 @@ for i = 1, n do
   if why then
     error('ZQ_BAD_ARGUMENT: job ' .. i .. ': ' .. why)
   end
-  specs[i], records[i], runs[i], ids[i] = j, meta, run_at, j.id
+  -- (false, not nil: a nil set in a list goes to its hash part, a slot each)
+  specs[i], records[i], runs[i], ids[i] = j, meta, run_at or false, j.id
 end
 
 -- 1. every tag must be free: one HMGET for all, the state only of those in use
