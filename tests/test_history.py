@@ -90,6 +90,36 @@ def test_ack_many_keeps_every_job(q: Queue) -> None:
     assert {infos[t].body["n"] for t in tags} == set(range(30))  # type: ignore[union-attr,index]
 
 
+def ack_many(q: Queue, msgs: list[Any]) -> None:
+    batch = q.engine.batch()
+    replies = q.engine.add_acks(batch, [Ack(m) for m in msgs])
+    q.engine.send(batch)
+    q.engine.settle_acks(replies)
+    assert all(r.result() for r in replies)
+
+
+def test_ack_many_keeps_the_count_bound_and_one_entry_per_tag(make_queue: QueueFactory) -> None:
+    """ack_many's flushes: the history never holds more than keep_finished (below 100:
+    no slack), the newest kept; a tag cancelled before leaves the cancelled index when
+    its next job succeeds."""
+    q = make_queue(keep_finished=5)
+    tags = q.publish_many([{"n": i} for i in range(12)])
+    msgs, _ = q.claim(12, consumer="w")
+    for i in range(0, 12, 4):
+        ack_many(q, msgs[i : i + 4])
+        assert history_size(q) == (min(5, i + 4), 0, min(5, i + 4))
+    kept = {j.tag for j in q.finished()}  # (the jobs of one flush share their end time)
+    assert set(tags[8:]) < kept < set(tags[4:])
+    q.publish("first", tag="x")
+    q.cancel("x")
+    assert history_size(q) == (5, 1, 6)
+    q.publish("second", tag="x")
+    ack_many(q, q.claim(1, consumer="w")[0])
+    assert history_size(q) == (5, 0, 5)
+    info = q.info("x")
+    assert info is not None and info.state == "succeeded" and info.body == "second"
+
+
 def test_a_kept_result_and_none(q: Queue) -> None:
     (with_result,) = finish(q, 1, result={"ok": [1, 2]})
     (without,) = finish(q, 1)

@@ -14,18 +14,20 @@
 --   of one call (`memo`, a table of the call's own; they share `fa`): a MessagePack map
 --   made of its header and the key and value encodings, which is what cmsgpack.pack of
 --   the table gives (in some key order), at a fraction of the cost.
--- keep_ended(index, other, history, ids, values, t): jobs ids[i] ended now (`t`: the
---   call's TIME reply, or nil to read it), kept with record
---   values[i]: added to `index` and `history`, taken out of `other` (the other index).
---   Their score is Redis TIME in ms with the microseconds as a fraction, so the ends of
---   two calls keep their order (the jobs of one call share it). One TIME, one ZADD, one
---   HSET and one ZREM for all.
+-- keep_ended(index, other, history, ids, values, t, other_empty): jobs ids[i] ended now
+--   (`t`: the call's TIME reply, or nil to read it), kept with record
+--   values[i]: added to `index` and `history`, taken out of `other` (the other index;
+--   not touched when the caller read it empty). Their score is Redis TIME in ms with the
+--   microseconds as a fraction, so the ends of two calls keep their order (the jobs of
+--   one call share it). One TIME, one ZADD, one HSET and one ZREM for all. Returns how
+--   many ids were new to `index` (ZADD's reply).
 -- trim_history(index, history, now, keep, ttl_ms, limit): remove the entries of `index`
 --   older than ttl_ms, then the oldest beyond `keep`, at most `limit` in all, with their
 --   records. Returns how many were removed and whether more remain to trim. (scan.lua:
 --   the age bound is kept by the scanner's steps.)
--- bound_history(index, history, keep, room, trim): the count bound on the write path (ack,
---   ack_many, cancel), which adds `room` entries: one ZCARD, and only once `index` holds
+-- bound_history(index, history, keep, room, trim, size): the count bound on the write path
+--   (ack, ack_many, cancel), which adds `room` entries: one ZCARD (none when the caller
+--   gives `size`, the entries of `index` after its adds), and only once `index` holds
 --   more than keep + slack (slack = min(trim, keep // 100): about 1% of keep, so that one
 --   job at a time is not trimmed one at a time) the oldest beyond `keep` are removed, at
 --   most room + trim. Returns how many.
@@ -62,7 +64,7 @@ local function kept_record(raw, head, body_hash, id)
   return head .. cmsgpack.pack(fields) .. (redis.call('HGET', body_hash, id) or '')
 end
 
-local function keep_ended(index, other, history, ids, values, t)
+local function keep_ended(index, other, history, ids, values, t, other_empty)
   t = t or redis.call('TIME')
   local now = fmt(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
   local scores, fields = {}, {}
@@ -72,13 +74,16 @@ local function keep_ended(index, other, history, ids, values, t)
     fields[2 * i - 1] = id
     fields[2 * i] = values[i]
   end
-  redis.call('ZADD', index, unpack(scores))
+  local added = redis.call('ZADD', index, unpack(scores))
   redis.call('HSET', history, unpack(fields))
-  redis.call('ZREM', other, unpack(ids))
+  if not other_empty then
+    redis.call('ZREM', other, unpack(ids))
+  end
+  return added
 end
 
-local function bound_history(index, history, keep, room, trim)
-  local excess = redis.call('ZCARD', index) - keep
+local function bound_history(index, history, keep, room, trim, size)
+  local excess = (size or redis.call('ZCARD', index)) - keep
   if excess <= math.min(trim, math.floor(keep / 100)) then
     return 0
   end

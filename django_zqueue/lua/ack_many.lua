@@ -28,8 +28,9 @@
 --   inside a JSON string is always escaped, so no string value can fake it). A record
 --   that holds no such token is stale, as in ack.lua.
 -- Work: O(n log N) for n jobs, in a constant number of commands plus one
---   SET (kept result) per job; with a history, O((n + limit) log N) more, in at most 8
---   commands (and one HGET per job of the JSON layout, for its body).
+--   SET (kept result) per job; with a history, O((n + limit) log N) more, in at most 9
+--   commands, its key checks included (and one HGET per job of the JSON layout, for its
+--   body).
 
 --@include now_ms
 --@include series
@@ -95,9 +96,20 @@ local json_layout = false
 for i = 1, n do
   json_layout = json_layout or (metas[i] and string.byte(metas[i], 1) == 123)
 end
+-- With a history, its two indexes are read instead (their sizes, used below): a wrong
+-- type fails that read, before any write.
+local finished_size, cancels_empty = 0, false
+if history then
+  local function size(key)
+    return written_reply(redis.pcall('ZCARD', key), key, 'zset', function() end)
+  end
+  finished_size = size(KEYS[hk + 1])
+  cancels_empty = size(KEYS[hk + 2]) == 0
+end
 local checked = {}
 for i, key in ipairs(KEYS) do
-  if i ~= 1 and i ~= 3 and (i ~= 2 or json_layout) then
+  if i ~= 1 and i ~= 3 and (i ~= 2 or json_layout)
+      and not (history and (i == hk + 1 or i == hk + 2)) then
     checked[#checked + 1] = key
   end
 end
@@ -195,8 +207,9 @@ if run_ms > 0 then
   bump(KEYS[6], 't', run_ms, now)
 end
 if history then
-  keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept, clock)
-  bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit)
+  local added = keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept, clock,
+    cancels_empty)
+  bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit, finished_size + added)
 end
 if cap > 0 then
   notify(KEYS[7], #done, cap)
