@@ -1,7 +1,7 @@
 """Redis CPU per job of the hot scripts, as instructions (callgrind: deterministic).
 
     python -m bench.script_instructions [--n 2000] [--batch 17] [--keep 10000]
-        [--tree PATH] [--timeout 600]
+        [--single] [--tree PATH] [--timeout 600]
 
 Starts a private ``redis-server`` under ``valgrind --tool=callgrind`` (instrumentation
 zeroed after a warm-up) and, from a client process in ``--tree`` (default: this
@@ -9,7 +9,8 @@ checkout; a git worktree of another commit compares the two, its client API and 
 scripts), under the bench's Django settings (``bench.django_settings``, queue ``default``
 with ``keep_finished = --keep``):
 
-1. publishes ``--n`` no-op jobs of the task layer with ``enqueue_many`` (1,000 per call);
+1. publishes ``--n`` no-op jobs of the task layer with ``enqueue_many`` (1,000 per call;
+   with ``--single``, ``enqueue``: one call per job);
 2. claims them all, ``--batch`` per call (a worker's claim);
 3. acks them, ``--batch`` per ``ack_many`` call (a worker's flush).
 
@@ -50,7 +51,7 @@ django.setup()
 from django_zqueue import get_queue
 from bench.tasks import noop
 
-n, batch = int(sys.argv[1]), int(sys.argv[2])
+n, batch, single = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
 q = get_queue("default")
 calls = getattr(q, "engine", q)  # the engine's calls, or a release's Queue before it
 
@@ -61,7 +62,11 @@ def dump():
 
 def fill(count, each=None):
     for i in range(0, count, 1000):
-        noop.enqueue_many([(0.0,)] * min(1000, count - i))
+        if single:
+            for _ in range(min(1000, count - i)):
+                noop.enqueue(0.0)
+        else:
+            noop.enqueue_many([(0.0,)] * min(1000, count - i))
         if each:
             each()
 
@@ -93,7 +98,7 @@ for msgs in held:
 dump()
 """
 
-PHASES = ("publish (enqueue_many)", "claim", "ack (ack_many)")
+PHASES = ("publish", "claim", "ack (ack_many)")
 
 
 def totals(path: Path) -> int:
@@ -108,6 +113,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=2000, help="jobs (2000)")
     ap.add_argument("--batch", type=int, default=17, help="jobs per claim and per ack (17)")
     ap.add_argument("--keep", type=int, default=10000, help="keep_finished (10000; 0: none)")
+    ap.add_argument("--single", action="store_true", help="publish with enqueue, one call per job")
     ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose client runs")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run (600)")
     args = ap.parse_args()
@@ -143,7 +149,7 @@ def main() -> int:
             "PYTHONPATH": str(args.tree),
         }
         subprocess.run(
-            [sys.executable, "-c", CLIENT, str(args.n), str(args.batch)],
+            [sys.executable, "-c", CLIENT, str(args.n), str(args.batch), str(int(args.single))],
             cwd=args.tree,
             env=env,
             check=True,
@@ -158,7 +164,9 @@ def main() -> int:
         print("| phase | instructions | per job |")
         print("|---|---:|---:|")
         publish = [totals(p) for p in dumps[:calls]]
-        rows = [(PHASES[0], sum(publish), args.n)]
+        rows = [
+            (f"{PHASES[0]} ({'enqueue' if args.single else 'enqueue_many'})", sum(publish), args.n)
+        ]
         if calls > 1:  # the first call fills an empty queue (see docs/performance.md)
             for i, total in enumerate(publish):
                 jobs = min(1000, args.n - 1000 * i)
