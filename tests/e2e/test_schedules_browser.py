@@ -11,9 +11,9 @@ from django_zqueue import get_queue, schedules
 from django_zqueue.queue import schedstore
 
 pytest.importorskip("selenium")
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from .test_admin_browser import (  # noqa: F401 - fixtures
@@ -27,13 +27,28 @@ from .test_admin_browser import pytestmark as pytestmark
 RECORD = "testproject.demo.tasks.record"
 
 
+def gone(element: Any) -> bool:
+    """Whether ``element`` has left the document. Chromedriver answers a node detached
+    mid-navigation either as a stale reference or, racing the new document, as an
+    "unknown error" saying the node does not belong to the document: both mean gone."""
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in (exc.msg or ""):
+            return True
+        raise
+    return False
+
+
 def click(browser: WebDriver, name: str, op: str) -> None:  # noqa: F811
     """Press ``op`` on schedule ``name``'s row and wait for the page the POST answers with
     (the page before may already show a success message: wait for it to go first)."""
     before = browser.find_element(By.TAG_NAME, "html")
     row = browser.find_element(By.CSS_SELECTOR, f'tr[data-schedule="{name}"]')
     row.find_element(By.CSS_SELECTOR, f'button[value="{op}"]').click()
-    WebDriverWait(browser, 10).until(staleness_of(before))
+    WebDriverWait(browser, 10).until(lambda _b: gone(before))
     WebDriverWait(browser, 10).until(
         lambda b: b.find_elements(By.CSS_SELECTOR, ".messagelist li.success")
     )
