@@ -87,8 +87,9 @@ local function bound_history(index, history, keep, room, trim, size)
   if excess <= math.min(trim, math.floor(keep / 100)) then
     return 0
   end
-  local ids = redis.call('ZRANGE', index, 0, math.min(excess, room + trim) - 1)
-  redis.call('ZREM', index, unpack(ids))
+  local last = math.min(excess, room + trim) - 1
+  local ids = redis.call('ZRANGE', index, 0, last)
+  redis.call('ZREMRANGEBYRANK', index, 0, last)
   redis.call('HDEL', history, unpack(ids))
   return #ids
 end
@@ -114,7 +115,7 @@ local function trim_history(index, history, now, keep, ttl_ms, limit)
     end
     if excess > 0 then
       local ids = redis.call('ZRANGE', index, 0, excess - 1)
-      redis.call('ZREM', index, unpack(ids))
+      redis.call('ZREMRANGEBYRANK', index, 0, excess - 1)
       redis.call('HDEL', history, unpack(ids))
       removed = removed + #ids
     end
