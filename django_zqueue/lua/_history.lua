@@ -14,9 +14,10 @@
 --   of one call (`memo`, a table of the call's own; they share `fa`): a MessagePack map
 --   made of its header and the key and value encodings, which is what cmsgpack.pack of
 --   the table gives (in some key order), at a fraction of the cost.
--- keep_ended(index, other, history, ids, values, t, other_empty): jobs ids[i] ended now
---   (`t`: the call's TIME reply, or nil to read it), kept with record
---   values[i]: added to `index` and `history`, taken out of `other` (the other index;
+-- keep_ended(index, other, history, ids, fields, t, other_empty): jobs ids[i] ended now
+--   (`t`: the call's TIME reply, or nil to read it), kept with their records (`fields`:
+--   HSET's arguments, each id then its kept_record, in the order of `ids`): added to
+--   `index` and `history`, taken out of `other` (the other index;
 --   not touched when the caller read it empty). Their score is Redis TIME in ms with the
 --   microseconds as a fraction, so the ends of two calls keep their order (the jobs of
 --   one call share it). One TIME, one ZADD, one HSET and one ZREM for all. Returns how
@@ -64,15 +65,13 @@ local function kept_record(raw, head, body_hash, id)
   return head .. cmsgpack.pack(fields) .. (redis.call('HGET', body_hash, id) or '')
 end
 
-local function keep_ended(index, other, history, ids, values, t, other_empty)
+local function keep_ended(index, other, history, ids, fields, t, other_empty)
   t = t or redis.call('TIME')
   local now = fmt(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
-  local scores, fields = {}, {}
+  local scores = {}
   for i, id in ipairs(ids) do
     scores[2 * i - 1] = now
     scores[2 * i] = id
-    fields[2 * i - 1] = id
-    fields[2 * i] = values[i]
   end
   local added = redis.call('ZADD', index, unpack(scores))
   redis.call('HSET', history, unpack(fields))

@@ -77,7 +77,7 @@ if ARGV[4] ~= '' then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])
 end
 if kept then
-  keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {kept}, clock)
+  keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {id, kept}, clock)
   bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0)
 end
 if cap > 0 then

@@ -183,6 +183,7 @@ for i = 0, n - 1 do
       run_ms = run_ms + run
     end
     if history then -- its record, kept in the history (before the record goes)
+      kept[#kept + 1] = id -- HSET's arguments: the id, then its kept record
       kept[#kept + 1] = kept_record(raw, ended_head(now, run or nil, heads), KEYS[2], id)
     end
     out[i + 1] = 1

@@ -83,7 +83,7 @@ end
 local keep = tonumber(ARGV[5]) or 0
 if keep > 0 and KEYS[18] and meta then -- its record, kept in the history (before it goes)
   local kept = kept_record(raw, cmsgpack.pack({fa = rec.at, was = was}), KEYS[5], id)
-  keep_ended(KEYS[17], KEYS[16], KEYS[18], {id}, {kept})
+  keep_ended(KEYS[17], KEYS[16], KEYS[18], {id}, {id, kept})
   bound_history(KEYS[17], KEYS[18], keep, 1, tonumber(ARGV[6]) or 0)
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
