@@ -32,7 +32,19 @@
 --   more than keep + slack (slack = min(trim, keep // 100): about 1% of keep, so that one
 --   job at a time is not trimmed one at a time) the oldest beyond `keep` are removed, at
 --   most room + trim. Returns how many.
+-- index_sizes(finished, cancels): the entries of the two indexes, read before a script's
+--   first write instead of checking their types (guard_keys): a wrong type fails the
+--   read as ZQ_CORRUPT_KEY, nothing written. Returns the size of `finished` and whether
+--   `cancels` is empty (then keep_ended need not take anything out of it).
 --@include fmt
+--@include guard
+
+local function index_sizes(finished, cancels)
+  local function size(key)
+    return written_reply(redis.pcall('ZCARD', key), key, 'zset', function() end)
+  end
+  return size(finished), size(cancels) == 0
+end
 
 local function ended_head(fa, rt, memo)
   local key = rt or false

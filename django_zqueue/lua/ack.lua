@@ -24,7 +24,9 @@
 --   (the job is not leased under this token: its lease was recovered or it was handed to another consumer), or a record that does not decode
 --   to an object holding this token (the scanner moves it to dead letters when its lease
 --   runs out): nothing changed. Only the token is read: the record is deleted.
--- Work: O(log N), and O((1 + limit) log N) with a history.
+-- Work: O(log N), and O((1 + limit) log N) with a history (whose two indexes are read,
+--   ZCARD, instead of checked: a wrong type fails before any write; an empty cancels
+--   index is not written).
 
 --@include bounds
 --@include drop_record
@@ -37,7 +39,23 @@
 --@include record
 --@include history
 
-guard_keys(KEYS)
+local keep = tonumber(ARGV[8]) or 0
+local history = keep > 0 and KEYS[15] ~= nil
+-- with a history, its two indexes are read (their sizes) instead of checked: a wrong
+-- type fails that read, before any write (_history.lua's index_sizes)
+local finished_size, cancels_empty = 0, false
+if history then
+  finished_size, cancels_empty = index_sizes(KEYS[13], KEYS[14])
+  local checked = {}
+  for i, key in ipairs(KEYS) do
+    if i ~= 13 and i ~= 14 then
+      checked[#checked + 1] = key
+    end
+  end
+  guard_keys(checked)
+else
+  guard_keys(KEYS)
+end
 
 local id, token, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local raw = redis.call('HGET', KEYS[3], id)
@@ -53,9 +71,8 @@ if type(meta.u) == 'number' and meta.u >= 1 then
 end
 local clock = redis.call('TIME')
 local now = ms_of(clock)
-local keep = tonumber(ARGV[8]) or 0
 local kept = nil
-if keep > 0 and KEYS[15] then -- its record, kept in the history (before it goes)
+if history then -- its record, kept in the history (before it goes)
   kept = kept_record(raw, ended_head(now, tonumber(ARGV[6]), {}), KEYS[2], id)
 end
 redis.call('ZREM', KEYS[1], id)
@@ -77,8 +94,8 @@ if ARGV[4] ~= '' then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])
 end
 if kept then
-  keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {id, kept}, clock)
-  bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0)
+  local added = keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {id, kept}, clock, cancels_empty)
+  bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0, finished_size + added)
 end
 if cap > 0 then
   notify(KEYS[7], 1, cap)

@@ -100,11 +100,7 @@ end
 -- type fails that read, before any write.
 local finished_size, cancels_empty = 0, false
 if history then
-  local function size(key)
-    return written_reply(redis.pcall('ZCARD', key), key, 'zset', function() end)
-  end
-  finished_size = size(KEYS[hk + 1])
-  cancels_empty = size(KEYS[hk + 2]) == 0
+  finished_size, cancels_empty = index_sizes(KEYS[hk + 1], KEYS[hk + 2])
 end
 local checked = {}
 for i, key in ipairs(KEYS) do
