@@ -20,8 +20,10 @@
 --   `index` and `history`, taken out of `other` (the other index;
 --   not touched when the caller read it empty). Their score is Redis TIME in ms with the
 --   microseconds as a fraction, so the ends of two calls keep their order (the jobs of
---   one call share it). One TIME, one ZADD, one HSET and one ZREM for all. Returns how
---   many ids were new to `index` (ZADD's reply).
+--   one call share it). One TIME, one HSET, one ZADD and one ZREM for all; the HSET goes
+--   first and a `history` of another type fails it as ZQ_CORRUPT_KEY, so that, called
+--   before a script's other writes with `index` and `other` read (index_sizes), it
+--   needs no check of its keys. Returns how many ids were new to `index` (ZADD's reply).
 -- trim_history(index, history, now, keep, ttl_ms, limit): remove the entries of `index`
 --   older than ttl_ms, then the oldest beyond `keep`, at most `limit` in all, with their
 --   records. Returns how many were removed and whether more remain to trim. (scan.lua:
@@ -85,8 +87,10 @@ local function keep_ended(index, other, history, ids, fields, t, other_empty)
     scores[2 * i - 1] = now
     scores[2 * i] = id
   end
+  -- the first write: a `history` of another type fails it, nothing written (ack_many
+  -- checks that key no other way)
+  written_reply(redis.pcall('HSET', history, unpack(fields)), history, 'hash', function() end)
   local added = redis.call('ZADD', index, unpack(scores))
-  redis.call('HSET', history, unpack(fields))
   if not other_empty then
     redis.call('ZREM', other, unpack(ids))
   end

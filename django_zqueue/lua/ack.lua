@@ -42,13 +42,15 @@
 local keep = tonumber(ARGV[8]) or 0
 local history = keep > 0 and KEYS[15] ~= nil
 -- with a history, its two indexes are read (their sizes) instead of checked: a wrong
--- type fails that read, before any write (_history.lua's index_sizes)
+-- type fails that read, before any write (_history.lua's index_sizes); its HASH is the
+-- first key written (keep_ended's HSET, below): a wrong type fails that write, nothing
+-- else written
 local finished_size, cancels_empty = 0, false
 if history then
   finished_size, cancels_empty = index_sizes(KEYS[13], KEYS[14])
   local checked = {}
   for i, key in ipairs(KEYS) do
-    if i ~= 13 and i ~= 14 then
+    if i < 13 then -- the history's keys: read (index_sizes) or first written (keep_ended)
       checked[#checked + 1] = key
     end
   end
@@ -71,9 +73,10 @@ if type(meta.u) == 'number' and meta.u >= 1 then
 end
 local clock = redis.call('TIME')
 local now = ms_of(clock)
-local kept = nil
-if history then -- its record, kept in the history (before it goes)
-  kept = kept_record(raw, ended_head(now, tonumber(ARGV[6]), {}), KEYS[2], id)
+if history then -- its record, kept in the history (before it goes): the first write
+  local kept = kept_record(raw, ended_head(now, tonumber(ARGV[6]), {}), KEYS[2], id)
+  local added = keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {id, kept}, clock, cancels_empty)
+  bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0, finished_size + added)
 end
 redis.call('ZREM', KEYS[1], id)
 if unique then
@@ -92,10 +95,6 @@ end
 local recorded = wf_mark(KEYS[10], KEYS[11], id, meta, true, ARGV[7], now)
 if ARGV[4] ~= '' then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', ARGV[5])
-end
-if kept then
-  local added = keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {id, kept}, clock, cancels_empty)
-  bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0, finished_size + added)
 end
 if cap > 0 then
   notify(KEYS[7], 1, cap)

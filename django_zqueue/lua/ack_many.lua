@@ -97,7 +97,8 @@ for i = 1, n do
   json_layout = json_layout or (metas[i] and string.byte(metas[i], 1) == 123)
 end
 -- With a history, its two indexes are read instead (their sizes, used below): a wrong
--- type fails that read, before any write.
+-- type fails that read, before any write; and the history HASH is the first key written
+-- (keep_ended's HSET, below): a wrong type fails that write, nothing else written.
 local finished_size, cancels_empty = 0, false
 if history then
   finished_size, cancels_empty = index_sizes(KEYS[hk + 1], KEYS[hk + 2])
@@ -105,7 +106,7 @@ end
 local checked = {}
 for i, key in ipairs(KEYS) do
   if i ~= 1 and i ~= 3 and (i ~= 2 or json_layout)
-      and not (history and (i == hk + 1 or i == hk + 2)) then
+      and not (history and i > hk) then
     checked[#checked + 1] = key
   end
 end
@@ -147,6 +148,7 @@ local function read_ack(raw, token, tok)
 end
 
 local out, done, seen, kept, heads = {}, {}, {}, {}, {} -- heads: ended_head's memo
+local to_set = {} -- the kept results: their key's index in KEYS, their job's ARGV base
 local run_ms, key = 0, 8
 local clock = redis.call('TIME')
 local now = ms_of(clock)
@@ -166,9 +168,9 @@ for i = 0, n - 1 do
     end
   end
   if ARGV[b + 3] ~= '' then
-    if ok then
-      local result_key = KEYS[key]
-      redis.call('SET', result_key, ARGV[b + 3], 'PX', ARGV[b + 4])
+    if ok then -- written after the history (its first write)
+      to_set[#to_set + 1] = key
+      to_set[#to_set + 1] = b
     end
     key = key + 1
   end
@@ -192,6 +194,15 @@ end
 if #done == 0 then
   return out
 end
+if history then
+  local added = keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept, clock,
+    cancels_empty)
+  bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit, finished_size + added)
+end
+for r = 1, #to_set, 2 do
+  local result_key, b = KEYS[to_set[r]], to_set[r + 1]
+  redis.call('SET', result_key, ARGV[b + 3], 'PX', ARGV[b + 4])
+end
 redis.call('ZREM', KEYS[1], unpack(done))
 soft('HDEL', KEYS[2], unpack(done))
 redis.call('HDEL', KEYS[3], unpack(done))
@@ -202,11 +213,6 @@ bump(KEYS[6], 'a', #done, now)
 if run_ms > 0 then
   count_stat(KEYS[6], 'run_ms', run_ms)
   bump(KEYS[6], 't', run_ms, now)
-end
-if history then
-  local added = keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept, clock,
-    cancels_empty)
-  bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit, finished_size + added)
 end
 if cap > 0 then
   notify(KEYS[7], #done, cap)
