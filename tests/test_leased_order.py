@@ -181,6 +181,24 @@ def test_claim_splices_a_fresh_record_and_not_a_lapsing_or_retried_one(q: Queue)
     assert "x" not in fields and fields["t"] == got.token
 
 
+def test_a_stored_nil_lease_field_does_not_hide_the_lease(q: Queue) -> None:
+    """A record edited by hand to name a lease field with a nil value (which reads as
+    absent): the leased record holds the claim's token and consumer, and the ack takes
+    it (a splice would name them twice, the later nil winning)."""
+    tag = q.publish({"n": 1})
+    raw = q.engine.client.hget(q.keys.meta, tag)
+    assert isinstance(raw, bytes)
+    body = split_record(raw)[1]
+    assert body is not None
+    edited = pack_value({**read_fields(raw), "t": None, "c": None, "a": None}) + body
+    q.engine.client.hset(q.keys.meta, tag, edited)
+    (msg,) = q.claim(1, "w")[0]
+    fields = read_fields(q.engine.client.hget(q.keys.meta, tag))  # type: ignore[arg-type]
+    assert (fields.get("t"), fields.get("c"), fields.get("a")) == (msg.token, "w", 1)
+    assert q.ack(msg) is True
+    assert q.engine.client.hget(q.keys.meta, tag) is None
+
+
 def test_json_layout_and_no_token_keep_encode_records_value(redis_client: redis.Redis) -> None:
     lua = lua_file("_record") + (
         "local j = {t = 5, m = 1} local c = {m = 1, b = 'x'} "

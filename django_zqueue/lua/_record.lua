@@ -26,6 +26,11 @@
 --   stored fields and body as they are (nothing unpacked or packed again: the same
 --   record as encode_leased's, its fields in another order). Otherwise the fields are
 --   set on `meta` and it is encode_leased; on the splice `meta` is left as it was.
+--   A field whose value is a MessagePack nil reads as absent, so `meta` cannot tell
+--   whether the stored map names one of these fields (a record edited by hand, say):
+--   spliced, the map would name it twice and the later nil would win. So a record whose
+--   bytes hold a nil (0xc0) anywhere is not spliced (no script writes one; the byte can
+--   also come inside a number or a body, and such a record is packed whole, as before).
 -- leased_token(raw, tok): for a record of encode_leased's order, whether its `t` is `tok`
 --   (a number) and whether it has a field of LEASED_FIRST; nil for a record of another
 --   order (read it whole).
@@ -231,7 +236,7 @@ local function lease_value(raw, meta, t, a, q, call)
   local h = raw and string.byte(raw, 1)
   if h and h >= 0x80 and h <= 0x8a and meta.t == nil and meta.a == nil and meta.c == nil
       and meta.st == nil and meta.q == nil and meta.u == nil and meta.k == nil
-      and meta.n == nil and meta.d == nil then
+      and meta.n == nil and meta.d == nil and not string.find(raw, '\192', 2, true) then
     local shared = call.packed
     if shared == nil then
       shared = cmsgpack.pack('c', call.c, 'st', call.st)
