@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -426,6 +427,86 @@ def test_a_restart_without_persistence_is_set_up_again(
             server.start()
             call_command("zqueue_protocol")
             assert publish(client, k, GOOD, '{"id": "c"}') == ["ok", "c"]
+        finally:
+            conf.reset()
+
+
+def _until(done: Callable[[], Any], seconds: float = 30.0) -> Any:
+    """``done()``'s first true value, polled until ``seconds`` have passed (then its last)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            value = done()
+        except (redis.ResponseError, LookupError):  # not yet: no library, no result
+            value = None
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def test_a_running_worker_puts_the_protocol_back_after_a_restart(server: PrivateRedis) -> None:
+    """A server restarted without persistence under a running worker: the worker's next
+    script call finds its library gone (Function not found) and loads it again, and with
+    it the protocol library and the proto hashes its start wrote, so producers in other
+    languages publish again without a worker restart."""
+    client = server.client()
+    with override_settings(ZQUEUE=_private_settings(server)):
+        conf.reset()
+        try:
+            q, big = get_queue("default"), get_queue("big")
+            w = Worker(["default", "big"], concurrency=1, scan_interval=0.05)
+            runner = threading.Thread(target=w.run)
+            runner.start()
+            try:
+                assert _until(lambda: client.exists(q.keys.proto, big.keys.proto) == 2)
+                written = {key: client.hgetall(key) for key in (q.keys.proto, big.keys.proto)}
+                server.stop()
+                server.start()  # --save '', no AOF: the server comes back empty
+                sent = _until(lambda: publish(client, q.keys, GOOD, '{"id": "after"}'))
+                assert sent == ["ok", "after"]
+                assert _until(lambda: q.result("after")) == 3  # the worker ran it
+                assert {key: client.hgetall(key) for key in written} == written
+                held = loaded_protocol(client)
+                assert held is not None and held.build == package_version()
+            finally:
+                w.stop()
+                runner.join(15)
+            assert not runner.is_alive()
+        finally:
+            conf.reset()
+
+
+def test_a_running_worker_puts_the_protocol_back_when_another_process_reloaded_first(
+    server: PrivateRedis,
+) -> None:
+    """After the restart, a web process's publish (another client) finds the scripts'
+    library missing and loads it first: the worker's own calls never meet `Function not
+    found`, and its next registration (every 10 s) sees its proto hash gone and puts the
+    protocol back."""
+    client = server.client()
+    settings = _private_settings(server)
+    with override_settings(ZQUEUE=settings):
+        conf.reset()
+        try:
+            q = get_queue("default")
+            w = Worker(["default"], concurrency=1, scanner=False)  # no script call when idle
+            runner = threading.Thread(target=w.run)
+            runner.start()
+            try:
+                assert _until(lambda: client.exists(q.keys.proto))
+                written = client.hgetall(q.keys.proto)
+                server.stop()
+                server.start()
+                web = Queue("default", q.options, prefix="pp", client=server.client())
+                web.publish({"task": ADD, "args": [1, 1], "kwargs": {}}, tag="web")
+                assert _until(lambda: q.result("web")) == 2
+                sent = _until(lambda: publish(client, q.keys, GOOD, '{"id": "after"}'))
+                assert sent == ["ok", "after"]
+                assert client.hgetall(q.keys.proto) == written
+            finally:
+                w.stop()
+                runner.join(15)
+            assert not runner.is_alive()
         finally:
             conf.reset()
 
