@@ -17,7 +17,13 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import ClusterPipeline, RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from .connection import UNAVAILABLE_ERRORS, is_out_of_memory, redis_full
+from .connection import (
+    UNAVAILABLE_ERRORS,
+    corrupt_key,
+    is_out_of_memory,
+    is_wrong_type,
+    redis_full,
+)
 from .events import kv, log
 from .exceptions import (
     CorruptKey,
@@ -172,7 +178,8 @@ ERRORS: dict[str, type[ScriptError] | type[QueueFull]] = {
 
 
 def script_error(script: str, exc: ResponseError) -> BaseException:
-    """The exception for an error reply of ``script`` (see :data:`ERRORS`). A reply that
+    """The exception for an error reply of ``script`` (see :data:`ERRORS`; Redis'
+    ``WRONGTYPE`` is :class:`CorruptKey` too, as the scripts' own check says). A reply that
     means "Redis cannot serve this now" (READONLY, a cluster's failover states, BUSY) is
     returned as it is, for the caller's retry and ``unavailable_as_error``."""
     message = str(exc)
@@ -186,6 +193,8 @@ def script_error(script: str, exc: ResponseError) -> BaseException:
     for code, cls in ERRORS.items():
         if code in message:
             return cls(f"{script}: {message}")
+    if is_wrong_type(exc):  # a command of the script met a key of another type
+        return corrupt_key(exc, f"script {script} failed")
     return ScriptError(f"script {script} failed: {message}")
 
 

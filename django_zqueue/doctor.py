@@ -346,6 +346,7 @@ def _clock(config: conf.Config) -> Iterator[Finding]:
 
 def _queue(name: str) -> Iterator[Finding]:
     from .engine.keycheck import key_problems, orphan_problems
+    from .exceptions import CorruptKey
     from .queue import get_queue
 
     q = get_queue(name)
@@ -355,7 +356,7 @@ def _queue(name: str) -> Iterator[Finding]:
         yield Finding("ok", "keys", f"queue {name!r}: every key has its type and values")
     try:
         yield from _queue_state(name, q)
-    except ResponseError as exc:  # (a key of the wrong type: named above)
+    except (ResponseError, CorruptKey) as exc:  # (a key of the wrong type: named above)
         yield Finding(
             "error",
             "queue",
@@ -462,7 +463,7 @@ def repairs() -> list[Any]:
 
 
 def _schedules() -> Iterator[Finding]:
-    from .exceptions import ZQueueError
+    from .exceptions import CorruptKey, ZQueueError
     from .schedules import Scheduler
 
     try:
@@ -476,7 +477,16 @@ def _schedules() -> Iterator[Finding]:
         )
         return
     declared = scheduler.schedules
-    stored = {row["name"]: row for row in scheduler.listing()}
+    try:
+        stored = {row["name"]: row for row in scheduler.listing()}
+    except (ResponseError, CorruptKey) as exc:  # (a key of the wrong type: named above)
+        yield Finding(
+            "error",
+            "schedules",
+            f"the periodic schedules cannot be read: {exc}",
+            "repair the queue's keys first (the lines above)",
+        )
+        return
     if not declared and not stored:
         yield Finding("note", "schedules", "no periodic schedule is declared")
         return
