@@ -7,6 +7,7 @@ the wrong type read by the Python side (``CorruptKey``, not a raw ``WRONGTYPE``)
 from __future__ import annotations
 
 import io
+import threading
 from typing import Any
 
 import pytest
@@ -131,3 +132,134 @@ def test_a_meta_of_the_wrong_type_is_a_corrupt_key_on_every_read(
         assert "ZQ_CORRUPT_KEY" in str(caught.value), name
     _, error = run("zqueue_job", "default", tag)
     assert error is not None and "ZQ_CORRUPT_KEY" in error and "\n" not in error
+
+
+def test_jobs_ending_or_moving_while_the_doctor_reads_are_no_orphans(
+    make_queue: Any, redis_client: redis.Redis
+) -> None:
+    """On a live queue, jobs are claimed, acked (their record deleted) and released back
+    (leased -> ready) while the orphan check reads: none is reported, as each is in a set
+    or gone at every instant."""
+    from django_zqueue.engine.keycheck import orphan_problems
+
+    q = make_queue("live")
+    q.publish_many([{"n": i} for i in range(3000)])
+    stop = threading.Event()
+
+    def churn() -> None:
+        turn = 0
+        while not stop.is_set():
+            msgs, _ = q.claim(50, "churn")
+            if not msgs:
+                return
+            turn += 1
+            for m in msgs:
+                if turn % 2:
+                    q.ack(m)
+                else:
+                    q.release(m)
+
+    worker = threading.Thread(target=churn)
+    worker.start()
+    found: list[Any] = []
+    try:
+        for _ in range(30):  # bounded: the churn ends once every job is acked
+            found += orphan_problems(q.engine)
+            if not worker.is_alive():
+                break
+    finally:
+        stop.set()
+        worker.join(30)
+    assert [p.finding.message for p in found] == []
+
+
+def test_a_repair_that_finds_the_value_changed_writes_nothing_and_says_so(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    """Between the look and the repair, someone fixed the value (or a job came back to
+    its set): the repair writes nothing and is not reported as made."""
+    from django_zqueue.engine.keycheck import key_problems, orphan_problems
+
+    redis_client.hset(q.keys.stats, "acked", "x")
+    redis_client.hset(q.keys.ctr, "clock", "x")
+    wrong(redis_client, q.keys.notify, "list")
+    q.publish({"task": "x", "args": [], "kwargs": {}}, tag="o1")
+    score = redis_client.zscore(q.keys.ready, "o1")
+    redis_client.zrem(q.keys.ready, "o1")  # an orphan
+    problems = [p for p in (*key_problems(q.engine), *orphan_problems(q.engine)) if p.repair]
+    assert len(problems) == 4
+    redis_client.hset(q.keys.stats, "acked", "7")
+    redis_client.hset(q.keys.ctr, "clock", "12")
+    redis_client.delete(q.keys.notify)
+    redis_client.zadd(q.keys.ready, {"o1": score})
+    before = {k: redis_client.dump(k) for k in (q.keys.stats, q.keys.ctr, q.keys.dead)}
+    assert [p.repair.run() for p in problems if p.repair] == [False] * 4
+    assert {k: redis_client.dump(k) for k in before} == before
+    assert redis_client.hget(q.keys.errors, "o1") is None
+    # the command, on a value still bad: made and said; once more: nothing to repair
+    redis_client.hset(q.keys.stats, "acked", "x")
+    lines, _ = run("zqueue_doctor", "--repair", "--yes")
+    assert [x for x in lines if "repair" in x.split(":")[0]] == [
+        f"repaired: {q.keys.stats} acked: reset to 0"
+    ]
+    lines, _ = run("zqueue_doctor", "--repair", "--yes")
+    assert "repair: nothing to repair" in lines
+
+
+def test_a_sequence_below_the_one_in_use_is_reported_and_repaired(
+    make_queue: Any, redis_client: redis.Redis
+) -> None:
+    """Strict mode orders a priority's jobs by ctr's seq: set below a sequence in the
+    ready line (a restore of an old ctr, a hand edit, ctr deleted), new jobs would go
+    ahead of older ones. The doctor names it; the repair sets seq to the largest in use.
+    A job with a raw score is no sequence."""
+    from django_zqueue.engine.keycheck import key_problems
+
+    q = make_queue("seq")
+    q.publish({"n": 1}, tag="a")
+    q.publish({"n": 2}, tag="b", priority=5)
+    q.publish({"n": 3}, tag="raw", score=123_456_789)  # score % 2^42 beyond any sequence
+    assert key_problems(q.engine) == []
+    in_use = int(redis_client.hget(q.keys.ctr, "seq") or 0)
+    for bad in (b"1", None):  # below; gone (a deleted ctr counts from 0)
+        if bad is None:
+            redis_client.hdel(q.keys.ctr, "seq")
+        else:
+            redis_client.hset(q.keys.ctr, "seq", bad)
+        (problem,) = key_problems(q.engine)
+        said = f"field seq is {int(bad or 0)}, below the sequence {in_use} of the ready job b"
+        assert said in problem.finding.message
+        assert problem.finding.level == "error" and problem.repair is not None
+        assert problem.repair.run() is True
+        assert int(redis_client.hget(q.keys.ctr, "seq") or 0) == in_use
+        assert key_problems(q.engine) == []
+    late = q.publish({"n": 4}, tag="late")
+    assert q.rank("a") is not None and q.rank(late) == q.rank("a") + 1  # after, not ahead
+
+
+def test_jobs_published_while_the_doctor_reads_are_no_sequence_problem(
+    make_queue: Any, redis_client: redis.Redis
+) -> None:
+    """The sequence moves on while the ready line is read: no finding."""
+    from django_zqueue.engine.keycheck import key_problems
+
+    q = make_queue("busy")
+    q.publish_many([{"n": i} for i in range(2000)])
+    stop = threading.Event()
+
+    def publish() -> None:
+        for i in range(20_000):  # bounded
+            if stop.is_set():
+                return
+            q.publish({"n": i})
+
+    writer = threading.Thread(target=publish)
+    writer.start()
+    found: list[Any] = []
+    try:
+        for _ in range(20):
+            found += key_problems(q.engine)
+    finally:
+        stop.set()
+        writer.join(30)
+    assert [p.finding.message for p in found] == []
