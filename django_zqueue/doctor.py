@@ -350,7 +350,16 @@ def _queue(name: str) -> Iterator[Finding]:
     from .queue import get_queue
 
     q = get_queue(name)
-    problems = [*key_problems(q.engine), *orphan_problems(q.engine)]
+    try:
+        problems = [*key_problems(q.engine), *orphan_problems(q.engine)]
+    except (ResponseError, CorruptKey) as exc:  # a key changed type between two reads
+        yield Finding(
+            "error",
+            "keys",
+            f"queue {name!r}: a key changed type while the doctor read it: {exc}",
+            "run python manage.py zqueue_doctor again",
+        )
+        return
     yield from (p.finding for p in problems)
     if not problems:
         yield Finding("ok", "keys", f"queue {name!r}: every key has its type and values")
