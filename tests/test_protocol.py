@@ -313,6 +313,67 @@ def test_a_proto_hash_of_the_wrong_type_or_values_is_refused(
     }
 
 
+# ------------------------------------------------------------------ max_retries
+
+
+def test_an_absent_max_retries_takes_the_queues(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    """As from Python (max_retries=None): the queue's max_retries, from its proto hash;
+    a job that fails is retried, not dead at once."""
+    q = make_queue("retrying", max_retries=4)
+    q.engine.publish_protocol()
+    assert redis_client.hget(q.keys.proto, "max_retries") == b"4"
+    publish(redis_client, q.keys, GOOD, '{"id": "absent"}')
+    publish(redis_client, q.keys, GOOD, '{"id": "null", "max_retries": null}')
+    publish(redis_client, q.keys, GOOD, '{"id": "none", "max_retries": 0}')
+    publish(redis_client, q.keys, GOOD, '{"id": "own", "max_retries": 9}')
+    retries = {}
+    for tag in ("absent", "null", "none", "own"):
+        info = q.info(tag)
+        assert info is not None
+        retries[tag] = info.max_retries
+    assert retries == {"absent": 4, "null": 4, "none": 0, "own": 9}
+    assert retries["absent"] == q.info(q.publish({"task": ADD})).max_retries  # type: ignore[union-attr]
+    msgs, _ = q.claim(10, "w")
+    for m in msgs:
+        q.nack(m, "boom")
+    assert {t: q.state(t) for t in retries} == {
+        "absent": "delayed",
+        "null": "delayed",
+        "none": "dead",
+        "own": "delayed",
+    }
+
+
+def test_an_old_policy_without_max_retries_stores_0(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    """A proto hash an older release wrote has no max_retries: the job gets 0 (no retry),
+    as it did then, until a worker start or zqueue_protocol writes the hash again."""
+    q = make_queue("older", max_retries=4)
+    q.engine.publish_protocol()
+    redis_client.hdel(q.keys.proto, "max_retries")
+    assert publish(redis_client, q.keys, GOOD, '{"id": "old"}') == ["ok", "old"]
+    info = q.info("old")
+    assert info is not None and info.max_retries == 0
+    q.engine.publish_protocol()
+    publish(redis_client, q.keys, GOOD, '{"id": "new"}')
+    info = q.info("new")
+    assert info is not None and info.max_retries == 4
+
+
+@pytest.mark.parametrize("bad", ["x", "-1", "1001", "1.5", ""])
+def test_a_policy_max_retries_out_of_bounds_is_refused(
+    pq: Queue, redis_client: redis.Redis, bad: str
+) -> None:
+    redis_client.hset(pq.keys.proto, "max_retries", bad)
+    before = snapshot(redis_client, pq.prefix)
+    with pytest.raises(redis.ResponseError, match="holds no valid policy"):
+        publish(redis_client, pq.keys, GOOD)
+    assert snapshot(redis_client, pq.prefix) == before
+
+
 # ------------------------------------------------------------------ position
 
 
@@ -557,6 +618,7 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
         b"layout": b"compact",
         b"partitions": b"1",
         b"max_payload_bytes": str(1 << 20).encode(),
+        b"max_retries": b"3",
     }
     assert redis_client.hget(q.keys.proto, "mode") == b"strict"
     q.clear()  # every key of the queue: producers wait for the next setup

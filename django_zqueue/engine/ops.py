@@ -133,6 +133,7 @@ class Ops(Flow):
             "layout": "compact" if p.compact else "json",
             "partitions": str(self.partitions),
             "max_payload_bytes": str(self.options.max_payload_bytes),
+            "max_retries": str(self.options.max_retries),
         }
 
     def publish_protocol(self) -> ProtocolLoad:
