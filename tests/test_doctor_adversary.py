@@ -263,3 +263,41 @@ def test_jobs_published_while_the_doctor_reads_are_no_sequence_problem(
         stop.set()
         writer.join(30)
     assert [p.finding.message for p in found] == []
+
+
+def test_values_that_do_not_decode_are_no_traceback(q: Queue, redis_client: redis.Redis) -> None:
+    """Keys of the right type holding garbage: a worker entry that is not JSON, a dead
+    letter whose record is gone or does not decode, a last error of the wrong type."""
+    redis_client.hset(q.keys.workers, "w:1:x", "garbage")
+    redis_client.zadd(q.keys.dead, {"ghost": 1})  # no record
+    redis_client.zadd(q.keys.dead, {"junk": 2})
+    redis_client.hset(q.keys.meta, "junk", b"\xc1\xff not a record")
+    redis_client.hset(q.keys.errors, "junk", b"\xff\xfe")
+    for args in [(), ("--repair",), ("--repair", "--yes")]:
+        lines, _ = run("zqueue_doctor", *args)
+        assert any(line.startswith(("ok", "note", "WARNING", "ERROR")) for line in lines)
+        assert any("dead letters" in line or "queue 'default'" in line for line in lines), lines
+
+
+def test_keys_deleted_while_the_doctor_reads_are_no_traceback(q: Queue) -> None:
+    """Another process clears the queue (every key deleted) and publishes again while the
+    doctor and its repairs read: findings, never a traceback."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        for i in range(5_000):  # bounded
+            if stop.is_set():
+                return
+            if i % 50 == 0:
+                q.clear()
+            q.publish({"task": "x", "args": [], "kwargs": {}})
+
+    writer = threading.Thread(target=churn)
+    writer.start()
+    try:
+        for args in [(), ("--repair", "--yes"), (), ("--repair", "--yes")]:
+            lines, _ = run("zqueue_doctor", *args)
+            assert lines, args
+    finally:
+        stop.set()
+        writer.join(30)
