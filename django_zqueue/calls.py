@@ -8,6 +8,8 @@ pipeline needs to route EVALSHA by key. The builders of each script's call are i
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
 
@@ -15,7 +17,14 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import ClusterPipeline, RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from .connection import UNAVAILABLE_ERRORS, is_out_of_memory, redis_full
+from .connection import (
+    UNAVAILABLE_ERRORS,
+    corrupt_key,
+    is_out_of_memory,
+    is_wrong_type,
+    redis_full,
+)
+from .events import kv, log
 from .exceptions import (
     CorruptKey,
     ProtocolError,
@@ -59,14 +68,51 @@ def is_missing(reply: Any) -> bool:
     )
 
 
+#: per client: what this process wrote beside the scripts' library and puts back when a
+#: server turns out to have lost that library (``on_library_lost``), by name
+_LOST: weakref.WeakKeyDictionary[Any, dict[str, weakref.WeakMethod[Callable[[], None]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_LOST_LOCK = threading.Lock()
+
+
+def on_library_lost(client: Any, name: str, restore: Callable[[], None]) -> None:
+    """Have ``restore`` (a bound method, held weakly: it lasts as long as its object)
+    called each time a script call on ``client`` finds the scripts' library missing and
+    loads it again (:func:`load_library`: a server restarted without persistence, or a
+    ``FUNCTION FLUSH``, lost everything loaded and written beside it). One ``restore`` per
+    ``name``: a later one replaces it."""
+    with _LOST_LOCK:
+        _LOST.setdefault(client, {})[name] = weakref.WeakMethod(restore)
+
+
+def _restore(client: Any) -> None:
+    """Run the restores registered for ``client``; one that fails is logged, not raised
+    (the script call that found the library missing goes on)."""
+    with _LOST_LOCK:
+        held = list(_LOST.get(client, {}).items())
+    for name, ref in held:
+        restore = ref()
+        if restore is None:
+            continue
+        try:
+            restore()
+        except Exception as exc:  # Redis gone again, an ACL: the next loss tries again
+            log.warning(kv(event="restore_failed", what=name, error=str(exc)))
+
+
 def load_library(client: Any, code: str) -> None:
     """``FUNCTION LOAD`` the library ``code`` unless the server has it already (a library
-    of the same name is the same text: its name holds the hash of its text)."""
+    of the same name is the same text: its name holds the hash of its text), then put
+    back what was registered with :func:`on_library_lost` for ``client`` (called when a
+    script call found the library missing: the server lost what was loaded and written
+    with it, whoever loaded the library again first)."""
     try:
         client.function_load(code)
     except ResponseError as exc:
         if "already exists" not in str(exc):
             raise
+    _restore(client)
 
 
 async def aload_library(client: Any, code: str) -> None:
@@ -132,7 +178,8 @@ ERRORS: dict[str, type[ScriptError] | type[QueueFull]] = {
 
 
 def script_error(script: str, exc: ResponseError) -> BaseException:
-    """The exception for an error reply of ``script`` (see :data:`ERRORS`). A reply that
+    """The exception for an error reply of ``script`` (see :data:`ERRORS`; Redis'
+    ``WRONGTYPE`` is :class:`CorruptKey` too, as the scripts' own check says). A reply that
     means "Redis cannot serve this now" (READONLY, a cluster's failover states, BUSY) is
     returned as it is, for the caller's retry and ``unavailable_as_error``."""
     message = str(exc)
@@ -146,6 +193,8 @@ def script_error(script: str, exc: ResponseError) -> BaseException:
     for code, cls in ERRORS.items():
         if code in message:
             return cls(f"{script}: {message}")
+    if is_wrong_type(exc):  # a command of the script met a key of another type
+        return corrupt_key(exc, f"script {script} failed")
     return ScriptError(f"script {script} failed: {message}")
 
 

@@ -13,9 +13,10 @@ each script call, and each transaction, touches one node.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,7 +36,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from . import conf
-from .exceptions import QueueUnavailable, RedisFull
+from .exceptions import CorruptKey, QueueUnavailable, RedisFull
 from .redis_url import RedisTarget
 
 _clients: dict[tuple[Any, ...], redis.Redis] = {}
@@ -279,11 +280,43 @@ def redis_full(exc: BaseException) -> RedisFull:
     return RedisFull(f"{FULL_FIX} (Redis said: {exc})")
 
 
+#: what to run when a key holds another type than its name says
+CORRUPT_FIX = "python manage.py zqueue_doctor names the key; --repair --yes repairs what is safe"
+#: the command and key a pipeline's error reply names (``Command # 2 (HGET <key> ...)``)
+_PIPELINE_KEY = re.compile(r"^Command # \d+ \(\S+ (\S+)")
+
+
+def is_wrong_type(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis' ``WRONGTYPE`` reply: a key of another type than the
+    command (or a script's command) reads."""
+    return isinstance(exc, ResponseError) and "WRONGTYPE" in str(exc)
+
+
+def corrupt_key(exc: BaseException, where: str = "", keys: Sequence[str] = ()) -> CorruptKey:
+    """The :class:`CorruptKey` for a ``WRONGTYPE`` reply ``exc``, naming the key (the one a
+    pipeline's error names, else ``keys``: those the command read), and ``where`` the
+    error came from (a script's name)."""
+    found = _PIPELINE_KEY.match(str(exc))
+    if found:
+        key = found.group(1)
+    elif keys:
+        key = keys[0] if len(keys) == 1 else f"one of {', '.join(keys)}"
+    else:
+        key = "a key it reads"
+    head = f"{where}: " if where else ""
+    return CorruptKey(
+        f"{head}ZQ_CORRUPT_KEY: {key} holds another type than its name says (Redis said: "
+        f"{str(exc).strip()}); {CORRUPT_FIX}"
+    )
+
+
 @contextmanager
-def unavailable_as_error(what: str = "Redis") -> Iterator[None]:
+def unavailable_as_error(what: str = "Redis", keys: Sequence[str] = ()) -> Iterator[None]:
     """Turn redis-py's connection and timeout errors, a cluster's failover states, and
     ``READONLY`` refusals that outlasted their retries, into :class:`QueueUnavailable`;
-    an ``OOM`` reply (Redis at ``maxmemory``) into :class:`RedisFull`."""
+    an ``OOM`` reply (Redis at ``maxmemory``) into :class:`RedisFull`; a ``WRONGTYPE``
+    reply (a key of another type than its name says) into :class:`CorruptKey` (naming
+    the key a pipeline's error names, else ``keys``: those read in the block)."""
     try:
         yield
     except UNAVAILABLE_ERRORS as exc:
@@ -291,6 +324,8 @@ def unavailable_as_error(what: str = "Redis") -> Iterator[None]:
     except ResponseError as exc:
         if is_out_of_memory(exc):
             raise redis_full(exc) from exc
+        if is_wrong_type(exc):
+            raise corrupt_key(exc, keys=keys) from exc
         raise
 
 

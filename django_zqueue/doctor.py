@@ -109,6 +109,7 @@ def diagnose() -> list[Finding]:
 
     findings += _memory(RedisServer(config))
     findings += _libraries(RedisServer(config), config)
+    findings += _protocol(config)
     findings += _clock(config)
     findings += _tasks()
     for name in config.queues:
@@ -188,7 +189,7 @@ def _redis(config: conf.Config) -> Iterator[Finding]:
 
 def _libraries(server: RedisServer, config: conf.Config) -> Iterator[Finding]:
     """The scripts' Functions library of this release, and those other releases left."""
-    from .luasource import LIBRARY_PREFIX, library
+    from .luasource import LIBRARY_PREFIX, PROTOCOL_LIBRARY, library
     from .scripts import SCRIPT_NAMES
 
     found = server.libraries(LIBRARY_PREFIX) if config.lua_functions else None
@@ -197,7 +198,8 @@ def _libraries(server: RedisServer, config: conf.Config) -> Iterator[Finding]:
     ours = library(SCRIPT_NAMES).name
     state = "loaded" if ours in found else "not loaded yet (the first script call loads it)"
     yield Finding("ok", "redis", f"the scripts' Functions library {ours} is {state}")
-    others = [name for name in found if name != ours]
+    # the wire protocol's library is every release's, under one name (_protocol)
+    others = [name for name in found if name not in (ours, PROTOCOL_LIBRARY)]
     if others:
         yield Finding(
             "note",
@@ -206,6 +208,73 @@ def _libraries(server: RedisServer, config: conf.Config) -> Iterator[Finding]:
             + f" of other django_zqueue releases loaded: {', '.join(others)}",
             f"once no process of those releases runs: redis-cli FUNCTION DELETE {others[0]}",
         )
+
+
+#: what sets the wire protocol up (docs/protocol.md)
+PROTOCOL_FIX = "python manage.py zqueue_protocol (a worker's start does it too)"
+
+
+def _protocol(config: conf.Config) -> Iterator[Finding]:
+    """The wire protocol's library (docs/protocol.md): loaded, and at which release's
+    build; missing is a warning once a queue is set up for producers (its proto hash)."""
+    from .exceptions import ZQueueError
+    from .luasource import PROTOCOL_LIBRARY, protocol_library, version_tuple
+    from .queue import get_queue
+    from .scripts import package_version
+
+    engines = [get_queue(name).engine for name in config.queues]
+    try:
+        held = engines[0].protocol_loaded()
+    except (ResponseError, ZQueueError):  # no Redis Functions, FUNCTION LIST refused
+        return
+    what = f"the wire protocol's library {PROTOCOL_LIBRARY}"
+    ours = package_version()
+    if held is None:
+        level: Level = "warning" if _set_up(engines) else "note"
+        yield Finding(
+            level,
+            "redis",
+            f"{what} is not loaded: producers in other languages get 'Function not found'",
+            PROTOCOL_FIX,
+        )
+    elif held.code == protocol_library(ours).code:
+        yield Finding("ok", "redis", f"{what} is loaded, at this release's build ({ours})")
+    elif held.build == ours:
+        yield Finding(
+            "note",
+            "redis",
+            f"{what} is loaded at build {ours} with other text than this release's (another "
+            "build of the same version)",
+            PROTOCOL_FIX + " replaces it",
+        )
+    elif version_tuple(held.build) > version_tuple(ours):
+        yield Finding(
+            "note",
+            "redis",
+            f"{what} is loaded at build {held.build}, newer than this release ({ours}): "
+            "this release keeps it",
+        )
+    else:
+        yield Finding(
+            "warning",
+            "redis",
+            f"{what} is loaded at build {held.build or '(none named)'}, older than this "
+            f"release ({ours}): producers in other languages publish as that release did",
+            PROTOCOL_FIX,
+        )
+
+
+def _set_up(engines: list[Any]) -> bool:
+    """Whether any of ``engines``' queues has a proto hash (set up for producers)."""
+    from .exceptions import ZQueueError
+
+    for engine in engines:
+        try:
+            if engine.protocol_stored():
+                return True
+        except (ResponseError, ZQueueError):  # a proto key of the wrong type: set up once
+            return True
+    return False
 
 
 def _memory(server: RedisServer) -> Iterator[Finding]:
@@ -277,16 +346,26 @@ def _clock(config: conf.Config) -> Iterator[Finding]:
 
 def _queue(name: str) -> Iterator[Finding]:
     from .engine.keycheck import key_problems, orphan_problems
+    from .exceptions import CorruptKey
     from .queue import get_queue
 
     q = get_queue(name)
-    problems = [*key_problems(q.engine), *orphan_problems(q.engine)]
+    try:
+        problems = [*key_problems(q.engine), *orphan_problems(q.engine)]
+    except (ResponseError, CorruptKey) as exc:  # a key changed type between two reads
+        yield Finding(
+            "error",
+            "keys",
+            f"queue {name!r}: a key changed type while the doctor read it: {exc}",
+            "run python manage.py zqueue_doctor again",
+        )
+        return
     yield from (p.finding for p in problems)
     if not problems:
         yield Finding("ok", "keys", f"queue {name!r}: every key has its type and values")
     try:
         yield from _queue_state(name, q)
-    except ResponseError as exc:  # (a key of the wrong type: named above)
+    except (ResponseError, CorruptKey) as exc:  # (a key of the wrong type: named above)
         yield Finding(
             "error",
             "queue",
@@ -393,7 +472,7 @@ def repairs() -> list[Any]:
 
 
 def _schedules() -> Iterator[Finding]:
-    from .exceptions import ZQueueError
+    from .exceptions import CorruptKey, ZQueueError
     from .schedules import Scheduler
 
     try:
@@ -407,7 +486,16 @@ def _schedules() -> Iterator[Finding]:
         )
         return
     declared = scheduler.schedules
-    stored = {row["name"]: row for row in scheduler.listing()}
+    try:
+        stored = {row["name"]: row for row in scheduler.listing()}
+    except (ResponseError, CorruptKey) as exc:  # (a key of the wrong type: named above)
+        yield Finding(
+            "error",
+            "schedules",
+            f"the periodic schedules cannot be read: {exc}",
+            "repair the queue's keys first (the lines above)",
+        )
+        return
     if not declared and not stored:
         yield Finding("note", "schedules", "no periodic schedule is declared")
         return

@@ -313,3 +313,69 @@ def test_functions_libraries_of_other_releases(tmp_path: Path, project: dict[str
     )
     assert note in before and note in after  # other_app is not ours to name
     assert f"ok       redis: the scripts' Functions library {ours.name} is loaded" in after
+
+
+def test_the_protocol_library_is_this_releases_not_another_ones(
+    tmp_path: Path, project: dict[str, str]
+) -> None:
+    """The wire protocol's library (loaded by a worker's start) is never named as one of
+    another release's; the doctor says at which build it is loaded, or that it is missing
+    with the one-line fix."""
+    from django_zqueue.luasource import PROTOCOL_LIBRARY, protocol_library
+    from django_zqueue.scripts import package_version
+
+    ours = package_version()
+    server = PrivateRedis(tmp_path / "proto")
+    try:
+        client = server.client()
+        with override_settings(ZQUEUE={**settings.ZQUEUE, "REDIS_URL": server.url}):
+            try:
+                missing, _ = run()
+                call_command("zqueue_protocol", stdout=io.StringIO())
+                loaded, _ = run()
+                client.function_load(protocol_library("0.0.1").code, replace=True)
+                older, older_error = run()
+                client.function_load(protocol_library("99.0.0").code, replace=True)
+                newer, _ = run()
+                other = protocol_library(ours).code.replace(
+                    "-- django_zqueue: wire", "-- dev: wire"
+                )
+                client.function_load(other, replace=True)
+                rebuilt, _ = run()
+                client.function_delete(PROTOCOL_LIBRARY)
+                lost, _ = run()
+            finally:
+                conf.reset()
+    finally:
+        server.stop()
+    for lines in (missing, loaded, older, newer, rebuilt, lost):
+        assert not [line for line in lines if "other django_zqueue releases" in line], lines
+    fix = "python manage.py zqueue_protocol (a worker's start does it too)"
+    assert (
+        f"note     redis: the wire protocol's library {PROTOCOL_LIBRARY} is not loaded: "
+        f"producers in other languages get 'Function not found' -> {fix}"
+    ) in missing
+    assert (
+        f"ok       redis: the wire protocol's library {PROTOCOL_LIBRARY} is loaded, at this "
+        f"release's build ({ours})"
+    ) in loaded
+    assert (
+        f"WARNING  redis: the wire protocol's library {PROTOCOL_LIBRARY} is loaded at build "
+        f"0.0.1, older than this release ({ours}): producers in other languages publish as "
+        f"that release did -> {fix}"
+    ) in older
+    assert older_error is None
+    assert (
+        f"note     redis: the wire protocol's library {PROTOCOL_LIBRARY} is loaded at build "
+        f"99.0.0, newer than this release ({ours}): this release keeps it"
+    ) in newer
+    assert (
+        f"note     redis: the wire protocol's library {PROTOCOL_LIBRARY} is loaded at build "
+        f"{ours} with other text than this release's (another build of the same version) -> "
+        f"{fix} replaces it"
+    ) in rebuilt
+    # the queues are set up for producers (their proto hashes): a missing library is a warning
+    assert (
+        f"WARNING  redis: the wire protocol's library {PROTOCOL_LIBRARY} is not loaded: "
+        f"producers in other languages get 'Function not found' -> {fix}"
+    ) in lost

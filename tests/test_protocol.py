@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +313,67 @@ def test_a_proto_hash_of_the_wrong_type_or_values_is_refused(
     }
 
 
+# ------------------------------------------------------------------ max_retries
+
+
+def test_an_absent_max_retries_takes_the_queues(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    """As from Python (max_retries=None): the queue's max_retries, from its proto hash;
+    a job that fails is retried, not dead at once."""
+    q = make_queue("retrying", max_retries=4)
+    q.engine.publish_protocol()
+    assert redis_client.hget(q.keys.proto, "max_retries") == b"4"
+    publish(redis_client, q.keys, GOOD, '{"id": "absent"}')
+    publish(redis_client, q.keys, GOOD, '{"id": "null", "max_retries": null}')
+    publish(redis_client, q.keys, GOOD, '{"id": "none", "max_retries": 0}')
+    publish(redis_client, q.keys, GOOD, '{"id": "own", "max_retries": 9}')
+    retries = {}
+    for tag in ("absent", "null", "none", "own"):
+        info = q.info(tag)
+        assert info is not None
+        retries[tag] = info.max_retries
+    assert retries == {"absent": 4, "null": 4, "none": 0, "own": 9}
+    assert retries["absent"] == q.info(q.publish({"task": ADD})).max_retries  # type: ignore[union-attr]
+    msgs, _ = q.claim(10, "w")
+    for m in msgs:
+        q.nack(m, "boom")
+    assert {t: q.state(t) for t in retries} == {
+        "absent": "delayed",
+        "null": "delayed",
+        "none": "dead",
+        "own": "delayed",
+    }
+
+
+def test_an_old_policy_without_max_retries_stores_0(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    """A proto hash an older release wrote has no max_retries: the job gets 0 (no retry),
+    as it did then, until a worker start or zqueue_protocol writes the hash again."""
+    q = make_queue("older", max_retries=4)
+    q.engine.publish_protocol()
+    redis_client.hdel(q.keys.proto, "max_retries")
+    assert publish(redis_client, q.keys, GOOD, '{"id": "old"}') == ["ok", "old"]
+    info = q.info("old")
+    assert info is not None and info.max_retries == 0
+    q.engine.publish_protocol()
+    publish(redis_client, q.keys, GOOD, '{"id": "new"}')
+    info = q.info("new")
+    assert info is not None and info.max_retries == 4
+
+
+@pytest.mark.parametrize("bad", ["x", "-1", "1001", "1.5", ""])
+def test_a_policy_max_retries_out_of_bounds_is_refused(
+    pq: Queue, redis_client: redis.Redis, bad: str
+) -> None:
+    redis_client.hset(pq.keys.proto, "max_retries", bad)
+    before = snapshot(redis_client, pq.prefix)
+    with pytest.raises(redis.ResponseError, match="holds no valid policy"):
+        publish(redis_client, pq.keys, GOOD)
+    assert snapshot(redis_client, pq.prefix) == before
+
+
 # ------------------------------------------------------------------ position
 
 
@@ -430,6 +492,86 @@ def test_a_restart_without_persistence_is_set_up_again(
             conf.reset()
 
 
+def _until(done: Callable[[], Any], seconds: float = 30.0) -> Any:
+    """``done()``'s first true value, polled until ``seconds`` have passed (then its last)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            value = done()
+        except (redis.ResponseError, LookupError):  # not yet: no library, no result
+            value = None
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def test_a_running_worker_puts_the_protocol_back_after_a_restart(server: PrivateRedis) -> None:
+    """A server restarted without persistence under a running worker: the worker's next
+    script call finds its library gone (Function not found) and loads it again, and with
+    it the protocol library and the proto hashes its start wrote, so producers in other
+    languages publish again without a worker restart."""
+    client = server.client()
+    with override_settings(ZQUEUE=_private_settings(server)):
+        conf.reset()
+        try:
+            q, big = get_queue("default"), get_queue("big")
+            w = Worker(["default", "big"], concurrency=1, scan_interval=0.05)
+            runner = threading.Thread(target=w.run)
+            runner.start()
+            try:
+                assert _until(lambda: client.exists(q.keys.proto, big.keys.proto) == 2)
+                written = {key: client.hgetall(key) for key in (q.keys.proto, big.keys.proto)}
+                server.stop()
+                server.start()  # --save '', no AOF: the server comes back empty
+                sent = _until(lambda: publish(client, q.keys, GOOD, '{"id": "after"}'))
+                assert sent == ["ok", "after"]
+                assert _until(lambda: q.result("after")) == 3  # the worker ran it
+                assert {key: client.hgetall(key) for key in written} == written
+                held = loaded_protocol(client)
+                assert held is not None and held.build == package_version()
+            finally:
+                w.stop()
+                runner.join(15)
+            assert not runner.is_alive()
+        finally:
+            conf.reset()
+
+
+def test_a_running_worker_puts_the_protocol_back_when_another_process_reloaded_first(
+    server: PrivateRedis,
+) -> None:
+    """After the restart, a web process's publish (another client) finds the scripts'
+    library missing and loads it first: the worker's own calls never meet `Function not
+    found`, and its next registration (every 10 s) sees its proto hash gone and puts the
+    protocol back."""
+    client = server.client()
+    settings = _private_settings(server)
+    with override_settings(ZQUEUE=settings):
+        conf.reset()
+        try:
+            q = get_queue("default")
+            w = Worker(["default"], concurrency=1, scanner=False)  # no script call when idle
+            runner = threading.Thread(target=w.run)
+            runner.start()
+            try:
+                assert _until(lambda: client.exists(q.keys.proto))
+                written = client.hgetall(q.keys.proto)
+                server.stop()
+                server.start()
+                web = Queue("default", q.options, prefix="pp", client=server.client())
+                web.publish({"task": ADD, "args": [1, 1], "kwargs": {}}, tag="web")
+                assert _until(lambda: q.result("web")) == 2
+                sent = _until(lambda: publish(client, q.keys, GOOD, '{"id": "after"}'))
+                assert sent == ["ok", "after"]
+                assert client.hgetall(q.keys.proto) == written
+            finally:
+                w.stop()
+                runner.join(15)
+            assert not runner.is_alive()
+        finally:
+            conf.reset()
+
+
 def test_check_sees_changed_settings(
     server: PrivateRedis, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -476,6 +618,7 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
         b"layout": b"compact",
         b"partitions": b"1",
         b"max_payload_bytes": str(1 << 20).encode(),
+        b"max_retries": b"3",
     }
     assert redis_client.hget(q.keys.proto, "mode") == b"strict"
     q.clear()  # every key of the queue: producers wait for the next setup

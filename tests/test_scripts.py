@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from django_zqueue.engine.shard import Shard
-from django_zqueue.exceptions import QueueFull, ZQueueError
+from django_zqueue.exceptions import CorruptKey, QueueFull, ZQueueError
 from django_zqueue.jobspec import JobSpec
 from django_zqueue.luasource import PROTOCOL_CORES, PROTOCOL_FUNCTIONS, protocol_library
 from django_zqueue.queue import Queue, schedstore
@@ -452,8 +452,10 @@ def test_error_replies_map_through_one_table(q: Queue) -> None:
     ScriptError naming the script; 'Redis cannot serve this now' replies stay as they are."""
     err = redis.exceptions.ResponseError("user_script:1: ZQ_SEQUENCE_EXHAUSTED: spent")
     assert isinstance(script_error("publish", err), SequenceExhausted)
-    other = script_error("claim", redis.exceptions.ResponseError("WRONGTYPE Operation"))
+    other = script_error("claim", redis.exceptions.ResponseError("ERR unknown thing"))
     assert type(other) is ScriptError and "claim" in str(other)
+    wrongtype = script_error("claim", redis.exceptions.ResponseError("WRONGTYPE Operation"))
+    assert type(wrongtype) is CorruptKey and "claim" in str(wrongtype)
     readonly = redis.exceptions.ReadOnlyError("READONLY You can't write against a replica")
     assert script_error("ack", readonly) is readonly
     busy = redis.exceptions.ResponseError("BUSY Redis is busy running a script")

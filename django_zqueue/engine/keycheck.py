@@ -70,17 +70,19 @@ SEQ_NOT_REPAIRED = (
 @dataclass(frozen=True, slots=True)
 class Repair:
     """What ``zqueue_doctor --repair`` does for a problem: ``what``, by ``apply(client)``
-    (which writes only when the value is still the bad one it saw); :meth:`run` applies it
-    with the client of the queue it was found in (``on``)."""
+    (which writes only when the value is still the bad one it saw, and says whether it
+    wrote); :meth:`run` applies it with the client of the queue it was found in (``on``)."""
 
     key: str
     what: str
-    apply: Callable[[Any], None]
+    apply: Callable[[Any], bool]
     on: Any = None
 
-    def run(self) -> None:
-        """Apply the repair with the client of the queue it was found in."""
-        self.apply(self.on)
+    def run(self) -> bool:
+        """Apply the repair with the client of the queue it was found in; False when it
+        wrote nothing (the value is no longer the bad one it saw)."""
+        with unavailable_as_error():
+            return self.apply(self.on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +122,10 @@ def key_problems(q: EngineBase) -> list[KeyProblem]:
                 if field in wrong:
                     out.append(_wrong_type(q, field, key, kind, found))
             if "ctr" not in wrong:
-                out += _ctr_problems(q, k.ctr, k.meta, q.client.hgetall(k.ctr))
+                fields: dict[Any, Any] = q.client.hgetall(k.ctr)
+                out += _ctr_problems(q, k.ctr, k.meta, fields)
+                if q.policy.mode == "strict" and not ({"ready", "meta"} & wrong):
+                    out += _seq_problems(q, k, fields.get(b"seq"))
             if "stats" not in wrong:
                 out += _stats_problems(q, k.stats, q.client.hgetall(k.stats))
     return _bound(q, out)
@@ -179,6 +184,74 @@ def _ctr_problems(q: EngineBase, ctr: str, meta: str, fields: dict[Any, Any]) ->
     return out
 
 
+#: ready entries read, at most, for the largest sequence in use (per partition)
+SEQ_SCAN = 20_000
+#: strict mode: a ready score is ``seq - priority * PRIORITY_BAND`` (_priority_band.lua)
+PRIORITY_BAND = 2**42
+
+
+def _seq_problems(q: EngineBase, k: Any, raw: bytes | None) -> list[KeyProblem]:
+    """Strict mode: ``ctr``'s ``seq`` (absent: 0) below the sequence of a job in the
+    ready line, so new jobs would go ahead of older ones of their priority; repaired by
+    setting it to the largest sequence in use (the next job's is one more)."""
+    if raw is not None and not _is_int(raw):
+        return []  # not an integer: named by _ctr_problems
+    seq = int(raw) if raw is not None else 0
+    top = _top_sequence(q.client, k, seq)
+    if top is None:
+        return []
+    top_seq, tag = top
+    now: Any = q.client.hget(k.ctr, "seq")  # jobs published since ctr was read took more
+    if now is not None and _is_int(now) and int(now) >= top_seq:
+        return []
+    message = (
+        f"queue {q.name!r}: {k.ctr} field seq is {seq}, below the sequence {top_seq} of the "
+        f"ready job {tag}: new jobs would go ahead of older ones of their priority"
+    )
+    fix = f"python manage.py zqueue_doctor --repair --yes sets it to {top_seq}"
+    repair = Repair(
+        k.ctr,
+        f"{k.ctr} seq: set to {top_seq}, the largest sequence in use",
+        _seq_if(k.ctr, raw, top_seq),
+    )
+    return [KeyProblem(Finding("error", "keys", message, fix), repair)]
+
+
+def _top_sequence(client: Any, k: Any, seq: int) -> tuple[int, str] | None:
+    """(sequence, tag) of the ready job with the largest sequence above ``seq`` (None:
+    none), among the first SEQ_SCAN entries; a job with a raw score (its record's ``s``)
+    has none."""
+    above: list[tuple[int, bytes]] = []
+    for seen, (tag, score) in enumerate(client.zscan_iter(k.ready, count=1000), 1):
+        n = int(score) % PRIORITY_BAND
+        if n > seq:
+            above.append((n, tag))
+        if seen >= SEQ_SCAN:
+            break
+    above.sort(reverse=True)
+    for at in range(0, len(above), 200):  # the largest first, till one is a sequence
+        step = above[at : at + 200]
+        records = client.hmget(k.meta, [tag for _, tag in step])
+        for (n, tag), record in zip(step, records, strict=True):
+            try:
+                raw_score = record is not None and "s" in read_fields(record)
+            except ValueError:
+                continue  # unreadable: named where records are read
+            if record is not None and not raw_score:
+                return n, tag.decode("utf-8", "replace")
+    return None
+
+
+def _seq_if(ctr: str, bad: bytes | None, value: int) -> Callable[[Any], bool]:
+    def apply(client: Any) -> bool:
+        if client.hget(ctr, "seq") != bad:
+            return False
+        client.hset(ctr, "seq", value)
+        return True
+
+    return apply
+
+
 def _stats_problems(q: EngineBase, stats: str, fields: dict[Any, Any]) -> list[KeyProblem]:
     out = []
     for name, raw in sorted(fields.items()):
@@ -195,34 +268,40 @@ def _stats_problems(q: EngineBase, stats: str, fields: dict[Any, Any]) -> list[K
     return out
 
 
-def _delete_if(key: str, found: str) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        if client.type(key).decode() == found:
-            client.delete(key)
+def _delete_if(key: str, found: str) -> Callable[[Any], bool]:
+    def apply(client: Any) -> bool:
+        if client.type(key).decode() != found:
+            return False
+        return bool(client.delete(key))
 
     return apply
 
 
-def _pause_if(key: str, found: str) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        if client.type(key).decode() == found:
-            client.set(key, "1")
+def _pause_if(key: str, found: str) -> Callable[[Any], bool]:
+    def apply(client: Any) -> bool:
+        if client.type(key).decode() != found:
+            return False
+        client.set(key, "1")
+        return True
 
     return apply
 
 
-def _hset_if(key: str, field: bytes, bad: bytes, value: bytes) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        if client.hget(key, field) == bad:
-            client.hset(key, field, value)
+def _hset_if(key: str, field: bytes, bad: bytes, value: bytes) -> Callable[[Any], bool]:
+    def apply(client: Any) -> bool:
+        if client.hget(key, field) != bad:
+            return False
+        client.hset(key, field, value)
+        return True
 
     return apply
 
 
-def _hdel_if(key: str, field: str, bad: bytes) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
-        if client.hget(key, field) == bad:
-            client.hdel(key, field)
+def _hdel_if(key: str, field: str, bad: bytes) -> Callable[[Any], bool]:
+    def apply(client: Any) -> bool:
+        if client.hget(key, field) != bad:
+            return False
+        return bool(client.hdel(key, field))
 
     return apply
 
@@ -241,11 +320,13 @@ def max_token(client: Any, meta: str) -> int:
     return top
 
 
-def _token_above_if(ctr: str, meta: str, bad: bytes) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
+def _token_above_if(ctr: str, meta: str, bad: bytes) -> Callable[[Any], bool]:
+    def apply(client: Any) -> bool:
         top = max_token(client, meta)
-        if client.hget(ctr, "tok") == bad:
-            client.hset(ctr, "tok", top + 1)
+        if client.hget(ctr, "tok") != bad:
+            return False
+        client.hset(ctr, "tok", top + 1)
+        return True
 
     return apply
 
@@ -280,11 +361,12 @@ def orphan_problems(q: EngineBase) -> list[KeyProblem]:
                     pipe.zscore(key, tag)
             found = pipe.execute() if ids else []
         width = len(sets)
-        orphans = [
+        maybe = [
             tag
             for i, tag in enumerate(ids)
             if all(score is None for score in found[i * width : (i + 1) * width])
         ]
+        orphans = still_orphans(q.client, k, maybe)
         if not orphans:
             continue
         shown = ", ".join(t.decode("utf-8", "replace") for t in orphans[:5])
@@ -301,18 +383,45 @@ def orphan_problems(q: EngineBase) -> list[KeyProblem]:
     return _bound(q, out)
 
 
-def _bury(k: Any, orphans: list[bytes]) -> Callable[[Any], None]:
-    def apply(client: Any) -> None:
+#: records re-checked in one transaction (``still_orphans``)
+RECHECK_STEP = 200
+
+
+def _sets(k: Any) -> tuple[str, ...]:
+    """The sets a job is in, one at a time (a record in none of them is an orphan)."""
+    return (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
+
+
+def still_orphans(client: Any, k: Any, tags: list[bytes]) -> list[bytes]:
+    """Those of ``tags`` whose record exists and is in no set, each read at one instant
+    (``MULTI``/``EXEC``: a script moves a job from set to set, or ends it, between the
+    reads of a plain pipeline, which would make a live job look orphaned)."""
+    out: list[bytes] = []
+    sets = _sets(k)
+    for at in range(0, len(tags), RECHECK_STEP):
+        step = tags[at : at + RECHECK_STEP]
+        with unavailable_as_error():
+            pipe = client.pipeline(transaction=True)
+            for tag in step:
+                pipe.hexists(k.meta, tag)
+                for key in sets:
+                    pipe.zscore(key, tag)
+            replies = pipe.execute()
+        width = 1 + len(sets)
+        for i, tag in enumerate(step):
+            exists, *scores = replies[i * width : (i + 1) * width]
+            if exists and all(score is None for score in scores):
+                out.append(tag)
+    return out
+
+
+def _bury(k: Any, orphans: list[bytes]) -> Callable[[Any], bool]:
+    def apply(client: Any) -> bool:
         now = time.time() * 1000
-        sets = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
-        for tag in orphans:
-            pipe = client.pipeline(transaction=False)
-            pipe.hexists(k.meta, tag)
-            for key in sets:
-                pipe.zscore(key, tag)
-            exists, *scores = pipe.execute()
-            if exists and all(s is None for s in scores):  # still an orphan
-                client.hset(k.errors, tag, "orphan record: in no set (zqueue_doctor --repair)")
-                client.zadd(k.dead, {tag: now}, nx=True)
+        buried = 0
+        for tag in still_orphans(client, k, orphans):
+            client.hset(k.errors, tag, "orphan record: in no set (zqueue_doctor --repair)")
+            buried += client.zadd(k.dead, {tag: now}, nx=True)
+        return buried > 0
 
     return apply

@@ -10,6 +10,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from ..calls import on_library_lost
 from ..connection import (
     is_cluster,
     server_time_ms,
@@ -17,6 +18,7 @@ from ..connection import (
     unavailable_as_error,
     wait_any,
 )
+from ..events import kv, log
 from ..exceptions import ProtocolError, QueueUnavailable
 from ..keys import wrong_types
 from ..luasource import PROTOCOL_VERSION
@@ -62,6 +64,9 @@ class Wakeups:
 class Ops(Flow):
     """Reads and writes for the worker, the scanner, the tasks and the commands."""
 
+    #: the proto hash's fields :meth:`publish_protocol` wrote (() : none yet)
+    _proto_written: tuple[str, ...] = ()
+
     # ----------------------------------------------------------------- several queues
 
     def wakeups(self, engines: Sequence[EngineBase]) -> Wakeups:
@@ -82,11 +87,24 @@ class Ops(Flow):
         for e in engines:
             pipe.hset(e.keys.workers, worker, entry)
             pipe.hgetall(e.keys.workers)
+        # the proto hashes this process wrote (publish_protocol): one gone means a server
+        # that lost its data, maybe with its scripts' library loaded again by another
+        # process before this one's calls found it missing (on_library_lost)
+        set_up = [e for e in engines if isinstance(e, Ops) and e._proto_written]
+        for e in set_up:
+            pipe.exists(e.keys.proto)
         try:
             replies = pipe.execute()
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
-        return list(replies[1::2])
+        hashes = replies[: 2 * len(engines)]
+        for e, present in zip(set_up, replies[2 * len(engines) :], strict=True):
+            if not present:
+                try:
+                    e.restore_protocol()
+                except Exception as exc:  # the next registration tries again
+                    log.warning(kv(event="restore_failed", what=e.keys.proto, error=str(exc)))
+        return list(hashes[1::2])
 
     def forget_workers(self, entries: Sequence[tuple[EngineBase, Any]]) -> None:
         """Delete the workers-hash entries ``(engine, worker id)`` (one round trip, none
@@ -115,12 +133,15 @@ class Ops(Flow):
             "layout": "compact" if p.compact else "json",
             "partitions": str(self.partitions),
             "max_payload_bytes": str(self.options.max_payload_bytes),
+            "max_retries": str(self.options.max_retries),
         }
 
     def publish_protocol(self) -> ProtocolLoad:
         """Set the queue up for producers in other languages (docs/protocol.md): load the
         protocol library (:func:`~django_zqueue.scripts.load_protocol`) and write the
-        queue's policy to its proto hash (one HSET)."""
+        queue's policy to its proto hash (one HSET). While this engine lives, a script
+        call of this process that finds the scripts' library lost (a server restarted
+        without persistence) puts both back (:meth:`restore_protocol`)."""
         with unavailable_as_error():
             try:
                 loaded = load_protocol(self.client)
@@ -128,7 +149,19 @@ class Ops(Flow):
                 raise ProtocolError(f"the protocol library was not loaded: {exc}") from exc
             fields = [x for pair in self.protocol_policy().items() for x in pair]
             self.client.hset(self.keys.proto, items=fields)
+        self._proto_written = tuple(fields)
+        on_library_lost(self.client, self.keys.proto, self.restore_protocol)
         return loaded
+
+    def restore_protocol(self) -> None:
+        """Load the protocol library again (as :func:`~django_zqueue.scripts.load_protocol`
+        does: a newer release's is kept) and write back the proto hash
+        :meth:`publish_protocol` wrote; nothing when it wrote none."""
+        if not self._proto_written:
+            return
+        load_protocol(self.client)
+        self.client.hset(self.keys.proto, items=list(self._proto_written))
+        log.info(kv(event="protocol_restored", queue=self.name, key=self.keys.proto))
 
     def proto_key(self) -> str:
         """The name of the queue's proto hash (for the command's output)."""

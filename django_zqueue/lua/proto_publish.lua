@@ -6,14 +6,15 @@
 -- KEYS[1] .. KEYS[13] publish.lua's keys in its order, each {<prefix>:<queue>}:<name>:
 --   ready delayed body meta ctr notify stats dead leased wait expiry expired gjobs
 -- KEYS[14] proto    HASH (the queue's policy for producers: v, mode, aging_us,
---   notify_cap, max_length, group_max_length, layout, partitions, max_payload_bytes)
+--   notify_cap, max_length, group_max_length, layout, partitions, max_payload_bytes,
+--   max_retries; a policy written by an older release has no max_retries: then 0)
 -- ARGV[1] protocol version ('1')
 -- ARGV[2] body: the JSON text {"task": "<dotted.path>", "args": [...], "kwargs": {...}},
 --   stored as sent (the worker decodes it)
 -- ARGV[3] options: a JSON object ('' or '{}': none) of id, priority, delay_ms, run_at_ms,
 --   max_retries, visibility_timeout_ms, group, weight, expires_in_ms, expires_at_ms
 --   (the job spec's names and bounds, _new_job.lua); no id: one made from Redis TIME and
---   the queue's ctr field pseq
+--   the queue's ctr field pseq; no max_retries (or null): the policy's max_retries
 -- Raises (nothing written) ZQ_PROTOCOL: another protocol version, keys that are not one
 --   queue's in this order, a queue not set up for producers or partitioned;
 --   ZQ_BAD_ARGUMENT: a bad body, an unknown option or one out of bounds;
@@ -68,8 +69,12 @@ end
 local aging, cap, most = tonumber(p.aging_us), tonumber(p.notify_cap), tonumber(p.max_length)
 local group_most = tonumber(p.group_max_length or '0')
 local payload = tonumber(p.max_payload_bytes)
+local retries = 0 -- the queue's max_retries (none in an older release's policy: 0)
+if p.max_retries ~= nil then
+  retries = string.match(p.max_retries, '^%d%d?%d?%d?$') and tonumber(p.max_retries)
+end
 if not (MODES[p.mode] and aging and cap and most and group_most and payload and
-  (p.layout == 'compact' or p.layout == 'json')) then
+  retries and retries <= 1000 and (p.layout == 'compact' or p.layout == 'json')) then
   error('ZQ_PROTOCOL: ' .. KEYS[14] .. ' holds no valid policy: run manage.py zqueue_protocol')
 end
 
@@ -127,6 +132,9 @@ if job.id == nil then -- unique: the server's time and the queue's own sequence
   end
   local t = redis.call('TIME')
   job.id = string.format('zq1-%s%06d-%d', t[1], tonumber(t[2]), seq + 1)
+end
+if job.max_retries == nil then
+  job.max_retries = retries
 end
 if p.layout == 'json' then
   job.layout = 'json'

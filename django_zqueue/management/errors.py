@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from ..connection import UNAVAILABLE_ERRORS
 from ..doctor import redis_error_parts
-from ..exceptions import QueueUnavailable
+from ..exceptions import CorruptKey, QueueUnavailable
 
 R = TypeVar("R")
 
@@ -37,7 +37,9 @@ REDIS_ERRORS = (
 
 def redis_errors(handle: Callable[..., R]) -> Callable[..., R]:
     """Decorate a command's ``handle``: Redis unreachable (or refusing, as a replica, an
-    ACL or a full memory do) becomes one ``CommandError`` line instead of a traceback."""
+    ACL or a full memory do), or a key of another type than its name says
+    (:class:`CorruptKey`, with its fix), becomes one ``CommandError`` line instead of a
+    traceback."""
 
     @functools.wraps(handle)
     def wrapper(*args: Any, **kwargs: Any) -> R:
@@ -45,5 +47,7 @@ def redis_errors(handle: Callable[..., R]) -> Callable[..., R]:
             return handle(*args, **kwargs)
         except REDIS_ERRORS as exc:
             raise CommandError(explain_redis_error(exc)) from exc
+        except CorruptKey as exc:
+            raise CommandError(str(exc)) from exc
 
     return wrapper

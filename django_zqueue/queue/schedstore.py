@@ -77,7 +77,7 @@ def now_ms(q: QueueBase) -> int:
 
 def definitions(q: QueueBase) -> dict[str, Definition]:
     """Every stored definition of the queue (one ``HGETALL``), unreadable ones left out."""
-    with unavailable_as_error():
+    with unavailable_as_error(keys=[q.sched_keys.sched_defs]):
         raw: Any = q.client.hgetall(q.sched_keys.sched_defs)
     found = {_text(k): _decode(v) for k, v in raw.items()}
     return {k: v for k, v in found.items() if v is not None}
@@ -87,7 +87,7 @@ def definitions_of(q: QueueBase, names: Sequence[str]) -> dict[str, Definition]:
     """The stored definitions of ``names`` (one ``HMGET``); absent ones left out."""
     if not names:
         return {}
-    with unavailable_as_error():
+    with unavailable_as_error(keys=[q.sched_keys.sched_defs]):
         raw: Any = q.client.hmget(q.sched_keys.sched_defs, list(names))
     found = {n: _decode(v) for n, v in zip(names, raw, strict=True)}
     return {k: v for k, v in found.items() if v is not None}
@@ -95,7 +95,7 @@ def definitions_of(q: QueueBase, names: Sequence[str]) -> dict[str, Definition]:
 
 def due(q: QueueBase, now: int, limit: int) -> list[tuple[str, int]]:
     """(name, tick) of the schedules due at ``now``, earliest first, at most ``limit``."""
-    with unavailable_as_error():
+    with unavailable_as_error(keys=[q.sched_keys.sched]):
         raw: Any = q.client.zrangebyscore(
             q.sched_keys.sched, "-inf", now, start=0, num=limit, withscores=True
         )
@@ -117,8 +117,9 @@ def stored(q: QueueBase, names: Iterable[str] | None = None) -> list[Stored]:
     out = []
     for i, name in enumerate(ordered):
         nxt, last = replies[2 * i], replies[2 * i + 1]
-        job = _text(last).split(" ", 1)[1] if last else None
-        tick = job.rsplit(":", 1)[1] if job else None
+        parts = _text(last).split(" ", 1) if last else []
+        job = parts[1] if len(parts) == 2 else None  # "<tick> <job tag>"; else unreadable
+        tick = job.rsplit(":", 1)[-1] if job else None
         out.append(
             Stored(
                 name=name,

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..connection import unavailable_as_error
 from ..records import from_ms, text
@@ -79,13 +79,24 @@ def _firings(defs: Definitions, replies: Replies) -> list[Firing]:
     for name in sorted(text(k) for k in defs):
         nxt, last = next(replies), next(replies)
         when = None if nxt is None else float(nxt)
-        out.append((name, when, text(last).split(" ", 1)[1] if last else None))
+        parts = text(last).split(" ", 1) if last else []
+        out.append((name, when, parts[1] if len(parts) == 2 else None))  # "<tick> <job>"
     return out
+
+
+def _definition(raw: bytes) -> dict[str, Any]:
+    """A stored definition; {} when it is not a JSON object (a hand edit, a bug)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _row(queue: str, defs: Definitions, firing: Firing, state: str | None) -> ScheduleRow:
     name, nxt, job = firing
-    definition = json.loads(defs[name.encode()])
+    definition = _definition(defs[name.encode()])
+    tick = job.rsplit(":", 1)[-1] if job else ""
     return ScheduleRow(
         name=name,
         queue=queue,
@@ -94,7 +105,7 @@ def _row(queue: str, defs: Definitions, firing: Firing, state: str | None) -> Sc
         paused=bool(definition.get("paused")),
         source="runtime" if definition.get("source") == "runtime" else "code",
         next_at=from_ms(nxt) if nxt is not None else None,
-        last_at=from_ms(int(job.rsplit(":", 1)[1])) if job else None,
+        last_at=from_ms(int(tick)) if tick.isdigit() else None,
         last_job=job,
         last_job_state=state,
     )

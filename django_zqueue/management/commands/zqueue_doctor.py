@@ -82,11 +82,12 @@ class Command(BaseCommand):
             self.stdout.write("repair: nothing to repair")
             return
         for r in todo:
-            if apply:
-                r.run()
-                self.stdout.write(f"repaired: {r.what}")
-            else:
+            if not apply:
                 self.stdout.write(f"would repair: {r.what}")
+            elif r.run():
+                self.stdout.write(f"repaired: {r.what}")
+            else:  # the value changed since it was read: nothing was written
+                self.stdout.write(f"not repaired (changed since it was read): {r.what}")
         if not apply:
             self.stdout.write(
                 f"dry run: {len(todo)} repair{'s' if len(todo) > 1 else ''} not made: give "
