@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from . import registry
 from .exceptions import JobEnded
@@ -27,25 +26,6 @@ from .watch import DEFAULT_MAX_AGE, position_url
 
 if TYPE_CHECKING:
     from .queue.aio import AsyncQueue
-
-
-T = TypeVar("T")
-
-
-def poll(read: Callable[[], T], timeout: float, interval: float) -> T:
-    """``read()`` until it stops raising ``LookupError`` (a result not there yet), for up to
-    ``timeout`` seconds, sleeping ``interval`` between tries; then its last error. A
-    :class:`~django_zqueue.exceptions.JobEnded` (no result can come) is raised at once."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return read()
-        except JobEnded:
-            raise
-        except LookupError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(interval)
 
 
 #: the ends no result follows, as ``info`` names them
