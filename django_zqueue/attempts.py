@@ -4,7 +4,12 @@ A job's field holds ``zqa1:`` and a JSON array of its last :data:`ATTEMPTS_KEPT`
 oldest first: ``{"n": attempt, "t": ms, "c": consumer, "e": text}`` (``n`` and ``c`` when
 known). Each text keeps its first :data:`ATTEMPT_HEAD` and last :data:`ATTEMPT_TAIL` bytes
 around a marker (``[… N bytes cut …]``). A value without the prefix (plain text: written
-by an older version) reads as one attempt whose number and time are not known.
+by an older version) reads as one attempt whose number and time are not known; an empty
+value (or none) is no attempt.
+
+A job kept in the history of finished jobs keeps the value it had when it ended in the
+``er`` field of its kept record's head (``lua/_history.lua``); ``info.lua`` returns it in
+place of the hash's.
 """
 
 from __future__ import annotations
@@ -65,8 +70,9 @@ def _entry(item: object) -> AttemptError | None:
 
 
 def decode(raw: bytes | str | None) -> tuple[AttemptError, ...]:
-    """The attempts of one ``errors`` value, oldest first (empty for None)."""
-    if raw is None:
+    """The attempts of one ``errors`` value, oldest first (empty for None or an empty
+    value: a job that never failed has no entry)."""
+    if not raw:
         return ()
     data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
     if data.startswith(PREFIX):

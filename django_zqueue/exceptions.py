@@ -192,6 +192,24 @@ class SignalRefused(ZQueueError, LookupError):
     to it, or its wait for the event timed out. Nothing was written."""
 
 
+class JobEnded(ZQueueError, LookupError):
+    """``Job.wait``, ``Job.await_result``, ``Workflow.wait``: the job ended with no result to
+    wait for: ``state`` is ``dead``, ``expired``, ``cancelled``, or ``succeeded`` (or
+    ``gone``: no longer in the queue) when it kept none (its task has no
+    ``store_result=True``). ``last_error`` is its last attempt's error (None when it has
+    none); the message gives its first line. A ``LookupError``, as the wait raised
+    before."""
+
+    def __init__(
+        self, queue: str, tag: str, state: str, last_error: str | None, message: str
+    ) -> None:
+        self.queue = queue
+        self.tag = tag
+        self.state = state
+        self.last_error = last_error
+        super().__init__(message)
+
+
 class Parked(BaseException):
     """Ends a run parked by ``durable.sleep`` or ``durable.wait_for``: the job waits in
     Redis (no attempt used) and its worker sends nothing. A ``BaseException``, so that a

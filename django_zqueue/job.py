@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from . import registry
+from .exceptions import JobEnded
 from .queue import JobInfo, Queue, get_queue
+from .queue.control import CancelledJob
 from .queue.durable_calls import ParkedFor
 from .queue.durable_calls import parked as queued_for
 from .watch import DEFAULT_MAX_AGE, position_url
@@ -26,20 +28,54 @@ if TYPE_CHECKING:
     from .queue.aio import AsyncQueue
 
 
-T = TypeVar("T")
+#: the ends no result follows, as ``info`` names them
+_NO_RESULT_ENDS = ("dead", "expired", "cancelled")
+#: a pending result: the job has not ended yet (or its end is not known yet)
+PENDING: Any = object()
 
 
-def poll(read: Callable[[], T], timeout: float, interval: float) -> T:
-    """``read()`` until it stops raising ``LookupError`` (a result not there yet), for up to
-    ``timeout`` seconds, sleeping ``interval`` between tries; then its last error."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return read()
-        except LookupError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(interval)
+def _first_line(text: str | None) -> str:
+    return next((line for line in (text or "").splitlines() if line.strip()), "")
+
+
+def _keeps_no_result(task_name: str) -> bool:
+    """True when ``task_name`` is a registered task without ``store_result=True``."""
+    found = registry.get(task_name) if task_name else None
+    return found is not None and getattr(found, "store_result", None) is False
+
+
+def no_result_coming(
+    job: Job, info: JobInfo | None, cancelled: CancelledJob | None
+) -> JobEnded | None:
+    """Why no result can come for ``job`` (its :class:`JobEnded`), from what was read after
+    its result was found missing: its ``info`` (None: not in the queue nor its history)
+    and, when it is gone, its cancel record; None while one may still come."""
+    what = f"job {job.id!r}" + (f" ({job.task_name})" if job.task_name else "")
+    where = f"{what} in queue {job.queue_name!r}"
+    if info is not None:
+        if info.state in _NO_RESULT_ENDS:
+            error = _first_line(info.last_error)
+            why = f": {error}" if error else ""
+            message = f"{where} ended {info.state}{why}; no result will come"
+            return JobEnded(job.queue_name, job.id, info.state, info.last_error, message)
+        if info.state == "succeeded" and not info.result_kept:
+            message = (
+                f"{where} succeeded but kept no result: a task keeps its return value only "
+                "with @task(store_result=True) (for result_ttl seconds)"
+            )
+            return JobEnded(job.queue_name, job.id, "succeeded", info.last_error, message)
+        return None
+    if cancelled is not None:
+        message = f"{where} was cancelled; no result will come"
+        return JobEnded(job.queue_name, job.id, "cancelled", None, message)
+    if _keeps_no_result(job.task_name):
+        message = (
+            f"{where} is not in the queue and kept no result: its task has no "
+            "store_result=True, so a job of it that finished leaves none to wait for (or "
+            "it was never published: its transaction rolled back)"
+        )
+        return JobEnded(job.queue_name, job.id, "gone", None, message)
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,17 +220,59 @@ class Job:
         """:meth:`result` from asyncio code."""
         return await self.aqueue.result(self.id)
 
+    def settled(self) -> Any:
+        """Its result when one is kept, :data:`PENDING` while one may still come;
+        :class:`~django_zqueue.exceptions.JobEnded` when none can (it ended dead, expired
+        or cancelled, or kept none). One round trip while a result is kept, up to three
+        otherwise."""
+        q = self.queue
+        try:
+            return q.result(self.id)
+        except LookupError:
+            pass
+        info = q.info(self.id, with_body=False)
+        cancelled = q.cancelled(self.id) if info is None else None
+        ended = no_result_coming(self, info, cancelled)
+        if ended is not None:
+            raise ended
+        return PENDING
+
+    async def asettled(self) -> Any:
+        """:meth:`settled` from asyncio code."""
+        aq = self.aqueue
+        try:
+            return await aq.result(self.id)
+        except LookupError:
+            pass
+        info = await aq.info(self.id, with_body=False)
+        cancelled = await aq.cancelled(self.id) if info is None else None
+        ended = await asyncio.to_thread(no_result_coming, self, info, cancelled)
+        if ended is not None:
+            raise ended
+        return PENDING
+
     async def await_result(self, timeout: float = 10.0, interval: float = 0.05) -> Any:
         """:meth:`wait` from asyncio code: poll for the result without blocking the loop."""
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                return await self.aresult()
-            except LookupError:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(interval)
+            found = await self.asettled()
+            if found is not PENDING:
+                return found
+            if time.monotonic() > deadline:
+                return await self.aresult()  # its LookupError, or a result just kept
+            await asyncio.sleep(interval)
 
     def wait(self, timeout: float = 10.0, interval: float = 0.05) -> Any:
-        """Poll for the result for up to ``timeout`` seconds (for scripts and tests)."""
-        return poll(self.result, timeout, interval)
+        """Poll for the result for up to ``timeout`` seconds (for scripts and tests); then
+        ``LookupError``. Raises :class:`~django_zqueue.exceptions.JobEnded` (a
+        ``LookupError``) at once when no result can come: the job ended dead, expired or
+        cancelled (the message gives the first line of its last error), or it finished
+        keeping none (its task has no ``store_result=True``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.settled()
+            if found is not PENDING:
+                return found
+            if time.monotonic() > deadline:
+                return self.result()  # its LookupError, or a result just kept
+            time.sleep(interval)

@@ -205,7 +205,10 @@ def _expiry(value: float | timedelta | datetime | None) -> tuple[int | None, int
     if value is None:
         return None, None
     if isinstance(value, datetime):
-        _, at_ms = validate.when(None, value)
+        try:
+            _, at_ms = validate.when(None, value)
+        except InvalidArgument as exc:  # its checks name run_at: this is expires
+            raise InvalidArgument(str(exc).replace("run_at", "expires")) from None
         assert at_ms is not None
         if at_ms <= time.time() * 1000:
             raise InvalidArgument(f"expires is in the past: {value.isoformat()}")

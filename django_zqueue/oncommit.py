@@ -34,7 +34,7 @@ from typing import Any
 
 from django.db import transaction
 
-from .exceptions import ZQueueError
+from .exceptions import QueueUnavailable, ZQueueError
 from .queue import NewJob, Queue
 from .queue.sets import Outcome, publish_sets
 
@@ -55,6 +55,9 @@ class Deferred:
     alone: Callable[[], object] | None = None
     #: called once the jobs are written (the Django Tasks backend's ``task_enqueued``)
     then: Callable[[], object] | None = None
+    #: ``ZQUEUE["OUTBOX"]`` would keep these jobs through an outage (a task's enqueue
+    #: without ``depends_on``): a set lost to one names it
+    outbox: bool = False
     sent: bool = False
     callback: weakref.ref[Callable[[], None]] | None = field(default=None, repr=False)
 
@@ -162,10 +165,24 @@ def lost(d: Deferred, exc: BaseException) -> None:
     (a traceback only for an unexpected error), and no re-raise, which would make Django
     log it all again; later on-commit callbacks run either way."""
     log.error(
-        "event=publish_after_commit_failed task=%s queue=%s jobs=%s error=%s",
+        "event=publish_after_commit_failed task=%s queue=%s jobs=%s error=%s%s",
         d.name,
         d.queue.name,
         ",".join(j.tag for j in d.jobs),
         json.dumps(f"{type(exc).__name__}: {exc}"),
+        outbox_hint(exc) if d.outbox else "",
         exc_info=not isinstance(exc, ZQueueError),
     )
+
+
+#: what keeps the jobs of a commit through a Redis outage (docs/outbox.md)
+OUTBOX_HINT = (
+    "ZQUEUE['OUTBOX'] = True writes the jobs in the transaction and publishes them once "
+    "Redis answers (docs/outbox.md)"
+)
+
+
+def outbox_hint(exc: BaseException) -> str:
+    """`` hint="..."`` naming the outbox, for a publish after commit lost to an outage
+    (the outbox keeps such jobs); '' for any other error."""
+    return f" hint={json.dumps(OUTBOX_HINT)}" if isinstance(exc, QueueUnavailable) else ""

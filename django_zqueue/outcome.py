@@ -12,6 +12,7 @@ the nack buried, the record of a Django task (:class:`TaskRecord`).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,7 +142,9 @@ def failed(
         traceback=error,
         will_retry=will_retry,
     )
-    log.warning(
+    # a final failure (dead) at ERROR, which alerting keys on; a failure to retry at WARNING
+    log.log(
+        logging.WARNING if will_retry else logging.ERROR,
         kv(
             event="job_failed",
             queue=queue.name,
@@ -150,7 +153,7 @@ def failed(
             attempt=msg.attempt,
             retry=will_retry,
             error=error.splitlines()[0][:200],
-        )
+        ),
     )
     return Failure(
         error=error,

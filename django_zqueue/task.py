@@ -162,7 +162,7 @@ class Task(Generic[P, R]):
         """The jobs of ``calls``, checked and encoded (a bad call raises, writing nothing),
         each body carrying the trace context of ``span`` (:mod:`.tracing`)."""
         for i, (a, k) in enumerate(calls):
-            check_call(self.name, self.func, a, k, i if len(calls) > 1 else None)
+            self._check_call(a, k, i if len(calls) > 1 else None)
         once = self.debounce is not None or self.unique_for is not None
         if once and self.tag is None:
             raise InvalidArgument(
@@ -192,6 +192,24 @@ class Task(Generic[P, R]):
             )
         return queue, jobs
 
+    def _check_call(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], index: int | None = None
+    ) -> None:
+        """``check_call``; a keyword the function does not take that is an option of
+        :meth:`using` (``queue=``, ``priority=``, ...) gets a pointer to ``using()``."""
+        try:
+            check_call(self.name, self.func, args, kwargs, index)
+        except TypeError as exc:
+            options = [k for k in kwargs if k in USING_OPTIONS and repr(k) in str(exc)]
+            if not options:
+                raise
+            given = ", ".join(f"{k}=..." for k in options)
+            short = self.func.__name__
+            raise TypeError(
+                f"{exc}; {', '.join(options)}: an option of the enqueue, not an argument of "
+                f"the task: set it with using(), e.g. {short}.using({given}).enqueue(...)"
+            ) from None
+
     # ------------------------------------------------------------------ workflows
 
     def s(self, *args: Any, **kwargs: Any) -> Signature:
@@ -218,7 +236,7 @@ class Task(Generic[P, R]):
                 "debounce or unique_for"
             )
         received = (None,) if flow.get("in") else ()
-        check_call(self.name, self.func, (*received, *args), kwargs)
+        self._check_call((*received, *args), kwargs)
         body = {**self._body(args, kwargs), "flow": dict(flow)}
         return self.queue.prepare(
             body,
@@ -286,7 +304,8 @@ class Task(Generic[P, R]):
             alone = None
             if parents is not None or self.debounce is not None or self.unique_for is not None:
                 alone = functools.partial(self._publish, queue, jobs, parents)
-            oncommit.defer(self.using_db, oncommit.Deferred(queue, jobs, self.name, alone))
+            deferred = oncommit.Deferred(queue, jobs, self.name, alone, outbox=parents is None)
+            oncommit.defer(self.using_db, deferred)
             return True
         self._publish(queue, jobs, parents)
         return False
@@ -468,6 +487,10 @@ def _by_call(value: object, what: str, task_name: str) -> Callable[..., str]:
         raise InvalidArgument(f"task {task_name!r}: {what} must be a string or a callable")
     return cast("Callable[..., str]", value)
 
+
+#: the options of :meth:`Task.using`: a keyword of an enqueue that the task's function
+#: does not take and that is one of these is an option given in the wrong place
+USING_OPTIONS = frozenset(p for p in inspect.signature(Task.using).parameters if p != "self")
 
 F = TypeVar("F", bound=Callable[..., Any])
 

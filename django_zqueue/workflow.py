@@ -27,12 +27,13 @@ dependent through the dependent's links in Redis (JSON, at most
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Union, overload
 
 from .exceptions import InvalidArgument
-from .job import poll
+from .job import PENDING
 from .links import MAX_LINKS, OptionalParent
 from .queue import get_queue
 from .task import Job, Signature
@@ -93,8 +94,23 @@ class Workflow:
         return self.final[-1].result()
 
     def wait(self, timeout: float = 10.0, interval: float = 0.05) -> list[Any]:
-        """Poll until every final job has finished (for scripts and tests); their results."""
-        return poll(self.results, timeout, interval)
+        """Poll until every final job has finished (for scripts and tests); their results.
+        ``LookupError`` after ``timeout`` seconds; :class:`~django_zqueue.exceptions.JobEnded`
+        at once when a final job can give no result (as :meth:`Job.wait
+        <django_zqueue.job.Job.wait>`: it ended dead, expired or cancelled, or kept none)."""
+        deadline = time.monotonic() + timeout
+        found: dict[int, Any] = {}
+        while True:
+            for i, job in enumerate(self.final):
+                if i not in found:
+                    value = job.settled()
+                    if value is not PENDING:
+                        found[i] = value
+            if len(found) == len(self.final):
+                return [found[i] for i in range(len(self.final))]
+            if time.monotonic() > deadline:
+                return self.results()  # the LookupError of one still missing
+            time.sleep(interval)
 
 
 Canvas = Union["Signature", "chain", "group", "chord"]

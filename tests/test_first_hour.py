@@ -230,7 +230,8 @@ def test_publish_with_redis_down_after_commit_logs_one_line(
     assert errors[0].getMessage() == (
         f"event=publish_after_commit_failed task=testproject.demo.tasks.noop queue=default "
         f'jobs={job.id} error="QueueUnavailable: Redis is unavailable: Error 111 connecting '
-        f'to 127.0.0.1:{port}. Connection refused."'
+        f"to 127.0.0.1:{port}. Connection refused.\" hint=\"ZQUEUE['OUTBOX'] = True writes "
+        'the jobs in the transaction and publishes them once Redis answers (docs/outbox.md)"'
     )
 
 

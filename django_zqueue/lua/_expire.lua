@@ -7,12 +7,33 @@
 --   entry removed, counted in stats `jobs_expired`; a workflow job's end is recorded as a
 --   failure for its dependents (wf_mark). Returns how many.
 --   Uses k.expired, k.expiry, k.errors, k.stats, k.wf_out, k.wf_res.
+-- utc_text(ms): ms since the epoch as 'YYYY-MM-DD HH:MM:SS.mmm UTC' (the civil date of
+--   its day count, H. Hinnant's days -> date), for the expired job's error.
 --@include wf_mark
 --@include count
 --@include attempts
 
 local function is_lapsed(meta, now)
   return type(meta.x) == 'number' and meta.x <= now
+end
+
+local function utc_text(ms)
+  ms = math.floor(ms)
+  local secs = math.floor(ms / 1000)
+  local days = math.floor(secs / 86400)
+  local rest = secs - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local day = doy - math.floor((153 * mp + 2) / 5) + 1
+  local month = mp < 10 and mp + 3 or mp - 9
+  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
+  return string.format('%04d-%02d-%02d %02d:%02d:%02d.%03d UTC', year, month, day,
+    math.floor(rest / 3600), math.floor(rest % 3600 / 60), rest % 60, ms - secs * 1000)
 end
 
 local function expire_jobs(k, entries, now)
@@ -24,8 +45,7 @@ local function expire_jobs(k, entries, now)
     at[#at + 1] = now
     at[#at + 1] = e[1]
     ids[#ids + 1] = e[1]
-    errors[#errors + 1] = {e[1], string.format('expired: not started by %.0f (ms since the epoch)',
-      tonumber(e[2].x) or now)}
+    errors[#errors + 1] = {e[1], 'expired: not started by ' .. utc_text(tonumber(e[2].x) or now)}
   end
   redis.call('ZADD', k.expired, unpack(at))
   redis.call('ZREM', k.expiry, unpack(ids))

@@ -16,8 +16,11 @@
 --   then the map of its end followed by its record's fields, _history.lua);
 --   state_score: ready score, run-at, lease deadline, time of death, since when waiting,
 --   when it expired, or when it succeeded or was cancelled;
---   rank: ZRANK in ready, -1 in any other state; result: the kept result of a job that
---   succeeded (its result key), else ''; missing values are ''.
+--   rank: ZRANK in ready, -1 in any other state; error: the `errors` HASH's value (the
+--   attempts' errors, _attempts.lua), or for a succeeded or cancelled job the `er` field
+--   of its kept record's head (the value as it was when it ended; a value that is not
+--   text is ignored); result: the kept result of a job that succeeded (its result key),
+--   else ''; missing values are ''.
 -- Work: O(log N).
 
 --@include record
@@ -63,8 +66,12 @@ if state == 'ready' then
   rank = redis.call('ZRANK', KEYS[1], id)
 end
 local body = nil
+local kept_errors = '' -- an ended job: the errors kept in the head of its record
 if ended then -- a map of its end, then its record (compact): both maps are returned
-  local ok, rest = pcall(cmsgpack.unpack_one, meta)
+  local ok, rest, head = pcall(cmsgpack.unpack_one, meta)
+  if ok and type(head) == 'table' and type(head.er) == 'string' then
+    kept_errors = head.er
+  end
   if not ok or rest == -1 then
     meta, body = meta, ''
   else
@@ -85,7 +92,7 @@ if ended then
   if state == 'succeeded' and KEYS[14] then
     result = redis.call('GET', KEYS[14]) or ''
   end
-  return {state, score, rank, meta, '', '', body, result}
+  return {state, score, rank, meta, kept_errors, '', body, result}
 end
 return {state, score, rank, meta or '', redis.call('HGET', KEYS[6], id) or '',
   redis.call('HGET', KEYS[7], id) or '', body, ''}
