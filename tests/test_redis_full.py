@@ -7,16 +7,20 @@ refused."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from django.test import override_settings
 
-from django_zqueue import RedisFull, ZQueueError
+from django_zqueue import RedisFull, ZQueueError, conf
 from django_zqueue.backoff import as_error
 from django_zqueue.conf import queue_options
+from django_zqueue.luasource import ALLOW_OOM, flags, library, source
 from django_zqueue.queue import Queue
+from django_zqueue.scripts import SCRIPT_NAMES
 
 from .redis_private import PrivateRedis
 
@@ -50,9 +54,9 @@ def test_a_script_refused_at_maxmemory_raises_redis_full(full: tuple[Queue, redi
     with pytest.raises(RedisFull) as publish:
         q.publish({"task": "x", "args": [], "kwargs": {}}, tag="more")
     assert_full(publish.value)
-    with pytest.raises(RedisFull) as scan:
-        q.scan()
-    assert_full(scan.value)
+    with pytest.raises(RedisFull) as priority:
+        q.set_priority("waiting", 5)
+    assert_full(priority.value)
 
 
 def test_a_pipeline_reply_at_maxmemory_is_redis_full(full: tuple[Queue, redis.Redis]) -> None:
@@ -86,3 +90,93 @@ def test_resume_at_maxmemory_resumes_and_says_its_wake_up_was_refused(
     finally:
         client.config_set("maxmemory", 0)
         client.close()
+
+
+# ------------------------------------------------------------------ draining a full Redis
+
+
+@pytest.fixture(params=["functions", "evalsha"])
+def drain(request: pytest.FixtureRequest, server: PrivateRedis) -> Iterator[str]:
+    """The settings of a worker on the private server: its scripts as a Functions library
+    (FCALL), or as EVALSHA (``LUA_FUNCTIONS`` False: as on a Redis Cluster)."""
+    value = {
+        "REDIS_URL": server.url,
+        "PREFIX": "drain",
+        "QUEUES": {"default": {"keep_finished": 1000}},
+        "LUA_FUNCTIONS": request.param == "functions",
+    }
+    with override_settings(ZQUEUE=value):
+        conf.reset()
+        yield request.param
+    conf.reset()
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_an_eval_script_carries_the_flags_of_its_function(name: str) -> None:
+    first = source(name).split("\n", 1)[0]
+    assert first == ("#!lua flags=" + ",".join(flags(name)) if flags(name) else "#!lua")
+    assert ("allow-oom" in first) == (name in ALLOW_OOM)
+    assert f"'{first.partition('=')[2]}'" in library(SCRIPT_NAMES).code or not flags(name)
+
+
+def test_what_a_worker_drains_with_runs_at_maxmemory() -> None:
+    assert {"claim", "claim_fair", "ack", "ack_many", "nack", "release", "touch", "scan"} <= (
+        ALLOW_OOM
+    )
+    assert not {"publish", "publish_once", "fire", "sched_put", "wf_publish"} & ALLOW_OOM
+
+
+@pytest.mark.parametrize("fairness", ["fifo", "groups"])
+def test_jobs_of_every_state_drain_at_one_byte_of_maxmemory(
+    drain: str, server: PrivateRedis, fairness: str
+) -> None:
+    """claim (claim_fair), ack, nack, release, touch, scan, purge_dead and delete run at
+    maxmemory; publish and set_priority are refused, writing nothing."""
+    client = server.client()
+    q = Queue(
+        "q", queue_options("q", fairness=fairness, keep_finished=10), prefix="f", client=client
+    )
+    ready = [q.publish(f"r{i}", group=f"g{i % 2}") for i in range(5)]
+    [held], _ = q.claim(1, "gone")  # its lease runs out
+    client.zadd(q.keys.leased, {held.tag: 1}, xx=True)
+    lapsing = q.publish("lapsing", priority=10, expires=0.05)  # ended by a claim
+    corrupt = q.publish("corrupt", priority=10)
+    client.hset(q.keys.meta, corrupt, b"garbage")  # buried by a claim
+    due = q.publish("due", delay=0.01)  # due by then: promoted
+    dead = q.publish("dead")
+    time.sleep(0.08)  # past the expiry, and the delay (Redis' clock runs with ours here)
+    client.config_set("maxmemory", 1)
+    try:
+        before = {k: client.dump(k) for k in client.keys("*")}
+        with pytest.raises(RedisFull):
+            q.publish("more")
+        with pytest.raises(RedisFull):  # (an EVAL script without flags: let through)
+            q.set_priority(ready[1], 9)
+        assert {k: client.dump(k) for k in client.keys("*")} == before  # refused whole
+        assert q.scan().recovered == 1  # the lease that ran out: back in line
+        got: list[str] = []
+        released: list[str] = []
+        for _ in range(20):
+            msgs, _ = q.claim(3, "w")
+            if not msgs:
+                break
+            for m in msgs:
+                assert q.touch(m) is not None
+                if m.tag == dead:
+                    assert q.nack(m, "no", dead=True) == "dead"
+                elif m.tag == due and m.attempt == 1:
+                    assert q.nack(m, "again", retry_in=0) == "retry"
+                elif m.tag == ready[2] and not released:
+                    assert q.release(m) is True
+                    released.append(m.tag)
+                else:
+                    assert q.ack(m) is True
+                    got.append(m.tag)
+        assert sorted(got) == sorted([*ready, due])
+        assert q.state(lapsing) == "expired" and q.state(corrupt) == "dead"
+        assert q.state(dead) == "dead"
+        assert q.purge_dead() == 2
+        assert q.delete(lapsing) is True
+    finally:
+        client.config_set("maxmemory", 0)
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
