@@ -16,11 +16,13 @@ import redis
 from django.test import override_settings
 
 from django_zqueue import RedisFull, ZQueueError, conf
-from django_zqueue.backoff import as_error
+from django_zqueue.backoff import FullNotice, as_error
 from django_zqueue.conf import queue_options
 from django_zqueue.luasource import ALLOW_OOM, flags, library, source
-from django_zqueue.queue import Queue
+from django_zqueue.queue import Queue, get_queue
 from django_zqueue.scripts import SCRIPT_NAMES
+from django_zqueue.worker import Worker
+from testproject.demo import ledger, tasks
 
 from .redis_private import PrivateRedis
 
@@ -180,3 +182,63 @@ def test_jobs_of_every_state_drain_at_one_byte_of_maxmemory(
     finally:
         client.config_set("maxmemory", 0)
     assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+
+
+def test_a_worker_drains_a_redis_at_maxmemory(
+    drain: str, server: PrivateRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = str(tmp_path / "ledger.sqlite3")
+    keys = [str(i) for i in range(60)]
+    tasks.fault_run.using(queue="default").enqueue_many([(path, k) for k in keys])
+    client = server.client()
+    client.config_set("maxmemory", 1)  # every write that may grow memory is refused
+    try:
+        with pytest.raises(RedisFull):
+            tasks.fault_run.using(queue="default").enqueue(path, "refused")
+        with caplog.at_level(logging.INFO, logger="django_zqueue"):
+            worker = Worker(["default"], burst=True, scan_interval=0.05, concurrency=2)
+            assert worker.run() == len(keys)
+        runs = ledger.runs(path)
+        assert sorted(r.key for r in runs) == sorted(keys)  # each accepted job ran once
+        assert all(r.finished is not None for r in runs)
+    finally:
+        client.config_set("maxmemory", 0)
+    q = get_queue("default")
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
+    assert q.stats()["acked"] == len(keys)
+    lines = [r.getMessage() for r in caplog.records]
+    said = [line for line in lines if line.startswith("event=redis_full ")]
+    kinds = [line.split(" refused=")[1].split(" ")[0] for line in said]
+    # what the drain went on without, each said once, with the fix
+    assert sorted(kinds) == ["schedules", "task_statistics", "worker_registration"], said
+    assert all('fix="raise maxmemory' in line for line in said)
+    assert not [line for line in lines if "redis_lost" in line]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
+
+
+def test_a_full_notice_says_each_kind_once_until_it_succeeds(
+    full: tuple[Queue, redis.Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    q, client = full
+    notice = FullNotice(logging.getLogger("django_zqueue.worker"), worker="w")
+    with caplog.at_level(logging.WARNING, logger="django_zqueue"):
+        for _ in range(3):
+            with notice.refusing("statistics"):
+                q.publish("refused")
+            with notice.refusing("registration"):
+                client.hset("{full:q}:workers", "w", "x")  # (redis-py's OutOfMemoryError)
+        with pytest.raises(ValueError), notice.refusing("statistics"):
+            raise ValueError("not a refusal: raised")
+        client.config_set("maxmemory", 0)
+        for _ in range(2):
+            with notice.refusing("statistics"):
+                q.publish("accepted")
+    said = [r.getMessage() for r in caplog.records]
+    assert [line.split(" ")[0] for line in said] == [
+        "event=redis_full",
+        "event=redis_full",
+        "event=redis_full_over",
+    ]
+    assert "refused=statistics" in said[0] and "refused=registration" in said[1]
+    assert q.counts()["ready"] == 1 + 2  # the one waiting, and the two accepted
