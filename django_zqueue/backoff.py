@@ -166,31 +166,30 @@ FULL_NOTICE_FIX = (
 class FullNotice:
     """Writes a process goes on without while Redis refuses them at ``maxmemory``
     (:class:`~django_zqueue.exceptions.RedisFull`): its registration, statistics, periodic
-    schedules. ``with notice.refusing(what):`` swallows a RedisFull: the first of a kind
-    logs one ``redis_full`` line with the fix, the first success after it one
-    ``redis_full_over`` line; thread-safe."""
+    schedules. ``with notice.refusing(what):`` swallows a RedisFull and says it in one
+    ``redis_full`` line with the fix: once per kind, and again only ``every`` seconds
+    later (with the count of refusals since), however often memory goes over and back
+    under the limit meanwhile; thread-safe."""
 
-    def __init__(self, logger: logging.Logger, **fields: Any) -> None:
+    def __init__(self, logger: logging.Logger, every: float = 600.0, **fields: Any) -> None:
         self.log = logger
+        self.every = every
         self.fields = fields
-        self.kinds: set[str] = set()  # the kinds refused since their last success
+        self.said: dict[str, float] = {}  # kind -> monotonic time of its last line
+        self.count: dict[str, int] = {}  # kind -> refusals not said yet
         self._lock = threading.Lock()
 
     def refused(self, what: str) -> None:
+        now = time.monotonic()
         with self._lock:
-            if what in self.kinds:
+            self.count[what] = self.count.get(what, 0) + 1
+            last = self.said.get(what)
+            if last is not None and now - last < self.every:
                 return
-            self.kinds.add(what)
-        self.log.warning(kv(event="redis_full", **self.fields, refused=what, fix=FULL_NOTICE_FIX))
-
-    def ok(self, what: str) -> None:
-        if what not in self.kinds:  # the common case: no lock
-            return
-        with self._lock:
-            if what not in self.kinds:
-                return
-            self.kinds.discard(what)
-        self.log.warning(kv(event="redis_full_over", **self.fields, refused=what))
+            self.said[what], times = now, self.count.pop(what)
+        more = {"refusals": times} if times > 1 else {}
+        line = kv(event="redis_full", **self.fields, refused=what, **more, fix=FULL_NOTICE_FIX)
+        self.log.warning(line)
 
     def refusing(self, what: str) -> _Refusing:
         return _Refusing(self, what)
@@ -206,10 +205,7 @@ class _Refusing:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> bool:
-        if exc is None:
-            self.notice.ok(self.what)
-            return False
-        if full_refusal(exc):
+        if exc is not None and full_refusal(exc):
             self.notice.refused(self.what)
             return True
         return False

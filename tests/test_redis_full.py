@@ -217,28 +217,36 @@ def test_a_worker_drains_a_redis_at_maxmemory(
     assert not errors, errors
 
 
-def test_a_full_notice_says_each_kind_once_until_it_succeeds(
+def test_a_full_notice_says_each_kind_once(
     full: tuple[Queue, redis.Redis], caplog: pytest.LogCaptureFixture
 ) -> None:
     q, client = full
     notice = FullNotice(logging.getLogger("django_zqueue.worker"), worker="w")
     with caplog.at_level(logging.WARNING, logger="django_zqueue"):
-        for _ in range(3):
-            with notice.refusing("statistics"):
-                q.publish("refused")
-            with notice.refusing("registration"):
-                client.hset("{full:q}:workers", "w", "x")  # (redis-py's OutOfMemoryError)
+        for limit in (1, 0, 1):  # full, then not, then full again: still one line a kind
+            client.config_set("maxmemory", limit)
+            for _ in range(3):
+                with notice.refusing("statistics"):
+                    q.publish("x")
+                with notice.refusing("registration"):
+                    client.hset("{full:q}:workers", "w", "x")  # (redis-py's OutOfMemoryError)
         with pytest.raises(ValueError), notice.refusing("statistics"):
             raise ValueError("not a refusal: raised")
-        client.config_set("maxmemory", 0)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and all(line.startswith("event=redis_full ") for line in said)
+    assert "refused=statistics" in said[0] and "refused=registration" in said[1]
+    assert all('fix="raise maxmemory' in line for line in said)
+    client.config_set("maxmemory", 0)
+    assert q.counts()["ready"] == 1 + 3  # the one waiting, and those accepted
+
+
+def test_a_full_notice_says_a_kind_again_after_its_interval(
+    full: tuple[Queue, redis.Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    q, _ = full
+    notice = FullNotice(logging.getLogger("django_zqueue.worker"), every=0, worker="w")
+    with caplog.at_level(logging.WARNING, logger="django_zqueue"):
         for _ in range(2):
             with notice.refusing("statistics"):
-                q.publish("accepted")
-    said = [r.getMessage() for r in caplog.records]
-    assert [line.split(" ")[0] for line in said] == [
-        "event=redis_full",
-        "event=redis_full",
-        "event=redis_full_over",
-    ]
-    assert "refused=statistics" in said[0] and "refused=registration" in said[1]
-    assert q.counts()["ready"] == 1 + 2  # the one waiting, and the two accepted
+                q.publish("x")
+    assert len(caplog.records) == 2
