@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -250,3 +250,48 @@ def test_a_full_notice_says_a_kind_again_after_its_interval(
             with notice.refusing("statistics"):
                 q.publish("x")
     assert len(caplog.records) == 2
+
+
+def topology_nodes() -> list[redis.Redis]:
+    """The servers of the session's private cluster or sentinel setup (never the shared
+    standalone server, whose maxmemory this file must not change)."""
+    from . import redis_server
+
+    setup = redis_server._private
+    if redis_server.TOPOLOGY == "cluster":
+        return [redis.Redis(port=p) for p in setup.ports]
+    host, port = setup.current_master()
+    return [redis.Redis(host=host, port=port)]
+
+
+def test_a_queue_drains_at_maxmemory_on_the_session_topology(
+    make_queue: Callable[..., Queue],
+) -> None:
+    from . import redis_server
+
+    if redis_server.TOPOLOGY == "standalone":
+        pytest.skip("the shared server's maxmemory is never changed (private servers above)")
+    q = make_queue()
+    tags = [q.publish(i) for i in range(6)]
+    nodes = topology_nodes()
+    for node in nodes:
+        node.config_set("maxmemory", 1)
+    try:
+        with pytest.raises(RedisFull):
+            q.publish("more")
+        q.scan()
+        got: list[str] = []
+        for _ in range(10):
+            msgs, _ = q.claim(2, "c")
+            if not msgs:
+                break
+            for m in msgs:
+                assert q.touch(m) is not None
+                assert q.ack(m) is True
+                got.append(m.tag)
+        assert sorted(got) == sorted(tags)
+    finally:
+        for node in nodes:
+            node.config_set("maxmemory", 0)
+            node.close()
+    assert q.total_count() == 0
