@@ -295,3 +295,32 @@ def test_a_queue_drains_at_maxmemory_on_the_session_topology(
             node.config_set("maxmemory", 0)
             node.close()
     assert q.total_count() == 0
+
+
+def test_a_worker_whose_library_a_full_redis_lacks_drains_it_by_evalsha(
+    server: PrivateRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A release deployed while Redis is full: FUNCTION LOAD is refused at maxmemory,
+    SCRIPT LOAD is not, so the worker's calls go as EVALSHA and it drains the queue."""
+    value = {"REDIS_URL": server.url, "PREFIX": "drain", "QUEUES": {"default": {}}}
+    path = str(tmp_path / "ledger.sqlite3")
+    keys = [str(i) for i in range(20)]
+    client = server.client()
+    with override_settings(ZQUEUE=value):
+        conf.reset()
+        try:
+            tasks.fault_run.using(queue="default").enqueue_many([(path, k) for k in keys])
+            client.function_flush()  # (the library of the release that published them)
+            client.config_set("maxmemory", 1)
+            q = get_queue("default")
+            assert q.total_count() == len(keys)  # (reads need no script)
+            with caplog.at_level(logging.INFO, logger="django_zqueue"):
+                worker = Worker(["default"], burst=True, scan_interval=0.05)
+                assert worker.run() == len(keys)
+            assert sorted(r.key for r in ledger.runs(path)) == sorted(keys)
+            assert client.function_list() == []  # nothing loaded: it ran as EVALSHA
+        finally:
+            client.config_set("maxmemory", 0)
+            conf.reset()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
