@@ -349,10 +349,14 @@ class Scripts:
             except ResponseError as exc:
                 if not is_out_of_memory(exc):
                     raise
-            self.library = None
-            self.heads = {name: self._head(name) for name in SCRIPT_NAMES}
+            self.use_evalsha()
         for name in SCRIPT_NAMES:
             self.client.script_load(source(name))
+
+    def use_evalsha(self) -> None:
+        """Send every call as ``EVALSHA`` from now on (Redis refused ``FUNCTION LOAD``)."""
+        self.library = None
+        self.heads = {name: self._head(name) for name in SCRIPT_NAMES}
 
 
 # ------------------------------------------------------------------ the wire protocol

@@ -6,6 +6,7 @@ refused."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio as aredis
 from django.test import override_settings
 
 from django_zqueue import RedisFull, ZQueueError, conf
@@ -20,6 +22,7 @@ from django_zqueue.backoff import FullNotice, as_error
 from django_zqueue.conf import queue_options
 from django_zqueue.luasource import ALLOW_OOM, flags, library, source
 from django_zqueue.queue import Queue, get_queue
+from django_zqueue.queue.aio import AsyncQueue
 from django_zqueue.scripts import SCRIPT_NAMES
 from django_zqueue.worker import Worker
 from testproject.demo import ledger, tasks
@@ -324,3 +327,40 @@ def test_a_worker_whose_library_a_full_redis_lacks_drains_it_by_evalsha(
             conf.reset()
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, errors
+
+
+@pytest.mark.parametrize("calls", ["one", "pipelined"])
+def test_an_async_queue_whose_library_a_full_redis_lacks_drains_it(
+    server: PrivateRedis, calls: str
+) -> None:
+    client = server.client()
+    q = Queue("q", queue_options("q"), prefix="full", client=client)
+    tags = [q.publish(i) for i in range(4)]
+    client.function_flush()
+    client.config_set("maxmemory", 1)
+    fresh = Queue("q", queue_options("q"), prefix="full", client=server.client())
+
+    async def drain() -> list[str]:
+        aclient = aredis.Redis.from_url(server.url)
+        try:
+            aq = AsyncQueue(fresh, client=aclient)
+            got: list[str] = []
+            for _ in range(10):
+                msgs, _ = await aq.claim(2 if calls == "pipelined" else 1)
+                if not msgs:
+                    break
+                if calls == "pipelined":
+                    oks = await aq.engine.run_all([fresh.engine.ack_call(m) for m in msgs])
+                else:
+                    oks = [await aq.ack(m) for m in msgs]
+                assert oks == [True] * len(msgs)
+                got += [m.tag for m in msgs]
+            return got
+        finally:
+            await aclient.aclose()
+
+    try:
+        assert sorted(asyncio.run(drain())) == sorted(tags)
+    finally:
+        client.config_set("maxmemory", 0)
+    assert q.total_count() == 0 and client.function_list() == []
