@@ -76,7 +76,7 @@ def test_r14_workers_drain_a_redis_filled_to_maxmemory(
     functions: str,
     long_run: bool,
 ) -> None:
-    room, producers = (40_000_000, 4) if long_run else (1_500_000, 3)
+    room, producers = (10_000_000, 4) if long_run else (1_500_000, 3)
     monkeypatch.setenv("ZQ_FAULT_LUA_FUNCTIONS", functions)  # the workers' scripts
     server = private_redis()
     f = fault(url=server.url, lease=30.0)
