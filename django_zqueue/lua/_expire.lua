@@ -7,13 +7,13 @@
 --   entry removed, counted in stats `jobs_expired`; a workflow job's end is recorded as a
 --   failure for its dependents (wf_mark). Returns how many.
 --   Uses k.expired, k.expiry, k.errors, k.stats, k.wf_out, k.wf_res.
--- EXPIRED_MAX: most expired (or corrupt) jobs at the head of ready that one claim reads
---   past to reach a ready job (claim.lua, claim_fair.lua); EXPIRED_PAGE: the size of each
---   page read past them (beyond what the batch still needs).
 --@include wf_mark
 --@include count
 --@include attempts
 
+-- EXPIRED_MAX: most expired (or corrupt) jobs at the head of ready that one claim reads
+--   past to reach a ready job (claim.lua, claim_fair.lua); EXPIRED_PAGE: the size of each
+--   page read past them (beyond what the batch still needs).
 local EXPIRED_MAX = 100
 local EXPIRED_PAGE = 16
 
