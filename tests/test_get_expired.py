@@ -10,6 +10,7 @@ import re
 import time
 
 import pytest
+import redis
 
 from django_zqueue.luasource import lua_file
 from django_zqueue.queue import Queue
@@ -99,3 +100,37 @@ def test_get_claims_again_while_claims_end_expired_heads(queue: Queue) -> None:
     assert msg is not None and msg.tag == ready
     assert queue.stats()["jobs_expired"] == n
     assert next(queue.subscribe(timeout=0), None) is None
+
+
+def test_jobs_read_past_the_batch_stay_in_line(queue: Queue) -> None:
+    """The pages read past expired heads may hold more than the batch needs: those stay
+    ready, in order, and are leased by the next claim."""
+    tags = []
+    for i in range(12):
+        tags.append(queue.publish(f"late {i}", expires=0.05) if i % 3 == 0 else queue.publish(i))
+    lapse()
+    late = tags[0::3]
+    ready = [t for t in tags if t not in late]
+    msgs, _ = queue.claim(2, "c")
+    assert [m.tag for m in msgs] == ready[:2]
+    assert queue.state(late[0]) == "expired"  # (late[1] is behind the two leased)
+    assert all(queue.state(t) == "ready" for t in [*ready[2:], *late[1:]])
+    rest: list[str] = []
+    for _ in range(5):
+        more, _ = queue.claim(3, "c")
+        rest += [m.tag for m in more]
+    assert rest == ready[2:]
+    assert all(queue.state(t) == "expired" for t in late)
+
+
+def test_corrupt_and_expired_heads_together(queue: Queue, redis_client: redis.Redis) -> None:
+    bad = [queue.publish(f"bad {i}") for i in range(3)]
+    late = [queue.publish(f"late {i}", expires=0.05) for i in range(3)]
+    ready = queue.publish("ready")
+    for t in bad:
+        redis_client.hset(queue.engine.keys_for(t).meta, t, b"garbage")
+    lapse()
+    msgs, _ = queue.claim(1, "c")
+    assert [m.tag for m in msgs] == [ready]
+    assert [queue.state(t) for t in bad] == ["dead"] * 3
+    assert [queue.state(t) for t in late] == ["expired"] * 3
