@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import conf
-from .backoff import FullNotice, Outage, RetryDelay, is_unavailable
+from .backoff import FullNotice, Outage, RetryDelay, full_refusal, is_unavailable
 from .events import kv
 from .exceptions import RedisFull, ScriptError
 from .keys import KEYS_FIX
@@ -174,6 +174,8 @@ class Scanner:
             wait = self.relay_retry.next()
             if is_unavailable(exc):
                 self.outage.failed(exc)
+            elif full_refusal(exc):  # Redis at maxmemory: the rows wait, said once
+                self.full.refused("outbox_relay")
             else:  # the database (a missing migration, a lost connection) or a bug
                 log.error(
                     kv(event="outbox_relay_error", scanner=self.name, retry_in=f"{wait:.2f}"),

@@ -364,3 +364,41 @@ def test_an_async_queue_whose_library_a_full_redis_lacks_drains_it(
     finally:
         client.config_set("maxmemory", 0)
     assert q.total_count() == 0 and client.function_list() == []
+
+
+@pytest.mark.orm
+@pytest.mark.django_db(transaction=True)
+def test_the_outbox_relay_at_maxmemory_waits_and_says_so_once(
+    server: PrivateRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    from django.db import transaction
+
+    from django_zqueue.models import OutboxEntry
+    from django_zqueue.scanner import Scanner
+
+    value = {"REDIS_URL": server.url, "PREFIX": "ob", "QUEUES": {"default": {}}, "OUTBOX": True}
+    client = server.client()
+    with override_settings(ZQUEUE=value):
+        conf.reset()
+        try:
+            with transaction.atomic():
+                job = tasks.add.enqueue(20, 22)
+            client.config_set("maxmemory", 1)
+            scanner = Scanner([get_queue("default")])
+            with caplog.at_level(logging.WARNING, logger="django_zqueue"):
+                for _ in range(3):
+                    assert scanner.relay_tick() > 0  # never raises: backs off
+                scanner.step()  # a step's relay is refused too: the step goes on
+            # still waiting (not set aside as a row that cannot be published)
+            assert [(r.tag, r.last_error) for r in OutboxEntry.objects.all()] == [(job.id, "")]
+            assert get_queue("default").state(job.id) is None  # nothing published
+            client.config_set("maxmemory", 0)
+            assert Scanner([get_queue("default")]).relay_tick() > 0
+            assert not OutboxEntry.objects.exists()
+            assert get_queue("default").state(job.id) == "ready"
+        finally:
+            client.config_set("maxmemory", 0)
+            conf.reset()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("event=redis_full "), said
+    assert "refused=outbox_relay" in said[0]
