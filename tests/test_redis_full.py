@@ -402,3 +402,38 @@ def test_the_outbox_relay_at_maxmemory_waits_and_says_so_once(
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and said[0].startswith("event=redis_full "), said
     assert "refused=outbox_relay" in said[0]
+
+
+def test_a_workflow_at_maxmemory_waits_for_room_and_says_so_once(
+    server: PrivateRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A parent job drains; telling its dependent (which adds a job to the line) is
+    refused at maxmemory, said once by the worker and once by its scanner; the dependent
+    runs once there is room."""
+    from django_zqueue import chain
+
+    value = {"REDIS_URL": server.url, "PREFIX": "wf", "QUEUES": {"default": {}}}
+    client = server.client()
+    with override_settings(ZQUEUE=value):
+        conf.reset()
+        try:
+            flow = chain(tasks.add.s(1, 2), tasks.add.s(10)).enqueue()
+            client.config_set("maxmemory", 1)
+            with caplog.at_level(logging.INFO, logger="django_zqueue"):
+                assert Worker(["default"], burst=True, scan_interval=0.05).run() == 1
+            assert flow.statuses()[1] == "waiting"
+            client.config_set("maxmemory", 0)
+            assert Worker(["default"], burst=True, scan_interval=0.05).run() == 1
+            assert flow.result() == 13
+        finally:
+            client.config_set("maxmemory", 0)
+            conf.reset()
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and "protocol_not_set_up" not in r.getMessage()
+    ]
+    kinds = sorted(line.split(" refused=")[1].split(" ")[0] for line in said)
+    assert all(line.startswith("event=redis_full ") for line in said), said
+    assert {"workflow_dispatch", "workflow_outbox"} <= set(kinds)
+    assert len(kinds) == len(set(kinds))  # each once

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import backend_runner, dbconn, taskstats
-from ..backoff import FullNotice, RetryDelay, Throttle, as_error, is_unavailable
+from ..backoff import FullNotice, RetryDelay, Throttle, as_error, full_refusal, is_unavailable
 from ..connection import is_out_of_memory
 from ..engine import Wakeups
 from ..events import kv, log
@@ -136,12 +136,15 @@ def _ended(reply: Reply) -> bool:
     return flow_ended(reply.call, reply.reply)
 
 
-def dispatch_ends(queue: Queue, tags: list[str]) -> None:
+def dispatch_ends(queue: Queue, tags: list[str], full: FullNotice | None = None) -> None:
     """Tell the dependents of workflow jobs that ended (their outbox entries); on any
-    error the scanner's drain does it later."""
+    error the scanner's drain does it later (Redis at maxmemory: said once by ``full``)."""
     try:
         queue.dispatch(tags)
     except Exception as exc:
+        if full is not None and full_refusal(exc):
+            full.refused("workflow_dispatch")
+            return
         error = str(exc)[:200]
         log.warning(kv(event="dispatch_deferred", queue=queue.name, jobs=len(tags), error=error))
 
@@ -424,4 +427,4 @@ class Consumer:
                 backend_runner.outcome_sent(q, msg, out, buried=buried)
         self.done[:] = again
         for q, tags in ended.values():
-            dispatch_ends(q, tags)
+            dispatch_ends(q, tags, self.worker.leases.full)
