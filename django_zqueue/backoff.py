@@ -22,7 +22,7 @@ import redis
 
 from .connection import UNAVAILABLE_ERRORS, is_out_of_memory, redis_full
 from .events import kv
-from .exceptions import QueueUnavailable, ScriptError
+from .exceptions import QueueUnavailable, RedisFull, ScriptError
 
 #: first words of server replies that mean "Redis is not available right now"
 UNAVAILABLE_REPLIES = frozenset(
@@ -155,3 +155,70 @@ class Outage:
         self.log.warning(
             kv(event="redis_back", **self.fields, outage_s=f"{outage:.1f}", failures=failures)
         )
+
+
+#: what a ``redis_full`` line says to do (one line)
+FULL_NOTICE_FIX = (
+    "raise maxmemory (CONFIG SET maxmemory) or free memory; workers go on draining the queues"
+)
+
+
+class FullNotice:
+    """Writes a process goes on without while Redis refuses them at ``maxmemory``
+    (:class:`~django_zqueue.exceptions.RedisFull`): its registration, statistics, periodic
+    schedules. ``with notice.refusing(what):`` swallows a RedisFull and says it in one
+    ``redis_full`` line with the fix: once per kind, and again only ``every`` seconds
+    later (with the count of refusals since), however often memory goes over and back
+    under the limit meanwhile; thread-safe."""
+
+    def __init__(self, logger: logging.Logger, every: float = 600.0, **fields: Any) -> None:
+        self.log = logger
+        self.every = every
+        self.fields = fields
+        self.said: dict[str, float] = {}  # kind -> monotonic time of its last line
+        self.count: dict[str, int] = {}  # kind -> refusals not said yet
+        self._lock = threading.Lock()
+
+    def refused(self, what: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.count[what] = self.count.get(what, 0) + 1
+            last = self.said.get(what)
+            if last is not None and now - last < self.every:
+                return
+            self.said[what], times = now, self.count.pop(what)
+        more = {"refusals": times} if times > 1 else {}
+        line = kv(event="redis_full", **self.fields, refused=what, **more, fix=FULL_NOTICE_FIX)
+        self.log.warning(line)
+
+    def refusing(self, what: str) -> _Refusing:
+        return _Refusing(self, what)
+
+
+class _Refusing:
+    def __init__(self, notice: FullNotice, what: str) -> None:
+        self.notice, self.what = notice, what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool:
+        if exc is not None and full_refusal(exc):
+            self.notice.refused(self.what)
+            return True
+        return False
+
+
+def full_refusal(exc: BaseException) -> bool:
+    """True for Redis refusing a write at ``maxmemory``, here or in the exception's causes
+    (a pipeline's failure wrapped as QueueUnavailable)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, RedisFull) or is_out_of_memory(cur):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__
+    return False

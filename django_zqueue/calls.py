@@ -325,8 +325,11 @@ class Batch:
         if missing:
             self.scripts.load_all()
             again = Batch(self.scripts)
+            calls = dict(self._pending)
             for i in missing:
                 args, options = stack[i]
+                if i in calls:  # (loading may have turned FCALL into EVALSHA: maxmemory)
+                    args = self.scripts.command(calls[i].call)
                 again.pipe.pipeline_execute_command(*args, **options)
                 again._size += 1
             for i, reply in zip(missing, again.send(), strict=True):

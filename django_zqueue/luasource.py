@@ -5,9 +5,10 @@ Each ``lua/<name>.lua`` file holds one atomic operation and starts with its cont
 (KEYS, ARGV, return value). Helpers live in ``lua/_<helper>.lua`` (no key access of
 their own); a script names the ones it calls with ``--@include <helper>`` lines.
 
-- :func:`source`: the script alone, for ``EVAL``/``EVALSHA``: the helpers it includes
-  (and what they include in turn), once each, dependencies first, then the operation.
-  Redis compiles the helpers again at every call.
+- :func:`source`: the script alone, for ``EVAL``/``EVALSHA``: a ``#!lua`` line with its
+  flags (those its function has in the library), the helpers it includes (and what they
+  include in turn), once each, dependencies first, then the operation. Redis compiles
+  the helpers again at every call.
 - :func:`library`: every script as a function of one library (Redis 7.0+ ``FUNCTION
   LOAD``). The helpers are defined once, when the library loads, and every function
   closes over them; a script's text becomes the body of ``function(KEYS, ARGV) ... end``,
@@ -39,11 +40,28 @@ LIBRARY_PREFIX = "zqueue_"
 #: replica may answer them; Redis refuses a write from them)
 READ_ONLY = frozenset({"info", "positions", "range_after", "search", "state"})
 
-#: scripts that free memory or finish work a worker holds: flagged ``allow-oom``, so a
-#: server at ``maxmemory`` still lets workers drain it. Every other writing function is
-#: refused whole at ``maxmemory`` (an ``OOM`` reply before it runs, nothing written).
+#: scripts that free memory, or move a job along without adding one, in a bounded
+#: step: flagged ``allow-oom``, so that workers drain a server at ``maxmemory``
+#: (docs/operations.md, "Redis configuration", says why each is safe there). Every other
+#: writing script is refused whole at ``maxmemory`` (an ``OOM`` reply before it runs,
+#: nothing written). As a Functions library the flag is the function's; under ``EVAL``
+#: (a Redis Cluster, ``LUA_FUNCTIONS`` False) it is in the ``#!lua flags=allow-oom``
+#: first line of the script's source (:func:`source`).
 ALLOW_OOM = frozenset(
-    {"ack", "ack_many", "nack", "release", "touch", "delete", "purge_dead", "cancel", "wf_clear"}
+    {
+        "ack",
+        "ack_many",
+        "nack",
+        "release",
+        "touch",
+        "delete",
+        "purge_dead",
+        "cancel",
+        "wf_clear",
+        "claim",
+        "claim_fair",
+        "scan",
+    }
 )
 
 
@@ -83,9 +101,20 @@ def sha1(text: str) -> str:
 
 @cache
 def source(name: str) -> str:
-    """The full source sent to Redis for script ``name`` (``EVAL``): the helpers it
-    includes (and theirs), each once, each after the helpers it uses, then the operation."""
-    return "\n".join([*(lua_file(f"_{h}") for h in helper_order([name])), lua_file(name)])
+    """The full source sent to Redis for script ``name`` (``EVAL``): a ``#!lua`` line with
+    its flags (:func:`flags`), the helpers it includes (and theirs), each once, each after
+    the helpers it uses, then the operation.
+
+    The ``#!lua`` line makes Redis run the script as it runs the same function of the
+    library: with the same flags, so a script that may grow memory is refused whole at
+    ``maxmemory`` and one of :data:`ALLOW_OOM` runs there. Without it Redis runs an
+    ``EVAL`` script in its compatibility mode, where a script's first write that may grow
+    memory fails at ``maxmemory`` unless it wrote before: a ``claim`` refused, a
+    ``set_priority`` let through, by the order of their commands."""
+    named = flags(name)
+    head = "#!lua flags=" + ",".join(named) if named else "#!lua"
+    helpers = (lua_file(f"_{h}") for h in helper_order([name]))
+    return "\n".join([head, *helpers, lua_file(name)])
 
 
 def flags(name: str) -> tuple[str, ...]:

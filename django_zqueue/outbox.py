@@ -46,7 +46,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, models, router, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
-from .backoff import is_unavailable
+from .backoff import full_refusal, is_unavailable
 from .events import kv
 from .exceptions import DuplicateJob, ZQueueError
 from .jobspec import spec_fields, spec_of
@@ -273,7 +273,7 @@ def _publish_run(
         try:
             queue.publish_prepared(jobs)
         except Exception as exc:
-            if is_unavailable(exc):
+            if is_unavailable(exc) or full_refusal(exc):  # Redis down or full: rows wait
                 raise
             # a clash (a replay) or a bad row: find which, one by one
         else:
@@ -301,7 +301,11 @@ def _publish_run(
             done.append(row.id)
             result.duplicates += 1
         except Exception as exc:
-            if is_unavailable(exc) or not isinstance(exc, ZQueueError | ValueError):
+            if (
+                is_unavailable(exc)
+                or full_refusal(exc)  # Redis at maxmemory: the row waits, not set aside
+                or not isinstance(exc, ZQueueError | ValueError)
+            ):
                 _count(queue, result.published - before)
                 raise
             _set_aside(row, exc, errors, result)

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import conf
-from .backoff import Outage, RetryDelay, is_unavailable
+from .backoff import FullNotice, Outage, RetryDelay, full_refusal, is_unavailable
 from .events import kv
-from .exceptions import ScriptError
+from .exceptions import RedisFull, ScriptError
 from .keys import KEYS_FIX
 from .queue import Queue
 
@@ -82,6 +82,8 @@ class Scanner:
         self.name = name
         self.max_steps = max_steps
         self.outage = outage or Outage(log, scanner=name)
+        #: what Redis at maxmemory refuses and the scans go on without (one line each)
+        self.full = FullNotice(log, scanner=name)
         self.retry = retry or RetryDelay(base=0.1, cap=30.0)
         self.report = report or self._log_totals
         self.synced = False
@@ -113,22 +115,27 @@ class Scanner:
                 if not r.more or (stop is not None and stop.is_set()):
                     break
             totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
-            for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
-                n = q.engine.drain()
-                totals.dispatched += n
-                if not n or (stop is not None and stop.is_set()):
-                    break
+            with self.full.refusing("workflow_outbox"):  # (it adds jobs: not at maxmemory)
+                for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
+                    n = q.engine.drain()
+                    totals.dispatched += n
+                    if not n or (stop is not None and stop.is_set()):
+                        break
         if self.scheduler is not None:
-            if not self.synced:
-                try:
-                    self.sync_schedules()
-                except Exception as exc:
-                    log.warning(
-                        kv(event="schedules_sync_failed", scanner=self.name, error=str(exc)[:200])
-                    )
-                    raise
-            totals.fired = self.scheduler.step()
-        totals.relayed = self.relay()
+            with self.full.refusing("schedules"):
+                if not self.synced:
+                    try:
+                        self.sync_schedules()
+                    except RedisFull:
+                        raise
+                    except Exception as exc:
+                        error = str(exc)[:200]
+                        fields = {"scanner": self.name, "error": error}
+                        log.warning(kv(event="schedules_sync_failed", **fields))
+                        raise
+                totals.fired = self.scheduler.step()
+        with self.full.refusing("outbox_relay"):
+            totals.relayed = self.relay()
         self.steps += 1
         return totals
 
@@ -167,6 +174,8 @@ class Scanner:
             wait = self.relay_retry.next()
             if is_unavailable(exc):
                 self.outage.failed(exc)
+            elif full_refusal(exc):  # Redis at maxmemory: the rows wait, said once
+                self.full.refused("outbox_relay")
             else:  # the database (a missing migration, a lost connection) or a bug
                 log.error(
                     kv(event="outbox_relay_error", scanner=self.name, retry_in=f"{wait:.2f}"),

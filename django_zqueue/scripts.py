@@ -50,6 +50,7 @@ from .calls import is_cluster_pipeline as is_cluster_pipeline
 from .calls import is_missing as is_missing
 from .calls import load_library as load_library
 from .calls import script_error as script_error
+from .connection import is_out_of_memory
 from .exceptions import ScriptArgumentError as ScriptArgumentError
 from .exceptions import ScriptError as ScriptError
 from .exceptions import SequenceExhausted as SequenceExhausted
@@ -326,7 +327,7 @@ class Scripts:
                 if not is_missing(exc):
                     raise
                 self.load_all()
-                reply = self.client.execute_command(*cmd)
+                reply = self.client.execute_command(*self.command(call))
         except ResponseError as exc:
             error = script_error(call.script, exc)
             if error is exc:
@@ -338,12 +339,24 @@ class Scripts:
         return Batch(self)
 
     def load_all(self) -> None:
-        """Load the library (unless the server has it already), or every script."""
-        if self.library is None:
-            for name in SCRIPT_NAMES:
-                self.client.script_load(source(name))
-            return
-        load_library(self.client, self.library.code)
+        """Load the library (unless the server has it already), or every script. Redis at
+        maxmemory refuses ``FUNCTION LOAD`` but not ``SCRIPT LOAD``: then the calls go as
+        ``EVALSHA`` from now on (a release deployed while Redis is full still drains it)."""
+        if self.library is not None:
+            try:
+                load_library(self.client, self.library.code)
+                return
+            except ResponseError as exc:
+                if not is_out_of_memory(exc):
+                    raise
+            self.use_evalsha()
+        for name in SCRIPT_NAMES:
+            self.client.script_load(source(name))
+
+    def use_evalsha(self) -> None:
+        """Send every call as ``EVALSHA`` from now on (Redis refused ``FUNCTION LOAD``)."""
+        self.library = None
+        self.heads = {name: self._head(name) for name in SCRIPT_NAMES}
 
 
 # ------------------------------------------------------------------ the wire protocol

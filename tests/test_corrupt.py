@@ -243,12 +243,24 @@ def test_claim_with_only_corrupt_records_says_claim_again(
     q: Queue, redis_client: redis.Redis
 ) -> None:
     bad = [q.publish(i) for i in range(3)]
-    good = q.publish("good")
     for t in bad:
         redis_client.hset(q.keys.meta, t, b"garbage")
     msgs, hint = q.claim(3, "c")
-    assert msgs == [] and hint == 0  # not "nothing known": there is more to claim
+    assert msgs == [] and hint == 0  # not "nothing known": there may be more to claim
+    good = q.publish("good")
     msgs, _ = q.claim(3, "c")
+    assert [m.tag for m in msgs] == [good]
+    assert q.counts()["dead"] == 3
+
+
+def test_claim_reads_past_corrupt_records_to_a_good_one(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    bad = [q.publish(i) for i in range(3)]
+    good = q.publish("good")
+    for t in bad:
+        redis_client.hset(q.keys.meta, t, b"garbage")
+    msgs, _ = q.claim(1, "c")  # one call: the corrupt heads buried, the good one leased
     assert [m.tag for m in msgs] == [good]
     assert q.counts()["dead"] == 3
 

@@ -318,13 +318,16 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _claim_model(self, batch: int, consumer: str) -> list[str]:
         """The jobs a claim leases; a job at the head whose expiry passed is expired
-        instead (``self.claim_expired``: how many)."""
+        instead (``self.claim_expired``: how many), and the claim reads on past it, up to
+        EXPIRED_MAX (100) such jobs in one call."""
         self._promote(100)
         if self.concurrency is not None:  # a global limit on jobs in flight
             batch = max(0, min(batch, self.concurrency - len(self._in(LEASED))))
-        tags = []
+        tags: list[str] = []
         self.claim_expired = 0
-        for tag in self._ready_order()[:batch]:
+        for tag in self._ready_order():
+            if len(tags) >= batch or self.claim_expired >= 100:
+                break
             job = self.jobs[tag]
             if job.lapsed is not None:
                 self._expire(job)
@@ -455,6 +458,10 @@ class QueueMachine(RuleBasedStateMachine):
         msg = self.q.get(timeout=0, consumer=consumer)
         t1 = self._redis_now()
         expected = self._claim_model(1, consumer)
+        for _ in range(100):  # get() claims again after "claim again" (CLAIM_AGAIN_MAX)
+            if expected or not self.claim_expired:
+                break
+            expected = self._claim_model(1, consumer)
         self._check_delivered([] if msg is None else [msg], expected, t0, t1)
 
     @rule(batch=st.integers(1, 4))

@@ -15,7 +15,7 @@ from redis.exceptions import ResponseError
 
 from .. import conf
 from ..aconnection import get_async_client
-from ..connection import UNAVAILABLE_ERRORS, get_client
+from ..connection import UNAVAILABLE_ERRORS, get_client, is_out_of_memory
 from ..exceptions import InvalidArgument, QueueUnavailable
 from ..keys import QueueKeys
 from ..read.pipeline import queue_ahead
@@ -65,9 +65,14 @@ class AsyncEngine:
         """Load what ``call`` needs on a server that has lost it."""
         library = self.sync.scripts.library
         if library is not None and not is_cluster(client):
-            await aload_library(client, library.code)
-        else:
-            await client.script_load(source(call.script))
+            try:
+                await aload_library(client, library.code)
+                return
+            except ResponseError as exc:
+                if not is_out_of_memory(exc):
+                    raise
+            self.sync.scripts.use_evalsha()  # (FUNCTION LOAD refused at maxmemory)
+        await client.script_load(source(call.script))
 
     async def run(self, call: Call[T]) -> T:
         """Send one script call; where the server lost the scripts (Redis ran nothing),
@@ -81,7 +86,7 @@ class AsyncEngine:
                 if not is_missing(exc):
                     raise
                 await self._load(client, call)
-                reply = await client.execute_command(*cmd)
+                reply = await client.execute_command(*self._command(client, call))
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
         except ResponseError as exc:
@@ -111,7 +116,8 @@ class AsyncEngine:
             missing = [i for i, r in enumerate(replies[skip:]) if is_missing(r)]
             for i in missing:
                 await self._load(client, calls[i])
-                replies[skip + i] = await client.execute_command(*commands[i])
+                cmd = self._command(client, calls[i])  # (FCALL may be EVALSHA now)
+                replies[skip + i] = await client.execute_command(*cmd)
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
         return replies

@@ -13,6 +13,12 @@
 --@include count
 --@include attempts
 
+-- EXPIRED_MAX: most expired (or corrupt) jobs at the head of ready that one claim reads
+--   past to reach a ready job (claim.lua, claim_fair.lua); EXPIRED_PAGE: the size of each
+--   page read past them (beyond what the batch still needs).
+local EXPIRED_MAX = 100
+local EXPIRED_PAGE = 16
+
 local function is_lapsed(meta, now)
   return type(meta.x) == 'number' and meta.x <= now
 end

@@ -20,8 +20,13 @@
 --   hint_ms when nothing was claimed: ms until the next delayed job is due or the rate
 --   limit admits a start; -1 = nothing known (wait for a notify); 0 otherwise (also
 --   when only corrupt records or expired jobs were met: claim again).
--- Work: O((batch + promote_limit) log N); the claimed jobs take a constant number of
---   Redis commands (multi-key HMGET, HSET, ZADD), the promoted ones 3 each.
+-- Expired and corrupt jobs at the head are read past: up to EXPIRED_MAX (_expire.lua) of
+--   them per call end (expired, or in dead letters) and the jobs behind them are leased
+--   in the same call; a call that stopped at that bound with nothing leased answers 0.
+-- Work: O((batch + promote_limit + EXPIRED_MAX) log N); the claimed jobs take a constant
+--   number of Redis commands (multi-key HMGET, HSET, ZADD), the promoted ones 3 each;
+--   the head is read in pages (ZRANGE, HMGET), a next page only after one that held an
+--   expired or corrupt job, each of at most EXPIRED_PAGE entries beyond the batch.
 
 --@include now_ms
 --@include bounds
@@ -96,14 +101,20 @@ end
 
 local out = {0}
 if n > 0 then
-  -- read first, check every record, then write: a bad record must not strand the batch
-  local first_n = redis.call('ZRANGE', k.ready, 0, n - 1, 'WITHSCORES')
-  local seen = #first_n / 2
-  local got, bad, lapsed = 0, {}, {}
-  if seen > 0 then
+  -- read first, check every record, then write: a bad record must not strand the batch.
+  -- Expired and corrupt heads are read past, EXPIRED_MAX of them at most per call, so
+  -- that a ready job behind them is leased by this very call.
+  local got, bad, lapsed, good, done = 0, {}, {}, {}, {}
+  local want, offset = n, 0
+  while want > 0 do
+    local page = redis.call('ZRANGE', k.ready, offset, offset + want - 1, 'WITHSCORES')
+    local seen = #page / 2
+    if seen == 0 then
+      break
+    end
     local ids = {}
     for i = 1, seen do
-      ids[i] = first_n[2 * i - 1]
+      ids[i] = page[2 * i - 1]
     end
     local metas = redis.call('HMGET', k.meta, unpack(ids))
     local ms, whys = {}, {}
@@ -111,8 +122,10 @@ if n > 0 then
       ms[i], whys[i] = decode_meta(metas[i])
     end
     local bodies = record_bodies(k.body, ids, ms, seen)
-    local good = {}
     for i, id in ipairs(ids) do
+      if #good >= n then
+        break -- (a later page may hold more than the batch needs: the rest stays)
+      end
       local m, why = ms[i], whys[i]
       if m and not bodies[i] then
         m, why = nil, 'body missing'
@@ -120,11 +133,20 @@ if n > 0 then
       if m and is_lapsed(m, now) then
         lapsed[#lapsed + 1] = {id, m}
       elseif m then
-        good[#good + 1] = {id, m, bodies[i], first_n[2 * i], metas[i]}
+        good[#good + 1] = {id, m, bodies[i], page[2 * i], metas[i]}
       else
         bad[#bad + 1] = {id, why, metas[i]}
       end
+      done[#done + 1] = id
     end
+    offset = offset + seen
+    local skipped = #bad + #lapsed
+    if seen < want or #good >= n or skipped == 0 or skipped >= EXPIRED_MAX then
+      break
+    end
+    want = math.min(EXPIRED_MAX - skipped, math.max(n - #good, EXPIRED_PAGE))
+  end
+  if #done > 0 then
     got = #good
     local common = got > 0 and #bad == 0 and #lapsed == 0
     for _, g in ipairs(good) do
@@ -137,7 +159,7 @@ if n > 0 then
     else
       guard_all()
     end
-    redis.call('ZREM', k.ready, unpack(ids))
+    redis.call('ZREM', k.ready, unpack(done))
     if got > 0 then
       first = (first or redis.call('HINCRBY', k.ctr, 'tok', got)) - got + 1
       local new_meta, lease, started = {}, {}, {}

@@ -28,10 +28,12 @@
 -- Returns: {hint_ms, then 9 per job: id, body, attempt, ...} as claim.lua; hint 0 also
 --   when jobs were only set aside (claim again), else the earliest of the next delayed
 --   job and the next look at a waiting group.
--- Work: O((batch + promote_limit + PARK_MAX) log N), plus at most VERIFY_BUDGET (2000)
---   in-flight entries checked, UNPARK_GROUPS (4) waiting groups of up to 100 jobs, and
---   10 entries of each sweep (fair_sweep, limits_sweep, group_sweep; 200 when nothing
---   was leased).
+-- Expired and corrupt jobs at the head are read past as in claim.lua: up to EXPIRED_MAX
+--   (_expire.lua) per call, in pages of at most EXPIRED_PAGE beyond the batch.
+-- Work: O((batch + promote_limit + PARK_MAX + EXPIRED_MAX) log N), plus at most
+--   VERIFY_BUDGET (2000) in-flight entries checked, UNPARK_GROUPS (4) waiting groups of
+--   up to 100 jobs, and 10 entries of each sweep (fair_sweep, limits_sweep, group_sweep;
+--   200 when nothing was leased).
 
 --@include now_ms
 --@include bounds
@@ -112,34 +114,47 @@ local out = {0}
 local take, parked, bad, done, lapsed = {}, {}, {}, {}, {}
 if n > 0 then
   local extra = (gc > 0 or gq > 0) and PARK_MAX or 0 -- room to set jobs aside
-  local head = redis.call('ZRANGE', k.ready, 0, n + extra - 1, 'WITHSCORES')
-  local ids = {}
-  for i = 1, #head / 2 do
-    ids[i] = head[2 * i - 1]
-  end
-  local metas = #ids > 0 and redis.call('HMGET', k.meta, unpack(ids)) or {}
-  for i, id in ipairs(ids) do
-    if #take >= n or #parked >= PARK_MAX then
+  -- expired and corrupt heads are read past (EXPIRED_MAX at most per call): a next page
+  -- is read only after one that held some
+  local want, offset, stop = n + extra, 0, false
+  while want > 0 and not stop do
+    local head = redis.call('ZRANGE', k.ready, offset, offset + want - 1, 'WITHSCORES')
+    local ids = {}
+    for i = 1, #head / 2 do
+      ids[i] = head[2 * i - 1]
+    end
+    local metas = #ids > 0 and redis.call('HMGET', k.meta, unpack(ids)) or {}
+    for i, id in ipairs(ids) do
+      if #take >= n or #parked >= PARK_MAX then
+        stop = true
+        break
+      end
+      local m, why = decode_meta(metas[i])
+      if not m then
+        bad[#bad + 1] = {id, why, metas[i]}
+      elseif is_lapsed(m, now) then
+        lapsed[#lapsed + 1] = {id, m}
+      else
+        local group = m.g or ''
+        local ok, wake = group_admits(k, lim, group, now)
+        if ok == nil then
+          stop = true
+          break -- check budget spent: the rest waits for the next call
+        elseif ok then
+          group_took(k, lim, group, now)
+          take[#take + 1] = {id, m, nil, head[2 * i], metas[i]}
+        else
+          parked[#parked + 1] = {id, group, head[2 * i], wake, m}
+        end
+      end
+      done[#done + 1] = id
+    end
+    offset = offset + #ids
+    local skipped = #bad + #lapsed
+    if #ids < want or #take >= n or skipped == 0 or skipped >= EXPIRED_MAX then
       break
     end
-    local m, why = decode_meta(metas[i])
-    if not m then
-      bad[#bad + 1] = {id, why, metas[i]}
-    elseif is_lapsed(m, now) then
-      lapsed[#lapsed + 1] = {id, m}
-    else
-      local group = m.g or ''
-      local ok, wake = group_admits(k, lim, group, now)
-      if ok == nil then
-        break -- check budget spent: the rest waits for the next call
-      elseif ok then
-        group_took(k, lim, group, now)
-        take[#take + 1] = {id, m, nil, head[2 * i], metas[i]}
-      else
-        parked[#parked + 1] = {id, group, head[2 * i], wake, m}
-      end
-    end
-    done[#done + 1] = id
+    want = math.min(EXPIRED_MAX - skipped, math.max(n - #take, EXPIRED_PAGE))
   end
 end
 

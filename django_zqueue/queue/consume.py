@@ -16,10 +16,14 @@ from ..exceptions import InvalidArgument
 from ..records import Ack, Claimed, Message, NackResult, encode_body, from_ms
 from .base import QueueBase
 
-__all__ = ["MAX_BATCH", "NO_RESULT", "AckReply", "ClaimPlan", "Consuming"]
+__all__ = ["CLAIM_AGAIN_MAX", "MAX_BATCH", "NO_RESULT", "AckReply", "ClaimPlan", "Consuming"]
 
 #: most jobs one claim may lease
 MAX_BATCH = 1000
+#: most claims in a row that :meth:`Consuming.subscribe` sends at once, past its timeout,
+#: while each answers "claim again" (a hint of 0: it ended expired or corrupt jobs at the
+#: head, or set jobs aside, and leased nothing): up to 100 expired heads each (claim.lua)
+CLAIM_AGAIN_MAX = 100
 
 
 class Consuming(QueueBase):
@@ -77,16 +81,24 @@ class Consuming(QueueBase):
 
         Idle, it blocks on the queue's notify list (no polling) and wakes when a job
         is published, a delayed job falls due or, with a concurrency limit, a slot
-        frees. Stops after ``timeout`` seconds without a message (None: never).
-        Every yielded message is leased: ack or nack it before its lease runs out.
+        frees. Stops after ``timeout`` seconds without a message (None: never); a claim
+        that answers "claim again" (it ended expired or corrupt jobs at the head and
+        leased nothing) is followed by another at once, up to ``CLAIM_AGAIN_MAX`` in a
+        row, even past the timeout. Every yielded message is leased: ack or nack it
+        before its lease runs out.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        again = 0  # claims in a row that answered "claim again"
         while True:
             msgs, hint = self.claim(batch_size, consumer)
             if msgs:
+                again = 0
                 yield from msgs
                 if deadline is not None:
                     deadline = time.monotonic() + (timeout or 0)
+                continue
+            if hint == 0 and again < CLAIM_AGAIN_MAX:
+                again += 1
                 continue
             remaining = MAX_BLOCK if deadline is None else deadline - time.monotonic()
             if remaining <= 0:

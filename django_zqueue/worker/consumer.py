@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import backend_runner, dbconn, taskstats
-from ..backoff import RetryDelay, Throttle, as_error, is_unavailable
+from ..backoff import FullNotice, RetryDelay, Throttle, as_error, full_refusal, is_unavailable
+from ..connection import is_out_of_memory
 from ..engine import Wakeups
 from ..events import kv, log
 from ..exceptions import QueueUnavailable, ScriptError
@@ -135,12 +136,15 @@ def _ended(reply: Reply) -> bool:
     return flow_ended(reply.call, reply.reply)
 
 
-def dispatch_ends(queue: Queue, tags: list[str]) -> None:
+def dispatch_ends(queue: Queue, tags: list[str], full: FullNotice | None = None) -> None:
     """Tell the dependents of workflow jobs that ended (their outbox entries); on any
-    error the scanner's drain does it later."""
+    error the scanner's drain does it later (Redis at maxmemory: said once by ``full``)."""
     try:
         queue.dispatch(tags)
     except Exception as exc:
+        if full is not None and full_refusal(exc):
+            full.refused("workflow_dispatch")
+            return
         error = str(exc)[:200]
         log.warning(kv(event="dispatch_deferred", queue=queue.name, jobs=len(tags), error=error))
 
@@ -171,14 +175,20 @@ def report_error(worker: Host, exc: BaseException, wait: float, **more: Any) -> 
     )
 
 
-def _send(queue: Queue, batch: Batch) -> None:
-    """Send ``batch``; a failure to send it is QueueUnavailable (the loop retries)."""
+def _send(queue: Queue, batch: Batch, full: FullNotice) -> None:
+    """Send ``batch``; a failure to send it is QueueUnavailable (the loop retries). Redis
+    at maxmemory refuses the per-task statistics in it (the ends of the jobs and the
+    claim run there): they are left out, said once by ``full``."""
     try:
-        queue.engine.send(batch)
+        replies = queue.engine.send(batch)
     except QueueUnavailable:
         raise
     except Exception as exc:
         raise QueueUnavailable(str(exc)) from exc
+    with full.refusing("task_statistics"):
+        for reply in replies:
+            if isinstance(reply, Exception) and is_out_of_memory(reply):
+                raise reply
 
 
 class Consumer:
@@ -362,7 +372,7 @@ class Consumer:
         taskstats.add_to(batch, self.done)  # per-task statistics, in the same round trip
         plan = q.engine.plan_claim(budget, self.worker.id)
         claimed = batch.add(plan.call)
-        _send(q, batch)
+        _send(q, batch, self.worker.leases.full)
         self.outcomes_sent(pending)
         if claimed.failed is not None:
             raise as_error(claimed.failed)
@@ -376,7 +386,7 @@ class Consumer:
         batch = q.engine.batch()
         pending = add_outcomes(batch, self.done)
         taskstats.add_to(batch, self.done)  # per-task statistics, in the same round trip
-        _send(q, batch)
+        _send(q, batch, self.worker.leases.full)
         self.outcomes_sent(pending)
 
     def outcomes_sent(self, pending: Sequence[Reply]) -> None:
@@ -417,4 +427,4 @@ class Consumer:
                 backend_runner.outcome_sent(q, msg, out, buried=buried)
         self.done[:] = again
         for q, tags in ended.values():
-            dispatch_ends(q, tags)
+            dispatch_ends(q, tags, self.worker.leases.full)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..backoff import as_error
+from ..backoff import FullNotice, as_error
 from ..context import JobContext
 from ..engine import Engine
 from ..events import kv, log
@@ -84,6 +84,8 @@ class Leases:
         self._lock = threading.Lock()
         self._next_register = 0.0
         self.started_ms = int(time.time() * 1000)  # shown on the admin's workers page
+        #: the writes Redis at maxmemory refuses and the worker goes on without
+        self.full = FullNotice(log, worker=worker_id)
 
     @property
     def claimed(self) -> int:
@@ -185,7 +187,8 @@ class Leases:
             self.hand_back_waiting(now)
         reached = self.extend(now)
         if now >= self._next_register:
-            self.register()
+            with self.full.refusing("worker_registration"):  # at maxmemory: left out
+                self.register()
             self._next_register = now + REGISTER_EVERY
             reached = True
         return reached

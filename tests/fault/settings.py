@@ -4,6 +4,7 @@ ZQ_FAULT_LEASE   visibility_timeout of the "fault" queue, seconds (default 300)
 ZQ_FAULT_SKEW    seconds added to this process's ``time.time``/``time.time_ns`` (clock skew)
 ZQ_FAULT_ASYNC   when set, the ``async def`` demo tasks are registered (app tests.fault.lane),
                  so a worker runs an event-loop lane
+ZQ_FAULT_LUA_FUNCTIONS  ``0``: the scripts run as EVALSHA (``LUA_FUNCTIONS`` False)
 
 Every connection is named ``zqfault-<pid>`` so a test can find (and CLIENT KILL) the
 connections of one worker process.
@@ -43,4 +44,5 @@ ZQUEUE = {
         },
     },
     "CONNECTION_OPTIONS": {"client_name": f"zqfault-{os.getpid()}"},
+    "LUA_FUNCTIONS": os.environ.get("ZQ_FAULT_LUA_FUNCTIONS", "1") != "0",
 }
