@@ -14,13 +14,16 @@ two runs of one tag never overlap; ``Leases.claimed`` counts the claims not give
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -31,8 +34,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from django_zqueue.queue import Message, Queue
+from django_zqueue import chain, conf
+from django_zqueue.queue import Message, Queue, get_queue
+from django_zqueue.worker import Worker
 from django_zqueue.worker.leases import Leases
+from testproject.demo import ledger, tasks
 
 T = TypeVar("T")
 
@@ -214,3 +220,158 @@ def test_a_job_handed_back_and_claimed_by_another_thread_is_not_started_again(
     finally:
         a.shutdown()
         b.shutdown()
+
+
+# ------------------------------------------------------------------ a corrupt history
+
+
+def _corrupt(q: Queue, which: str) -> str:
+    key = {"history": q.keys.history, "finished": q.keys.finished, "cancels": q.keys.cancels}
+    k = key[which]
+    q.client.delete(k)
+    q.client.set(k, "junk")
+    return k
+
+
+@pytest.mark.parametrize("which", ["history", "finished", "cancels"])
+@pytest.mark.parametrize("many", [False, True], ids=["ack", "ack_many"])
+def test_an_ack_goes_on_without_a_history_of_the_wrong_type(
+    make_queue: Callable[..., Queue], which: str, many: bool
+) -> None:
+    """The history is an optional write: with one of its keys of the wrong type, ack and
+    ack_many still finish the job (it is not run again), the corrupt key is left as it
+    was, and nothing of the history is half-written."""
+    q = make_queue()
+    tags = q.publish_many([{"n": i} for i in range(3)])
+    msgs, _ = q.claim(3, "w1")
+    assert len(msgs) == 3
+    k = _corrupt(q, which)
+    if many:
+        assert q.ack_many(msgs) == [True, True, True]
+    else:
+        assert [q.ack(m) for m in msgs] == [True, True, True]
+    assert q.counts()["inflight"] == 0
+    assert [q.state(t) for t in tags] == [None, None, None]
+    assert q.client.get(k) == b"junk"
+    others = {q.keys.history, q.keys.finished, q.keys.cancels} - {k}
+    assert all(q.client.type(o) in (b"none", b"zset", b"hash") for o in others)
+    assert q.client.exists(q.keys.history) == (which == "history")
+    assert q.stats()["acked"] == 3
+    # repaired (what zqueue_doctor --repair does to it): the history is kept again
+    q.client.delete(k)
+    q.publish({"n": 9}, tag="after")
+    (m,), _ = q.claim(1, "w1")
+    assert q.ack_many([m]) == [True] if many else q.ack(m)
+    assert q.client.hexists(q.keys.history, "after")
+
+
+def test_an_ack_with_a_history_still_refuses_other_corrupt_keys(
+    make_queue: Callable[..., Queue],
+) -> None:
+    """Only the history is optional: a corrupt key the ack must write (here the workflow
+    outbox) still refuses it whole, nothing written, the job still leased."""
+    from django_zqueue.exceptions import CorruptKey
+
+    q = make_queue()
+    q.publish({"n": 1}, tag="a")
+    (m,), _ = q.claim(1, "w1")
+    _corrupt(q, "history")
+    q.client.delete(q.keys.wf_out)
+    q.client.set(q.keys.wf_out, "junk")
+    with pytest.raises(CorruptKey):
+        q.ack(m)
+    assert q.state("a") == "leased"
+
+
+# ------------------------------------------------------------------ a key of the wrong type
+
+
+def _worker_until(w: Worker, done: Callable[[], bool], timeout: float = 20.0) -> bool:
+    import threading
+
+    runner = threading.Thread(target=w.run)
+    runner.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return done()
+    finally:
+        w.stop()
+        runner.join(30)
+
+
+def _events(caplog: pytest.LogCaptureFixture, name: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if f"event={name}" in r.getMessage()]
+
+
+def test_a_corrupt_key_of_one_queue_stops_only_that_queue(
+    zqueue_settings: dict[str, Any],
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    """``{p:default}:ready`` set to a string: the worker's claims of ``default`` fail
+    (said, with the key and its repair, at most once a second); those of ``other`` go
+    on, every job of it runs once; not an outage (no redis_lost)."""
+    caplog.set_level(logging.INFO)
+    book = str(tmp_path / "ledger.db")
+    ledger.connect(book).close()
+    bad = get_queue("default").engine.keys.ready
+    redis_client.set(bad, "junk")
+    keys = [f"o{i}" for i in range(30)]
+    for k in keys:
+        tasks.fault_run.using(queue="other").enqueue(book, k)
+    w = Worker(["default", "other"], concurrency=2, scan_interval=0.05)
+    ran = _worker_until(w, lambda: len(ledger.runs(book)) >= len(keys))
+    runs = ledger.runs(book)
+    assert ran and sorted(r.key for r in runs) == sorted(keys)  # each once
+    errors = _events(caplog, "consumer_error")
+    assert errors and all("queue=default" in e for e in errors)
+    assert any(bad in e for e in errors)
+    assert not _events(caplog, "redis_lost")
+    assert redis_client.type(bad) == b"string"  # left for the operator's repair
+
+
+def test_an_ack_refused_by_a_corrupt_key_is_kept_and_the_job_runs_once(
+    zqueue_settings: dict[str, Any],
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    """A workflow job's ack writes the workflow outbox (``wf_out``), which a claim that
+    finds the job does not: that key of the wrong type, the job runs, its ack is refused;
+    the outcome is kept and its lease extended (a lease of 1 s would otherwise lapse and
+    the job run again), the queue's claims wait; once the key is repaired the ack goes
+    through: one run, acked, nothing dead."""
+    caplog.set_level(logging.INFO)
+    zqueue_settings["QUEUES"]["default"] = {"visibility_timeout": 1}
+    conf.reset()
+    q = get_queue("default")
+    book = str(tmp_path / "ledger.db")
+    ledger.connect(book).close()
+    bad = q.engine.keys.wf_out
+    redis_client.set(bad, "junk")
+    chain(tasks.fault_run.si(book, "only"), tasks.fault_run.si(book, "then")).enqueue()
+    w = Worker(["default"], concurrency=1, scan_interval=0.05)
+    import threading
+
+    runner = threading.Thread(target=w.run)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not _events(caplog, "consumer_error") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(3.0)  # three leases of 1 s: a dropped outcome would have run it again
+        assert [r.key for r in ledger.runs(book)] == ["only"]
+        assert q.counts()["inflight"] == 1
+        redis_client.delete(bad)
+        deadline = time.monotonic() + 15
+        while q.stats().get("acked", 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        w.stop()
+        runner.join(30)
+    assert [r.key for r in ledger.runs(book)] == ["only", "then"]  # each once, in order
+    assert q.stats().get("acked", 0) == 2 and q.counts()["dead"] == 0
+    assert not _events(caplog, "stale_delivery")

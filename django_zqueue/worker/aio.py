@@ -267,7 +267,17 @@ class AioLane:
             if wait > 0:
                 if self._tasks:  # a job may end meanwhile: do not block for long
                     wait = min(wait, 0.05)
-                await aqs[w.queues[0].name].engine.wait_on(w.wakeups.groups, wait)
+                try:
+                    await aqs[w.queues[0].name].engine.wait_on(w.wakeups.groups, wait)
+                except Exception as exc:  # Redis gone while idle: ridden out, never the end
+                    errors += 1
+                    failed_at = time.monotonic()
+                    pause = min(5.0, 0.1 * 2**errors)
+                    if is_unavailable(exc):
+                        w.outage.failed(exc)
+                    else:
+                        report_error(w, exc, pause, lane="aio", call="blpop")
+                    await asyncio.sleep(pause)
 
     def _reserve(self) -> int:
         """Take the free slots for one claim of the loop's own (a consumer thread's
@@ -299,14 +309,34 @@ class AioLane:
         self, aqs: dict[str, AsyncQueue], budget: int
     ) -> tuple[Queue | None, list[Message], list[float]]:
         """Claim up to ``budget`` jobs from the first queue in order that has some; the
-        pending outcomes go in the first claim's round trip."""
+        pending outcomes go in the first claim's round trip. A queue whose claim fails
+        for an error of its own, not an outage (a key of the wrong type), is logged and
+        left alone for a growing while (``worker.paused``, shared with the consumer
+        threads); an outage raises."""
+        w = self.worker
         hints: list[float] = []
-        for i, q in enumerate(self.reporter.order()):
+        first = True
+        for q in self.reporter.order():
+            paused = w.paused.wait(q.name)
+            if paused > 0:
+                hints.append(paused)
+                continue
             aq = aqs[q.name]
-            if i == 0 and self.done:
-                msgs, hint = await self._flush(aqs, [(aq, budget)])
-            else:
-                msgs, hint = await aq.claim(min(budget, 100), self.worker.id)
+            try:
+                if first and self.done:
+                    msgs, hint = await self._flush(aqs, [(aq, budget)])
+                else:
+                    msgs, hint = await aq.claim(min(budget, 100), w.id)
+            except Exception as exc:
+                if is_unavailable(exc):
+                    raise
+                wait = w.paused.failed(q.name)
+                report_error(w, exc, wait, lane="aio", queue=q.name)
+                hints.append(wait)
+                continue
+            finally:
+                first = False
+            w.paused.ok(q.name, proved=bool(msgs))
             if msgs:
                 return q, msgs, hints
             if hint is not None:
@@ -375,7 +405,7 @@ class AioLane:
                     await self._flush(aqs, [])
                 except Exception as exc:  # kept; sent again with the next flush
                     if not is_unavailable(exc):
-                        log.error(kv(event="ack_failed", worker=self.worker.id), exc_info=exc)
+                        report_error(self.worker, exc, 0.1, lane="aio", call="outcomes")
                     await asyncio.sleep(0.1)
                     self._finished.set()
 

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..backoff import FullNotice, as_error
+from ..backoff import FullNotice, Throttle, as_error, is_unavailable
 from ..context import JobContext
 from ..engine import Engine
 from ..events import kv, log
-from ..exceptions import JobCancelled, JobTimeout, QueueUnavailable, ScriptError
+from ..exceptions import JobCancelled, JobTimeout, ZQueueError
 from ..queue import Message, Queue
 from ..records import lenient_text
 from ..scripts import CANCELLED
@@ -94,6 +94,7 @@ class Leases:
         self._claimed = 0
         self._lock = threading.Lock()
         self._next_register = 0.0
+        self.errors = Throttle(1.0)  # one line a second for extensions refused
         self.started_ms = int(time.time() * 1000)  # shown on the admin's workers page
         #: the writes Redis at maxmemory refuses and the worker goes on without
         self.full = FullNotice(log, worker=worker_id)
@@ -275,18 +276,43 @@ class Leases:
         pending = [batch.add(h.queue.engine.touch_call(h.message)) for h in due]
         try:
             due[0].queue.engine.send(batch)
-            failed = next((p.failed for p in pending if p.failed is not None), None)
+            failed = next((f for p in pending if (f := p.failed) and is_unavailable(f)), None)
             if failed is not None:
                 raise as_error(failed) from failed
         except Exception as exc:
             with self._lock:  # due again: retried after the heartbeat's backoff
                 for h in due:
                     h.next_beat = now
-            if isinstance(exc, QueueUnavailable | ScriptError):
+            if isinstance(exc, ZQueueError):
                 raise
-            raise QueueUnavailable(str(exc)) from exc
-        self._cancelled([h for h, p in zip(due, pending, strict=True) if p.result() == CANCELLED])
+            raise as_error(exc) from exc
+        refused = [(h, f) for h, p in zip(due, pending, strict=True) if (f := p.failed)]
+        if refused:  # an error of the job's queue (a key of the wrong type): the others go on
+            self._refused(now, refused)
+        done = [(h, p) for h, p in zip(due, pending, strict=True) if p.failed is None]
+        self._cancelled([h for h, p in done if p.result() == CANCELLED])
         return True
+
+    def _refused(self, now: float, refused: list[tuple[Held, BaseException]]) -> None:
+        """Extensions refused for an error of their queue, not an outage: tried again
+        in a second (the other leases are extended as usual), one line a second."""
+        with self._lock:
+            for h, _ in refused:
+                h.next_beat = now + 1.0
+        h, exc = refused[0]
+        error = as_error(exc)
+        held = self.errors.due(f"touch {str(error)[:300]}")
+        if held is not None:
+            log.error(
+                kv(
+                    event="heartbeat_error",
+                    worker=self.worker_id,
+                    queue=h.queue.name,
+                    jobs=len(refused),
+                    error=str(error)[:300],
+                    **({"repeated": held} if held else {}),
+                )
+            )
 
     def _cancelled(self, held: list[Held]) -> None:
         """Jobs cancelled in Redis: tell each one, and give it ``cancel_grace`` seconds."""
