@@ -100,6 +100,7 @@ class Throttle:
         self.clock = clock
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
+        self._traced: set[str] = set()
         self._lock = threading.Lock()
 
     def due(self, key: str) -> int | None:
@@ -116,6 +117,104 @@ class Throttle:
                 self._held.clear()
             self._last[key] = now
             return self._held.pop(key, 0)
+
+    def first(self, key: str) -> bool:
+        """Whether this is the first line of its kind (``key``): its traceback is
+        logged once, not at every line."""
+        with self._lock:
+            if key in self._traced:
+                return False
+            if len(self._traced) > 1000:  # (bounded: errors whose text varies)
+                self._traced.clear()
+            self._traced.add(key)
+            return True
+
+
+class QueueBackoff:
+    """Per-queue backoff of one process's loops after errors that concern one queue (a
+    key of the wrong type, a script's error: not an outage, which concerns every queue
+    and backs off as a whole): :meth:`failed` leaves that queue alone for a growing while
+    (capped exponential, with jitter), the other queues go on. :meth:`ok` after a call
+    that worked starts its delay again from the base, but only once it ``proved`` it (a
+    claim that brought jobs: an empty claim proves little, a corrupt key may fail only
+    the claims that find work) or after ``reset_after`` seconds without an error.
+    Thread-safe."""
+
+    def __init__(
+        self,
+        base: float = 0.1,
+        cap: float = 5.0,
+        reset_after: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.base, self.cap, self.reset_after = base, cap, reset_after
+        self.clock = clock
+        self._rand = rand
+        self._delays: dict[str, RetryDelay] = {}
+        self._until: dict[str, float] = {}  # queue -> clock time its calls go on
+        self._failed_at: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def failed(self, name: str) -> float:
+        """Count a failure of queue ``name``: the seconds it is left alone."""
+        now = self.clock()
+        with self._lock:
+            delay = self._delays.get(name)
+            if delay is None:
+                delay = self._delays[name] = RetryDelay(self.base, self.cap, self._rand)
+            wait = delay.next()
+            self._until[name] = now + wait
+            self._failed_at[name] = now
+        return wait
+
+    def wait(self, name: str) -> float:
+        """Seconds queue ``name`` is still left alone (0: go on)."""
+        if not self._until:  # the common case: no lock
+            return 0.0
+        until = self._until.get(name)
+        return 0.0 if until is None else max(0.0, until - self.clock())
+
+    def ok(self, name: str, proved: bool = True) -> None:
+        """A call of queue ``name`` worked (see the class docstring)."""
+        if name not in self._delays:  # the common case: no lock
+            return
+        with self._lock:
+            failed_at = self._failed_at.get(name)
+            if failed_at is None:
+                return
+            if proved or self.clock() - failed_at > self.reset_after:
+                self._delays.pop(name, None)
+                self._until.pop(name, None)
+                self._failed_at.pop(name, None)
+
+
+class ErrorLine:
+    """The log line of an error that is not an outage, for a loop that meets it again
+    and again: at most one line per ``interval`` seconds for each kind of error (the
+    ones held back counted in ``repeated``), with its traceback only the first time.
+    Thread-safe."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.log = logger
+        self.throttle = Throttle(interval, clock)
+
+    def error(self, exc: BaseException, line: Callable[[dict[str, Any]], str]) -> bool:
+        """Log ``line(fields)`` for ``exc`` unless one was logged for its kind less than
+        ``interval`` ago (``fields``: ``repeated``, when some were held back). True when
+        a line was logged."""
+        kind = f"{type(exc).__name__}: {str(exc)[:300]}"
+        held = self.throttle.due(kind)
+        if held is None:
+            return False
+        trace = exc if self.throttle.first(kind) else None
+        self.log.error(line({"repeated": held} if held else {}), exc_info=trace)
+        return True
 
 
 class Outage:

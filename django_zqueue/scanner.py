@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import conf
-from .backoff import FullNotice, Outage, RetryDelay, full_refusal, is_unavailable
+from .backoff import (
+    ErrorLine,
+    FullNotice,
+    Outage,
+    QueueBackoff,
+    RetryDelay,
+    full_refusal,
+    is_unavailable,
+)
 from .events import kv
 from .exceptions import RedisFull, ScriptError
 from .keys import KEYS_FIX
@@ -76,6 +84,8 @@ class Scanner:
         outage: Outage | None = None,
         retry: RetryDelay | None = None,
         report: Callable[[StepTotals], None] | None = None,
+        paused: QueueBackoff | None = None,
+        errors: ErrorLine | None = None,
     ) -> None:
         self.queues = list(queues)
         self.scheduler = scheduler
@@ -85,6 +95,11 @@ class Scanner:
         #: what Redis at maxmemory refuses and the scans go on without (one line each)
         self.full = FullNotice(log, scanner=name)
         self.retry = retry or RetryDelay(base=0.1, cap=30.0)
+        #: a queue whose scan fails with an error of its own (a key of the wrong type) is
+        #: left alone for a growing while (up to 30 s); the other queues are scanned on
+        self.paused = paused or QueueBackoff(base=0.1, cap=30.0)
+        #: scan_error: one line per second for each kind of error, a traceback once
+        self.errors = errors or ErrorLine(log)
         self.report = report or self._log_totals
         self.synced = False
         self.steps = 0  # steps that completed (for tests and operators)
@@ -102,25 +117,25 @@ class Scanner:
         if any(changes.values()):
             log.info(kv(event="schedules_synced", scanner=self.name, **changes))
 
-    def step(self, stop: threading.Event | None = None) -> StepTotals:
+    def step(self, stop: threading.Event | None = None, *, isolate: bool = False) -> StepTotals:
         """One step on every queue, then the due schedules. Raises what Redis raises
-        (the queues scanned before the failure keep their work done)."""
+        (the queues scanned before the failure keep their work done). ``isolate`` (the
+        scanner's own loop, :meth:`tick`): an error of one queue that is not an outage
+        (a key of the wrong type) is logged and that queue left alone for a while
+        (:attr:`paused`); the other queues are scanned on."""
         totals = StepTotals()
         for q in self.queues:
-            moved = [0, 0, 0, 0]
-            for _ in range(self.max_steps):
-                r = q.scan()
-                for i, v in enumerate((r.promoted, r.recovered, r.buried, r.trimmed)):
-                    moved[i] += v
-                if not r.more or (stop is not None and stop.is_set()):
-                    break
-            totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
-            with self.full.refusing("workflow_outbox"):  # (it adds jobs: not at maxmemory)
-                for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
-                    n = q.engine.drain()
-                    totals.dispatched += n
-                    if not n or (stop is not None and stop.is_set()):
-                        break
+            if isolate and self.paused.wait(q.name) > 0:
+                continue
+            try:
+                self.scan_queue(q, totals, stop)
+            except Exception as exc:
+                if not isolate or is_unavailable(exc):
+                    raise
+                self.queue_failed(q, exc)
+                continue
+            if isolate:
+                self.paused.ok(q.name)
         if self.scheduler is not None:
             with self.full.refusing("schedules"):
                 if not self.synced:
@@ -138,6 +153,56 @@ class Scanner:
             totals.relayed = self.relay()
         self.steps += 1
         return totals
+
+    def scan_queue(self, q: Queue, totals: StepTotals, stop: threading.Event | None) -> None:
+        """Scan queue ``q`` until its scan reports no more work (bounded), then apply the
+        workflow ends no worker dispatched."""
+        moved = [0, 0, 0, 0]
+        for _ in range(self.max_steps):
+            r = q.scan()
+            for i, v in enumerate((r.promoted, r.recovered, r.buried, r.trimmed)):
+                moved[i] += v
+            if not r.more or (stop is not None and stop.is_set()):
+                break
+        totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
+        with self.full.refusing("workflow_outbox"):  # (it adds jobs: not at maxmemory)
+            for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
+                n = q.engine.drain()
+                totals.dispatched += n
+                if not n or (stop is not None and stop.is_set()):
+                    break
+
+    def queue_failed(self, q: Queue, exc: BaseException) -> None:
+        """Queue ``q``'s scan failed, not for an outage: left alone for a growing while,
+        one ``scan_error`` line per second at most (naming the key of the wrong type)."""
+        self.failures += 1
+        wait = self.paused.failed(q.name)
+        self.errors.error(
+            exc,
+            lambda more: kv(
+                event="scan_error",
+                scanner=self.name,
+                queue=q.name,
+                retry_in=f"{wait:.2f}",
+                error=str(exc)[:300],
+                **more,
+                **self.key_fields(exc),
+            ),
+        )
+
+    def step_failed(self, exc: BaseException, wait: float) -> None:
+        """A step failed, not for an outage: one ``scan_error`` line per second at most."""
+        self.errors.error(
+            exc,
+            lambda more: kv(
+                event="scan_error",
+                scanner=self.name,
+                retry_in=f"{wait:.2f}",
+                error=str(exc)[:300],
+                **more,
+                **self.key_fields(exc),
+            ),
+        )
 
     def relay(self) -> int:
         """One relay step of the transactional outbox (none while ``ZQUEUE["OUTBOX"]`` is
@@ -192,22 +257,14 @@ class Scanner:
         """One step that never raises: the seconds to wait before the next one
         (``interval`` after a success, a growing backoff after failures)."""
         try:
-            totals = self.step(stop)
+            totals = self.step(stop, isolate=True)
         except Exception as exc:
             self.failures += 1
             wait = self.retry.next()
             if is_unavailable(exc):
                 self.outage.failed(exc)
-            else:  # a script error or a bug: say what it is, and back off all the same
-                log.error(
-                    kv(
-                        event="scan_error",
-                        scanner=self.name,
-                        retry_in=f"{wait:.2f}",
-                        **self.key_fields(exc),
-                    ),
-                    exc_info=exc,
-                )
+            else:  # the schedules, or a bug: say what it is, and back off all the same
+                self.step_failed(exc, wait)
             return wait
         self.outage.ok()
         self.retry.reset()

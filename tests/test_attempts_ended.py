@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import redis
 
 from django_zqueue import Queue, get_queue
@@ -16,14 +15,6 @@ from django_zqueue.worker import Worker
 from testproject.demo import tasks
 
 from .conftest import QueueFactory
-
-#: the ack scripts (lua/ack.lua, lua/ack_many.lua) drop a job's errors with its record
-#: and keep none in its history entry: the head of the kept record has no `er` field yet
-ACK_DROPS_ERRORS = pytest.mark.xfail(
-    strict=True,
-    reason="ack.lua / ack_many.lua delete the errors field (drop_record, HDEL errors) "
-    "and keep_ended's head carries only fa/rt: the errors need an `er` head field",
-)
 
 
 def _fail(q: Queue, tag: str, error: str) -> None:
@@ -50,7 +41,6 @@ def test_an_empty_value_decodes_to_no_attempt() -> None:
     assert [e.text for e in decode(b"plain")] == ["plain"]
 
 
-@ACK_DROPS_ERRORS
 def test_a_failed_attempts_error_is_kept_after_the_job_succeeds(q: Queue) -> None:
     tag = q.publish("x")
     _fail(q, tag, "boom")
@@ -63,7 +53,6 @@ def test_a_failed_attempts_error_is_kept_after_the_job_succeeds(q: Queue) -> Non
     assert info.last_error == "boom"
 
 
-@ACK_DROPS_ERRORS
 def test_the_errors_are_kept_when_acked_in_a_batch(q: Queue) -> None:
     tags = [q.publish(f"x{i}") for i in range(3)]
     for tag in tags[:2]:
@@ -78,7 +67,6 @@ def test_the_errors_are_kept_when_acked_in_a_batch(q: Queue) -> None:
         assert [e.text for e in info.errors] == want
 
 
-@ACK_DROPS_ERRORS
 def test_a_real_worker_keeps_every_failed_attempts_error(
     project: dict[str, str], tmp_path: Path
 ) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,14 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from django_zqueue import conf
-from django_zqueue.backoff import Outage, RetryDelay, as_error, is_unavailable
+from django_zqueue.backoff import (
+    ErrorLine,
+    Outage,
+    QueueBackoff,
+    RetryDelay,
+    as_error,
+    is_unavailable,
+)
 from django_zqueue.exceptions import QueueUnavailable, ScriptError
 from django_zqueue.queue import Queue, get_queue
 from django_zqueue.scanner import Scanner
@@ -107,16 +114,55 @@ def test_step_is_bounded(make_queue: Any) -> None:
 def test_a_script_error_is_reported_as_such_and_backed_off(
     q: Queue, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A queue whose scan fails for an error of its own (not an outage) is left alone for
+    a growing while (never a tight loop); the step goes on; ``scan_error`` is said at most
+    once a second (the repeats counted), its traceback once."""
+
     def broken(*a: Any, **k: Any) -> Any:
         raise redis.ResponseError("user_script:1: Script attempted to access nonexistent global")
 
+    now = [1000.0]
+    clock = lambda: now[0]  # noqa: E731
+    paused = QueueBackoff(base=0.1, cap=1.0, clock=clock, rand=lambda: 1.0)
     monkeypatch.setattr(q, "scan", broken)
-    s = Scanner([q], retry=RetryDelay(base=0.1, cap=1.0, rand=lambda: 1.0))
-    waits = [s.tick(2.0) for _ in range(6)]
+    s = Scanner(
+        [q], paused=paused, errors=ErrorLine(logging.getLogger("django_zqueue"), 1.0, clock)
+    )
+    waits = []
+    for _ in range(6):
+        assert s.tick(2.0) == 2.0  # the step itself goes on (other queues, schedules)
+        waits.append(paused.wait(q.name))
+        assert s.tick(2.0) == 2.0 and paused.wait(q.name) == waits[-1]  # left alone
+        now[0] += waits[-1] + 0.01
     assert waits == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])  # never a tight loop
-    assert len(events(caplog, "scan_error")) == 6 and not events(caplog, "redis_lost")
+    lines = events(caplog, "scan_error")
+    assert 2 <= len(lines) <= 4 and not events(caplog, "redis_lost")  # ~ one a second
+    assert any("repeated=" in line for line in lines[1:])
+    traced = [r for r in caplog.records if "scan_error" in r.getMessage() and r.exc_info]
+    assert len(traced) == 1  # the traceback once
     monkeypatch.undo()
+    now[0] += 2.0
+    assert s.tick(2.0) == 2.0 and paused.wait(q.name) == 0
     assert s.tick(2.0) == 2.0 and s.retry.failures == 0
+
+
+def test_a_corrupt_key_stops_only_its_own_queues_scan(
+    make_queue: Callable[..., Queue], redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The scan of a queue with a key of the wrong type fails; the other queue's due
+    delayed jobs are promoted all the same, and the failure says the key."""
+    bad, good = make_queue("bad"), make_queue("good")
+    good.publish({"task": "x", "args": [], "kwargs": {}}, tag="later", delay=0.01)
+    bad_key = bad.engine.keys.delayed
+    redis_client.delete(bad_key)
+    redis_client.set(bad_key, "junk")
+    time.sleep(0.05)
+    s = Scanner([bad, good])
+    assert s.tick(1.0) == 1.0
+    assert good.state("later") == "ready"
+    (line,) = events(caplog, "scan_error")
+    assert "queue=bad" in line and bad_key in line
+    assert s.paused.wait("bad") > 0 and s.paused.wait("good") == 0
 
 
 @pytest.fixture
@@ -216,3 +262,39 @@ def test_command_once_reports_a_pass_that_could_not_finish(private_settings: Pri
     private_settings.kill()
     with pytest.raises(CommandError, match=r"cannot reach Redis at .*Check that Redis is running"):
         call_command("zqueue_scanner", "--once")
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_an_idle_event_loop_lane_rides_out_a_redis_restart(
+    private_settings: PrivateRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The event-loop lane waits for work on the notify lists; Redis going away under
+    that wait is an outage it rides out (one line each way), not the end of its thread:
+    an ``async def`` job enqueued after the restart runs."""
+    from django_zqueue.worker import Worker
+    from testproject.demo import async_tasks
+
+    caplog.set_level(logging.INFO)
+    server = private_settings
+    w = Worker(["default"], concurrency=1, async_concurrency=3, scan_interval=0.05)
+    runner = threading.Thread(target=w.run)
+    runner.start()
+    try:
+        time.sleep(0.5)  # idle: the lane blocks on its wake-up lists
+        server.kill()
+        time.sleep(1.5)
+        server.start()
+        deadline = time.monotonic() + 15
+        while not events(caplog, "redis_back") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for _ in range(3):
+            async_tasks.anoop.enqueue()
+        deadline = time.monotonic() + 15
+        while w.processed < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        w.stop()
+        runner.join(30)
+    dead = [r for r in caplog.records if "Exception in thread" in r.getMessage()]
+    assert w.processed == 3 and not dead
+    assert len(events(caplog, "redis_lost")) == 1, events(caplog, "redis_lost")

@@ -14,7 +14,8 @@
 --   of one call (`memo`, a table of the call's own; they share `fa`): a MessagePack map
 --   made of its header and the key and value encodings, which is what cmsgpack.pack of
 --   the table gives (in some key order), at a fraction of the cost.
--- keep_ended(index, other, history, ids, fields, t, other_empty): jobs ids[i] ended now
+-- keep_ended(index, other, history, ids, fields, t, other_empty, optional): jobs ids[i]
+--   ended now
 --   (`t`: the call's TIME reply, or nil to read it), kept with their records (`fields`:
 --   HSET's arguments, each id then its kept_record, in the order of `ids`): added to
 --   `index` and `history`, taken out of `other` (the other index;
@@ -24,6 +25,9 @@
 --   first and a `history` of another type fails it as ZQ_CORRUPT_KEY, so that, called
 --   before a script's other writes with `index` and `other` read (index_sizes), it
 --   needs no check of its keys. Returns how many ids were new to `index` (ZADD's reply).
+--   `optional` (ack, ack_many: the history is an optional write): a `history` of another
+--   type is not an error: nothing is written, and it returns nil (out of memory still
+--   raises).
 -- trim_history(index, history, now, keep, ttl_ms, limit): remove the entries of `index`
 --   older than ttl_ms, then the oldest beyond `keep`, at most `limit` in all, with their
 --   records. Returns how many were removed and whether more remain to trim. (scan.lua:
@@ -34,18 +38,22 @@
 --   more than keep + slack (slack = min(trim, keep // 100): about 1% of keep, so that one
 --   job at a time is not trimmed one at a time) the oldest beyond `keep` are removed, at
 --   most room + trim. Returns how many.
--- index_sizes(finished, cancels): the entries of the two indexes, read before a script's
---   first write instead of checking their types (guard_keys): a wrong type fails the
---   read as ZQ_CORRUPT_KEY, nothing written. Returns the size of `finished` and whether
---   `cancels` is empty (then keep_ended need not take anything out of it).
+-- index_sizes(finished, cancels): the entries of the two indexes, read before a
+--   script's first write instead of checking their types (guard_keys): the size of
+--   `finished` and whether `cancels` is empty (then keep_ended need not take anything out
+--   of it); nil when either holds another type, nothing written: the history is an
+--   optional write (ack, ack_many), so the caller then acks without keeping one (the
+--   scanner's scan names the key and its repair).
 --@include fmt
 --@include guard
 
 local function index_sizes(finished, cancels)
-  local function size(key)
-    return written_reply(redis.pcall('ZCARD', key), key, 'zset', function() end)
+  local f = redis.pcall('ZCARD', finished)
+  local c = redis.pcall('ZCARD', cancels)
+  if type(f) == 'table' or type(c) == 'table' then -- an error reply: a wrong type
+    return nil, false
   end
-  return size(finished), size(cancels) == 0
+  return f, c == 0
 end
 
 local function ended_head(fa, rt, memo)
@@ -67,6 +75,26 @@ local function ended_head(fa, rt, memo)
   return head
 end
 
+-- with_errors(head, errors): ended_head's `head` (a map of 1 or 2) with `er`, the job's
+--   `errors` value (_attempts.lua) as it was when it ended, added; `head` when errors is
+--   false (none). A new string: the memo's head is not changed.
+local function with_errors(head, errors)
+  if not errors then
+    return head
+  end
+  return string.char(string.byte(head, 1) + 1) .. string.sub(head, 2)
+    .. cmsgpack.pack('er', errors)
+end
+
+-- soft_value(reply): a redis.pcall reply, or false when it is an error (a key of another
+--   type read by an optional part of a script)
+local function soft_value(reply)
+  if type(reply) == 'table' and reply.err then
+    return false
+  end
+  return reply
+end
+
 local function kept_record(raw, head, body_hash, id)
   if string.byte(raw, 1) ~= 123 then
     return head .. raw
@@ -79,7 +107,7 @@ local function kept_record(raw, head, body_hash, id)
   return head .. cmsgpack.pack(fields) .. (redis.call('HGET', body_hash, id) or '')
 end
 
-local function keep_ended(index, other, history, ids, fields, t, other_empty)
+local function keep_ended(index, other, history, ids, fields, t, other_empty, optional)
   t = t or redis.call('TIME')
   local now = fmt(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
   local scores = {}
@@ -89,7 +117,12 @@ local function keep_ended(index, other, history, ids, fields, t, other_empty)
   end
   -- the first write: a `history` of another type fails it, nothing written (ack_many
   -- checks that key no other way)
-  written_reply(redis.pcall('HSET', history, unpack(fields)), history, 'hash', function() end)
+  local reply = redis.pcall('HSET', history, unpack(fields))
+  local failed = type(reply) == 'table' and reply.err
+  if optional and failed and not string.find(reply.err, 'OOM', 1, true) then
+    return nil
+  end
+  written_reply(reply, history, 'hash', function() end)
   local added = redis.call('ZADD', index, unpack(scores))
   if not other_empty then
     redis.call('ZREM', other, unpack(ids))

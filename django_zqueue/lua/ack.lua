@@ -18,6 +18,8 @@
 -- KEYS[13] finished ZSET  KEYS[14] cancels ZSET  KEYS[15] history HASH (passed only when
 --   ARGV[8] > 0: the history of finished jobs)
 -- ARGV[8] keep_finished (0 or absent: keep no history, and touch none of its keys)
+--   (the history is an optional write: with one of its three keys of another type the
+--   job is acked all the same, without its history, and that key is left as it was)
 -- ARGV[9] trim limit (history entries removed at most per call, besides this job's own
 --   room; the bound by count, _history.lua's bound_history: the age bound is scan's)
 -- Returns: 1 acked; 2 acked, and its end is in the workflow outbox to dispatch; 0 stale
@@ -42,12 +44,14 @@
 local keep = tonumber(ARGV[8]) or 0
 local history = keep > 0 and KEYS[15] ~= nil
 -- with a history, its two indexes are read (their sizes) instead of checked: a wrong
--- type fails that read, before any write (_history.lua's index_sizes); its HASH is the
--- first key written (keep_ended's HSET, below): a wrong type fails that write, nothing
--- else written
+-- type of either skips the history (_history.lua's index_sizes); its HASH is the
+-- first key written (keep_ended's HSET, below, soft): a wrong type skips the history,
+-- nothing of it written
 local finished_size, cancels_empty = 0, false
-if history then
+local keeps = history
+if keeps then
   finished_size, cancels_empty = index_sizes(KEYS[13], KEYS[14])
+  history = finished_size ~= nil
   local checked = {}
   for i, key in ipairs(KEYS) do
     if i < 13 then -- the history's keys: read (index_sizes) or first written (keep_ended)
@@ -74,9 +78,14 @@ end
 local clock = redis.call('TIME')
 local now = ms_of(clock)
 if history then -- its record, kept in the history (before it goes): the first write
-  local kept = kept_record(raw, ended_head(now, tonumber(ARGV[6]), {}), KEYS[2], id)
-  local added = keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {id, kept}, clock, cancels_empty)
-  bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0, finished_size + added)
+  local errors = soft_value(redis.pcall('HGET', KEYS[4], id)) -- kept with its end
+  local head = with_errors(ended_head(now, tonumber(ARGV[6]), {}), errors)
+  local kept = kept_record(raw, head, KEYS[2], id)
+  local added = keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {id, kept}, clock, cancels_empty,
+    true)
+  if added then
+    bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0, finished_size + added)
+  end
 end
 redis.call('ZREM', KEYS[1], id)
 if unique then

@@ -8,7 +8,9 @@
 --   only when ARGV[2] > 0 (the history of finished jobs, _history.lua): the finished
 --   ZSET, the cancels ZSET and the history HASH
 -- ARGV[1] notify_cap (0 = don't notify; set when the queue has a concurrency limit)
--- ARGV[2] keep_finished (0: keep no history, and touch none of its keys)
+-- ARGV[2] keep_finished (0: keep no history, and touch none of its keys; the history is
+--   an optional write: with one of its three keys of another type the jobs are acked
+--   all the same, without their history, and that key is left as it was)
 -- ARGV[3] trim limit (history entries removed at most per call, besides the room for
 --   this call's jobs; the bound by count, _history.lua's bound_history: the age bound is
 --   scan's)
@@ -75,8 +77,9 @@ for i = 0, n - 1 do
   end
   runs[i + 1] = run or false -- false: not measured
 end
-local history = keep > 0
-if #KEYS ~= 7 + results + (history and 3 or 0) then
+local keeps = keep > 0 -- the history's keys are passed (and not guarded: read, or soft)
+local history = keeps -- and kept: not when one of them holds another type
+if #KEYS ~= 7 + results + (keeps and 3 or 0) then
   bad('needs one result key per job that keeps a result, then the 3 history keys with a history')
 end
 local hk = 7 + results -- the history keys: finished, cancels, history
@@ -97,16 +100,18 @@ for i = 1, n do
   json_layout = json_layout or (metas[i] and string.byte(metas[i], 1) == 123)
 end
 -- With a history, its two indexes are read instead (their sizes, used below): a wrong
--- type fails that read, before any write; and the history HASH is the first key written
--- (keep_ended's HSET, below): a wrong type fails that write, nothing else written.
+-- type skips the history (index_sizes); and the history HASH is the first key
+-- written (keep_ended's HSET, below, soft): a wrong type skips the history, nothing of
+-- it written.
 local finished_size, cancels_empty = 0, false
 if history then
   finished_size, cancels_empty = index_sizes(KEYS[hk + 1], KEYS[hk + 2])
+  history = finished_size ~= nil
 end
 local checked = {}
 for i, key in ipairs(KEYS) do
   if i ~= 1 and i ~= 3 and (i ~= 2 or json_layout)
-      and not (history and i > hk) then
+      and not (keeps and i > hk) then
     checked[#checked + 1] = key
   end
 end
@@ -148,6 +153,10 @@ local function read_ack(raw, token, tok)
 end
 
 local out, done, seen, kept, heads = {}, {}, {}, {}, {} -- heads: ended_head's memo
+-- with a history, each job's errors (kept in its history entry, _history.lua's with_errors)
+-- (an errors hash of another type keeps none: it is not checked, its writes cannot stop
+-- a script)
+local errs = history and soft_value(redis.pcall('HMGET', KEYS[4], unpack(ids))) or {}
 local to_set = {} -- the kept results: their key's index in KEYS, their job's ARGV base
 local run_ms, key = 0, 8
 local clock = redis.call('TIME')
@@ -182,7 +191,8 @@ for i = 0, n - 1 do
     end
     if history then -- its record, kept in the history (before the record goes)
       kept[#kept + 1] = id -- HSET's arguments: the id, then its kept record
-      kept[#kept + 1] = kept_record(raw, ended_head(now, run or nil, heads), KEYS[2], id)
+      local head = with_errors(ended_head(now, run or nil, heads), errs[i + 1])
+      kept[#kept + 1] = kept_record(raw, head, KEYS[2], id)
     end
     out[i + 1] = 1
   elseif later then
@@ -196,8 +206,10 @@ if #done == 0 then
 end
 if history then
   local added = keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept, clock,
-    cancels_empty)
-  bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit, finished_size + added)
+    cancels_empty, true)
+  if added then
+    bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit, finished_size + added)
+  end
 end
 for r = 1, #to_set, 2 do
   local result_key, b = KEYS[to_set[r]], to_set[r + 1]

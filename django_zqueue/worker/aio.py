@@ -67,6 +67,7 @@ from .consumer import (
     report_error,
 )
 from .coro import bounded, span_ended
+from .leases import HeldKey, held_key
 from .runner import flow_of, job_line, received, succeeded
 
 
@@ -108,9 +109,11 @@ class AioLane:
         #: a consumer's queue order (weights)
         self.reporter = Consumer(worker)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._cancelled: set[tuple[str, str]] = set()
-        self._sync: set[tuple[str, str]] = set()  # running in an executor thread
+        #: the runs, by delivery (queue, tag, token: a tag handed back and claimed again
+        #: is another delivery, never mistaken for the old one)
+        self._tasks: dict[HeldKey, asyncio.Task[None]] = {}
+        self._cancelled: set[HeldKey] = set()
+        self._sync: set[HeldKey] = set()  # running in an executor thread
         self._closed = False
         self._ready = threading.Event()  # set once the loop runs (or the lane is done)
         self._lock = threading.Lock()
@@ -153,18 +156,24 @@ class AioLane:
             loop.call_soon_threadsafe(self._spawn, queue, msg)
         return True
 
-    def cancel(self, queue: str, tag: str) -> bool:
-        """Cancel the running job ``tag`` of ``queue`` if this lane runs it (from any
-        thread): its run ends at its current await, dead, with ``JobCancelled``."""
+    def cancel(self, queue: str, tag: str, token: int | None = None) -> bool:
+        """Cancel the running job ``tag`` of ``queue`` (its delivery ``token``; None: any)
+        if this lane runs it (from any thread): its run ends at its current await, dead,
+        with ``JobCancelled``."""
         with self._lock:
             loop = self.loop
-            key = (queue, tag)
-            if loop is None or self._closed or key not in self._tasks or key in self._sync:
+            if loop is None or self._closed:
                 return False
-            loop.call_soon_threadsafe(self._cancel, key)
-        return True
+            keys = [
+                k
+                for k in list(self._tasks)
+                if k[:2] == (queue, tag) and token in (None, k[2]) and k not in self._sync
+            ]
+            for key in keys:
+                loop.call_soon_threadsafe(self._cancel, key)
+        return bool(keys)
 
-    def _cancel(self, key: tuple[str, str]) -> None:
+    def _cancel(self, key: HeldKey) -> None:
         task = self._tasks.get(key)
         if task is not None:
             self._cancelled.add(key)
@@ -258,7 +267,17 @@ class AioLane:
             if wait > 0:
                 if self._tasks:  # a job may end meanwhile: do not block for long
                     wait = min(wait, 0.05)
-                await aqs[w.queues[0].name].engine.wait_on(w.wakeups.groups, wait)
+                try:
+                    await aqs[w.queues[0].name].engine.wait_on(w.wakeups.groups, wait)
+                except Exception as exc:  # Redis gone while idle: ridden out, never the end
+                    errors += 1
+                    failed_at = time.monotonic()
+                    pause = min(5.0, 0.1 * 2**errors)
+                    if is_unavailable(exc):
+                        w.outage.failed(exc)
+                    else:
+                        report_error(w, exc, pause, lane="aio", call="blpop")
+                    await asyncio.sleep(pause)
 
     def _reserve(self) -> int:
         """Take the free slots for one claim of the loop's own (a consumer thread's
@@ -290,14 +309,34 @@ class AioLane:
         self, aqs: dict[str, AsyncQueue], budget: int
     ) -> tuple[Queue | None, list[Message], list[float]]:
         """Claim up to ``budget`` jobs from the first queue in order that has some; the
-        pending outcomes go in the first claim's round trip."""
+        pending outcomes go in the first claim's round trip. A queue whose claim fails
+        for an error of its own, not an outage (a key of the wrong type), is logged and
+        left alone for a growing while (``worker.paused``, shared with the consumer
+        threads); an outage raises."""
+        w = self.worker
         hints: list[float] = []
-        for i, q in enumerate(self.reporter.order()):
+        first = True
+        for q in self.reporter.order():
+            paused = w.paused.wait(q.name)
+            if paused > 0:
+                hints.append(paused)
+                continue
             aq = aqs[q.name]
-            if i == 0 and self.done:
-                msgs, hint = await self._flush(aqs, [(aq, budget)])
-            else:
-                msgs, hint = await aq.claim(min(budget, 100), self.worker.id)
+            try:
+                if first and self.done:
+                    msgs, hint = await self._flush(aqs, [(aq, budget)])
+                else:
+                    msgs, hint = await aq.claim(min(budget, 100), w.id)
+            except Exception as exc:
+                if is_unavailable(exc):
+                    raise
+                wait = w.paused.failed(q.name)
+                report_error(w, exc, wait, lane="aio", queue=q.name)
+                hints.append(wait)
+                continue
+            finally:
+                first = False
+            w.paused.ok(q.name, proved=bool(msgs))
             if msgs:
                 return q, msgs, hints
             if hint is not None:
@@ -366,7 +405,7 @@ class AioLane:
                     await self._flush(aqs, [])
                 except Exception as exc:  # kept; sent again with the next flush
                     if not is_unavailable(exc):
-                        log.error(kv(event="ack_failed", worker=self.worker.id), exc_info=exc)
+                        report_error(self.worker, exc, 0.1, lane="aio", call="outcomes")
                     await asyncio.sleep(0.1)
                     self._finished.set()
 
@@ -385,13 +424,13 @@ class AioLane:
     # ------------------------------------------------------------------ one job
 
     def _spawn(self, queue: Queue, msg: Message) -> None:
-        key = (queue.name, msg.tag)
+        key = held_key(queue, msg)
         self._tasks[key] = asyncio.get_running_loop().create_task(
             self._job(queue, msg), name=f"zqueue-job-{msg.tag}"
         )
 
     async def _job(self, queue: Queue, msg: Message) -> None:
-        w, key = self.worker, (queue.name, msg.tag)
+        w, key = self.worker, held_key(queue, msg)
         outcome: Outcome | None = None
         try:
             task = async_task_of(msg)
@@ -444,7 +483,9 @@ class AioLane:
         # cancelled in Redis: cancel_requested now, its asyncio task cancelled after the
         # grace (never an exception raised in this thread: it runs the other coroutines)
         self.worker.leases.attach(queue, msg, ctx)
-        self.worker.leases.on_cancel(queue, msg, lambda: self.cancel(queue.name, msg.tag))
+        self.worker.leases.on_cancel(
+            queue, msg, lambda: self.cancel(queue.name, msg.tag, msg.token)
+        )
         with tracing.process(ctx, self.spans) as span:
             try:
                 outcome = await self._call(task, ctx)

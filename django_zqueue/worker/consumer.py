@@ -17,11 +17,19 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import backend_runner, dbconn, taskstats
-from ..backoff import FullNotice, RetryDelay, Throttle, as_error, full_refusal, is_unavailable
+from ..backoff import (
+    FullNotice,
+    QueueBackoff,
+    RetryDelay,
+    Throttle,
+    as_error,
+    full_refusal,
+    is_unavailable,
+)
 from ..connection import is_out_of_memory
 from ..engine import Wakeups
 from ..events import kv, log
-from ..exceptions import QueueUnavailable, ScriptError
+from ..exceptions import QueueUnavailable, ScriptError, ZQueueError
 from ..keys import KEYS_FIX
 from ..outcome import Failure, Outcome, ParkedRun, Released, Success
 from ..queue import AckReply, Message, Queue
@@ -52,6 +60,8 @@ class Host(Protocol):
     runner: Runner
     outage: Outage
     errors: Throttle  # one consumer_error line per second for each kind of error
+    #: claims of a queue left alone after an error of its own (a key of the wrong type)
+    paused: QueueBackoff
     stopping: threading.Event
     auto_prefetch: bool
     prefetch: int
@@ -122,10 +132,10 @@ def settle(done: list[Finished], replies: Sequence[Reply]) -> None:
     for q, acks in by_queue.items():
         try:
             q.engine.settle_acks(acks)
-        except QueueUnavailable:
+        except ZQueueError:
             raise
         except Exception as exc:
-            raise QueueUnavailable(str(exc)) from exc
+            raise as_error(exc) from exc
 
 
 def _ended(reply: Reply) -> bool:
@@ -153,12 +163,16 @@ def report_error(worker: Host, exc: BaseException, wait: float, **more: Any) -> 
     """Log a consumer's error that is not an outage: one line per second at most for
     each kind of error (the others counted in ``repeated``); a script's error says the
     key of the wrong type when Redis said WRONGTYPE, and how to find and repair it."""
-    held = worker.errors.due(f"{type(exc).__name__}: {str(exc)[:300]}")
+    kind = f"{type(exc).__name__}: {str(exc)[:300]}"
+    held = worker.errors.due(kind)
     if held is None:
         return
     fields: dict[str, Any] = dict(more)
     if held:
         fields["repeated"] = held
+    trace = worker.errors.first(kind)  # the traceback once; the next lines say the error
+    if not trace:
+        fields["error"] = str(exc)[:300]
     if isinstance(exc, ScriptError):
         engines = [q.engine for q in worker.queues]
         keys = (
@@ -171,24 +185,33 @@ def report_error(worker: Host, exc: BaseException, wait: float, **more: Any) -> 
         fields["fix"] = KEYS_FIX
     log.error(
         kv(event="consumer_error", worker=worker.id, retry_in=f"{wait:.2f}", **fields),
-        exc_info=exc,
+        exc_info=exc if trace else None,
     )
 
 
 def _send(queue: Queue, batch: Batch, full: FullNotice) -> None:
-    """Send ``batch``; a failure to send it is QueueUnavailable (the loop retries). Redis
-    at maxmemory refuses the per-task statistics in it (the ends of the jobs and the
-    claim run there): they are left out, said once by ``full``."""
+    """Send ``batch``; a failure to send it is raised as what it is (an outage:
+    QueueUnavailable, which the loop rides out; Redis full; a script's error). Redis at
+    maxmemory refuses the per-task statistics in it (the ends of the jobs and the claim
+    run there): they are left out, said once by ``full``."""
     try:
         replies = queue.engine.send(batch)
-    except QueueUnavailable:
+    except ZQueueError:
         raise
     except Exception as exc:
-        raise QueueUnavailable(str(exc)) from exc
+        raise as_error(exc) from exc
     with full.refusing("task_statistics"):
         for reply in replies:
             if isinstance(reply, Exception) and is_out_of_memory(reply):
                 raise reply
+
+
+def kept_on_error(failed: BaseException) -> bool:
+    """Whether an outcome a script refused with ``failed`` is kept (still held, its lease
+    extended) and sent again, rather than dropped: an outage, Redis full, a key of the
+    wrong type (until it is repaired) all pass; only a call refused for its arguments
+    (ZQ_BAD_ARGUMENT, which no retry changes) is dropped."""
+    return "ZQ_BAD_ARGUMENT" not in str(failed)
 
 
 class Consumer:
@@ -201,6 +224,9 @@ class Consumer:
         self.per_job = -1.0  # moving average of this thread's job run times, s (-1: none yet)
         self.retry = RetryDelay(base=0.1, cap=5.0)  # the wait after errors (backoff)
         self.failed_at = 0.0  # monotonic time of the last error
+        #: when the oldest outcome not sent yet finished (None: none; outcomes kept after
+        #: a refusal do not count: they go with the next flush, not one flush per job)
+        self.oldest: float | None = None
 
     def run(self) -> None:
         """Claim and run jobs until the worker stops (or, with ``burst``, runs dry)."""
@@ -288,18 +314,45 @@ class Consumer:
     def claim(self, budget: int) -> tuple[Queue | None, list[Message], list[float]]:
         """Claim up to ``budget`` jobs from the first queue in order that has some (the
         first claim goes with the pending outcomes). Returns that queue and its jobs, or
-        None, no jobs, and the queues' hints (seconds until work may be due)."""
+        None, no jobs, and the queues' hints (seconds until work may be due).
+
+        A queue whose claim fails for an error of its own, not an outage (a key of the
+        wrong type), is logged and left alone for a growing while (``worker.paused``):
+        the other queues are claimed from as usual. An outage raises (the loop backs
+        off as a whole)."""
+        w = self.worker
         hints: list[float] = []
-        for i, q in enumerate(self.order()):
-            if i == 0:
-                msgs, hint = self.flush_and_claim(q, budget)
-            else:
-                msgs, hint = q.claim(budget, self.worker.id)
+        first = True
+        for q in self.order():
+            paused = w.paused.wait(q.name)
+            if paused > 0:
+                hints.append(paused)
+                continue
+            try:
+                if first:
+                    first = False
+                    msgs, hint = self.flush_and_claim(q, budget)
+                else:
+                    msgs, hint = q.claim(budget, w.id)
+            except Exception as exc:
+                if is_unavailable(exc):
+                    raise
+                wait = w.paused.failed(q.name)
+                report_error(w, exc, wait, queue=q.name)
+                hints.append(wait)
+                continue
+            w.paused.ok(q.name, proved=bool(msgs))
             if msgs:
                 return q, msgs, hints
             if hint is not None:
                 hints.append(hint)
+        if first:  # every queue left alone: the outcomes go on their own
+            self.flush()
         return None, [], hints
+
+    def first_open(self) -> Queue | None:
+        """The first queue in order that is not left alone after an error."""
+        return next((q for q in self.order() if self.worker.paused.wait(q.name) <= 0), None)
 
     def wait(self, seconds: float, budget: int) -> tuple[Queue, list[Message]] | None:
         """Block until a wake-up token comes (or ``seconds``, at most 1 s, pass).
@@ -310,9 +363,9 @@ class Consumer:
         that queue and what it claimed, or None (then the loop claims as usual)."""
         w = self.worker
         block = max(0.01, min(seconds, 1.0, w.queues[0].engine.max_block))
-        first = self.order()[0]
+        first = self.first_open()
         try:
-            if not w.wakeups.pipelined:
+            if not w.wakeups.pipelined or first is None:
                 w.wakeups.wait(block)
                 return None
             batch = first.engine.batch()
@@ -321,12 +374,29 @@ class Consumer:
             pending = batch.add(plan.call)
             replies = first.engine.send(batch)
         except Exception as exc:  # a dropped connection while idle: retried by the loop
-            raise QueueUnavailable(str(exc)) from exc
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise as_error(reply)
+            if is_unavailable(exc):
+                raise QueueUnavailable(str(exc)) from exc
+            self.wait_failed(exc, block)
+            return None
+        if isinstance(replies[0], Exception):  # the BLPOP (a notify list of a wrong type)
+            if is_unavailable(replies[0]):
+                raise as_error(replies[0])
+            self.wait_failed(replies[0], block)
+        failed = pending.failed
+        if failed is not None:
+            if is_unavailable(failed):
+                raise as_error(failed)
+            report_error(w, as_error(failed), w.paused.failed(first.name), queue=first.name)
+            return None
         msgs, _ = first.engine.claim_rest(plan, pending.result())
         return (first, msgs) if msgs else None
+
+    def wait_failed(self, exc: BaseException, block: float) -> None:
+        """The wait for a wake-up failed, not for an outage (a notify list of the wrong
+        type): said once a second at most; the thread sleeps instead (``block``), and
+        claims on."""
+        report_error(self.worker, as_error(exc), block, call="blpop")
+        self.worker.stopping.wait(block)
 
     # ------------------------------------------------------------------ running
 
@@ -355,10 +425,12 @@ class Consumer:
                 log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
                 continue
             self.done.append(Finished(queue, msg, outcome))
+            if self.oldest is None:
+                self.oldest = outcome.finished
             now = time.monotonic()
             ran = now - t0
             self.per_job = ran if self.per_job < 0 else self.per_job + (ran - self.per_job) * 0.2
-            if now - self.done[0].outcome.finished > FLUSH_AFTER:
+            if now - self.oldest > FLUSH_AFTER:
                 self.flush()
 
     # ------------------------------------------------------------------ reporting
@@ -391,19 +463,26 @@ class Consumer:
 
     def outcomes_sent(self, pending: Sequence[Reply]) -> None:
         """Act on the replies to the sent outcomes (``pending``, one per finished job).
-        An outcome an outage refused (a slot migrating, a failover) is kept, still held
-        (so its lease is extended meanwhile), and sent again with the next flush; a
-        resend after a lost reply is refused as stale, harmlessly."""
+        An outcome refused by an outage (a slot migrating, a failover), by Redis being
+        full or by a key of the wrong type is kept, still held (so its lease is extended
+        meanwhile), and sent again with the next flush, so the job does not run again;
+        while a queue's outcomes are refused for an error of its own, its claims are
+        left alone (``worker.paused``). A resend after a lost reply is refused as stale,
+        harmlessly."""
         settle(self.done, pending)
+        self.oldest = None
         again = []
+        refused: dict[str, BaseException] = {}
         ended: dict[str, tuple[Queue, list[str]]] = {}
         for f, p in zip(self.done, pending, strict=True):
             q, msg, out = f.queue, f.message, f.outcome
             if _ended(p):
                 ended.setdefault(q.name, (q, []))[1].append(msg.tag)
             failed = p.failed
-            if failed is not None and is_unavailable(failed):
+            if failed is not None and (is_unavailable(failed) or kept_on_error(failed)):
                 again.append(f)
+                if not is_unavailable(failed):
+                    refused.setdefault(q.name, failed)
                 continue
             self.worker.leases.unhold(q, msg, given_back=isinstance(out, Released))
             if failed is not None:
@@ -426,5 +505,8 @@ class Consumer:
             if out.record is not None:
                 backend_runner.outcome_sent(q, msg, out, buried=buried)
         self.done[:] = again
+        for name, failed in refused.items():  # its claims wait until the outcomes go
+            wait = self.worker.paused.failed(name)
+            report_error(self.worker, as_error(failed), wait, queue=name, outcomes="kept")
         for q, tags in ended.values():
             dispatch_ends(q, tags, self.worker.leases.full)

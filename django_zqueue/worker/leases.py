@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..backoff import FullNotice, as_error
+from ..backoff import FullNotice, Throttle, as_error, is_unavailable
 from ..context import JobContext
 from ..engine import Engine
 from ..events import kv, log
-from ..exceptions import JobCancelled, JobTimeout, QueueUnavailable, ScriptError
+from ..exceptions import JobCancelled, JobTimeout, ZQueueError
 from ..queue import Message, Queue
 from ..records import lenient_text
 from ..scripts import CANCELLED
@@ -66,8 +66,19 @@ def beat_every(queue: Queue, msg: Message) -> float:
     return max(0.05, min(lease_ms / 3000, 10.0))
 
 
+#: a held job's key: one delivery (queue name, tag, token), not one tag: a job handed
+#: back unstarted and claimed again by another thread of the same worker is a new
+#: delivery, and the old one's message must find nothing held
+HeldKey = tuple[str, str, int]
+
+
+def held_key(queue: Queue, msg: Message) -> HeldKey:
+    return (queue.name, msg.tag, msg.token)
+
+
 class Leases:
-    """The jobs worker ``worker_id`` holds, by (queue name, tag); safe across threads.
+    """The jobs worker ``worker_id`` holds, by delivery (queue name, tag, token); safe
+    across threads.
 
     ``claimed`` counts the jobs claimed and not given back (what ``max_jobs`` limits)."""
 
@@ -79,10 +90,11 @@ class Leases:
         self.cancel_grace = cancel_grace
         self.queues = queues
         self.threads = threads
-        self._held: dict[tuple[str, str], Held] = {}
+        self._held: dict[HeldKey, Held] = {}
         self._claimed = 0
         self._lock = threading.Lock()
         self._next_register = 0.0
+        self.errors = Throttle(1.0)  # one line a second for extensions refused
         self.started_ms = int(time.time() * 1000)  # shown on the admin's workers page
         #: the writes Redis at maxmemory refuses and the worker goes on without
         self.full = FullNotice(log, worker=worker_id)
@@ -105,18 +117,20 @@ class Leases:
                 beat = beats.get(m.visibility_timeout_ms)
                 if beat is None:
                     beat = beats[m.visibility_timeout_ms] = now + beat_every(queue, m)
-                self._held[(queue.name, m.tag)] = Held(m, queue, beat, owner=owner)
+                self._held[held_key(queue, m)] = Held(m, queue, beat, owner=owner)
 
     def get(self, queue: Queue, msg: Message) -> Held | None:
         with self._lock:
-            return self._held.get((queue.name, msg.tag))
+            return self._held.get(held_key(queue, msg))
 
     def start(self, queue: Queue, msg: Message) -> bool:
-        """Mark a held job as running in this thread; False if it was given back."""
+        """Mark a held job as running in this thread; False if it was given back (this
+        delivery: the job may be held again under a newer one, by another thread)."""
+        key = held_key(queue, msg)
         with self._lock:
-            h = self._held.get((queue.name, msg.tag))
+            h = self._held.get(key)
             if h is None or h.cancelled:  # a job cancelled before it started never starts
-                self._held.pop((queue.name, msg.tag), None)
+                self._held.pop(key, None)
                 return False
             h.thread = threading.get_ident()
             h.started = time.monotonic()
@@ -129,7 +143,7 @@ class Leases:
         its task allows it in this thread (None: no limit, as by default; one call per
         job, not two: it is on every job's path)."""
         with self._lock:
-            h = self._held.get((queue.name, msg.tag))
+            h = self._held.get(held_key(queue, msg))
             if h is not None:
                 h.context = ctx
                 h.timeout = timeout
@@ -140,7 +154,7 @@ class Leases:
         """A job that is stopped by ``stop()``, not by an exception raised in its thread,
         when it was cancelled and is past its grace (an ``async def`` job)."""
         with self._lock:
-            h = self._held.get((queue.name, msg.tag))
+            h = self._held.get(held_key(queue, msg))
             if h is not None:
                 h.stop = stop
 
@@ -148,7 +162,7 @@ class Leases:
         """The job ran. True: its outcome is to be sent, and it stays held (its lease
         extended) until then; False: it was cancelled in Redis (``cancel.lua`` ended it),
         nothing is to be sent and it is no longer held."""
-        key = (queue.name, msg.tag)
+        key = held_key(queue, msg)
         with self._lock:
             h = self._held.get(key)
             if h is None:
@@ -163,18 +177,19 @@ class Leases:
         """The job's outcome was sent: its lease is no longer this worker's concern
         (``given_back``: the outcome was a release, the claim is not counted)."""
         with self._lock:
-            self._held.pop((queue.name, msg.tag), None)
+            self._held.pop(held_key(queue, msg), None)
             if given_back:
                 self._claimed -= 1
 
     def give_back(self, queue: Queue, msg: Message) -> None:
-        """Release a held job unrun (the attempt is not counted)."""
+        """Release a held job unrun (the attempt is not counted). A delivery no longer
+        held (the heartbeat handed it back already) is neither released nor counted
+        again."""
         with self._lock:
+            if self._held.pop(held_key(queue, msg), None) is None:
+                return
             self._claimed -= 1
-        try:
-            queue.release(msg)
-        finally:
-            self.unhold(queue, msg)
+        queue.release(msg)
 
     # ------------------------------------------------------------------ the heartbeat
 
@@ -244,7 +259,7 @@ class Leases:
                 return
             back = [h for h in self._held.values() if h.thread is None and h.owner in slow]
             for h in back:  # its consumer will not start what is no longer held
-                del self._held[(h.queue.name, h.message.tag)]
+                del self._held[held_key(h.queue, h.message)]
             self._claimed -= len(back)
         self._send_releases(back)
 
@@ -261,18 +276,43 @@ class Leases:
         pending = [batch.add(h.queue.engine.touch_call(h.message)) for h in due]
         try:
             due[0].queue.engine.send(batch)
-            failed = next((p.failed for p in pending if p.failed is not None), None)
+            failed = next((f for p in pending if (f := p.failed) and is_unavailable(f)), None)
             if failed is not None:
                 raise as_error(failed) from failed
         except Exception as exc:
             with self._lock:  # due again: retried after the heartbeat's backoff
                 for h in due:
                     h.next_beat = now
-            if isinstance(exc, QueueUnavailable | ScriptError):
+            if isinstance(exc, ZQueueError):
                 raise
-            raise QueueUnavailable(str(exc)) from exc
-        self._cancelled([h for h, p in zip(due, pending, strict=True) if p.result() == CANCELLED])
+            raise as_error(exc) from exc
+        refused = [(h, f) for h, p in zip(due, pending, strict=True) if (f := p.failed)]
+        if refused:  # an error of the job's queue (a key of the wrong type): the others go on
+            self._refused(now, refused)
+        done = [(h, p) for h, p in zip(due, pending, strict=True) if p.failed is None]
+        self._cancelled([h for h, p in done if p.result() == CANCELLED])
         return True
+
+    def _refused(self, now: float, refused: list[tuple[Held, BaseException]]) -> None:
+        """Extensions refused for an error of their queue, not an outage: tried again
+        in a second (the other leases are extended as usual), one line a second."""
+        with self._lock:
+            for h, _ in refused:
+                h.next_beat = now + 1.0
+        h, exc = refused[0]
+        error = as_error(exc)
+        held = self.errors.due(f"touch {str(error)[:300]}")
+        if held is not None:
+            log.error(
+                kv(
+                    event="heartbeat_error",
+                    worker=self.worker_id,
+                    queue=h.queue.name,
+                    jobs=len(refused),
+                    error=str(error)[:300],
+                    **({"repeated": held} if held else {}),
+                )
+            )
 
     def _cancelled(self, held: list[Held]) -> None:
         """Jobs cancelled in Redis: tell each one, and give it ``cancel_grace`` seconds."""
@@ -294,7 +334,7 @@ class Leases:
         with self._lock:
             held = [h for h in self._held.values() if not only_unstarted or h.thread is None]
             for h in held:
-                del self._held[(h.queue.name, h.message.tag)]
+                del self._held[held_key(h.queue, h.message)]
         self._send_releases(held)
 
     def _send_releases(self, held: list[Held]) -> None:

@@ -19,7 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from .. import tracing
-from ..backoff import Outage, RetryDelay, Throttle, is_unavailable
+from ..backoff import Outage, QueueBackoff, RetryDelay, Throttle, is_unavailable
 from ..events import kv, log
 from ..exceptions import QueueUnavailable, ZQueueError
 from ..outcome import Failure, Outcome, Released
@@ -104,6 +104,10 @@ class Worker:
         #: at most one error line per second for each kind of error (consumer_error,
         #: heartbeat_error), however many threads meet it
         self.errors = Throttle(1.0)
+        #: a queue whose claims (or outcomes) fail for an error of its own, not an outage
+        #: (a key of the wrong type), is left alone for a growing while, up to 5 s: the
+        #: other queues go on (shared by the consumer threads and the event-loop lane)
+        self.paused = QueueBackoff(base=0.1, cap=5.0)
         self._scanner: Scanner | None = None  # the embedded scanner (scanner.py)
         #: the notify lists of every queue, grouped by cluster slot (one BLPOP may only
         #: name keys of one slot on a Redis Cluster; one group elsewhere)
@@ -250,8 +254,8 @@ class Worker:
                     next_try = now + retry.next()
                     if is_unavailable(exc):
                         self.outage.failed(exc)  # one line per outage, not 20 a second
-                    elif self.errors.due(f"heartbeat {str(exc)[:300]}") is not None:
-                        log.exception(kv(event="heartbeat_error", worker=self.id))
+                    else:  # said once a second, its traceback once
+                        self.heartbeat_failed(exc)
             if self.scanner and now >= next_scan and not self.stopping.is_set():
                 # never raises; backs off on its own after a failure
                 next_scan = now + self.embedded_scanner().tick(self.scan_interval)
@@ -261,6 +265,17 @@ class Worker:
             self._done.wait(0.05)
         if self._scanner is not None:
             self._scanner.close()  # the relay's database connections of this thread
+
+    def heartbeat_failed(self, exc: BaseException) -> None:
+        """A heartbeat's call failed, not for an outage: one line a second at most."""
+        kind = f"heartbeat {str(exc)[:300]}"
+        held = self.errors.due(kind)
+        if held is None:
+            return
+        more = {"repeated": held} if held else {}
+        trace = self.errors.first(kind)
+        line = kv(event="heartbeat_error", worker=self.id, error=str(exc)[:300], **more)
+        log.error(line, exc_info=exc if trace else None)
 
     def embedded_scanner(self) -> Scanner:
         """The scanner this worker runs (scanner.py), sharing its outage log."""
