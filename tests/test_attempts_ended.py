@@ -109,3 +109,13 @@ def test_an_ended_record_with_kept_errors_reads_them(
     redis_client.hset(q.keys.history, tag, kept(7))  # not text: ignored
     info = q.info(tag)
     assert info is not None and info.state == "succeeded" and info.errors == ()
+
+
+def test_a_cancelled_job_keeps_its_failed_attempts_errors(q: Queue) -> None:
+    """A job that failed once, then was cancelled while waiting for its retry: its
+    history entry keeps that attempt's error."""
+    tag = q.publish({"task": "x", "args": [], "kwargs": {}})
+    _fail(q, tag, "first boom")
+    assert q.cancel(tag)
+    info = q.info(tag)
+    assert info is not None and [e.text for e in info.errors] == ["first boom"]

@@ -82,7 +82,9 @@ if KEYS[15] then
 end
 local keep = tonumber(ARGV[5]) or 0
 if keep > 0 and KEYS[18] and meta then -- its record, kept in the history (before it goes)
-  local kept = kept_record(raw, cmsgpack.pack({fa = rec.at, was = was}), KEYS[5], id)
+  local errors = soft_value(redis.pcall('HGET', KEYS[7], id)) -- kept with its end
+  local head = with_errors(cmsgpack.pack({fa = rec.at, was = was}), errors)
+  local kept = kept_record(raw, head, KEYS[5], id)
   keep_ended(KEYS[17], KEYS[16], KEYS[18], {id}, {id, kept})
   bound_history(KEYS[17], KEYS[18], keep, 1, tonumber(ARGV[6]) or 0)
 end
