@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from django_zqueue import get_queue
-from django_zqueue.backoff import Throttle
+from django_zqueue.backoff import QueueBackoff, Throttle
 from django_zqueue.exceptions import ScriptError
 from django_zqueue.queue import Queue
 from django_zqueue.scanner import Scanner
@@ -53,6 +53,9 @@ def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_a_wrong_typed_key_is_one_line_naming_it(
     project: dict[str, str], redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Every claim that finds work fails: one line in the same second, naming the key and
+    the fix; the queue is left alone for a growing while (0.1 s doubling up to 5 s), and
+    an empty claim of it in between does not bring the delay back to its base."""
     q: Queue = get_queue("default")
     for i in range(30):
         q.publish({"task": "x", "args": [i], "kwargs": {}})
@@ -60,14 +63,25 @@ def test_a_wrong_typed_key_is_one_line_naming_it(
     redis_client.set(q.keys.leased, "garbage")  # every claim that finds work fails
     w = Worker(["default"], scanner=False)
     w.errors = Throttle(1.0, clock=lambda: 0.0)  # every failure within the same second
-    waits = counted_waits(w, 12)
+    now = [0.0]
+    w.paused = QueueBackoff(base=0.1, cap=5.0, clock=lambda: now[0], rand=lambda: 1.0)
+    c = Consumer(w)
+    waits = []
     with caplog.at_level(logging.ERROR, logger="django_zqueue"):
-        Consumer(w)._loop()
+        for _ in range(12):
+            queue, msgs, hints = c.claim(5)
+            assert queue is None and msgs == [] and hints
+            waits.append(w.paused.wait("default"))
+            assert c.claim(5)[0] is None  # left alone meanwhile: no claim, no line
+            now[0] += waits[-1]
     lines = errors_logged(caplog)
-    assert len(waits) == 12 and len(lines) == 1, lines
+    assert len(lines) == 1, lines
     assert f"{q.keys.leased} (string, not zset)" in lines[0]
     assert "zqueue_doctor" in lines[0] and "--repair" in lines[0]
-    assert waits[-1] >= 2.5  # backed off: 0.1 s doubling up to 5 s (times 0.5 to 1)
+    assert waits[:6] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2])
+    assert waits[-1] == pytest.approx(5.0)  # backed off up to its cap, never a tight loop
+    w.paused.ok("default", proved=False)  # an empty claim proves little: not reset
+    assert w.paused.failed("default") == pytest.approx(5.0)
 
 
 def test_the_retry_delay_grows_though_claims_without_work_succeed(
