@@ -409,9 +409,10 @@ def test_a_workflow_at_maxmemory_waits_for_room_and_says_so_once(
     server: PrivateRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A parent job drains; telling its dependent (which adds a job to the line) is
-    refused at maxmemory, said once by the worker and once by its scanner; the dependent
+    refused at maxmemory, said once by the worker and once by a scanner; the dependent
     runs once there is room."""
     from django_zqueue import chain
+    from django_zqueue.scanner import Scanner
 
     value = {"REDIS_URL": server.url, "PREFIX": "wf", "QUEUES": {"default": {}}}
     client = server.client()
@@ -421,7 +422,11 @@ def test_a_workflow_at_maxmemory_waits_for_room_and_says_so_once(
             flow = chain(tasks.add.s(1, 2), tasks.add.s(10)).enqueue()
             client.config_set("maxmemory", 1)
             with caplog.at_level(logging.INFO, logger="django_zqueue"):
-                assert Worker(["default"], burst=True, scan_interval=0.05).run() == 1
+                worker = Worker(["default"], burst=True, scanner=False)
+                assert worker.run() == 1  # the worker's own dispatch is refused
+                scanner = Scanner([get_queue("default")])
+                for _ in range(3):  # the scanner's drain of the outbox is refused too
+                    scanner.tick(0.05)
             assert flow.statuses()[1] == "waiting"
             client.config_set("maxmemory", 0)
             assert Worker(["default"], burst=True, scan_interval=0.05).run() == 1
