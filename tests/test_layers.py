@@ -12,7 +12,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 
 #: bottom up; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
-    {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals", "fairness"},  # settings
+    {
+        "conf",
+        "bounds",
+        "redis_url",
+        "exceptions",
+        "embedded",
+        "signals",
+        "fairness",
+        "version",
+    },  # settings
     {"connection", "aconnection", "backoff", "events"},  # connection
     {
         "keys",
