@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 LAYERS: list[set[str]] = [
     {
         "conf",
+        "conf_queue",
         "bounds",
         "redis_url",
         "exceptions",
