@@ -64,6 +64,8 @@ LAYERS: list[set[str]] = [
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
     {
         "dashboard",
+        "dashboard_lists",
+        "dashboard_text",
         "admin",
         "admin_bulk",
         "admin_durable",
