@@ -58,7 +58,7 @@ from trove_classifiers import classifiers as known_classifiers
 
 root, sdist, wheel = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 pkg = root / "django_zqueue"
-version = re.search(r'^__version__ = "([^"]+)"', (pkg / "__init__.py").read_text(), re.M)[1]
+version = re.search(r'^__version__ = "([^"]+)"', (pkg / "version.py").read_text(), re.M)[1]
 expected = sorted(
     str(p.relative_to(root))
     for p in pkg.rglob("*")

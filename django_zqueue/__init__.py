@@ -5,7 +5,7 @@ Every waiting job has an exact position in line (rank) and score, read in O(log 
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "Batch",

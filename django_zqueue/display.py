@@ -14,7 +14,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
-from .dashboard import arguments
+from .dashboard_text import arguments
 from .humanize import count, duration
 from .serializer import MARKER
 from .taskstats import TaskStat

@@ -74,6 +74,7 @@ from .replies import (
     NackReply,
     TouchReply,
 )
+from .version import __version__
 
 Client: TypeAlias = Any  # redis.Redis or RedisCluster
 T = TypeVar("T")
@@ -365,9 +366,7 @@ class Scripts:
 def package_version() -> str:
     """This package's version (``django_zqueue.__version__``): the build the protocol
     library it loads carries."""
-    import django_zqueue
-
-    return django_zqueue.__version__
+    return __version__
 
 
 class LoadedProtocol(NamedTuple):

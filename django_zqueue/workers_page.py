@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .dashboard import due_in, local_text
+from .dashboard_text import due_in, local_text
 from .humanize import duration
 from .read.stats import local_ms
 from .read.workers import MAX_HELD, read_workers

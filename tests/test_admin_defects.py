@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from django_zqueue import dashboard, get_queue
+from django_zqueue import dashboard, dashboard_lists, get_queue
 
 from .css import contrast, resolve, rules
 from .test_admin import BASE, client_for, make_user, project, superuser  # noqa: F401
@@ -151,7 +151,7 @@ def test_a_row_that_left_its_state_spans_the_rest_of_the_row(
         elif m.tag == "parent":
             q.release(m)
     monkeypatch.setattr(
-        dashboard,
+        dashboard_lists,
         "job_row",
         lambda listing, i, job: dashboard.JobRow(job.tag, listing.state, job.score, gone=True),
     )

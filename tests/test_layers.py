@@ -12,7 +12,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_zqueue"
 
 #: bottom up; a module may import from its own layer and the layers below it
 LAYERS: list[set[str]] = [
-    {"conf", "bounds", "redis_url", "exceptions", "embedded", "signals", "fairness"},  # settings
+    {
+        "conf",
+        "conf_queue",
+        "bounds",
+        "redis_url",
+        "exceptions",
+        "embedded",
+        "signals",
+        "fairness",
+        "version",
+    },  # settings
     {"connection", "aconnection", "backoff", "events"},  # connection
     {
         "keys",
@@ -54,7 +64,12 @@ LAYERS: list[set[str]] = [
     {"worker", "backend_runner", "dbconn", "scanner"},  # worker and scanner
     {
         "dashboard",
+        "dashboard_lists",
+        "dashboard_text",
         "admin",
+        "admin_actions",
+        "admin_base",
+        "admin_pages",
         "admin_bulk",
         "admin_durable",
         "admin_outbox",
@@ -164,6 +179,36 @@ def test_no_import_cycle() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m, [])
+
+
+def _imports_the_root(path: Path) -> list[str]:
+    """The imports of the package's face (``__init__.py``) in a module: ``import
+    django_zqueue`` or ``from django_zqueue import ...``, wherever they stand (a function's
+    body too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name == "django_zqueue"]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module == "django_zqueue":
+            found.append(f"from django_zqueue import {', '.join(a.name for a in node.names)}")
+    return found
+
+
+def test_no_module_imports_the_package_face() -> None:
+    """``__init__.py`` imports from every layer, so a module that imports it back closes
+    an import loop through it (the version lives in ``version.py`` for that reason)."""
+    found = {m: names for m, p in MODULES.items() if (names := _imports_the_root(p))}
+    assert not found, f"modules import the package's face: {found}"
+
+
+def test_the_face_checker_sees_an_import(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("def version():\n    import django_zqueue\n    return django_zqueue\n")
+    assert _imports_the_root(path) == ["import django_zqueue"]
+    path.write_text("from django_zqueue import Queue\nfrom django_zqueue.conf import parse\n")
+    assert _imports_the_root(path) == ["from django_zqueue import Queue"]
+    path.write_text('"""from django_zqueue import task"""\nfrom . import conf\n')
+    assert _imports_the_root(path) == []
 
 
 def test_the_checker_sees_a_violation() -> None:
