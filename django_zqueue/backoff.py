@@ -217,17 +217,37 @@ class ErrorLine:
         return True
 
 
+#: what a ``redis_lost`` line says to do (one line)
+OUTAGE_FIX = (
+    "check that Redis runs and is reachable at ZQUEUE['REDIS_URL'] "
+    "(python manage.py zqueue_doctor says what fails); work resumes by itself once it is"
+)
+#: seconds between the ``redis_still_lost`` lines of one outage
+REMIND_EVERY = 60.0
+
+
 class Outage:
     """Whether Redis answers, as one process sees it: ``failed()`` logs ``redis_lost``
-    once, at the first failure of an outage; ``ok()`` logs ``redis_back`` with the
-    outage length, once, at the first success after it. Shared by a worker's threads
-    (thread-safe), so a worker logs one pair of lines per outage, not one per thread or
-    per attempt."""
+    once, at the first failure of an outage, with what to check; while it lasts, one
+    ``redis_still_lost`` line every ``remind_every`` seconds says the process is still
+    trying (a worker started with Redis down, or one whose Redis never comes back, is not
+    silent for ever); ``ok()`` logs ``redis_back`` with the outage length, once, at the
+    first success after it. Shared by a worker's threads (thread-safe), so a worker logs
+    one pair of lines per outage, not one per thread or per attempt."""
 
-    def __init__(self, logger: logging.Logger, **fields: Any) -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        remind_every: float = REMIND_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+        **fields: Any,
+    ) -> None:
         self.log = logger
         self.fields = fields
-        self.since: float | None = None  # monotonic time of the first failure
+        self.remind_every = remind_every
+        self.clock = clock
+        self.since: float | None = None  # clock time of the first failure
+        self.reminded = 0.0  # clock time of the last line of this outage
         self.failures = 0
         self._lock = threading.Lock()
 
@@ -236,12 +256,21 @@ class Outage:
         return self.since is not None
 
     def failed(self, exc: BaseException) -> None:
+        now = self.clock()
         with self._lock:
             self.failures += 1
-            if self.since is not None:
+            if self.since is None:
+                self.since = self.reminded = now
+                event, more = "redis_lost", {}
+            elif now - self.reminded >= self.remind_every:
+                self.reminded = now
+                event = "redis_still_lost"
+                more = {"outage_s": f"{now - self.since:.0f}", "failures": self.failures}
+            else:
                 return
-            self.since = time.monotonic()
-        self.log.warning(kv(event="redis_lost", **self.fields, error=str(exc)[:200]))
+        self.log.warning(
+            kv(event=event, **self.fields, **more, error=str(exc)[:200], fix=OUTAGE_FIX)
+        )
 
     def ok(self) -> None:
         if self.since is None:  # the common case: no lock
@@ -249,7 +278,7 @@ class Outage:
         with self._lock:
             if self.since is None:
                 return
-            outage, failures = time.monotonic() - self.since, self.failures
+            outage, failures = self.clock() - self.since, self.failures
             self.since, self.failures = None, 0
         self.log.warning(
             kv(event="redis_back", **self.fields, outage_s=f"{outage:.1f}", failures=failures)

@@ -39,6 +39,27 @@ def events(caplog: pytest.LogCaptureFixture, name: str) -> list[str]:
 # ------------------------------------------------------------------ helpers
 
 
+def test_a_long_outage_is_said_again_every_minute_with_what_to_check(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A process whose Redis stays away (started with it down, or never back) is not
+    silent for ever: one redis_lost with the fix, one redis_still_lost a minute, however
+    many tries fail in between; then one redis_back."""
+    caplog.set_level(logging.INFO)
+    now = [0.0]
+    o = Outage(logging.getLogger("test.outage"), clock=lambda: now[0], worker="w")
+    for _ in range(200):  # 0.9 s apart: 180 s of an outage
+        o.failed(QueueUnavailable("Error 111 connecting to 127.0.0.1:6390"))
+        now[0] += 0.9
+    o.ok()
+    (lost,) = events(caplog, "redis_lost")
+    still = events(caplog, "redis_still_lost")
+    assert "fix=" in lost and "REDIS_URL" in lost and "zqueue_doctor" in lost
+    assert len(still) == 2 and "outage_s=60" in still[0] and "outage_s=121" in still[1]
+    (back,) = events(caplog, "redis_back")
+    assert "failures=200" in back
+
+
 def test_retry_delay_grows_to_its_cap_with_jitter() -> None:
     r = RetryDelay(base=0.1, cap=2.0, rand=lambda: 1.0)
     assert [round(r.next(), 3) for _ in range(7)] == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
