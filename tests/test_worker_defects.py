@@ -375,3 +375,100 @@ def test_an_ack_refused_by_a_corrupt_key_is_kept_and_the_job_runs_once(
     assert [r.key for r in ledger.runs(book)] == ["only", "then"]  # each once, in order
     assert q.stats().get("acked", 0) == 2 and q.counts()["dead"] == 0
     assert not _events(caplog, "stale_delivery")
+
+
+# ------------------------------------------------------------------ one bad queue
+
+
+def _corrupt_ready(name: str) -> None:
+    from django_zqueue.queue import get_queue
+
+    q = get_queue(name)
+    q.client.delete(q.keys.ready)
+    q.client.set(q.keys.ready, "junk")
+
+
+@pytest.mark.parametrize("lane", [False, True], ids=["threads", "aio-lane"])
+def test_one_corrupt_queue_leaves_the_others_to_threads_and_the_lane(
+    project: dict[str, str], lane: bool
+) -> None:
+    """``SET {p:default}:ready junk``: a worker of default and emails runs the emails
+    jobs all the same (its claims and its scanner back off per queue)."""
+    import threading
+
+    from django_zqueue.queue import get_queue
+    from django_zqueue.worker import Worker
+    from testproject.demo import tasks
+
+    jobs = [tasks.add.using(queue="emails").enqueue(i, i) for i in range(20)]
+    _corrupt_ready("default")
+    w = Worker(
+        ["default", "emails"],
+        concurrency=2,
+        scan_interval=0.05,
+        async_concurrency=5 if lane else 0,
+    )
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    emails = get_queue("emails")
+    try:
+        for _ in range(600):  # bounded: 60 s at most (never reached when it works)
+            if emails.total_count() == 0:
+                break
+            time.sleep(0.1)
+    finally:
+        w.stop()
+        t.join(30)
+    assert emails.total_count() == 0
+    assert emails.stats()["acked"] == len(jobs)
+    assert not t.is_alive()
+
+
+def test_a_corrupt_history_is_named_by_the_scan(make_queue: Callable[..., Queue]) -> None:
+    """The acks say nothing of a history they skipped: the queue's scan refuses it,
+    naming the key and the repair (the scanner's scan_error line)."""
+    from django_zqueue.exceptions import CorruptKey
+    from django_zqueue.scanner import Scanner
+
+    q = make_queue()
+    k = _corrupt(q, "history")
+    with pytest.raises(CorruptKey, match=k) as info:
+        Scanner([q]).step()
+    assert "zqueue_doctor --repair" in str(info.value)
+
+
+def test_a_wrong_typed_notify_list_is_not_an_outage(
+    project: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The idle wait's BLPOP on a notify list of the wrong type answers WRONGTYPE: a
+    consumer_error naming it (once a second), never ``redis_lost``; jobs still run."""
+    import logging
+    import threading
+
+    from django_zqueue.queue import get_queue
+    from django_zqueue.worker import Worker
+    from testproject.demo import tasks
+
+    q = get_queue("default")
+    q.client.set(q.keys.notify, "junk")
+    w = Worker(["default"], scanner=False)
+    t = threading.Thread(target=w.run, daemon=True)
+    with caplog.at_level(logging.INFO, logger="django_zqueue"):
+        t.start()
+        try:
+            for _ in range(100):  # bounded: the thread is idle, waiting, then a job comes
+                if any("call=blpop" in r.getMessage() for r in caplog.records):
+                    break
+                time.sleep(0.05)
+            tasks.add.enqueue(1, 2)
+            for _ in range(600):
+                if q.stats().get("acked", 0) == 1:
+                    break
+                time.sleep(0.05)
+        finally:
+            w.stop()
+            t.join(30)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert q.stats().get("acked", 0) == 1
+    assert "redis_lost" not in text
+    assert "call=blpop" in text

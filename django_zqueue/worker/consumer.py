@@ -365,7 +365,10 @@ class Consumer:
         block = max(0.01, min(seconds, 1.0, w.queues[0].engine.max_block))
         first = self.first_open()
         try:
-            if not w.wakeups.pipelined or first is None:
+            if first is None:  # every queue left alone after an error: no wake-up to wait for
+                w.stopping.wait(block)
+                return None
+            if not w.wakeups.pipelined:
                 w.wakeups.wait(block)
                 return None
             batch = first.engine.batch()
