@@ -45,9 +45,9 @@ import importlib
 for name in (
     "django_zqueue",
     "django_zqueue.queue",
-    "django_zqueue.task",
+    "django_zqueue.tasks.task",
     "django_zqueue.worker",
-    "django_zqueue.schedules",
+    "django_zqueue.tasks.schedules",
     "django_zqueue.backends",
     "django_zqueue.exceptions",
 ):

@@ -5,7 +5,7 @@ The package's docstrings use Sphinx roles (``:class:`Job```, ``:meth:`Queue.ack`
 would show up verbatim. This rewrites them, in the docs build only:
 
 - a role whose target resolves to an object rendered in the API reference becomes a
-  cross-reference link (``[`Job`][django_zqueue.job.Job]``), so strict mode checks it;
+  cross-reference link (``[`Job`][django_zqueue.tasks.job.Job]``), so strict mode checks it;
 - any other role becomes inline code;
 - a trailing ``::`` becomes ``:`` (the indented block after it is already code);
 - a class attribute without a docstring (a dataclass field) gets its trailing ``#``
@@ -28,16 +28,16 @@ DOCUMENTED = (
     "django_zqueue.queue.Message",
     "django_zqueue.queue.JobInfo",
     "django_zqueue.queue.ScanResult",
-    "django_zqueue.task.task",
-    "django_zqueue.task.Task",
-    "django_zqueue.job.Job",
+    "django_zqueue.tasks.task.task",
+    "django_zqueue.tasks.task.Task",
+    "django_zqueue.tasks.job.Job",
     "django_zqueue.worker.current_job",
     "django_zqueue.worker.JobContext",
     "django_zqueue.worker.JobTimeout",
     "django_zqueue.worker.Worker",
-    "django_zqueue.schedules.Schedule",
-    "django_zqueue.schedules.periodic",
-    "django_zqueue.schedules.Scheduler",
+    "django_zqueue.tasks.schedules.Schedule",
+    "django_zqueue.tasks.schedules.periodic",
+    "django_zqueue.tasks.schedules.Scheduler",
     "django_zqueue.backends.ZQueueBackend",
     "django_zqueue.backends.task_rank",
     "django_zqueue.exceptions",

@@ -82,7 +82,7 @@ for name, files in (("wheel", in_wheel), ("sdist", in_sdist)):
         failures.append(f"{name} has compiled files: {strays[:5]}")
 
 kinds = {
-    "Lua scripts": "django_zqueue/lua/",
+    "Lua scripts": "django_zqueue/engine/lua/",
     "templates": "django_zqueue/templates/",
     "static files": "django_zqueue/static/",
     "migrations": "django_zqueue/migrations/",
@@ -185,7 +185,8 @@ from django.db import connection  # noqa: E402
 from django.db.migrations.loader import MigrationLoader  # noqa: E402
 from django.template.loader import get_template  # noqa: E402
 
-from django_zqueue import get_queue, scripts, task  # noqa: E402
+from django_zqueue import get_queue, task  # noqa: E402
+from django_zqueue.engine import scripts  # noqa: E402
 from django_zqueue.worker import Worker  # noqa: E402
 
 # settings: the package's own system checks pass
@@ -193,7 +194,7 @@ errors = checks.run_checks(tags=["django_zqueue"])
 assert not errors, errors
 
 # Lua scripts load from the installed package
-lua = resources.files("django_zqueue") / "lua"
+lua = resources.files("django_zqueue.engine") / "lua"
 names = sorted(p.name[:-4] for p in lua.iterdir() if p.name.endswith(".lua"))
 # every script the package runs is there, and each helper it includes (lua/_<name>.lua)
 assert set(scripts.SCRIPT_NAMES) <= set(names), names

@@ -144,7 +144,7 @@ def run_self(
     """django_zqueue's own figures on ``url`` (Django configured for it by main())."""
     import redis
 
-    from django_zqueue import scripts
+    from django_zqueue.engine import scripts
 
     from . import _redis, _zqueue
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import redis
 
-from django_zqueue.embedded import free_port
+from django_zqueue.engine.redis.embedded import free_port
 
 #: the ceiling's script: one ZADD, as in the shared harness (ceiling/py_ceiling.py)
 ZADD_LUA = "redis.call('zadd',KEYS[1],ARGV[1],ARGV[2]) return 1"

@@ -127,7 +127,7 @@ def fill_finished(q: Any, n: int) -> None:
     """``n`` jobs that ended: published, claimed and acked with ``ack_many`` (100 a call,
     10 calls a round trip, run times measured, a result kept for one in ten), the last
     1,000 cancelled instead. Their result keys and cancel records go to PER_JOB_KEYS."""
-    from django_zqueue.records import Ack
+    from django_zqueue.engine.records import Ack
 
     cancelled = min(1000, n // 10)
     done = 0
@@ -206,7 +206,7 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0, finished: int = 0) -> d
         batch.add(q.engine.touch_call(m, progress=(j % 100) / 100, note=f"step {j}"))
     q.engine.send(batch)
     # a live worker holding those 200, and an hour of per-task statistics (13 slots)
-    from django_zqueue import taskstats
+    from django_zqueue.worker import taskstats
 
     seen = int(time.time() * 1000)
     worker = {"threads": 8, "seen": seen, "host": "bench", "pid": 1, "started": seen - 60_000}
@@ -263,7 +263,7 @@ def main() -> None:
     from django.test.utils import override_settings
 
     from django_zqueue import get_queue
-    from django_zqueue.watch import position_url
+    from django_zqueue.tasks.watch import position_url
 
     prefix = f"zqbench-{uuid.uuid4().hex[:8]}"
     zq = {

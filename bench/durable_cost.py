@@ -49,8 +49,8 @@ def main() -> None:
 
         django.setup()
         from django_zqueue import durable, get_queue
-        from django_zqueue.context import JobContext, set_current_job
         from django_zqueue.exceptions import Parked
+        from django_zqueue.tasks.context import JobContext, set_current_job
 
         r = redis.Redis.from_url(server.url)
         q = get_queue("default")

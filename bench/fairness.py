@@ -49,8 +49,8 @@ from bench._redis import (  # noqa: E402
 )
 from bench._redis import settled_memory as _settled_memory  # noqa: E402
 from django_zqueue.conf import queue_options  # noqa: E402
+from django_zqueue.engine.scripts import SCRIPT_NAMES, source  # noqa: E402
 from django_zqueue.queue import Queue  # noqa: E402
-from django_zqueue.scripts import SCRIPT_NAMES, source  # noqa: E402
 
 BODY = {"task": "noop", "args": [0], "kwargs": {}}
 

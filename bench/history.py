@@ -55,7 +55,7 @@ def make_queue(client: redis.Redis, name: str, keep: int) -> Any:
 
 def run_through(q: Any, n: int) -> None:
     """Publish, claim and ack (ack_many, 100 per call) ``n`` jobs."""
-    from django_zqueue.records import Ack
+    from django_zqueue.engine.records import Ack
 
     for i in range(0, n, 1000):
         q.publish_many([BODY] * min(1000, n - i))
@@ -100,7 +100,7 @@ def ack_cost(client: redis.Redis, rounds: int) -> list[dict[str, Any]]:
     """Redis time and round trip of one ack_many call of 100 jobs, then of one ack.lua, for
     each of SETTINGS, the settings taking turns round by round (so that a busy machine
     slows them alike)."""
-    from django_zqueue.records import Ack
+    from django_zqueue.engine.records import Ack
 
     client.flushdb()
     queues = []

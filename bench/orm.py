@@ -266,7 +266,7 @@ def main() -> None:
 def _cleanup(database: str | None) -> None:
     import redis
 
-    from django_zqueue.connection import get_client
+    from django_zqueue.engine.redis.connection import get_client
 
     try:
         client: redis.Redis = get_client()

@@ -5,7 +5,7 @@
 
 Fills a queue under a prefix of its own with ``2 x --watchers`` ready jobs; starts
 ``--watchers`` threads, each long-polling the position of its own job as the view does
-(:meth:`django_zqueue.watch.Watch.wait` with the last version seen); meanwhile the main
+(:meth:`django_zqueue.tasks.watch.Watch.wait` with the last version seen); meanwhile the main
 thread claims and acks ``--rate`` jobs per second from the head of the line, so every
 position changes ``--rate`` times a second. Counts the Redis commands and round trips the
 watcher threads send (this process only, by wrapping redis-py's connection), and the
@@ -44,7 +44,8 @@ def main() -> None:
     from django.test.utils import override_settings
     from redis.connection import AbstractConnection
 
-    from django_zqueue import get_queue, watch
+    from django_zqueue import get_queue
+    from django_zqueue.tasks import watch
 
     prefix = f"zqbench-{uuid.uuid4().hex[:8]}"
     override = override_settings(

@@ -146,7 +146,7 @@ def cpu_seconds(n: int, options: list[str], timeout: float) -> float:
 
 def profile(n: int, prefetch: int, concurrency: int, top: int = 30) -> None:
     """Run ``n`` jobs in this process, consumer threads under cProfile; print the top."""
-    from django_zqueue import registry
+    from django_zqueue.tasks import registry
     from django_zqueue.worker import Worker
     from django_zqueue.worker.consumer import Consumer
 

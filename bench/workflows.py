@@ -171,7 +171,7 @@ def round_trips_per_edge(n: int = 1000) -> dict[str, float]:
 
     from bench import tasks as bt
     from django_zqueue import chain, get_queue
-    from django_zqueue.scripts import flow_ended
+    from django_zqueue.engine.scripts import flow_ended
 
     sent = [0]
     original = redis.connection.AbstractConnection.send_packed_command

@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 # Importing these modules does not touch settings or Redis: safe before django.setup().
-from .context import JobContext, current_job
 from .exceptions import (
     ConfigurationError,
     CorruptResult,
@@ -59,5 +58,23 @@ from .exceptions import (
     ZQueueError,
 )
 from .queue import JobInfo, Message, Queue, ScanResult, get_queue
-from .task import Job, Signature, Task, task
-from .workflow import Batch, BatchProgress, Workflow, batch, chain, chord, group, optional
+from .tasks.context import JobContext, current_job
+from .tasks.task import Job, Signature, Task, task
+from .tasks.workflows import Batch, BatchProgress, Workflow, batch, chain, chord, group, optional
+
+#: modules users import from the package root (``from django_zqueue import durable``),
+#: where they live; imported when first asked for (importing the package stays light)
+_MODULES = {
+    "durable": "django_zqueue.tasks.durable",
+    "schedules": "django_zqueue.tasks.schedules",
+    "outbox": "django_zqueue.tasks.outbox",
+    "embedded": "django_zqueue.engine.redis.embedded",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _MODULES:
+        import importlib
+
+        return importlib.import_module(_MODULES[name])
+    raise AttributeError(f"module 'django_zqueue' has no attribute {name!r}")

@@ -11,6 +11,6 @@ class ZQueueConfig(AppConfig):
     def ready(self) -> None:
         # Registers the system checks (and Django's Tasks checks when TASKS names our
         # backend); never touches Redis.
-        from . import checks
+        from .ops import checks
 
         checks.register_tasks_checks()

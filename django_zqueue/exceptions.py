@@ -172,7 +172,7 @@ JobCancelled.__module__ = "django_zqueue.worker"
 
 
 class StepError(InvalidArgument):
-    """A durable step, sleep or wait (``django_zqueue.durable``) that cannot be recorded:
+    """A durable step, sleep or wait (``django_zqueue.tasks.durable``) that cannot be recorded:
     called outside a job, a name used twice in one run, a result that is not JSON or too
     big, too many records for one job. Nothing was written."""
 

@@ -3,7 +3,7 @@ permissions (no table), and the transactional outbox's table.
 
 The admin pages (:mod:`django_zqueue.admin`) read Redis; nothing is stored in the
 database but the rows of the transactional outbox (:class:`OutboxEntry`, defined in
-:mod:`django_zqueue.outbox`), jobs enqueued in a transaction waiting to be published.
+:mod:`django_zqueue.tasks.outbox`), jobs enqueued in a transaction waiting to be published.
 
 Besides the default ``view_queue`` permission, three finer ones exist:
 
@@ -14,7 +14,7 @@ Besides the default ``view_queue`` permission, three finer ones exist:
     ``ZQUEUE["ADMIN_ACTIONS"]`` is on);
 ``manage_jobs``
     act on waiting jobs: cancel them (the same conditions; see
-    :data:`django_zqueue.actions.ACTIONS`).
+    :data:`django_zqueue.admin.actions.ACTIONS`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .outbox import OutboxEntry as OutboxEntry  # the outbox's table (ZQUEUE["OUTBOX"])
+from .tasks.outbox import OutboxEntry as OutboxEntry  # the outbox's table (ZQUEUE["OUTBOX"])
 
 
 class Queue(models.Model):

@@ -11,8 +11,9 @@ import redis
 from django.conf import settings
 from django.test import override_settings
 
-from django_zqueue import conf, connection
+from django_zqueue import conf
 from django_zqueue.conf import queue_options
+from django_zqueue.engine.redis import connection
 from django_zqueue.queue import Queue
 
 from . import redis_server

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_zqueue._django_tasks import AVAILABLE
+from django_zqueue.tasks.django_tasks.compat import AVAILABLE
 
 if AVAILABLE:
     from django.conf import settings

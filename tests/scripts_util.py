@@ -7,8 +7,8 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from django_zqueue.luasource import library
-from django_zqueue.scripts import SCRIPT_NAMES
+from django_zqueue.engine.scripts import SCRIPT_NAMES
+from django_zqueue.engine.scripts.source import library
 
 
 def lose_scripts(client: Any) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.engine.records import Ack
 from django_zqueue.exceptions import InvalidArgument, ScriptArgumentError
 from django_zqueue.queue import Message, Queue
-from django_zqueue.records import Ack
 
 from .conftest import QueueFactory, snapshot
 from .records_util import to_json_layout

@@ -23,9 +23,11 @@ from django.test import Client, override_settings
 from django.utils import translation
 from redis.connection import AbstractConnection
 
-from django_zqueue import conf, dashboard, get_queue, humanize
+from django_zqueue import conf, get_queue
+from django_zqueue.admin import dashboard
 from django_zqueue.metrics import ZQueueCollector, exposition, metrics_view
 from django_zqueue.queue import Queue
+from django_zqueue.web import humanize
 from testproject.demo import tasks
 
 from .conftest import snapshot
@@ -646,7 +648,7 @@ def test_orphan_and_vanished_rows(q: Queue, redis_client: redis.Redis) -> None:
 
 
 def test_overview_lists_schedules(project: dict[str, Any], superuser: Client) -> None:
-    from django_zqueue.schedules import Schedule, Scheduler
+    from django_zqueue.tasks.schedules import Schedule, Scheduler
 
     clock = {"now": 1_800_000_000_000}
     s = Scheduler(
@@ -723,8 +725,8 @@ def test_job_page_lists_a_durable_tasks_steps(
     payload_viewer: Client, viewer: Client, project: dict[str, Any]
 ) -> None:
     from django_zqueue import durable
-    from django_zqueue.context import JobContext, set_current_job
     from django_zqueue.exceptions import Parked
+    from django_zqueue.tasks.context import JobContext, set_current_job
 
     q = get_queue("default")
     tag = q.publish({"task": "x"})

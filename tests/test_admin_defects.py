@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from django_zqueue import dashboard, dashboard_lists, get_queue
+from django_zqueue import get_queue
+from django_zqueue.admin import dashboard, dashboard_lists
 
 from .css import contrast, resolve, rules
 from .test_admin import BASE, client_for, make_user, project, superuser  # noqa: F401

@@ -11,9 +11,9 @@ import redis
 from django.test import Client, override_settings
 
 from django_zqueue import conf, durable, get_queue
-from django_zqueue.context import JobContext, set_current_job
 from django_zqueue.exceptions import Parked
 from django_zqueue.queue import durable_calls as dc
+from django_zqueue.tasks.context import JobContext, set_current_job
 
 from .conftest import snapshot
 from .test_admin import BASE, client_for, make_user, project  # noqa: F401

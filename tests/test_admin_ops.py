@@ -13,7 +13,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
-from django_zqueue import conf, display, get_queue
+from django_zqueue import conf, get_queue
+from django_zqueue.admin import display
 from testproject.demo import tasks
 
 from .test_admin import BASE, client_for, make_user, manager, project, superuser, viewer  # noqa: F401
@@ -147,7 +148,7 @@ def test_run_now_moves_a_waiting_job_to_the_front(
 
 
 def test_every_action_is_offered_where_it_applies() -> None:
-    from django_zqueue.actions import ACTIONS, offered
+    from django_zqueue.admin.actions import ACTIONS, offered
 
     assert [a.name for a in offered("dead", lambda code: True)] == [
         "requeue",
@@ -210,7 +211,7 @@ def test_filter_by_task_reads_a_bounded_window_and_scans_further(
     project: dict[str, Any],  # noqa: F811
     viewer: Client,  # noqa: F811
 ) -> None:
-    from django_zqueue import filters
+    from django_zqueue.admin import filters
 
     q = get_queue("default")
     n = filters.WINDOW + 100

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from django_zqueue import get_queue, records
+from django_zqueue import get_queue
+from django_zqueue.engine import records
 
 from .test_admin import BASE, project, superuser  # noqa: F401
 

@@ -11,7 +11,7 @@ import redis
 from django.test import Client, override_settings
 
 from django_zqueue import conf, get_queue, schedules
-from django_zqueue.queue import schedstore
+from django_zqueue.engine import schedstore
 
 from .conftest import snapshot
 from .test_admin import BASE, client_for, make_user, project  # noqa: F401

@@ -12,8 +12,9 @@ import redis
 from django.test import Client, override_settings
 from redis.connection import AbstractConnection
 
-from django_zqueue import conf, dashboard, get_queue, read
-from django_zqueue.actions import ACTIONS
+from django_zqueue import conf, get_queue, read
+from django_zqueue.admin import dashboard
+from django_zqueue.admin.actions import ACTIONS
 from django_zqueue.queue import Queue
 
 from .conftest import QueueFactory, snapshot

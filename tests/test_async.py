@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from django_zqueue import conf, current_job, get_queue, registry, signals
-from django_zqueue.aconnection import make_async_client
+from django_zqueue import conf, current_job, get_queue, signals
 from django_zqueue.engine.aio import AsyncEngine
+from django_zqueue.engine.redis.aconnection import make_async_client
 from django_zqueue.exceptions import DuplicateJob, QueueUnavailable
 from django_zqueue.queue import Queue
 from django_zqueue.queue.aio import AsyncQueue, get_async_queue
-from django_zqueue.serializer import UnsupportedArgument
-from django_zqueue.task import Job
+from django_zqueue.tasks import registry
+from django_zqueue.tasks.serializer import UnsupportedArgument
+from django_zqueue.tasks.task import Job
 from django_zqueue.worker import Worker
 from django_zqueue.worker.aio import AioLane
 from django_zqueue.worker.coro import default_async_concurrency
@@ -329,7 +330,7 @@ def test_async_jobs_a_thread_claims_wait_for_a_lane_slot(project: dict[str, str]
 def test_jobs_the_lane_runs_are_in_the_task_statistics(project: dict[str, str]) -> None:
     """Per-task statistics count the jobs of the event-loop lane as a consumer thread's
     (they were left out: only a thread's flush wrote them)."""
-    from django_zqueue import taskstats
+    from django_zqueue.worker import taskstats
 
     for i in range(12):
         at.aadd.enqueue(i, i)

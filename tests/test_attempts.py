@@ -10,7 +10,13 @@ import redis
 from django.contrib.auth.models import User
 
 from django_zqueue import Queue, get_queue
-from django_zqueue.attempts import ATTEMPT_HEAD, ATTEMPT_TAIL, ATTEMPTS_KEPT, PREFIX, decode
+from django_zqueue.engine.records.attempts import (
+    ATTEMPT_HEAD,
+    ATTEMPT_TAIL,
+    ATTEMPTS_KEPT,
+    PREFIX,
+    decode,
+)
 
 from .conftest import QueueFactory
 from .test_admin import BASE, client_for, make_user, project  # noqa: F401
@@ -134,8 +140,8 @@ def test_the_job_page_lists_every_kept_attempt(project: dict[str, Any]) -> None:
 
 
 def test_the_lua_helper_and_the_python_reader_agree_on_the_limits() -> None:
-    from django_zqueue import attempts
-    from django_zqueue.scripts import lua_file
+    from django_zqueue.engine.records import attempts
+    from django_zqueue.engine.scripts import lua_file
 
     lua = lua_file("_attempts")
     for name in ("ATTEMPTS_KEPT", "ATTEMPT_HEAD", "ATTEMPT_TAIL"):

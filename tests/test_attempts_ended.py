@@ -9,8 +9,8 @@ from pathlib import Path
 import redis
 
 from django_zqueue import Queue, get_queue
-from django_zqueue.attempts import PREFIX, decode
-from django_zqueue.recordcodec import pack_value, unpack_one
+from django_zqueue.engine.records.attempts import PREFIX, decode
+from django_zqueue.engine.records.codec import pack_value, unpack_one
 from django_zqueue.worker import Worker
 from testproject.demo import tasks
 

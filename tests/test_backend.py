@@ -17,7 +17,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_zqueue import get_queue
-from django_zqueue._django_tasks import (
+from django_zqueue.backends import UnsafeTaskPath, ZQueueBackend, task_rank
+from django_zqueue.tasks.django_tasks.compat import (
     AVAILABLE,
     TaskResultDoesNotExist,
     TaskResultStatus,
@@ -26,7 +27,6 @@ from django_zqueue._django_tasks import (
     task_finished,
     task_started,
 )
-from django_zqueue.backends import UnsafeTaskPath, ZQueueBackend, task_rank
 from django_zqueue.worker import Worker
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="no django.tasks and no django-tasks")
@@ -247,7 +247,7 @@ def test_get_result_does_not_trust_the_stored_path(project: dict[str, str]) -> N
 
 def test_refused_job_records_why(ft: Any) -> None:
     """A Task enqueued under an alias that no longer exists: FAILED, errors say why."""
-    from django_zqueue.backends import MARKER
+    from django_zqueue.tasks.django_tasks.backend import MARKER
 
     result = ft.add.enqueue(1, 2)
     q = get_queue("default")
@@ -364,8 +364,8 @@ def test_an_outage_recording_the_start_costs_no_attempt(
 ) -> None:
     """The run's record is written before the task is called: an outage there gives the
     job back unrun (Django's default is a single attempt: a nack would fail it)."""
-    from django_zqueue import backends
     from django_zqueue.exceptions import QueueUnavailable
+    from django_zqueue.tasks.django_tasks import backend as backends
 
     real, calls = backends.start_record, []
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from django_zqueue._django_tasks import (
+from django_zqueue.tasks.django_tasks.compat import (
     FRAMEWORKS,
     InvalidTask,
     TaskResultDoesNotExist,

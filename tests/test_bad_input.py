@@ -95,11 +95,11 @@ def test_django_tasks_backend_refuses_an_unconfigured_queue(
     project: dict[str, str], redis_client: redis.Redis, prefix: str
 ) -> None:
     """Django's Tasks framework: a task on a queue django_zqueue does not serve."""
-    from django_zqueue._django_tasks import AVAILABLE
+    from django_zqueue.tasks.django_tasks.compat import AVAILABLE
 
     if not AVAILABLE:
         pytest.skip("Django's Tasks framework is not installed")
-    from django_zqueue._django_tasks import InvalidTask
+    from django_zqueue.tasks.django_tasks.compat import InvalidTask
     from testproject.demo import framework_tasks
 
     before = snapshot(redis_client, prefix)
@@ -129,7 +129,7 @@ def test_redis_down_at_enqueue_raises_within_the_socket_timeout() -> None:
 
 
 def test_redis_refusing_connections_at_enqueue(tmp_path: Path) -> None:
-    from django_zqueue.embedded import free_port
+    from django_zqueue.engine.redis.embedded import free_port
 
     value = {**settings.ZQUEUE, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
     with override_settings(ZQUEUE=value):
@@ -161,7 +161,7 @@ def test_readonly_replica_is_retried_until_promoted(tmp_path: Path) -> None:
     import threading
 
     from django_zqueue.conf import Config, queue_options
-    from django_zqueue.connection import make_client
+    from django_zqueue.engine.redis.connection import make_client
     from django_zqueue.queue import Queue
 
     primary, replica = _pair(tmp_path)
@@ -192,7 +192,7 @@ def test_readonly_replica_is_retried_until_promoted(tmp_path: Path) -> None:
 
 def test_readonly_retry_is_bounded_and_writes_nothing(tmp_path: Path) -> None:
     from django_zqueue.conf import Config, queue_options
-    from django_zqueue.connection import READONLY_WAITS, make_client
+    from django_zqueue.engine.redis.connection import READONLY_WAITS, make_client
     from django_zqueue.queue import Queue
 
     primary, replica = _pair(tmp_path)
@@ -247,7 +247,7 @@ def test_eviction_policy_is_checked_by_check_deploy_only(tmp_path: Path) -> None
 def test_plain_check_needs_no_redis() -> None:
     from django.core import checks
 
-    from django_zqueue.embedded import free_port
+    from django_zqueue.engine.redis.embedded import free_port
 
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     with override_settings(ZQUEUE={**settings.ZQUEUE, "REDIS_URL": url}):

@@ -13,8 +13,8 @@ import pytest
 from django.test import override_settings
 
 from django_zqueue import batch, chain, chord, conf, get_queue, group, optional, task
+from django_zqueue.engine.records.links import Resolution
 from django_zqueue.exceptions import InvalidArgument
-from django_zqueue.links import Resolution
 from django_zqueue.worker import Worker
 
 LOG: list[Any] = []

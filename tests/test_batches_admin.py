@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from django_zqueue import get_queue, optional
-from django_zqueue.links import FlowJob, Ref, Resolution
+from django_zqueue.engine.records.links import FlowJob, Ref, Resolution
 
 from .test_admin import BASE, project, superuser  # noqa: F401
 

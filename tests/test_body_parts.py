@@ -14,11 +14,11 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_zqueue.jobspec import body_parts
-from django_zqueue.luasource import includes, lua_file
+from django_zqueue.engine.records import encode_body
+from django_zqueue.engine.records.codec import pack_value, split_record, unpack_one
+from django_zqueue.engine.records.spec import body_parts
+from django_zqueue.engine.scripts.source import includes, lua_file
 from django_zqueue.queue import Queue
-from django_zqueue.recordcodec import pack_value, split_record, unpack_one
-from django_zqueue.records import encode_body
 
 from .test_corrupt import drain
 

@@ -11,7 +11,8 @@ import pytest
 import redis
 from django.utils import timezone
 
-from django_zqueue import bounds, conf, task
+from django_zqueue import conf, task
+from django_zqueue.conf import bounds
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.queue import Queue
 

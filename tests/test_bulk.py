@@ -9,9 +9,9 @@ import pytest
 import redis
 
 from django_zqueue import InvalidArgument, Queue
+from django_zqueue.engine.scripts.replies import CancelReply, DeleteReply
 from django_zqueue.queue import bulk
 from django_zqueue.queue.bulk import BULK_CHUNK, Bulk, BulkResult
-from django_zqueue.replies import CancelReply, DeleteReply
 
 from .conftest import QueueFactory
 

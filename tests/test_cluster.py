@@ -24,10 +24,12 @@ from django.conf import settings
 from django.core.management import call_command
 from django.test import override_settings
 
-from django_zqueue import checks, conf, connection, get_queue
+from django_zqueue import conf, get_queue
 from django_zqueue.conf import parse
+from django_zqueue.conf.redis_url import parse_redis_url
+from django_zqueue.engine.redis import connection
 from django_zqueue.exceptions import DuplicateJob, QueueUnavailable
-from django_zqueue.redis_url import parse_redis_url
+from django_zqueue.ops import checks
 from django_zqueue.worker import Worker
 from testproject.demo import tasks
 
@@ -437,7 +439,7 @@ def test_dashboard_and_stats_on_a_cluster(
 ) -> None:
     """The admin's overview, page and job views and zqueue_stats read queues on several
     masters (no TIME in cluster pipelines, no cross-slot pipeline)."""
-    from django_zqueue import dashboard
+    from django_zqueue.admin import dashboard
 
     cluster = topology.start_cluster(masters=3, replicas=0)
     try:

@@ -1,5 +1,5 @@
 """The jobs enqueued inside one ``transaction.atomic`` go to Redis together at commit
-(django_zqueue/oncommit.py, queue/sets.py): one round trip for all, in enqueue order;
+(django_zqueue/tasks/oncommit.py, queue/sets.py): one round trip for all, in enqueue order;
 Django's rules for on-commit callbacks (savepoints, rollbacks, databases) decide which.
 
 Round trips are counted on redis-py's connections (tests/roundtrips.py) against the real
@@ -25,8 +25,8 @@ from django.db import transaction
 from django.test import override_settings
 
 from django_zqueue import conf, get_queue
-from django_zqueue.connection import is_cluster
-from django_zqueue.task import Job
+from django_zqueue.engine.redis.connection import is_cluster
+from django_zqueue.tasks.task import Job
 from testproject.demo import tasks
 
 from .roundtrips import round_trips
@@ -196,7 +196,7 @@ def test_later_callbacks_see_every_job_of_the_transaction_published(
 def test_unique_and_workflow_jobs_keep_their_calls_and_their_place_in_the_order(
     project: dict[str, str],
 ) -> None:
-    from django_zqueue.workflow import chain
+    from django_zqueue.tasks.workflows import chain
 
     warm()
     parent = tasks.add.enqueue(0, 0)
@@ -298,7 +298,7 @@ def test_capture_on_commit_callbacks_sends_all_at_the_first(
 
 
 def test_django_tasks_backend_jobs_join_the_round_trip(project: dict[str, str]) -> None:
-    from django_zqueue._django_tasks import framework_of
+    from django_zqueue.tasks.django_tasks.compat import framework_of
     from testproject.demo import framework_tasks as ft
 
     signal = framework_of(ft.add).task_enqueued

@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_zqueue import get_queue
+from django_zqueue.engine.scripts import CANCELLED
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.queue import Queue
-from django_zqueue.scripts import CANCELLED
 
 from .conftest import QueueFactory
 
@@ -302,7 +302,8 @@ def test_job_command_shows_a_cancelled_job(
 
 
 def test_overview_and_metrics_show_the_pause(zqueue_settings: dict[str, object]) -> None:
-    from django_zqueue import metrics, read
+    from django_zqueue import read
+    from django_zqueue.ops import metrics
 
     q = get_queue("default")
     q.pause()

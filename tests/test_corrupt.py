@@ -12,12 +12,12 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from django_zqueue.engine.records import NewJob, loads
+from django_zqueue.engine.records.codec import pack_record, split_record
+from django_zqueue.engine.records.spec import JobSpec
 from django_zqueue.engine.shard import Shard
 from django_zqueue.exceptions import ScriptArgumentError
-from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue
-from django_zqueue.recordcodec import pack_record, split_record
-from django_zqueue.records import NewJob, loads
 
 from .conftest import QueueFactory
 from .records_util import to_json_layout

@@ -20,10 +20,10 @@ import redis
 from redis.client import Pipeline
 
 from django_zqueue import read
-from django_zqueue.keys import partition_of
+from django_zqueue.engine.keys import partition_of
+from django_zqueue.engine.records import Progress, Record
 from django_zqueue.queue import Queue
 from django_zqueue.read import jobs as read_jobs
-from django_zqueue.records import Progress, Record
 
 from . import redis_server
 from .conftest import QueueFactory

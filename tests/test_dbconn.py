@@ -1,4 +1,4 @@
-"""Database connections of a worker (django_zqueue.dbconn): kept across back-to-back jobs
+"""Database connections of a worker (django_zqueue.worker.dbconn): kept across back-to-back jobs
 under Django's default CONN_MAX_AGE=0, closed when idle, broken or left in a transaction,
 never shared with a forked child; no database work at all for jobs that use none."""
 
@@ -13,8 +13,8 @@ import pytest
 from django.db import connection, connections, transaction
 from django.db.backends.signals import connection_created
 
-from django_zqueue import dbconn, get_queue, task
-from django_zqueue.worker import Worker
+from django_zqueue import get_queue, task
+from django_zqueue.worker import Worker, dbconn
 from testproject.demo.models import Article
 
 #: closing needs a real server: Django never closes an in-memory SQLite database

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from django_zqueue.embedded import free_port
-from django_zqueue.records import new_tag
+from django_zqueue.engine.records import new_tag
+from django_zqueue.engine.redis.embedded import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -14,11 +14,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from django_zqueue import conf, doctor, get_queue
-from django_zqueue.connection import server_time_ms
-from django_zqueue.embedded import free_port
-from django_zqueue.redis_url import redacted_url
-from django_zqueue.schedules import Scheduler
+from django_zqueue import conf, get_queue
+from django_zqueue.conf.redis_url import redacted_url
+from django_zqueue.engine.redis.connection import server_time_ms
+from django_zqueue.engine.redis.embedded import free_port
+from django_zqueue.ops import doctor
+from django_zqueue.tasks.schedules import Scheduler
 from testproject.demo import tasks
 
 from .redis_private import PrivateRedis
@@ -226,7 +227,7 @@ def test_invalid_settings_are_reported_not_a_crash() -> None:
 
 
 def test_no_task_registered(synced: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from django_zqueue import registry
+    from django_zqueue.tasks import registry
 
     monkeypatch.setattr(registry, "all_tasks", dict)
     lines, _ = run("--problems-only")
@@ -268,8 +269,8 @@ def test_the_persistence_note_says_every_job_is_lost_without_snapshots(
 ) -> None:
     """With AOF off and save '' (the test server's settings, or CONFIG refused), the note
     does not speak of a last snapshot that does not exist."""
-    from django_zqueue.connection import RedisServer
-    from django_zqueue.doctor import _memory
+    from django_zqueue.engine.redis.connection import RedisServer
+    from django_zqueue.ops.doctor import _memory
 
     server = RedisServer(on=redis_client)
     snapshots = server.snapshots()
@@ -285,8 +286,8 @@ def test_the_persistence_note_says_every_job_is_lost_without_snapshots(
 def test_functions_libraries_of_other_releases(tmp_path: Path, project: dict[str, str]) -> None:
     """The doctor names the scripts' library, and those another release left loaded with
     the command that removes one."""
-    from django_zqueue.luasource import library
-    from django_zqueue.scripts import SCRIPT_NAMES
+    from django_zqueue.engine.scripts import SCRIPT_NAMES
+    from django_zqueue.engine.scripts.source import library
 
     ours = library(SCRIPT_NAMES)
     server = PrivateRedis(tmp_path / "fn")
@@ -321,8 +322,8 @@ def test_the_protocol_library_is_this_releases_not_another_ones(
     """The wire protocol's library (loaded by a worker's start) is never named as one of
     another release's; the doctor says at which build it is loaded, or that it is missing
     with the one-line fix."""
-    from django_zqueue.luasource import PROTOCOL_LIBRARY, protocol_library
-    from django_zqueue.scripts import package_version
+    from django_zqueue.engine.scripts import package_version
+    from django_zqueue.engine.scripts.source import PROTOCOL_LIBRARY, protocol_library
 
     ours = package_version()
     server = PrivateRedis(tmp_path / "proto")

@@ -16,10 +16,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_zqueue import get_queue
-from django_zqueue.keys import KEY_TYPES
+from django_zqueue.engine.keys import KEY_TYPES
 from django_zqueue.queue import Queue
 from django_zqueue.read.schedules import schedules as read_schedules
-from django_zqueue.schedules import Scheduler
+from django_zqueue.tasks.schedules import Scheduler
 
 pytestmark = pytest.mark.django_db
 

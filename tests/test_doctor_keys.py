@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_zqueue import get_queue
-from django_zqueue.keys import KEY_TYPES, QueueKeys
+from django_zqueue.engine.keys import KEY_TYPES, QueueKeys
 from django_zqueue.queue import Queue
 
 pytestmark = pytest.mark.django_db

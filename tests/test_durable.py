@@ -14,12 +14,12 @@ import pytest
 import redis
 
 from django_zqueue import durable, get_queue, task
-from django_zqueue.context import JobContext, set_current_job
+from django_zqueue.engine.scripts import ScriptArgumentError
+from django_zqueue.engine.scripts.replies import StepReply
 from django_zqueue.exceptions import Parked, SignalRefused, StaleDelivery, StepError, TimedOut
 from django_zqueue.queue import Message, Queue
 from django_zqueue.queue import durable_calls as dc
-from django_zqueue.replies import StepReply
-from django_zqueue.scripts import ScriptArgumentError
+from django_zqueue.tasks.context import JobContext, set_current_job
 from django_zqueue.worker import Worker
 
 from .conftest import QueueFactory, snapshot
@@ -333,7 +333,7 @@ def test_the_async_api() -> None:
 
     with pytest.raises(Parked):
         asyncio.run(run(claim(q)))
-    from django_zqueue.job import Job
+    from django_zqueue.tasks.job import Job
 
     job = Job(tag, "default")
     assert job.status() == "waiting_for_event"
@@ -396,7 +396,7 @@ def test_a_worker_parks_and_resumes_a_durable_task(flow: Any) -> None:
 
 
 def test_the_position_page_says_a_parked_job_sleeps_and_until_when(q: Queue) -> None:
-    from django_zqueue.watch import read_positions
+    from django_zqueue.tasks.watch import read_positions
 
     tag = q.publish("x")
     plain = q.publish("y", delay=60)
@@ -419,7 +419,7 @@ def test_parks_and_signals_are_counted(q: Queue) -> None:
 
 
 def test_a_django_tasks_task_cannot_be_durable(q: Queue) -> None:
-    from django_zqueue.backends import MARKER
+    from django_zqueue.tasks.django_tasks.backend import MARKER
 
     q.publish({MARKER: 1, "task": "x"})
     with running(q, claim(q)), pytest.raises(StepError, match="Django's Tasks"):

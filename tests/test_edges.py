@@ -14,12 +14,12 @@ import pytest
 import redis
 import redis.asyncio as aredis
 
+from django_zqueue.engine.records import EARLIEST, LATEST, JobInfo, Progress, Record, from_ms
 from django_zqueue.exceptions import CorruptResult, ZQueueError
 from django_zqueue.queue import Queue
 from django_zqueue.queue.aio import AsyncQueue
 from django_zqueue.read.workers import read_workers
-from django_zqueue.records import EARLIEST, LATEST, JobInfo, Progress, Record, from_ms
-from django_zqueue.watch import read_positions
+from django_zqueue.tasks.watch import read_positions
 from django_zqueue.worker.leases import Leases
 
 from .redis_server import redis_url
@@ -192,7 +192,7 @@ def test_a_parent_whose_dependents_list_is_corrupt_still_reaches_them(
     and one in another) are found from their own links, released when it succeeded,
     dead-lettered when it failed; one warning names the parent."""
     from django_zqueue import get_queue
-    from django_zqueue.links import FlowJob, Kid, Ref
+    from django_zqueue.engine.records.links import FlowJob, Kid, Ref
     from django_zqueue.queue.flow import publish_flow
 
     q, other = get_queue("default"), get_queue("other")

@@ -12,12 +12,12 @@ import pytest
 import redis
 
 from django_zqueue import get_queue
-from django_zqueue.backoff import QueueBackoff, Throttle
+from django_zqueue.engine.redis.outages import QueueBackoff, Throttle
 from django_zqueue.exceptions import ScriptError
 from django_zqueue.queue import Queue
-from django_zqueue.scanner import Scanner
 from django_zqueue.worker import Worker
 from django_zqueue.worker.consumer import Consumer
+from django_zqueue.worker.scanner import Scanner
 
 
 def test_the_throttle_lets_one_line_through_per_interval() -> None:

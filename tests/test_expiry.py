@@ -12,12 +12,12 @@ import pytest
 import redis
 
 from django_zqueue import DuplicateJob, InvalidArgument, task
-from django_zqueue.jobspec import pack_map
-from django_zqueue.links import FlowJob, Kid, Ref
+from django_zqueue.engine.records import NewJob
+from django_zqueue.engine.records.links import FlowJob, Kid, Ref
+from django_zqueue.engine.records.spec import pack_map
+from django_zqueue.engine.scripts import source
 from django_zqueue.queue import Queue
 from django_zqueue.queue.flow import publish_flow
-from django_zqueue.records import NewJob
-from django_zqueue.scripts import source
 
 from .conftest import QueueFactory, snapshot
 
@@ -253,7 +253,7 @@ def test_the_admin_finds_an_expired_job_by_its_tag(q: Queue) -> None:
 
 
 def test_the_position_widget_says_expired(zqueue_settings: dict[str, Any]) -> None:
-    from django_zqueue.watch import read_positions
+    from django_zqueue.tasks.watch import read_positions
 
     q = echo.queue
     tag = q.publish({"task": "tests.expiry.echo", "args": [1], "kwargs": {}}, expires=0.05)

@@ -15,12 +15,12 @@ from django.core import checks
 from django.test import override_settings
 
 from django_zqueue import conf, read, task
+from django_zqueue.engine.keys import partition_of
+from django_zqueue.engine.records import NewJob
+from django_zqueue.engine.records.spec import pack_map
+from django_zqueue.engine.scripts import ScriptError, source
 from django_zqueue.exceptions import InvalidArgument
-from django_zqueue.jobspec import pack_map
-from django_zqueue.keys import partition_of
 from django_zqueue.queue import Queue
-from django_zqueue.records import NewJob
-from django_zqueue.scripts import ScriptError, source
 
 from .conftest import QueueFactory, snapshot
 from .records_util import fields_of, to_json_layout, update_fields

@@ -20,9 +20,10 @@ from django.core.management.base import CommandError, SystemCheckError
 from django.db import transaction
 from django.test import override_settings
 
-from django_zqueue import InvalidArgument, conf, get_queue, registry, task
-from django_zqueue.embedded import free_port
-from django_zqueue.redis_url import redacted_url
+from django_zqueue import InvalidArgument, conf, get_queue, task
+from django_zqueue.conf.redis_url import redacted_url
+from django_zqueue.engine.redis.embedded import free_port
+from django_zqueue.tasks import registry
 from django_zqueue.worker import Worker
 from testproject.demo import tasks
 

@@ -16,7 +16,8 @@ import redis
 
 from django_zqueue import RedisFull, conf
 from django_zqueue.conf import queue_options
-from django_zqueue.luasource import (
+from django_zqueue.engine.scripts import SCRIPT_NAMES, Scripts
+from django_zqueue.engine.scripts.source import (
     ALLOW_OOM,
     PROTOCOL_CORES,
     PROTOCOL_FUNCTIONS,
@@ -26,7 +27,6 @@ from django_zqueue.luasource import (
     lua_file,
 )
 from django_zqueue.queue import Queue
-from django_zqueue.scripts import SCRIPT_NAMES, Scripts
 
 from .redis_private import PrivateRedis
 

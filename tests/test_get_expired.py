@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from django_zqueue.luasource import lua_file
+from django_zqueue.engine.scripts.source import lua_file
 from django_zqueue.queue import Queue
 
 from .conftest import QueueFactory

@@ -13,11 +13,11 @@ import redis
 
 from django_zqueue import QueueFull, ZQueueError, conf
 from django_zqueue.conf import parse
+from django_zqueue.engine.records.links import FlowJob, Kid, Ref
+from django_zqueue.engine.scripts import source
 from django_zqueue.exceptions import ConfigurationError
-from django_zqueue.links import FlowJob, Kid, Ref
 from django_zqueue.queue import Queue
 from django_zqueue.queue.flow import publish_flow
-from django_zqueue.scripts import source
 
 from .conftest import QueueFactory, snapshot
 

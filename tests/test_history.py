@@ -16,11 +16,11 @@ from django.conf import settings
 from django.test import override_settings
 
 from django_zqueue import conf, get_queue
+from django_zqueue.engine.records import Ack
+from django_zqueue.engine.records.codec import split_kept, split_record
 from django_zqueue.exceptions import ConfigurationError, InvalidArgument
 from django_zqueue.queue import Queue
 from django_zqueue.read import MAX_ENDED_MERGED
-from django_zqueue.recordcodec import split_kept, split_record
-from django_zqueue.records import Ack
 
 from .conftest import QueueFactory, snapshot
 from .records_util import write_record

@@ -18,14 +18,15 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.engine import schedstore
+from django_zqueue.engine.records import Ack
+from django_zqueue.engine.records.links import FlowJob, Kid, Ref, Resolution
+from django_zqueue.engine.records.spec import JobSpec
+from django_zqueue.engine.scripts import SCRIPT_NAMES, Call
 from django_zqueue.engine.shard import Shard
-from django_zqueue.jobspec import JobSpec
-from django_zqueue.links import FlowJob, Kid, Ref, Resolution
-from django_zqueue.queue import Queue, schedstore
+from django_zqueue.queue import Queue
 from django_zqueue.queue import durable_calls as dc
 from django_zqueue.queue.flow import publish_flow
-from django_zqueue.records import Ack
-from django_zqueue.scripts import SCRIPT_NAMES, Call
 
 from .conftest import QueueFactory, snapshot
 from .records_util import to_json_layout
@@ -328,9 +329,9 @@ def test_the_scripts_know_the_type_of_every_key() -> None:
     import re
     from importlib import resources
 
-    from django_zqueue.keys import KEY_TYPES
+    from django_zqueue.engine.keys import KEY_TYPES
 
-    text = (resources.files("django_zqueue") / "lua" / "_guard.lua").read_text()
+    text = (resources.files("django_zqueue.engine") / "lua" / "_guard.lua").read_text()
     table = re.search(r"^local KEY_TYPES = \{(.*?)\}", text, re.M | re.S)
     assert table
     lua = dict(re.findall(r"(\w+) = '(zset|hash|string)'", table[1]))

@@ -13,11 +13,11 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_zqueue.luasource import lua_file
+from django_zqueue.engine.records import Message
+from django_zqueue.engine.records.codec import pack_value, read_fields, split_record, unpack_one
+from django_zqueue.engine.scripts.replies import AckManyCode
+from django_zqueue.engine.scripts.source import lua_file
 from django_zqueue.queue import Queue
-from django_zqueue.recordcodec import pack_value, read_fields, split_record, unpack_one
-from django_zqueue.records import Message
-from django_zqueue.replies import AckManyCode
 
 #: encode ARGV[1] (a MessagePack map; ARGV[2] its body) both ways; leased_token of the
 #: leased value for token ARGV[3]; the table again after encode_leased (it must be kept)

@@ -18,8 +18,8 @@ from django.test import override_settings
 
 import django_zqueue
 from django_zqueue import InvalidArgument, JobEnded, SignalRefused, chain, conf
-from django_zqueue.embedded import free_port
-from django_zqueue.luasource import helper_order, lua_file
+from django_zqueue.engine.redis.embedded import free_port
+from django_zqueue.engine.scripts.source import helper_order, lua_file
 from django_zqueue.queue import Queue
 from django_zqueue.worker import Worker
 from testproject.demo import tasks

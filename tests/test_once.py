@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from django_zqueue import task
+from django_zqueue.engine.records.spec import JobSpec
 from django_zqueue.exceptions import DuplicateJob, InvalidArgument
-from django_zqueue.jobspec import JobSpec
 from django_zqueue.queue import Queue
 from django_zqueue.worker import Worker
 

@@ -17,11 +17,11 @@ from django.test import override_settings
 
 from django_zqueue import chain, conf, get_queue, task
 from django_zqueue.exceptions import QueueUnavailable
-from django_zqueue.outcome import Released
 from django_zqueue.queue import Queue
 from django_zqueue.queue.flow import Flows
 from django_zqueue.worker import Worker
 from django_zqueue.worker.leases import Leases
+from django_zqueue.worker.outcome import Released
 from django_zqueue.worker.runner import Runner
 
 runs: list[Any] = []

@@ -21,12 +21,12 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from django_zqueue import conf, get_queue, outbox
+from django_zqueue.engine.records.spec import JobSpec
 from django_zqueue.exceptions import QueueUnavailable
-from django_zqueue.jobspec import JobSpec
 from django_zqueue.models import OutboxEntry
 from django_zqueue.queue import NewJob
-from django_zqueue.scanner import Scanner
 from django_zqueue.worker import Worker
+from django_zqueue.worker.scanner import Scanner
 from testproject.demo import tasks
 
 from .redis_private import PrivateRedis

@@ -27,18 +27,19 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from django_zqueue import conf, dashboard, get_queue
+from django_zqueue import conf, get_queue
+from django_zqueue.admin import dashboard
 from django_zqueue.conf import QueueOptions, queue_options
-from django_zqueue.connection import is_cluster
+from django_zqueue.engine.keys import layout_key, partition_keys, partition_of, queue_keys
+from django_zqueue.engine.redis.connection import is_cluster
+from django_zqueue.engine.scripts import SequenceExhausted
 from django_zqueue.exceptions import (
     ConfigurationError,
     DuplicateJob,
     InvalidArgument,
     PartitionMismatch,
 )
-from django_zqueue.keys import layout_key, partition_keys, partition_of, queue_keys
 from django_zqueue.queue import MAX_MERGED, Queue
-from django_zqueue.scripts import SequenceExhausted
 
 from .conftest import QueueFactory, snapshot
 from .redis_server import redis_url
@@ -82,7 +83,7 @@ def test_partitions_exclude_global_limits() -> None:
 
 
 def test_system_check_reports_bad_partitions() -> None:
-    from django_zqueue.checks import check_settings
+    from django_zqueue.ops.checks import check_settings
 
     with override_settings(ZQUEUE={"QUEUES": {"q": {"partitions": 300}}}):
         errors = check_settings()
@@ -108,7 +109,7 @@ def test_partition_of_is_crc32_and_stable_across_processes() -> None:
     assert all(partition_of(t, 1) == 0 for t in tags)
     assert partition_of("cron:nightly:1700000000000", 16) == 0  # with the schedules
     code = (
-        "from django_zqueue.keys import partition_of;"
+        "from django_zqueue.engine.keys import partition_of;"
         f"print([partition_of(t, 16) for t in {tags!r}])"
     )
     runs = set()
@@ -655,7 +656,7 @@ def test_admin_pages_render_for_a_partitioned_queue(
 def test_periodic_schedule_on_a_partitioned_queue(
     partitioned_project: dict[str, Any], redis_client: redis.Redis
 ) -> None:
-    from django_zqueue.schedules import Schedule, Scheduler
+    from django_zqueue.tasks.schedules import Schedule, Scheduler
 
     q = get_queue("default")
     s = Schedule(name="every", task="testproject.demo.tasks.noop", interval=60, queue="default")

@@ -51,7 +51,7 @@ What was adapted, and why:
 - ``test_unknown_queue_name``: the check is ours (E104, the queue is not in
   ``ZQUEUE['QUEUES']``) instead of ``RQ_QUEUES``.
 - ``test_using_correct_backend``/``test_check`` use this module's TASKS (no OPTIONS).
-- ``CompatTestCase``: ``django_zqueue._django_tasks.TASK_CLASSES`` is our counterpart of
+- ``CompatTestCase``: ``django_zqueue.tasks.django_tasks.compat.TASK_CLASSES`` is our counterpart of
   ``django_tasks_rq.compat.TASK_CLASSES``.
 
 Left out, and why they do not apply:
@@ -76,7 +76,8 @@ from django.core.exceptions import SuspiciousOperation
 from django.test import SimpleTestCase, override_settings
 
 from django_zqueue import conf, get_queue
-from django_zqueue._django_tasks import (
+from django_zqueue.backends import ZQueueBackend
+from django_zqueue.tasks.django_tasks.compat import (
     AVAILABLE,
     FRAMEWORKS,
     TASK_CLASSES,
@@ -86,7 +87,6 @@ from django_zqueue._django_tasks import (
     TaskResultStatus,
     task_backends,
 )
-from django_zqueue.backends import ZQueueBackend
 from django_zqueue.worker import Worker
 
 from .redis_server import redis_url

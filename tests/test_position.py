@@ -15,11 +15,13 @@ from django.core import signing
 from django.template import Context, Template
 from django.test import Client, RequestFactory
 
-from django_zqueue import get_queue, position, watch
+from django_zqueue import get_queue
+from django_zqueue.engine.scripts import MAX_POSITIONS
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.queue import Queue
-from django_zqueue.scripts import MAX_POSITIONS
-from django_zqueue.task import Job
+from django_zqueue.tasks import watch
+from django_zqueue.tasks.task import Job
+from django_zqueue.web import position
 
 pytestmark = pytest.mark.django_db
 

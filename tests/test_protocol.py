@@ -20,11 +20,11 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from django_zqueue import conf, get_queue
-from django_zqueue.keys import QueueKeys, queue_keys
-from django_zqueue.luasource import PROTOCOL_LIBRARY, protocol_library
+from django_zqueue.engine.keys import QueueKeys, queue_keys
+from django_zqueue.engine.records import NewJob
+from django_zqueue.engine.scripts import load_protocol, loaded_protocol, package_version
+from django_zqueue.engine.scripts.source import PROTOCOL_LIBRARY, protocol_library
 from django_zqueue.queue import Queue
-from django_zqueue.records import NewJob
-from django_zqueue.scripts import load_protocol, loaded_protocol, package_version
 from django_zqueue.worker import Worker
 
 from .conftest import QueueFactory, snapshot

@@ -8,10 +8,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_zqueue.conf import QueueOptions, queue_options
-from django_zqueue.connection import is_cluster
-from django_zqueue.embedded import free_port
+from django_zqueue.engine.keys import partition_of
+from django_zqueue.engine.redis.connection import is_cluster
+from django_zqueue.engine.redis.embedded import free_port
 from django_zqueue.exceptions import DuplicateJob, PartitionMismatch, QueueFull, QueueUnavailable
-from django_zqueue.keys import partition_of
 from django_zqueue.queue import Queue
 from django_zqueue.queue.sets import publish_sets
 

@@ -17,8 +17,8 @@ from django.test import override_settings
 
 from django_zqueue import DuplicateJob, InvalidArgument, PayloadTooLarge, Queue, QueueUnavailable
 from django_zqueue.conf import PRIORITY_BAND, Config, QueueOptions
-from django_zqueue.connection import make_client
-from django_zqueue.scripts import SequenceExhausted
+from django_zqueue.engine.redis.connection import make_client
+from django_zqueue.engine.scripts import SequenceExhausted
 
 from .conftest import QueueFactory, snapshot
 from .records_util import set_body
@@ -224,7 +224,7 @@ def test_publish_many_drawn_tags_are_not_checked_first_and_a_clash_is_still_refu
     the records first); a drawn tag that meets a job's (a 72-bit coincidence, forced
     here) is refused by its chunk's script, its job not written and the job it met left
     as it was, and the exception lists what the other chunks wrote."""
-    from django_zqueue import records
+    from django_zqueue.engine import records
     from django_zqueue.queue.publish import Publishing
 
     checked: list[int] = []

@@ -13,7 +13,7 @@ import redis
 
 from django_zqueue import QueueFull, ZQueueError
 from django_zqueue.conf import parse
-from django_zqueue.links import FlowJob, Kid, Ref
+from django_zqueue.engine.records.links import FlowJob, Kid, Ref
 from django_zqueue.queue.flow import publish_flow
 
 from .conftest import QueueFactory, snapshot
@@ -189,7 +189,7 @@ def test_the_async_client_is_refused_alike(
     make_queue: QueueFactory, zqueue_settings: dict[str, Any]
 ) -> None:
     from django_zqueue import conf
-    from django_zqueue.aconnection import make_async_client
+    from django_zqueue.engine.redis.aconnection import make_async_client
     from django_zqueue.queue.aio import AsyncQueue
 
     q = make_queue("alimited", max_length=1)

@@ -20,10 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_zqueue import conf, get_queue
-from django_zqueue.exceptions import ScriptArgumentError
-from django_zqueue.jobspec import DEFAULT_SPEC, body_parts, pack_job
-from django_zqueue.queue import Queue
-from django_zqueue.recordcodec import (
+from django_zqueue.engine.records import NewJob
+from django_zqueue.engine.records.codec import (
     RecordError,
     pack_record,
     pack_value,
@@ -31,7 +29,9 @@ from django_zqueue.recordcodec import (
     split_record,
     unpack_one,
 )
-from django_zqueue.records import NewJob
+from django_zqueue.engine.records.spec import DEFAULT_SPEC, body_parts, pack_job
+from django_zqueue.exceptions import ScriptArgumentError
+from django_zqueue.queue import Queue
 
 from .conftest import QueueFactory
 from .records_util import read_record, to_json_layout
@@ -145,7 +145,7 @@ def test_a_debounced_json_job_becomes_compact(q: Queue, redis_client: redis.Redi
 def test_a_layout_other_than_json_is_refused_and_writes_nothing(
     q: Queue, redis_client: redis.Redis
 ) -> None:
-    from django_zqueue.jobspec import pack_job
+    from django_zqueue.engine.records.spec import pack_job
 
     before = sorted(redis_client.scan_iter(f"*{q.prefix}*"))
     shard = q.engine.shards[0]

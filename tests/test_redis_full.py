@@ -18,12 +18,12 @@ import redis.asyncio as aredis
 from django.test import override_settings
 
 from django_zqueue import RedisFull, ZQueueError, conf
-from django_zqueue.backoff import FullNotice, as_error
 from django_zqueue.conf import queue_options
-from django_zqueue.luasource import ALLOW_OOM, flags, library, source
+from django_zqueue.engine.redis.outages import FullNotice, as_error
+from django_zqueue.engine.scripts import SCRIPT_NAMES
+from django_zqueue.engine.scripts.source import ALLOW_OOM, flags, library, source
 from django_zqueue.queue import Queue, get_queue
 from django_zqueue.queue.aio import AsyncQueue
-from django_zqueue.scripts import SCRIPT_NAMES
 from django_zqueue.worker import Worker
 from testproject.demo import ledger, tasks
 
@@ -374,7 +374,7 @@ def test_the_outbox_relay_at_maxmemory_waits_and_says_so_once(
     from django.db import transaction
 
     from django_zqueue.models import OutboxEntry
-    from django_zqueue.scanner import Scanner
+    from django_zqueue.worker.scanner import Scanner
 
     value = {"REDIS_URL": server.url, "PREFIX": "ob", "QUEUES": {"default": {}}, "OUTBOX": True}
     client = server.client()
@@ -412,7 +412,7 @@ def test_a_workflow_at_maxmemory_waits_for_room_and_says_so_once(
     refused at maxmemory, said once by the worker and once by a scanner; the dependent
     runs once there is room."""
     from django_zqueue import chain
-    from django_zqueue.scanner import Scanner
+    from django_zqueue.worker.scanner import Scanner
 
     value = {"REDIS_URL": server.url, "PREFIX": "wf", "QUEUES": {"default": {}}}
     client = server.client()

@@ -17,7 +17,7 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from django_zqueue import conf
-from django_zqueue.backoff import (
+from django_zqueue.engine.redis.outages import (
     ErrorLine,
     Outage,
     QueueBackoff,
@@ -27,7 +27,7 @@ from django_zqueue.backoff import (
 )
 from django_zqueue.exceptions import QueueUnavailable, ScriptError
 from django_zqueue.queue import Queue, get_queue
-from django_zqueue.scanner import Scanner
+from django_zqueue.worker.scanner import Scanner
 
 from .redis_private import PrivateRedis
 

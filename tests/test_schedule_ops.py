@@ -12,9 +12,10 @@ from zoneinfo import ZoneInfo
 import pytest
 import redis
 
-from django_zqueue import InvalidArgument, get_queue, schedule_spec, schedules
-from django_zqueue.queue import schedstore
-from django_zqueue.schedules import Schedule, Scheduler
+from django_zqueue import InvalidArgument, get_queue, schedules
+from django_zqueue.engine import schedstore
+from django_zqueue.tasks.schedules import Schedule, Scheduler
+from django_zqueue.tasks.schedules import spec as schedule_spec
 
 from .conftest import snapshot
 

@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from django_zqueue import InvalidArgument, get_queue
-from django_zqueue.queue import schedstore
-from django_zqueue.schedules import Schedule, Scheduler, from_settings
+from django_zqueue.engine import schedstore
+from django_zqueue.tasks.schedules import Schedule, Scheduler, from_settings
 from django_zqueue.worker import Worker
 
 MIN = 60_000
@@ -201,7 +201,7 @@ def test_fire_script_compare_and_set(project: dict[str, str]) -> None:
 
 
 def test_settings_schedules_and_task_cron(project: dict[str, str]) -> None:
-    from django_zqueue.schedules import all_schedules
+    from django_zqueue.tasks.schedules import all_schedules
 
     found = from_settings({"n": {"task": "t", "cron": "0 3 * * *", "args": [1]}})
     assert found[0].args == (1,) and found[0].cron == "0 3 * * *"
@@ -275,9 +275,10 @@ def test_schedule_rejects_bad_priority_and_arguments(bad: dict[str, Any]) -> Non
 
 
 def test_periodic_declares_a_schedule_above_task(project: dict[str, str]) -> None:
-    from django_zqueue import schedule_spec, schedules, task
+    from django_zqueue import schedules, task
     from django_zqueue.exceptions import ConfigurationError
     from django_zqueue.periodic import periodic
+    from django_zqueue.tasks.schedules import spec as schedule_spec
 
     def every_minute() -> None: ...
 

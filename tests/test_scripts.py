@@ -13,15 +13,11 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from django_zqueue.engine.shard import Shard
-from django_zqueue.exceptions import CorruptKey, QueueFull, ZQueueError
-from django_zqueue.jobspec import JobSpec
-from django_zqueue.luasource import PROTOCOL_CORES, PROTOCOL_FUNCTIONS, protocol_library
-from django_zqueue.queue import Queue, schedstore
-from django_zqueue.queue import durable_calls as dc
-from django_zqueue.recordcodec import read_fields
-from django_zqueue.records import NewJob
-from django_zqueue.scripts import (
+from django_zqueue.engine import schedstore
+from django_zqueue.engine.records import NewJob
+from django_zqueue.engine.records.codec import read_fields
+from django_zqueue.engine.records.spec import JobSpec
+from django_zqueue.engine.scripts import (
     ERRORS,
     SCRIPT_NAMES,
     Batch,
@@ -33,10 +29,15 @@ from django_zqueue.scripts import (
     script_error,
     source,
 )
+from django_zqueue.engine.scripts.source import PROTOCOL_CORES, PROTOCOL_FUNCTIONS, protocol_library
+from django_zqueue.engine.shard import Shard
+from django_zqueue.exceptions import CorruptKey, QueueFull, ZQueueError
+from django_zqueue.queue import Queue
+from django_zqueue.queue import durable_calls as dc
 
 from .conftest import QueueFactory
 
-LUA = resources.files("django_zqueue") / "lua"
+LUA = resources.files("django_zqueue.engine") / "lua"
 
 
 def op_source(name: str) -> str:
@@ -137,8 +138,8 @@ def test_protocol_library_holds_each_helper_once_before_the_cores() -> None:
 
 def test_lua_bounds_are_generated_from_bounds_py() -> None:
     """lua/_bounds.lua is bounds.py's table as Lua, to the letter (regenerate it with
-    ``python -m django_zqueue.bounds``)."""
-    from django_zqueue import bounds
+    ``python -m django_zqueue.conf.bounds``)."""
+    from django_zqueue.conf import bounds
 
     assert op_source("_bounds") == bounds.lua_source()
     text = op_source("_bounds")
@@ -152,8 +153,8 @@ def test_lua_bounds_are_generated_from_bounds_py() -> None:
 def test_lua_reads_the_generated_bounds(q: Queue) -> None:
     """The scripts use the generated table: each bound of a job option, one past it, is
     refused by publish.lua with the option's name."""
-    from django_zqueue import bounds
-    from django_zqueue.jobspec import pack_map
+    from django_zqueue.conf import bounds
+    from django_zqueue.engine.records.spec import pack_map
 
     for name in ("priority", "max_retries", "visibility_timeout_ms", "weight"):
         lo, hi, whole = bounds.JOB_BOUNDS[name]
@@ -184,8 +185,8 @@ def test_publish_checks_each_number_option(q: Queue, name: str) -> None:
     """Each number option of a job: refused (ZQ_BAD_ARGUMENT naming it, nothing written)
     when not a number, NaN, infinite, past either bound or, for an integer option,
     fractional; its bounds themselves are taken."""
-    from django_zqueue import bounds
-    from django_zqueue.jobspec import pack_map
+    from django_zqueue.conf import bounds
+    from django_zqueue.engine.records.spec import pack_map
 
     lo, hi, whole = bounds.JOB_BOUNDS[name]
     keys = q.engine.shards[0].publish([NewJob("t", b"1")]).keys
@@ -506,7 +507,7 @@ def test_scripts_are_per_client(q: Queue) -> None:
 def test_calls_collects_like_a_batch_and_settles_replies_in_order(make_queue: QueueFactory) -> None:
     """``Calls`` (the lane's collector): the same Pending objects a Batch gives, each
     with its own reply once settled; a reply count that does not match is refused."""
-    from django_zqueue.scripts import Calls
+    from django_zqueue.engine.scripts import Calls
 
     q = make_queue()
     tags = [q.publish(i) for i in range(3)]
@@ -542,7 +543,7 @@ REPLY_TABLES = {
 def test_reply_tables_match_the_script_headers(script: str, table: str) -> None:
     """Every code of replies.py's table for a script is one its header's "Returns:"
     names, and every integer code the header names is in the table."""
-    from django_zqueue import replies
+    from django_zqueue.engine.scripts import replies
 
     kind = getattr(replies, table)
     header = op_source(script).split("\n\n")[0]

@@ -209,7 +209,7 @@ def test_a_job_waiting_for_its_parents_exists(zqueue_settings: dict[str, Any]) -
     parents (status ``waiting``, cancellable) read False, sync and async alike."""
     import asyncio
 
-    from django_zqueue.job import Job
+    from django_zqueue.tasks.job import Job
 
     q = get_queue("default")
     parent = q.publish("p")
@@ -266,7 +266,7 @@ def test_the_position_of_a_job_waiting_for_its_parents_is_not_done(
 ) -> None:
     """``positions.lua`` did not read the wait set: a job waiting for its parents showed
     the person waiting on it "done" before it had run."""
-    from django_zqueue.watch import read_positions
+    from django_zqueue.tasks.watch import read_positions
 
     q = get_queue("default")
     parent = q.publish("p")

@@ -11,10 +11,10 @@ import redis
 from django.test import Client
 
 from django_zqueue import get_queue
+from django_zqueue.engine.scripts import source
 from django_zqueue.exceptions import InvalidArgument, ZQueueError
 from django_zqueue.queue import Queue
 from django_zqueue.read.search import STEP, SearchResult
-from django_zqueue.scripts import source
 
 from .conftest import QueueFactory, snapshot
 from .records_util import to_json_layout

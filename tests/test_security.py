@@ -154,14 +154,14 @@ def test_acl_user_limited_to_its_prefix_runs_everything(tmp_path: Path) -> None:
                 [dead] = q.dead_letters()
                 assert q.info(dead.tag) is not None and q.rank("lost") == 0
                 assert q.requeue_dead(dead.tag) and q.delete(dead.tag)
-                from django_zqueue import dashboard
+                from django_zqueue.admin import dashboard
 
                 [summary] = dashboard.overview([q])
                 assert summary is not None
                 for state in ("ready", "delayed", "leased", "dead"):
                     assert dashboard.page(q, state, payload=True) is not None
                 # the deploy check may read INFO
-                from django_zqueue.checks import eviction_warning
+                from django_zqueue.ops.checks import eviction_warning
 
                 assert eviction_warning(q.client) is None
                 # outside the prefix: refused
@@ -221,7 +221,7 @@ def _certificate(tmp_path: Path) -> tuple[Path, Path]:
 def test_tls(tmp_path: Path) -> None:
     import shutil
 
-    from django_zqueue.embedded import free_port
+    from django_zqueue.engine.redis.embedded import free_port
 
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed (needed to make a certificate)")

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from django_zqueue.exceptions import InvalidArgument, ZQueueError
-from django_zqueue.serializer import (
+from django_zqueue.tasks.serializer import (
     MARKER,
     MalformedPayload,
     ModelInstanceMissing,

@@ -56,15 +56,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from django_zqueue.attempts import last_error
 from django_zqueue.conf import Backoff, QueueOptions
-from django_zqueue.connection import is_cluster, server_time_ms
+from django_zqueue.engine.records import from_ms as _from_ms
+from django_zqueue.engine.records.attempts import last_error
+from django_zqueue.engine.records.codec import read_fields, split_record
+from django_zqueue.engine.redis.connection import is_cluster, server_time_ms
+from django_zqueue.engine.scripts.replies import ParkReply, StepReply
 from django_zqueue.exceptions import DuplicateJob, QueueFull, SignalRefused
 from django_zqueue.queue import NOTIFY_CAP, Message, Queue
 from django_zqueue.queue import durable_calls as dc
-from django_zqueue.recordcodec import read_fields, split_record
-from django_zqueue.records import from_ms as _from_ms
-from django_zqueue.replies import ParkReply, StepReply
 
 from .records_util import update_fields
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from django_zqueue import _django_tasks
+from django_zqueue.tasks.django_tasks import compat as _django_tasks
 
 from .redis_server import redis_url
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from django_zqueue import get_queue, taskstats
-from django_zqueue.scripts import Batch
-from django_zqueue.worker import Worker
+from django_zqueue import get_queue
+from django_zqueue.engine.scripts import Batch
+from django_zqueue.worker import Worker, taskstats
 from testproject.demo import tasks
 
 from .test_admin import BASE, project, viewer  # noqa: F401

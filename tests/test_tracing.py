@@ -21,7 +21,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 from opentelemetry.trace import SpanKind, StatusCode
 
-from django_zqueue import get_queue, tracing
+from django_zqueue import get_queue
+from django_zqueue.tasks import tracing
 from django_zqueue.worker import Worker
 from testproject.demo import async_tasks as at
 from testproject.demo import tasks
@@ -210,7 +211,7 @@ def test_without_opentelemetry_nothing_is_imported_and_jobs_run(project: dict[st
         "import sys\n"
         "sys.modules['opentelemetry'] = None  # as if not installed\n"
         "import django; django.setup()\n"
-        "from django_zqueue import tracing, events\n"
+        "from django_zqueue import events\nfrom django_zqueue.tasks import tracing\n"
         "assert not tracing.ENABLED and events.trace_ids() is None\n"
         "from django_zqueue.worker import Worker\n"
         "from testproject.demo import tasks\n"
@@ -229,7 +230,7 @@ def test_installed_but_no_tracer_provider_makes_no_span(project: dict[str, str])
     make no span (the API's spans would record nothing) and jobs carry no trace context."""
     code = (
         "import django; django.setup()\n"
-        "from django_zqueue import tracing\n"
+        "from django_zqueue.tasks import tracing\n"
         "assert tracing.ENABLED and tracing.start_send('default', 't', 1) is None\n"
         "from django_zqueue.worker import Worker\n"
         "from testproject.demo import tasks\n"

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from django_zqueue import JobEnded, conf, get_queue, group
-from django_zqueue.job import Job
 from django_zqueue.queue import Queue
+from django_zqueue.tasks.job import Job
 from testproject.demo import tasks
 
 TIMEOUT = 30.0

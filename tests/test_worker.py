@@ -20,8 +20,8 @@ from django.db import transaction
 from django.test import override_settings
 
 from django_zqueue import conf, get_queue, signals
-from django_zqueue.connection import is_cluster
-from django_zqueue.task import Job
+from django_zqueue.engine.redis.connection import is_cluster
+from django_zqueue.tasks.task import Job
 from django_zqueue.worker import Worker
 from django_zqueue.worker.consumer import Consumer
 from testproject.demo import tasks
@@ -57,7 +57,7 @@ def test_the_package_exports_current_job_without_importing_the_worker() -> None:
 
 
 def test_task_is_registered_and_callable_in_process() -> None:
-    from django_zqueue import registry
+    from django_zqueue.tasks import registry
 
     assert registry.get("testproject.demo.tasks.add") is tasks.add
     assert tasks.add(2, 3) == 5
@@ -185,7 +185,7 @@ def test_on_failure_hook_runs_once_when_the_job_is_dead(
 ) -> None:
     import dataclasses
 
-    from django_zqueue import registry
+    from django_zqueue.tasks import registry
 
     calls: list[tuple[Any, BaseException | None]] = []
     hooked = dataclasses.replace(
@@ -514,7 +514,7 @@ def test_worker_survives_killed_connections(prefix: str, tmp_path: Path, redis_c
     """CLIENT KILL every worker connection repeatedly: it reconnects and loses nothing."""
     import threading
 
-    from django_zqueue.connection import is_cluster
+    from django_zqueue.engine.redis.connection import is_cluster
 
     # every server the test's client talks to (each node of a cluster)
     admins = (

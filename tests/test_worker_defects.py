@@ -428,7 +428,7 @@ def test_a_corrupt_history_is_named_by_the_scan(make_queue: Callable[..., Queue]
     """The acks say nothing of a history they skipped: the queue's scan refuses it,
     naming the key and the repair (the scanner's scan_error line)."""
     from django_zqueue.exceptions import CorruptKey
-    from django_zqueue.scanner import Scanner
+    from django_zqueue.worker.scanner import Scanner
 
     q = make_queue()
     k = _corrupt(q, "history")

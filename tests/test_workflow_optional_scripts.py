@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.engine.records import NewJob
+from django_zqueue.engine.records.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.exceptions import ScriptArgumentError
-from django_zqueue.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.queue import Queue
-from django_zqueue.records import NewJob
 
 from .conftest import snapshot
 from .test_scripts import raw

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.engine.records import NewJob
+from django_zqueue.engine.records.links import FlowJob, Kid, Ref, Resolution
+from django_zqueue.engine.records.spec import JobSpec
 from django_zqueue.exceptions import ScriptArgumentError
-from django_zqueue.jobspec import JobSpec
-from django_zqueue.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.queue import Queue
-from django_zqueue.records import NewJob
 
 from .conftest import snapshot
 from .records_util import fields_of

@@ -158,7 +158,7 @@ def test_a_parent_end_counts_once_however_often_it_is_replayed(
 
 
 def _resolutions(q: Any, entries: list[Any]) -> list[Any]:
-    from django_zqueue.links import Resolution
+    from django_zqueue.engine.records.links import Resolution
 
     out = []
     for tag, entry, kids in entries:
@@ -170,7 +170,7 @@ def _resolutions(q: Any, entries: list[Any]) -> list[Any]:
 
 
 def test_the_scanner_finishes_an_end_no_worker_dispatched(zqueue_settings: dict[str, Any]) -> None:
-    from django_zqueue.scanner import Scanner
+    from django_zqueue.worker.scanner import Scanner
 
     q = get_queue("default")
     a = q.publish("a")

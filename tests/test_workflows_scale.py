@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from django_zqueue import chain, chord, get_queue, task
+from django_zqueue.engine.scripts import Batch, flow_ended
 from django_zqueue.queue import Queue
-from django_zqueue.scripts import Batch, flow_ended
 
 
 @task
@@ -118,7 +118,7 @@ def test_a_batch_of_10000_fires_each_callback_once_whatever_the_outcomes(
     summary, on_success ends dead once; the acks come in uneven batches, each dispatched
     twice (a replay changes nothing)."""
     from django_zqueue import batch
-    from django_zqueue.links import passed_ends, summary
+    from django_zqueue.engine.records.links import passed_ends, summary
 
     q = get_queue("default")
     b = batch(

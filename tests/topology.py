@@ -25,7 +25,7 @@ from pathlib import Path
 
 import redis
 
-from django_zqueue.embedded import find_binary, free_port
+from django_zqueue.engine.redis.embedded import find_binary, free_port
 
 
 def available() -> bool:

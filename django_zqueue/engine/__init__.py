@@ -3,8 +3,8 @@ Redis.
 
 One :class:`Engine` per queue (``queue.engine``) owns the Redis client, the queue's
 shards (:class:`~.shard.Shard`: one hash tag each, the typed call builder of each
-script), the loaded scripts (:class:`~django_zqueue.scripts.Scripts`) and the queue's
-:class:`~django_zqueue.scripts.Policy`; it sends calls alone or pipelined (:meth:`run`,
+script), the loaded scripts (:class:`~django_zqueue.engine.scripts.Scripts`) and the queue's
+:class:`~django_zqueue.engine.scripts.Policy`; it sends calls alone or pipelined (:meth:`run`,
 :meth:`run_all`, :meth:`batch`, :meth:`send`), checks the partition layout, builds the
 calls of a claim and of each end of a delivery for callers that batch them (a worker,
 the asyncio client), dispatches workflow ends, and answers the few Redis reads and

@@ -3,7 +3,7 @@
 
 An :class:`AsyncEngine` wraps a queue's engine (``sync``) and owns the asyncio client:
 the one given, else the running loop's for the settings
-(:func:`~django_zqueue.aconnection.get_async_client`)."""
+(:func:`~django_zqueue.engine.redis.aconnection.get_async_client`)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import redis.asyncio as aredis
 from redis.exceptions import ResponseError
 
 from .. import conf
-from ..aconnection import get_async_client
-from ..connection import UNAVAILABLE_ERRORS, get_client, is_out_of_memory
 from ..exceptions import InvalidArgument, QueueUnavailable
-from ..keys import QueueKeys
-from ..read.pipeline import queue_ahead
-from ..scripts import Call, aload_library, is_cluster, is_missing, script_error, source
+from .ahead import queue_ahead
+from .keys import QueueKeys
+from .redis.aconnection import get_async_client
+from .redis.connection import UNAVAILABLE_ERRORS, get_client, is_out_of_memory
+from .scripts import Call, aload_library, is_cluster, is_missing, script_error, source
 
 if TYPE_CHECKING:
     from . import Engine

@@ -10,11 +10,11 @@ from typing import Any, TypeVar
 import redis
 
 from .. import conf
-from ..connection import get_client, slot_groups, socket_timeout, unavailable_as_error
 from ..exceptions import ConfigurationError, InvalidArgument
-from ..keys import QueueKeys, partition_keys, partition_of, queue_keys
-from ..records import Message
-from ..scripts import Batch, Call, Policy, ScoreMode, Scripts
+from .keys import QueueKeys, partition_keys, partition_of, queue_keys
+from .records import Message
+from .redis.connection import get_client, slot_groups, socket_timeout, unavailable_as_error
+from .scripts import Batch, Call, Policy, ScoreMode, Scripts
 from .shard import Shard
 
 T = TypeVar("T")

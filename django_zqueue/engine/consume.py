@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from .. import validate
-from ..bounds import MAX_VISIBILITY_TIMEOUT
+from ..conf.bounds import MAX_VISIBILITY_TIMEOUT
 from ..exceptions import InvalidArgument
-from ..records import Ack, Claimed, JobInfo, Message, NackResult, encode_body
-from ..replies import AckManyCode
-from ..scripts import Call, Pending, Sink
 from .layout import Layout
+from .records import Ack, Claimed, JobInfo, Message, NackResult, encode_body, validate
+from .scripts import Call, Pending, Sink
+from .scripts.replies import AckManyCode
 
 #: "no result to keep" for ``Queue.ack``
 NO_RESULT: Any = object()

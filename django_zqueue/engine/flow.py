@@ -18,13 +18,13 @@ import json
 from collections.abc import Callable, Sequence
 
 from .. import conf
-from ..connection import unavailable_as_error
 from ..exceptions import InvalidArgument, UnknownQueue, ZQueueError
-from ..keys import QueueKeys
-from ..links import MAX_LINKS, FlowJob, Kid, Ref, Resolution, Resolved, kids_or_none
-from ..scripts import Call
 from .consume import Consume
+from .keys import QueueKeys
 from .orphans import dependents_of
+from .records.links import MAX_LINKS, FlowJob, Kid, Ref, Resolution, Resolved, kids_or_none
+from .redis.connection import unavailable_as_error
+from .scripts import Call
 
 #: at most this many jobs per publish script call, so one call stays short
 PUBLISH_CHUNK = 100

@@ -1,7 +1,7 @@
 """The engine's look at a queue's keys, for ``zqueue_doctor``: every fixed key of the
 type it must have, the counters scripts read as integers, and records in no set
 (orphans); each problem with its repair when one is safe (``--repair``), bound to the
-engine's client. :mod:`django_zqueue.doctor` reports these findings among its others.
+engine's client. :mod:`django_zqueue.ops.doctor` reports these findings among its others.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..connection import unavailable_as_error
-from ..keys import typed_keys
-from ..recordcodec import read_fields
+from .keys import typed_keys
+from .records.codec import read_fields
+from .redis.connection import unavailable_as_error
 
 if TYPE_CHECKING:
     from .base import EngineBase

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from .. import conf
-from ..connection import unavailable_as_error
 from ..exceptions import PartitionMismatch
-from ..keys import layout_key, partition_keys
 from .base import EngineBase
+from .keys import layout_key, partition_keys
+from .redis.connection import unavailable_as_error
 
 
 class Layout(EngineBase):

@@ -10,21 +10,21 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from ..calls import on_library_lost
-from ..connection import (
+from ..events import kv, log
+from ..exceptions import ProtocolError, QueueUnavailable
+from .ahead import ahead_of, queue_ahead
+from .base import EngineBase
+from .flow import Flow
+from .keys import wrong_types
+from .records import JobInfo, text
+from .redis.connection import (
     is_cluster,
     server_time_ms,
     slot_groups,
     unavailable_as_error,
     wait_any,
 )
-from ..events import kv, log
-from ..exceptions import ProtocolError, QueueUnavailable
-from ..keys import wrong_types
-from ..luasource import PROTOCOL_VERSION
-from ..read.pipeline import ahead_of, queue_ahead
-from ..records import JobInfo, text
-from ..scripts import (
+from .scripts import (
     Batch,
     LoadedProtocol,
     Pending,
@@ -33,8 +33,8 @@ from ..scripts import (
     load_protocol,
     loaded_protocol,
 )
-from .base import EngineBase
-from .flow import Flow
+from .scripts.calls import on_library_lost
+from .scripts.source import PROTOCOL_VERSION
 
 
 class Wakeups:
@@ -57,7 +57,7 @@ class Wakeups:
 
     def wait(self, seconds: float) -> bool:
         """Block up to ``seconds`` for a wake-up token on any list; True if one came
-        (:func:`~django_zqueue.connection.wait_any`)."""
+        (:func:`~django_zqueue.engine.redis.connection.wait_any`)."""
         return wait_any(self.client, self.groups, seconds, self.turn)
 
 
@@ -138,7 +138,7 @@ class Ops(Flow):
 
     def publish_protocol(self) -> ProtocolLoad:
         """Set the queue up for producers in other languages (docs/protocol.md): load the
-        protocol library (:func:`~django_zqueue.scripts.load_protocol`) and write the
+        protocol library (:func:`~django_zqueue.engine.scripts.load_protocol`) and write the
         queue's policy to its proto hash (one HSET). While this engine lives, a script
         call of this process that finds the scripts' library lost (a server restarted
         without persistence) puts both back (:meth:`restore_protocol`)."""
@@ -154,7 +154,7 @@ class Ops(Flow):
         return loaded
 
     def restore_protocol(self) -> None:
-        """Load the protocol library again (as :func:`~django_zqueue.scripts.load_protocol`
+        """Load the protocol library again (as :func:`~django_zqueue.engine.scripts.load_protocol`
         does: a newer release's is kept) and write back the proto hash
         :meth:`publish_protocol` wrote; nothing when it wrote none."""
         if not self._proto_written:

@@ -13,9 +13,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ..connection import unavailable_as_error
 from ..events import kv, log
-from ..links import Kid
+from .records.links import Kid
+from .redis.connection import unavailable_as_error
 
 #: waiting jobs whose links one round trip reads, and most read for one parent
 SCAN_STEP = 500

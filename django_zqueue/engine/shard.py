@@ -4,9 +4,9 @@ An unpartitioned queue is one shard, ``{prefix:queue}``; a queue with ``partitio
 is N shards, ``{prefix:queue#i}``. Every script call touches one shard's keys only (one
 Redis Cluster slot). A :class:`Shard` is the engine's typed call builder for one hash
 tag: one method per script, which puts the shard's keys and the queue's
-:class:`~django_zqueue.scripts.Policy` into a :class:`~django_zqueue.scripts.Call`
+:class:`~django_zqueue.engine.scripts.Policy` into a :class:`~django_zqueue.engine.scripts.Call`
 (keys, arguments, and how its reply reads: the readers of
-:mod:`django_zqueue.scripts`). The builders do no validation. The
+:mod:`django_zqueue.engine.scripts`). The builders do no validation. The
 :class:`~django_zqueue.engine.Engine` owns the shards, decides which one a job goes to,
 and sends the calls; :class:`~django_zqueue.queue.Queue` validates input.
 """
@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..exceptions import InvalidArgument
-from ..keys import QueueKeys
-from ..links import FlowJob, Resolution, Resolved
-from ..records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
-from ..replies import AckManyCode, CancelReply, DeleteReply, MoveReply, RequeueReply
-from ..scripts import (
+from .keys import QueueKeys
+from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
+from .records.links import FlowJob, Resolution, Resolved
+from .scripts import (
     MAX_POSITIONS,
     Arg,
     Call,
@@ -42,6 +41,7 @@ from ..scripts import (
     read_standings,
     read_state,
 )
+from .scripts.replies import AckManyCode, CancelReply, DeleteReply, MoveReply, RequeueReply
 
 
 class Shard:

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import redis
 from django.core.management.base import CommandError
 
-from ..connection import UNAVAILABLE_ERRORS
-from ..doctor import redis_error_parts
+from ..engine.redis.connection import UNAVAILABLE_ERRORS
 from ..exceptions import CorruptKey, QueueUnavailable
+from ..ops.doctor import redis_error_parts
 
 R = TypeVar("R")
 

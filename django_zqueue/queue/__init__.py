@@ -29,7 +29,6 @@ puts them together, removal, housekeeping), :mod:`.aio` (the asyncio client).
 from __future__ import annotations
 
 from .. import conf
-from ..connection import get_client
 from ..engine import (
     CLAIM_CHUNK,
     FAIR_CLAIM_CHUNK,
@@ -40,10 +39,11 @@ from ..engine import (
     Engine,
     use_resolver,
 )
+from ..engine.records import JobInfo, Message, NewJob, ScanResult, encode_body, new_tag
+from ..engine.records.validate import MAX_TAG_BYTES
+from ..engine.redis.connection import get_client
 from ..exceptions import UnknownQueue
 from ..read import MAX_MERGED, SERIES, live_thread_count, minute_rows
-from ..records import JobInfo, Message, NewJob, ScanResult, encode_body, new_tag
-from ..validate import MAX_TAG_BYTES
 from .consume import MAX_BATCH, NO_RESULT, AckReply, ClaimPlan
 from .control import CANCELLED_TTL, CancelledJob, CancelResult
 from .core import Queue

@@ -2,7 +2,7 @@
 
 The same scripts, the same typed calls: an :class:`AsyncQueue` wraps a
 :class:`~django_zqueue.queue.Queue`, which validates input, and its engine, which routes
-each job to its shard and builds every script call (:class:`~django_zqueue.scripts.Call`,
+each job to its shard and builds every script call (:class:`~django_zqueue.engine.scripts.Call`,
 its keys, arguments and the reading of its reply); only the sending is asynchronous, by
 the engine's second transport (:class:`~django_zqueue.engine.aio.AsyncEngine`). So a job
 published from an async view is the same job a sync caller would publish, in the same
@@ -14,8 +14,9 @@ queue.
     tag = await aq.publish({"x": 1})
     await aq.rank(tag); await aq.state(tag); await aq.result(tag)
 
-The asyncio client is the running loop's (:func:`~django_zqueue.aconnection.get_async_client`)
-for a queue of the settings; a :class:`Queue` built on a client of its own needs an
+The asyncio client is the running loop's
+(:func:`~django_zqueue.engine.redis.aconnection.get_async_client`) for a queue of the
+settings; a :class:`Queue` built on a client of its own needs an
 asyncio client given with it (``AsyncQueue(queue, client=...)``).
 """
 
@@ -28,13 +29,22 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aredis
 
-from .. import conf, validate
+from .. import conf
 from ..engine import NO_RESULT, PUBLISH_CHUNK
 from ..engine.aio import AsyncEngine
+from ..engine.keys import partition_of
+from ..engine.records import (
+    Claimed,
+    JobInfo,
+    Message,
+    NackResult,
+    NewJob,
+    encode_body,
+    from_ms,
+    validate,
+)
+from ..engine.scripts.replies import CancelReply, SignalReply
 from ..exceptions import DuplicateJob, InvalidArgument
-from ..keys import partition_of
-from ..records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
-from ..replies import CancelReply, SignalReply
 from .consume import MAX_BATCH
 from .control import CANCELLED_TTL, CancelledJob, read_cancelled
 from .core import Queue

@@ -6,7 +6,7 @@ import redis
 
 from .. import conf
 from ..engine import Engine
-from ..keys import QueueKeys
+from ..engine.keys import QueueKeys
 
 
 class QueueBase:

@@ -21,19 +21,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..attempts import last_error
-from ..connection import unavailable_as_error
+from ..engine.records import decode_json
+from ..engine.records.attempts import last_error
+from ..engine.records.codec import split_record
+from ..engine.redis.connection import unavailable_as_error
+from ..engine.scripts.replies import CancelReply, DeleteReply, MoveReply, RequeueReply
 from ..exceptions import InvalidArgument
 from ..read.jobs import ListedJob
-from ..recordcodec import split_record
-from ..records import decode_json
-from ..replies import CancelReply, DeleteReply, MoveReply, RequeueReply
 from .control import CANCELLED_TTL, Control
 from .flow import Flows
 
 if TYPE_CHECKING:
+    from ..engine.scripts import Call
     from ..engine.shard import Shard
-    from ..scripts import Call
 
 #: entries read, and jobs acted on, per round trip
 BULK_CHUNK = 200

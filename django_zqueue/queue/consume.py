@@ -10,10 +10,10 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..connection import unavailable_as_error, wait_any
 from ..engine import MAX_BLOCK, NO_RESULT, AckReply, ClaimPlan, min_hint
+from ..engine.records import Ack, Claimed, Message, NackResult, encode_body, from_ms
+from ..engine.redis.connection import unavailable_as_error, wait_any
 from ..exceptions import InvalidArgument
-from ..records import Ack, Claimed, Message, NackResult, encode_body, from_ms
 from .base import QueueBase
 
 __all__ = ["CLAIM_AGAIN_MAX", "MAX_BATCH", "NO_RESULT", "AckReply", "ClaimPlan", "Consuming"]

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from .. import validate
-from ..bounds import MAX_DELAY
-from ..connection import unavailable_as_error
+from ..conf.bounds import MAX_DELAY
+from ..engine.records import from_ms, validate
+from ..engine.redis.connection import unavailable_as_error
+from ..engine.scripts.replies import CancelReply, MoveReply
 from ..events import kv, log
 from ..exceptions import InvalidArgument
-from ..records import from_ms
-from ..replies import CancelReply, MoveReply
 from .base import QueueBase
 
 #: seconds a cancelled job's record is kept (the ``cancelled`` state), by default

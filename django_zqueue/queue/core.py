@@ -3,10 +3,9 @@ and adds removal and housekeeping."""
 
 from __future__ import annotations
 
-from .. import validate
+from ..engine.records import ScanResult, validate
+from ..engine.scripts.replies import DeleteReply, RequeueReply
 from ..exceptions import InvalidArgument
-from ..records import ScanResult
-from ..replies import DeleteReply, RequeueReply
 from .bulk import Bulk
 from .consume import Consuming
 from .durable_calls import Durable

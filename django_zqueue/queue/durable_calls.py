@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..bounds import MAX_DELAY
+from ..conf.bounds import MAX_DELAY
+from ..engine.records import Message, from_ms, text
+from ..engine.scripts import Call
+from ..engine.scripts.replies import ParkReply, SignalReply, StepReply
 from ..exceptions import InvalidArgument, SignalRefused, StepError
-from ..records import Message, from_ms, text
-from ..replies import ParkReply, SignalReply, StepReply
-from ..scripts import Call
 from .base import QueueBase
 
 if TYPE_CHECKING:

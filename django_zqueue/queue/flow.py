@@ -9,12 +9,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..connection import unavailable_as_error
+from ..engine.records import NewJob
+from ..engine.records.links import MAX_LINKS, Ended, FlowJob, Links, OptionalParent, Ref
+from ..engine.records.links import passed_ends as decode_ends
+from ..engine.records.links import passed_results as decode_results
+from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import DuplicateJob, InvalidArgument
-from ..links import MAX_LINKS, Ended, FlowJob, Links, OptionalParent, Ref
-from ..links import passed_ends as decode_ends
-from ..links import passed_results as decode_results
-from ..records import NewJob
 from .publish import Publishing, group_room_or_full, room_or_full
 
 

@@ -8,12 +8,11 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
-from .. import validate
-from ..connection import unavailable_as_error
+from ..engine.ahead import queue_ahead
+from ..engine.records import JobInfo, validate
+from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import CorruptResult
 from ..read import QueueReader
-from ..read.pipeline import queue_ahead
-from ..records import JobInfo
 from .base import QueueBase
 
 

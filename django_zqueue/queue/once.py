@@ -7,9 +7,9 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Literal
 
+from ..engine.records import NewJob
+from ..engine.records.spec import JobSpec
 from ..exceptions import DuplicateJob, InvalidArgument
-from ..jobspec import JobSpec
-from ..records import NewJob
 from .base import QueueBase
 
 #: what :meth:`Once.publish_once` did: a new job, or a waiting one debounced

@@ -1,4 +1,4 @@
-"""Publishing: a job validated and encoded (:class:`~django_zqueue.records.NewJob`), then
+"""Publishing: a job validated and encoded (:class:`~django_zqueue.engine.records.NewJob`), then
 sent to its shard, at most 100 jobs per script call, all in one round trip."""
 
 from __future__ import annotations
@@ -8,13 +8,12 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from .. import validate
-from ..connection import unavailable_as_error
 from ..engine import PUBLISH_CHUNK, Engine, Shard
+from ..engine.keys import partition_of
+from ..engine.records import NewJob, encode_body, new_tag, validate
+from ..engine.records.spec import JobSpec
+from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge, QueueFull
-from ..jobspec import JobSpec
-from ..keys import partition_of
-from ..records import NewJob, encode_body, new_tag
 from .once import Once
 
 
@@ -198,7 +197,7 @@ class Publishing(Once):
         of 100 in one pipeline after the ``tags`` given are checked for clashes, so a
         :class:`DuplicateJob` writes nothing unless another client published a clashing
         tag in the meantime (the exception's ``published`` then lists what was written).
-        Tags drawn by :func:`~django_zqueue.records.new_tag` (no ``tags`` given) are not
+        Tags drawn by :func:`~django_zqueue.engine.records.new_tag` (no ``tags`` given) are not
         checked first: two of them clash with odds of about n²/2^73, and a chunk that
         meets a clash is refused by its script all the same.
         """

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..connection import UNAVAILABLE_ERRORS
 from ..engine import PUBLISH_CHUNK, Shard
+from ..engine.records import NewJob
+from ..engine.redis.connection import UNAVAILABLE_ERRORS
+from ..engine.scripts import Call, Pending
 from ..exceptions import DuplicateJob, QueueUnavailable
-from ..records import NewJob
-from ..scripts import Call, Pending
 
 if TYPE_CHECKING:
     from .core import Queue

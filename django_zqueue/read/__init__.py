@@ -1,6 +1,6 @@
 """The read side of queues: every read of the dashboard, the operator commands and the
 metrics, and the one place the stats hash and the workers hash are decoded (the job
-record is decoded in :mod:`django_zqueue.records`).
+record is decoded in :mod:`django_zqueue.engine.records`).
 
 Reads never write. Each works over a queue's shards alike: an unpartitioned queue is one
 shard, and the figures of a partitioned queue are merged here (sums of counts and

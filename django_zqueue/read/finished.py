@@ -27,11 +27,11 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..attempts import last_error
-from ..connection import unavailable_as_error
+from ..engine.records import JobInfo, Record, decode_json, from_ms, text
+from ..engine.records.attempts import last_error
+from ..engine.records.codec import split_kept, split_record
+from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import InvalidArgument
-from ..recordcodec import split_kept, split_record
-from ..records import JobInfo, Record, decode_json, from_ms, text
 from .pipeline import Timed, counts_of, queue_counts, queue_waiting, take, waiting_of
 
 if TYPE_CHECKING:

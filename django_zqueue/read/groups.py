@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..connection import server_time_ms, unavailable_as_error
+from ..engine.records import Record, text
+from ..engine.redis.connection import server_time_ms, unavailable_as_error
 from ..exceptions import InvalidArgument
-from ..records import Record, text
 
 if TYPE_CHECKING:
     from .source import Readable

@@ -20,12 +20,12 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..attempts import last_error
-from ..connection import unavailable_as_error
+from ..engine.records import JobInfo, Progress, Record, decode_json
+from ..engine.records.attempts import last_error
+from ..engine.records.codec import split_record
+from ..engine.records.links import Links
+from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import InvalidArgument
-from ..links import Links
-from ..recordcodec import split_record
-from ..records import JobInfo, Progress, Record, decode_json
 from .links import link_counts_of, queue_link_counts
 from .pipeline import (
     Entry,

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from redis.client import Pipeline
 
-from ..connection import unavailable_as_error
-from ..links import COUNT_FIELDS, PROGRESS_FIELDS, Links, Ref, link_counts
-from ..records import text
+from ..engine.records import text
+from ..engine.records.links import COUNT_FIELDS, PROGRESS_FIELDS, Links, Ref, link_counts
+from ..engine.redis.connection import unavailable_as_error
 from .pipeline import Replies, take
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..connection import unavailable_as_error
-from ..records import Record, score_text
-from ..validate import MAX_TAG_BYTES
+from ..engine.records import Record, score_text
+from ..engine.records.validate import MAX_TAG_BYTES
+from ..engine.redis.connection import unavailable_as_error
 from .pipeline import (
     STATES,
     Replies,

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis.client import Pipeline
 
-from ..connection import is_cluster, server_time_ms
+from ..engine.ahead import ahead_of as ahead_of
+from ..engine.ahead import queue_ahead as queue_ahead
+from ..engine.records import text
+from ..engine.redis.connection import is_cluster, server_time_ms
 from ..exceptions import InvalidArgument
-from ..records import text
 
 if TYPE_CHECKING:
     from ..engine.shard import Shard
@@ -29,7 +31,7 @@ STATES = ("ready", "delayed", "leased", "dead")
 #: the states a page lists: the four, and the jobs of a workflow waiting for their
 #: parents (``waiting``: the ``wait`` set, id -> ms it began waiting)
 LISTED = (*STATES, "waiting")
-#: the key of a listed state's sorted set in :class:`~django_zqueue.keys.QueueKeys`
+#: the key of a listed state's sorted set in :class:`~django_zqueue.engine.keys.QueueKeys`
 SET_OF = {"waiting": "wait"}
 #: ``(tag, score, shard index)``: one entry of a state's sorted set
 Entry = tuple[str, float, int]
@@ -169,23 +171,6 @@ def head(replies: Replies, shards: int) -> Entry | None:
 
 
 # ---------------------------------------------------------------- global rank
-
-
-def queue_ahead(pipe: Pipeline, shards: Sequence[Shard], score: float, index: int) -> int:
-    """``ZCOUNT`` in each shard but ``index`` of the ready jobs ahead of ``score`` in shard
-    ``index`` (equal scores count in lower-numbered shards); returns how many commands
-    were queued (0 on one shard), to be summed by :func:`ahead_of`."""
-    bound = f"{score:.17g}"
-    n = 0
-    for s in shards:
-        if s.index != index:
-            pipe.zcount(s.keys.ready, "-inf", bound if s.index < index else "(" + bound)
-            n += 1
-    return n
-
-
-def ahead_of(replies: Replies, n: int) -> int:
-    return sum(int(x) for x in take(replies, n))
 
 
 # ---------------------------------------------------------------- run time, workers

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..connection import is_cluster, server_time_ms, unavailable_as_error
+from ..engine.records import JobInfo
+from ..engine.redis.connection import is_cluster, server_time_ms, unavailable_as_error
 from ..exceptions import InvalidArgument
-from ..records import JobInfo
 from .finished import FinishedPage, read_finished
 from .groups import GroupFigures, group_figures
 from .jobs import (

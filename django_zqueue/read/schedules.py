@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..connection import unavailable_as_error
-from ..records import from_ms, text
+from ..engine.records import from_ms, text
+from ..engine.redis.connection import unavailable_as_error
 from .pipeline import Replies, by_client
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..connection import unavailable_as_error
+from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import InvalidArgument
 from .pipeline import SET_OF, check_state
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar
 
+from ..engine.keys import QueueKeys
+from ..engine.records import JobInfo
+from ..engine.scripts import Batch, Call
 from ..engine.shard import Shard
-from ..keys import QueueKeys
-from ..records import JobInfo
-from ..scripts import Batch, Call
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..records import from_ms, text
+from ..engine.records import from_ms, text
 from .source import Readable
 
 #: the per-minute series of the stats ring: field prefix -> name
@@ -159,9 +159,9 @@ def eta_seconds(rank: int, mean_ms: float | None, workers: int) -> float | None:
 
 def task_stat_slots(q: Readable, first: int, last: int) -> list[dict[bytes, bytes]]:
     """The raw per-task statistics hashes of slots ``first`` to ``last`` (inclusive) of
-    ``q`` (``{p:q}:tstats:<slot>``; :mod:`django_zqueue.taskstats` merges them): one round
+    ``q`` (``{p:q}:tstats:<slot>``; :mod:`django_zqueue.worker.taskstats` merges them): one round
     trip, one ``HGETALL`` a slot."""
-    from ..connection import unavailable_as_error
+    from ..engine.redis.connection import unavailable_as_error
 
     with unavailable_as_error():
         pipe = q.client.pipeline(transaction=False)

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..connection import unavailable_as_error
-from ..records import Record, lenient_text, text
+from ..engine.records import Record, lenient_text, text
+from ..engine.redis.connection import unavailable_as_error
 from .pipeline import Timed, by_client
 from .stats import WORKER_WITHIN_MS, local_ms
 

@@ -16,29 +16,29 @@ from typing import Any
 
 from django import template
 
-from .. import humanize
 from ..exceptions import QueueUnavailable, UnknownQueue
-from ..position import describe
-from ..watch import Position, position_url, watch_of
+from ..tasks.watch import Position, position_url, watch_of
+from ..web import humanize
+from ..web.position import describe
 
 register = template.Library()
 
 
 @register.filter
 def zq_count(n: int | None) -> str:
-    """``12345|zq_count``: ``12,345`` (:func:`django_zqueue.humanize.count`)."""
+    """``12345|zq_count``: ``12,345`` (:func:`django_zqueue.web.humanize.count`)."""
     return humanize.count(n)
 
 
 @register.filter
 def zq_when(dt: datetime | None) -> str:
-    """A time as every admin page shows it (:func:`django_zqueue.humanize.when`)."""
+    """A time as every admin page shows it (:func:`django_zqueue.web.humanize.when`)."""
     return humanize.when(dt)
 
 
 @register.inclusion_tag("django_zqueue/position_widget.html", takes_context=True)
 def zqueue_position(context: template.Context, job: Any) -> dict[str, Any]:
-    """The widget for ``job`` (a :class:`~django_zqueue.job.Job`, or anything with
+    """The widget for ``job`` (a :class:`~django_zqueue.tasks.job.Job`, or anything with
     ``queue_name`` and ``id``)."""
     request = context.get("request")
     user = getattr(request, "user", None)

@@ -21,16 +21,18 @@ The parts:
 - :mod:`.leases`: the jobs held, and the heartbeat (lease extensions, timeouts,
   hand-backs, releases, the worker's registration);
 - :mod:`.runner`: runs one job of a registered task to an
-  :class:`~django_zqueue.outcome.Outcome` (Django tasks: :mod:`django_zqueue.backend_runner`);
+  :class:`~django_zqueue.worker.outcome.Outcome` (Django tasks:
+  :mod:`django_zqueue.worker.django_tasks`);
 - :mod:`.processes`: :func:`run_processes`, the supervisor of ``--processes N``.
 """
 
 from __future__ import annotations
 
+from ..exceptions import JobCancelled, JobTimeout
+
 # The adaptive-prefetch constants are re-exported for reading; each part reads its own
 # module's (change them there, e.g. django_zqueue.worker.consumer.AUTO_HOLD_SECONDS).
-from ..context import JobContext, current_job
-from ..exceptions import JobCancelled, JobTimeout
+from ..tasks.context import JobContext, current_job
 from .consumer import AUTO_HOLD_SECONDS, AUTO_PREFETCH_MAX
 from .leases import GIVE_BACK_AFTER
 from .processes import run_processes

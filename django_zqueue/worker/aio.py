@@ -14,7 +14,7 @@ worker's rules, through the worker's own parts:
   (the thread lane's async exception cannot reach a coroutine), reported as
   ``django_zqueue.worker.JobTimeout`` like a thread's;
 - retries, dead letters, results, ``on_failure``, signals, ``current_job()``,
-  OpenTelemetry spans: the same :class:`~django_zqueue.outcome.Outcome`, sent in one
+  OpenTelemetry spans: the same :class:`~django_zqueue.worker.outcome.Outcome`, sent in one
   round trip with the next claim and acted on by the consumer's own code
   (:meth:`.consumer.Consumer.outcomes_sent`);
 - cancellation: each run is an asyncio task; :meth:`AioLane.cancel` cancels it (the job
@@ -44,19 +44,20 @@ from typing import Any, Protocol
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
-from .. import signals, taskstats, tracing
-from ..backends import MARKER
-from ..backoff import is_unavailable
-from ..callcheck import misfit
-from ..context import JobContext, set_current_job
+from .. import signals
+from ..engine.redis.outages import is_unavailable
+from ..engine.scripts import Calls
 from ..events import kv, log, send
 from ..exceptions import JobCancelled, JobTimeout, Parked
-from ..outcome import Failure, Outcome, ParkedRun, describe, failed, parked, released
 from ..queue import Message, Queue
 from ..queue.aio import AsyncQueue
-from ..scripts import Calls
-from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
-from ..task import Task, registered
+from ..tasks import tracing
+from ..tasks.callcheck import misfit
+from ..tasks.context import JobContext, set_current_job
+from ..tasks.django_tasks.backend import MARKER
+from ..tasks.serializer import MalformedPayload, ModelInstanceMissing, decode_call
+from ..tasks.task import Task, registered
+from . import taskstats
 from .consumer import (
     RETRY_RESET_AFTER,
     Consumer,
@@ -68,6 +69,7 @@ from .consumer import (
 )
 from .coro import bounded, span_ended
 from .leases import HeldKey, held_key
+from .outcome import Failure, Outcome, ParkedRun, describe, failed, parked, released
 from .runner import flow_of, job_line, received, succeeded
 
 

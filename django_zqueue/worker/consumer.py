@@ -16,8 +16,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from .. import backend_runner, dbconn, taskstats
-from ..backoff import (
+from ..engine import Wakeups
+from ..engine.keys import KEYS_FIX
+from ..engine.records import Ack, NackResult
+from ..engine.redis.connection import is_out_of_memory
+from ..engine.redis.outages import (
     FullNotice,
     QueueBackoff,
     RetryDelay,
@@ -26,20 +29,18 @@ from ..backoff import (
     full_refusal,
     is_unavailable,
 )
-from ..connection import is_out_of_memory
-from ..engine import Wakeups
+from ..engine.scripts import Batch, Pending, Sink, flow_ended
 from ..events import kv, log
 from ..exceptions import QueueUnavailable, ScriptError, ZQueueError
-from ..keys import KEYS_FIX
-from ..outcome import Failure, Outcome, ParkedRun, Released, Success
 from ..queue import AckReply, Message, Queue
-from ..records import Ack, NackResult
-from ..scripts import Batch, Pending, Sink, flow_ended
+from . import dbconn, taskstats
+from . import django_tasks as backend_runner
+from .outcome import Failure, Outcome, ParkedRun, Released, Success
 
 if TYPE_CHECKING:
     import threading
 
-    from ..backoff import Outage
+    from ..engine.redis.outages import Outage
     from .leases import Leases
     from .runner import Runner
 

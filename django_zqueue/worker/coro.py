@@ -9,10 +9,10 @@ import asyncio
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from .. import registry, tracing
 from ..exceptions import JobTimeout
-from ..outcome import Failure, Outcome, ParkedRun, Released
-from ..task import Task
+from ..tasks import registry, tracing
+from ..tasks.task import Task
+from .outcome import Failure, Outcome, ParkedRun, Released
 
 
 def run_blocking(coro: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
@@ -37,7 +37,7 @@ async def bounded(coro: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
 
 
 def span_ended(span: Any, outcome: Outcome) -> None:
-    """Record ``outcome`` on the run's consumer span (:mod:`django_zqueue.tracing`)."""
+    """Record ``outcome`` on the run's consumer span (:mod:`django_zqueue.tasks.tracing`)."""
     if span is None:
         return
     if isinstance(outcome, Failure):

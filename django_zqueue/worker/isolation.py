@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import connections
 
-from .. import dbconn
-from ..context import JobContext
 from ..exceptions import JobCancelled, JobTimeout
-from ..outcome import Failure, Outcome, ParkedRun, Released, Success, failed
 from ..queue import NO_RESULT
+from ..tasks.context import JobContext
+from . import dbconn
+from .outcome import Failure, Outcome, ParkedRun, Released, Success, failed
 
 if TYPE_CHECKING:
-    from ..task import Task
+    from ..tasks.task import Task
 
 #: seconds between SIGTERM and SIGKILL when a child must stop
 KILL_GRACE = 1.0

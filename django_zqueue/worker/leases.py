@@ -23,14 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..backoff import FullNotice, Throttle, as_error, is_unavailable
-from ..context import JobContext
 from ..engine import Engine
+from ..engine.records import lenient_text
+from ..engine.redis.outages import FullNotice, Throttle, as_error, is_unavailable
+from ..engine.scripts import CANCELLED
 from ..events import kv, log
 from ..exceptions import JobCancelled, JobTimeout, ZQueueError
 from ..queue import Message, Queue
-from ..records import lenient_text
-from ..scripts import CANCELLED
+from ..tasks.context import JobContext
 
 REGISTER_EVERY = 10.0  # seconds between worker registrations
 GIVE_BACK_AFTER = 1.0  # adaptive prefetch: a job this slow hands its thread's waiting ones back

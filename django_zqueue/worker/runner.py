@@ -1,10 +1,10 @@
 """Running one claimed job in the calling consumer thread, to an
-:class:`~django_zqueue.outcome.Outcome`.
+:class:`~django_zqueue.worker.outcome.Outcome`.
 
 A job of a registered ``@task`` runs here: its arguments decoded, ``job_started`` /
 ``job_finished`` / ``job_failed`` sent, :func:`~django_zqueue.current_job` set, database
-connections checked before and after (:mod:`~django_zqueue.dbconn`, as Django does around
-a request). A job of Django's Tasks framework runs in :mod:`django_zqueue.backend_runner`.
+connections checked before and after (:mod:`~django_zqueue.worker.dbconn`, as Django does around
+a request). A job of Django's Tasks framework runs in :mod:`django_zqueue.worker.django_tasks`.
 """
 
 from __future__ import annotations
@@ -14,21 +14,24 @@ import time
 import traceback
 from typing import Any
 
-from .. import backend_runner, dbconn, signals, tracing
-from ..backends import MARKER
-from ..backoff import is_unavailable
-from ..callcheck import misfit
-from ..context import JobContext, set_current_job
+from .. import signals
+from ..engine.records.links import MAX_PASSED_BYTES, summary
+from ..engine.redis.outages import is_unavailable
 from ..events import kv, log, send
 from ..exceptions import JobCancelled, Parked
-from ..links import MAX_PASSED_BYTES, summary
-from ..outcome import Failure, Outcome, Success, describe, failed, parked, released
 from ..queue import NO_RESULT, Message, Queue, encode_body, passed_ends
-from ..serializer import MalformedPayload, ModelInstanceMissing, decode_call
-from ..task import Task, registered
+from ..tasks import tracing
+from ..tasks.callcheck import misfit
+from ..tasks.context import JobContext, set_current_job
+from ..tasks.django_tasks.backend import MARKER
+from ..tasks.serializer import MalformedPayload, ModelInstanceMissing, decode_call
+from ..tasks.task import Task, registered
+from . import dbconn
+from . import django_tasks as backend_runner
 from .coro import run_blocking, span_ended
 from .isolation import run_isolated
 from .leases import Leases
+from .outcome import Failure, Outcome, Success, describe, failed, parked, released
 
 
 class Runner:

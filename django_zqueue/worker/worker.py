@@ -18,19 +18,19 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from .. import tracing
-from ..backoff import Outage, QueueBackoff, RetryDelay, Throttle, is_unavailable
+from ..engine.redis.outages import Outage, QueueBackoff, RetryDelay, Throttle, is_unavailable
 from ..events import kv, log
 from ..exceptions import QueueUnavailable, ZQueueError
-from ..outcome import Failure, Outcome, Released
 from ..queue import get_queue
-from ..scanner import Scanner
+from ..tasks import tracing
 from .consumer import AUTO_PREFETCH_MAX, Consumer
 from .leases import Leases
+from .outcome import Failure, Outcome, Released
 from .runner import Runner
+from .scanner import Scanner
 
 if TYPE_CHECKING:
-    from ..schedules import Scheduler
+    from ..tasks.schedules import Scheduler
     from .aio import AioLane
 
 
@@ -212,7 +212,7 @@ class Worker:
                 q.engine.check_layout()
         self.publish_protocol()
         if self.scanner:
-            from ..schedules import Scheduler
+            from ..tasks.schedules import Scheduler
 
             self.scheduler = Scheduler([q.name for q in self.queues])
         if self.burst and self.scanner:

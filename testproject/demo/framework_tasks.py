@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_zqueue._django_tasks import AVAILABLE
+from django_zqueue.tasks.django_tasks.compat import AVAILABLE
 
 if AVAILABLE:
     try:

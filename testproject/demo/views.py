@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 
-from django_zqueue.task import Job
+from django_zqueue.tasks.task import Job
 
 from . import tasks
 

@@ -151,7 +151,7 @@ def test_new_pages_render_in_the_browser(
 ) -> None:
     """Workers, filters, task statistics, a confirmation, the 403 and the end user's
     widget, as a browser shows them (and their screenshots with ZQUEUE_SCREENSHOTS=1)."""
-    from django_zqueue import taskstats
+    from django_zqueue.worker import taskstats
     from django_zqueue.worker.leases import Leases
 
     data = demo_data(redis_client)

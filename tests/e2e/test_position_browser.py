@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from django_zqueue import get_queue, watch
+from django_zqueue import get_queue
+from django_zqueue.tasks import watch
 
 pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By

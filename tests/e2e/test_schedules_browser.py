@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from django_zqueue import get_queue, schedules
-from django_zqueue.queue import schedstore
+from django_zqueue.engine import schedstore
 
 pytest.importorskip("selenium")
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException

@@ -759,7 +759,7 @@ def test_r12_the_async_lane_under_sigkills_and_a_redis_restart(
 
 def _doctor_repair(client: Any, q: Any) -> None:
     """What an operator does first: zqueue_doctor --repair --yes."""
-    from django_zqueue.doctor import repairs
+    from django_zqueue.ops.doctor import repairs
 
     for r in repairs():
         r.apply(client)
@@ -768,7 +768,7 @@ def _doctor_repair(client: Any, q: Any) -> None:
 def _tidy(client: Any, q: Any) -> None:
     """Before the next case: the doctor's repairs, and any key still of the wrong type
     moved aside."""
-    from django_zqueue.keys import typed_keys
+    from django_zqueue.engine.keys import typed_keys
 
     _doctor_repair(client, q)
     for _, key, kind in typed_keys(q.keys):

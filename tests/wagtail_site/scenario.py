@@ -27,7 +27,7 @@ def main() -> dict[str, Any]:
     from wagtail.models import Page, ReferenceIndex
 
     from django_zqueue import get_queue
-    from django_zqueue._django_tasks import FRAMEWORKS, task_backends
+    from django_zqueue.tasks.django_tasks.compat import FRAMEWORKS, task_backends
     from django_zqueue.worker import Worker
 
     from .models import LinkPage

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...doctor import diagnose, repairs
+from ...ops.doctor import diagnose, repairs
 from ..errors import redis_errors
 
 

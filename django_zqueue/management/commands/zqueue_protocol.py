@@ -10,10 +10,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import conf
+from ...engine.scripts import package_version
+from ...engine.scripts.source import PROTOCOL_LIBRARY, PROTOCOL_VERSION
 from ...exceptions import ZQueueError
-from ...luasource import PROTOCOL_LIBRARY, PROTOCOL_VERSION
 from ...queue import get_queue
-from ...scripts import package_version
 from ..errors import redis_errors
 
 WORDS = {

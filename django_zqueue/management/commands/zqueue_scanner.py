@@ -22,8 +22,8 @@ from django.core.management.base import BaseCommand, CommandError
 from ... import conf
 from ...exceptions import ZQueueError
 from ...queue import get_queue
-from ...scanner import Scanner, StepTotals
-from ...schedules import Scheduler
+from ...tasks.schedules import Scheduler
+from ...worker.scanner import Scanner, StepTotals
 from ..errors import REDIS_ERRORS, redis_errors
 
 

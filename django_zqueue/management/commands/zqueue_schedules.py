@@ -1,7 +1,7 @@
 """``manage.py zqueue_schedules ACTION [NAME] [options]``: periodic schedules.
 
 ``list``, ``sync``; ``pause``, ``resume``, ``run`` any schedule; ``add``, ``update``,
-``remove`` a runtime one (the checks of :mod:`django_zqueue.schedules`' runtime API: bad
+``remove`` a runtime one (the checks of :mod:`django_zqueue.tasks.schedules`' runtime API: bad
 input is one ``CommandError`` line, and nothing is written)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import schedules
 from ...exceptions import InvalidArgument
-from ...schedules import Scheduler
+from ...tasks import schedules
+from ...tasks.schedules import Scheduler
 from ..errors import redis_errors
 
 ACTIONS = ["list", "sync", "add", "update", "remove", "pause", "resume", "run"]

@@ -28,7 +28,7 @@ class Command(BaseCommand):
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
         if options["prometheus"]:
-            from ...metrics import exposition
+            from ...ops.metrics import exposition
 
             try:
                 text = exposition()

@@ -10,8 +10,9 @@ from typing import Any
 import redis
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf, registry
-from ...connection import redis_eviction_warning
+from ... import conf
+from ...engine.redis.connection import redis_eviction_warning
+from ...tasks import registry
 from ...worker import Worker, run_processes
 from ...worker.coro import default_async_concurrency
 from ..errors import redis_errors

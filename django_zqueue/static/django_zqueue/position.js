@@ -2,7 +2,7 @@
    (the server answers when the job's status or rank changes). No framework. */
 (function () {
   "use strict";
-  // the statuses after which nothing changes (django_zqueue.watch.FINAL)
+  // the statuses after which nothing changes (django_zqueue.tasks.watch.FINAL)
   var FINAL = ["done", "failed", "cancelled", "expired"];
   function watch(box) {
     if (box.dataset.zqWatching) return;

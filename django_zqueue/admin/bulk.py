@@ -1,0 +1,121 @@
+"""The admin's actions on every job of a tab that matches: Django admin's "Select all N".
+
+Ticking the header checkbox of a page that does not show every job of the tab offers
+"Select all N jobs of this tab" (or, with a filter, every job of the tab that matches
+it). The action's form then posts ``select_across=1`` with the tab (``state``) and the
+filter (``task``, ``error``); the action runs on every such job with
+:meth:`Queue.act_on_all <django_zqueue.queue.bulk.Bulk.act_on_all>` (chunks of
+``BULK_CHUNK``, each job's script checking that it is still in the state), at most
+:data:`MOST_PER_REQUEST` a request. Same URL, method, CSRF check, permission and
+``ADMIN_ACTIONS`` switch as the action on selected jobs; a destructive one asks first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.http import QueryDict
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext_lazy
+
+from ..web.humanize import count
+from . import actions, filters
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
+    from ..queue import Queue
+
+#: most jobs one request acts on (more: the message says so, and the action can be run
+#: again to go on)
+MOST_PER_REQUEST = 50_000
+
+#: "N had already left <the tab>", by tab
+LEFT: dict[str, StrOrPromise] = {
+    "dead": ngettext_lazy(
+        "%(n)s had already left the dead letters.",
+        "%(n)s had already left the dead letters.",
+        "num",
+    ),
+    "ready": ngettext_lazy(
+        "%(n)s had already left the line.", "%(n)s had already left the line.", "num"
+    ),
+    "delayed": ngettext_lazy(
+        "%(n)s had already left the delayed jobs.",
+        "%(n)s had already left the delayed jobs.",
+        "num",
+    ),
+    "waiting": ngettext_lazy(
+        "%(n)s had already stopped waiting for its parents.",
+        "%(n)s had already stopped waiting for their parents.",
+        "num",
+    ),
+    "leased": ngettext_lazy("%(n)s had already finished.", "%(n)s had already finished.", "num"),
+}
+REFUSED = ngettext_lazy(
+    "%(n)s was left as it was: its record cannot be used (see its error).",
+    "%(n)s were left as they were: their records cannot be used (see their errors).",
+    "num",
+)
+MORE = gettext_lazy(
+    "More jobs match than one request acts on (%(most)s): run the action again to go on."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Across:
+    """Every job of tab ``state`` that ``flt`` keeps."""
+
+    state: str
+    flt: filters.Filter
+
+    @classmethod
+    def of(cls, post: QueryDict, action: actions.Action, payload: bool) -> Across | None:
+        """From an action's form; None when the action or the tab does not allow it.
+        The error filter applies only with ``payload`` (error text is payload)."""
+        state = post.get("state", "")
+        if action.bulk is None or state not in action.states:
+            return None
+        flt = filters.Filter.of(post.get("task"), post.get("error") if payload else None)
+        if state != "dead":
+            flt = filters.Filter(flt.task, "")
+        return cls(state, flt)
+
+    def what(self, action: actions.Action, total: int) -> str:
+        """The jobs, in a question: "all 1,234 dead letters", or with a filter "every
+        dead letter whose task contains "x"" (counts are known only without one)."""
+        if not self.flt.active:
+            return _("all %(what)s") % {"what": actions.counted(action.what, total)}
+        parts = []
+        if self.flt.task:
+            parts.append(_("whose task contains “%(t)s”") % {"t": self.flt.task})
+        if self.flt.error:
+            parts.append(_("whose last error contains “%(t)s”") % {"t": self.flt.error})
+        return _("every job of the tab (of %(n)s) %(which)s") % {
+            "n": count(total),
+            "which": _(" and ").join(parts),
+        }
+
+    def fields(self) -> list[tuple[str, str]]:
+        """The hidden fields that carry it through a confirmation page."""
+        out = [("select_across", "1"), ("state", self.state)]
+        if self.flt.task:
+            out.append(("task", self.flt.task))
+        if self.flt.error:
+            out.append(("error", self.flt.error))
+        return out
+
+    def run(self, q: Queue, action: actions.Action) -> tuple[bool, str]:
+        """Run ``action`` on every job; (success, the message)."""
+        assert action.bulk is not None
+        match = self.flt.matches if self.flt.active else None
+        got = q.act_on_all(action.bulk, self.state, match, most=MOST_PER_REQUEST)
+        text = [actions.counted(action.done, got.done)]
+        if got.left:
+            text.append(actions.counted(LEFT[self.state], got.left))
+        if got.refused:
+            text.append(actions.counted(REFUSED, got.refused))
+        if got.more:
+            text.append(str(MORE % {"most": count(MOST_PER_REQUEST)}))
+        return bool(got.done) and not got.more, " ".join(text)

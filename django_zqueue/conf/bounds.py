@@ -1,0 +1,191 @@
+"""Bounds of what becomes a lease, a delay or a count (docs/settings.md, "Bounds").
+
+This is the one table of them: the scripts' copy, ``lua/_bounds.lua``, is generated from
+it by :func:`lua_source` (``python -m django_zqueue.conf.bounds`` writes it; a test fails when
+the file differs), so the scripts refuse exactly what lies outside these numbers.
+:data:`JOB_BOUNDS` holds the bounds of a job's options by their name in the job spec
+(:mod:`django_zqueue.engine.records.spec`). The ``*_problem`` functions
+say why a value is out of bounds (or None); :mod:`django_zqueue.conf` reports them for
+the settings, :func:`check_job_options` and
+:mod:`django_zqueue.engine.records.validate` raise them for calls.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from ..exceptions import InvalidArgument
+
+MIN_VISIBILITY_TIMEOUT = 1  # seconds: a shorter lease expires under a running job
+MAX_VISIBILITY_TIMEOUT = 7 * 86400  # seconds: a longer one hides a dead worker's job for days
+MAX_RETRIES = 1000
+MAX_DELAY = 3650 * 86400  # seconds: the horizon of delay, run_at and a retry's wait
+MAX_BACKOFF = 7 * 86400  # seconds: retry_backoff base and max
+#: numbers beyond 2**53 lose precision as doubles (scores, Lua numbers)
+MAX_EXACT = 2**53
+PRIORITY_MIN = -1000
+PRIORITY_MAX = 1000
+#: longest group key, in UTF-8 bytes (it is stored in every job's record)
+MAX_GROUP_BYTES = 200
+#: a group's weight lies in [MIN_WEIGHT, MAX_WEIGHT]; a job of weight w costs 1/w
+MIN_WEIGHT = 0.001
+MAX_WEIGHT = 1000.0
+#: most parents a job may wait for, and most dependents a job may have
+MAX_LINKS = 10_000
+#: a job's tag is 1..MAX_TAG_BYTES bytes of UTF-8
+MAX_TAG_BYTES = 256
+#: most waiting jobs (ready and delayed) a queue's ``max_length`` may allow
+MAX_QUEUE_LENGTH = 10**12
+#: most waiting jobs of one group a fair queue's ``group_max_length`` may allow (a publish
+#: past the count of a group's index entries reads up to this many + 1000 of them)
+MAX_GROUP_LENGTH = 1000
+
+_MAX_DELAY_MS = MAX_DELAY * 1000
+
+#: the bounds of a job's options, by their name in the job spec (jobspec.py) and in the
+#: scripts: (lowest, highest, integer only). The scripts read this table (generated into
+#: the ``bounds`` helper), so a new option's bound is one line here.
+JOB_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "priority": (PRIORITY_MIN, PRIORITY_MAX, True),
+    "score": (-MAX_EXACT, MAX_EXACT, False),
+    # a delay <= 0 means now
+    "delay_ms": (-MAX_EXACT, _MAX_DELAY_MS, True),
+    # the client's reading of the clock: the scripts allow a day of skew past the horizon
+    "run_at_ms": (0, MAX_EXACT, True),
+    "max_retries": (0, MAX_RETRIES, True),
+    "visibility_timeout_ms": (MIN_VISIBILITY_TIMEOUT * 1000, MAX_VISIBILITY_TIMEOUT * 1000, True),
+    "weight": (MIN_WEIGHT, MAX_WEIGHT, False),
+    "debounce_ms": (1, _MAX_DELAY_MS, True),
+    # a job not started by then ends "expired": from now, or absolute (client's clock)
+    "expires_in_ms": (1, _MAX_DELAY_MS, True),
+    "expires_at_ms": (0, MAX_EXACT, True),
+    "unique_ms": (1, _MAX_DELAY_MS, True),
+    "need": (0, MAX_LINKS, True),
+    "group_bytes": (1, MAX_GROUP_BYTES, True),
+    "id_bytes": (1, MAX_TAG_BYTES, True),
+}
+
+
+class BackoffValues(Protocol):
+    """What :func:`backoff_problem` reads of a retry backoff (:class:`conf.Backoff`)."""
+
+    @property
+    def base(self) -> float: ...
+    @property
+    def max(self) -> float: ...
+    @property
+    def jitter(self) -> float: ...
+
+
+def is_number(v: object) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def is_int(v: object) -> bool:
+    """An int (not a bool)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def visibility_timeout_problem(v: object) -> str | None:
+    """Why ``v`` (seconds) cannot be a visibility timeout, or None."""
+    lo, hi = MIN_VISIBILITY_TIMEOUT, MAX_VISIBILITY_TIMEOUT
+    if not is_number(v) or not lo <= v <= hi:  # type: ignore[operator]
+        return f"visibility_timeout must be a number of seconds in [{lo}, {hi}] (7 days), got {v!r}"
+    return None
+
+
+def max_retries_problem(v: object) -> str | None:
+    """Why ``v`` cannot be a ``max_retries``, or None."""
+    if not is_int(v) or not 0 <= v <= MAX_RETRIES:  # type: ignore[operator]
+        return (
+            f"max_retries must be an integer in [0, {MAX_RETRIES}] (retries after the first "
+            f"run; 0: never retried), got {v!r}"
+        )
+    return None
+
+
+def backoff_problem(b: BackoffValues) -> str | None:
+    """Why ``b`` cannot be a retry backoff, or None."""
+    for what, v in (("base", b.base), ("max", b.max)):
+        if not is_number(v) or not 0 <= v <= MAX_BACKOFF:
+            return f"retry_backoff {what} must be in [0, {MAX_BACKOFF}] seconds (7 days), got {v!r}"
+    if not is_number(b.jitter) or not 0 <= b.jitter <= 1:
+        return f"retry_backoff jitter must be in [0, 1], got {b.jitter!r}"
+    return None
+
+
+def delay_problem(seconds: float, what: str = "delay") -> str | None:
+    """Why a wait of ``seconds`` from now lies beyond the horizon, or None."""
+    if seconds > MAX_DELAY:
+        return (
+            f"{what} is {seconds:.0f} s from now, beyond the horizon of {MAX_DELAY} s (3650 days)"
+        )
+    return None
+
+
+def check_job_options(
+    owner: str,
+    *,
+    max_retries: object = None,
+    visibility_timeout: object = None,
+    retry_backoff: BackoffValues | None = None,
+) -> None:
+    """Raise :class:`InvalidArgument` (``owner``: what the values belong to) for a value
+    out of bounds; None means "not given"."""
+    problems = [
+        max_retries_problem(max_retries) if max_retries is not None else None,
+        visibility_timeout_problem(visibility_timeout) if visibility_timeout is not None else None,
+        backoff_problem(retry_backoff) if retry_backoff is not None else None,
+    ]
+    found = [p for p in problems if p]
+    if found:
+        raise InvalidArgument(f"{owner}: {'; '.join(found)}")
+
+
+def lua_number(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def lua_source() -> str:
+    """The scripts' ``bounds`` helper, generated from this module: the constants the
+    scripts name, :data:`JOB_BOUNDS` as the Lua function ``bound(name)`` (lowest, highest,
+    integer only), and ``is_int``."""
+    consts = {
+        "MIN_LEASE_MS": MIN_VISIBILITY_TIMEOUT * 1000,
+        "MAX_LEASE_MS": MAX_VISIBILITY_TIMEOUT * 1000,
+        "MAX_RETRIES": MAX_RETRIES,
+        "MAX_DELAY_MS": _MAX_DELAY_MS,
+        "MAX_EXACT": MAX_EXACT,
+        "MAX_LINKS": MAX_LINKS,
+        "MAX_QUEUE_LENGTH": MAX_QUEUE_LENGTH,
+        "MAX_GROUP_LENGTH": MAX_GROUP_LENGTH,
+        "PRIORITY_MIN": PRIORITY_MIN,
+        "PRIORITY_MAX": PRIORITY_MAX,
+    }
+    lines = [
+        "-- _bounds.lua: generated from django_zqueue/conf/bounds.py (never edit a copy): the",
+        "-- bounds of what becomes a lease, a delay or a count, and bound(name), the bounds of",
+        "-- a job's option by name (lowest, highest, integer only). is_int: x is an integer",
+        "-- in [lo, hi] (NaN and infinities are not).",
+        *(f"local {name} = {lua_number(v)}" for name, v in consts.items()),
+        "local function bound(name) -- a table would be built on every call: an if chain is not",
+        *(
+            f"  if name == '{name}' then return {lua_number(lo)}, {lua_number(hi)}, "
+            f"{'true' if whole else 'false'} end"
+            for name, (lo, hi, whole) in JOB_BOUNDS.items()
+        ),
+        "  error('no bound named ' .. tostring(name))",
+        "end",
+        "local function is_int(x, lo, hi)",
+        "  return type(x) == 'number' and x == math.floor(x) and x >= lo and x <= hi",
+        "end",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m django_zqueue.conf.bounds: write engine/lua/_bounds.lua
+    from pathlib import Path
+
+    Path(__file__).parents[1].joinpath("engine", "lua", "_bounds.lua").write_text(lua_source())

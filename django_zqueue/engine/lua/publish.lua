@@ -1,0 +1,179 @@
+-- publish.lua: add N new jobs, all or none (duplicate tags write nothing).
+--
+-- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH (read for clashes only)
+-- KEYS[4] meta      HASH (the job's record and body, _record.lua)   KEYS[5] ctr      HASH   KEYS[6] notify LIST
+-- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
+-- KEYS[10] wait     ZSET (read only to name a clash with a job waiting for its parents)
+-- KEYS[11] expiry   ZSET (the expiry of each job that has one)
+-- KEYS[12] expired  ZSET (read only to name a clash with an expired job)
+-- KEYS[13] gjobs    ZSET (fair queues with group_max_length: "<group>\0<id>" per job,
+--   _group_room.lua; not touched when ARGV[6] is 0)
+-- ARGV[1] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[2] aging_us (µs one priority step is worth)
+-- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
+-- ARGV[5] max_length (most jobs ready + delayed in this shard; 0 = no limit)
+-- ARGV[6] group_max_length (fair queues: most jobs of one group ready + delayed; 0 = no limit)
+-- ARGV[6 + i] job i, one MessagePack map (_new_job.lua, django_zqueue/engine/records/spec.py): id,
+--   body and the options it sets by name (priority, score, delay_ms, run_at_ms,
+--   max_retries, visibility_timeout_ms, group, weight)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose fields are out of bounds or
+--   unknown; ZQ_QUEUE_FULL (nothing written) when the n jobs do not fit in max_length,
+--   or the jobs of a group in their group's group_max_length.
+-- Returns: {0} written; or {1, id, state, id, state, ...} for the tags already in use
+--          (state: ready | delayed | leased | dead | waiting | expired | batch), nothing
+--          written.
+-- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
+--   ZADD) plus up to 4 ZSCOREs per clashing tag; with group_max_length, one ZLEXCOUNT per
+--   group of the call, and for a group past it up to its limit + 1000 index entries read
+--   (4000 in all, _group_room.lua).
+
+--@include bounds
+--@include now_ms
+--@include new_job
+--@include tag_state
+--@include ready_scores
+--@include series
+--@include notify
+--@include room
+--@include count
+--@include guard
+--@include record
+--@include group_room
+
+local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
+  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
+  expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
+local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+-- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
+-- from writing a record that other scripts would refuse)
+local max_length, gmax = tonumber(ARGV[5]), tonumber(ARGV[6])
+if not is_int(n, 1, 100) or #ARGV ~= 6 + n or not is_int(max_length, 0, MAX_QUEUE_LENGTH)
+    or not is_int(gmax, 0, MAX_GROUP_LENGTH) or (gmax > 0 and mode ~= 'fair') then
+  error('ZQ_BAD_ARGUMENT: publish takes 1..100 jobs, one argument each, max_length 0..'
+    .. MAX_QUEUE_LENGTH .. ', group_max_length 0..' .. MAX_GROUP_LENGTH .. ' (fair mode only)')
+end
+local now = now_ms()
+local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
+for i = 1, n do
+  local j, why = job_spec(ARGV[6 + i])
+  local meta, run_at = nil, nil
+  if j then
+    meta, run_at, why = read_job(j, now)
+  end
+  if why then
+    error('ZQ_BAD_ARGUMENT: job ' .. i .. ': ' .. why)
+  end
+  -- (false, not nil: a nil set in a list goes to its hash part, a slot each)
+  specs[i], records[i], runs[i], ids[i] = j, meta, run_at or false, j.id
+end
+
+-- 1. every tag must be free: one HMGET for all, the state only of those in use
+local clash = tags_in_use(k, ids)
+if clash then
+  return clash
+end
+check_room(k, max_length, n)
+local gstale, gmembers = nil, {}
+if gmax > 0 then -- each group's waiting jobs and the call's, before any write
+  guard_keys({k.gjobs})
+  local order, adds = {}, {}
+  for i = 1, n do
+    local g = records[i].g or ''
+    if not adds[g] then
+      adds[g] = 0
+      order[#order + 1] = g
+    end
+    adds[g] = adds[g] + 1
+    gmembers[i] = g .. '\0' .. ids[i]
+    records[i].gl = 1 -- written under the limit: its index entry counts (_group_room.lua)
+  end
+  gstale = check_group_room(k, gmax, order, adds)
+end
+
+-- 2. records and where each job goes
+local metas, later, bodies = {}, {}, {}
+local queued = {} -- {id, meta} of jobs ready now, in call order
+local expiring = false -- some job has an expiry
+for i = 1, n do
+  local id = ids[i]
+  local meta, run_at = records[i], runs[i]
+  expiring = expiring or meta.x ~= nil
+  if meta.b == nil then -- the JSON layout: its body apart
+    bodies[#bodies + 1] = id
+    bodies[#bodies + 1] = specs[i].body
+  end
+  metas[#metas + 1] = id
+  metas[#metas + 1] = (encode_record(meta))
+  if run_at and run_at > now then
+    later[#later + 1] = run_at
+    later[#later + 1] = id
+  else
+    queued[#queued + 1] = {id, meta}
+  end
+end
+-- 3. the key checks (_guard.lua), before the first write, of the keys this call writes
+-- (meta was read): delayed, expiry and body only when some job goes there. In strict
+-- mode ctr is checked by the first write, the HINCRBY of seq (_ready_scores.lua), and
+-- ready by the second, the ZADD of the ready jobs, whose error gives the sequence
+-- numbers back first; in the other modes both are checked here.
+local checks = {}
+if #later > 0 then
+  checks[#checks + 1] = k.delayed
+end
+if expiring then
+  checks[#checks + 1] = k.expiry
+end
+if #bodies > 0 then
+  checks[#checks + 1] = k.body
+end
+if mode ~= 'strict' then
+  checks[#checks + 1] = k.ctr
+  checks[#checks + 1] = k.ready
+end
+guard_keys(checks)
+
+-- 4. ready scores first (a spent sequence raises before anything is written), as
+-- ready_score() would give them job by job, with one counter update
+local scored = nil
+if #queued > 0 then
+  scored = ready_scores(k.ctr, queued, mode, aging_us)
+  if mode == 'strict' then
+    local spent = 0 -- the sequence numbers taken (a job with its own score takes none)
+    for _, e in ipairs(queued) do
+      spent = spent + (e[2].s and 0 or 1)
+    end
+    written_reply(redis.pcall('ZADD', k.ready, unpack(scored)), k.ready, 'zset', function()
+      -- (back to 0: the field was absent, as HINCRBY reads an absent one)
+      if spent > 0 and redis.call('HINCRBY', k.ctr, 'seq', -spent) == 0 then
+        redis.call('HDEL', k.ctr, 'seq')
+      end
+    end)
+    scored = nil -- added
+  end
+end
+if #bodies > 0 then -- before the records: a wrong type of k.body fails before any job is written
+  redis.call('HSET', k.body, unpack(bodies))
+end
+redis.call('HSET', k.meta, unpack(metas))
+if #later > 0 then
+  redis.call('ZADD', k.delayed, unpack(later))
+end
+
+if scored then
+  redis.call('ZADD', k.ready, unpack(scored))
+end
+if gstale then
+  group_index(k, gstale, gmembers)
+end
+if expiring then
+  local entries = {}
+  for i = 1, n do
+    entries[i] = {ids[i], records[i]}
+  end
+  index_expiry(k, entries)
+end
+
+count_stat(k.stats, 'enqueued', n)
+bump(k.stats, 'e', n, now)
+-- Delayed jobs wake consumers too: a sleeping consumer re-reads the earliest run-at.
+notify(k.notify, n, cap)
+return {0}

@@ -1,0 +1,592 @@
+"""``@task``: a function made enqueueable. Enqueueing it returns a
+:class:`~django_zqueue.tasks.job.Job` (:mod:`django_zqueue.tasks.job`), a handle on one
+enqueued call.
+
+::
+
+    @task(queue="emails", priority=10, max_retries=5)
+    def send_welcome(user): ...
+
+    job = send_welcome.enqueue(user)        # after the transaction commits, if in one
+    job.rank(); job.score(); job.status()
+    send_welcome.enqueue_in(60, user)       # delayed; also enqueue_at(datetime, ...)
+    send_welcome.using(priority=50).enqueue(user)
+    send_welcome(user)                      # an ordinary call, in-process
+
+The payload is JSON: ``{"task": name, "args": [...], "kwargs": {...}}`` with arguments
+encoded by :mod:`django_zqueue.tasks.serializer` (model instances by reference).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
+
+from django.db import transaction
+
+from .. import conf
+from ..conf import Backoff
+from ..conf.bounds import MAX_DELAY, check_job_options
+from ..conf.fairness import group_problem
+from ..engine.records.links import OptionalParent
+from ..exceptions import InvalidArgument
+from ..queue import NewJob, Queue, get_queue
+from . import oncommit, registry, tracing
+from .callcheck import check_call
+from .job import Job as Job  # the handle enqueue returns (here too: its first home)
+from .schedules import Schedule, declare
+from .serializer import encode_call
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+
+log = logging.getLogger("django_zqueue.task")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(frozen=True)
+class Task(Generic[P, R]):
+    """A registered task. Frozen: :meth:`using` returns a configured copy."""
+
+    func: Callable[P, R]
+    name: str
+    queue_name: str = "default"
+    priority: int = 0
+    max_retries: int | None = None  # None: the queue's option
+    retry_backoff: Backoff | None = None  # None: the queue's option
+    timeout: float | None = None  # seconds a run may take
+    visibility_timeout: float | None = None  # None: the queue's option
+    tag: Callable[..., str] | None = None  # dedup tag from the call's arguments
+    store_result: bool = False
+    result_ttl: float = 86400.0
+    on_commit: bool | None = None  # None: ZQUEUE["ENQUEUE_ON_COMMIT"]
+    on_failure: Callable[..., Any] | None = None  # called as on_failure(job, exc) when dead
+    using_db: str | None = None  # database whose transaction to wait for
+    debounce: float | None = None  # seconds: see Queue.publish_once (needs a tag)
+    unique_for: float | None = None  # seconds the tag stays reserved after the job finished
+    isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
+    group: Callable[..., str] | None = None  # group key from the call's arguments
+    expires: float | None = None  # seconds after enqueue: not started by then, "expired"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    @property
+    def queue(self) -> Queue:
+        return get_queue(self.queue_name)
+
+    def using(
+        self,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        tag: Callable[..., str] | str | None = None,
+        on_commit: bool | None = None,
+        using_db: str | None = None,
+        max_retries: int | None = None,
+        visibility_timeout: float | None = None,
+        debounce: float | None = None,
+        unique_for: float | None = None,
+        group: Callable[..., str] | str | None = None,
+        expires: float | None = None,
+    ) -> Task[P, R]:
+        """A copy with other enqueue options (the registered task is unchanged).
+
+        ``tag`` and ``group`` may each be a fixed string for the next enqueue or a
+        function of the call's arguments."""
+        check_job_options(
+            f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
+        )
+        changes: dict[str, Any] = {}
+        for option, value in (
+            ("debounce", debounce),
+            ("unique_for", unique_for),
+            ("expires", expires),
+        ):
+            if value is not None:
+                changes[option] = _once_seconds(self.name, option, value)
+        if queue is not None:
+            changes["queue_name"] = queue
+        if priority is not None:
+            changes["priority"] = priority
+        if tag is not None:
+            changes["tag"] = (lambda *a, **k: tag) if isinstance(tag, str) else tag
+        if on_commit is not None:
+            changes["on_commit"] = on_commit
+        if using_db is not None:
+            changes["using_db"] = using_db
+        if max_retries is not None:
+            changes["max_retries"] = max_retries
+        if visibility_timeout is not None:
+            changes["visibility_timeout"] = visibility_timeout
+        if group is not None:
+            changes["group"] = _by_call(group, "group", self.name)
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------ enqueueing
+
+    def _body(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        return {"task": self.name, **encode_call(args, dict(kwargs))}
+
+    def _group(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        if self.group is None:
+            return None
+        value = self.group(*args, **kwargs)
+        if not isinstance(value, str):
+            raise InvalidArgument(f"group function of task {self.name!r} returned {value!r}")
+        return value
+
+    def _tag(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """The tag of a call: the task's tag function's, or None (Queue.prepare draws one)."""
+        if self.tag is None:
+            return None
+        value = self.tag(*args, **kwargs)
+        if not isinstance(value, str):
+            raise InvalidArgument(f"tag function of task {self.name!r} returned {value!r}")
+        return value
+
+    def _prepare(
+        self,
+        calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        span: Span | None,
+        expires: float | timedelta | datetime | None = None,
+    ) -> tuple[Queue, list[NewJob]]:
+        """The jobs of ``calls``, checked and encoded (a bad call raises, writing nothing),
+        each body carrying the trace context of ``span`` (:mod:`.tracing`)."""
+        for i, (a, k) in enumerate(calls):
+            self._check_call(a, k, i if len(calls) > 1 else None)
+        once = self.debounce is not None or self.unique_for is not None
+        if once and self.tag is None:
+            raise InvalidArgument(
+                f"task {self.name!r}: debounce and unique_for need a tag: give "
+                "@task(tag=...) or .using(tag=...)"
+            )
+        if self.debounce is not None and (delay is not None or run_at is not None):
+            raise InvalidArgument(f"task {self.name!r}: debounce sets the run-at: no delay")
+        queue = self.queue
+        jobs = []
+        for a, k in calls:
+            body = self._body(a, k)
+            tracing.inject(span, body)
+            jobs.append(
+                queue.prepare(
+                    body,
+                    self._tag(a, k),
+                    self.priority,
+                    None,
+                    delay,
+                    run_at,
+                    max_retries=self.max_retries,
+                    visibility_timeout=self.visibility_timeout,
+                    group=self._group(a, k),
+                    expires=self.expires if expires is None else expires,
+                )
+            )
+        return queue, jobs
+
+    def _check_call(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], index: int | None = None
+    ) -> None:
+        """``check_call``; a keyword the function does not take that is an option of
+        :meth:`using` (``queue=``, ``priority=``, ...) gets a pointer to ``using()``."""
+        try:
+            check_call(self.name, self.func, args, kwargs, index)
+        except TypeError as exc:
+            options = [k for k in kwargs if k in USING_OPTIONS and repr(k) in str(exc)]
+            if not options:
+                raise
+            given = ", ".join(f"{k}=..." for k in options)
+            short = self.func.__name__
+            raise TypeError(
+                f"{exc}; {', '.join(options)}: an option of the enqueue, not an argument of "
+                f"the task: set it with using(), e.g. {short}.using({given}).enqueue(...)"
+            ) from None
+
+    # ------------------------------------------------------------------ workflows
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature: this task with these arguments, not yet sent (see
+        :mod:`django_zqueue.tasks.workflows`). In a chain it gets the previous job's return
+        value as its first argument; in a chord's callback, the list of results."""
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable signature: it gets no parent's result."""
+        return Signature(self, args, kwargs, immutable=True)
+
+    def prepare_call(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], flow: Mapping[str, Any]
+    ) -> NewJob:
+        """A workflow job of this task, validated and encoded, not sent. ``flow``: how it
+        takes part (``{"in": "one" | "list", "out": 1, "keep": 1}``): with ``in``, a
+        parent's result (or the list of them) comes first in its arguments.
+        ``InvalidArgument`` for a task with ``debounce`` or ``unique_for``: a workflow
+        job is published without those rules, as ``depends_on`` is."""
+        if self.debounce is not None or self.unique_for is not None:
+            raise InvalidArgument(
+                f"task {self.name!r}: a workflow (chain, group, chord) does not go with "
+                "debounce or unique_for"
+            )
+        received = (None,) if flow.get("in") else ()
+        self._check_call((*received, *args), kwargs)
+        body = {**self._body(args, kwargs), "flow": dict(flow)}
+        return self.queue.prepare(
+            body,
+            self._tag(args, kwargs),
+            self.priority,
+            max_retries=self.max_retries,
+            visibility_timeout=self.visibility_timeout,
+            group=self._group(args, kwargs),
+            expires=self.expires,
+        )
+
+    def _submit(
+        self,
+        calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        depends_on: Iterable[Any] | None = None,
+        expires: float | timedelta | datetime | None = None,
+    ) -> list[Job]:
+        span = tracing.start_send(self.queue_name, self.name, len(calls))
+        try:
+            # Everything is validated and encoded now, inside the caller's transaction: a
+            # bad call raises here and writes nothing, whenever the jobs are sent.
+            queue, jobs = self._prepare(calls, delay, run_at, span, expires)
+            parents = None
+            if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
+                alone = isinstance(depends_on, Job | str | OptionalParent)
+                parents = [depends_on] if alone else list(depends_on)
+            if parents is not None and (self.debounce is not None or self.unique_for is not None):
+                raise InvalidArgument(
+                    f"task {self.name!r}: depends_on does not go with debounce or unique_for"
+                )
+            deferred = self._send(queue, jobs, parents)
+        except BaseException as exc:
+            tracing.fail_send(span, exc)
+            raise
+        tracing.end_send(span, queue, [j.tag for j in jobs], deferred=deferred)
+        return [Job(j.tag, queue.name, self.name) for j in jobs]
+
+    def _send(self, queue: Queue, jobs: list[NewJob], parents: list[Any] | None = None) -> bool:
+        """Publish ``jobs`` now, or when the transaction commits (returns True then):
+        with ``ZQUEUE["OUTBOX"]``, by writing them to the outbox table in the transaction."""
+        config = conf.get_config()
+        on_commit = self.on_commit
+        if on_commit is None:
+            on_commit = config.enqueue_on_commit
+        if on_commit and transaction.get_connection(self.using_db).in_atomic_block:
+            if config.outbox and parents is None:
+                # a row in the caller's transaction: committed with it, published by the
+                # relay (outbox.py), never lost when Redis is down at commit
+                from . import outbox
+
+                outbox.write(
+                    queue.name,
+                    self.name,
+                    jobs,
+                    using=self.using_db,
+                    debounce=self.debounce,
+                    unique_for=self.unique_for,
+                )
+                return True
+
+            # sent with the transaction's other jobs, in one round trip (oncommit.py); the
+            # debounce and unique-for rules and a workflow's links by calls of their own
+            alone = None
+            if parents is not None or self.debounce is not None or self.unique_for is not None:
+                alone = functools.partial(self._publish, queue, jobs, parents)
+            deferred = oncommit.Deferred(queue, jobs, self.name, alone, outbox=parents is None)
+            oncommit.defer(self.using_db, deferred)
+            return True
+        self._publish(queue, jobs, parents)
+        return False
+
+    def _publish(self, queue: Queue, jobs: list[NewJob], parents: list[Any] | None = None) -> None:
+        """Send prepared jobs: in one round trip; each waiting for ``parents``
+        (``Queue.publish_after``); or one by one under the debounce and unique-for rules
+        (``Queue.publish_once``)."""
+        if parents is not None:
+            for job in jobs:
+                queue.publish_after(job, parents)
+            return
+        if self.debounce is None and self.unique_for is None:
+            queue.publish_prepared(jobs)
+            return
+        for job in jobs:
+            queue.publish_once(job, debounce=self.debounce, unique_for=self.unique_for)
+
+    async def _asubmit(
+        self,
+        calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        depends_on: list[Any] | None = None,
+        expires: float | timedelta | datetime | None = None,
+    ) -> list[Job]:
+        from ..queue.aio import get_async_queue
+
+        span = tracing.start_send(self.queue_name, self.name, len(calls))
+        try:
+            queue, jobs = self._prepare(calls, delay, run_at, span, expires)
+            once = self.debounce is not None or self.unique_for is not None
+            if depends_on is not None and once:
+                raise InvalidArgument(
+                    f"task {self.name!r}: depends_on does not go with debounce or unique_for"
+                )
+            if depends_on is None and not once:
+                await get_async_queue(queue.name).publish_prepared(jobs)
+            else:  # one script call per job (the once rules, a workflow's links): the sync
+                # client, in a thread
+                await asyncio.to_thread(self._publish, queue, jobs, depends_on)
+        except BaseException as exc:
+            tracing.fail_send(span, exc)
+            raise
+        tracing.end_send(span, queue, [j.tag for j in jobs], deferred=False)
+        return [Job(j.tag, queue.name, self.name) for j in jobs]
+
+    @functools.cached_property
+    def is_async(self) -> bool:
+        """True for an ``async def`` task: a worker runs it on its event-loop lane. (Read
+        for every job a worker runs: found once per task object, which is frozen.)"""
+        return inspect.iscoroutinefunction(self.func)
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """:meth:`enqueue` from asyncio code (redis-py's asyncio client, the same script).
+
+        Published at once: async code holds no open transaction (Django's
+        ``transaction.atomic`` is sync-only), so there is no commit to wait for.
+        ``depends_on`` as in :meth:`enqueue`."""
+        parents, expires = self._depends_on(kwargs), self._expires(kwargs)
+        return (await self._asubmit([(args, kwargs)], depends_on=parents, expires=expires))[0]
+
+    async def aenqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """:meth:`enqueue_in` from asyncio code."""
+        expires = self._expires(kwargs)
+        return (await self._asubmit([(args, kwargs)], delay=delay, expires=expires))[0]
+
+    async def aenqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """:meth:`enqueue_at` from asyncio code."""
+        expires = self._expires(kwargs)
+        return (await self._asubmit([(args, kwargs)], run_at=when, expires=expires))[0]
+
+    def _depends_on(self, kwargs: dict[str, Any]) -> list[Any] | None:
+        """``depends_on`` taken out of a call's keyword arguments, unless the task's
+        function has a parameter of that name."""
+        if "depends_on" not in kwargs or "depends_on" in inspect.signature(self.func).parameters:
+            return None
+        parents = kwargs.pop("depends_on")
+        if parents is None:
+            return None
+        return [parents] if isinstance(parents, Job | str | OptionalParent) else list(parents)
+
+    def _expires(self, kwargs: dict[str, Any]) -> float | timedelta | datetime | None:
+        """``expires`` taken out of a call's keyword arguments (seconds, a timedelta or an
+        aware datetime), unless the task's function has a parameter of that name."""
+        if "expires" not in kwargs or "expires" in inspect.signature(self.func).parameters:
+            return None
+        value: float | timedelta | datetime | None = kwargs.pop("expires")
+        return value
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
+        the job is published when the transaction commits (and never on rollback), with
+        the transaction's other jobs in one round trip (:mod:`.oncommit`),
+        unless ``on_commit`` is off for this task or in settings; with
+        ``ZQUEUE["OUTBOX"]`` it is written to the outbox table in the transaction and
+        published by the relay (docs/outbox.md).
+
+        ``depends_on=[job, ...]`` (Job handles, tags of the task's queue or ``(queue,
+        tag)`` pairs) makes the job wait (status ``"waiting"``) until every one of them
+        has succeeded (docs/workflows.md).
+
+        ``expires=`` (seconds or a timedelta from now, or an aware datetime; default: the
+        task's ``expires``): a job not started by then never starts and ends in the state
+        ``expired``."""
+        parents, expires = self._depends_on(kwargs), self._expires(kwargs)
+        return self._submit([(args, kwargs)], depends_on=parents, expires=expires)[0]
+
+    def enqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Like :meth:`enqueue`, to run ``delay`` seconds (or a timedelta) from now."""
+        expires = self._expires(kwargs)
+        return self._submit([(args, kwargs)], delay=delay, expires=expires)[0]
+
+    def enqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Like :meth:`enqueue`, to run at ``when`` (an aware datetime under USE_TZ)."""
+        expires = self._expires(kwargs)
+        return self._submit([(args, kwargs)], run_at=when, expires=expires)[0]
+
+    def enqueue_many(
+        self,
+        calls: Iterable[
+            tuple[Any, ...] | Mapping[str, Any] | tuple[tuple[Any, ...], Mapping[str, Any]]
+        ],
+        *,
+        depends_on: Iterable[Any] | None = None,
+    ) -> list[Job]:
+        """Enqueue many calls in one round trip. Each call is a tuple of positional
+        arguments, a dict of keyword arguments, or an ``(args, kwargs)`` pair. With
+        ``depends_on``, each waits for those jobs (one round trip per call then)."""
+        normalised: list[tuple[tuple[Any, ...], Mapping[str, Any]]] = []
+        for call in calls:
+            if isinstance(call, Mapping):
+                normalised.append(((), call))
+            elif (
+                isinstance(call, tuple)
+                and len(call) == 2
+                and isinstance(call[0], tuple)
+                and isinstance(call[1], Mapping)
+            ):
+                normalised.append((call[0], call[1]))
+            elif isinstance(call, tuple):
+                normalised.append((call, {}))
+            else:
+                raise InvalidArgument(
+                    f"enqueue_many takes tuples of arguments, dicts of keyword arguments or "
+                    f"(args, kwargs) pairs; got {call!r}"
+                )
+        if not normalised:
+            return []
+        return self._submit(normalised, depends_on=depends_on)
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """A task with its arguments, not yet sent: the unit of chains, groups and chords
+    (:mod:`django_zqueue.tasks.workflows`). ``immutable`` (``.si()``): it gets no parent's
+    result; ``optional`` (``optional(sig)``): its dependents run however it ends (its
+    failure passes None)."""
+
+    task: Task[..., Any]
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    immutable: bool = False
+    optional: bool = False
+
+    def enqueue(self) -> Job:
+        """Enqueue this one call, as ``task.enqueue(*args, **kwargs)``."""
+        return self.task._submit([(self.args, self.kwargs)])[0]
+
+
+def _by_call(value: object, what: str, task_name: str) -> Callable[..., str]:
+    """A fixed string, or a function of the call's arguments, as such a function."""
+    if isinstance(value, str):
+        problem = group_problem(value)
+        if problem:
+            raise InvalidArgument(f"task {task_name!r}: {problem}")
+        return lambda *a, **k: value
+    if not callable(value):
+        raise InvalidArgument(f"task {task_name!r}: {what} must be a string or a callable")
+    return cast("Callable[..., str]", value)
+
+
+#: the options of :meth:`Task.using`: a keyword of an enqueue that the task's function
+#: does not take and that is one of these is an option given in the wrong place
+USING_OPTIONS = frozenset(p for p in inspect.signature(Task.using).parameters if p != "self")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def task(func: Callable[P, R], /) -> Task[P, R]: ...
+
+
+@overload
+def task(
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    max_retries: int | None = None,
+    retry_backoff: Mapping[str, float] | Backoff | None = None,
+    timeout: float | None = None,
+    visibility_timeout: float | None = None,
+    tag: Callable[..., str] | None = None,
+    group: Callable[..., str] | str | None = None,
+    store_result: bool = False,
+    result_ttl: float = 86400.0,
+    on_commit: bool | None = None,
+    on_failure: Callable[..., Any] | None = None,
+    cron: str | None = None,
+    debounce: float | None = None,
+    unique_for: float | None = None,
+    isolation: Literal["thread", "process"] | None = None,
+    expires: float | None = None,
+) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+
+def task(func: Any = None, /, **options: Any) -> Any:
+    """Register a function as a task; usable bare (``@task``) or with options."""
+
+    def wrap(f: Callable[P, R]) -> Task[P, R]:
+        opts = dict(options)  # the same decorator may wrap several functions
+        name = opts.pop("name", None) or f"{f.__module__}.{f.__qualname__}"
+        backoff = opts.pop("retry_backoff", None)
+        if isinstance(backoff, Mapping):
+            backoff = conf.queue_options(name, retry_backoff=backoff).retry_backoff
+        check_job_options(
+            f"task {name!r}",
+            max_retries=opts.get("max_retries"),
+            visibility_timeout=opts.get("visibility_timeout"),
+            retry_backoff=backoff,
+        )
+        if "queue" in opts:
+            opts["queue_name"] = opts.pop("queue")
+        if opts.get("group") is not None:
+            opts["group"] = _by_call(opts["group"], "group", name)
+        ttl = opts.get("result_ttl", 1.0)
+        if (
+            isinstance(ttl, bool)
+            or not isinstance(ttl, int | float)
+            or not 0.001 <= ttl <= 10 * 365 * 86400
+        ):
+            raise InvalidArgument(f"task {name!r}: result_ttl must be a positive number of seconds")
+        timeout = opts.get("timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
+        if opts.get("isolation") not in (None, "thread", "process"):
+            raise InvalidArgument(f"task {name!r}: isolation must be 'thread' or 'process'")
+        for option in ("debounce", "unique_for", "expires"):
+            if opts.get(option) is not None:
+                opts[option] = _once_seconds(name, option, opts[option])
+        cron = opts.pop("cron", None)
+        t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
+        registry.register(t)
+        if cron is not None:
+            declare(
+                Schedule(
+                    name=t.name, task=t.name, queue=t.queue_name, cron=cron, priority=t.priority
+                )
+            )
+        return t
+
+    if func is not None:
+        return wrap(func)
+    return wrap
+
+
+def _once_seconds(name: str, option: str, value: object) -> float:
+    """A task's ``debounce`` or ``unique_for``: seconds, at least 1 ms, within 3650 days."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0.001:
+        raise InvalidArgument(f"task {name!r}: {option} must be a positive number of seconds")
+    if value > MAX_DELAY:
+        raise InvalidArgument(f"task {name!r}: {option} must be within 3650 days")
+    return float(value)
+
+
+def registered(name: str) -> Task[..., Any] | None:
+    """The registered task ``name`` (autodiscovering ``<app>.tasks`` once), or None."""
+    found = registry.get(name)
+    return found if isinstance(found, Task) else None
