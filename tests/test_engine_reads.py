@@ -123,7 +123,7 @@ def trips(read_once: Callable[[], object]) -> int:
     return len(sent)
 
 
-@pytest.mark.skipif(redis_server.TOPOLOGY != "standalone", reason="TIME off a Cluster")
+@pytest.mark.skipif(redis_server.TOPOLOGY != "standalone", reason="counts one Redis server")
 def test_each_verb_is_its_round_trips(state: State) -> None:
     q = state.q
     r = q.engine.reads
