@@ -341,7 +341,6 @@ def _outside_engine() -> list[str]:
 REDIS_USERS_OUTSIDE: set[str] = {
     f"{PKG}.{m}"
     for m in (
-        "admin.dashboard_lists",
         "queue",
         "queue.aio",
         "queue.base",
@@ -355,17 +354,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.once",
         "queue.publish",
         "queue.sets",
-        "read.finished",
-        "read.groups",
-        "read.jobs",
-        "read.links",
-        "read.overview",
-        "read.pipeline",
-        "read.reader",
-        "read.schedules",
-        "read.search",
-        "read.stats",
-        "read.workers",
         "tasks.durable",
         "tasks.watch",
         "worker.aio",

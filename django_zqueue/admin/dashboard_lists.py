@@ -240,7 +240,7 @@ def finished_page(
         raise InvalidArgument(f"ended must be None or one of {', '.join(ENDED)}")
     if not 1 <= per_page <= MAX_PER_PAGE:
         raise InvalidArgument(f"per_page must be in [1, {MAX_PER_PAGE}]")
-    merged = ended is None or len(q.engine.shards) > 1
+    merged = ended is None or q.engine.reads.partitions > 1
     max_pages = read.MAX_ENDED_MERGED // per_page if merged else None
     number = min(max(1, number), max_pages or MAX_PAGE)
     got = q.read.finished(ended, (number - 1) * per_page, per_page, errors=payload, live=True)

@@ -19,6 +19,8 @@ layout), :mod:`.consume` (claims, acks, nacks, touches as calls), :mod:`.flow`
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import (
     CLAIM_CHUNK,
     FAIR_CLAIM_CHUNK,
@@ -30,6 +32,7 @@ from .base import (
 from .consume import ACK_CHUNK, MAX_RESULT_TTL_MS, NO_RESULT, AckReply, ClaimPlan, min_hint
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, use_resolver
 from .ops import Ops, Wakeups
+from .reads import Reads
 from .shard import Shard
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "AckReply",
     "ClaimPlan",
     "Engine",
+    "Reads",
     "Shard",
     "Wakeups",
     "min_hint",
@@ -57,3 +61,8 @@ __all__ = [
 
 class Engine(Ops):
     """The engine of one queue (see the module's docstring); ``queue.engine``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: the read verbs (:class:`~.reads.Reads`)
+        self.reads = Reads(self)

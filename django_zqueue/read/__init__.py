@@ -1,6 +1,9 @@
 """The read side of queues: every read of the dashboard, the operator commands and the
 metrics, and the one place the stats hash and the workers hash are decoded (the job
-record is decoded in :mod:`django_zqueue.engine.records`).
+record is decoded in :mod:`django_zqueue.engine.records`). It holds no Redis client and
+knows no key: it asks the engine's read verbs (``engine.reads``,
+:class:`~django_zqueue.engine.reads.Reads`) and decodes, merges and shapes what they
+return.
 
 Reads never write. Each works over a queue's shards alike: an unpartitioned queue is one
 shard, and the figures of a partitioned queue are merged here (sums of counts and
@@ -25,6 +28,7 @@ walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
+from ..engine.reads import LISTED, STATES
 from .finished import (
     FINISHED_STATES,
     MAX_ENDED_MERGED,
@@ -36,7 +40,6 @@ from .groups import GroupFigures, GroupRow, group_figures
 from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_count
 from .links import MAX_LINKED, JobLinks, LinkedJob, read_links
 from .overview import Location, QueueFigures, locate, overview, valid_tag
-from .pipeline import LISTED, STATES
 from .reader import QueueReader
 from .schedules import ScheduleRow, schedules
 from .search import SearchMatch, SearchResult

@@ -1,20 +1,14 @@
 """The jobs that ended, newest first: the history of finished jobs and the dead letters.
 
 A job ends in one of four states, each a sorted set of every shard (id -> ms it ended):
+``succeeded`` and ``cancelled`` (their records kept in the history of finished jobs, by
+``keep_finished``), ``dead`` and ``expired`` (their records and last errors kept where
+they were; :mod:`django_zqueue.engine.reads.finished` names the sets and hashes).
 
-==============  ============  =====================================================
-state           set           record
-==============  ============  =====================================================
-``succeeded``   ``finished``  ``history`` (kept by ``ack``, ``keep_finished``)
-``dead``        ``dead``      ``meta``, its last error in ``errors``
-``cancelled``   ``cancels``   ``history`` (kept by ``cancel``, ``keep_finished``)
-``expired``     ``expired``   ``meta``, its error in ``errors``
-==============  ============  =====================================================
-
-A page is two round trips whatever the sets hold: Redis time, the four ``ZCARD`` and the
-range of the sets listed, per shard; then one ``HMGET`` per hash and shard for the page's
-tags only. One state on one shard is a ``ZREVRANGE`` from ``offset`` (any depth); several
-states (``state=None``), or a partitioned queue, read each set's first ``offset + limit``
+A page is two round trips whatever the sets hold: Redis time, the four counts and the
+range of the sets listed, per shard; then the records of the page's jobs only. One
+state on one shard is a range from ``offset`` (any depth); several states
+(``state=None``), or a partitioned queue, read each set's first ``offset + limit``
 entries and merge them, newest first, so ``offset + limit`` is at most
 ``MAX_ENDED_MERGED`` (2,000) there: the merge reads and sorts that many entries of each
 set (four sets of 10,000 took 120 ms with the page's rendering; 2,000, about 35 ms).
@@ -27,22 +21,16 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..engine.records import JobInfo, Record, decode_json, from_ms, text
+from ..engine.reads import FINISHED_STATES as FINISHED_STATES
+from ..engine.reads import Ended, EndedHashes
+from ..engine.records import JobInfo, Record, decode_json, from_ms
 from ..engine.records.attempts import last_error
 from ..engine.records.codec import split_kept, split_record
-from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import InvalidArgument
-from .pipeline import Timed, counts_of, queue_counts, queue_waiting, take, waiting_of
 
 if TYPE_CHECKING:
     from .source import Readable
 
-#: the states of a job that ended, in the order a tie (same ms) lists them
-FINISHED_STATES = ("succeeded", "dead", "cancelled", "expired")
-#: the sorted set of each ended state (a field of QueueKeys)
-_SET = {"succeeded": "finished", "dead": "dead", "cancelled": "cancels", "expired": "expired"}
-#: the hash holding the record of a job of each ended state
-_RECORDS = {"succeeded": "history", "dead": "meta", "cancelled": "history", "expired": "meta"}
 #: most jobs one page of finished jobs may list
 MAX_FINISHED_LIMIT = 1000
 #: a merged listing of ended jobs (several states, or partitions) reads the newest
@@ -130,6 +118,29 @@ def check_finished_state(state: str | None) -> str | None:
     return state
 
 
+def check_page(state: str | None, offset: int, limit: int, shards: int) -> bool:
+    """Check a page's arguments (``InvalidArgument``); whether it is merged (several
+    states, or partitions), and then ``offset + limit`` is at most ``MAX_ENDED_MERGED``."""
+    check_finished_state(state)
+    if offset < 0 or not 1 <= limit <= MAX_FINISHED_LIMIT:
+        raise InvalidArgument(f"offset must be >= 0 and limit in [1, {MAX_FINISHED_LIMIT}]")
+    merged = state is None or shards > 1
+    if merged and offset + limit > MAX_ENDED_MERGED:
+        raise InvalidArgument(
+            f"offset + limit must be at most {MAX_ENDED_MERGED} when several states or partitions "
+            f"are listed (got offset={offset}, limit={limit}): list one state to go deeper"
+        )
+    return merged
+
+
+def newest_first(entries: list[Ended], offset: int, limit: int) -> list[Ended]:
+    """The page of ``entries`` (several sets' newest, read from 0) from ``offset``, newest
+    first; a tie by state, then shard, then tag (stable across reads)."""
+    rank = {name: i for i, name in enumerate(FINISHED_STATES)}
+    entries = sorted(entries, key=lambda e: (-e[2], rank[e[1]], e[3], e[0].encode("utf-8")))
+    return entries[offset : offset + limit]
+
+
 def read_finished(
     q: Readable,
     state: str | None = None,
@@ -143,102 +154,37 @@ def read_finished(
     two round trips. With ``errors``, the last error of dead and expired jobs is read too;
     with ``live``, the counts of the other states (in the first round trip). An offset
     past the end gives an empty page."""
-    state = check_finished_state(state)
-    if offset < 0 or not 1 <= limit <= MAX_FINISHED_LIMIT:
-        raise InvalidArgument(f"offset must be >= 0 and limit in [1, {MAX_FINISHED_LIMIT}]")
+    merged = check_page(state, offset, limit, q.reads.partitions)
     states = FINISHED_STATES if state is None else (state,)
-    merged = len(states) > 1 or len(q.shards) > 1
-    if merged and offset + limit > MAX_ENDED_MERGED:
-        raise InvalidArgument(
-            f"offset + limit must be at most {MAX_ENDED_MERGED} when several states or partitions "
-            f"are listed (got offset={offset}, limit={limit}): list one state to go deeper"
-        )
-    shards = q.shards
     start = 0 if merged else offset
-    with unavailable_as_error():
-        timed = Timed(q.client, shards[0].keys.finished, transaction=len(shards) == 1)
-        for s in shards:
-            for name in FINISHED_STATES:
-                timed.pipe.zcard(getattr(s.keys, _SET[name]))
-        for s in shards:
-            for name in states:
-                key = getattr(s.keys, _SET[name])
-                timed.pipe.zrevrange(key, start, offset + limit - 1, withscores=True)
-        if live:
-            queue_counts(timed.pipe, shards)
-            queue_waiting(timed.pipe, shards)
-        now_ms, replies = timed.execute()
-    got = [int(x) for x in take(replies, len(FINISHED_STATES) * len(shards))]
-    counts = {name: sum(got[i :: len(FINISHED_STATES)]) for i, name in enumerate(FINISHED_STATES)}
-    entries: list[tuple[str, str, float, int]] = []  # (tag, state, ms, shard)
-    for p in range(len(shards)):
-        for name in states:
-            entries += [(text(tag), name, float(sc), p) for tag, sc in next(replies)]
-    other: dict[str, int] = {}
-    if live:
-        other = counts_of(replies, len(shards))
-        other["waiting"] = waiting_of(replies, len(shards))
-    if merged:
-        rank = {name: i for i, name in enumerate(FINISHED_STATES)}
-        # newest first; a tie by state, then shard, then tag (stable across reads)
-        entries.sort(key=lambda e: (-e[2], rank[e[1]], e[3], e[0].encode("utf-8")))
-        entries = entries[offset : offset + limit]
+    got = q.reads.ended_range(states, start, offset + limit - 1, live=live)
+    entries = newest_first(got.entries, offset, limit) if merged else got.entries
+    found = q.reads.ended_hashes(entries, errors)
     return FinishedPage(
         state=state,
-        counts=counts,
-        jobs=_read_records(q, entries, errors),
+        counts=got.counts,
+        jobs=[finished_job(e, h) for e, h in zip(entries, found, strict=True)],
         offset=offset,
         limit=limit,
-        now_ms=now_ms,
+        now_ms=got.now_ms,
         max_total=MAX_ENDED_MERGED if merged else None,
-        live=other,
+        live=got.live,
     )
 
 
-def _read_records(
-    q: Readable, entries: list[tuple[str, str, float, int]], errors: bool
-) -> list[FinishedJob]:
-    """One round trip: per shard, ``HMGET history`` of the succeeded and cancelled jobs,
-    ``HMGET meta`` and ``HMGET body`` (bodies of the JSON layout) of the dead and expired
-    ones, and with ``errors`` their ``HMGET errors``."""
-    if not entries:
-        return []
-    wanted: dict[tuple[int, str], list[str]] = {}  # (shard, hash) -> tags
-    for tag, name, _, p in entries:
-        hashes = ("history",) if _RECORDS[name] == "history" else ("meta", "body")
-        if errors and _RECORDS[name] == "meta":
-            hashes = (*hashes, "errors")
-        for h in hashes:
-            tags = wanted.setdefault((p, h), [])
-            if tag not in tags:
-                tags.append(tag)
-    with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=False)
-        for (p, h), tags in wanted.items():
-            pipe.hmget(getattr(q.shards[p].keys, h), tags)
-        replies = iter(pipe.execute())
-    found: dict[tuple[int, str, str], Any] = {}
-    for (p, h), tags in wanted.items():
-        for tag, value in zip(tags, next(replies), strict=True):
-            found[(p, h, tag)] = value
-    out = []
-    for tag, name, ms, p in entries:
-        kept = _RECORDS[name] == "history"
-        raw = found.get((p, _RECORDS[name], tag))
-        body = found.get((p, "body", tag))
-        if raw:
-            with contextlib.suppress(ValueError):  # an unreadable record: Record() below
-                body = (split_kept(raw) if kept else split_record(raw))[1] or body
-        error = found.get((p, "errors", tag))
-        out.append(
-            FinishedJob(
-                tag=tag,
-                state=name,
-                ended_ms=ms,
-                shard=p,
-                record=Record.decode(raw, kept=kept),
-                body=decode_json(body),
-                error=last_error(error) if error else None,
-            )
-        )
-    return out
+def finished_job(entry: Ended, found: EndedHashes) -> FinishedJob:
+    """One listed job that ended, from what its hashes hold."""
+    tag, name, ms, p = entry
+    raw, body = found.record, found.body
+    if raw:
+        with contextlib.suppress(ValueError):  # an unreadable record: Record() below
+            body = (split_kept(raw) if found.kept else split_record(raw))[1] or body
+    return FinishedJob(
+        tag=tag,
+        state=name,
+        ended_ms=ms,
+        shard=p,
+        record=Record.decode(raw, kept=found.kept),
+        body=decode_json(body),
+        error=last_error(found.error) if found.error else None,
+    )

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..engine.records import Record, text
-from ..engine.redis.connection import server_time_ms, unavailable_as_error
+from ..engine.records import Record
 from ..exceptions import InvalidArgument
 
 if TYPE_CHECKING:
@@ -55,59 +54,21 @@ def group_figures(queue: Readable, top: int = 20, sample: int = 1000) -> GroupFi
     """Per-group counts of ``queue`` (see the module docstring)."""
     if not 1 <= top <= 1000 or not 1 <= sample <= MAX_SAMPLE:
         raise InvalidArgument(f"top must be in [1, 1000] and sample in [1, {MAX_SAMPLE}]")
-    ready: Counter[str] = Counter()
-    inflight: Counter[str] = Counter()
-    exact = True
-    with unavailable_as_error():
-        pipe = queue.client.pipeline(transaction=False)
-        for s in queue.shards:
-            pipe.zrange(s.keys.ready, 0, sample)  # one more: is there more than sample?
-            pipe.zrange(s.keys.leased, 0, sample)
-        listed = pipe.execute()
-        pipe = queue.client.pipeline(transaction=False)
-        wanted = []
-        for i, s in enumerate(queue.shards):
-            for j, counter in ((2 * i, ready), (2 * i + 1, inflight)):
-                tags = listed[j]
-                exact = exact and len(tags) <= sample
-                tags = tags[:sample]
-                if tags:
-                    pipe.hmget(s.keys.meta, tags)
-                    wanted.append(counter)
-        for counter, metas in zip(wanted, pipe.execute(), strict=True):
-            for raw in metas:
-                record = Record.decode(raw)
-                if record is not None:
-                    counter[record.group or NO_GROUP] += 1
-        names = sorted(set(ready) | set(inflight), key=lambda g: (-ready[g], -inflight[g], g))
-        chosen = names[:top]
-        started = _starts(queue, chosen)
+    got = queue.reads.group_sample(sample)
+    ready = _by_group(got.ready)
+    inflight = _by_group(got.inflight)
+    names = sorted(set(ready) | set(inflight), key=lambda g: (-ready[g], -inflight[g], g))
+    chosen = names[:top]
+    started = queue.reads.group_starts(chosen)
     rows = [GroupRow(g, ready[g], inflight[g], *started.get(g, (0, 0))) for g in chosen]
-    return GroupFigures(rows, exact, len(names))
+    return GroupFigures(rows, got.exact, len(names))
 
 
-def _starts(queue: Readable, groups: list[str]) -> dict[str, tuple[int, int]]:
-    """(this minute, the minute before) starts of each group, summed over the shards;
-    a shard whose counts are older than that counts 0."""
-    if not groups:
-        return {}
-    minute = server_time_ms(queue.client, queue.keys.ctr) // 60000
-    pipe = queue.client.pipeline(transaction=False)
-    for s in queue.shards:
-        pipe.hget(s.keys.ctr, "gmin")
-        pipe.hmget(s.keys.gstarts, groups)
-        pipe.hmget(s.keys.gstarts_prev, groups)
-    replies = pipe.execute()
-    out = dict.fromkeys(groups, (0, 0))
-    for i in range(len(queue.shards)):
-        held, cur, prev = replies[3 * i : 3 * i + 3]
-        held_minute = int(text(held)) if held is not None else -2
-        for g, c, p in zip(groups, cur, prev, strict=True):
-            this, before = out[g]
-            if held_minute == minute:
-                this += int(c or 0)
-                before += int(p or 0)
-            elif held_minute == minute - 1:
-                before += int(c or 0)
-            out[g] = (this, before)
-    return out
+def _by_group(records: list[Any]) -> Counter[str]:
+    """Jobs per group of the records read (as stored; one not readable is left out)."""
+    counter: Counter[str] = Counter()
+    for raw in records:
+        record = Record.decode(raw)
+        if record is not None:
+            counter[record.group or NO_GROUP] += 1
+    return counter

@@ -20,31 +20,12 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..engine.reads import Entry, JobHashes, StateRange, check_state
 from ..engine.records import JobInfo, Progress, Record, decode_json
 from ..engine.records.attempts import last_error
 from ..engine.records.codec import split_record
 from ..engine.records.links import Links
-from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import InvalidArgument
-from .links import link_counts_of, queue_link_counts
-from .pipeline import (
-    Entry,
-    Timed,
-    ahead_of,
-    check_state,
-    counts_of,
-    ended_of,
-    merged_range,
-    queue_ahead,
-    queue_counts,
-    queue_ended,
-    queue_range,
-    queue_run_stats,
-    queue_waiting,
-    run_stats_of,
-    take,
-    waiting_of,
-)
 from .stats import live_threads_now, mean_run_ms
 
 if TYPE_CHECKING:
@@ -120,7 +101,7 @@ def read_listing(
     state = check_state(state, waiting=True)
     if number < 1 or not 1 <= per_page <= MAX_LIMIT:
         raise InvalidArgument(f"number must be >= 1 and per_page in [1, {MAX_LIMIT}]")
-    max_pages = None if len(q.shards) == 1 else max(1, MAX_MERGED // per_page)
+    max_pages = None if q.reads.partitions == 1 else max(1, MAX_MERGED // per_page)
     if max_pages is not None:
         number = min(number, max_pages)
     got = _read_range(q, state, number, per_page)
@@ -149,88 +130,42 @@ def read_listing(
 def _read_range(
     q: Readable, state: str, number: int, per_page: int, *, ended: bool = True
 ) -> _Range:
-    """One round trip: ``TIME``, eight ``ZCARD`` (the four states, ``wait``, and, with
-    ``ended``, ``finished``, ``cancels``, ``expired``: the jobs that ended) and the
-    range of each shard, for ready jobs also ``HMGET stats acked run_ms`` of each shard
-    and ``HGETALL workers``. One shard's reads are one transaction (one snapshot)."""
-    shards = q.shards
-    offset = (number - 1) * per_page
-    with unavailable_as_error():
-        timed = Timed(q.client, shards[0].keys.ready, transaction=len(shards) == 1)
-        queue_counts(timed.pipe, shards)
-        queue_waiting(timed.pipe, shards)
-        if ended:
-            queue_ended(timed.pipe, shards)
-        queue_range(timed.pipe, shards, state, offset, per_page)
-        if state == "ready":
-            queue_run_stats(timed.pipe, shards)
-            timed.pipe.hgetall(q.keys.workers)
-        now_ms, replies = timed.execute()
-    n = len(shards)
-    counts = counts_of(replies, n)
-    counts["waiting"] = waiting_of(replies, n)
-    ended_n = counts["dead"] + ended_of(replies, n) if ended else 0
-    if n == 1:
-        merged, entries = None, merged_range(replies, 1, state, offset, per_page)
-    else:
-        merged = merged_range(replies, n, state, 0, n * (offset + per_page))
-        entries = merged[offset : offset + per_page]
+    """One round trip (:meth:`Reads.state_range
+    <django_zqueue.engine.reads.Reads.state_range>`): the counts (with ``ended``, of the
+    jobs that ended too), Redis time and the page of each shard, merged; for ready jobs
+    also the run-time counters and the workers."""
+    got: StateRange = q.reads.state_range(state, (number - 1) * per_page, per_page, ended=ended)
     if state != "ready":
-        return _Range(counts, entries, now_ms, 0, None, merged, ended_n)
-    mean = mean_run_ms(*run_stats_of(replies, n))
-    workers = live_threads_now(next(replies))
-    return _Range(counts, entries, now_ms, workers, mean, merged, ended_n)
+        return _Range(got.counts, got.entries, got.now_ms, 0, None, got.merged, got.ended)
+    mean = mean_run_ms(got.acked, got.run_ms)
+    workers = live_threads_now(got.workers)
+    return _Range(got.counts, got.entries, got.now_ms, workers, mean, got.merged, got.ended)
 
 
 def _read_hashes(q: Readable, state: str, entries: list[Entry], errors: bool) -> list[ListedJob]:
-    """One round trip: ``HMGET`` of the record (and body, for the JSON layout) of the
-    page's tags, and of their progress (leased) or errors (dead, with ``errors``), one per
-    hash and shard; for
-    waiting jobs also ``HMGET wf:<id> need got`` of each."""
-    hashes = ["meta", "body"]
-    if state == "leased":
-        hashes.append("progress")
-    if state == "dead" and errors:
-        hashes.append("errors")
-    by_shard: dict[int, list[str]] = {}
-    for tag, _, p in entries:
-        by_shard.setdefault(p, []).append(tag)
-    if not by_shard:
-        return []
-    with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=False)
-        for p, tags in by_shard.items():
-            for name in hashes:
-                pipe.hmget(getattr(q.shards[p].keys, name), tags)
-        if state == "waiting":
-            queue_link_counts(pipe, [q.shards[p].keys.wf(tag) for tag, _, p in entries])
-        replies = iter(pipe.execute())
-    found: dict[tuple[int, str], dict[str, Any]] = {}
-    for p, tags in by_shard.items():
-        columns = take(replies, len(hashes))
-        for i, tag in enumerate(tags):
-            found[(p, tag)] = {name: col[i] for name, col in zip(hashes, columns, strict=True)}
-    links = link_counts_of(replies, len(entries)) if state == "waiting" else []
-    out = []
-    for i, (tag, score, p) in enumerate(entries):
-        values = found[(p, tag)]
-        body = values["body"]
-        if values["meta"]:
-            with contextlib.suppress(ValueError):  # an unreadable record: Record() below
-                body = split_record(values["meta"])[1] or body
-        out.append(
-            ListedJob(
-                tag=tag,
-                score=score,
-                shard=p,
-                record=Record.decode(values["meta"]),
-                body=decode_json(body),
-                progress=Progress.decode(values.get("progress")),
-                error=last_error(values.get("errors")),
-                links=links[i] if links else None,
-            )
-        )
-    return out
+    """The page's jobs with their records, bodies, progress (leased), errors (dead, with
+    ``errors``) or links' counts (waiting): one round trip (:meth:`Reads.job_hashes
+    <django_zqueue.engine.reads.Reads.job_hashes>`)."""
+    found = q.reads.job_hashes(state, entries, errors)
+    return [_listed(entry, hashes) for entry, hashes in zip(entries, found, strict=True)]
+
+
+def _listed(entry: Entry, values: JobHashes) -> ListedJob:
+    tag, score, p = entry
+    body = values.body
+    if values.meta:
+        with contextlib.suppress(ValueError):  # an unreadable record: Record() below
+            body = split_record(values.meta)[1] or body
+    return ListedJob(
+        tag=tag,
+        score=score,
+        shard=p,
+        record=Record.decode(values.meta),
+        body=decode_json(body),
+        progress=Progress.decode(values.progress),
+        error=last_error(values.errors),
+        links=values.links,
+    )
 
 
 # ---------------------------------------------------------------- one job
@@ -246,38 +181,16 @@ class JobReading:
     mean_run_ms: float | None
 
 
-def read_info(q: Readable, tag: str, *, with_body: bool = True) -> JobInfo | None:
-    """As :meth:`Queue.info`: the ``info`` script, and on a partitioned queue, for a ready
-    job, the jobs of the other shards ahead of it (one more round trip)."""
-    with unavailable_as_error():
-        info = q.run(q.info_call(tag, with_body=with_body))
-        if info is None or info.rank is None or info.score is None or len(q.shards) == 1:
-            return info
-        pipe = q.client.pipeline(transaction=False)
-        n = queue_ahead(pipe, q.shards, info.score, q.shard_for(tag).index)
-        ahead = ahead_of(iter(pipe.execute()), n)
-    return replace(info, rank=info.rank + ahead)
-
-
 def read_job(q: Readable, tag: str) -> JobReading | None:
-    """One job with its body, or None. Two round trips: the ``info`` script, then
-    ``TIME``, ``HMGET stats acked run_ms`` of each shard, ``HGETALL workers`` and, for a
-    ready job of a partitioned queue, ``ZCOUNT`` in the other shards (its global rank)."""
-    with unavailable_as_error():
-        info = q.run(q.info_call(tag, with_body=True))
+    """One job with its body, or None. Two round trips: the ``info`` script, then Redis
+    time, the run-time counters, the workers and, for a ready job of a partitioned queue,
+    the jobs of the other shards ahead of it (its global rank)."""
+    info = q.reads.info(tag, ranked=False)  # ranked below, with the figures
     if info is None:
         return None
-    shards, shard = q.shards, q.shard_for(tag)
-    with unavailable_as_error():
-        timed = Timed(q.client, shard.keys.stats)
-        queue_run_stats(timed.pipe, shards)
-        timed.pipe.hgetall(q.keys.workers)
-        n = 0
-        if info.rank is not None and info.score is not None:
-            n = queue_ahead(timed.pipe, shards, info.score, shard.index)
-        now_ms, replies = timed.execute()
-    mean = mean_run_ms(*run_stats_of(replies, len(shards)))
-    workers = live_threads_now(next(replies))
-    if n:
-        info = replace(info, rank=(info.rank or 0) + ahead_of(replies, n))
-    return JobReading(info=info, now_ms=now_ms, workers=workers, mean_run_ms=mean)
+    got = q.reads.job_figures(info)
+    if got.ahead:
+        info = replace(info, rank=(info.rank or 0) + got.ahead)
+    mean = mean_run_ms(got.acked, got.run_ms)
+    workers = live_threads_now(got.workers)
+    return JobReading(info=info, now_ms=got.now_ms, workers=workers, mean_run_ms=mean)

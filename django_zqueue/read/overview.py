@@ -2,33 +2,20 @@
 and where a job is (the search).
 
 Both read every queue of one Redis client in one pipeline, whatever the queues hold:
-``O(1)`` or ``O(log N)`` commands per shard, no ``KEYS``, ``SCAN`` or script.
+``O(1)`` or ``O(log N)`` commands per shard, no ``KEYS``, ``SCAN`` or script
+(:meth:`Reads.figures <django_zqueue.engine.reads.Reads.figures>`,
+:meth:`Reads.places <django_zqueue.engine.reads.Reads.places>`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import redis
-
+from ..engine.reads import QueueSnapshot, Reads
 from ..engine.records import Record, score_text
 from ..engine.records.validate import MAX_TAG_BYTES
-from ..engine.redis.connection import unavailable_as_error
-from .pipeline import (
-    STATES,
-    Replies,
-    Timed,
-    ahead_of,
-    by_client,
-    counts_of,
-    head,
-    queue_ahead,
-    queue_counts,
-    queue_range,
-    take,
-)
 from .stats import Minute, counters, decode_stats, live_threads_now, merge_stats, minutes
 
 if TYPE_CHECKING:
@@ -79,77 +66,24 @@ def overview(queues: Sequence[Readable]) -> list[QueueFigures]:
     of its pause key (the first shard's: a pause writes every shard's) and ``ZCARD wait``
     of each shard (workflows); then one
     ``HGET meta`` of the first job of each queue that has one."""
-    out: dict[str, QueueFigures] = {}
-    for group in by_client(queues):
-        with unavailable_as_error():
-            timed = Timed(group[0].client, group[0].keys.ready)
-            for q in group:
-                queue_counts(timed.pipe, q.shards)
-                for s in q.shards:
-                    timed.pipe.hgetall(s.keys.stats)
-                queue_range(timed.pipe, q.shards, "ready", 0, 1)
-                timed.pipe.hgetall(q.keys.workers)
-                timed.pipe.exists(q.shards[0].keys.paused)
-                for s in q.shards:
-                    timed.pipe.zcard(s.keys.wait)
-            now_ms, replies = timed.execute()
-            reads = [_QueueRead.of(q, replies) for q in group]
-            heads = _head_records(group[0].client, reads)
-        for r in reads:
-            out[r.queue.name] = r.figures(heads.get(r.queue.name), now_ms)
-    return [out[q.name] for q in queues]
+    return [_figures(got) for got in Reads.figures([q.reads for q in queues])]
 
 
-@dataclass(frozen=True, slots=True)
-class _QueueRead:
-    """What the first round trip of :func:`overview` read of one queue."""
-
-    queue: Readable
-    counts: dict[str, int]
-    stats: dict[str, int]
-    head: tuple[str, int] | None  # (tag, shard) of the job at rank 0
-    workers: int
-    paused: bool
-    waiting: int
-
-    @classmethod
-    def of(cls, q: Readable, replies: Replies) -> _QueueRead:
-        n = len(q.shards)
-        counts = counts_of(replies, n)
-        stats = merge_stats([decode_stats(raw) for raw in take(replies, n)])
-        first = head(replies, n)
-        workers = live_threads_now(next(replies))
-        paused = bool(int(next(replies)))
-        waiting = sum(int(x) for x in take(replies, n))
-        where = None if first is None else (first[0], first[2])
-        return cls(q, counts, stats, where, workers, paused, waiting)
-
-    def figures(self, record: Record | None, now_ms: int) -> QueueFigures:
-        c = self.counts
-        return QueueFigures(
-            name=self.queue.name,
-            ready=c["ready"],
-            delayed=c["delayed"],
-            inflight=c["leased"],
-            dead=c["dead"],
-            stats=self.stats,
-            workers=self.workers,
-            head=record,
-            now_ms=now_ms,
-            paused=self.paused,
-            waiting=self.waiting,
-        )
-
-
-def _head_records(client: redis.Redis, reads: Sequence[_QueueRead]) -> dict[str, Record | None]:
-    """The record of each queue's first job, by queue name: one round trip."""
-    firsts = [(r.queue, r.head) for r in reads if r.head is not None]
-    if not firsts:
-        return {}
-    pipe = client.pipeline(transaction=False)
-    for q, (tag, p) in firsts:
-        pipe.hget(q.shards[p].keys.meta, tag)
-    return {q.name: Record.decode(raw) for (q, _), raw in zip(firsts, pipe.execute(), strict=True)}
+def _figures(got: QueueSnapshot) -> QueueFigures:
+    c = got.counts
+    return QueueFigures(
+        name=got.name,
+        ready=c["ready"],
+        delayed=c["delayed"],
+        inflight=c["leased"],
+        dead=c["dead"],
+        stats=merge_stats([decode_stats(raw) for raw in got.stats]),
+        workers=live_threads_now(got.workers),
+        head=None if got.head is None else Record.decode(got.record),
+        now_ms=got.now_ms,
+        paused=got.paused,
+        waiting=got.waiting,
+    )
 
 
 # ---------------------------------------------------------------- where a job is
@@ -186,58 +120,7 @@ def locate(queues: Sequence[Readable], tag: str) -> list[Location]:
     tag is found nowhere."""
     if not valid_tag(tag):
         return []
-    found: dict[str, Location] = {}
-    for group in by_client(queues):
-        with unavailable_as_error():
-            pipe = group[0].client.pipeline(transaction=False)
-            for q in group:
-                k = q.keys_for(tag)
-                for key in (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired):
-                    pipe.zscore(key, tag)
-                pipe.zrank(k.ready, tag)
-                pipe.hexists(k.meta, tag)
-                pipe.zscore(k.finished, tag)
-                pipe.zscore(k.cancels, tag)
-            replies = iter(pipe.execute())
-            places = [_place(q, tag, take(replies, 10)) for q in group]
-            places = _ranked(group[0].client, group, places)
-        found.update((loc.queue, loc) for loc in places if loc is not None)
-    return [found[q.name] for q in queues if q.name in found]
-
-
-def _place(q: Readable, tag: str, replies: list[Any]) -> Location | None:
-    *scores, rank, has_record, succeeded, cancelled = replies
-    for state, score in zip((*STATES, "waiting", "expired"), scores, strict=True):
-        if score is not None:
-            own = int(rank) if state == "ready" and rank is not None else None
-            return Location(q.name, tag, state, float(score), own)
-    if has_record:
-        return Location(q.name, tag, "orphan", None, None)
-    # ended, and kept in the history of finished jobs (info.lua reads it the same way)
-    for state, score in (("succeeded", succeeded), ("cancelled", cancelled)):
-        if score is not None:
-            return Location(q.name, tag, state, float(score), None)
-    return None
-
-
-def _ranked(
-    client: redis.Redis, group: Sequence[Readable], places: list[Location | None]
-) -> list[Location | None]:
-    """``places`` with the rank of a ready job of a partitioned queue made global: the
-    jobs ahead of it in the other shards added (one round trip, when there are any)."""
-    pipe = client.pipeline(transaction=False)
-    counted = []
-    for q, loc in zip(group, places, strict=True):
-        if loc is not None and loc.rank is not None and loc.score is not None:
-            index = q.shard_for(loc.tag).index
-            counted.append((loc, queue_ahead(pipe, q.shards, loc.score, index)))
-    if not any(n for _, n in counted):
-        return places
-    replies = iter(pipe.execute())
-    ahead = {id(loc): ahead_of(replies, n) for loc, n in counted}
     return [
-        loc
-        if loc is None or id(loc) not in ahead
-        else Location(loc.queue, loc.tag, loc.state, loc.score, (loc.rank or 0) + ahead[id(loc)])
-        for loc in places
+        Location(p.queue, tag, p.state, p.score, p.rank)
+        for p in Reads.places([q.reads for q in queues], tag)
     ]

@@ -5,29 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..engine.reads import Entry, check_state
 from ..engine.records import JobInfo
-from ..engine.redis.connection import is_cluster, server_time_ms, unavailable_as_error
 from ..exceptions import InvalidArgument
 from .finished import FinishedPage, read_finished
 from .groups import GroupFigures, group_figures
-from .jobs import (
-    MAX_MERGED,
-    JobReading,
-    Listing,
-    read_info,
-    read_job,
-    read_listing,
-)
+from .jobs import MAX_MERGED, JobReading, Listing, read_job, read_listing
 from .links import JobLinks, Progress, read_links, read_progress
-from .pipeline import (
-    Entry,
-    check_state,
-    counts_of,
-    merged_range,
-    queue_counts,
-    queue_range,
-    redis_ms,
-)
 from .search import SearchResult, search
 from .stats import counters, decode_stats, live_thread_count, local_ms, merge_stats, minute_rows
 
@@ -43,31 +27,18 @@ class QueueReader:
 
     def total_count(self) -> int:
         """Jobs waiting in line (ready)."""
-        q = self.queue
-        if len(q.shards) > 1:
-            return self.counts()["ready"]
-        with unavailable_as_error():
-            return int(q.client.zcard(q.keys.ready))
+        return self.queue.reads.ready_count()
 
     def counts(self) -> dict[str, int]:
         """Jobs per state: ``ready``, ``delayed``, ``inflight``, ``dead`` (one snapshot of
         one shard; on a partitioned queue, the sums of one read of each partition)."""
-        q = self.queue
-        with unavailable_as_error():
-            pipe = q.client.pipeline(transaction=len(q.shards) == 1)
-            queue_counts(pipe, q.shards)
-            got = counts_of(iter(pipe.execute()), len(q.shards))
+        got = self.queue.reads.state_counts()
         got["inflight"] = got.pop("leased")
         return {name: got[name] for name in ("ready", "delayed", "inflight", "dead")}
 
     def stats_fields(self) -> dict[str, int]:
         """The decoded stats hash, merged over the shards (:func:`merge_stats`)."""
-        q = self.queue
-        with unavailable_as_error():
-            pipe = q.client.pipeline(transaction=False)
-            for s in q.shards:
-                pipe.hgetall(s.keys.stats)
-            return merge_stats([decode_stats(raw) for raw in pipe.execute()])
+        return merge_stats([decode_stats(raw) for raw in self.queue.reads.stats_hashes()])
 
     def stats(self) -> dict[str, int]:
         """Lifetime counters: enqueued, claimed, acked, failed, retried, dead, expired, ..."""
@@ -77,30 +48,14 @@ class QueueReader:
         """See :meth:`Queue.minutes <django_zqueue.queue.Queue.minutes>`."""
         if not 1 <= last <= 63:
             raise InvalidArgument("last must be in [1, 63]")
-        q = self.queue
-        with unavailable_as_error():
-            # a cluster pipeline takes no TIME, and shards may live on several nodes
-            own_time = len(q.shards) == 1 and not is_cluster(q.client)
-            now_ms = 0 if own_time else server_time_ms(q.client, q.keys.stats)
-            pipe = q.client.pipeline(transaction=False)
-            if own_time:
-                pipe.time()
-            for s in q.shards:
-                pipe.hgetall(s.keys.stats)
-                pipe.zcard(s.keys.ready)
-            replies = pipe.execute()
-        if own_time:
-            now_ms = redis_ms(replies.pop(0))
-        fields = merge_stats([decode_stats(raw) for raw in replies[0::2]])
-        depth = sum(int(n) for n in replies[1::2])
-        return minute_rows(fields, now_ms // 60000, last, depth)
+        got = self.queue.reads.minute_reading()
+        fields = merge_stats([decode_stats(raw) for raw in got.stats])
+        return minute_rows(fields, got.now_ms // 60000, last, got.ready)
 
     def live_threads(self, within: float = 30.0) -> int:
         """Worker threads serving this queue, as registered by workers seen in the last
         ``within`` seconds."""
-        q = self.queue
-        with unavailable_as_error():
-            raw = q.client.hgetall(q.keys.workers)
+        raw = self.queue.reads.workers_hash()
         return live_thread_count(raw, local_ms() - within * 1000)
 
     def page(self, state: str, offset: int, limit: int) -> list[Entry]:
@@ -109,30 +64,18 @@ class QueueReader:
         tag); dead descends (most recent first). Reads ``offset + limit`` entries of each
         shard, so ``offset + limit`` must be at most ``MAX_MERGED`` on a partitioned
         queue."""
-        q = self.queue
-        n = len(q.shards)
+        n = self.queue.reads.partitions
         if offset < 0 or limit < 1 or (n > 1 and offset + limit > MAX_MERGED):
             raise InvalidArgument(
                 f"offset + limit must be at most {MAX_MERGED} on a partitioned queue "
                 f"(got offset={offset}, limit={limit})"
             )
-        name = check_state(state)
-        with unavailable_as_error():
-            pipe = q.client.pipeline(transaction=False)
-            queue_range(pipe, q.shards, name, offset, limit)
-            replies = iter(pipe.execute())
-        return merged_range(replies, n, name, offset, limit)
+        return self.queue.reads.state_page(check_state(state), offset, limit)
 
     def infos(self, entries: Sequence[tuple[str, int]], *, with_body: bool = True) -> list[JobInfo]:
         """:class:`JobInfo` of ``(tag, shard index)`` pairs, in one round trip; jobs gone
         in the meantime are left out."""
-        q = self.queue
-        if not entries:
-            return []
-        batch = q.batch()
-        pending = [batch.add(q.shards[p].info(tag, with_body)) for tag, p in entries]
-        q.send(batch)
-        return [info for p in pending if (info := p.result()) is not None]
+        return self.queue.reads.infos(entries, with_body=with_body)
 
     def dead_letters(self, offset: int = 0, limit: int = 50) -> list[JobInfo]:
         """Dead jobs, most recent first, with their last error (one page). Two round
@@ -159,7 +102,7 @@ class QueueReader:
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, its rank in the whole queue (see
         :meth:`Queue.info <django_zqueue.queue.Queue.info>`)."""
-        return read_info(self.queue, tag, with_body=with_body)
+        return self.queue.reads.info(tag, with_body=with_body)
 
     def job(self, tag: str) -> JobReading | None:
         """One job with its body, and the figures of its ETA (:func:`~.jobs.read_job`).
@@ -183,11 +126,7 @@ class QueueReader:
 
     def waiting_count(self) -> int:
         """Jobs waiting for their parents (workflows), over all shards."""
-        with unavailable_as_error():
-            pipe = self.queue.client.pipeline(transaction=False)
-            for s in self.queue.shards:
-                pipe.zcard(s.keys.wait)
-            return sum(int(n) for n in pipe.execute())
+        return self.queue.reads.waiting_count()
 
     def listing(
         self, state: str, number: int = 1, per_page: int = 50, *, errors: bool = False

@@ -20,9 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.redis.connection import unavailable_as_error
+from ..engine.reads import SET_OF, check_state
 from ..exceptions import InvalidArgument
-from .pipeline import SET_OF, check_state
 
 if TYPE_CHECKING:
     from .source import Readable
@@ -111,26 +110,24 @@ def search(
         raise InvalidArgument("max_steps must be at least 1")
     name = check_state(state, waiting=True)
     set_name = SET_OF.get(name, name)
-    shards = queue.shards
-    shard, after = (0, None) if cursor is None else decode_cursor(cursor, len(shards))
+    shards = queue.reads.partitions
+    shard, after = (0, None) if cursor is None else decode_cursor(cursor, shards)
     matches: list[SearchMatch] = []
     looked = steps = 0
     end = time.monotonic() + budget_s
-    with unavailable_as_error():
-        while True:
-            want = limit - len(matches)
-            step = queue.run(shards[shard].search(set_name, needle, after, STEP, want))
-            steps += 1
-            looked += step.looked
-            matches += [
-                SearchMatch(tag, name, shard, rank, float(score))
-                for tag, score, rank in step.matches
-            ]
-            if step.last is not None:
-                after = step.last
-            if not step.more:  # this shard's end: the next one from its start
-                if shard + 1 == len(shards):
-                    return SearchResult(matches, None, True, looked, steps)
-                shard, after = shard + 1, None
-            if len(matches) >= limit or steps >= max_steps or time.monotonic() >= end:
-                return SearchResult(matches, encode_cursor(shard, after), False, looked, steps)
+    while True:
+        want = limit - len(matches)
+        step = queue.reads.search_step(shard, set_name, needle, after, STEP, want)
+        steps += 1
+        looked += step.looked
+        matches += [
+            SearchMatch(tag, name, shard, rank, float(score)) for tag, score, rank in step.matches
+        ]
+        if step.last is not None:
+            after = step.last
+        if not step.more:  # this shard's end: the next one from its start
+            if shard + 1 == shards:
+                return SearchResult(matches, None, True, looked, steps)
+            shard, after = shard + 1, None
+        if len(matches) >= limit or steps >= max_steps or time.monotonic() >= end:
+            return SearchResult(matches, encode_cursor(shard, after), False, looked, steps)

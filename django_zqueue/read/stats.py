@@ -159,13 +159,6 @@ def eta_seconds(rank: int, mean_ms: float | None, workers: int) -> float | None:
 
 def task_stat_slots(q: Readable, first: int, last: int) -> list[dict[bytes, bytes]]:
     """The raw per-task statistics hashes of slots ``first`` to ``last`` (inclusive) of
-    ``q`` (``{p:q}:tstats:<slot>``; :mod:`django_zqueue.worker.taskstats` merges them): one round
-    trip, one ``HGETALL`` a slot."""
-    from ..engine.redis.connection import unavailable_as_error
-
-    with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=False)
-        for slot in range(first, last + 1):
-            pipe.hgetall(q.keys.task_stats(slot))
-        found: list[dict[bytes, bytes]] = pipe.execute()
-    return found
+    ``q`` (:mod:`django_zqueue.worker.taskstats` merges them): one round trip, one read a
+    slot (:meth:`Reads.task_stat_slots <django_zqueue.engine.reads.Reads.task_stat_slots>`)."""
+    return q.reads.task_stat_slots(first, last)

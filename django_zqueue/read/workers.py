@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..engine.records import Record, lenient_text, text
-from ..engine.redis.connection import unavailable_as_error
-from .pipeline import Timed, by_client
+from ..engine.reads import Reads
+from ..engine.records import Record, lenient_text
 from .stats import WORKER_WITHIN_MS, local_ms
 
 if TYPE_CHECKING:
@@ -83,36 +82,19 @@ def _deadline(score: float) -> int:
 def read_workers(queues: Sequence[Readable]) -> WorkersReading:
     """Every worker registered in ``queues`` with the jobs it holds (see module doc)."""
     found: dict[str, WorkerInfo] = {}
-    now_ms, capped = 0, False
-    for group in by_client(queues):
-        with unavailable_as_error():
-            timed = Timed(group[0].client, group[0].keys.workers)
-            for q in group:
-                timed.pipe.hgetall(q.keys.workers)
-                for s in q.shards:
-                    timed.pipe.zrange(s.keys.leased, 0, MAX_HELD, withscores=True)
-            now_ms, replies = timed.execute()
-            leased: list[tuple[Readable, Any, list[tuple[bytes, float]]]] = []
-            for q in group:
-                _register(found, q.name, next(replies))
-                for s in q.shards:
-                    entries = next(replies)
-                    capped = capped or len(entries) > MAX_HELD
-                    leased.append((q, s, entries[:MAX_HELD]))
-            pipe = group[0].client.pipeline(transaction=False)
-            for _, s, entries in leased:
-                pipe.hmget(s.keys.meta, [text(tag) for tag, _ in entries] or ["-"])
-            metas = pipe.execute()
-        for (q, _, entries), raws in zip(leased, metas, strict=True):
-            for (tag, deadline), raw in zip(entries, raws, strict=False):
-                record = Record.decode(raw)
-                holder = found.get(record.consumer or "") if record else None
-                if holder is not None and record is not None:
-                    holder.jobs.append(
-                        HeldJob(q.name, text(tag), record.started_at_ms, _deadline(deadline))
-                    )
+    got = Reads.workers([q.reads for q in queues], MAX_HELD)
+    for queue in got.queues:
+        _register(found, queue.queue, queue.workers)
+    for queue in got.queues:
+        for tag, deadline, raw in queue.held:
+            record = Record.decode(raw)
+            holder = found.get(record.consumer or "") if record else None
+            if holder is not None and record is not None:
+                holder.jobs.append(
+                    HeldJob(queue.queue, tag, record.started_at_ms, _deadline(deadline))
+                )
     workers = sorted(found.values(), key=lambda w: (-w.seen_ms, w.id))
-    return WorkersReading(workers, now_ms, capped)
+    return WorkersReading(workers, got.now_ms, got.capped)
 
 
 def _register(found: dict[str, WorkerInfo], queue: str, raw: dict[Any, Any]) -> None:

@@ -1,6 +1,6 @@
-"""Building blocks of the reads: pipelines that start with Redis ``TIME``, queues grouped
-by client, and the shard-generic commands and merges that every read shares (a state's
-range over all shards in global order, the jobs of other shards ahead of a score).
+"""Building blocks of the engine's reads: pipelines that start with Redis ``TIME``, queues
+grouped by client, and the shard-generic commands and merges that every read shares (a
+state's range over all shards in global order, the jobs of other shards ahead of a score).
 
 The global order of a queue's jobs is (score, shard index, tag): within a shard Redis
 orders by score then member bytes, and across shards an equal score puts the
@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis.client import Pipeline
 
-from ..engine.ahead import ahead_of as ahead_of
-from ..engine.ahead import queue_ahead as queue_ahead
-from ..engine.records import text
-from ..engine.redis.connection import is_cluster, server_time_ms
-from ..exceptions import InvalidArgument
+from ...exceptions import InvalidArgument
+from ..ahead import ahead_of as ahead_of
+from ..ahead import queue_ahead as queue_ahead
+from ..records import text
+from ..redis.connection import is_cluster, server_time_ms
 
 if TYPE_CHECKING:
-    from ..engine.shard import Shard
-    from .source import Readable
+    from ..base import EngineBase
+    from ..shard import Shard
 
 #: the four states' sorted sets, by state name
 STATES = ("ready", "delayed", "leased", "dead")
@@ -38,6 +38,8 @@ Entry = tuple[str, float, int]
 #: the replies of a pipeline, read in the order its commands were queued (redis-py's
 #: replies are untyped)
 Replies = Iterator[Any]
+#: a hash as read: field -> value (bytes, or text when the client decodes responses)
+Hash = dict[Any, Any]
 
 
 def redis_ms(reply: tuple[int | bytes, int | bytes]) -> int:
@@ -68,11 +70,11 @@ class Timed:
         return now_ms, replies
 
 
-def by_client(queues: Sequence[Readable]) -> list[list[Readable]]:
-    """``queues`` grouped by their Redis client (one pipeline per group), in order."""
-    groups: dict[int, list[Readable]] = {}
-    for q in queues:
-        groups.setdefault(id(q.client), []).append(q)
+def by_client(engines: Sequence[EngineBase]) -> list[list[EngineBase]]:
+    """``engines`` grouped by their Redis client (one pipeline per group), in order."""
+    groups: dict[int, list[EngineBase]] = {}
+    for e in engines:
+        groups.setdefault(id(e.client), []).append(e)
     return list(groups.values())
 
 
@@ -168,9 +170,6 @@ def head(replies: Replies, shards: int) -> Entry | None:
     shard (:func:`queue_range` with offset 0, limit 1)."""
     entries = merged_range(replies, shards, "ready", 0, 1)
     return entries[0] if entries else None
-
-
-# ---------------------------------------------------------------- global rank
 
 
 # ---------------------------------------------------------------- run time, workers
