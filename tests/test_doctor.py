@@ -161,7 +161,7 @@ def test_clock_skew(synced: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> 
         def time(cls) -> float:
             return time.time() + cls.offset
 
-    monkeypatch.setattr(doctor, "time", Skewed)
+    monkeypatch.setattr(doctor.server, "time", Skewed)  # the clock check's module
     Skewed.offset = 5.0
     lines, error = run("--problems-only")
     assert lines[0].startswith("WARNING  clock: this host's clock is 5.0 s ahead of Redis'")
