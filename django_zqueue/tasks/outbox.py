@@ -281,38 +281,53 @@ def _publish_run(
             result.published += len(rows)
             _count(queue, len(rows))
             return
-    for row, job in zip(rows, jobs, strict=True):
-        try:
-            if row.debounce is None and row.unique_for is None:
-                queue.publish_prepared([job])
-            else:
-                queue.publish_once(job, debounce=row.debounce, unique_for=row.unique_for)
-        except DuplicateJob as exc:
-            log.info(
-                kv(
-                    event="outbox_duplicate",
-                    queue=queue_name,
-                    job=row.tag,
-                    task=row.task,
-                    row=row.id,
-                    state=exc.states[0] if exc.states else "",
-                )
-            )
-            done.append(row.id)
-            result.duplicates += 1
-        except Exception as exc:
-            if (
-                is_unavailable(exc)
-                or full_refusal(exc)  # Redis at maxmemory: the row waits, not set aside
-                or not isinstance(exc, ZQueueError | ValueError)
-            ):
-                _count(queue, result.published - before)
-                raise
-            _set_aside(row, exc, errors, result)
+    try:
+        for row, job in zip(rows, jobs, strict=True):
+            _publish_one(queue, row, job, done, errors, result)
+    finally:
+        _count(queue, result.published - before)
+
+
+def _publish_one(
+    queue: Queue,
+    row: OutboxEntry,
+    job: NewJob,
+    done: list[int],
+    errors: dict[int, str],
+    result: Relayed,
+) -> None:
+    """Publish one row alone. A duplicate is done (a replay of a row already sent); a bad
+    row is set aside; Redis down or full, or an error that is not the row's, raises: the
+    row waits for the next relay."""
+    try:
+        if row.debounce is None and row.unique_for is None:
+            queue.publish_prepared([job])
         else:
-            done.append(row.id)
-            result.published += 1
-    _count(queue, result.published - before)
+            queue.publish_once(job, debounce=row.debounce, unique_for=row.unique_for)
+    except DuplicateJob as exc:
+        log.info(
+            kv(
+                event="outbox_duplicate",
+                queue=queue.name,
+                job=row.tag,
+                task=row.task,
+                row=row.id,
+                state=exc.states[0] if exc.states else "",
+            )
+        )
+        done.append(row.id)
+        result.duplicates += 1
+    except Exception as exc:
+        if (
+            is_unavailable(exc)
+            or full_refusal(exc)  # Redis at maxmemory: the row waits, not set aside
+            or not isinstance(exc, ZQueueError | ValueError)
+        ):
+            raise
+        _set_aside(row, exc, errors, result)
+    else:
+        done.append(row.id)
+        result.published += 1
 
 
 def _set_aside(row: OutboxEntry, exc: BaseException, errors: dict[int, str], r: Relayed) -> None:

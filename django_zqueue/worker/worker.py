@@ -113,11 +113,15 @@ class Worker:
         #: name keys of one slot on a Redis Cluster; one group elsewhere)
         self.wakeups = self.queues[0].engine.wakeups([q.engine for q in self.queues])
         #: the event-loop lane for ``async def`` tasks (aio.py), or None
-        self.lane: AioLane | None = None
-        if async_concurrency != 0:  # imported only then: redis.asyncio is slow to import
-            from .aio import lane_for
+        self.lane: AioLane | None = self._lane(async_concurrency)
 
-            self.lane = lane_for(self, async_concurrency)
+    def _lane(self, async_concurrency: int) -> AioLane | None:
+        """The event-loop lane of ``async_concurrency`` slots (0: none; see aio.py)."""
+        if async_concurrency == 0:
+            return None
+        from .aio import lane_for  # imported only now: redis.asyncio is slow to import
+
+        return lane_for(self, async_concurrency)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -20,7 +20,7 @@ from django.db import transaction
 from ... import conf
 from ...engine.records.links import MAX_LINKS, FlowJob, Kid, Ref
 from ...exceptions import InvalidArgument, ZQueueError
-from ...queue import publish_flow
+from ...queue import NewJob, Queue, publish_flow
 from .. import oncommit
 from ..task import Job, Signature
 
@@ -89,34 +89,7 @@ class Plan:
             for s, f in zip(self.sigs, self.flows, strict=True)
         ]
         tags = [j.tag for j in jobs]
-        parents: list[list[Ref]] = [[] for _ in jobs]
-        kids: list[list[Kid]] = [[] for _ in jobs]
-        optional: list[list[int]] = [[] for _ in jobs]
-        for p, c in self.edges:
-            parents[c].append(Ref(self.sigs[p].task.queue_name, tags[p]))
-            place = len(parents[c])
-            kids[p].append(Kid(self.sigs[c].task.queue_name, tags[c], place))
-            if self.sigs[p].optional:
-                optional[c].append(place)
-        for i, s in enumerate(self.sigs):
-            if len(parents[i]) > MAX_LINKS or len(kids[i]) > MAX_LINKS:
-                raise InvalidArgument(
-                    f"a job of a workflow ({s.task.name}) waits for or is waited for by more "
-                    f"than {MAX_LINKS} jobs"
-                )
-        parts = [
-            (
-                s.task.queue,
-                FlowJob(
-                    jobs[i],
-                    tuple(parents[i]),
-                    tuple(kids[i]),
-                    tuple(optional[i]),
-                    i in self.any_end,
-                ),
-            )
-            for i, s in enumerate(self.sigs)
-        ]
+        parts = self._linked(jobs, tags)
         first = self.sigs[0].task
         on_commit = first.on_commit
         if on_commit is None:
@@ -141,3 +114,36 @@ class Plan:
         else:
             publish_flow(parts)
         return tuple(Job(tags[i], s.task.queue_name, s.task.name) for i, s in enumerate(self.sigs))
+
+    def _linked(self, jobs: Sequence[NewJob], tags: Sequence[str]) -> list[tuple[Queue, FlowJob]]:
+        """Each job with its queue and its links: the parents it waits for, the children
+        that wait for it, which of its parents are optional. Raises ``InvalidArgument``
+        for a job with more than ``MAX_LINKS`` of either."""
+        parents: list[list[Ref]] = [[] for _ in jobs]
+        kids: list[list[Kid]] = [[] for _ in jobs]
+        optional: list[list[int]] = [[] for _ in jobs]
+        for p, c in self.edges:
+            parents[c].append(Ref(self.sigs[p].task.queue_name, tags[p]))
+            place = len(parents[c])
+            kids[p].append(Kid(self.sigs[c].task.queue_name, tags[c], place))
+            if self.sigs[p].optional:
+                optional[c].append(place)
+        for i, s in enumerate(self.sigs):
+            if len(parents[i]) > MAX_LINKS or len(kids[i]) > MAX_LINKS:
+                raise InvalidArgument(
+                    f"a job of a workflow ({s.task.name}) waits for or is waited for by more "
+                    f"than {MAX_LINKS} jobs"
+                )
+        return [
+            (
+                s.task.queue,
+                FlowJob(
+                    jobs[i],
+                    tuple(parents[i]),
+                    tuple(kids[i]),
+                    tuple(optional[i]),
+                    i in self.any_end,
+                ),
+            )
+            for i, s in enumerate(self.sigs)
+        ]
