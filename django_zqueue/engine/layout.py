@@ -49,7 +49,7 @@ class Layout(EngineBase):
                     self.client.set(layout, self.partitions)
                 else:
                     self.client.delete(layout)
-        self._layout_ok = True
+        self.layout_checked = True
 
     def _holds_jobs(self, partitions: int) -> bool:
         """Whether any partition of the ``partitions`` layout holds a job (one pipeline)."""
@@ -62,7 +62,7 @@ class Layout(EngineBase):
 
     def ensure_layout(self) -> None:
         """:meth:`check_layout`, once per engine."""
-        if not self._layout_ok:
+        if not self.layout_checked:
             self.check_layout()
 
     def clear(self) -> None:
@@ -74,4 +74,4 @@ class Layout(EngineBase):
             self.client.delete(*self.keys.recent_task_stats(time.time()))
             if self.partitions > 1:
                 self.client.delete(layout_key(self.prefix, self.name))
-        self._layout_ok = self.partitions == 1
+        self.layout_checked = self.partitions == 1

@@ -64,9 +64,6 @@ class Wakeups:
 class Ops(Flow):
     """Reads and writes for the worker, the scanner, the tasks and the commands."""
 
-    #: the proto hash's fields :meth:`publish_protocol` wrote (() : none yet)
-    _proto_written: tuple[str, ...] = ()
-
     # ----------------------------------------------------------------- several queues
 
     def wakeups(self, engines: Sequence[EngineBase]) -> Wakeups:
@@ -90,7 +87,7 @@ class Ops(Flow):
         # the proto hashes this process wrote (publish_protocol): one gone means a server
         # that lost its data, maybe with its scripts' library loaded again by another
         # process before this one's calls found it missing (on_library_lost)
-        set_up = [e for e in engines if isinstance(e, Ops) and e._proto_written]
+        set_up = [e for e in engines if isinstance(e, Ops) and e.proto_written]
         for e in set_up:
             pipe.exists(e.keys.proto)
         try:
@@ -149,7 +146,7 @@ class Ops(Flow):
                 raise ProtocolError(f"the protocol library was not loaded: {exc}") from exc
             fields = [x for pair in self.protocol_policy().items() for x in pair]
             self.client.hset(self.keys.proto, items=fields)
-        self._proto_written = tuple(fields)
+        self.proto_written = tuple(fields)
         on_library_lost(self.client, self.keys.proto, self.restore_protocol)
         return loaded
 
@@ -157,10 +154,10 @@ class Ops(Flow):
         """Load the protocol library again (as :func:`~django_zqueue.engine.scripts.load_protocol`
         does: a newer release's is kept) and write back the proto hash
         :meth:`publish_protocol` wrote; nothing when it wrote none."""
-        if not self._proto_written:
+        if not self.proto_written:
             return
         load_protocol(self.client)
-        self.client.hset(self.keys.proto, items=list(self._proto_written))
+        self.client.hset(self.keys.proto, items=list(self.proto_written))
         log.info(kv(event="protocol_restored", queue=self.name, key=self.keys.proto))
 
     def proto_key(self) -> str:
