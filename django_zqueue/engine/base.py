@@ -5,7 +5,7 @@ small named steps: :func:`check_options`, :func:`policy_of`, :func:`shards_of`."
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -40,6 +40,17 @@ def score_mode(o: conf.QueueOptions) -> ScoreMode:
     if o.fairness == "groups":
         return "fair"
     return "tstrict" if o.partitions > 1 and o.priority_mode == "strict" else o.priority_mode
+
+
+#: how an engine finds the engine of another queue of the same Redis by name
+#: (``django_zqueue.queue`` sets it from its ``get_queue``): workflows link jobs of
+#: several queues
+RESOLVER: list[Callable[[str], Core]] = []
+
+
+def use_resolver(resolve: Callable[[str], Core]) -> None:
+    """How an engine finds another queue's engine by name."""
+    RESOLVER[:] = [resolve]
 
 
 def check_options(name: str, o: conf.QueueOptions) -> None:
@@ -177,6 +188,18 @@ class Core:
     def keys_for(self, tag: str) -> QueueKeys:
         """The keys of the shard that holds job ``tag``."""
         return self.shard_for(tag).keys
+
+    def other(self, name: str) -> Core:
+        """The engine of this queue, or of another configured queue of the same Redis."""
+        if name == self.name:
+            return self
+        if not RESOLVER:
+            raise InvalidArgument(f"queue {name!r} is not known here")
+        return RESOLVER[0](name)
+
+    def keys_of(self, queue: str, tag: str) -> QueueKeys:
+        """The keys of the shard holding job ``tag`` of queue ``queue``."""
+        return self.other(queue).keys_for(tag)
 
     @property
     def part_keys(self) -> list[QueueKeys]:
