@@ -1,10 +1,11 @@
-"""The base of :class:`~django_zqueue.engine.Engine`: its client, shards, script builders
-and policy, and how a script call is sent (alone, or pipelined in a batch)."""
+"""The core of :class:`~django_zqueue.engine.Engine`: its client, shards, script builders
+and policy, and how a script call is sent (alone, or pipelined in a batch). Built in
+small named steps: :func:`check_options`, :func:`policy_of`, :func:`shards_of`."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -41,8 +42,76 @@ def score_mode(o: conf.QueueOptions) -> ScoreMode:
     return "tstrict" if o.partitions > 1 and o.priority_mode == "strict" else o.priority_mode
 
 
-class EngineBase:
-    """What every part of an engine shares (see :class:`~django_zqueue.engine.Engine`)."""
+#: how an engine finds the engine of another queue of the same Redis by name
+#: (``django_zqueue.queue`` sets it from its ``get_queue``): workflows link jobs of
+#: several queues
+RESOLVER: list[Callable[[str], Core]] = []
+
+
+def use_resolver(resolve: Callable[[str], Core]) -> None:
+    """How an engine finds another queue's engine by name."""
+    RESOLVER[:] = [resolve]
+
+
+def check_options(name: str, o: conf.QueueOptions) -> None:
+    """Refuse options an engine cannot run: ``partitions`` out of range, or combined
+    with what needs one partition (``concurrency``, ``qps``, ``group_max_length``)."""
+    n = o.partitions
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= conf.MAX_PARTITIONS:
+        raise InvalidArgument(f"partitions must be an int in [1, {conf.MAX_PARTITIONS}]")
+    if n > 1 and (o.concurrency or o.qps):
+        raise InvalidArgument("concurrency and qps cannot be combined with partitions > 1")
+    if o.group_max_length is not None and (o.fairness != "groups" or n > 1):
+        raise ConfigurationError(
+            f"queue {name!r}: group_max_length needs fairness='groups' and partitions = 1; "
+            "set fairness='groups', or use max_length for the whole queue"
+        )
+
+
+def policy_of(o: conf.QueueOptions) -> Policy:
+    """A queue's options as its scripts take them (of checked options)."""
+    n = o.partitions
+    return Policy(
+        mode=score_mode(o),
+        aging_us=int(o.priority_aging_seconds * 1_000_000),
+        visibility_ms=o.visibility_timeout_ms,
+        concurrency=o.concurrency or 0,
+        qps=o.qps or 0,
+        dead_max=o.dead_letter_max,
+        dead_ttl_ms=int(o.dead_letter_ttl * 1000),
+        trim_limit=o.scan_batch,
+        notify_cap=NOTIFY_CAP,
+        ack_notify=NOTIFY_CAP if o.concurrency else 0,
+        promote_limit=PROMOTE_LIMIT,
+        group_concurrency=o.group_concurrency or 0,
+        group_qps=o.group_qps or 0,
+        # on a partitioned queue each partition holds its share
+        max_length=-(-(o.max_length or 0) // n),
+        group_max_length=o.group_max_length or 0,
+        compact=conf.get_config().compact_records,
+        # on a partitioned queue each partition keeps its share
+        keep_finished=-(-o.keep_finished // n),
+        finished_ttl_ms=int(o.finished_ttl * 1000),
+    )
+
+
+def shards_of(name: str, prefix: str, policy: Policy, partitions: int) -> list[Shard]:
+    """One shard per hash tag of queue ``name``."""
+    keys = partition_keys(prefix, name, partitions)
+    return [Shard(name, i, k, policy) for i, k in enumerate(keys)]
+
+
+def max_block_of(client: redis.Redis) -> float:
+    """The longest one blocking wait may take: ``MAX_BLOCK``, cut to a share of the
+    client's socket timeout."""
+    timeout = socket_timeout(client)
+    return MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
+
+
+class Core:
+    """The core of an engine (see :class:`~django_zqueue.engine.Engine`): the client, the
+    shards, the scripts, the policy and the sending of calls. The capability objects
+    (``engine.layout``, ``engine.consume``, ``engine.flow``, ...) each hold it."""
 
     def __init__(
         self,
@@ -57,61 +126,35 @@ class EngineBase:
         self.prefix = prefix
         #: the queue's own hash tag: its jobs when unpartitioned; always its workers hash
         self.keys: QueueKeys = queue_keys(prefix, name)
-        n = o.partitions
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= conf.MAX_PARTITIONS:
-            raise InvalidArgument(f"partitions must be an int in [1, {conf.MAX_PARTITIONS}]")
-        if n > 1 and (o.concurrency or o.qps):
-            raise InvalidArgument("concurrency and qps cannot be combined with partitions > 1")
-        if o.group_max_length is not None and (o.fairness != "groups" or n > 1):
-            raise ConfigurationError(
-                f"queue {name!r}: group_max_length needs fairness='groups' and partitions = 1; "
-                "set fairness='groups', or use max_length for the whole queue"
-            )
+        check_options(name, o)
         #: number of partitions (hash tags) the queue's jobs are spread over
-        self.partitions = n
+        self.partitions: int = o.partitions
         self.client: redis.Redis = client if client is not None else get_client()
         self.scripts = Scripts(self.client, functions=conf.get_config().lua_functions)
         #: the queue's options as its scripts take them
-        self.policy = Policy(
-            mode=score_mode(o),
-            aging_us=int(o.priority_aging_seconds * 1_000_000),
-            visibility_ms=o.visibility_timeout_ms,
-            concurrency=o.concurrency or 0,
-            qps=o.qps or 0,
-            dead_max=o.dead_letter_max,
-            dead_ttl_ms=int(o.dead_letter_ttl * 1000),
-            trim_limit=o.scan_batch,
-            notify_cap=NOTIFY_CAP,
-            ack_notify=NOTIFY_CAP if o.concurrency else 0,
-            promote_limit=PROMOTE_LIMIT,
-            group_concurrency=o.group_concurrency or 0,
-            group_qps=o.group_qps or 0,
-            # on a partitioned queue each partition holds its share
-            max_length=-(-(o.max_length or 0) // n),
-            group_max_length=o.group_max_length or 0,
-            compact=conf.get_config().compact_records,
-            # on a partitioned queue each partition keeps its share
-            keep_finished=-(-o.keep_finished // n),
-            finished_ttl_ms=int(o.finished_ttl * 1000),
-        )
+        self.policy = policy_of(o)
         #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)
         self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK
         #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
-        self.shards = [
-            Shard(name, i, k, self.policy) for i, k in enumerate(partition_keys(prefix, name, n))
-        ]
+        self.shards = shards_of(name, prefix, self.policy, self.partitions)
         #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
         self.sched_keys: QueueKeys = self.shards[0].keys
+        self._rr = secrets.randbelow(self.partitions)  # round-robin start of the next claim
+        #: whether the partition layout was checked (``engine.layout`` sets it)
+        self.layout_checked = self.partitions == 1
+        #: the proto hash's fields ``engine.protocol.publish`` wrote (() : none yet)
+        self.proto_written: tuple[str, ...] = ()
+        self._set_up_waits()
+
+    def _set_up_waits(self) -> None:
+        """The notify lists a waiting consumer blocks on, and for how long at most."""
         #: the notify lists a waiting consumer blocks on
         self.notify_keys: list[str] = [s.keys.notify for s in self.shards]
-        self._rr = secrets.randbelow(n)  # round-robin start shard of the next claim
-        self._layout_ok = n == 1
         # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)
         self.notify_groups = slot_groups(self.client, self.notify_keys)
         self.wait_turn = [0]
-        timeout = socket_timeout(self.client)
         #: the longest one blocking wait may take (a share of the socket timeout)
-        self.max_block = MAX_BLOCK if timeout is None else max(0.01, min(MAX_BLOCK, timeout * 0.8))
+        self.max_block = max_block_of(self.client)
 
     def __repr__(self) -> str:
         return f"<Engine {self.name!r} keys={self.keys.tag} partitions={self.partitions}>"
@@ -145,6 +188,18 @@ class EngineBase:
     def keys_for(self, tag: str) -> QueueKeys:
         """The keys of the shard that holds job ``tag``."""
         return self.shard_for(tag).keys
+
+    def other(self, name: str) -> Core:
+        """The engine of this queue, or of another configured queue of the same Redis."""
+        if name == self.name:
+            return self
+        if not RESOLVER:
+            raise InvalidArgument(f"queue {name!r} is not known here")
+        return RESOLVER[0](name)
+
+    def keys_of(self, queue: str, tag: str) -> QueueKeys:
+        """The keys of the shard holding job ``tag`` of queue ``queue``."""
+        return self.other(queue).keys_for(tag)
 
     @property
     def part_keys(self) -> list[QueueKeys]:
@@ -183,3 +238,7 @@ class EngineBase:
         """Send one script call; connection errors become ``QueueUnavailable``."""
         with unavailable_as_error():
             return self.scripts.run(call)
+
+
+#: the old name of :class:`Core`, for the type hints that still use it
+EngineBase = Core

@@ -1,7 +1,8 @@
-"""The engine's calls of the consumer side: a claim in two steps (:meth:`plan_claim`,
-:meth:`claim_rest`), and the ``*_call`` form of each end of a delivery (ack, nack,
-release, touch) and of one job's lookups, built without being sent, for a caller that
-sends many in one round trip (a worker's acks and its next claim, the asyncio client)."""
+"""The engine's calls of the consumer side (``engine.consume``): a claim in two steps
+(:meth:`Consume.plan_claim`, :meth:`Consume.claim_rest`), and the ``*_call`` form of
+each end of a delivery (ack, nack, release, touch) and of one job's lookups, built
+without being sent, for a caller that sends many in one round trip (a worker's acks and
+its next claim, the asyncio client)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from ..conf.bounds import MAX_VISIBILITY_TIMEOUT
 from ..exceptions import InvalidArgument
+from .base import Core
 from .layout import Layout
 from .records import Ack, Claimed, JobInfo, Message, NackResult, encode_body, validate
 from .scripts import Call, Pending, Sink
@@ -76,32 +78,39 @@ def min_hint(got: Sequence[Claimed]) -> int:
     return min(known) if known else -1
 
 
-class Consume(Layout):
-    """Claims, the ends of a delivery and one job's lookups, as script calls."""
+class Consume:
+    """Claims, the ends of a delivery and one job's lookups, as script calls
+    (``engine.consume``)."""
+
+    __slots__ = ("_engine", "_layout")
+
+    def __init__(self, engine: Core) -> None:
+        self._engine = engine
+        self._layout = Layout(engine)
 
     # ----------------------------------------------------------------- claims
 
     def plan_claim(self, batch: int, consumer: str) -> ClaimPlan:
         """The first call of a claim of ``batch`` jobs (at most ``claim_chunk`` in it), on
         the next shard round-robin, for the caller to send (in a batch of its own)."""
-        self.ensure_layout()
-        start = self.next_shard()
-        call = self.shards[start].claim(min(batch, self.claim_chunk), consumer)
+        e = self._engine
+        self._layout.ensure()
+        start = e.next_shard()
+        call = e.shards[start].claim(min(batch, e.claim_chunk), consumer)
         return ClaimPlan(start, batch, consumer, call)
 
     def claim_rest(self, plan: ClaimPlan, first: Claimed) -> tuple[list[Message], float | None]:
         """Finish a claim from its first call's result: on a partitioned queue go on to the
         following shards while the batch is not full (one call each); then the messages,
         and the wait hint when there are none (see ``Queue.claim``)."""
+        e = self._engine
         msgs = list(first.messages)
         got = [first]
-        for i in range(1, self.partitions):
+        for i in range(1, e.partitions):
             if len(msgs) >= plan.batch:
                 break
-            shard = self.shards[(plan.start + i) % self.partitions]
-            more = self.run(
-                shard.claim(min(self.claim_chunk, plan.batch - len(msgs)), plan.consumer)
-            )
+            shard = e.shards[(plan.start + i) % e.partitions]
+            more = e.run(shard.claim(min(e.claim_chunk, plan.batch - len(msgs)), plan.consumer))
             msgs.extend(more.messages)
             got.append(more)
         hint = min_hint(got)
@@ -137,7 +146,7 @@ class Consume(Layout):
     ) -> Call[bool]:
         """``passed``: the result a workflow job hands to its dependents (JSON, '' = null)."""
         a = self.make_ack(msg, result, result_ttl, run_ms)
-        return self.shard_for(msg.tag).ack(msg, a.result, a.result_ttl_ms, a.run_ms, passed)
+        return self._engine.shard_for(msg.tag).ack(msg, a.result, a.result_ttl_ms, a.run_ms, passed)
 
     def add_acks(self, batch: Sink, acks: Sequence[Ack]) -> list[AckReply]:
         """Queue ``acks`` in ``batch`` as ``ack_many`` calls (one per shard and per
@@ -145,10 +154,10 @@ class Consume(Layout):
         and :meth:`settle_acks` has run."""
         by_shard: dict[int, list[int]] = {}
         for i, a in enumerate(acks):
-            by_shard.setdefault(self.shard_for(a.msg.tag).index, []).append(i)
+            by_shard.setdefault(self._engine.shard_for(a.msg.tag).index, []).append(i)
         replies: list[AckReply | None] = [None] * len(acks)
         for index, members in by_shard.items():
-            shard = self.shards[index]
+            shard = self._engine.shards[index]
             for start in range(0, len(members), ACK_CHUNK):
                 chunk = members[start : start + ACK_CHUNK]
                 pending = batch.add(shard.ack_many([acks[i] for i in chunk]))
@@ -165,16 +174,17 @@ class Consume(Layout):
         ]
         if not later:
             return
-        batch = self.batch()
+        e = self._engine
+        batch = e.batch()
         for r in later:
             a = r.ack
             r.redo = batch.add(
-                self.shard_for(a.msg.tag).ack(a.msg, a.result, a.result_ttl_ms, a.run_ms)
+                e.shard_for(a.msg.tag).ack(a.msg, a.result, a.result_ttl_ms, a.run_ms)
             )
-        self.send(batch)
+        e.send(batch)
 
     def release_call(self, msg: Message) -> Call[bool]:
-        return self.shard_for(msg.tag).release(msg)
+        return self._engine.shard_for(msg.tag).release(msg)
 
     def nack_call(
         self,
@@ -187,10 +197,10 @@ class Consume(Layout):
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a str, got {type(error).__name__}")
         if retry_in is None:
-            retry_s = self.options.retry_backoff.delay(msg.attempt)
+            retry_s = self._engine.options.retry_backoff.delay(msg.attempt)
         else:
             retry_s = validate.horizon(max(0.0, validate.seconds(retry_in, "retry_in")), "retry_in")
-        return self.shard_for(msg.tag).nack(msg, error[:65536], int(retry_s * 1000), dead)
+        return self._engine.shard_for(msg.tag).nack(msg, error[:65536], int(retry_s * 1000), dead)
 
     def touch_call(
         self,
@@ -210,13 +220,13 @@ class Consume(Layout):
             if not 0 <= value <= 1:
                 raise InvalidArgument(f"progress must be in [0, 1], got {progress!r}")
             prog = json.dumps({"v": value, "n": str(note)[:200], "t": _now_ms()})
-        return self.shard_for(msg.tag).touch(msg, ext, prog)
+        return self._engine.shard_for(msg.tag).touch(msg, ext, prog)
 
     # ----------------------------------------------------------------- one job
 
     def state_call(self, tag: str) -> Call[str | None]:
-        return self.shard_for(validate.tag(tag)).state(tag)
+        return self._engine.shard_for(validate.tag(tag)).state(tag)
 
     def info_call(self, tag: str, *, with_body: bool = True) -> Call[JobInfo | None]:
         """The info script call of one job (rank within its shard: see ``Queue.info``)."""
-        return self.shard_for(validate.tag(tag)).info(tag, with_body)
+        return self._engine.shard_for(validate.tag(tag)).info(tag, with_body)

@@ -1,13 +1,13 @@
-"""The engine's part of workflows: linking a waiting job to its parents, the
+"""The engine's part of workflows (``engine.flow``): linking a waiting job to its parents, the
 ``wf_publish`` calls of a workflow's jobs, and the dispatch of a job's end to its
 dependents (docs/workflows.md).
 
 A job's end is recorded **in its own slot**, in the same script call as the end itself
 (``ack``, ``nack``/``scan`` burying it, ``delete``): an entry in its shard's outbox
-(``wf_out``/``wf_res``, see ``lua/_wf_mark.lua``). :meth:`Flow.dispatch` then applies it
+(``wf_out``/``wf_res``, see ``lua/_wf_mark.lua``). :meth:`Workflows.dispatch` then applies it
 to each dependent **in the dependent's slot** (``wf_resolve.lua``, idempotent: each
 parent counts once per dependent) and clears the entry (``wf_clear.lua``). A crash
-between the two leaves the entry, and the scanner's :meth:`Flow.drain` applies it again:
+between the two leaves the entry, and the scanner's :meth:`Workflows.drain` applies it again:
 exactly-once across queues and Redis Cluster slots, without a cross-slot transaction.
 """
 
@@ -15,16 +15,26 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from .. import conf
 from ..exceptions import InvalidArgument, UnknownQueue, ZQueueError
-from .consume import Consume
-from .keys import QueueKeys
+from .base import RESOLVER, Core, use_resolver
+from .layout import Layout
 from .orphans import dependents_of
 from .records.links import MAX_LINKS, FlowJob, Kid, Ref, Resolution, Resolved, kids_or_none
 from .redis.connection import unavailable_as_error
 from .scripts import Call
+
+__all__ = [
+    "CASCADE_ROUNDS",
+    "PUBLISH_CHUNK",
+    "RESOLVER",
+    "RESOLVE_CHUNK",
+    "Flow",
+    "Workflows",
+    "use_resolver",
+]
 
 #: at most this many jobs per publish script call, so one call stays short
 PUBLISH_CHUNK = 100
@@ -35,62 +45,52 @@ RESOLVE_CHUNK = 100
 CASCADE_ROUNDS = 20
 
 
-#: how an engine finds the engine of another queue of the same Redis by name
-#: (``django_zqueue.queue`` sets it from its ``get_queue``): workflows link jobs of
-#: several queues
-RESOLVER: list[Callable[[str], Flow]] = []
+class Workflows:
+    """Workflow links and the dispatch of ends, as script calls (``engine.flow``); across
+    queues, the engines of the others by name (:meth:`~.base.Core.other`)."""
 
+    __slots__ = ("_engine", "_layout")
 
-def use_resolver(resolve: Callable[[str], Flow]) -> None:
-    """How an engine finds another queue's engine by name."""
-    RESOLVER[:] = [resolve]
+    def __init__(self, engine: Core) -> None:
+        self._engine = engine
+        self._layout = Layout(engine)
 
-
-class Flow(Consume):
-    """Workflow links and the dispatch of ends, as script calls."""
-
-    def other(self, name: str) -> Flow:
-        """The engine of this queue, or of another configured queue of the same Redis."""
-        if name == self.name:
-            return self
-        if not RESOLVER:
-            raise InvalidArgument(f"queue {name!r} is not known here")
-        return RESOLVER[0](name)
-
-    def keys_of(self, queue: str, tag: str) -> QueueKeys:
-        """The keys of the shard holding job ``tag`` of queue ``queue``."""
-        return self.other(queue).keys_for(tag)
+    def _of(self, name: str) -> Workflows:
+        """The workflow verbs of this queue, or of another configured queue by name."""
+        return self if name == self._engine.name else Workflows(self._engine.other(name))
 
     def link_parents(self, tag: str, parents: Sequence[Ref]) -> None:
         """Register waiting job ``tag`` with each parent (one ``wf_link`` each, in one
         round trip); parents already finished or dead are applied at once."""
+        e = self._engine
         calls = [
-            self.other(p.queue)
+            e.other(p.queue)
             .shard_for(p.tag)
-            .wf_link(p.tag, json.dumps([self.name, tag, i]), MAX_LINKS)
+            .wf_link(p.tag, json.dumps([e.name, tag, i]), MAX_LINKS)
             for i, p in enumerate(parents, 1)
         ]
-        states = self.run_all(calls)
+        states = e.run_all(calls)
         now = [
             Resolution(tag, i, "1" if state == "" else "0", "null" if state == "" else "", p.tag)
             for i, (p, state) in enumerate(zip(parents, states, strict=True), 1)
             if state != "linked"
         ]
         for i in range(0, len(now), RESOLVE_CHUNK):
-            self.run(self.shard_for(tag).wf_resolve(now[i : i + RESOLVE_CHUNK]))
+            e.run(e.shard_for(tag).wf_resolve(now[i : i + RESOLVE_CHUNK]))
 
     def flow_calls(
         self, jobs: Sequence[FlowJob]
     ) -> list[tuple[Call[list[tuple[str, str]]], list[str]]]:
         """The ``wf_publish`` calls of jobs of this queue (per shard, per 100 jobs), each
         with the tags it writes."""
-        self.ensure_layout()
+        e = self._engine
+        self._layout.ensure()
         groups: dict[int, list[FlowJob]] = {}
         for fj in jobs:
-            groups.setdefault(self.shard_for(fj.job.tag).index, []).append(fj)
+            groups.setdefault(e.shard_for(fj.job.tag).index, []).append(fj)
         return [
             (
-                self.shards[s].wf_publish(group[i : i + PUBLISH_CHUNK]),
+                e.shards[s].wf_publish(group[i : i + PUBLISH_CHUNK]),
                 [fj.job.tag for fj in group[i : i + PUBLISH_CHUNK]],
             )
             for s, group in sorted(groups.items())
@@ -104,12 +104,12 @@ class Flow(Consume):
         then of the dependents buried on the way (up to ``CASCADE_ROUNDS`` levels; the
         scanner's drain goes on from there). Returns the entries applied. Idempotent: any
         number of processes may dispatch the same entries."""
-        work: dict[str, set[str]] = {self.name: set(tags)}
+        work: dict[str, set[str]] = {self._engine.name: set(tags)}
         done = 0
         for _ in range(CASCADE_ROUNDS):
             nxt: dict[str, set[str]] = {}
             for name, batch in work.items():
-                applied, cascade = self.other(name).dispatch_once(sorted(batch))
+                applied, cascade = self._of(name).dispatch_once(sorted(batch))
                 done += applied
                 for ref in cascade:
                     nxt.setdefault(ref.queue, set()).add(ref.tag)
@@ -128,10 +128,11 @@ class Flow(Consume):
 
     def read_outbox(self, tags: Sequence[str]) -> list[tuple[str, bytes, list[Kid]]]:
         """(tag, entry, dependents) of each of ``tags`` that has an outbox entry."""
+        e = self._engine
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
+            pipe = e.client.pipeline(transaction=False)
             for t in tags:
-                k = self.keys_for(t)
+                k = e.keys_for(t)
                 pipe.hget(k.wf_res, t)
                 pipe.hget(k.wf(t), "kids")
             replies = pipe.execute()
@@ -141,21 +142,23 @@ class Flow(Consume):
                 continue
             kids = kids_or_none(replies[2 * i + 1])
             if kids is None:  # its list of dependents is corrupt: find them from theirs
-                kids = dependents_of(self.name, t, self.configured_engines())
+                kids = dependents_of(e.name, t, self.configured_engines())
             out.append((t, replies[2 * i], kids))
         return out
 
-    def configured_engines(self) -> list[Flow]:
+    def configured_engines(self) -> list[Core]:
         """The engine of every queue of the settings, as this process would open it (this
         one included, when it is not in the settings)."""
-        names = [n for n in conf.get_config().queues if n != self.name]
-        return [self, *(self.other(n) for n in names)]
+        e = self._engine
+        names = [n for n in conf.get_config().queues if n != e.name]
+        return [e, *(e.other(n) for n in names)]
 
     def dispatch_once(self, tags: Sequence[str]) -> tuple[int, list[Ref]]:
         """One level of :meth:`dispatch`: the entries applied and the buried dependents
         whose own entries are to be dispatched next. A dependent whose links are corrupt
         is skipped; an entry with a dependent in a queue this process does not know is
         applied to the others and kept (not cleared) for a process that knows it."""
+        e = self._engine
         entries = self.read_outbox(tags)
         if not entries:
             return 0, []
@@ -169,7 +172,7 @@ class Flow(Consume):
                 if not kid.tag or not 1 <= kid.place <= MAX_LINKS:
                     continue  # corrupt links: nothing to apply (not a poison entry)
                 try:
-                    owner = self.other(kid.queue)
+                    owner = e.other(kid.queue)
                 except (UnknownQueue, InvalidArgument):
                     # not configured in this process (a rolling deploy, a queue removed):
                     # the entry stays for a process that knows it; the others go on
@@ -182,27 +185,33 @@ class Flow(Consume):
         calls: list[Call[Resolved]] = []
         owners: list[str] = []
         for (name, index), group in groups.items():
-            shard = self.other(name).shards[index]
+            shard = e.other(name).shards[index]
             for i in range(0, len(group), RESOLVE_CHUNK):
                 calls.append(shard.wf_resolve(group[i : i + RESOLVE_CHUNK]))
                 owners.append(name)
-        resolved = self.run_all(calls) if calls else []
-        clear = [self.shard_for(t).wf_clear(t, e) for t, e, _ in entries if t not in kept]
+        resolved = e.run_all(calls) if calls else []
+        clear = [e.shard_for(t).wf_clear(t, x) for t, x, _ in entries if t not in kept]
         if clear:
-            self.run_all(clear)
+            e.run_all(clear)
         cascade = [Ref(o, t) for o, r in zip(owners, resolved, strict=True) for t in r.cascade]
         return len(entries) - len(kept), cascade
 
     def drain(self, limit: int = RESOLVE_CHUNK) -> int:
         """The scanner's part: dispatch up to ``limit`` outbox entries of each shard (what
         a worker did not dispatch, or a crash interrupted). Returns how many."""
+        e = self._engine
         total = 0
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for s in self.shards:
+            pipe = e.client.pipeline(transaction=False)
+            for s in e.shards:
                 pipe.zrange(s.keys.wf_out, 0, limit - 1)
             found = pipe.execute()
         tags = sorted({t.decode("utf-8") for ts in found for t in ts})
         if tags:
             total = self.dispatch(tags)
         return total
+
+
+#: the old name of the engine type the workflow verbs took: the core (which resolves the
+#: other queues by name, :meth:`~.base.Core.other`); for the type hints that still use it
+Flow = Core

@@ -1,4 +1,5 @@
-"""The engine's check of a queue's partition layout, and the removal of all its keys."""
+"""The engine's check of a queue's partition layout, and the removal of all its keys
+(``engine.layout``)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,21 @@ import time
 
 from .. import conf
 from ..exceptions import PartitionMismatch
-from .base import EngineBase
+from .base import Core
 from .keys import layout_key, partition_keys
 from .redis.connection import unavailable_as_error
 
 
-class Layout(EngineBase):
-    """The partition layout recorded in Redis, checked against the queue's option."""
+class Layout:
+    """The partition layout recorded in Redis, checked against the queue's option
+    (``engine.layout``); whether it was checked is the core's ``layout_checked``."""
 
-    def check_layout(self) -> None:
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Core) -> None:
+        self._engine = engine
+
+    def check(self) -> None:
         """Refuse a change of ``partitions`` while the queue holds jobs.
 
         A partitioned queue records its number of partitions in ``{p:q}:partitions`` at
@@ -26,52 +33,55 @@ class Layout(EngineBase):
         One or two round trips (more on a change). Only the check is atomic per read: a
         process still running with the old setting can write between the check and its
         own next check."""
-        layout = layout_key(self.prefix, self.name)
+        e = self._engine
+        layout = layout_key(e.prefix, e.name)
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
+            pipe = e.client.pipeline(transaction=False)
             pipe.get(layout)
-            k = self.keys
+            k = e.keys
             for key in (k.ready, k.delayed, k.leased, k.dead):
                 pipe.exists(key)
             replies = pipe.execute()
-            if self.partitions > 1 and any(int(r) for r in replies[-4:]):
-                raise PartitionMismatch(self.name, 1, self.partitions)
-            if self.partitions > 1 and replies[0] is None:
+            if e.partitions > 1 and any(int(r) for r in replies[-4:]):
+                raise PartitionMismatch(e.name, 1, e.partitions)
+            if e.partitions > 1 and replies[0] is None:
                 # first use: record the layout (SET NX GET: a concurrent first use wins)
-                replies[0] = self.client.set(layout, self.partitions, nx=True, get=True)
-                replies[0] = replies[0] if replies[0] is not None else self.partitions
+                replies[0] = e.client.set(layout, e.partitions, nx=True, get=True)
+                replies[0] = replies[0] if replies[0] is not None else e.partitions
         recorded = int(replies[0]) if replies[0] is not None else None
-        if recorded is not None and recorded != self.partitions:
+        if recorded is not None and recorded != e.partitions:
             if not 1 < recorded <= conf.MAX_PARTITIONS or self._holds_jobs(recorded):
-                raise PartitionMismatch(self.name, recorded, self.partitions)
+                raise PartitionMismatch(e.name, recorded, e.partitions)
             with unavailable_as_error():  # the old layout is drained: take the new one
-                if self.partitions > 1:
-                    self.client.set(layout, self.partitions)
+                if e.partitions > 1:
+                    e.client.set(layout, e.partitions)
                 else:
-                    self.client.delete(layout)
-        self._layout_ok = True
+                    e.client.delete(layout)
+        e.layout_checked = True
 
     def _holds_jobs(self, partitions: int) -> bool:
         """Whether any partition of the ``partitions`` layout holds a job (one pipeline)."""
+        e = self._engine
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for k in partition_keys(self.prefix, self.name, partitions):
+            pipe = e.client.pipeline(transaction=False)
+            for k in partition_keys(e.prefix, e.name, partitions):
                 for key in (k.ready, k.delayed, k.leased, k.dead):
                     pipe.exists(key)
             return any(int(r) for r in pipe.execute())
 
-    def ensure_layout(self) -> None:
-        """:meth:`check_layout`, once per engine."""
-        if not self._layout_ok:
-            self.check_layout()
+    def ensure(self) -> None:
+        """:meth:`check`, once per engine."""
+        if not self._engine.layout_checked:
+            self.check()
 
     def clear(self) -> None:
         """Delete every key of the queue (all jobs, records and counters) and its layout
         record; not atomic with concurrent publishers."""
+        e = self._engine
         with unavailable_as_error():
-            for k in {self.keys, *self.part_keys}:  # one DEL per hash tag (one slot each)
-                self.client.delete(*k.all())
-            self.client.delete(*self.keys.recent_task_stats(time.time()))
-            if self.partitions > 1:
-                self.client.delete(layout_key(self.prefix, self.name))
-        self._layout_ok = self.partitions == 1
+            for k in {e.keys, *e.part_keys}:  # one DEL per hash tag (one slot each)
+                e.client.delete(*k.all())
+            e.client.delete(*e.keys.recent_task_stats(time.time()))
+            if e.partitions > 1:
+                e.client.delete(layout_key(e.prefix, e.name))
+        e.layout_checked = e.partitions == 1
