@@ -471,7 +471,7 @@ def test_dashboard_and_stats_on_a_cluster(
                     redis.Redis(port=port).config_resetstat()
                 msgs = [m for q in queues for m in q.claim(3)[0]]
                 batch = queues[0].engine.batch()
-                pending = [batch.add(get_queue(m.queue).engine.ack_call(m)) for m in msgs]
+                pending = [batch.add(get_queue(m.queue).engine.consume.ack_call(m)) for m in msgs]
                 batch.send()
                 assert [p.result() for p in pending] == [True] * 6
                 calls = {

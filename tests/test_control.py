@@ -42,7 +42,7 @@ def test_cancel_a_running_job_takes_its_lease_at_once(q: Queue) -> None:
     assert rec is not None and rec.was == "leased" and rec.attempts == 1
     assert q.stats()["cancelled"] == 1
     # the delivery is stale for good: its heartbeat says cancelled, its outcome changes nothing
-    assert q.engine.run(q.engine.touch_call(msg)) == CANCELLED
+    assert q.engine.run(q.engine.consume.touch_call(msg)) == CANCELLED
     assert q.touch(msg) is None
     assert q.ack(msg) is False and q.nack(msg, "boom", retry_in=0) is None
     assert not q.release(msg)
@@ -68,8 +68,11 @@ def test_touch_of_another_delivery_is_stale_not_cancelled(q: Queue) -> None:
     q.publish("again", tag=tag)  # the tag is free again after a cancel
     second = q.get()
     assert second is not None and second.token != first.token
-    assert q.engine.run(q.engine.touch_call(first)) == CANCELLED  # the cancelled delivery
-    assert q.engine.run(q.engine.touch_call(second)) not in (None, CANCELLED)  # the new one runs on
+    assert q.engine.run(q.engine.consume.touch_call(first)) == CANCELLED  # the cancelled delivery
+    assert q.engine.run(q.engine.consume.touch_call(second)) not in (
+        None,
+        CANCELLED,
+    )  # the new one runs on
 
 
 def test_cancel_refuses_dead_and_reports_missing(make_queue: QueueFactory) -> None:

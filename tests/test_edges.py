@@ -214,7 +214,7 @@ def test_a_parent_whose_dependents_list_is_corrupt_still_reaches_them(
             assert q.ack(msg)
         else:
             assert q.nack(msg, "boom", dead=True) == "dead"
-        q.engine.drain()
+        q.engine.flow.drain()
     want = "ready" if ends == "acked" else "dead"
     assert q.state("n") == want and other.state("f") == want
     assert q.state("b") == "waiting"  # another parent's dependent is left alone

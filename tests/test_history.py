@@ -58,7 +58,7 @@ def test_a_succeeded_job_keeps_its_record(q: Queue) -> None:
     msg = q.get(consumer="host:7:abcd")
     assert msg is not None
     engine = q.engine
-    assert engine.run(engine.ack_call(msg, 5, 60, run_ms=42))
+    assert engine.run(engine.consume.ack_call(msg, 5, 60, run_ms=42))
     info = q.info("sum")
     assert info is not None and info.state == "succeeded"
     assert info.body == {"task": "app.tasks.add", "args": [2, 3]}
@@ -79,9 +79,9 @@ def test_ack_many_keeps_every_job(q: Queue) -> None:
     tags = q.publish_many([{"n": i} for i in range(30)])
     msgs, _ = q.claim(30, consumer="w2")
     batch = q.engine.batch()
-    replies = q.engine.add_acks(batch, [Ack(m, run_ms=i) for i, m in enumerate(msgs)])
+    replies = q.engine.consume.add_acks(batch, [Ack(m, run_ms=i) for i, m in enumerate(msgs)])
     q.engine.send(batch)
-    q.engine.settle_acks(replies)
+    q.engine.consume.settle_acks(replies)
     assert all(r.result() for r in replies)
     assert history_size(q) == (30, 0, 30)
     infos = {t: q.info(t) for t in tags}
@@ -92,9 +92,9 @@ def test_ack_many_keeps_every_job(q: Queue) -> None:
 
 def ack_many(q: Queue, msgs: list[Any]) -> None:
     batch = q.engine.batch()
-    replies = q.engine.add_acks(batch, [Ack(m) for m in msgs])
+    replies = q.engine.consume.add_acks(batch, [Ack(m) for m in msgs])
     q.engine.send(batch)
-    q.engine.settle_acks(replies)
+    q.engine.consume.settle_acks(replies)
     assert all(r.result() for r in replies)
 
 
@@ -263,7 +263,7 @@ def test_turned_off_the_history_costs_nothing_and_empties(
     assert off.ack_many([off.get()]) == [True]  # type: ignore[list-item]
     assert off.cancel(tags[2])
     calls = [
-        off.engine.ack_call(off.get() or _publish_and_get(off), None, 60),
+        off.engine.consume.ack_call(off.get() or _publish_and_get(off), None, 60),
         off.engine.shards[0].cancel("x", 1000),
         off.engine.shards[0].ack_many([]),
     ]

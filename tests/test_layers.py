@@ -439,7 +439,7 @@ def test_the_redis_checker_lets_honest_code_pass() -> None:
         "from redis.exceptions import ResponseError\nimport redis\n\n"
         "def f(d, q, tag, field):\n"
         "    try:\n        x = getattr(q, field)\n"
-        "        return list(d.keys()), q.engine.result_raw(tag), f'{tag}:x', x\n"
+        "        return list(d.keys()), q.engine.results.raw(tag), f'{tag}:x', x\n"
         "    except (ResponseError, redis.RedisError, redis.exceptions.ConnectionError):\n"
         "        return f\"expected {{'args': [...]}}, got {tag!r}\"\n"
     )

@@ -218,7 +218,7 @@ def test_json_layout_and_no_token_keep_encode_records_value(redis_client: redis.
 def ack_codes(q: Queue, msg: Message) -> list[AckManyCode]:
     """ack_many's codes for acking ``msg`` (not settled: a job left to ack.lua stays)."""
     batch = q.engine.batch()
-    replies = q.engine.add_acks(batch, [q.engine.make_ack(msg)])
+    replies = q.engine.consume.add_acks(batch, [q.engine.consume.make_ack(msg)])
     q.engine.send(batch)
     return [r.code() for r in replies]
 
@@ -247,10 +247,10 @@ def test_claimed_job_with_a_full_ack_field_goes_to_ack(q: Queue, option: dict[st
     assert "u" in read_fields(raw)
     engine = q.engine
     batch = engine.batch()
-    replies = engine.add_acks(batch, [engine.make_ack(msg)])
+    replies = engine.consume.add_acks(batch, [engine.consume.make_ack(msg)])
     engine.send(batch)
     assert [r.code() for r in replies] == [AckManyCode.TO_ACK_LUA]
     assert q.engine.client.hget(q.keys.meta, tag) == raw  # nothing done by ack_many
-    engine.settle_acks(replies)
+    engine.consume.settle_acks(replies)
     assert [r.result() for r in replies] == [True]  # acked by ack.lua
     assert q.engine.client.hget(q.keys.meta, tag) is None

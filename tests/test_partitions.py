@@ -537,7 +537,7 @@ def test_changing_partitions_with_jobs_is_refused(prefix: str, redis_client: red
     four.publish_many(range(10))
     for other in (make(8), make(1)):
         with pytest.raises(PartitionMismatch):
-            other.engine.check_layout()
+            other.engine.layout.check()
     with pytest.raises(PartitionMismatch):
         make(8).claim(1)
     # drained: the new layout is taken
@@ -549,7 +549,7 @@ def test_changing_partitions_with_jobs_is_refused(prefix: str, redis_client: red
     assert redis_client.get(layout_key(prefix, "q")) == b"8"
     eight.clear()
     assert redis_client.get(layout_key(prefix, "q")) is None
-    make(1).engine.check_layout()
+    make(1).engine.layout.check()
 
 
 # ---------------------------------------------------------------- worker and admin

@@ -68,7 +68,7 @@ def position(client: redis.Redis, k: QueueKeys, tag: str) -> list[Any]:
 @pytest.fixture
 def pq(q: Queue) -> Queue:
     """A queue set up for producers (the library loaded, its proto hash written)."""
-    q.engine.publish_protocol()
+    q.engine.protocol.publish()
     return q
 
 
@@ -119,7 +119,7 @@ def test_priority_order_delay_and_group_are_honoured(
 
 def test_options_reach_the_job_record(make_queue: QueueFactory, redis_client: redis.Redis) -> None:
     q = make_queue("fq", fairness="groups")
-    q.engine.publish_protocol()
+    q.engine.protocol.publish()
     options = {
         "id": "j1",
         "priority": 3,
@@ -167,7 +167,7 @@ def test_the_json_layout_of_the_queue_is_followed(
         conf.reset()
         try:
             q = make_queue()
-            q.engine.publish_protocol()
+            q.engine.protocol.publish()
             assert redis_client.hget(q.keys.proto, "layout") == b"json"
             text = body(ADD, 1, 2)
             tag = publish(redis_client, q.keys, text)[1]
@@ -239,7 +239,7 @@ def test_keys_of_another_order_or_queue_are_refused(
     pq: Queue, make_queue: QueueFactory, redis_client: redis.Redis
 ) -> None:
     other = make_queue("other")
-    other.engine.publish_protocol()
+    other.engine.protocol.publish()
     before = snapshot(redis_client, pq.prefix)
     keys = publish_keys(pq.keys)
     cases = [
@@ -263,7 +263,7 @@ def test_a_partitioned_queue_is_refused(
     make_queue: QueueFactory, redis_client: redis.Redis
 ) -> None:
     q = make_queue("parts", partitions=4)
-    q.engine.publish_protocol()
+    q.engine.protocol.publish()
     assert redis_client.hget(q.keys.proto, "partitions") == b"4"
     before = snapshot(redis_client, q.prefix)
     with pytest.raises(redis.ResponseError, match="has 4 partitions: protocol 1 publishes"):
@@ -273,7 +273,7 @@ def test_a_partitioned_queue_is_refused(
 
 def test_a_full_queue_is_refused(make_queue: QueueFactory, redis_client: redis.Redis) -> None:
     q = make_queue("small", max_length=2)
-    q.engine.publish_protocol()
+    q.engine.protocol.publish()
     publish(redis_client, q.keys, GOOD)
     publish(redis_client, q.keys, GOOD, '{"delay_ms": 60000}')
     before = snapshot(redis_client, q.prefix)
@@ -286,7 +286,7 @@ def test_a_body_over_max_payload_bytes_is_refused(
     make_queue: QueueFactory, redis_client: redis.Redis
 ) -> None:
     q = make_queue("tight", max_payload_bytes=120)
-    q.engine.publish_protocol()
+    q.engine.protocol.publish()
     fits = body(ADD, "x" * 40, 1)
     assert len(fits) <= 120 and publish(redis_client, q.keys, fits)[0] == "ok"
     before = snapshot(redis_client, q.prefix)
@@ -322,7 +322,7 @@ def test_an_absent_max_retries_takes_the_queues(
     """As from Python (max_retries=None): the queue's max_retries, from its proto hash;
     a job that fails is retried, not dead at once."""
     q = make_queue("retrying", max_retries=4)
-    q.engine.publish_protocol()
+    q.engine.protocol.publish()
     assert redis_client.hget(q.keys.proto, "max_retries") == b"4"
     publish(redis_client, q.keys, GOOD, '{"id": "absent"}')
     publish(redis_client, q.keys, GOOD, '{"id": "null", "max_retries": null}')
@@ -352,12 +352,12 @@ def test_an_old_policy_without_max_retries_stores_0(
     """A proto hash an older release wrote has no max_retries: the job gets 0 (no retry),
     as it did then, until a worker start or zqueue_protocol writes the hash again."""
     q = make_queue("older", max_retries=4)
-    q.engine.publish_protocol()
+    q.engine.protocol.publish()
     redis_client.hdel(q.keys.proto, "max_retries")
     assert publish(redis_client, q.keys, GOOD, '{"id": "old"}') == ["ok", "old"]
     info = q.info("old")
     assert info is not None and info.max_retries == 0
-    q.engine.publish_protocol()
+    q.engine.protocol.publish()
     publish(redis_client, q.keys, GOOD, '{"id": "new"}')
     info = q.info("new")
     assert info is not None and info.max_retries == 4

@@ -34,7 +34,7 @@ def test_sets_of_several_queues_go_in_one_round_trip_in_order(make_queue: QueueF
         (parts, [parts.prepare(6, tag="t6")]),
     ]
     for q in (a, b, parts):
-        q.engine.ensure_layout()
+        q.engine.layout.ensure()
     a.engine.scripts.load_all()  # a fresh server (a private cluster) has none yet
     with round_trips() as sent:
         outcomes = publish_sets(sets)
@@ -125,7 +125,7 @@ def test_a_set_spread_over_partitions_goes_alone_with_its_tags_checked(
     q, parts = make_queue("q"), make_queue("p", partitions=4)
     tags = ["a", "b", "c", "d"]
     assert len({partition_of(t, 4) for t in tags}) > 1
-    parts.engine.ensure_layout()
+    parts.engine.layout.ensure()
     q.engine.scripts.load_all()
     sets = [(q, [q.prepare(1)]), (parts, [parts.prepare(i, tag=t) for i, t in enumerate(tags)])]
     sets.append((q, [q.prepare(2)]))

@@ -350,7 +350,7 @@ def test_an_async_queue_whose_library_a_full_redis_lacks_drains_it(
                 if not msgs:
                     break
                 if calls == "pipelined":
-                    oks = await aq.engine.run_all([fresh.engine.ack_call(m) for m in msgs])
+                    oks = await aq.engine.run_all([fresh.engine.consume.ack_call(m) for m in msgs])
                 else:
                     oks = [await aq.ack(m) for m in msgs]
                 assert oks == [True] * len(msgs)

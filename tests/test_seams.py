@@ -61,7 +61,7 @@ def test_a_corrupt_waiting_dependent_is_no_poison_entry(
             assert msg is not None and q.ack(msg)
         else:
             assert q.delete(tag)
-    q.engine.drain()  # the acks' entries (a delete dispatches its own at once)
+    q.engine.flow.drain()  # the acks' entries (a delete dispatches its own at once)
     assert q.outbox_size() == 0
     assert q.state(good) == ("ready" if ok else "dead")
     assert q.state(bad) == "dead"
@@ -161,7 +161,7 @@ def test_a_reused_tag_gets_no_end_of_the_old_jobs_parent(
     msg = q.get()
     assert msg is not None and msg.tag == old_parent
     assert getattr(q, how)("B")
-    q.engine.drain()
+    q.engine.flow.drain()
     new_parent = q.publish("c", tag="C")
     q.publish("b2", tag="B", depends_on=[new_parent])
     assert q.ack(msg)
@@ -302,7 +302,7 @@ def test_a_bad_dependent_in_the_links_blocks_no_other_entry(
     for _ in range(2):
         msg = q.get()
         assert msg is not None and q.ack(msg)
-    q.engine.drain()
+    q.engine.flow.drain()
     assert q.state(c) == "ready" and q.state(d) == "ready"
     assert q.outbox_size() == (1 if bad[0] == "gone" else 0)
 
@@ -353,13 +353,13 @@ def test_a_reused_parent_tag_ends_nothing_for_the_old_jobs_dependents(
         assert getattr(q, how)("B")
     q.publish("new", tag="B")
     new_kid = q.publish("d", depends_on=["B"])
-    q.engine.drain()
+    q.engine.flow.drain()
     assert q.state(new_kid) == "waiting"
     msg = q.get()
     assert msg is not None and msg.tag == "B" and q.ack(msg)
     q.dispatch(["B"])
     assert q.state(new_kid) == "ready"
-    other.engine.drain()
+    other.engine.flow.drain()
     assert other.state(old_kid) == "dead"  # never revived by the new job
 
 

@@ -118,7 +118,7 @@ def test_depends_on_waits_for_every_parent_in_any_order_of_acks(
             owner = other if i == 1 else q
             assert owner.ack(msgs[parents[i]])
             owner.dispatch([parents[i]])
-            q.engine.drain()  # a replay changes nothing
+            q.engine.flow.drain()  # a replay changes nothing
             expected = "ready" if n == len(order) - 1 else "waiting"
             assert q.state(child) == expected, (order, n)
         assert q.rank(child) == 0  # its own priority, in line once
@@ -126,7 +126,7 @@ def test_depends_on_waits_for_every_parent_in_any_order_of_acks(
         msg = q.get()
         assert msg is not None and msg.tag == child and q.ack(msg)
         assert q.get() is None
-        q.engine.drain()
+        q.engine.flow.drain()
         assert q.links(child) is None  # its links went with it
 
 
@@ -139,13 +139,13 @@ def test_a_parent_end_counts_once_however_often_it_is_replayed(
     msg = q.get()
     assert msg is not None and msg.tag == a and q.ack(msg, passed="ra")
     # the dispatcher "crashes" after applying the entry, before clearing it
-    entries = q.engine.read_outbox([a])
+    entries = q.engine.flow.read_outbox([a])
     resolve = [q.engine.shards[0].wf_resolve([e]) for e in _resolutions(q, entries)]
     for _ in range(3):
         q.engine.run_all(resolve)
     assert q.links(child).got == 1  # type: ignore[union-attr]
     assert q.state(child) == "waiting"
-    assert q.engine.drain() == 1 and q.outbox_size() == 0
+    assert q.engine.flow.drain() == 1 and q.outbox_size() == 0
     assert q.links(child).got == 1  # type: ignore[union-attr]
     assert q.state(child) == "waiting"
     msg = q.get()

@@ -120,7 +120,7 @@ class FlowMachine(RuleBasedStateMachine):
 
     @rule()
     def drain(self) -> None:
-        while self.q.engine.drain():
+        while self.q.engine.flow.drain():
             pass
 
     def ok(self, child: str, parent: str) -> bool:
@@ -136,7 +136,7 @@ class FlowMachine(RuleBasedStateMachine):
 
     @invariant()
     def settled(self) -> None:
-        while self.q.engine.drain():
+        while self.q.engine.flow.drain():
             pass
         for tag, ps in self.parents.items():
             state = self.q.state(tag)

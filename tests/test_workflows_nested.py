@@ -142,7 +142,7 @@ def test_every_dependent_is_released_once_however_the_ends_are_replayed() -> Non
     tags = [m.tag for m in msgs]
     for _ in range(3):  # the same ends dispatched again, and drained
         q.dispatch(tags)
-        q.engine.drain()
+        q.engine.flow.drain()
     assert q.state(flow.ids[-1]) == "ready"
     burst()
     assert calls("collect") == [(list(range(20)), "")]

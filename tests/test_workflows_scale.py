@@ -37,7 +37,7 @@ def run_all_ready(q: Queue, batch: int = 100, result: Any = None) -> list[str]:
         b = q.engine.batch()
         pending = [
             b.add(
-                q.engine.ack_call(
+                q.engine.consume.ack_call(
                     m, passed=json.dumps(m.body["args"][0] if m.body["args"] else None)
                 )
             )
@@ -94,7 +94,7 @@ def test_the_callback_gets_10000_results_in_order(zqueue_settings: dict[str, Any
         part = msgs[start : start + 777]
         b = q.engine.batch()
         for m in part:
-            b.add(q.engine.ack_call(m, passed=json.dumps(m.body["args"][0])))
+            b.add(q.engine.consume.ack_call(m, passed=json.dumps(m.body["args"][0])))
         q.engine.send(b)
         q.dispatch([m.tag for m in part])
         expected = "ready" if start + 777 >= len(msgs) else "waiting"
@@ -136,10 +136,10 @@ def test_a_batch_of_10000_fires_each_callback_once_whatever_the_outcomes(
         for m in msgs:
             i = m.body["args"][0]
             if i % 3 == 0:
-                bt.add(q.engine.nack_call(m, "boom", dead=True))
+                bt.add(q.engine.consume.nack_call(m, "boom", dead=True))
                 dead.append(m.tag)
             else:
-                bt.add(q.engine.ack_call(m, passed=json.dumps(i)))
+                bt.add(q.engine.consume.ack_call(m, passed=json.dumps(i)))
         q.engine.send(bt)
         q.dispatch([m.tag for m in msgs])
         q.dispatch([m.tag for m in msgs])

@@ -344,6 +344,6 @@ def _count(queue: Queue, n: int) -> None:
     if n <= 0:
         return
     try:
-        queue.engine.incr_stat(RELAYED_COUNTER, n)
+        queue.engine.stats.incr(RELAYED_COUNTER, n)
     except Exception as exc:
         log.warning(kv(event="outbox_count_failed", queue=queue.name, error=str(exc)[:200]))

@@ -106,18 +106,20 @@ def add_outcomes(batch: Sink, done: list[Finished]) -> list[Reply]:
         out, q, msg = f.outcome, f.queue, f.message
         if isinstance(out, Success) and out.passed:  # a workflow job hands on its result
             replies[i] = batch.add(
-                q.engine.ack_call(msg, out.result, out.result_ttl, out.run_ms, out.passed)
+                q.engine.consume.ack_call(msg, out.result, out.result_ttl, out.run_ms, out.passed)
             )
         elif isinstance(out, Success):
             where, items = acks.setdefault(q, ([], []))
             where.append(i)
-            items.append(q.engine.make_ack(msg, out.result, out.result_ttl, out.run_ms))
+            items.append(q.engine.consume.make_ack(msg, out.result, out.result_ttl, out.run_ms))
         elif isinstance(out, Released):
-            replies[i] = batch.add(q.engine.release_call(msg))
+            replies[i] = batch.add(q.engine.consume.release_call(msg))
         elif isinstance(out, Failure):
-            replies[i] = batch.add(q.engine.nack_call(msg, out.error, out.retry_in, dead=out.dead))
+            replies[i] = batch.add(
+                q.engine.consume.nack_call(msg, out.error, out.retry_in, dead=out.dead)
+            )
     for q, (where, items) in acks.items():
-        for i, part in zip(where, q.engine.add_acks(batch, items), strict=True):
+        for i, part in zip(where, q.engine.consume.add_acks(batch, items), strict=True):
             replies[i] = part
     return [r for r in replies if r is not None]
 
@@ -132,7 +134,7 @@ def settle(done: list[Finished], replies: Sequence[Reply]) -> None:
             by_queue.setdefault(f.queue, []).append(r)
     for q, acks in by_queue.items():
         try:
-            q.engine.settle_acks(acks)
+            q.engine.consume.settle_acks(acks)
         except ZQueueError:
             raise
         except Exception as exc:
@@ -177,7 +179,7 @@ def report_error(worker: Host, exc: BaseException, wait: float, **more: Any) -> 
     if isinstance(exc, ScriptError):
         engines = [q.engine for q in worker.queues]
         keys = (
-            worker.queues[0].engine.wrong_types(engines)
+            worker.queues[0].engine.workers.wrong_types(engines)
             if "WRONGTYPE" in str(exc) or "ZQ_CORRUPT_KEY" in str(exc)
             else []
         )
@@ -374,7 +376,7 @@ class Consumer:
                 return None
             batch = first.engine.batch()
             batch.command("blpop", w.wakeups.groups[0], timeout=block)
-            plan = first.engine.plan_claim(budget, w.id)
+            plan = first.engine.consume.plan_claim(budget, w.id)
             pending = batch.add(plan.call)
             replies = first.engine.send(batch)
         except Exception as exc:  # a dropped connection while idle: retried by the loop
@@ -392,7 +394,7 @@ class Consumer:
                 raise as_error(failed)
             report_error(w, as_error(failed), w.paused.failed(first.name), queue=first.name)
             return None
-        msgs, _ = first.engine.claim_rest(plan, pending.result())
+        msgs, _ = first.engine.consume.claim_rest(plan, pending.result())
         return (first, msgs) if msgs else None
 
     def wait_failed(self, exc: BaseException, block: float) -> None:
@@ -446,13 +448,13 @@ class Consumer:
         batch = q.engine.batch()
         pending = add_outcomes(batch, self.done)
         taskstats.add_to(batch, self.done)  # per-task statistics, in the same round trip
-        plan = q.engine.plan_claim(budget, self.worker.id)
+        plan = q.engine.consume.plan_claim(budget, self.worker.id)
         claimed = batch.add(plan.call)
         _send(q, batch, self.worker.leases.full)
         self.outcomes_sent(pending)
         if claimed.failed is not None:
             raise as_error(claimed.failed)
-        return q.engine.claim_rest(plan, claimed.result())
+        return q.engine.consume.claim_rest(plan, claimed.result())
 
     def flush(self) -> None:
         """Send the finished jobs' acks/nacks."""

@@ -273,7 +273,7 @@ class Leases:
         if not due:
             return False
         batch = due[0].queue.engine.batch()
-        pending = [batch.add(h.queue.engine.touch_call(h.message)) for h in due]
+        pending = [batch.add(h.queue.engine.consume.touch_call(h.message)) for h in due]
         try:
             due[0].queue.engine.send(batch)
             failed = next((f for p in pending if (f := p.failed) and is_unavailable(f)), None)
@@ -343,7 +343,7 @@ class Leases:
         try:
             batch = held[0].queue.engine.batch()
             for h in held:
-                batch.add(h.queue.engine.release_call(h.message))
+                batch.add(h.queue.engine.consume.release_call(h.message))
             held[0].queue.engine.send(batch)
             log.info(kv(event="released", worker=self.worker_id, jobs=len(held)))
         except Exception:
@@ -365,7 +365,7 @@ class Leases:
             }
         )
         engine = self.queues[0].engine
-        hashes = engine.register_worker([q.engine for q in self.queues], self.worker_id, entry)
+        hashes = engine.workers.register([q.engine for q in self.queues], self.worker_id, entry)
         stale: list[tuple[Engine, Any]] = []
         for q, entries in zip(self.queues, hashes, strict=True):
             for wid, raw in entries.items():
@@ -375,7 +375,7 @@ class Leases:
                         kv(
                             event="worker_entry_corrupt",
                             queue=q.name,
-                            key=q.engine.workers_key(),
+                            key=q.engine.workers.key(),
                             field=lenient_text(wid),
                             entry=lenient_text(raw[:200]),
                             fix="removed: a worker's entry is JSON with a number 'seen'",
@@ -384,13 +384,13 @@ class Leases:
                 if seen is None or seen < now_ms - WORKER_FORGOTTEN_MS:
                     stale.append((q.engine, wid))
         if stale:
-            engine.forget_workers(stale)
+            engine.workers.forget(stale)
 
     def unregister(self) -> None:
         """Remove this worker's entries (a clean stop)."""
         try:
             engine = self.queues[0].engine
-            engine.forget_workers([(q.engine, self.worker_id) for q in self.queues])
+            engine.workers.forget([(q.engine, self.worker_id) for q in self.queues])
         except Exception:
             log.warning(kv(event="unregister_failed", worker=self.worker_id))
 

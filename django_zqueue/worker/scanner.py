@@ -167,7 +167,7 @@ class Scanner:
         totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
         with self.full.refusing("workflow_outbox"):  # (it adds jobs: not at maxmemory)
             for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
-                n = q.engine.drain()
+                n = q.engine.flow.drain()
                 totals.dispatched += n
                 if not n or (stop is not None and stop.is_set()):
                     break
@@ -278,7 +278,7 @@ class Scanner:
             return {}
         fields = {"fix": KEYS_FIX}
         if "WRONGTYPE" in str(exc) or "ZQ_CORRUPT_KEY" in str(exc):
-            keys = self.queues[0].engine.wrong_types([q.engine for q in self.queues])
+            keys = self.queues[0].engine.workers.wrong_types([q.engine for q in self.queues])
             if keys:
                 fields["key"] = ", ".join(keys)
         return fields

@@ -105,7 +105,7 @@ def add_to(batch: Batch, done: Iterable[Done]) -> None:
             # the fields a job touched: a run's run ms even when 0, the others when > 0
             if n or (i == 1 and c[0])
         }
-        q.engine.add_task_stats(batch, slot, counts, KEEP_SECONDS)
+        q.engine.stats.add_task_stats(batch, slot, counts, KEEP_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,7 +111,7 @@ class Worker:
         self._scanner: Scanner | None = None  # the embedded scanner (scanner.py)
         #: the notify lists of every queue, grouped by cluster slot (one BLPOP may only
         #: name keys of one slot on a Redis Cluster; one group elsewhere)
-        self.wakeups = self.queues[0].engine.wakeups([q.engine for q in self.queues])
+        self.wakeups = self.queues[0].engine.workers.wakeups([q.engine for q in self.queues])
         #: the event-loop lane for ``async def`` tasks (aio.py), or None
         self.lane: AioLane | None = self._lane(async_concurrency)
 
@@ -198,7 +198,7 @@ class Worker:
         (no Redis Functions, an ACL) is logged, and the worker runs on."""
         for q in self.queues:
             try:
-                q.engine.publish_protocol()
+                q.engine.protocol.publish()
             except QueueUnavailable:
                 return
             except ZQueueError as exc:
@@ -213,7 +213,7 @@ class Worker:
         tracing.prepare()  # OpenTelemetry's imports, if installed: not on a claimed job's time
         for q in self.queues:  # refuse a changed 'partitions' before running anything
             with contextlib.suppress(QueueUnavailable):  # down: checked at first claim
-                q.engine.check_layout()
+                q.engine.layout.check()
         self.publish_protocol()
         if self.scanner:
             from ..tasks.schedules import Scheduler

@@ -46,7 +46,7 @@ def history(q: Queue) -> dict[str, str]:
     for tag in tags:
         msg = q.get(consumer=rnd.choice(WORKERS))
         assert msg is not None and msg.tag == tag
-        call = q.engine.ack_call(msg, {"sent": True, "order": 1000 + tags.index(tag)}, 3600,
+        call = q.engine.consume.ack_call(msg, {"sent": True, "order": 1000 + tags.index(tag)}, 3600,
                                  run_ms=rnd.randint(40, 2400))  # fmt: skip
         assert q.engine.run(call)
     stopped = [q.publish({"task": "shop.reports.monthly", "args": [], "kwargs": {"m": i}})

@@ -84,7 +84,7 @@ def test_r14_workers_drain_a_redis_filled_to_maxmemory(
     client = server.client()
     q.claim(1)  # (the scripts loaded before the room is measured)
     first = f.start_worker("--concurrency", "2")
-    assert wait_for(lambda: client.hlen(q.engine.workers_key()) == 1, timeout=60)
+    assert wait_for(lambda: client.hlen(q.engine.workers.key()) == 1, timeout=60)
     base = int(client.info("memory")["used_memory"])
     client.config_set("maxmemory", base + room)
 

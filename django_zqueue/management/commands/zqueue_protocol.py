@@ -47,7 +47,7 @@ class Command(BaseCommand):
         for name in names:
             engine = get_queue(name).engine
             try:
-                done = engine.publish_protocol()
+                done = engine.protocol.publish()
             except ZQueueError as exc:
                 raise CommandError(str(exc)) from exc
             if done.action == "kept":
@@ -56,7 +56,7 @@ class Command(BaseCommand):
                 said = f"replaced {done.found or '(no version)'} by {done.build}"
             else:
                 said = f"{WORDS[done.action]} ({done.build})"
-            self.stdout.write(f"queue {name}: {PROTOCOL_LIBRARY} {said}; {engine.proto_key()}")
+            self.stdout.write(f"queue {name}: {PROTOCOL_LIBRARY} {said}; {engine.protocol.key()}")
             if engine.partitions > 1:
                 self.stdout.write(
                     f"  note: {engine.partitions} partitions: protocol {PROTOCOL_VERSION} "
@@ -67,14 +67,14 @@ class Command(BaseCommand):
         missing = []
         for name in names:
             engine = get_queue(name).engine
-            held = engine.protocol_loaded()
+            held = engine.protocol.loaded()
             lib = (
                 f"{PROTOCOL_LIBRARY} {held.build or '(no version)'}"
                 if held
                 else f"{PROTOCOL_LIBRARY} not loaded"
             )
-            stored = engine.protocol_stored()
-            want = engine.protocol_policy()
+            stored = engine.protocol.stored()
+            want = engine.protocol.policy()
             if not stored:
                 state = "not set up"
             elif stored == want:
@@ -82,7 +82,7 @@ class Command(BaseCommand):
             else:
                 state = "set up with other settings: run manage.py zqueue_protocol"
             policy = " ".join(f"{k}={v}" for k, v in sorted(stored.items()))
-            line = f"queue {name}: {lib}; {engine.proto_key()} {state} {policy}"
+            line = f"queue {name}: {lib}; {engine.protocol.key()} {state} {policy}"
             self.stdout.write(line.rstrip())
             if held is None or not stored:
                 missing.append(name)

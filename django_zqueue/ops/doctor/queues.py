@@ -64,7 +64,7 @@ def _queue_state(name: str, q: Queue) -> Iterator[Finding]:
 def _overdue(q: Queue) -> dict[str, tuple[int, float]]:
     """For "delayed" and "leased": how many of the queue's jobs are due (a delay ended, a
     lease expired) for longer than SCANNER_SLACK_MS, and for how long (ms) the oldest."""
-    return q.engine.overdue(SCANNER_SLACK_MS)
+    return q.engine.positions.overdue(SCANNER_SLACK_MS)
 
 
 def _workers(name: str, counts: Mapping[str, int], threads: int) -> Finding:

@@ -135,7 +135,7 @@ def _set_up(engines: list[Any]) -> bool:
 
     for engine in engines:
         try:
-            if engine.protocol_stored():
+            if engine.protocol.stored():
                 return True
         except (ResponseError, ZQueueError):  # a proto key of the wrong type: set up once
             return True
@@ -189,7 +189,7 @@ def _clock(config: conf.Config) -> Iterator[Finding]:
 
     engine = get_queue(next(iter(config.queues))).engine  # Redis' clock on its node
     before = time.time() * 1000
-    redis_ms = engine.server_ms()
+    redis_ms = engine.positions.server_ms()
     after = time.time() * 1000
     skew = redis_ms - (before + after) / 2
     if abs(skew) < CLOCK_WARNING_MS:

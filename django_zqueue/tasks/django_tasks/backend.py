@@ -327,7 +327,7 @@ class ZQueueBackend(BaseTaskBackend):
         batch = queues[0].engine.batch()
         reads = []
         for q in queues:
-            info_call, at = q.engine.add_job_read(batch, result_id)
+            info_call, at = q.engine.positions.add_job_read(batch, result_id)
             reads.append((q, info_call, at))
         replies = queues[0].engine.send(batch)
         for q, info_call, at in reads:
@@ -416,7 +416,7 @@ def task_rank(result: AnyResult | str, backend: str = "default") -> tuple[int | 
     q = get_queue(result.task.queue_name)
     if q.partitions > 1:  # the global rank: one read per partition
         return q.rank(result.id), q.score(result.id)
-    return q.engine.ready_standing(result.id)
+    return q.engine.positions.ready_standing(result.id)
 
 
 # ---------------------------------------------------------------------- worker side
@@ -548,7 +548,7 @@ def start_record(
 ) -> dict[str, Any]:
     """Mark a run as started: worker id appended, times set, status RUNNING; stored
     before the task runs."""
-    previous_raw = q.engine.result_raw(result_id)
+    previous_raw = q.engine.results.raw(result_id)
     record = record_for(body, json.loads(previous_raw) if previous_raw else None)
     now = now_iso()
     record["started_at"] = record["started_at"] or now
@@ -560,7 +560,7 @@ def start_record(
 
 
 def store_record(q: Queue, result_id: str, record: Mapping[str, Any], ttl: float) -> None:
-    q.engine.store_result(result_id, json.dumps(record), max(1, int(ttl * 1000)))
+    q.engine.results.store(result_id, json.dumps(record), max(1, int(ttl * 1000)))
 
 
 def send_started(task_result: AnyResult) -> None:
