@@ -34,6 +34,7 @@ from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, use_resolver
 from .ops import Ops, Wakeups
 from .reads import Reads
 from .shard import Shard
+from .writes import Writes
 
 __all__ = [
     "ACK_CHUNK",
@@ -53,6 +54,7 @@ __all__ = [
     "Reads",
     "Shard",
     "Wakeups",
+    "Writes",
     "min_hint",
     "score_mode",
     "use_resolver",
@@ -66,3 +68,5 @@ class Engine(Ops):
         super().__init__(*args, **kwargs)
         #: the read verbs (:class:`~.reads.Reads`)
         self.reads = Reads(self)
+        #: the write verbs of new jobs (:class:`~.writes.Writes`)
+        self.writes = Writes(self)
