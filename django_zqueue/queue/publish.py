@@ -5,23 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
 from ..engine.records import NewJob, encode_body, new_tag, validate
-from ..engine.records.spec import JobSpec
+from ..engine.records.spec import JobOptions
 from ..engine.writes import group_room_or_full, room_or_full
 from ..exceptions import InvalidArgument, PayloadTooLarge
 from .once import Once
 
 #: the room checks live in the engine (``engine.writes``); named here for queue/flow.py
 __all__ = ["Publishing", "group_room_or_full", "room_or_full"]
-
-
-@lru_cache(maxsize=256)
-def _plain_spec(priority: int, max_retries: int) -> JobSpec:
-    """The spec of a job with only a priority and retries (checked when first made)."""
-    return JobSpec.build(priority=priority, max_retries=max_retries)
 
 
 class Publishing(Once):
@@ -40,37 +33,34 @@ class Publishing(Once):
         visibility_timeout: float | None = None,
         group: str | None = None,
         expires: float | timedelta | datetime | None = None,
+        options: JobOptions | None = None,
     ) -> NewJob:
         """Validate and encode one job without sending it (see :meth:`publish_prepared`).
 
-        Raises exactly what :meth:`publish` raises for bad input; touches no Redis."""
-        data = encode_body(body)
-        if len(data) > self.options.max_payload_bytes:
-            raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
-        retries = self.options.max_retries if max_retries is None else max_retries
-        if (
-            type(priority) is int
-            and type(retries) is int
-            and score is None
-            and delay is None
-            and run_at is None
-            and visibility_timeout is None
-            and group is None
-            and expires is None
-        ):  # the common case: one spec per priority and retries, checked once
-            spec = _plain_spec(priority, retries)
-        else:
-            spec = JobSpec.build(
+        ``options`` gives the job's options as one value (a :class:`JobOptions`, checked
+        when made) instead of the keywords; its ``debounce`` and ``unique_for`` are left
+        to :meth:`publish_once`. Raises exactly what :meth:`publish` raises for bad
+        input; touches no Redis."""
+        if options is None:
+            options = JobOptions(
                 priority=priority,
                 score=score,
                 delay=delay,
                 run_at=run_at,
-                max_retries=retries,
+                max_retries=max_retries,
                 visibility_timeout=visibility_timeout,
                 group=group,
-                weight=self._weight(group),
                 expires=expires,
             )
+        elif (priority, score, delay, run_at, max_retries, visibility_timeout, group, expires) != (
+            0,
+            *[None] * 7,
+        ):
+            raise InvalidArgument("give the job's options as options= or as keywords, not both")
+        data = encode_body(body)
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
+        spec = options.job_spec(self.options.max_retries, self._weight(options.group))
         if tag is None:
             return NewJob(new_tag(), data, spec, True)
         return NewJob(validate.tag(tag), data, spec)
@@ -119,21 +109,22 @@ class Publishing(Once):
         ``debounce`` and ``unique_for`` (seconds; both need a ``tag``) apply the rules
         of :meth:`publish_once` (docs/job-control.md).
         """
-        if (debounce is not None or unique_for is not None) and tag is None:
-            raise InvalidArgument("debounce and unique_for need a tag")
-        job = self.prepare(
-            body,
-            tag,
-            priority,
-            score,
-            delay,
-            run_at,
+        options = JobOptions(
+            priority=priority,
+            score=score,
+            delay=delay,
+            run_at=run_at,
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
             group=group,
+            debounce=debounce,
+            unique_for=unique_for,
             expires=expires,
         )
-        if debounce is not None or unique_for is not None:
+        if options.once and tag is None:
+            raise InvalidArgument("debounce and unique_for need a tag")
+        job = self.prepare(body, tag, options=options)
+        if options.once:
             self.publish_once(job, debounce=debounce, unique_for=unique_for)
             return job.tag
         return self.publish_prepared([job])[0]
@@ -167,18 +158,16 @@ class Publishing(Once):
             raise InvalidArgument(
                 f"got {len(body_list)} bodies but {len(tag_list)} tags; give one tag per body"
             )
+        options = JobOptions(
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_retries=max_retries,
+            group=group,
+            expires=expires,
+        )
         jobs = [
-            self.prepare(
-                b,
-                tag_list[i] if tag_list else None,
-                priority,
-                None,
-                delay,
-                run_at,
-                max_retries=max_retries,
-                group=group,
-                expires=expires,
-            )
+            self.prepare(b, tag_list[i] if tag_list else None, options=options)
             for i, b in enumerate(body_list)
         ]
         return self.publish_prepared(jobs)
