@@ -8,8 +8,9 @@ The argument is a MessagePack map (read in Lua with ``cmsgpack.unpack`` by the
 out), then, for a workflow job, ``need``, ``kids`` and ``parents``. Each name is also the
 field's name in :class:`JobSpec` and in :data:`~django_zqueue.conf.bounds.JOB_BOUNDS`, where its
 bounds are; docs/architecture.md ("The job spec") lists them. A new option is a field
-here, its check in :meth:`JobSpec.build`, its bound in ``bounds.py``, the line of
-``read_job`` that reads it, and its docs.
+here, its check in :meth:`JobSpec.build`, its field in :class:`JobOptions` (the options as
+a caller gives them, one value above the spec, checked once when made), its bound in
+``bounds.py``, the line of ``read_job`` that reads it, and its docs.
 """
 
 from __future__ import annotations
