@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..engine.records import NewJob, encode_body, new_tag, validate
-from ..engine.records.spec import JobOptions
+from ..engine.records.spec import JobOptions, plain_options
 from ..engine.writes import group_room_or_full, room_or_full
 from ..exceptions import InvalidArgument, PayloadTooLarge
 from .once import Once
@@ -41,13 +41,21 @@ class Publishing(Once):
         when made) instead of the keywords; its ``debounce`` and ``unique_for`` are left
         to :meth:`publish_once`. Raises exactly what :meth:`publish` raises for bad
         input; touches no Redis."""
-        if options is None:
+        retries = self.options.max_retries if max_retries is None else max_retries
+        if (
+            options is None
+            and (score, delay, run_at, visibility_timeout, group, expires) == (None,) * 6
+            and type(priority) is int
+            and type(retries) is int
+        ):
+            options = plain_options(priority, retries)  # the common case, checked once
+        elif options is None:
             options = JobOptions(
                 priority=priority,
                 score=score,
                 delay=delay,
                 run_at=run_at,
-                max_retries=max_retries,
+                max_retries=retries,
                 visibility_timeout=visibility_timeout,
                 group=group,
                 expires=expires,

@@ -245,7 +245,19 @@ class JobOptions:
         """The spec of a job with these options: ``max_retries`` (the queue's) when the
         options give none, ``weight`` (its group's, in a fair queue), without the rules
         of ``publish_once``."""
-        return _completed(self.spec, max_retries if self.max_retries is None else None, weight)
+        spec = self.spec
+        if weight is None and spec.debounce_ms is None and spec.unique_ms is None:
+            if self.max_retries is not None or max_retries == spec.max_retries:
+                return spec
+            if spec.count == (spec.priority != 0) + 1:  # only a priority and retries
+                return _plain_spec(spec.priority, max_retries)
+        return _completed(spec, max_retries if self.max_retries is None else None, weight)
+
+
+@lru_cache(maxsize=256)
+def plain_options(priority: int, max_retries: int | None) -> JobOptions:
+    """The options of a job with only a priority and retries (checked when first made)."""
+    return JobOptions(priority=priority, max_retries=max_retries)
 
 
 #: the options of :class:`JobOptions`, by name
