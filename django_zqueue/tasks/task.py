@@ -126,7 +126,7 @@ class Task(Generic[P, R]):
 
         ``tag`` and ``group`` may each be a fixed string for the next enqueue or a
         function of the call's arguments."""
-        given = locals()
+        given = locals()  # the job options by name: a new one is one more parameter here
         job = {n: given[n] for n in TASK_OPTIONS if n in given and given[n] is not None}
         changes: dict[str, Any] = {"options": replaced(self.name, self.options, job)}
         if queue is not None:
