@@ -351,8 +351,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.durable_calls",
         "queue.flow",
         "queue.lookup",
-        "queue.once",
-        "queue.publish",
         "queue.sets",
         "tasks.durable",
         "tasks.watch",

@@ -225,12 +225,12 @@ def test_publish_many_drawn_tags_are_not_checked_first_and_a_clash_is_still_refu
     here) is refused by its chunk's script, its job not written and the job it met left
     as it was, and the exception lists what the other chunks wrote."""
     from django_zqueue.engine import records
-    from django_zqueue.queue.publish import Publishing
+    from django_zqueue.engine.writes import Writes
 
     checked: list[int] = []
-    check = Publishing._precheck_tags
+    check = Writes._precheck_tags
     monkeypatch.setattr(
-        Publishing,
+        Writes,
         "_precheck_tags",
         lambda self, tags: (checked.append(len(tags)), check(self, tags)),
     )

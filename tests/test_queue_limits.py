@@ -75,7 +75,7 @@ def test_a_chunk_refused_after_the_check_says_what_was_written(make_queue: Queue
     with pytest.raises(QueueFull) as info:
         q.publish_prepared(jobs)  # the check refuses: nothing sent
     assert info.value.published == [] and q.counts()["ready"] == 0
-    from django_zqueue.queue import publish as publishing
+    from django_zqueue.engine import writes as publishing
 
     real = publishing.room_or_full
     publishing.room_or_full = lambda *a, **k: None  # the check saw room

@@ -66,6 +66,7 @@ from .scripts import Batch, Call, LoadedProtocol, Pending, ProtocolLoad, Sink, S
 from .shard import Shard
 from .stats import Stats
 from .workers import Wakeups, Workers
+from .writes import Writes
 
 __all__ = [
     "ACK_CHUNK",
@@ -93,6 +94,7 @@ __all__ = [
     "WireProtocol",
     "Workers",
     "Workflows",
+    "Writes",
     "min_hint",
     "score_mode",
     "use_resolver",
@@ -130,6 +132,8 @@ class Engine(Core):
         self.stats = Stats(self)
         #: where jobs stand, and the jobs overdue (:class:`~.positions.Positions`)
         self.positions = Positions(self)
+        #: the write verbs of new jobs (:class:`~.writes.Writes`)
+        self.writes = Writes(self)
 
     # ------------------------------------------------------------ forwarders
     # The names callers used before the engine was split by capability: each forwards to

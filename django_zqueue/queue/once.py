@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
-from typing import Literal
 
 from ..engine.records import NewJob
 from ..engine.records.spec import JobSpec
-from ..exceptions import DuplicateJob, InvalidArgument
+from ..engine.writes import OnceResult
+from ..exceptions import InvalidArgument
 from .base import QueueBase
 
-#: what :meth:`Once.publish_once` did: a new job, or a waiting one debounced
-OnceResult = Literal["new", "replaced"]
+__all__ = ["Once", "OnceResult"]
 
 
 class Once(QueueBase):
@@ -48,9 +47,4 @@ class Once(QueueBase):
                 raise InvalidArgument("debounce sets the run-at: give no delay or run_at with it")
             spec = replace(job.spec, debounce_ms=rules.debounce_ms, unique_ms=rules.unique_ms)
             job = job._replace(spec=spec)
-        self.engine.ensure_layout()
-        call = self.engine.shard_for(job.tag).publish_once(job)
-        outcome, state = self.engine.run(call)
-        if outcome == "clash":
-            raise DuplicateJob([job.tag], [state])
-        return "replaced" if outcome == "replaced" else "new"
+        return self.engine.writes.publish_once(job)

@@ -5,63 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
-from ..engine import PUBLISH_CHUNK, Engine, Shard
-from ..engine.keys import partition_of
 from ..engine.records import NewJob, encode_body, new_tag, validate
-from ..engine.records.spec import JobSpec
-from ..engine.redis.connection import unavailable_as_error
-from ..exceptions import DuplicateJob, InvalidArgument, PayloadTooLarge, QueueFull
+from ..engine.records.spec import JobOptions, plain_options
+from ..engine.writes import group_room_or_full, room_or_full
+from ..exceptions import InvalidArgument, PayloadTooLarge
 from .once import Once
 
-
-def room_or_full(counts: Sequence[tuple[Shard, int]], engine: Engine) -> None:
-    """:class:`QueueFull` (nothing written) when ``n`` more jobs do not fit in a shard's
-    ``max_length`` (``counts``: shard, new jobs), read in one round trip: the check
-    before a publish that spans several script calls (each call checks again)."""
-    total: dict[int, tuple[Shard, int]] = {}
-    for shard, n in counts:
-        if shard.policy.max_length:
-            total[id(shard)] = (shard, total.get(id(shard), (shard, 0))[1] + n)
-    counts = list(total.values())
-    if not counts:
-        return
-    with unavailable_as_error():
-        pipe = engine.client.pipeline(transaction=False)
-        for shard, _ in counts:
-            pipe.zcard(shard.keys.ready)
-            pipe.zcard(shard.keys.delayed)
-        sizes = pipe.execute()
-    for i, (shard, n) in enumerate(counts):
-        waiting = int(sizes[2 * i]) + int(sizes[2 * i + 1])
-        if waiting + n > shard.policy.max_length:
-            raise QueueFull(
-                f"{waiting} jobs wait and {n} more would pass max_length "
-                f"{shard.policy.max_length}; nothing was written: retry later, or raise "
-                "the queue option max_length"
-            )
-
-
-def group_room_or_full(counts: Sequence[tuple[Shard, str, int]], engine: Engine) -> None:
-    """:class:`QueueFull` (nothing written) naming the first group whose ``n`` more jobs
-    do not fit in its shard's ``group_max_length`` (``counts``: shard, group key or '',
-    new jobs that enter a line): one read-only ``group_check`` call per shard, in one
-    round trip, only for fair queues with the limit (each publish call checks again)."""
-    adds: dict[int, tuple[Shard, dict[str, int]]] = {}
-    for shard, group, n in counts:
-        if shard.policy.group_max_length and n > 0:
-            per = adds.setdefault(id(shard), (shard, {}))[1]
-            per[group] = per.get(group, 0) + n
-    if adds:
-        engine.run_all([shard.group_check(list(per.items())) for shard, per in adds.values()])
-
-
-@lru_cache(maxsize=256)
-def _plain_spec(priority: int, max_retries: int) -> JobSpec:
-    """The spec of a job with only a priority and retries (checked when first made)."""
-    return JobSpec.build(priority=priority, max_retries=max_retries)
+#: the room checks live in the engine (``engine.writes``); named here for queue/flow.py
+__all__ = ["Publishing", "group_room_or_full", "room_or_full"]
 
 
 class Publishing(Once):
@@ -80,27 +33,24 @@ class Publishing(Once):
         visibility_timeout: float | None = None,
         group: str | None = None,
         expires: float | timedelta | datetime | None = None,
+        options: JobOptions | None = None,
     ) -> NewJob:
         """Validate and encode one job without sending it (see :meth:`publish_prepared`).
 
-        Raises exactly what :meth:`publish` raises for bad input; touches no Redis."""
-        data = encode_body(body)
-        if len(data) > self.options.max_payload_bytes:
-            raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
+        ``options`` gives the job's options as one value (a :class:`JobOptions`, checked
+        when made) instead of the keywords; its ``debounce`` and ``unique_for`` are left
+        to :meth:`publish_once`. Raises exactly what :meth:`publish` raises for bad
+        input; touches no Redis."""
         retries = self.options.max_retries if max_retries is None else max_retries
         if (
-            type(priority) is int
+            options is None
+            and (score, delay, run_at, visibility_timeout, group, expires) == (None,) * 6
+            and type(priority) is int
             and type(retries) is int
-            and score is None
-            and delay is None
-            and run_at is None
-            and visibility_timeout is None
-            and group is None
-            and expires is None
-        ):  # the common case: one spec per priority and retries, checked once
-            spec = _plain_spec(priority, retries)
-        else:
-            spec = JobSpec.build(
+        ):
+            options = plain_options(priority, retries)  # the common case, checked once
+        elif options is None:
+            options = JobOptions(
                 priority=priority,
                 score=score,
                 delay=delay,
@@ -108,9 +58,17 @@ class Publishing(Once):
                 max_retries=retries,
                 visibility_timeout=visibility_timeout,
                 group=group,
-                weight=self._weight(group),
                 expires=expires,
             )
+        elif (priority, score, delay, run_at, max_retries, visibility_timeout, group, expires) != (
+            0,
+            *[None] * 7,
+        ):
+            raise InvalidArgument("give the job's options as options= or as keywords, not both")
+        data = encode_body(body)
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
+        spec = options.job_spec(self.options.max_retries, self._weight(options.group))
         if tag is None:
             return NewJob(new_tag(), data, spec, True)
         return NewJob(validate.tag(tag), data, spec)
@@ -159,21 +117,22 @@ class Publishing(Once):
         ``debounce`` and ``unique_for`` (seconds; both need a ``tag``) apply the rules
         of :meth:`publish_once` (docs/job-control.md).
         """
-        if (debounce is not None or unique_for is not None) and tag is None:
-            raise InvalidArgument("debounce and unique_for need a tag")
-        job = self.prepare(
-            body,
-            tag,
-            priority,
-            score,
-            delay,
-            run_at,
+        options = JobOptions(
+            priority=priority,
+            score=score,
+            delay=delay,
+            run_at=run_at,
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
             group=group,
+            debounce=debounce,
+            unique_for=unique_for,
             expires=expires,
         )
-        if debounce is not None or unique_for is not None:
+        if options.once and tag is None:
+            raise InvalidArgument("debounce and unique_for need a tag")
+        job = self.prepare(body, tag, options=options)
+        if options.once:
             self.publish_once(job, debounce=debounce, unique_for=unique_for)
             return job.tag
         return self.publish_prepared([job])[0]
@@ -207,18 +166,16 @@ class Publishing(Once):
             raise InvalidArgument(
                 f"got {len(body_list)} bodies but {len(tag_list)} tags; give one tag per body"
             )
+        options = JobOptions(
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_retries=max_retries,
+            group=group,
+            expires=expires,
+        )
         jobs = [
-            self.prepare(
-                b,
-                tag_list[i] if tag_list else None,
-                priority,
-                None,
-                delay,
-                run_at,
-                max_retries=max_retries,
-                group=group,
-                expires=expires,
-            )
+            self.prepare(b, tag_list[i] if tag_list else None, options=options)
             for i, b in enumerate(body_list)
         ]
         return self.publish_prepared(jobs)
@@ -227,104 +184,4 @@ class Publishing(Once):
         """Send jobs made by :meth:`prepare`: one script call per shard and per 100 jobs,
         all in one round trip. A call that spans several script calls is checked for
         clashes first."""
-        if not jobs:
-            return []
-        self.engine.ensure_layout()
-        if len(jobs) == 1:  # one job, one script call: atomic, no clash precheck
-            found = self.engine.run(self.engine.shard_for(jobs[0].tag).publish(jobs))
-            return self._published([jobs], [found], [jobs[0].tag]) if found else [jobs[0].tag]
-        tags = [j.tag for j in jobs]
-        groups: dict[int, list[NewJob]] = {0: list(jobs)}
-        if self.partitions > 1:
-            groups = {}
-            for job in jobs:
-                groups.setdefault(partition_of(job.tag, self.partitions), []).append(job)
-        chunks = [
-            (self.engine.shards[p], group[i : i + PUBLISH_CHUNK])
-            for p, group in sorted(groups.items())
-            for i in range(0, len(group), PUBLISH_CHUNK)
-        ]
-        if len(chunks) > 1:  # several calls are not atomic together: check first
-            if not all(job.drawn for job in jobs):  # (tags drawn here do not clash)
-                self._precheck_tags(tags)
-            room_or_full([(shard, len(chunk)) for shard, chunk in chunks], self.engine)
-            group_room_or_full(
-                [(shard, j.spec.group or "", 1) for shard, chunk in chunks for j in chunk],
-                self.engine,
-            )
-        batch = self.engine.batch()
-        pending = [batch.add(shard.publish(chunk)) for shard, chunk in chunks]
-        self.engine.send(batch)
-        replies: list[list[tuple[str, str]]] = []
-        full: QueueFull | None = None
-        for p in pending:
-            try:
-                replies.append(p.result())
-            except QueueFull as exc:  # filled by others since the check
-                full = full or exc
-                replies.append([("", "full")])  # not written
-        if full is not None:  # say what was written
-            written = [
-                job.tag
-                for (_, chunk), found in zip(chunks, replies, strict=True)
-                if not found
-                for job in chunk
-            ]
-            raise QueueFull(str(full), written)
-        return self._published([chunk for _, chunk in chunks], replies, tags)
-
-    @staticmethod
-    def _published(
-        chunks: Sequence[Sequence[NewJob]],
-        replies: Sequence[list[tuple[str, str]]],
-        tags: list[str],
-    ) -> list[str]:
-        """``tags``, once every chunk's publish reply says written; else DuplicateJob with
-        the clashes and the tags that the other chunks did write."""
-        published: set[str] = set()
-        clashes: list[tuple[str, str]] = []
-        for chunk, found in zip(chunks, replies, strict=True):
-            if not found:
-                published.update(job.tag for job in chunk)
-            clashes.extend(found)
-        if clashes:
-            raise DuplicateJob(
-                [t for t, _ in clashes],
-                [s for _, s in clashes],
-                [t for t in tags if t in published],
-            )
-        return tags
-
-    def _precheck_tags(self, tags: list[str]) -> None:
-        seen: set[str] = set()
-        dupes = []
-        for t in tags:
-            if t in seen:
-                dupes.append(t)
-            seen.add(t)
-        if dupes:
-            raise DuplicateJob(dupes, ["batch"] * len(dupes))
-        by_shard: dict[int, list[str]] = {}
-        for t in tags:
-            by_shard.setdefault(partition_of(t, self.partitions), []).append(t)
-        chunks = [
-            (self.engine.shards[p].keys, ts[i : i + PUBLISH_CHUNK])
-            for p, ts in by_shard.items()
-            for i in range(0, len(ts), PUBLISH_CHUNK)
-        ]
-        with unavailable_as_error():
-            pipe = self.engine.client.pipeline(transaction=False)
-            for k, ts in chunks:
-                pipe.hmget(k.meta, ts)
-            found = pipe.execute()
-        taken = [
-            t
-            for (_, ts), vs in zip(chunks, found, strict=True)
-            for t, v in zip(ts, vs, strict=True)
-            if v is not None
-        ]
-        if taken:
-            states = [
-                self.engine.run(self.engine.shard_for(t).state(t)) or "unknown" for t in taken
-            ]
-            raise DuplicateJob(taken, states)
+        return self.engine.writes.publish(jobs)

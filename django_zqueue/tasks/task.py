@@ -26,20 +26,21 @@ import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from django.db import transaction
 
 from .. import conf
 from ..conf import Backoff
-from ..conf.bounds import MAX_DELAY, check_job_options
-from ..conf.fairness import group_problem
+from ..conf.bounds import check_job_options
 from ..engine.records.links import OptionalParent
+from ..engine.records.spec import JobOptions
 from ..exceptions import InvalidArgument
 from ..queue import NewJob, Queue, get_queue
 from . import oncommit, registry, tracing
 from .callcheck import check_call
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
+from .options import TASK_OPTIONS, by_call, call_of, replaced, seconds, taken
 from .schedules import Schedule, declare
 from .serializer import encode_call
 
@@ -59,22 +60,19 @@ class Task(Generic[P, R]):
     func: Callable[P, R]
     name: str
     queue_name: str = "default"
-    priority: int = 0
-    max_retries: int | None = None  # None: the queue's option
+    #: the options of its jobs (priority, max_retries, visibility_timeout, debounce,
+    #: unique_for, expires, ...) as one value, checked once when made; None: the queue's
+    options: JobOptions = dataclasses.field(default_factory=JobOptions)
     retry_backoff: Backoff | None = None  # None: the queue's option
     timeout: float | None = None  # seconds a run may take
-    visibility_timeout: float | None = None  # None: the queue's option
     tag: Callable[..., str] | None = None  # dedup tag from the call's arguments
     store_result: bool = False
     result_ttl: float = 86400.0
     on_commit: bool | None = None  # None: ZQUEUE["ENQUEUE_ON_COMMIT"]
     on_failure: Callable[..., Any] | None = None  # called as on_failure(job, exc) when dead
     using_db: str | None = None  # database whose transaction to wait for
-    debounce: float | None = None  # seconds: see Queue.publish_once (needs a tag)
-    unique_for: float | None = None  # seconds the tag stays reserved after the job finished
     isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
     group: Callable[..., str] | None = None  # group key from the call's arguments
-    expires: float | None = None  # seconds after enqueue: not started by then, "expired"
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -82,6 +80,31 @@ class Task(Generic[P, R]):
     @property
     def queue(self) -> Queue:
         return get_queue(self.queue_name)
+
+    # the options of its jobs by name (``options``)
+    @property
+    def priority(self) -> int:
+        return self.options.priority
+
+    @property
+    def max_retries(self) -> int | None:
+        return self.options.max_retries
+
+    @property
+    def visibility_timeout(self) -> float | None:
+        return seconds(self.options.visibility_timeout)
+
+    @property
+    def debounce(self) -> float | timedelta | None:
+        return self.options.debounce
+
+    @property
+    def unique_for(self) -> float | timedelta | None:
+        return self.options.unique_for
+
+    @property
+    def expires(self) -> float | timedelta | datetime | None:
+        return self.options.expires
 
     def using(
         self,
@@ -98,37 +121,24 @@ class Task(Generic[P, R]):
         group: Callable[..., str] | str | None = None,
         expires: float | None = None,
     ) -> Task[P, R]:
-        """A copy with other enqueue options (the registered task is unchanged).
+        """A copy with other enqueue options (the registered task is unchanged): the
+        job options given replace those of ``options`` (``dataclasses.replace``).
 
         ``tag`` and ``group`` may each be a fixed string for the next enqueue or a
         function of the call's arguments."""
-        check_job_options(
-            f"task {self.name!r}", max_retries=max_retries, visibility_timeout=visibility_timeout
-        )
-        changes: dict[str, Any] = {}
-        for option, value in (
-            ("debounce", debounce),
-            ("unique_for", unique_for),
-            ("expires", expires),
-        ):
-            if value is not None:
-                changes[option] = _once_seconds(self.name, option, value)
+        given = locals()  # the job options by name: a new one is one more parameter here
+        job = {n: given[n] for n in TASK_OPTIONS if n in given and given[n] is not None}
+        changes: dict[str, Any] = {"options": replaced(self.name, self.options, job)}
         if queue is not None:
             changes["queue_name"] = queue
-        if priority is not None:
-            changes["priority"] = priority
         if tag is not None:
             changes["tag"] = (lambda *a, **k: tag) if isinstance(tag, str) else tag
         if on_commit is not None:
             changes["on_commit"] = on_commit
         if using_db is not None:
             changes["using_db"] = using_db
-        if max_retries is not None:
-            changes["max_retries"] = max_retries
-        if visibility_timeout is not None:
-            changes["visibility_timeout"] = visibility_timeout
         if group is not None:
-            changes["group"] = _by_call(group, "group", self.name)
+            changes["group"] = by_call(group, "group", self.name)
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ enqueueing
@@ -153,45 +163,55 @@ class Task(Generic[P, R]):
             raise InvalidArgument(f"tag function of task {self.name!r} returned {value!r}")
         return value
 
+    def _options_for(
+        self,
+        kwargs: dict[str, Any],
+        *,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+    ) -> JobOptions:
+        """The task's job options with a call's own delay or run-at, and its expiry:
+        ``expires`` (seconds, a timedelta or an aware datetime) taken out of the call's
+        keyword arguments (:func:`taken`)."""
+        call = {"delay": delay, "run_at": run_at, "expires": taken(self.func, kwargs, "expires")}
+        changes = {n: v for n, v in call.items() if v is not None}
+        return replaced(self.name, self.options, changes) if changes else self.options
+
+    def _new_job(
+        self,
+        queue: Queue,
+        body: Any,
+        call: tuple[tuple[Any, ...], Mapping[str, Any]],
+        o: JobOptions,
+    ) -> NewJob:
+        """One call's job: its tag, and its group (a job option) from the call."""
+        tag, group = self._tag(*call), self._group(*call)
+        if group is not None:
+            o = replaced(self.name, o, {"group": group})
+        return queue.prepare(body, tag, options=o)
+
     def _prepare(
         self,
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
-        delay: float | timedelta | None,
-        run_at: datetime | None,
+        options: JobOptions,
         span: Span | None,
-        expires: float | timedelta | datetime | None = None,
     ) -> tuple[Queue, list[NewJob]]:
-        """The jobs of ``calls``, checked and encoded (a bad call raises, writing nothing),
-        each body carrying the trace context of ``span`` (:mod:`.tracing`)."""
+        """The jobs of ``calls`` with these job options, checked and encoded (a bad call
+        raises, writing nothing), each body carrying the trace context of ``span``
+        (:mod:`.tracing`)."""
         for i, (a, k) in enumerate(calls):
             self._check_call(a, k, i if len(calls) > 1 else None)
-        once = self.debounce is not None or self.unique_for is not None
-        if once and self.tag is None:
+        if options.once and self.tag is None:
             raise InvalidArgument(
                 f"task {self.name!r}: debounce and unique_for need a tag: give "
                 "@task(tag=...) or .using(tag=...)"
             )
-        if self.debounce is not None and (delay is not None or run_at is not None):
-            raise InvalidArgument(f"task {self.name!r}: debounce sets the run-at: no delay")
         queue = self.queue
         jobs = []
-        for a, k in calls:
-            body = self._body(a, k)
+        for call in calls:
+            body = self._body(*call)
             tracing.inject(span, body)
-            jobs.append(
-                queue.prepare(
-                    body,
-                    self._tag(a, k),
-                    self.priority,
-                    None,
-                    delay,
-                    run_at,
-                    max_retries=self.max_retries,
-                    visibility_timeout=self.visibility_timeout,
-                    group=self._group(a, k),
-                    expires=self.expires if expires is None else expires,
-                )
-            )
+            jobs.append(self._new_job(queue, body, call, options))
         return queue, jobs
 
     def _check_call(
@@ -232,7 +252,7 @@ class Task(Generic[P, R]):
         parent's result (or the list of them) comes first in its arguments.
         ``InvalidArgument`` for a task with ``debounce`` or ``unique_for``: a workflow
         job is published without those rules, as ``depends_on`` is."""
-        if self.debounce is not None or self.unique_for is not None:
+        if self.options.once:
             raise InvalidArgument(
                 f"task {self.name!r}: a workflow (chain, group, chord) does not go with "
                 "debounce or unique_for"
@@ -240,45 +260,39 @@ class Task(Generic[P, R]):
         received = (None,) if flow.get("in") else ()
         self._check_call((*received, *args), kwargs)
         body = {**self._body(args, kwargs), "flow": dict(flow)}
-        return self.queue.prepare(
-            body,
-            self._tag(args, kwargs),
-            self.priority,
-            max_retries=self.max_retries,
-            visibility_timeout=self.visibility_timeout,
-            group=self._group(args, kwargs),
-            expires=self.expires,
-        )
+        return self._new_job(self.queue, body, (args, kwargs), self.options)
 
     def _submit(
         self,
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
+        options: JobOptions | None = None,
         depends_on: Iterable[Any] | None = None,
-        expires: float | timedelta | datetime | None = None,
     ) -> list[Job]:
+        """Enqueue ``calls`` with these job options (None: the task's)."""
+        options = self.options if options is None else options
         span = tracing.start_send(self.queue_name, self.name, len(calls))
         try:
             # Everything is validated and encoded now, inside the caller's transaction: a
             # bad call raises here and writes nothing, whenever the jobs are sent.
-            queue, jobs = self._prepare(calls, delay, run_at, span, expires)
+            queue, jobs = self._prepare(calls, options, span)
             parents = None
             if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
                 alone = isinstance(depends_on, Job | str | OptionalParent)
                 parents = [depends_on] if alone else list(depends_on)
-            if parents is not None and (self.debounce is not None or self.unique_for is not None):
+            if parents is not None and options.once:
                 raise InvalidArgument(
                     f"task {self.name!r}: depends_on does not go with debounce or unique_for"
                 )
-            deferred = self._send(queue, jobs, parents)
+            deferred = self._send(queue, jobs, options, parents)
         except BaseException as exc:
             tracing.fail_send(span, exc)
             raise
         tracing.end_send(span, queue, [j.tag for j in jobs], deferred=deferred)
         return [Job(j.tag, queue.name, self.name) for j in jobs]
 
-    def _send(self, queue: Queue, jobs: list[NewJob], parents: list[Any] | None = None) -> bool:
+    def _send(
+        self, queue: Queue, jobs: list[NewJob], options: JobOptions, parents: list[Any] | None
+    ) -> bool:
         """Publish ``jobs`` now, or when the transaction commits (returns True then):
         with ``ZQUEUE["OUTBOX"]``, by writing them to the outbox table in the transaction."""
         config = conf.get_config()
@@ -296,59 +310,59 @@ class Task(Generic[P, R]):
                     self.name,
                     jobs,
                     using=self.using_db,
-                    debounce=self.debounce,
-                    unique_for=self.unique_for,
+                    debounce=seconds(options.debounce),
+                    unique_for=seconds(options.unique_for),
                 )
                 return True
 
             # sent with the transaction's other jobs, in one round trip (oncommit.py); the
             # debounce and unique-for rules and a workflow's links by calls of their own
             alone = None
-            if parents is not None or self.debounce is not None or self.unique_for is not None:
-                alone = functools.partial(self._publish, queue, jobs, parents)
+            if parents is not None or options.once:
+                alone = functools.partial(self._publish, queue, jobs, options, parents)
             deferred = oncommit.Deferred(queue, jobs, self.name, alone, outbox=parents is None)
             oncommit.defer(self.using_db, deferred)
             return True
-        self._publish(queue, jobs, parents)
+        self._publish(queue, jobs, options, parents)
         return False
 
-    def _publish(self, queue: Queue, jobs: list[NewJob], parents: list[Any] | None = None) -> None:
+    def _publish(
+        self, queue: Queue, jobs: list[NewJob], options: JobOptions, parents: list[Any] | None
+    ) -> None:
         """Send prepared jobs: in one round trip; each waiting for ``parents``
         (``Queue.publish_after``); or one by one under the debounce and unique-for rules
-        (``Queue.publish_once``)."""
+        of ``options`` (``Queue.publish_once``)."""
         if parents is not None:
             for job in jobs:
                 queue.publish_after(job, parents)
             return
-        if self.debounce is None and self.unique_for is None:
+        if not options.once:
             queue.publish_prepared(jobs)
             return
         for job in jobs:
-            queue.publish_once(job, debounce=self.debounce, unique_for=self.unique_for)
+            queue.publish_once(job, debounce=options.debounce, unique_for=options.unique_for)
 
     async def _asubmit(
         self,
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
+        options: JobOptions | None = None,
         depends_on: list[Any] | None = None,
-        expires: float | timedelta | datetime | None = None,
     ) -> list[Job]:
         from ..queue.aio import get_async_queue
 
+        options = self.options if options is None else options
         span = tracing.start_send(self.queue_name, self.name, len(calls))
         try:
-            queue, jobs = self._prepare(calls, delay, run_at, span, expires)
-            once = self.debounce is not None or self.unique_for is not None
-            if depends_on is not None and once:
+            queue, jobs = self._prepare(calls, options, span)
+            if depends_on is not None and options.once:
                 raise InvalidArgument(
                     f"task {self.name!r}: depends_on does not go with debounce or unique_for"
                 )
-            if depends_on is None and not once:
+            if depends_on is None and not options.once:
                 await get_async_queue(queue.name).publish_prepared(jobs)
             else:  # one script call per job (the once rules, a workflow's links): the sync
                 # client, in a thread
-                await asyncio.to_thread(self._publish, queue, jobs, depends_on)
+                await asyncio.to_thread(self._publish, queue, jobs, options, depends_on)
         except BaseException as exc:
             tracing.fail_send(span, exc)
             raise
@@ -367,36 +381,28 @@ class Task(Generic[P, R]):
         Published at once: async code holds no open transaction (Django's
         ``transaction.atomic`` is sync-only), so there is no commit to wait for.
         ``depends_on`` as in :meth:`enqueue`."""
-        parents, expires = self._depends_on(kwargs), self._expires(kwargs)
-        return (await self._asubmit([(args, kwargs)], depends_on=parents, expires=expires))[0]
+        parents, options = (
+            self._depends_on(kwargs),
+            self._options_for(kwargs),
+        )
+        return (await self._asubmit([(args, kwargs)], options, parents))[0]
 
     async def aenqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """:meth:`enqueue_in` from asyncio code."""
-        expires = self._expires(kwargs)
-        return (await self._asubmit([(args, kwargs)], delay=delay, expires=expires))[0]
+        options = self._options_for(kwargs, delay=delay)
+        return (await self._asubmit([(args, kwargs)], options))[0]
 
     async def aenqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
         """:meth:`enqueue_at` from asyncio code."""
-        expires = self._expires(kwargs)
-        return (await self._asubmit([(args, kwargs)], run_at=when, expires=expires))[0]
+        options = self._options_for(kwargs, run_at=when)
+        return (await self._asubmit([(args, kwargs)], options))[0]
 
     def _depends_on(self, kwargs: dict[str, Any]) -> list[Any] | None:
-        """``depends_on`` taken out of a call's keyword arguments, unless the task's
-        function has a parameter of that name."""
-        if "depends_on" not in kwargs or "depends_on" in inspect.signature(self.func).parameters:
-            return None
-        parents = kwargs.pop("depends_on")
+        """``depends_on`` taken out of a call's keyword arguments (:func:`taken`)."""
+        parents = taken(self.func, kwargs, "depends_on")
         if parents is None:
             return None
         return [parents] if isinstance(parents, Job | str | OptionalParent) else list(parents)
-
-    def _expires(self, kwargs: dict[str, Any]) -> float | timedelta | datetime | None:
-        """``expires`` taken out of a call's keyword arguments (seconds, a timedelta or an
-        aware datetime), unless the task's function has a parameter of that name."""
-        if "expires" not in kwargs or "expires" in inspect.signature(self.func).parameters:
-            return None
-        value: float | timedelta | datetime | None = kwargs.pop("expires")
-        return value
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Put one call in line; returns its :class:`Job`. Inside ``transaction.atomic``
@@ -413,18 +419,21 @@ class Task(Generic[P, R]):
         ``expires=`` (seconds or a timedelta from now, or an aware datetime; default: the
         task's ``expires``): a job not started by then never starts and ends in the state
         ``expired``."""
-        parents, expires = self._depends_on(kwargs), self._expires(kwargs)
-        return self._submit([(args, kwargs)], depends_on=parents, expires=expires)[0]
+        parents, options = (
+            self._depends_on(kwargs),
+            self._options_for(kwargs),
+        )
+        return self._submit([(args, kwargs)], options, parents)[0]
 
     def enqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run ``delay`` seconds (or a timedelta) from now."""
-        expires = self._expires(kwargs)
-        return self._submit([(args, kwargs)], delay=delay, expires=expires)[0]
+        options = self._options_for(kwargs, delay=delay)
+        return self._submit([(args, kwargs)], options)[0]
 
     def enqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run at ``when`` (an aware datetime under USE_TZ)."""
-        expires = self._expires(kwargs)
-        return self._submit([(args, kwargs)], run_at=when, expires=expires)[0]
+        options = self._options_for(kwargs, run_at=when)
+        return self._submit([(args, kwargs)], options)[0]
 
     def enqueue_many(
         self,
@@ -437,24 +446,7 @@ class Task(Generic[P, R]):
         """Enqueue many calls in one round trip. Each call is a tuple of positional
         arguments, a dict of keyword arguments, or an ``(args, kwargs)`` pair. With
         ``depends_on``, each waits for those jobs (one round trip per call then)."""
-        normalised: list[tuple[tuple[Any, ...], Mapping[str, Any]]] = []
-        for call in calls:
-            if isinstance(call, Mapping):
-                normalised.append(((), call))
-            elif (
-                isinstance(call, tuple)
-                and len(call) == 2
-                and isinstance(call[0], tuple)
-                and isinstance(call[1], Mapping)
-            ):
-                normalised.append((call[0], call[1]))
-            elif isinstance(call, tuple):
-                normalised.append((call, {}))
-            else:
-                raise InvalidArgument(
-                    f"enqueue_many takes tuples of arguments, dicts of keyword arguments or "
-                    f"(args, kwargs) pairs; got {call!r}"
-                )
+        normalised = [call_of(call) for call in calls]
         if not normalised:
             return []
         return self._submit(normalised, depends_on=depends_on)
@@ -476,18 +468,6 @@ class Signature:
     def enqueue(self) -> Job:
         """Enqueue this one call, as ``task.enqueue(*args, **kwargs)``."""
         return self.task._submit([(self.args, self.kwargs)])[0]
-
-
-def _by_call(value: object, what: str, task_name: str) -> Callable[..., str]:
-    """A fixed string, or a function of the call's arguments, as such a function."""
-    if isinstance(value, str):
-        problem = group_problem(value)
-        if problem:
-            raise InvalidArgument(f"task {task_name!r}: {problem}")
-        return lambda *a, **k: value
-    if not callable(value):
-        raise InvalidArgument(f"task {task_name!r}: {what} must be a string or a callable")
-    return cast("Callable[..., str]", value)
 
 
 #: the options of :meth:`Task.using`: a keyword of an enqueue that the task's function
@@ -534,16 +514,13 @@ def task(func: Any = None, /, **options: Any) -> Any:
         backoff = opts.pop("retry_backoff", None)
         if isinstance(backoff, Mapping):
             backoff = conf.queue_options(name, retry_backoff=backoff).retry_backoff
-        check_job_options(
-            f"task {name!r}",
-            max_retries=opts.get("max_retries"),
-            visibility_timeout=opts.get("visibility_timeout"),
-            retry_backoff=backoff,
-        )
+        job = {n: opts.pop(n) for n in TASK_OPTIONS if n in opts}
+        opts["options"] = replaced(name, JobOptions(), job)  # the one check of job options
+        check_job_options(f"task {name!r}", retry_backoff=backoff)
         if "queue" in opts:
             opts["queue_name"] = opts.pop("queue")
         if opts.get("group") is not None:
-            opts["group"] = _by_call(opts["group"], "group", name)
+            opts["group"] = by_call(opts["group"], "group", name)
         ttl = opts.get("result_ttl", 1.0)
         if (
             isinstance(ttl, bool)
@@ -558,9 +535,6 @@ def task(func: Any = None, /, **options: Any) -> Any:
             raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
         if opts.get("isolation") not in (None, "thread", "process"):
             raise InvalidArgument(f"task {name!r}: isolation must be 'thread' or 'process'")
-        for option in ("debounce", "unique_for", "expires"):
-            if opts.get(option) is not None:
-                opts[option] = _once_seconds(name, option, opts[option])
         cron = opts.pop("cron", None)
         t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
         registry.register(t)
@@ -575,15 +549,6 @@ def task(func: Any = None, /, **options: Any) -> Any:
     if func is not None:
         return wrap(func)
     return wrap
-
-
-def _once_seconds(name: str, option: str, value: object) -> float:
-    """A task's ``debounce`` or ``unique_for``: seconds, at least 1 ms, within 3650 days."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0.001:
-        raise InvalidArgument(f"task {name!r}: {option} must be a positive number of seconds")
-    if value > MAX_DELAY:
-        raise InvalidArgument(f"task {name!r}: {option} must be within 3650 days")
-    return float(value)
 
 
 def registered(name: str) -> Task[..., Any] | None:

@@ -8,8 +8,9 @@ The argument is a MessagePack map (read in Lua with ``cmsgpack.unpack`` by the
 out), then, for a workflow job, ``need``, ``kids`` and ``parents``. Each name is also the
 field's name in :class:`JobSpec` and in :data:`~django_zqueue.conf.bounds.JOB_BOUNDS`, where its
 bounds are; docs/architecture.md ("The job spec") lists them. A new option is a field
-here, its check in :meth:`JobSpec.build`, its bound in ``bounds.py``, the line of
-``read_job`` that reads it, and its docs.
+here, its check in :meth:`JobSpec.build`, its field in :class:`JobOptions` (the options as
+a caller gives them, one value above the spec, checked once when made), its bound in
+``bounds.py``, the line of ``read_job`` that reads it, and its docs.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from __future__ import annotations
 import math
 import struct
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from ...conf import bounds
@@ -174,12 +176,6 @@ class JobSpec:
             problem = group_problem(group)
             if problem:
                 raise InvalidArgument(problem)
-        if weight is not None and not (
-            bounds.is_number(weight) and bounds.MIN_WEIGHT <= weight <= bounds.MAX_WEIGHT
-        ):
-            raise InvalidArgument(
-                f"weight must be a number in [{bounds.MIN_WEIGHT}, {bounds.MAX_WEIGHT:g}]"
-            )
         return cls(
             priority=validate.priority(priority),
             score=None if score is None else validate.score(score),
@@ -192,12 +188,128 @@ class JobSpec:
                 else validate.visibility_timeout_ms(visibility_timeout)
             ),
             group=group,
-            weight=None if weight is None or weight == 1.0 else float(weight),
+            weight=_weight(weight),
             debounce_ms=debounce_ms,
             unique_ms=_positive_ms(unique_for, "unique_for"),
             expires_in_ms=expires_in_ms,
             expires_at_ms=expires_at_ms,
         )
+
+
+def _weight(weight: float | None) -> float | None:
+    """A group's weight as a spec holds it (None for 1), checked against its bounds."""
+    if weight is None:
+        return None
+    if not (bounds.is_number(weight) and bounds.MIN_WEIGHT <= weight <= bounds.MAX_WEIGHT):
+        raise InvalidArgument(
+            f"weight must be a number in [{bounds.MIN_WEIGHT}, {bounds.MAX_WEIGHT:g}]"
+        )
+    return None if weight == 1.0 else float(weight)
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """A job's options as a caller gives them (seconds or timedelta, aware datetimes;
+    None: not given, the queue's option applies), as one value: what ``@task`` holds,
+    what ``Task.using`` replaces fields of (``dataclasses.replace``) and what
+    ``Queue.prepare`` takes whole. Checked once, when made, by :meth:`JobSpec.build`
+    (:class:`InvalidArgument` for the first value out of bounds); ``spec`` is the
+    result. A new per-job option is a field here and in :class:`JobSpec`.
+
+    ``debounce`` and ``unique_for`` are the rules of ``publish_once``: a job prepared
+    with these options leaves them out of its spec (:meth:`job_spec`), and the publish
+    applies them."""
+
+    priority: int = 0
+    score: float | None = None
+    delay: float | timedelta | None = None
+    run_at: datetime | None = None
+    max_retries: int | None = None
+    visibility_timeout: float | timedelta | None = None
+    group: str | None = None
+    debounce: float | timedelta | None = None
+    unique_for: float | timedelta | None = None
+    expires: float | timedelta | datetime | None = None
+    #: the checked spec of these options (``max_retries`` 0 when not given; no weight)
+    spec: JobSpec = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", _checked(self))
+
+    @property
+    def once(self) -> bool:
+        """Whether the options hold a rule of ``publish_once``."""
+        return self.debounce is not None or self.unique_for is not None
+
+    def job_spec(self, max_retries: int, weight: float | None = None) -> JobSpec:
+        """The spec of a job with these options: ``max_retries`` (the queue's) when the
+        options give none, ``weight`` (its group's, in a fair queue), without the rules
+        of ``publish_once``."""
+        spec = self.spec
+        if weight is None and spec.debounce_ms is None and spec.unique_ms is None:
+            if self.max_retries is not None or max_retries == spec.max_retries:
+                return spec
+            if spec.count == (spec.priority != 0) + 1:  # only a priority and retries
+                return _plain_spec(spec.priority, max_retries)
+        return _completed(spec, max_retries if self.max_retries is None else None, weight)
+
+
+@lru_cache(maxsize=256)
+def plain_options(priority: int, max_retries: int | None) -> JobOptions:
+    """The options of a job with only a priority and retries (checked when first made)."""
+    return JobOptions(priority=priority, max_retries=max_retries)
+
+
+#: the options of :class:`JobOptions`, by name
+OPTION_FIELDS = tuple(f.name for f in fields(JobOptions) if f.init)
+
+
+def _checked(o: JobOptions) -> JobSpec:
+    if (
+        type(o.priority) is int
+        and (o.max_retries is None or type(o.max_retries) is int)
+        and o.score is None
+        and o.delay is None
+        and o.run_at is None
+        and o.visibility_timeout is None
+        and o.group is None
+        and o.debounce is None
+        and o.unique_for is None
+        and o.expires is None
+    ):  # the common case: one spec per priority and retries, checked once
+        return _plain_spec(o.priority, o.max_retries or 0)
+    return JobSpec.build(
+        priority=o.priority,
+        score=o.score,
+        delay=o.delay,
+        run_at=o.run_at,
+        max_retries=0 if o.max_retries is None else o.max_retries,
+        visibility_timeout=o.visibility_timeout,
+        group=o.group,
+        debounce=o.debounce,
+        unique_for=o.unique_for,
+        expires=o.expires,
+    )
+
+
+@lru_cache(maxsize=256)
+def _plain_spec(priority: int, max_retries: int) -> JobSpec:
+    """The spec of a job with only a priority and retries (checked when first made)."""
+    return JobSpec.build(priority=priority, max_retries=max_retries)
+
+
+@lru_cache(maxsize=256)
+def _completed(spec: JobSpec, max_retries: int | None, weight: float | None) -> JobSpec:
+    """``spec`` with the queue's ``max_retries`` (None: the spec's own), the group's
+    ``weight`` and without the rules of ``publish_once``."""
+    changes: dict[str, Any] = {}
+    if max_retries is not None and max_retries != spec.max_retries:
+        changes["max_retries"] = validate.max_retries(max_retries)
+    if weight is not None:
+        changes["weight"] = _weight(weight)
+    if spec.debounce_ms is not None or spec.unique_ms is not None:
+        changes["debounce_ms"] = changes["unique_ms"] = None
+    return replace(spec, **changes) if changes else spec
 
 
 def _expiry(value: float | timedelta | datetime | None) -> tuple[int | None, int | None]:

@@ -1,0 +1,199 @@
+"""The engine's write verbs for new jobs (``engine.writes``): publishing jobs made by
+``Queue.prepare`` (:class:`~.records.NewJob`), at most ``PUBLISH_CHUNK`` jobs per
+script call, all in one round trip, with the room and clash checks a publish that spans
+several script calls makes first; and one job under a tag with the debounce and
+unique-for rules of ``publish_once``. The queue (``queue/publish.py``,
+``queue/once.py``) validates and encodes; it holds no client, sends no command and
+knows no key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from ..exceptions import DuplicateJob, QueueFull
+from .flow import PUBLISH_CHUNK
+from .keys import partition_of
+from .layout import Layout
+from .records import NewJob
+from .redis.connection import unavailable_as_error
+from .shard import Shard
+
+if TYPE_CHECKING:
+    from .flow import Flow
+
+__all__ = ["OnceResult", "Writes", "group_room_or_full", "room_or_full"]
+
+#: what :meth:`Writes.publish_once` did: a new job, or a waiting one debounced
+OnceResult = Literal["new", "replaced"]
+
+
+def room_or_full(counts: Sequence[tuple[Shard, int]], engine: Flow) -> None:
+    """:class:`QueueFull` (nothing written) when ``n`` more jobs do not fit in a shard's
+    ``max_length`` (``counts``: shard, new jobs), read in one round trip: the check
+    before a publish that spans several script calls (each call checks again)."""
+    total: dict[int, tuple[Shard, int]] = {}
+    for shard, n in counts:
+        if shard.policy.max_length:
+            total[id(shard)] = (shard, total.get(id(shard), (shard, 0))[1] + n)
+    counts = list(total.values())
+    if not counts:
+        return
+    with unavailable_as_error():
+        pipe = engine.client.pipeline(transaction=False)
+        for shard, _ in counts:
+            pipe.zcard(shard.keys.ready)
+            pipe.zcard(shard.keys.delayed)
+        sizes = pipe.execute()
+    for i, (shard, n) in enumerate(counts):
+        waiting = int(sizes[2 * i]) + int(sizes[2 * i + 1])
+        if waiting + n > shard.policy.max_length:
+            raise QueueFull(
+                f"{waiting} jobs wait and {n} more would pass max_length "
+                f"{shard.policy.max_length}; nothing was written: retry later, or raise "
+                "the queue option max_length"
+            )
+
+
+def group_room_or_full(counts: Sequence[tuple[Shard, str, int]], engine: Flow) -> None:
+    """:class:`QueueFull` (nothing written) naming the first group whose ``n`` more jobs
+    do not fit in its shard's ``group_max_length`` (``counts``: shard, group key or '',
+    new jobs that enter a line): one read-only ``group_check`` call per shard, in one
+    round trip, only for fair queues with the limit (each publish call checks again)."""
+    adds: dict[int, tuple[Shard, dict[str, int]]] = {}
+    for shard, group, n in counts:
+        if shard.policy.group_max_length and n > 0:
+            per = adds.setdefault(id(shard), (shard, {}))[1]
+            per[group] = per.get(group, 0) + n
+    if adds:
+        engine.run_all([shard.group_check(list(per.items())) for shard, per in adds.values()])
+
+
+def _published(
+    chunks: Sequence[Sequence[NewJob]],
+    replies: Sequence[list[tuple[str, str]]],
+    tags: list[str],
+) -> list[str]:
+    """``tags``, once every chunk's publish reply says written; else DuplicateJob with
+    the clashes and the tags that the other chunks did write."""
+    published: set[str] = set()
+    clashes: list[tuple[str, str]] = []
+    for chunk, found in zip(chunks, replies, strict=True):
+        if not found:
+            published.update(job.tag for job in chunk)
+        clashes.extend(found)
+    if clashes:
+        raise DuplicateJob(
+            [t for t, _ in clashes],
+            [s for _, s in clashes],
+            [t for t in tags if t in published],
+        )
+    return tags
+
+
+class Writes:
+    """The write verbs of one queue's engine (``engine.writes``) for new jobs. Connection
+    errors become ``QueueUnavailable``."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Flow) -> None:
+        self._engine = engine
+
+    def publish(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Send jobs made by ``Queue.prepare``: one script call per shard and per
+        ``PUBLISH_CHUNK`` jobs, all in one round trip; their tags in order. A publish
+        that spans several script calls is checked first (tags given by the caller for
+        clashes, then the room of each shard and group); :class:`DuplicateJob` and
+        :class:`QueueFull` say what was written when another client got in between."""
+        e = self._engine
+        if not jobs:
+            return []
+        Layout(e).ensure()
+        if len(jobs) == 1:  # one job, one script call: atomic, no clash precheck
+            found = e.run(e.shard_for(jobs[0].tag).publish(jobs))
+            return _published([jobs], [found], [jobs[0].tag]) if found else [jobs[0].tag]
+        tags = [j.tag for j in jobs]
+        groups: dict[int, list[NewJob]] = {0: list(jobs)}
+        if e.partitions > 1:
+            groups = {}
+            for job in jobs:
+                groups.setdefault(partition_of(job.tag, e.partitions), []).append(job)
+        chunks = [
+            (e.shards[p], group[i : i + PUBLISH_CHUNK])
+            for p, group in sorted(groups.items())
+            for i in range(0, len(group), PUBLISH_CHUNK)
+        ]
+        if len(chunks) > 1:  # several calls are not atomic together: check first
+            if not all(job.drawn for job in jobs):  # (tags drawn here do not clash)
+                self._precheck_tags(tags)
+            room_or_full([(shard, len(chunk)) for shard, chunk in chunks], e)
+            group_room_or_full(
+                [(shard, j.spec.group or "", 1) for shard, chunk in chunks for j in chunk], e
+            )
+        batch = e.batch()
+        pending = [batch.add(shard.publish(chunk)) for shard, chunk in chunks]
+        e.send(batch)
+        replies: list[list[tuple[str, str]]] = []
+        full: QueueFull | None = None
+        for p in pending:
+            try:
+                replies.append(p.result())
+            except QueueFull as exc:  # filled by others since the check
+                full = full or exc
+                replies.append([("", "full")])  # not written
+        if full is not None:  # say what was written
+            written = [
+                job.tag
+                for (_, chunk), found in zip(chunks, replies, strict=True)
+                if not found
+                for job in chunk
+            ]
+            raise QueueFull(str(full), written)
+        return _published([chunk for _, chunk in chunks], replies, tags)
+
+    def publish_once(self, job: NewJob) -> OnceResult:
+        """Send one job whose spec holds its ``debounce_ms`` and ``unique_ms`` rules, in
+        one script call; :class:`DuplicateJob` (nothing written) when its tag is taken."""
+        e = self._engine
+        Layout(e).ensure()
+        outcome, state = e.run(e.shard_for(job.tag).publish_once(job))
+        if outcome == "clash":
+            raise DuplicateJob([job.tag], [state])
+        return "replaced" if outcome == "replaced" else "new"
+
+    def _precheck_tags(self, tags: list[str]) -> None:
+        """:class:`DuplicateJob` (nothing written) when ``tags`` repeat one another or
+        name jobs the queue holds: one round trip, and one more to name their states."""
+        e = self._engine
+        seen: set[str] = set()
+        dupes = []
+        for t in tags:
+            if t in seen:
+                dupes.append(t)
+            seen.add(t)
+        if dupes:
+            raise DuplicateJob(dupes, ["batch"] * len(dupes))
+        by_shard: dict[int, list[str]] = {}
+        for t in tags:
+            by_shard.setdefault(partition_of(t, e.partitions), []).append(t)
+        chunks = [
+            (e.shards[p].keys, ts[i : i + PUBLISH_CHUNK])
+            for p, ts in by_shard.items()
+            for i in range(0, len(ts), PUBLISH_CHUNK)
+        ]
+        with unavailable_as_error():
+            pipe = e.client.pipeline(transaction=False)
+            for k, ts in chunks:
+                pipe.hmget(k.meta, ts)
+            found = pipe.execute()
+        taken = [
+            t
+            for (_, ts), vs in zip(chunks, found, strict=True)
+            for t, v in zip(ts, vs, strict=True)
+            if v is not None
+        ]
+        if taken:
+            states = [e.run(e.shard_for(t).state(t)) or "unknown" for t in taken]
+            raise DuplicateJob(taken, states)

@@ -1,0 +1,77 @@
+"""The options of a task's jobs as ``@task(...)`` and :meth:`Task.using
+<django_zqueue.tasks.task.Task.using>` take them: which they are, how one is replaced in
+the task's one value (:class:`~django_zqueue.engine.records.spec.JobOptions`, checked once
+when made), and how a call's arguments are read (``enqueue_many``'s calls, a keyword an
+enqueue takes for itself, a fixed tag or group)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, cast
+
+from ..conf.fairness import group_problem
+from ..engine.records.spec import OPTION_FIELDS, JobOptions
+from ..exceptions import InvalidArgument
+
+#: the job options (:class:`JobOptions`' fields) that ``@task(...)`` and :meth:`Task.using`
+#: take by name: each is passed on to the task's ``options`` as it is (``group`` is a
+#: function of the call's arguments on a task: the task's own field)
+TASK_OPTIONS = tuple(n for n in OPTION_FIELDS if n != "group")
+
+
+def call_of(
+    call: tuple[Any, ...] | Mapping[str, Any] | tuple[tuple[Any, ...], Mapping[str, Any]],
+) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
+    """One call of :meth:`Task.enqueue_many` as an ``(args, kwargs)`` pair."""
+    if isinstance(call, Mapping):
+        return (), call
+    if (
+        isinstance(call, tuple)
+        and len(call) == 2
+        and isinstance(call[0], tuple)
+        and isinstance(call[1], Mapping)
+    ):
+        return call[0], call[1]
+    if isinstance(call, tuple):
+        return call, {}
+    raise InvalidArgument(
+        f"enqueue_many takes tuples of arguments, dicts of keyword arguments or "
+        f"(args, kwargs) pairs; got {call!r}"
+    )
+
+
+def taken(func: Callable[..., Any], kwargs: dict[str, Any], name: str) -> Any:
+    """``kwargs[name]`` taken out of a call's keyword arguments, unless the task's
+    function has a parameter of that name (None then, or when not given)."""
+    if name not in kwargs or name in inspect.signature(func).parameters:
+        return None
+    return kwargs.pop(name)
+
+
+def replaced(name: str, options: JobOptions, changes: Mapping[str, Any]) -> JobOptions:
+    """``options`` with ``changes`` (``dataclasses.replace``, which checks the new value
+    once, in :class:`JobOptions`); a bad value's error names the task."""
+    try:
+        return dataclasses.replace(options, **changes)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"task {name!r}: {exc}") from None
+
+
+def seconds(value: float | timedelta | None) -> float | None:
+    """A rule of ``publish_once`` in seconds, as the outbox keeps it."""
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def by_call(value: object, what: str, task_name: str) -> Callable[..., str]:
+    """A fixed string, or a function of the call's arguments, as such a function."""
+    if isinstance(value, str):
+        problem = group_problem(value)
+        if problem:
+            raise InvalidArgument(f"task {task_name!r}: {problem}")
+        return lambda *a, **k: value
+    if not callable(value):
+        raise InvalidArgument(f"task {task_name!r}: {what} must be a string or a callable")
+    return cast("Callable[..., str]", value)
