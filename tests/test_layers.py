@@ -346,7 +346,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.base",
         "queue.bulk",
         "queue.consume",
-        "queue.control",
         "queue.core",
         "queue.durable_calls",
         "queue.flow",
