@@ -349,7 +349,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.core",
         "queue.durable_calls",
         "queue.flow",
-        "queue.lookup",
         "queue.once",
         "queue.publish",
         "queue.sets",
