@@ -344,7 +344,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue",
         "queue.aio",
         "queue.base",
-        "queue.bulk",
         "queue.consume",
         "queue.core",
         "queue.durable_calls",

@@ -89,7 +89,7 @@ class BulkEntry:
     score: float
     shard: int
     body: Any
-    error: Any
+    error: str | None
 
 
 @dataclass(frozen=True, slots=True)
