@@ -345,7 +345,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.aio",
         "queue.base",
         "queue.consume",
-        "queue.core",
         "queue.durable_calls",
         "queue.flow",
         "queue.once",
