@@ -349,7 +349,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.flow",
         "queue.once",
         "queue.publish",
-        "queue.sets",
         "tasks.durable",
         "tasks.watch",
         "worker.aio",

@@ -34,6 +34,7 @@ from .control import Control
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, use_resolver
 from .ops import Ops, Wakeups
 from .reads import Reads
+from .sets import Sets
 from .shard import Shard
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "Control",
     "Engine",
     "Reads",
+    "Sets",
     "Shard",
     "Wakeups",
     "min_hint",
@@ -70,3 +72,5 @@ class Engine(Ops):
         self.reads = Reads(self)
         #: the control verbs (:class:`~.control.Control`)
         self.control = Control(self)
+        #: the publishing verbs of sets of prepared jobs (:class:`~.sets.Sets`)
+        self.sets = Sets(self)
