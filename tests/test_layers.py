@@ -344,7 +344,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue",
         "queue.aio",
         "queue.base",
-        "queue.consume",
         "queue.durable_calls",
         "queue.flow",
         "queue.once",

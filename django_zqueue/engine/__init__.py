@@ -29,6 +29,7 @@ from .base import (
     PROMOTE_LIMIT,
     score_mode,
 )
+from .claims import Claims
 from .consume import ACK_CHUNK, MAX_RESULT_TTL_MS, NO_RESULT, AckReply, ClaimPlan, min_hint
 from .control import Control
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, use_resolver
@@ -51,6 +52,7 @@ __all__ = [
     "RESOLVE_CHUNK",
     "AckReply",
     "ClaimPlan",
+    "Claims",
     "Control",
     "Engine",
     "Reads",
@@ -74,3 +76,5 @@ class Engine(Ops):
         self.control = Control(self)
         #: the publishing verbs of sets of prepared jobs (:class:`~.sets.Sets`)
         self.sets = Sets(self)
+        #: the claiming verbs (:class:`~.claims.Claims`)
+        self.claims = Claims(self)
