@@ -341,7 +341,6 @@ def _outside_engine() -> list[str]:
 REDIS_USERS_OUTSIDE: set[str] = {
     f"{PKG}.{m}"
     for m in (
-        "queue",
         "queue.aio",
         "queue.base",
         "queue.durable_calls",
