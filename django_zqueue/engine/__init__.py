@@ -14,7 +14,9 @@ hold no Redis client of their own.
 
 The parts: :mod:`.base` (client, shards, sending), :mod:`.layout` (the partition
 layout), :mod:`.consume` (claims, acks, nacks, touches as calls), :mod:`.flow`
-(workflows), :mod:`.ops` (reads and writes for the layers above), :mod:`.shard`.
+(workflows), :mod:`.ops` (reads and writes for the layers above), :mod:`.shard`; and the
+capability objects the layers above ask: ``engine.reads`` (:mod:`.reads`), ``engine.control``
+(:mod:`.control`), ``engine.claims`` (:mod:`.claims`), ``engine.sets`` (:mod:`.sets`).
 """
 
 from __future__ import annotations
