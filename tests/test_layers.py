@@ -341,17 +341,10 @@ def _outside_engine() -> list[str]:
 REDIS_USERS_OUTSIDE: set[str] = {
     f"{PKG}.{m}"
     for m in (
-        "queue",
         "queue.aio",
         "queue.base",
-        "queue.bulk",
-        "queue.consume",
-        "queue.control",
-        "queue.core",
         "queue.durable_calls",
         "queue.flow",
-        "queue.lookup",
-        "queue.sets",
         "tasks.durable",
         "tasks.watch",
         "worker.aio",

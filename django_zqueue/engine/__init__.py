@@ -16,6 +16,11 @@ its own:
 - ``engine.flow`` (:class:`~.flow.Workflows`): workflow links, the dispatch of ends, the
   drain;
 - ``engine.reads`` (:class:`~.reads.Reads`): the read verbs;
+- ``engine.writes`` (:class:`~.writes.Writes`): new jobs (publish, publish_once);
+- ``engine.sets`` (:class:`~.sets.Sets`): sets of prepared jobs planned into shared calls;
+- ``engine.claims`` (:class:`~.claims.Claims`): the chunked claim and the wait for jobs;
+- ``engine.control`` (:class:`~.control.Control`): operator actions on one job, the whole
+  queue and the bulk actions;
 - ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups and registration;
 - ``engine.protocol`` (:class:`~.protocol.WireProtocol`): the queue set up for producers
   in other languages;
@@ -45,6 +50,7 @@ from .base import (
     Core,
     score_mode,
 )
+from .claims import Claims
 from .consume import (
     ACK_CHUNK,
     MAX_RESULT_TTL_MS,
@@ -54,6 +60,7 @@ from .consume import (
     Consume,
     min_hint,
 )
+from .control import Control
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, Workflows, use_resolver
 from .layout import Layout
 from .positions import Positions
@@ -63,6 +70,7 @@ from .records import Ack, Claimed, JobInfo, Message, NackResult
 from .records.links import FlowJob, Kid, Ref
 from .results import Results
 from .scripts import Batch, Call, LoadedProtocol, Pending, ProtocolLoad, Sink, Standing
+from .sets import Sets
 from .shard import Shard
 from .stats import Stats
 from .workers import Wakeups, Workers
@@ -82,12 +90,15 @@ __all__ = [
     "RESOLVE_CHUNK",
     "AckReply",
     "ClaimPlan",
+    "Claims",
     "Consume",
+    "Control",
     "Engine",
     "Layout",
     "Positions",
     "Reads",
     "Results",
+    "Sets",
     "Shard",
     "Stats",
     "Wakeups",
@@ -134,6 +145,12 @@ class Engine(Core):
         self.positions = Positions(self)
         #: the write verbs of new jobs (:class:`~.writes.Writes`)
         self.writes = Writes(self)
+        #: the control verbs (:class:`~.control.Control`)
+        self.control = Control(self)
+        #: the publishing verbs of sets of prepared jobs (:class:`~.sets.Sets`)
+        self.sets = Sets(self)
+        #: the claiming verbs (:class:`~.claims.Claims`)
+        self.claims = Claims(self)
 
     # ------------------------------------------------------------ forwarders
     # The names callers used before the engine was split by capability: each forwards to

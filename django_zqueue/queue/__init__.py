@@ -41,7 +41,6 @@ from ..engine import (
 )
 from ..engine.records import JobInfo, Message, NewJob, ScanResult, encode_body, new_tag
 from ..engine.records.validate import MAX_TAG_BYTES
-from ..engine.redis.connection import get_client
 from ..exceptions import UnknownQueue
 from ..read import MAX_MERGED, SERIES, live_thread_count, minute_rows
 from .consume import MAX_BATCH, NO_RESULT, AckReply, ClaimPlan
@@ -93,9 +92,8 @@ def get_queue(name: str = "default") -> Queue:
         config = conf.get_config()
         if name not in config.queues:
             raise UnknownQueue(name, list(config.queues))
-        q = _queues[name] = Queue(
-            name, config.queues[name], prefix=config.prefix, client=get_client(config)
-        )
+        # no client given: the engine takes the shared client of the current settings
+        q = _queues[name] = Queue(name, config.queues[name], prefix=config.prefix)
     return q
 
 

@@ -16,24 +16,14 @@ acted on when its place is after the cursor and within the walk's range.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-from ..engine.records import decode_json
-from ..engine.records.attempts import last_error
-from ..engine.records.codec import split_record
-from ..engine.redis.connection import unavailable_as_error
-from ..engine.scripts.replies import CancelReply, DeleteReply, MoveReply, RequeueReply
+from ..engine.control import BulkOutcome
 from ..exceptions import InvalidArgument
 from ..read.jobs import ListedJob
 from .control import CANCELLED_TTL, Control
 from .flow import Flows
-
-if TYPE_CHECKING:
-    from ..engine.scripts import Call
-    from ..engine.shard import Shard
 
 #: entries read, and jobs acted on, per round trip
 BULK_CHUNK = 200
@@ -45,18 +35,7 @@ BULK_ACTIONS: dict[str, tuple[str, ...]] = {
     "cancel": ("ready", "delayed", "waiting", "leased"),
     "run_now": ("ready", "delayed"),
 }
-#: the sorted set of a state, by its name in QueueKeys
-_SET = {"waiting": "wait"}
-
 Match = Callable[[ListedJob], bool]
-#: the replies that mean "done", by action (each action's own reply type)
-_DONE: dict[str, frozenset[Any]] = {
-    "requeue": frozenset({RequeueReply.REQUEUED, RequeueReply.REQUEUED_FLOW}),
-    "retry_now": frozenset({RequeueReply.REQUEUED, RequeueReply.REQUEUED_FLOW}),
-    "delete": frozenset({DeleteReply.DELETED}),
-    "cancel": frozenset({CancelReply.WAITING, CancelReply.RUNNING}),
-    "run_now": frozenset({MoveReply.MOVED}),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +62,8 @@ class BulkResult:
 
 
 class Bulk(Flows, Control):
-    """Actions on all the jobs of a state that match."""
+    """Actions on all the jobs of a state that match (the Redis side:
+    ``engine.control``'s bulk verbs)."""
 
     def requeue_dead_all(
         self, match: Match | None = None, *, front: bool = False, most: int | None = None
@@ -105,7 +85,7 @@ class Bulk(Flows, Control):
         if most is not None and most < 1:
             raise InvalidArgument("most must be at least 1")
         total = BulkResult()
-        for shard in self.engine.shards:
+        for shard in range(self.engine.control.shard_count):
             room = None if most is None else most - total.acted
             if total.more or room == 0:
                 return BulkResult(total.done, total.left, total.refused, True)
@@ -113,19 +93,18 @@ class Bulk(Flows, Control):
         return total
 
     def _walk(
-        self, shard: Shard, action: str, state: str, match: Match | None, room: int | None
+        self, shard: int, action: str, state: str, match: Match | None, room: int | None
     ) -> BulkResult:
         """One partition's part of :meth:`act_on_all`: at most ``room`` jobs acted on."""
-        key = getattr(shard.keys, _SET.get(state, state))
-        with unavailable_as_error():
-            last = self.client.zrange(key, -1, -1, withscores=True)
-        if not last:
+        control = self.engine.control
+        top = control.state_top(shard, state)
+        if top is None:
             return BulkResult()
-        top, cursor = float(last[0][1]), None
+        cursor: tuple[float, str] | None = None
         seen: set[str] = set()
         result = BulkResult()
         while True:
-            entries = self.engine.run(shard.range_after(key, cursor, top, BULK_CHUNK))
+            entries = control.range_after(shard, state, cursor, top, BULK_CHUNK)
             if not entries:
                 return result
             cursor = (entries[-1][1], entries[-1][0])
@@ -142,71 +121,37 @@ class Bulk(Flows, Control):
 
     def _matching(
         self,
-        shard: Shard,
+        shard: int,
         state: str,
         entries: Sequence[tuple[str, float]],
         tags: list[str],
         match: Match,
     ) -> list[str]:
         """The tags ``match`` keeps: one round trip for their records and bodies (and
-        errors); a record of the JSON layout has its body in the body hash."""
-        if not tags:
-            return []
-        k = shard.keys
-        with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(k.meta, tags)
-            pipe.hmget(k.body, tags)
-            if state == "dead":
-                pipe.hmget(k.errors, tags)
-            replies = pipe.execute()
-        records, apart = replies[0], replies[1]
-        errors = replies[2] if state == "dead" else [None] * len(tags)
-        score = dict(entries)
-        kept = []
-        for tag, raw, body, error in zip(tags, records, apart, errors, strict=True):
-            if raw:
-                with contextlib.suppress(ValueError):  # unreadable: matched on nothing
-                    body = split_record(raw)[1] or body
-            job = ListedJob(
-                tag=tag,
-                score=score[tag],
-                shard=shard.index,
-                record=None,
-                body=decode_json(body),
-                error=last_error(error),
+        errors)."""
+        listed = self.engine.control.listed(shard, state, entries, tags)
+        return [
+            e.tag
+            for e in listed
+            if match(
+                ListedJob(
+                    tag=e.tag, score=e.score, shard=e.shard, record=None, body=e.body, error=e.error
+                )
             )
-            if match(job):
-                kept.append(tag)
-        return kept
+        ]
 
-    def _act(self, shard: Shard, action: str, state: str, tags: list[str]) -> BulkResult:
+    def _act(self, shard: int, action: str, state: str, tags: list[str]) -> BulkResult:
         """One round trip: ``action`` on each of ``tags``, each checking its state."""
         if not tags:
             return BulkResult()
-        calls: list[Call[Any]]
-        if action in ("requeue", "retry_now"):
-            front = action == "retry_now"
-            below = self.engine.front_of_others(shard) if front else None
-            calls = [shard.requeue_dead(t, front, below) for t in tags]
-        elif action == "delete":
-            calls = [shard.delete(t, False, "dead") for t in tags]
-        elif action == "cancel":
-            ms = int(CANCELLED_TTL * 1000)
-            calls = [shard.cancel(t, ms, state) for t in tags]
-        else:
-            below = self.engine.front_of_others(shard)
-            calls = [shard.run_now(t, below) for t in tags]
-        replies = self.engine.run_all(calls)
-        return self._settle(action, tags, replies)
+        outcome = self.engine.control.act(shard, action, state, tags, int(CANCELLED_TTL * 1000))
+        return self._settle(action, tags, outcome)
 
-    def _settle(self, action: str, tags: list[str], replies: list[Any]) -> BulkResult:
-        """Count the replies; tell workflows about the jobs that ended or came back."""
-        done = [t for t, r in zip(tags, replies, strict=True) if r in _DONE[action]]
-        refused = sum(1 for r in replies if r is RequeueReply.CORRUPT)
+    def _settle(self, action: str, tags: list[str], outcome: BulkOutcome) -> BulkResult:
+        """Count the outcome; tell workflows about the jobs that ended or came back."""
+        done, refused = outcome.done, outcome.refused
         if action in ("delete", "cancel") and done:
             self.engine.settle_ends(done)
-        revived = [t for t, r in zip(tags, replies, strict=True) if r is RequeueReply.REQUEUED_FLOW]
-        if revived:
-            self.dispatch(revived)
+        if outcome.revived:
+            self.dispatch(outcome.revived)
         return BulkResult(len(done), len(tags) - len(done) - refused, refused)

@@ -1,7 +1,8 @@
 """Consuming: claim jobs (leases), wait for new ones, and finish each delivery with an ack,
 a nack or a release; a heartbeat extends a lease. The script calls are the engine's
 (:mod:`django_zqueue.engine.consume`: each end of a delivery also has a ``*_call`` form
-there, for a caller that sends many in one round trip)."""
+there, for a caller that sends many in one round trip); a claim and a wait are
+``engine.claims``' (:mod:`django_zqueue.engine.claims`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine import MAX_BLOCK, NO_RESULT, AckReply, ClaimPlan, min_hint
-from ..engine.records import Ack, Claimed, Message, NackResult, encode_body, from_ms
-from ..engine.redis.connection import unavailable_as_error, wait_any
+from ..engine import MAX_BLOCK, NO_RESULT, AckReply, ClaimPlan
+from ..engine.records import Ack, Message, NackResult, encode_body, from_ms
 from ..exceptions import InvalidArgument
 from .base import QueueBase
 
@@ -41,19 +41,7 @@ class Consuming(QueueBase):
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise InvalidArgument(f"batch must be an int in [1, {MAX_BATCH}], got {batch!r}")
-        plan = self.engine.plan_claim(batch, consumer)
-        chunk = self.engine.claim_chunk
-        if batch <= chunk:
-            return self.engine.claim_rest(plan, self.engine.run(plan.call))
-        # one short script call per chunk on the start shard, all in one round trip
-        shard = self.engine.shards[plan.start]
-        sizes = [min(chunk, batch - i) for i in range(0, batch, chunk)]
-        b = self.engine.batch()
-        pending = [b.add(plan.call)] + [b.add(shard.claim(n, consumer)) for n in sizes[1:]]
-        self.engine.send(b)
-        got = [p.result() for p in pending]
-        first = Claimed([m for c in got for m in c.messages], min_hint(got))
-        return self.engine.claim_rest(plan, first)
+        return self.engine.claims.claim(batch, consumer)
 
     def wait(self, seconds: float) -> bool:
         """Block up to ``seconds`` for a wake-up from a publish, retry or ack.
@@ -63,10 +51,7 @@ class Consuming(QueueBase):
         """
         if seconds <= 0:
             return False
-        e = self.engine
-        seconds = min(seconds, e.max_block)
-        with unavailable_as_error():
-            return wait_any(e.client, e.notify_groups, max(seconds, 0.001), e.wait_turn)
+        return self.engine.claims.wait(seconds)
 
     def get(self, timeout: float = 0, consumer: str = "") -> Message | None:
         """Claim one job, waiting up to ``timeout`` seconds for one; None if none came."""

@@ -1,10 +1,9 @@
 """The queue: :class:`Queue` puts its parts together (publishing, consuming, looking up)
-and adds removal and housekeeping."""
+and adds removal and housekeeping (the Redis side: ``engine.control``)."""
 
 from __future__ import annotations
 
 from ..engine.records import ScanResult, validate
-from ..engine.scripts.replies import DeleteReply, RequeueReply
 from ..exceptions import InvalidArgument
 from .bulk import Bulk
 from .consume import Consuming
@@ -34,11 +33,7 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         Returns False when there is no such job, or when it is in flight (a consumer
         holds its lease; it is left alone).
         """
-        reply = self.engine.run(self.engine.shard_for(validate.tag(tag)).delete(tag, False))
-        deleted = reply is DeleteReply.DELETED
-        if deleted:
-            self.engine.settle_ends([tag])
-        return deleted
+        return self.engine.control.delete(validate.tag(tag))
 
     def requeue_dead(self, tag: str, *, front: bool = False) -> bool:
         """Put a dead job back in line with its attempts reset. False if it isn't dead.
@@ -48,27 +43,11 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         next (rank 0; on a partitioned queue ahead of the heads of the other partitions
         as read just before, one more round trip).
         """
-        shard = self.engine.shard_for(validate.tag(tag))
-        if front:
-            call = shard.requeue_dead(tag, True, self.engine.front_of_others(shard))
-        else:
-            call = shard.requeue_dead(tag)
-        done = self.engine.run(call)
-        if done is RequeueReply.REQUEUED_FLOW:  # a workflow job: its buried dependents wait again
-            self.engine.dispatch([tag])
-        return done in (RequeueReply.REQUEUED, RequeueReply.REQUEUED_FLOW)
+        return self.engine.control.requeue_dead(validate.tag(tag), front)
 
     def purge_dead(self) -> int:
         """Delete every dead letter, in bounded script calls. Returns how many."""
-        total = 0
-        limit = self.options.scan_batch
-        for shard in self.engine.shards:
-            while True:
-                n = self.engine.run(shard.purge_dead(limit))
-                total += n
-                if n < limit:
-                    break
-        return total
+        return self.engine.control.purge_dead(self.options.scan_batch)
 
     # ----------------------------------------------------------------- housekeeping
 
@@ -79,7 +58,7 @@ class Queue(Bulk, Consuming, Lookup, Durable):
         limit = self.options.scan_batch if limit is None else limit
         if not 1 <= limit <= 5000:
             raise InvalidArgument("limit must be in [1, 5000]")
-        return ScanResult.total(self.engine.run_all([s.scan(limit) for s in self.engine.shards]))
+        return self.engine.control.scan(limit)
 
     def clear(self) -> None:
         """Delete every key of this queue (all jobs, records and counters). For tests

@@ -3,17 +3,15 @@ counters and listings, read through :mod:`django_zqueue.read` (``queue.read``)."
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
-from ..engine.ahead import queue_ahead
+from ..engine.reads.lookup import decode_result
 from ..engine.records import JobInfo, validate
-from ..engine.redis.connection import unavailable_as_error
-from ..exceptions import CorruptResult
 from ..read import QueueReader
 from .base import QueueBase
+
+__all__ = ["Lookup", "decode_result"]
 
 
 class Lookup(QueueBase):
@@ -31,39 +29,15 @@ class Lookup(QueueBase):
         partition, then tag): the job's rank in its partition plus, in every other
         partition, the jobs with a lower score, and those with an equal score in a
         lower-numbered partition. Two round trips, O(partitions · log N)."""
-        validate.tag(tag)
-        if self.partitions == 1:
-            with unavailable_as_error():
-                r: Any = self.engine.client.zrank(self.keys.ready, tag)
-            return None if r is None else int(r)
-        shard = self.engine.shard_for(tag)
-        with unavailable_as_error():
-            pipe = self.engine.client.pipeline(transaction=False)
-            pipe.zscore(shard.keys.ready, tag)
-            pipe.zrank(shard.keys.ready, tag)
-            score, own = pipe.execute()
-            if score is None or own is None:
-                return None
-            return int(own) + self._ahead(float(score), shard.index)
-
-    def _ahead(self, score: float, p: int) -> int:
-        """Jobs of the other shards ahead of score ``score`` in shard ``p`` (0 when the
-        queue has one shard)."""
-        if len(self.engine.shards) == 1:
-            return 0
-        pipe = self.engine.client.pipeline(transaction=False)
-        queue_ahead(pipe, self.engine.shards, score, p)  # the tie rule, shared with the read side
-        return sum(int(c) for c in pipe.execute())
+        return self.engine.reads.rank(validate.tag(tag))
 
     def score(self, tag: str) -> float | None:
         """The job's ready score (lower = sooner). None unless the job is ready."""
-        with unavailable_as_error():
-            s = self.engine.client.zscore(self.engine.keys_for(validate.tag(tag)).ready, tag)
-        return None if s is None else float(s)
+        return self.engine.reads.score(validate.tag(tag))
 
     def state(self, tag: str) -> str | None:
         """``"ready"``, ``"delayed"``, ``"leased"``, ``"dead"``, or None (no such job)."""
-        return self.engine.run(self.engine.shard_for(validate.tag(tag)).state(tag))
+        return self.engine.reads.state(validate.tag(tag))
 
     def exists(self, tag: str) -> bool:
         """True while the job is ready, delayed, waiting for its parents (a workflow) or in
@@ -74,23 +48,12 @@ class Lookup(QueueBase):
         """Everything known about one job, read atomically; None if there is no such job.
         After the end, a job kept in the history of finished jobs answers too (state
         ``succeeded`` with its kept result, or ``cancelled``: :meth:`finished`)."""
-        info = self.engine.run(self.engine.info_call(tag, with_body=with_body))
-        if info is not None and info.rank is not None and len(self.engine.shards) > 1:
-            # the script ranks within the shard; add the other shards' share
-            assert info.score is not None
-            with unavailable_as_error():
-                ahead = self._ahead(info.score, self.engine.shard_for(tag).index)
-            info = replace(info, rank=info.rank + ahead)
-        return info
+        return self.engine.reads.info(tag, with_body=with_body)
 
     def result(self, tag: str) -> Any:
         """The result kept by ``ack(msg, result=...)``; raises ``LookupError`` when none is
         kept (never stored, or expired)."""
-        with unavailable_as_error():
-            raw = self.engine.client.get(self.engine.keys_for(validate.tag(tag)).result(tag))
-        if raw is None:
-            raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
-        return decode_result(raw, self.engine.keys_for(tag).result(tag))
+        return self.engine.reads.result(validate.tag(tag))
 
     # ----------------------------------------------------------------- many jobs, counters
     # (the read model, :mod:`.read`; kept here as the queue's documented API)
@@ -134,14 +97,3 @@ class Lookup(QueueBase):
         it), dead and expired ones with their last error. Two round trips."""
         page = self.read.finished(state, offset, limit)
         return [job.info(self.name) for job in page.jobs if not job.gone]
-
-
-def decode_result(raw: bytes | str, key: str) -> Any:
-    """A kept result read from ``key``; :class:`CorruptResult` when it is not JSON."""
-    try:
-        return json.loads(raw)
-    except ValueError as exc:  # (bad UTF-8 too)
-        raise CorruptResult(
-            f"the result at {key} is not JSON ({exc}): it cannot be read; delete the key "
-            "(DEL) or let it expire"
-        ) from exc

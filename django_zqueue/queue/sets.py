@@ -15,19 +15,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..engine import PUBLISH_CHUNK, Shard
+from ..engine import PUBLISH_CHUNK
 from ..engine.records import NewJob
 from ..engine.redis.connection import UNAVAILABLE_ERRORS
 from ..engine.scripts import Call, Pending
 from ..exceptions import DuplicateJob, QueueUnavailable
 
 if TYPE_CHECKING:
+    from ..engine import Engine
     from .core import Queue
 
 #: a set's outcome: None (all its jobs written), or why nothing of it was
 Outcome = BaseException | None
-#: one publish call: its shard, and the sets (indexes) whose jobs it carries
-_Planned = tuple[Shard, list[int]]
+#: one publish call: its queue's engine and shard index, and the sets (indexes) whose jobs
+#: it carries
+_Planned = tuple["Engine", int, list[int]]
 
 
 def publish_sets(sets: Sequence[tuple[Queue, Sequence[NewJob]]]) -> list[Outcome]:
@@ -60,12 +62,13 @@ def publish_sets(sets: Sequence[tuple[Queue, Sequence[NewJob]]]) -> list[Outcome
     return outcomes
 
 
-def _shard_of(queue: Queue, jobs: Sequence[NewJob]) -> Shard | None:
-    """The one shard all of ``jobs`` go to, if they fit one call; else None."""
+def _shard_of(queue: Queue, jobs: Sequence[NewJob]) -> int | None:
+    """The index of the one shard all of ``jobs`` go to, if they fit one call; else None."""
     if not jobs or len(jobs) > PUBLISH_CHUNK:
         return None
-    shard = queue.engine.shard_for(jobs[0].tag)
-    if any(queue.engine.shard_for(j.tag) is not shard for j in jobs[1:]):
+    sets = queue.engine.sets
+    shard = sets.shard_index(jobs[0].tag)
+    if any(sets.shard_index(j.tag) != shard for j in jobs[1:]):
         return None
     return shard
 
@@ -74,16 +77,18 @@ def _plan(sets: Sequence[tuple[Queue, Sequence[NewJob]]], run: list[int]) -> lis
     """The shared calls of the sets ``run``: per shard, whole sets in order, at most
     :data:`PUBLISH_CHUNK` jobs a call."""
     calls: list[_Planned] = []
-    open_call: dict[int, tuple[_Planned, int]] = {}  # id(shard) -> its call being filled, jobs
+    # (id(engine), shard index) -> its call being filled, jobs
+    open_call: dict[tuple[int, int], tuple[_Planned, int]] = {}
     for i in run:
         queue, jobs = sets[i]
-        shard = queue.engine.shard_for(jobs[0].tag)
-        current, size = open_call.get(id(shard), (None, 0))
+        engine = queue.engine
+        shard = engine.sets.shard_index(jobs[0].tag)
+        current, size = open_call.get((id(engine), shard), (None, 0))
         if current is None or size + len(jobs) > PUBLISH_CHUNK:
-            current, size = (shard, []), 0
+            current, size = (engine, shard, []), 0
             calls.append(current)
-        current[1].append(i)
-        open_call[id(shard)] = (current, size + len(jobs))
+        current[2].append(i)
+        open_call[(id(engine), shard)] = (current, size + len(jobs))
     return calls
 
 
@@ -95,18 +100,27 @@ def _send_shared(
     if not run:
         return
     planned = _plan(sets, run)
-    calls = [shard.publish([j for i in members for j in sets[i][1]]) for shard, members in planned]
+    calls = [
+        engine.sets.publish_call(shard, [j for i in members for j in sets[i][1]])
+        for engine, shard, members in planned
+    ]
     again: list[int] = []
-    for (_, members), outcome in zip(planned, _send(sets[run[0]][0], calls), strict=True):
+    for (_, _, members), outcome in zip(planned, _send(sets[run[0]][0], calls), strict=True):
         if outcome is not None and len(members) > 1 and not _unavailable(outcome):
             again.extend(members)
         else:
             for i in members:
                 outcomes[i] = outcome
     if again:
-        alone = [sets[i][0].engine.shard_for(sets[i][1][0].tag).publish(sets[i][1]) for i in again]
+        alone = [_alone(sets[i][0], sets[i][1]) for i in again]
         for i, outcome in zip(again, _send(sets[again[0]][0], alone), strict=True):
             outcomes[i] = outcome
+
+
+def _alone(queue: Queue, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
+    """The publish call of one set (of one shard) alone."""
+    sets = queue.engine.sets
+    return sets.publish_call(sets.shard_index(jobs[0].tag), jobs)
 
 
 def _send(queue: Queue, calls: list[Call[list[tuple[str, str]]]]) -> list[Outcome]:

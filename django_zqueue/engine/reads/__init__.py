@@ -8,6 +8,7 @@ collection (no ``KEYS``, ``SCAN`` or unbounded command), but the search, one bou
 script call per step. One module per concern: :mod:`.pipeline` (pipelines that start
 with ``TIME``, the shard-generic commands and merges), :mod:`.counts` (one queue's
 counts, counters and registrations), :mod:`.jobs` (a page of a state, one job),
+:mod:`.lookup` (one job by its tag),
 :mod:`.finished` (the jobs that ended), :mod:`.links` (a workflow job's links),
 :mod:`.groups` (the per-group figures), :mod:`.across` (reads across queues, one
 pipeline per Redis client).
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..records import JobInfo
 from ..records.links import Ref
 from ..scripts import SearchStep
-from . import across, counts, finished, groups, jobs, links
+from . import across, counts, finished, groups, jobs, links, lookup
 from .across import Place, QueueSnapshot, QueueWorkers, ScheduleReading, WorkersRead
 from .counts import MinuteReading
 from .finished import FINISHED_STATES, Ended, EndedHashes, EndedRange
@@ -129,6 +130,23 @@ class Reads:
         """One job's info (None: no such job); its rank in the whole queue with
         ``ranked``, else in its shard."""
         return jobs.ranked_info(self._engine, tag, with_body=with_body, ranked=ranked)
+
+    def rank(self, tag: str) -> int | None:
+        """Job ``tag``'s position in the whole queue's line (None: not ready)."""
+        return lookup.rank(self._engine, tag)
+
+    def score(self, tag: str) -> float | None:
+        """Job ``tag``'s ready score (None: not ready)."""
+        return lookup.score(self._engine, tag)
+
+    def state(self, tag: str) -> str | None:
+        """Job ``tag``'s state: ready, delayed, waiting, leased, dead (None: no such job)."""
+        return lookup.state(self._engine, tag)
+
+    def result(self, tag: str) -> Any:
+        """The result kept for job ``tag`` (``LookupError``: none; ``CorruptResult``:
+        not JSON)."""
+        return lookup.result(self._engine, tag)
 
     def job_figures(self, info: JobInfo) -> JobFigures:
         """What ``info``'s ETA needs: Redis time, run-time counters, workers, jobs ahead."""
