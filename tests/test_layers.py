@@ -342,7 +342,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
     f"{PKG}.{m}"
     for m in (
         "queue",
-        "queue.aio",
         "queue.base",
         "queue.bulk",
         "queue.consume",
@@ -356,7 +355,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.sets",
         "tasks.durable",
         "tasks.watch",
-        "worker.aio",
     )
 }
 

@@ -368,27 +368,22 @@ class AioLane:
         # as a consumer thread's flush: the acks in one ack_many call per shard, a nack each
         outcomes = Calls()
         pending = add_outcomes(outcomes, done)
-        claim_call = None
-        if claim and claim[0][0].queue.partitions == 1:
-            aq, n = claim[0]
-            claim_call = aq.queue.engine.shards[0].claim(min(n, 100), self.worker.id)
+        # an unpartitioned queue's claim goes in the same round trip (the engine's plan)
+        plan = claim[0][0].engine.plan_claim(claim[0][1], self.worker.id) if claim else None
+        claimed = outcomes.add(plan.call) if plan is not None else None
         try:
-            replies = await aqs[done[0].queue.name].engine.send(
-                [*outcomes.calls, *([claim_call] if claim_call else [])]
-            )
+            await aqs[done[0].queue.name].engine.send_calls(outcomes)
         except BaseException:
             self.done[:0] = done  # kept, sent again with the next flush
             raise
-        outcomes.settle(replies[: len(outcomes.calls)])
         # the consumer's own handling of the replies, in a thread: on_failure hooks and
         # Django task records are sync code (the ORM refuses to run on a loop)
         reporter = Consumer(self.worker)
         reporter.done = done
         await asyncio.to_thread(_report, reporter, pending, list(done))
         self.done[:0] = reporter.done  # refused by an outage: sent again
-        if claim_call is not None:
-            got = claim_call.result(replies[-1])
-            return got.messages, (None if got.messages or got.hint_ms < 0 else got.hint_ms / 1000)
+        if plan is not None and claimed is not None:
+            return await claim[0][0].engine.claim_rest(plan, claimed.result())
         if claim:
             return await claim[0][0].claim(claim[0][1], self.worker.id)
         return [], None
