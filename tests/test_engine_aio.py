@@ -98,10 +98,14 @@ def test_a_result_that_is_not_json_or_not_kept_raises_as_the_sync_one(
     q: Queue = make_queue("results")
     redis_client.set(q.keys.result("bad"), b"\xff not json")
     for tag in ("bad", "none"):
+
+        async def read(ae: AsyncEngine, tag: str = tag) -> Any:
+            return await ae.result(tag)
+
         with pytest.raises(Exception) as sync_error:
             q.result(tag)
         with pytest.raises(Exception) as async_error:
-            on_engine(q, lambda ae, t=tag: ae.result(t))
+            on_engine(q, read)
         assert type(async_error.value) is type(sync_error.value)
         assert str(async_error.value) == str(sync_error.value)
 
