@@ -341,13 +341,11 @@ def _outside_engine() -> list[str]:
 REDIS_USERS_OUTSIDE: set[str] = {
     f"{PKG}.{m}"
     for m in (
-        "queue.aio",
         "queue.base",
         "queue.durable_calls",
         "queue.flow",
         "tasks.durable",
         "tasks.watch",
-        "worker.aio",
     )
 }
 

@@ -1,135 +1,60 @@
-"""The engine's second transport: the same script calls (built by the
-:class:`~django_zqueue.engine.Engine`) sent on redis-py's asyncio client.
+"""The engine's verbs on redis-py's asyncio client: :class:`AsyncEngine`, the engine
+of :class:`~django_zqueue.queue.aio.AsyncQueue` and of the worker's event-loop lane.
 
-An :class:`AsyncEngine` wraps a queue's engine (``sync``) and owns the asyncio client:
-the one given, else the running loop's for the settings
-(:func:`~django_zqueue.engine.redis.aconnection.get_async_client`)."""
+Each verb builds its script calls with the queue's engine (``sync``: the same calls, keys
+and reading of replies as the sync side) and sends them by the second transport
+(:class:`~.aiotransport.AsyncTransport`, which owns the asyncio client). Verbs take and
+return typed values; connection errors are :class:`~django_zqueue.exceptions.QueueUnavailable`."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from datetime import datetime, timedelta
+from typing import Any
 
-import redis.asyncio as aredis
-from redis.exceptions import ResponseError
-
-from .. import conf
 from ..exceptions import InvalidArgument, QueueUnavailable
 from .ahead import queue_ahead
-from .keys import QueueKeys
-from .redis.aconnection import get_async_client
-from .redis.connection import UNAVAILABLE_ERRORS, get_client, is_out_of_memory
-from .scripts import Call, aload_library, is_cluster, is_missing, script_error, source
+from .aiotransport import AsyncClient, AsyncTransport, wait_any
+from .consume import NO_RESULT, ClaimPlan, min_hint
+from .control import CancelledJob, read_cancelled
+from .flow import PUBLISH_CHUNK
+from .keys import partition_of
+from .reads.lookup import decode_result
+from .records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
+from .redis.connection import UNAVAILABLE_ERRORS
+from .scripts import Call, Calls
+from .scripts.replies import CancelReply, SignalReply
 
-if TYPE_CHECKING:
-    from . import Engine
-
-T = TypeVar("T")
+__all__ = ["AsyncClient", "AsyncEngine", "AsyncTransport", "wait_any"]
 
 
-class AsyncEngine:
-    """``sync`` (an :class:`Engine`) on an asyncio client: every method is a coroutine,
-    connection errors are :class:`QueueUnavailable`."""
+class AsyncEngine(AsyncTransport):
+    """A queue's engine (``sync``) on an asyncio client (``AsyncQueue.engine``): every
+    verb is a coroutine. The checks of the arguments are the caller's (the queue's), as
+    on the sync side."""
 
-    def __init__(self, sync: Engine, client: aredis.Redis | None = None) -> None:
-        self.sync = sync
-        self._client = client
+    # ------------------------------------------------------------------ publishing
 
-    def __repr__(self) -> str:
-        return f"<AsyncEngine {self.sync.name!r}>"
+    def fits_one_call(self, jobs: Sequence[NewJob]) -> bool:
+        """Whether ``jobs`` go in one ``publish`` script call (at most ``PUBLISH_CHUNK``
+        jobs, all of one partition): what :meth:`publish` sends."""
+        e = self.sync
+        if len(jobs) > PUBLISH_CHUNK:
+            return False
+        return e.partitions == 1 or len({partition_of(j.tag, e.partitions) for j in jobs}) <= 1
 
-    @property
-    def client(self) -> aredis.Redis:
-        """The asyncio client: the one given, else the running loop's for the settings."""
-        if self._client is not None:
-            return self._client
-        config = conf.get_config()
-        if self.sync.client is not get_client(config):
-            raise InvalidArgument(
-                f"queue {self.sync.name!r} was built on a client of its own: give its "
-                "asyncio client too, AsyncQueue(queue, client=redis.asyncio.Redis(...))"
-            )
-        return get_async_client(config)
+    async def publish(self, jobs: Sequence[NewJob]) -> list[tuple[str, str]]:
+        """Add ``jobs`` (:meth:`fits_one_call`) in one script call, all or nothing: the
+        clashing ``(tag, state)`` pairs, empty when all were written."""
+        if not jobs or not self.fits_one_call(jobs):
+            raise InvalidArgument("publish takes 1 to PUBLISH_CHUNK jobs of one partition")
+        e = self.sync
+        e.ensure_layout()  # I/O only once per queue object, on a partitioned queue
+        return await self.run(e.shard_for(jobs[0].tag).publish(jobs))
 
-    # ------------------------------------------------------------------ sending calls
-
-    def _command(self, client: Any, call: Call[Any]) -> tuple[Any, ...]:
-        """What runs ``call`` on ``client``: the sync engine's command (FCALL), or
-        EVALSHA on a cluster client."""
-        scripts = self.sync.scripts
-        if scripts.library is not None and not is_cluster(client):
-            return scripts.command(call)
-        return ("EVALSHA", scripts.sha(call.script), len(call.keys), *call.keys, *call.args)
-
-    async def _load(self, client: Any, call: Call[Any]) -> None:
-        """Load what ``call`` needs on a server that has lost it."""
-        library = self.sync.scripts.library
-        if library is not None and not is_cluster(client):
-            try:
-                await aload_library(client, library.code)
-                return
-            except ResponseError as exc:
-                if not is_out_of_memory(exc):
-                    raise
-            self.sync.scripts.use_evalsha()  # (FUNCTION LOAD refused at maxmemory)
-        await client.script_load(source(call.script))
-
-    async def run(self, call: Call[T]) -> T:
-        """Send one script call; where the server lost the scripts (Redis ran nothing),
-        load them and send it again."""
-        client: Any = self.client
-        cmd = self._command(client, call)
-        try:
-            try:
-                reply = await client.execute_command(*cmd)
-            except ResponseError as exc:
-                if not is_missing(exc):
-                    raise
-                await self._load(client, call)
-                reply = await client.execute_command(*self._command(client, call))
-        except UNAVAILABLE_ERRORS as exc:
-            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
-        except ResponseError as exc:
-            error = script_error(call.script, exc)
-            if error is exc:
-                raise
-            raise error from exc
-        return call.result(reply)
-
-    async def send(
-        self, calls: Sequence[Call[Any]], *, blpop: tuple[list[str], float] | None = None
-    ) -> list[Any]:
-        """Send calls in one round trip (a non-transactional pipeline), after a BLPOP of
-        ``blpop`` (keys, seconds) when given; the raw replies in order (errors as
-        exception objects: read each with ``call.result``). A call the server had no
-        script for is sent again once the scripts are loaded."""
-        client: Any = self.client
-        pipe = client.pipeline(transaction=False)
-        if blpop is not None:
-            pipe.blpop(blpop[0], timeout=blpop[1])
-        commands = [self._command(client, call) for call in calls]
-        for cmd in commands:
-            pipe.execute_command(*cmd)
-        try:
-            replies = list(await pipe.execute(raise_on_error=False))
-            skip = 0 if blpop is None else 1
-            missing = [i for i, r in enumerate(replies[skip:]) if is_missing(r)]
-            for i in missing:
-                await self._load(client, calls[i])
-                cmd = self._command(client, calls[i])  # (FCALL may be EVALSHA now)
-                replies[skip + i] = await client.execute_command(*cmd)
-        except UNAVAILABLE_ERRORS as exc:
-            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
-        return replies
-
-    async def run_all(self, calls: Sequence[Call[T]]) -> list[T]:
-        """Send calls in one round trip; their results in order (the first failure raises)."""
-        if len(calls) == 1:
-            return [await self.run(calls[0])]
-        replies = await self.send(calls)
-        return [c.result(r) for c, r in zip(calls, replies, strict=True)]
-
-    # ------------------------------------------------------------------ plain reads
+    # ------------------------------------------------------------------ one job
 
     async def rank(self, tag: str) -> int | None:
         """The exact rank of ready job ``tag`` (the sync engine's rule), None unless ready."""
@@ -160,48 +85,164 @@ class AsyncEngine:
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
 
-    async def get(self, key: str) -> Any:
-        """GET ``key`` (a kept result, a cancel record)."""
+    async def score(self, tag: str) -> float | None:
+        """The ready score of job ``tag``, None unless ready."""
         try:
-            return await self.client.get(key)
-        except UNAVAILABLE_ERRORS as exc:
-            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
-
-    async def zscore(self, key: str, tag: str) -> float | None:
-        """The score of ``tag`` in sorted set ``key``."""
-        try:
-            s = await self.client.zscore(key, tag)
+            s = await self.client.zscore(self.sync.keys_for(tag).ready, tag)
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
         return None if s is None else float(s)
 
-    def keys_for(self, tag: str) -> QueueKeys:
-        """The keys of the shard that holds job ``tag``."""
-        return self.sync.keys_for(tag)
+    async def state(self, tag: str) -> str | None:
+        """ready, delayed, waiting, leased, dead, or None."""
+        return await self.run(self.sync.state_call(tag))
 
-    async def wait_on(self, groups: list[list[str]], seconds: float) -> bool:
-        """Take a wake-up token from any list of ``groups`` (keys grouped by cluster slot,
-        e.g. a worker's ``Wakeups.groups``), blocking up to ``seconds``."""
-        return await wait_any(self.client, groups, seconds)
+    async def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
+        """Everything known about one job, read atomically; its rank across the queue."""
+        e = self.sync
+        info = await self.run(e.info_call(tag, with_body=with_body))
+        if info is not None and info.rank is not None and e.partitions > 1:
+            assert info.score is not None
+            ahead = await self.ahead(info.score, e.shard_for(tag).index)
+            info = dataclasses.replace(info, rank=info.rank + ahead)
+        return info
 
-    async def wait(self, seconds: float) -> bool:
-        """Take a wake-up token from any of the queue's notify lists, blocking up to
-        ``seconds`` (cut to the engine's longest wait); True if one came."""
-        return await wait_any(
-            self.client, self.sync.notify_groups, min(seconds, self.sync.max_block)
-        )
+    async def result(self, tag: str) -> Any:
+        """The result kept for job ``tag``: ``LookupError`` when none is kept,
+        :class:`CorruptResult` when it is not JSON (:func:`.reads.lookup.decode_result`)."""
+        key = self.sync.keys_for(tag).result(tag)
+        raw = await self._get(key)
+        if raw is None:
+            raise LookupError(f"no result kept for job {tag!r} in queue {self.sync.name!r}")
+        return decode_result(raw, key)
 
+    async def cancelled(self, tag: str) -> CancelledJob | None:
+        """The record of cancelled job ``tag`` while it is kept; None otherwise."""
+        return read_cancelled(tag, await self._get(self.sync.keys_for(tag).cancelled(tag)))
 
-async def wait_any(client: aredis.Redis, groups: list[list[str]], seconds: float) -> bool:
-    """Take a wake-up token from any list of ``groups`` (keys grouped by cluster slot),
-    blocking up to ``seconds`` in all; True if one came."""
-    if seconds <= 0:
-        return False
-    try:
-        for group in groups:
-            got = await client.blpop(group, timeout=max(0.01, seconds / len(groups)))
-            if got is not None:
-                return True
-    except UNAVAILABLE_ERRORS as exc:
-        raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
-    return False
+    async def cancel(self, tag: str, ttl_ms: int) -> bool:
+        """Cancel a job that waits or runs (``cancel.lua``, its record kept ``ttl_ms``);
+        False when there is no such job, or it is dead. A workflow job's end goes to its
+        dependents at once (the sync engine's ``settle_ends``, in a thread)."""
+        e = self.sync
+        reply = await self.run(e.shard_for(tag).cancel(tag, ttl_ms))
+        done = reply in (CancelReply.WAITING, CancelReply.RUNNING)
+        if done:
+            await asyncio.to_thread(e.settle_ends, [tag])
+        return done
+
+    async def signal(
+        self, tag: str, name: str, payload: str, *, keep_ms: int, max_bytes: int, max_steps: int
+    ) -> SignalReply:
+        """Deliver event ``name`` (its ``payload``, JSON) to job ``tag`` (``signal.lua``);
+        the records kept ``keep_ms``, at most ``max_steps`` of ``max_bytes`` each."""
+        shard = self.sync.shard_for(tag)
+        k = shard.keys
+        sets = (k.ready, k.delayed, k.leased, k.dead, k.wait)
+        keys = (*sets, k.meta, k.steps(tag), k.notify, k.ctr, k.stats)
+        args = (tag, name, payload, max_bytes, keep_ms, max_steps, shard.policy.notify_cap)
+        return await self.run(Call("signal", keys, args, lambda r: SignalReply(int(r))))
+
+    # ------------------------------------------------------------------ consuming
+
+    async def claim(self, batch: int, consumer: str) -> tuple[list[Message], float | None]:
+        """Lease up to ``batch`` jobs now, round-robin over the partitions (one round trip
+        per shard, in calls of at most ``claim_chunk``); the messages, and the wait hint
+        in seconds when none came."""
+        e = self.sync
+        e.ensure_layout()  # I/O only once per queue object, on a partitioned queue
+        start = e.next_shard()
+        msgs: list[Message] = []
+        got: list[Claimed] = []
+        for i in range(e.partitions):
+            if len(msgs) >= batch:
+                break
+            shard = e.shards[(start + i) % e.partitions]
+            want = batch - len(msgs)
+            chunk = e.claim_chunk
+            sizes = [min(chunk, want - j) for j in range(0, want, chunk)]
+            for c in await self.run_all([shard.claim(n, consumer) for n in sizes]):
+                msgs.extend(c.messages)
+                got.append(c)
+        hint = min_hint(got)
+        return msgs, (None if msgs or hint < 0 else hint / 1000)
+
+    def plan_claim(self, batch: int, consumer: str) -> ClaimPlan | None:
+        """The first call of a claim of ``batch`` jobs (the sync engine's plan: at most
+        ``claim_chunk``), for a caller that sends it with calls of its own
+        (:meth:`send_calls`), on an unpartitioned queue; None on a partitioned one, whose
+        claim is :meth:`claim`."""
+        return self.sync.plan_claim(batch, consumer) if self.sync.partitions == 1 else None
+
+    async def claim_rest(
+        self, plan: ClaimPlan, first: Claimed
+    ) -> tuple[list[Message], float | None]:
+        """Finish a claim from its first call's result (the sync engine's ``claim_rest``,
+        on the asyncio client): the messages, and the wait hint when there are none."""
+        e = self.sync
+        msgs = list(first.messages)
+        got = [first]
+        for i in range(1, e.partitions):
+            if len(msgs) >= plan.batch:
+                break
+            shard = e.shards[(plan.start + i) % e.partitions]
+            more = await self.run(
+                shard.claim(min(e.claim_chunk, plan.batch - len(msgs)), plan.consumer)
+            )
+            msgs.extend(more.messages)
+            got.append(more)
+        hint = min_hint(got)
+        return msgs, (None if msgs or hint < 0 else hint / 1000)
+
+    async def send_calls(self, calls: Calls) -> None:
+        """Send the script calls collected in ``calls`` (the ends of some deliveries, a
+        claim's first call) in one round trip; each of their ``Pending`` holds its reply."""
+        calls.settle(await self.send(calls.calls))
+
+    async def ack(
+        self,
+        msg: Message,
+        result: Any = NO_RESULT,
+        result_ttl: float = 86400,
+        *,
+        passed: Any = None,
+    ) -> bool:
+        """End a delivery done (``result`` kept ``result_ttl`` seconds; ``passed``, JSON,
+        handed to a workflow job's dependents); False for a stale delivery."""
+        given = "" if passed is None else encode_body(passed).decode("utf-8")
+        return await self.run(self.sync.ack_call(msg, result, result_ttl, passed=given))
+
+    async def nack(
+        self,
+        msg: Message,
+        error: str = "",
+        retry_in: float | timedelta | None = None,
+        *,
+        dead: bool = False,
+    ) -> NackResult:
+        """End a delivery failed: ``"retry"``, ``"dead"``, or None for a stale delivery."""
+        return await self.run(self.sync.nack_call(msg, error, retry_in, dead=dead))
+
+    async def release(self, msg: Message) -> bool:
+        """A delivery back in line unrun, the attempt not counted; False when stale."""
+        return await self.run(self.sync.release_call(msg))
+
+    async def touch(
+        self,
+        msg: Message,
+        extend: float | None = None,
+        progress: float | None = None,
+        note: str = "",
+    ) -> datetime | None:
+        """Extend a delivery's lease, record its progress: the new lease deadline, None
+        for a stale delivery."""
+        deadline = await self.run(self.sync.touch_call(msg, extend, progress, note))
+        return from_ms(deadline) if deadline else None
+
+    # ------------------------------------------------------------------ plain commands
+
+    async def _get(self, key: str) -> Any:
+        try:
+            return await self.client.get(key)
+        except UNAVAILABLE_ERRORS as exc:
+            raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc

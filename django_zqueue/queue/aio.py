@@ -27,28 +27,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-import redis.asyncio as aredis
-
 from .. import conf
-from ..engine import NO_RESULT, PUBLISH_CHUNK
-from ..engine.aio import AsyncEngine
-from ..engine.keys import partition_of
-from ..engine.records import (
-    Claimed,
-    JobInfo,
-    Message,
-    NackResult,
-    NewJob,
-    encode_body,
-    from_ms,
-    validate,
-)
-from ..engine.scripts.replies import CancelReply, SignalReply
+from ..engine import NO_RESULT
+from ..engine.aio import AsyncClient, AsyncEngine
+from ..engine.records import JobInfo, Message, NackResult, NewJob, validate
+from ..engine.scripts.replies import SignalReply
 from ..exceptions import DuplicateJob, InvalidArgument
 from .consume import MAX_BATCH
-from .control import CANCELLED_TTL, CancelledJob, read_cancelled
+from .control import CANCELLED_TTL, CancelledJob
 from .core import Queue
-from .lookup import decode_result
 
 T = TypeVar("T")
 
@@ -63,7 +50,7 @@ class AsyncQueue:
     ``depends_on``, the operator calls) run on the sync client, e.g. in
     ``asyncio.to_thread``."""
 
-    def __init__(self, queue: Queue, client: aredis.Redis | None = None) -> None:
+    def __init__(self, queue: Queue, client: AsyncClient | None = None) -> None:
         self.queue = queue
         self.name = queue.name
         #: the queue's engine on the asyncio client
@@ -110,13 +97,9 @@ class AsyncQueue:
         tags are checked for clashes first, is sent by the sync client in a thread."""
         if not jobs:
             return []
-        q, e = self.queue, self.engine.sync
-        if len(jobs) > PUBLISH_CHUNK or (
-            e.partitions > 1 and len({partition_of(j.tag, e.partitions) for j in jobs}) > 1
-        ):
-            return await asyncio.to_thread(q.publish_prepared, jobs)
-        e.ensure_layout()  # I/O only once per queue object, on a partitioned queue
-        found = await self.engine.run(e.shard_for(jobs[0].tag).publish(jobs))
+        if not self.engine.fits_one_call(jobs):
+            return await asyncio.to_thread(self.queue.publish_prepared, jobs)
+        found = await self.engine.publish(jobs)
         if found:  # one script call: all or nothing
             raise DuplicateJob([t for t, _ in found], [s for _, s in found])
         return [j.tag for j in jobs]
@@ -129,11 +112,11 @@ class AsyncQueue:
 
     async def score(self, tag: str) -> float | None:
         """:meth:`Queue.score`: the ready score, None unless ready."""
-        return await self.engine.zscore(self.engine.keys_for(_tag(tag)).ready, tag)
+        return await self.engine.score(_tag(tag))
 
     async def state(self, tag: str) -> str | None:
         """:meth:`Queue.state`: ready, delayed, leased, dead, or None."""
-        return await self.engine.run(self.engine.sync.state_call(tag))
+        return await self.engine.state(_tag(tag))
 
     async def exists(self, tag: str) -> bool:
         """:meth:`Queue.exists`: ready, delayed, waiting for its parents or in flight."""
@@ -141,48 +124,33 @@ class AsyncQueue:
 
     async def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """:meth:`Queue.info`: everything known about one job, read atomically."""
-        e = self.engine.sync
-        info = await self.engine.run(e.info_call(tag, with_body=with_body))
-        if info is not None and info.rank is not None and e.partitions > 1:
-            assert info.score is not None
-            ahead = await self.engine.ahead(info.score, e.shard_for(tag).index)
-            info = JobInfo(**{**_fields(info), "rank": info.rank + ahead})
-        return info
+        return await self.engine.info(_tag(tag), with_body=with_body)
 
     async def result(self, tag: str) -> Any:
         """:meth:`Queue.result`: the kept result; ``LookupError`` when none is kept."""
-        key = self.engine.keys_for(_tag(tag)).result(tag)
-        raw = await self.engine.get(key)
-        if raw is None:
-            raise LookupError(f"no result kept for job {tag!r} in queue {self.name!r}")
-        return decode_result(raw, key)
+        return await self.engine.result(_tag(tag))
 
     async def cancel(self, tag: str) -> bool:
         """:meth:`Queue.cancel`: cancel a job that waits or runs (``cancel.lua``); False
         when there is no such job, or it is dead."""
-        ttl_ms = int(CANCELLED_TTL * 1000)
-        e = self.engine.sync
-        reply = await self.engine.run(e.shard_for(_tag(tag)).cancel(tag, ttl_ms))
-        done = reply in (CancelReply.WAITING, CancelReply.RUNNING)
-        if done:  # a workflow job's end goes to its dependents now, as the sync cancel does
-            await asyncio.to_thread(e.settle_ends, [tag])
-        return done
+        # a workflow job's end goes to its dependents now, as the sync cancel does
+        return await self.engine.cancel(_tag(tag), int(CANCELLED_TTL * 1000))
 
     async def signal(self, tag: str, name: str, payload: Any = None) -> bool:
         """:meth:`Queue.signal`: deliver event ``name`` to job ``tag`` (docs/durable.md)."""
-        from .durable_calls import keep_ms, refused, signal_args, signal_call
+        from .durable_calls import MAX_STEP_BYTES, MAX_STEPS, keep_ms, refused, signal_args
 
         tag, name, data = signal_args(tag, name, payload)
         q = self.queue
-        shard = self.engine.sync.shard_for(tag)
-        reply = await self.engine.run(signal_call(shard, tag, name, data, keep_ms(q)))
+        reply = await self.engine.signal(
+            tag, name, data, keep_ms=keep_ms(q), max_bytes=MAX_STEP_BYTES, max_steps=MAX_STEPS
+        )
         refused(reply, q.name, tag, name)
         return reply is SignalReply.WOKEN
 
     async def cancelled(self, tag: str) -> CancelledJob | None:
         """:meth:`Queue.cancelled`: the record of a cancelled job while it is kept."""
-        raw = await self.engine.get(self.engine.keys_for(_tag(tag)).cancelled(tag))
-        return read_cancelled(tag, raw)
+        return await self.engine.cancelled(_tag(tag))
 
     # ------------------------------------------------------------------ consuming
 
@@ -191,25 +159,7 @@ class AsyncQueue:
         partitions), and the wait hint when none came."""
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise InvalidArgument(f"batch must be an int in [1, {MAX_BATCH}], got {batch!r}")
-        e = self.engine.sync
-        e.ensure_layout()  # I/O only once per queue object, on a partitioned queue
-        start = e.next_shard()
-        msgs: list[Message] = []
-        hints: list[int] = []
-        for i in range(e.partitions):
-            if len(msgs) >= batch:
-                break
-            shard = e.shards[(start + i) % e.partitions]
-            want = batch - len(msgs)
-            chunk = e.claim_chunk
-            sizes = [min(chunk, want - j) for j in range(0, want, chunk)]
-            calls = [shard.claim(n, consumer) for n in sizes]
-            got: list[Claimed] = await self.engine.run_all(calls)
-            for c in got:
-                msgs.extend(c.messages)
-                if c.hint_ms >= 0:
-                    hints.append(c.hint_ms)
-        return msgs, (None if msgs or not hints else min(hints) / 1000)
+        return await self.engine.claim(batch, consumer)
 
     async def ack(
         self,
@@ -221,9 +171,7 @@ class AsyncQueue:
     ) -> bool:
         """:meth:`Queue.ack`; False for a stale delivery. ``passed`` (JSON) is what a
         workflow job hands its dependents (docs/workflows.md)."""
-        given = "" if passed is None else encode_body(passed).decode("utf-8")
-        call = self.engine.sync.ack_call(msg, result, result_ttl, passed=given)
-        return await self.engine.run(call)
+        return await self.engine.ack(msg, result, result_ttl, passed=passed)
 
     async def nack(
         self,
@@ -234,11 +182,11 @@ class AsyncQueue:
         dead: bool = False,
     ) -> NackResult:
         """:meth:`Queue.nack`: ``"retry"``, ``"dead"``, or None for a stale delivery."""
-        return await self.engine.run(self.engine.sync.nack_call(msg, error, retry_in, dead=dead))
+        return await self.engine.nack(msg, error, retry_in, dead=dead)
 
     async def release(self, msg: Message) -> bool:
         """:meth:`Queue.release`: back in line unrun, the attempt not counted."""
-        return await self.engine.run(self.engine.sync.release_call(msg))
+        return await self.engine.release(msg)
 
     async def touch(
         self,
@@ -248,9 +196,7 @@ class AsyncQueue:
         note: str = "",
     ) -> datetime | None:
         """:meth:`Queue.touch`: the new lease deadline, None for a stale delivery."""
-        call = self.engine.sync.touch_call(msg, extend, progress, note)
-        deadline = await self.engine.run(call)
-        return from_ms(deadline) if deadline else None
+        return await self.engine.touch(msg, extend, progress, note)
 
     async def wait(self, seconds: float) -> bool:
         """:meth:`Queue.wait`: block up to ``seconds`` for a wake-up token."""
@@ -259,10 +205,6 @@ class AsyncQueue:
 
 def _tag(tag: str) -> str:
     return validate.tag(tag)
-
-
-def _fields(info: JobInfo) -> dict[str, Any]:
-    return {f: getattr(info, f) for f in JobInfo.__dataclass_fields__}
 
 
 _async_queues: dict[tuple[str, int], AsyncQueue] = {}
