@@ -348,14 +348,11 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.consume",
         "queue.control",
         "queue.core",
-        "queue.durable_calls",
         "queue.flow",
         "queue.lookup",
         "queue.once",
         "queue.publish",
         "queue.sets",
-        "tasks.durable",
-        "tasks.watch",
         "worker.aio",
     )
 }

@@ -30,6 +30,7 @@ from .base import (
     score_mode,
 )
 from .consume import ACK_CHUNK, MAX_RESULT_TTL_MS, NO_RESULT, AckReply, ClaimPlan, min_hint
+from .durable import Durable
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, use_resolver
 from .ops import Ops, Wakeups
 from .reads import Reads
@@ -49,6 +50,7 @@ __all__ = [
     "RESOLVE_CHUNK",
     "AckReply",
     "ClaimPlan",
+    "Durable",
     "Engine",
     "Reads",
     "Shard",
@@ -66,3 +68,5 @@ class Engine(Ops):
         super().__init__(*args, **kwargs)
         #: the read verbs (:class:`~.reads.Reads`)
         self.reads = Reads(self)
+        #: the durable-task verbs (:class:`~.durable.Durable`)
+        self.durable = Durable(self)
