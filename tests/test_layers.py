@@ -348,7 +348,6 @@ REDIS_USERS_OUTSIDE: set[str] = {
         "queue.consume",
         "queue.control",
         "queue.core",
-        "queue.flow",
         "queue.lookup",
         "queue.once",
         "queue.publish",

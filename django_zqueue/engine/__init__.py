@@ -35,6 +35,7 @@ from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, use_resolver
 from .ops import Ops, Wakeups
 from .reads import Reads
 from .shard import Shard
+from .workflows import Workflows
 
 __all__ = [
     "ACK_CHUNK",
@@ -55,6 +56,7 @@ __all__ = [
     "Reads",
     "Shard",
     "Wakeups",
+    "Workflows",
     "min_hint",
     "score_mode",
     "use_resolver",
@@ -70,3 +72,5 @@ class Engine(Ops):
         self.reads = Reads(self)
         #: the durable-task verbs (:class:`~.durable.Durable`)
         self.durable = Durable(self)
+        #: the workflow verbs (:class:`~.workflows.Workflows`)
+        self.workflows = Workflows(self)
