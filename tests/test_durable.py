@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from django_zqueue import durable, get_queue, task
+from django_zqueue.engine import durable as engine_durable
 from django_zqueue.engine.scripts import ScriptArgumentError
 from django_zqueue.engine.scripts.replies import StepReply
 from django_zqueue.exceptions import Parked, SignalRefused, StaleDelivery, StepError, TimedOut
@@ -144,7 +145,7 @@ def test_bad_inputs_are_refused_with_nothing_written(
 
 def test_too_many_records_are_refused(q: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(durable, "MAX_STEPS", 3)
-    monkeypatch.setattr(dc, "MAX_STEPS", 3)
+    monkeypatch.setattr(engine_durable, "MAX_STEPS", 3)  # the bound the scripts are given
     tag = q.publish("x")
     msg = claim(q)
     charge = Counter()

@@ -61,7 +61,9 @@ from .consume import (
     min_hint,
 )
 from .control import Control
+from .durable import Durable
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, Workflows, use_resolver
+from .flow_publish import FlowPublish
 from .layout import Layout
 from .positions import Positions
 from .protocol import WireProtocol
@@ -93,7 +95,9 @@ __all__ = [
     "Claims",
     "Consume",
     "Control",
+    "Durable",
     "Engine",
+    "FlowPublish",
     "Layout",
     "Positions",
     "Reads",
@@ -151,6 +155,10 @@ class Engine(Core):
         self.sets = Sets(self)
         #: the claiming verbs (:class:`~.claims.Claims`)
         self.claims = Claims(self)
+        #: the durable-task verbs (:class:`~.durable.Durable`)
+        self.durable = Durable(self)
+        #: the publishing of workflows (:class:`~.flow_publish.FlowPublish`)
+        self.flow_publish = FlowPublish(self)
 
     # ------------------------------------------------------------ forwarders
     # The names callers used before the engine was split by capability: each forwards to

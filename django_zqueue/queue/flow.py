@@ -1,6 +1,8 @@
 """Workflows on the queue: jobs that wait for parents, a workflow published over several
 queues, and a job's links (docs/workflows.md). The links and the dispatch of a job's end
-to its dependents are the engine's (:mod:`django_zqueue.engine.flow`)."""
+to its dependents are the engine's (``engine.flow_publish``:
+:mod:`django_zqueue.engine.flow_publish`, over :mod:`django_zqueue.engine.flow`); this
+module checks the input and asks those verbs."""
 
 from __future__ import annotations
 
@@ -13,9 +15,8 @@ from ..engine.records import NewJob
 from ..engine.records.links import MAX_LINKS, Ended, FlowJob, Links, OptionalParent, Ref
 from ..engine.records.links import passed_ends as decode_ends
 from ..engine.records.links import passed_results as decode_results
-from ..engine.redis.connection import unavailable_as_error
 from ..exceptions import DuplicateJob, InvalidArgument
-from .publish import Publishing, group_room_or_full, room_or_full
+from .publish import Publishing
 
 
 def parse_ref(value: Any, default_queue: str) -> Ref:
@@ -116,13 +117,11 @@ class Flows(Publishing):
             raise InvalidArgument(f"depends_on takes 1..{MAX_LINKS} distinct jobs")
         if job.spec.delay_ms is not None or job.spec.run_at_ms is not None:
             raise InvalidArgument("a job that depends on others cannot also be delayed")
-        self.engine.ensure_layout()
-        found = self.engine.run(
-            self.engine.shard_for(job.tag).wf_publish([FlowJob(job, parents, optional=optional)])
-        )
+        flows = self.engine.flow_publish
+        found = flows.publish_waiting(FlowJob(job, parents, optional=optional))
         if found:
             raise DuplicateJob([t for t, _ in found], [s for _, s in found])
-        self.engine.link_parents(job.tag, parents)
+        flows.link_parents(job.tag, parents)
         return job.tag
 
     # ----------------------------------------------------------------- dispatch
@@ -132,38 +131,28 @@ class Flows(Publishing):
         then of the dependents buried on the way (up to 20 levels; the scanner's
         :meth:`drain` goes on from there). Returns the entries applied. Idempotent: any
         number of processes may dispatch the same entries."""
-        return self.engine.dispatch(tags)
+        return self.engine.flow_publish.dispatch(tags)
 
     # ----------------------------------------------------------------- reading
 
     def links(self, tag: str) -> Links | None:
         """Job ``tag``'s parents and dependents (None: it has none, or it is gone)."""
-        with unavailable_as_error():
-            raw = self.engine.client.hgetall(self.engine.keys_for(tag).wf(tag))
-        return Links.decode(raw)
+        return Links.decode(self.engine.reads.links_hash(tag))
 
     def passed_results(self, tag: str) -> list[Any]:
         """The results job ``tag``'s parents passed on, in the order of its parents
         (``LookupError`` when one is missing)."""
-        with unavailable_as_error():
-            raw = self.engine.client.hgetall(self.engine.keys_for(tag).wf(tag))
-        return decode_results(raw)
+        return decode_results(self.engine.reads.links_hash(tag))
 
     def outbox_size(self) -> int:
         """Entries waiting for dispatch (all shards)."""
-        with unavailable_as_error():
-            pipe = self.engine.client.pipeline(transaction=False)
-            for s in self.engine.shards:
-                pipe.zcard(s.keys.wf_out)
-            return sum(int(n) for n in pipe.execute())
+        return self.engine.flow_publish.outbox_size()
 
 
 def passed_ends(q: Flows, tag: str) -> list[Ended]:
     """How each parent of job ``tag`` of ``q`` ended, in the order of its parents (what a
     batch's callback is given); ``LookupError`` while one has not."""
-    with unavailable_as_error():
-        raw = q.engine.client.hgetall(q.engine.keys_for(tag).wf(tag))
-    return decode_ends(raw)
+    return decode_ends(q.engine.reads.links_hash(tag))
 
 
 def publish_flow(parts: Sequence[tuple[Flows, FlowJob]]) -> list[str]:
@@ -178,63 +167,40 @@ def publish_flow(parts: Sequence[tuple[Flows, FlowJob]]) -> list[str]:
     check_room([(q, fj) for q, fj in parts if not fj.need])
     first = [(q, fj) for q, fj in parts if fj.need]
     second = [(q, fj) for q, fj in parts if not fj.need]
-    written: list[tuple[Flows, str]] = []
+    queues = {q.name: q for q, _ in parts}
+    written: list[Ref] = []
     try:
         for step in (first, second):
             _send_step(step, written)
     except Exception:
-        for q, tag in written:
+        for ref in written:
             with contextlib.suppress(Exception):  # the original error says more
-                q.engine.run(q.engine.shard_for(tag).delete(tag, False))
+                queues[ref.queue].engine.flow_publish.remove(ref.tag)
         raise
     return [fj.job.tag for _, fj in parts]
 
 
-def _send_step(step: Sequence[tuple[Flows, FlowJob]], written: list[tuple[Flows, str]]) -> None:
-    """Send one step's calls in one round trip; add to ``written`` the tags of each call
+def _send_step(step: Sequence[tuple[Flows, FlowJob]], written: list[Ref]) -> None:
+    """Send one step's calls in one round trip; add to ``written`` the jobs of each call
     that wrote its jobs (a call refused on a clash or a full queue wrote nothing)."""
     by_queue: dict[str, tuple[Flows, list[FlowJob]]] = {}
     for q, fj in step:
         by_queue.setdefault(q.name, (q, []))[1].append(fj)
-    calls = [
-        (q, call, tags) for q, jobs in by_queue.values() for call, tags in q.engine.flow_calls(jobs)
-    ]
-    if not calls:
+    if not by_queue:
         return
     head = next(iter(by_queue.values()))[0]
-    batch = head.engine.batch()
-    pending = [batch.add(call) for _, call, _ in calls]
-    head.engine.send(batch)
-    clashes: list[tuple[str, str]] = []
-    for (q, _, tags), p in zip(calls, pending, strict=True):
-        if p.failed is None and not p.result():
-            written.extend((q, t) for t in tags)
-    for p in pending:
-        clashes.extend(p.result())  # the first failed call raises
-    if clashes:
-        raise DuplicateJob([t for t, _ in clashes], [s for _, s in clashes])
+    groups = [(q.engine.flow_publish, jobs) for q, jobs in by_queue.values()]
+    head.engine.flow_publish.publish_step(groups, written)
 
 
 def check_room(parts: Sequence[tuple[Flows, FlowJob]]) -> None:
     """QueueFull (nothing written) when the jobs that enter a line now do not fit in
-    their shard's ``max_length``: one round trip, only for queues with a limit."""
-    need: dict[tuple[str, int], tuple[Flows, int]] = {}
-    for q, fj in parts:
-        if q.engine.policy.max_length:
-            key = (q.name, q.engine.shard_for(fj.job.tag).index)
-            need[key] = (q, need.get(key, (q, 0))[1] + 1)
-    if need:
-        room_or_full(
-            [(q.engine.shards[i], n) for (_, i), (q, n) in need.items()], parts[0][0].engine
+    their shard's ``max_length`` or their group's ``group_max_length``: one round trip
+    each, only for queues with the limit."""
+    if parts:
+        parts[0][0].engine.flow_publish.check_room(
+            [(q.engine.flow_publish, fj.job.tag, fj.job.spec.group or "") for q, fj in parts]
         )
-    group_room_or_full(
-        [
-            (q.engine.shard_for(fj.job.tag), fj.job.spec.group or "", 1)
-            for q, fj in parts
-            if q.engine.policy.group_max_length
-        ],
-        parts[0][0].engine,
-    )
 
 
 def check_free(parts: Sequence[tuple[Flows, FlowJob]]) -> None:
@@ -248,13 +214,9 @@ def check_free(parts: Sequence[tuple[Flows, FlowJob]]) -> None:
         seen.add(ref)
     if dupes:
         raise DuplicateJob(dupes, ["batch"] * len(dupes))
-    head = parts[0][0]
-    with unavailable_as_error():
-        pipe = head.engine.client.pipeline(transaction=False)
-        for q, fj in parts:
-            pipe.hexists(q.engine.keys_for(fj.job.tag).meta, fj.job.tag)
-        taken = [(q, fj) for (q, fj), t in zip(parts, pipe.execute(), strict=True) if t]
-    if taken:  # rare: one more round trip to name each clash's state, as publish does
-        calls = [q.engine.shard_for(fj.job.tag).state(fj.job.tag) for q, fj in taken]
-        states = head.engine.run_all(calls)
-        raise DuplicateJob([fj.job.tag for _, fj in taken], [s or "unknown" for s in states])
+    head = parts[0][0].engine.flow_publish
+    # rare: one more round trip to name each clash's state, as publish does
+    taken = head.taken([(q.engine.flow_publish, fj.job.tag) for q, fj in parts])
+    if taken:
+        tags = [parts[i][1].job.tag for i, _ in taken]
+        raise DuplicateJob(tags, [state or "unknown" for _, state in taken])

@@ -35,17 +35,7 @@ from ..engine.records import validate
 from ..engine.scripts import Call
 from ..engine.scripts.replies import ParkReply, StepReply
 from ..exceptions import Parked, SignalRefused, StaleDelivery, StepError, TimedOut
-from ..queue.durable_calls import (
-    MAX_STEPS,
-    ParkedFor,
-    Records,
-    check_name,
-    encode,
-    keep_ms,
-    park_call,
-    step_call,
-    steps_call,
-)
+from ..queue.durable_calls import MAX_STEPS, ParkedFor, Records, check_name, encode
 from .context import JobContext, current_job
 from .django_tasks.backend import MARKER
 
@@ -103,13 +93,12 @@ def _run_of(ctx: JobContext, records: Records) -> Run:
 
 
 def _read_call(ctx: JobContext) -> Call[Records]:
-    q = ctx.queue
-    return steps_call(q.engine.shard_for(ctx.id), ctx.message, keep_ms(q))
+    return ctx.queue.engine.durable.run_call(ctx.message)
 
 
 def _sync_run(ctx: JobContext) -> Run:
     if ctx.records is None:
-        ctx.records = _run_of(ctx, ctx.queue.engine.run(_read_call(ctx)))
+        ctx.records = _run_of(ctx, ctx.queue.engine.durable.run_records(ctx.message))
     run: Run = ctx.records
     return run
 
@@ -161,8 +150,7 @@ def step(name: str, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> Any
         return json.loads(seen)
     _room(run)
     data = encode(func(*args, **kwargs), f"result of step {name!r}")
-    q = ctx.queue
-    reply = q.engine.run(step_call(q.engine.shard_for(ctx.id), ctx.message, key, data, keep_ms(q)))
+    reply = ctx.queue.engine.durable.step(ctx.message, key, data)
     _recorded(ctx, reply, name)
     run.fields[key] = data
     return json.loads(data)
@@ -183,7 +171,7 @@ async def astep(name: str, func: Callable[..., Any], /, *args: Any, **kwargs: An
         value = await value
     data = encode(value, f"result of step {name!r}")
     q = ctx.queue
-    call = step_call(q.engine.shard_for(ctx.id), ctx.message, key, data, keep_ms(q))
+    call = q.engine.durable.step_call(ctx.message, key, data)
     _recorded(ctx, await get_async_queue(q.name).engine.run(call), name)
     run.fields[key] = data
     return json.loads(data)
@@ -193,8 +181,7 @@ async def astep(name: str, func: Callable[..., Any], /, *args: Any, **kwargs: An
 
 
 def _park(ctx: JobContext, key: str, ms: int) -> Call[tuple[ParkReply, str]]:
-    q = ctx.queue
-    return park_call(q.engine.shard_for(ctx.id), ctx.message, key, ms, keep_ms(q))
+    return ctx.queue.engine.durable.park_call(ctx.message, key, ms)
 
 
 def _sleep_begin(run: Run, name: Any, duration: Any) -> tuple[str, int] | None:
@@ -226,7 +213,7 @@ def sleep(name: str, duration: float | timedelta) -> None:
     run = _sync_run(ctx)
     todo = _sleep_begin(run, name, duration)
     if todo is not None:
-        _slept(ctx, run, todo[0], ctx.queue.engine.run(_park(ctx, *todo)))
+        _slept(ctx, run, todo[0], ctx.queue.engine.durable.park(ctx.message, *todo))
 
 
 async def asleep(name: str, duration: float | timedelta) -> None:
@@ -285,7 +272,7 @@ def wait_for(name: str, timeout: float | timedelta | None = None) -> Any:
     todo = _wait_begin(run, name, timeout)
     if not isinstance(todo, tuple):
         return todo
-    return _waited(ctx, run, todo[0], ctx.queue.engine.run(_park(ctx, *todo)))
+    return _waited(ctx, run, todo[0], ctx.queue.engine.durable.park(ctx.message, *todo))
 
 
 async def await_for(name: str, timeout: float | timedelta | None = None) -> Any:

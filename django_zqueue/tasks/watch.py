@@ -35,7 +35,7 @@ from ..engine.records import Progress, decode_json
 from ..engine.scripts import MAX_POSITIONS, Standing
 from ..exceptions import InvalidArgument
 from ..queue import get_queue
-from ..queue.durable_calls import ParkedFor, parked_call, parked_for
+from ..queue.durable_calls import ParkedFor
 
 if TYPE_CHECKING:
     from ..queue import Queue
@@ -193,17 +193,7 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
 def _parked(q: Queue, tags: list[str]) -> dict[str, ParkedFor]:
     """What each delayed job of ``tags`` is parked for (durable tasks), in one more round
     trip, only when there are delayed jobs."""
-    if not tags:
-        return {}
-    batch = q.engine.batch()
-    pending = [(tag, batch.add(parked_call(q.engine.shard_for(tag), tag))) for tag in tags]
-    q.engine.send(batch)
-    out = {}
-    for tag, p in pending:
-        park = parked_for(p.result())
-        if park is not None:
-            out[tag] = park
-    return out
+    return q.engine.durable.parked_many(tags)
 
 
 def _count(raw: bytes | str | None) -> int:

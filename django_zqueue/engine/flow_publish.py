@@ -1,0 +1,161 @@
+"""The engine's workflow verbs (``engine.flow_publish``, docs/workflows.md): publishing a
+workflow's jobs (one waiting job, or a step of a workflow over several queues of the
+same Redis, in one pipeline), the checks before it (tags free, room in each shard), the
+undoing of a job written by a step that failed, the dispatch of ends and the size of the
+outbox. The links and the dispatch themselves are :mod:`.flow`'s (the ``Flow`` part of
+the engine); :mod:`django_zqueue.queue.flow` checks the input and asks these verbs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..exceptions import DuplicateJob, QueueFull
+from .flow import Workflows
+from .layout import Layout
+from .records.links import FlowJob, Ref
+from .redis.connection import unavailable_as_error
+
+if TYPE_CHECKING:
+    from .flow import Flow
+    from .shard import Shard
+
+
+class FlowPublish:
+    """The workflow verbs of one queue's engine (``engine.flow_publish``). A verb over jobs
+    of several queues takes the ``FlowPublish`` of each (their queues must share this
+    engine's Redis: they go in one pipeline). Connection errors become
+    ``QueueUnavailable``."""
+
+    __slots__ = ("_engine", "_flow")
+
+    def __init__(self, engine: Flow) -> None:
+        self._engine = engine
+        self._flow = Workflows(engine)
+
+    @property
+    def name(self) -> str:
+        """The queue's name."""
+        return self._engine.name
+
+    # ---------------------------------------------------------------- publishing
+
+    def publish_waiting(self, job: FlowJob) -> list[tuple[str, str]]:
+        """Publish one job that waits for its parents (one ``wf_publish`` call): the
+        (tag, state) of a clash (nothing written), else []. Link it with
+        :meth:`link_parents` next."""
+        e = self._engine
+        Layout(e).ensure()
+        return e.run(e.shard_for(job.job.tag).wf_publish([job]))
+
+    def link_parents(self, tag: str, parents: Sequence[Ref]) -> None:
+        """Register waiting job ``tag`` with each parent, in one round trip; parents
+        already finished or dead are applied at once."""
+        self._flow.link_parents(tag, parents)
+
+    def publish_step(
+        self, groups: Sequence[tuple[FlowPublish, Sequence[FlowJob]]], written: list[Ref]
+    ) -> None:
+        """Publish jobs of several queues (``groups``: each queue's ``FlowPublish`` and
+        jobs; ``wf_publish`` calls per shard, per 100 jobs) in one round trip. Adds to
+        ``written`` the jobs of each call that wrote its jobs (a call refused on a clash
+        or a full queue wrote nothing), then raises the first failed call's error, or
+        DuplicateJob naming every clash."""
+        calls = [
+            (w.name, call, tags) for w, jobs in groups for call, tags in w._flow.flow_calls(jobs)
+        ]
+        if not calls:
+            return
+        batch = self._engine.batch()
+        pending = [batch.add(call) for _, call, _ in calls]
+        self._engine.send(batch)
+        clashes: list[tuple[str, str]] = []
+        for (name, _, tags), p in zip(calls, pending, strict=True):
+            if p.failed is None and not p.result():
+                written.extend(Ref(name, t) for t in tags)
+        for p in pending:
+            clashes.extend(p.result())  # the first failed call raises
+        if clashes:
+            raise DuplicateJob([t for t, _ in clashes], [s for _, s in clashes])
+
+    def remove(self, tag: str) -> None:
+        """Delete job ``tag`` whatever its state (undoing a step of a workflow that
+        failed): one ``delete`` call."""
+        e = self._engine
+        e.run(e.shard_for(tag).delete(tag, False))
+
+    # ---------------------------------------------------------------- checks
+
+    def taken(self, jobs: Sequence[tuple[FlowPublish, str]]) -> list[tuple[int, str]]:
+        """The jobs of ``jobs`` (each queue's ``FlowPublish`` and a tag) whose tag is
+        taken, as (index in ``jobs``, state; '' when it has none): one round trip, and
+        one more only when a tag is taken."""
+        e = self._engine
+        with unavailable_as_error():
+            pipe = e.client.pipeline(transaction=False)
+            for w, tag in jobs:
+                pipe.hexists(w._engine.keys_for(tag).meta, tag)
+            found = [i for i, t in enumerate(pipe.execute()) if t]
+        if not found:
+            return []
+        calls = [jobs[i][0]._engine.shard_for(jobs[i][1]).state(jobs[i][1]) for i in found]
+        states = e.run_all(calls)
+        return [(i, s or "") for i, s in zip(found, states, strict=True)]
+
+    def check_room(self, jobs: Sequence[tuple[FlowPublish, str, str]]) -> None:
+        """QueueFull (nothing written) when jobs that enter a line now (each queue's
+        ``FlowPublish``, the tag, the group key or '') do not fit in their shard's
+        ``max_length`` (one round trip, only for queues with a limit) or their group's
+        ``group_max_length`` (one read-only ``group_check`` per shard, in one round trip,
+        only for fair queues with the limit)."""
+        need: dict[tuple[str, int], tuple[Shard, int]] = {}
+        for w, tag, _ in jobs:
+            if w._engine.policy.max_length:
+                shard = w._engine.shard_for(tag)
+                key = (w.name, shard.index)
+                need[key] = (shard, need.get(key, (shard, 0))[1] + 1)
+        if need:
+            self._room([(s, n) for s, n in need.values()])
+        adds: dict[int, tuple[Shard, dict[str, int]]] = {}
+        for w, tag, group in jobs:
+            if w._engine.policy.group_max_length:
+                shard = w._engine.shard_for(tag)
+                per = adds.setdefault(id(shard), (shard, {}))[1]
+                per[group] = per.get(group, 0) + 1
+        if adds:
+            self._engine.run_all([s.group_check(list(per.items())) for s, per in adds.values()])
+
+    def _room(self, counts: Sequence[tuple[Shard, int]]) -> None:
+        """QueueFull when ``n`` more jobs do not fit in a shard's ``max_length``
+        (``counts``: shard, new jobs), read in one round trip."""
+        with unavailable_as_error():
+            pipe = self._engine.client.pipeline(transaction=False)
+            for shard, _ in counts:
+                pipe.zcard(shard.keys.ready)
+                pipe.zcard(shard.keys.delayed)
+            sizes = pipe.execute()
+        for i, (shard, n) in enumerate(counts):
+            waiting = int(sizes[2 * i]) + int(sizes[2 * i + 1])
+            if waiting + n > shard.policy.max_length:
+                raise QueueFull(
+                    f"{waiting} jobs wait and {n} more would pass max_length "
+                    f"{shard.policy.max_length}; nothing was written: retry later, or raise "
+                    "the queue option max_length"
+                )
+
+    # ---------------------------------------------------------------- ends
+
+    def dispatch(self, tags: Sequence[str]) -> int:
+        """Apply the outbox entries of jobs ``tags`` to their dependents (see
+        :meth:`.flow.Flow.dispatch`); the entries applied."""
+        return self._flow.dispatch(tags)
+
+    def outbox_size(self) -> int:
+        """Entries waiting for dispatch (all shards): one round trip."""
+        e = self._engine
+        with unavailable_as_error():
+            pipe = e.client.pipeline(transaction=False)
+            for s in e.shards:
+                pipe.zcard(s.keys.wf_out)
+            return sum(int(n) for n in pipe.execute())
