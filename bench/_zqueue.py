@@ -105,7 +105,7 @@ class Bench:
     def reset(self) -> None:
         """Delete this run's queue keys and counters (every configured queue)."""
         for name in get_config().queues:
-            keys = get_queue(name).keys.all()
+            keys = get_queue(name).engine._keys.all()
             self.client.unlink(*keys)
         self.client.unlink(self.done_key, self.lat_key)
 
@@ -199,7 +199,7 @@ class Bench:
         from ._redis import seq_evalsha_rate, seq_fcall_rate, settled_memory
 
         # the ceiling of the command our scripts are sent with (FCALL, or EVALSHA)
-        functions = self.queue.engine.scripts.library is not None
+        functions = self.queue.engine._scripts.library is not None
         seq_rate = seq_fcall_rate if functions else seq_evalsha_rate
 
         self.reset()
@@ -218,7 +218,7 @@ class Bench:
         bulk = self.fill(n)
         after = settled_memory(self.client)
         queued_bulk = self.queue.total_count()
-        sample = self.client.hrandfield(self.queue.keys.body, 1, withvalues=True)
+        sample = self.client.hrandfield(self.queue.engine._keys.body, 1, withvalues=True)
         self.reset()
         return {
             "n": n,

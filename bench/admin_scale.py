@@ -149,7 +149,7 @@ def fill_finished(q: Any, n: int) -> None:
         q.engine.send(batch)
         q.engine.settle_acks(replies)
         PER_JOB_KEYS.extend(
-            q.engine.keys_for(a.msg.tag).result(a.msg.tag) for a in acks if a.result
+            q.engine._keys_for(a.msg.tag).result(a.msg.tag) for a in acks if a.result
         )
         done += len(msgs)
     tags = q.publish_many(
@@ -158,8 +158,8 @@ def fill_finished(q: Any, n: int) -> None:
     )
     batch = q.engine.batch()
     for tag in tags:
-        batch.add(q.engine.shard_for(tag).cancel(tag, 86_400_000))
-        PER_JOB_KEYS.append(q.engine.keys_for(tag).cancelled(tag))
+        batch.add(q.engine._shard_for(tag).cancel(tag, 86_400_000))
+        PER_JOB_KEYS.append(q.engine._keys_for(tag).cancelled(tag))
     q.engine.send(batch)
 
 
@@ -210,7 +210,7 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0, finished: int = 0) -> d
 
     seen = int(time.time() * 1000)
     worker = {"threads": 8, "seen": seen, "host": "bench", "pid": 1, "started": seen - 60_000}
-    q.client.hset(q.keys.workers, "bench-worker:1:abcd", json.dumps(worker))
+    q.engine._client.hset(q.engine._keys.workers, "bench-worker:1:abcd", json.dumps(worker))
     now = taskstats.slot_now()
     for slot in range(now - taskstats.SLOTS + 1, now + 1):
         fields = {}
@@ -219,8 +219,8 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0, finished: int = 0) -> d
         ):
             fields.update({f"{task}|n": 900 + t, f"{task}|f": t, f"{task}|s": 90_000})
             fields.update({f"{task}|b{b}": 50 + b for b in range(len(taskstats.BOUNDS_MS) + 1)})
-        q.client.hset(q.keys.task_stats(slot), mapping=fields)
-        q.client.expire(q.keys.task_stats(slot), taskstats.KEEP_SECONDS)
+        q.engine._client.hset(q.engine._keys.task_stats(slot), mapping=fields)
+        q.engine._client.expire(q.engine._keys.task_stats(slot), taskstats.KEEP_SECONDS)
     return {
         "fill_dead_s": round(t_dead, 1),
         "fill_finished_s": round(t_finished, 1),
@@ -299,7 +299,7 @@ def main() -> None:
         "prefix": prefix,
     }
     try:
-        mem0 = q.client.info("memory")["used_memory"]
+        mem0 = q.engine._client.info("memory")["used_memory"]
         log(
             f"filling {a.ready:,} ready, {a.dead:,} dead and {a.finished:,} finished jobs "
             f"under {prefix!r} ..."
@@ -310,17 +310,19 @@ def main() -> None:
         }
         counts = q.counts()
         results["counts"] = counts
-        results["redis_memory_mb"] = round((q.client.info("memory")["used_memory"] - mem0) / 2**20)
+        results["redis_memory_mb"] = round(
+            (q.engine._client.info("memory")["used_memory"] - mem0) / 2**20
+        )
         fill_s = results["fill_dead_s"] + results["fill_finished_s"] + results["fill_ready_s"]
         log(f"filled: {counts}, history {results['history']} in {fill_s:.0f} s")
 
         # the middle of the first shard (of the queue when unpartitioned)
-        first = q.engine.part_keys[0]
+        first = q.engine._part_keys[0]
         mid, dmid = a.ready // 2 // a.partitions, a.dead // 2 // a.partitions
-        ready_mid = q.client.zrange(first.ready, mid, mid)[0].decode()
-        dead_mid = q.client.zrevrange(first.dead, dmid, dmid)[0].decode()
+        ready_mid = q.engine._client.zrange(first.ready, mid, mid)[0].decode()
+        dead_mid = q.engine._client.zrevrange(first.dead, dmid, dmid)[0].decode()
         fmid = a.finished // 2 // a.partitions
-        done_mid = (q.client.zrevrange(first.finished, fmid, fmid) or [b"none"])[0].decode()
+        done_mid = (q.engine._client.zrevrange(first.finished, fmid, fmid) or [b"none"])[0].decode()
         fin_pages = max(1, (a.finished - 1000) // 50)  # the succeeded jobs' last page
         base = "/admin/django_zqueue/queue/"
         mid_page = max(1, a.ready // 2 // 50)
@@ -397,12 +399,12 @@ def main() -> None:
         now = int(time.time()) // 300
         for name in zq["QUEUES"]:  # type: ignore[union-attr]
             qq = get_queue(name)
-            for keys in {qq.keys, *qq.engine.part_keys}:
+            for keys in {qq.keys, *qq.engine._part_keys}:
                 qq.client.unlink(*keys.all())
                 qq.client.unlink(*(keys.task_stats(s) for s in range(now - 20, now + 1)))
             qq.clear()  # the layout record of a partitioned queue (the rest is gone)
         for i in range(0, len(PER_JOB_KEYS), 1000):  # one slot each: one UNLINK per key
-            pipe = q.client.pipeline(transaction=False)
+            pipe = q.engine._client.pipeline(transaction=False)
             for key in PER_JOB_KEYS[i : i + 1000]:
                 pipe.unlink(key)
             pipe.execute()

@@ -53,7 +53,7 @@ def child(n: int, jobs: int) -> dict[str, Any]:
     from testproject.demo.tasks import add
 
     queue = get_queue("default")
-    queue.engine.scripts.load_all()
+    queue.engine._scripts.load_all()
     sent = [0]
     original = AbstractConnection.send_packed_command
 

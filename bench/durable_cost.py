@@ -93,7 +93,7 @@ def main() -> None:
             "plain_claim_and_ack": stats(plain),
             "first_step_of_a_run": stats(first),
             "each_further_step": stats(more),
-            "parked_records_hash_bytes": r.memory_usage(q.engine.keys_for(tag).steps(tag)),
+            "parked_records_hash_bytes": r.memory_usage(q.engine._keys_for(tag).steps(tag)),
             "redis": r.info("server")["redis_version"],
         }
         json.dump(out, sys.stdout)

@@ -130,7 +130,9 @@ def weights(client: redis.Redis, prefix: str, a: argparse.Namespace) -> dict[str
     while done < starts:
         msgs, _ = q.claim(min(100, starts - done))
         for m in msgs:
-            count[str(json.loads(q.client.hget(q.keys.meta, m.tag) or b"{}").get("g"))] += 1
+            count[
+                str(json.loads(q.engine._client.hget(q.engine._keys.meta, m.tag) or b"{}").get("g"))
+            ] += 1
         q.ack_many(msgs)
         done += len(msgs)
     total = sum(count.values())
@@ -216,15 +218,15 @@ def idle_memory(
             "bytes_per_idle_group_after_drain": round((after - before) / a.idle, 1),
         }
         # two minutes on (moved by hand): the per-minute start counts rotate out
-        minute = int(client.hget(q.keys.ctr, "gmin") or 0)
-        client.hset(q.keys.ctr, "gmin", minute - 2)
+        minute = int(client.hget(q.engine._keys.ctr, "gmin") or 0)
+        client.hset(q.engine._keys.ctr, "gmin", minute - 2)
         q.claim(1)
         row["bytes_per_idle_group_two_minutes_later"] = round(
             (settled_memory(client) - before) / a.idle, 1
         )
         if opts.get("group_concurrency"):
             sweeps = 0
-            while client.zcard(q.keys.ginflight) or client.hlen(q.keys.grate):
+            while client.zcard(q.engine._keys.ginflight) or client.hlen(q.engine._keys.grate):
                 q.claim(1)  # an idle worker's claims sweep the limits' entries
                 sweeps += 1
             row["claims_to_sweep"] = sweeps

@@ -80,8 +80,10 @@ def memory(client: redis.Redis, n: int) -> dict[str, Any]:
         run_through(q, n)
         out[f"keep_{'n' if keep else 0}_bytes"] = settled(client) - before
         if keep:
-            out["kept"] = int(client.zcard(q.keys.finished))
-            raw = client.hget(q.keys.history, client.zrange(q.keys.finished, 0, 0)[0])
+            out["kept"] = int(client.zcard(q.engine._keys.finished))
+            raw = client.hget(
+                q.engine._keys.history, client.zrange(q.engine._keys.finished, 0, 0)[0]
+            )
             out["record_bytes"] = len(raw or b"")
     out["bytes_per_kept_job"] = round((out["keep_n_bytes"] - out["keep_0_bytes"]) / n, 1)
     client.flushdb()
@@ -124,7 +126,7 @@ def ack_cost(client: redis.Redis, rounds: int) -> list[dict[str, Any]]:
         for label, _keep, q in queues:
             q.publish_many([BODY] * 100)
             msgs, _ = q.claim(100, consumer=CONSUMER)
-            timed(label, "many", q, q.engine.shards[0].ack_many([Ack(m, run_ms=3) for m in msgs]))
+            timed(label, "many", q, q.engine._shards[0].ack_many([Ack(m, run_ms=3) for m in msgs]))
     for _ in range(rounds):  # Queue.ack: one job a call
         for label, _keep, q in queues:
             q.publish(BODY)
@@ -141,7 +143,7 @@ def ack_cost(client: redis.Redis, rounds: int) -> list[dict[str, Any]]:
             {
                 "keep_finished": keep,
                 "history": label,
-                "kept_at_end": int(client.zcard(q.keys.finished)),
+                "kept_at_end": int(client.zcard(q.engine._keys.finished)),
                 "ack_many_100_redis_us": figures(t["many_us"]),
                 "ack_many_100_round_trip_us": figures(t["many_rt"]),
                 "ack_redis_us": figures(t["one_us"]),

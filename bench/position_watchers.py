@@ -121,7 +121,7 @@ def main() -> None:
     finally:
         AbstractConnection.send_command = send  # type: ignore[method-assign]
         AbstractConnection.pack_commands = pack  # type: ignore[method-assign]
-        q.client.unlink(*q.keys.all())
+        q.engine._client.unlink(*q.engine._keys.all())
         override.disable()
     if a.json:
         print(json.dumps(results, indent=2))

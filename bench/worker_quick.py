@@ -66,12 +66,12 @@ def latency(count: int = 200, gap: float = 0.02) -> dict[str, float]:
         tasks.latency_probe.enqueue(key, time.time())
         time.sleep(gap)
     deadline = time.monotonic() + 30
-    while q.client.llen(key) < count and time.monotonic() < deadline:
+    while q.engine._client.llen(key) < count and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.terminate()
     proc.wait(30)
-    values = sorted(float(v) * 1000 for v in q.client.lrange(key, 0, -1))
-    q.client.delete(key)
+    values = sorted(float(v) * 1000 for v in q.engine._client.lrange(key, 0, -1))
+    q.engine._client.delete(key)
     return {
         "latency_p50_ms": statistics.median(values),
         "latency_p95_ms": values[int(len(values) * 0.95) - 1],

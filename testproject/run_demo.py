@@ -99,7 +99,7 @@ def main() -> None:
     finally:
         # the queue's keys, and the stored results (keys of their own, with a TTL)
         q.clear()
-        q.client.delete(*[q.keys.result(j.id) for j in [urgent, *jobs]])
+        q.engine._client.delete(*[q.engine._keys.result(j.id) for j in [urgent, *jobs]])
 
 
 def run() -> None:

@@ -43,12 +43,17 @@ def test_acks_results_and_stats_like_single_acks(q: Queue, redis_client: redis.R
     for kept_none in (b, d):
         with pytest.raises(LookupError):
             q.result(kept_none.tag)
-    assert 0 < redis_client.pttl(q.keys.result(c.tag)) <= 500
-    assert 59_000 < redis_client.pttl(q.keys.result(a.tag)) <= 60_000
+    assert 0 < redis_client.pttl(q.engine._keys.result(c.tag)) <= 500
+    assert 59_000 < redis_client.pttl(q.engine._keys.result(a.tag)) <= 60_000
     stats = q.stats()
     assert stats["acked"] == 4 and stats["run_ms"] == 12
     assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
-    for key in (q.keys.body, q.keys.meta, q.keys.errors, q.keys.progress):
+    for key in (
+        q.engine._keys.body,
+        q.engine._keys.meta,
+        q.engine._keys.errors,
+        q.engine._keys.progress,
+    ):
         assert redis_client.hlen(key) == 0
     assert send(q, acks) == [False] * 4  # a replay is stale: nothing counted twice
     assert q.stats()["acked"] == 4
@@ -95,10 +100,10 @@ def test_a_consumer_id_cannot_fake_the_token(q: Queue) -> None:
 def test_a_token_written_otherwise_is_read_by_decoding(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("x")
     (m,) = claim(q, 1)
-    to_json_layout(redis_client, q.keys, m.tag)  # a record of the JSON layout, read as text
-    meta = json.loads(redis_client.hget(q.keys.meta, m.tag))  # type: ignore[arg-type]
+    to_json_layout(redis_client, q.engine._keys, m.tag)  # a record of the JSON layout, read as text
+    meta = json.loads(redis_client.hget(q.engine._keys.meta, m.tag))  # type: ignore[arg-type]
     text = json.dumps(meta).replace(f'"t": {m.token}', f'"t": {m.token}.0')
-    redis_client.hset(q.keys.meta, m.tag, text)  # same number, other text
+    redis_client.hset(q.engine._keys.meta, m.tag, text)  # same number, other text
     assert q.ack_many([m]) == [True]
 
 
@@ -108,9 +113,9 @@ def test_a_corrupt_record_is_stale_and_left_for_the_scanner(
 ) -> None:
     q.publish_many(range(2))
     a, b = claim(q, 2)
-    redis_client.hset(q.keys.meta, a.tag, meta)
+    redis_client.hset(q.engine._keys.meta, a.tag, meta)
     assert q.ack_many([a, b]) == [False, True]
-    assert redis_client.zscore(q.keys.leased, a.tag) is not None
+    assert redis_client.zscore(q.engine._keys.leased, a.tag) is not None
 
 
 def test_more_than_a_chunk_goes_in_several_calls(q: Queue) -> None:
@@ -160,7 +165,7 @@ def test_malformed_arguments_write_nothing(
 ) -> None:
     q.publish("x")
     (m,) = claim(q, 1)
-    call = q.engine.shards[0].ack_many([q.engine.consume.make_ack(m, {"r": 1}, 60, 3)])
+    call = q.engine._shards[0].ack_many([q.engine.consume.make_ack(m, {"r": 1}, 60, 3)])
     keys, args = mutate(list(call.keys), list(call.args))
     before = snapshot(redis_client, prefix)
     with pytest.raises(ScriptArgumentError):
@@ -185,11 +190,11 @@ def test_a_record_only_ack_lua_handles_is_acked_by_it(q: Queue, redis_client: re
     q.publish("plain", tag="p")
     q.publish("once", tag="u", unique_for=60)
     p, u = claim(q, 2)
-    call = q.engine.shards[0].ack_many([Ack(p), Ack(u)])
+    call = q.engine._shards[0].ack_many([Ack(p), Ack(u)])
     assert q.engine.run(call) == [1, 2]
-    assert q.state("u") == "leased" and not redis_client.exists(q.keys.unique("u"))
+    assert q.state("u") == "leased" and not redis_client.exists(q.engine._keys.unique("u"))
     assert q.ack_many([u]) == [True]
-    assert 0 < redis_client.pttl(q.keys.unique("u")) <= 60_000
+    assert 0 < redis_client.pttl(q.engine._keys.unique("u")) <= 60_000
     assert q.stats()["acked"] == 2
 
 
@@ -204,7 +209,7 @@ def test_the_worker_path_settles_what_ack_many_left(q: Queue, redis_client: redi
     q.engine.send(batch)
     q.engine.consume.settle_acks(replies)
     assert [r.result() for r in replies] == [True] * 4
-    assert q.result("u") == {"r": "u"} and redis_client.exists(q.keys.unique("u"))
+    assert q.result("u") == {"r": "u"} and redis_client.exists(q.engine._keys.unique("u"))
     assert q.stats()["acked"] == 4
 
 
@@ -212,4 +217,4 @@ def test_a_field_name_inside_a_string_is_not_a_field(q: Queue) -> None:
     """A consumer id holding `,"u":` does not send a plain job to ack.lua."""
     q.publish("x")
     (m,) = claim(q, 1, consumer='w,"u":1,"k":1')
-    assert q.engine.run(q.engine.shards[0].ack_many([Ack(m)])) == [1]
+    assert q.engine.run(q.engine._shards[0].ack_many([Ack(m)])) == [1]

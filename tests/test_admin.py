@@ -262,8 +262,8 @@ def test_overview_lists_every_queue(viewer: Client, jobs: dict[str, str]) -> Non
 def test_overview_agrees_with_the_queue_api(project: dict[str, Any], jobs: dict[str, str]) -> None:
     queues = [get_queue(n) for n in ("default", "emails")]
     q = queues[0]
-    q.client.hset(
-        q.keys.workers,
+    q.engine._client.hset(
+        q.engine._keys.workers,
         "w:1:abcd",
         json.dumps({"threads": 3, "seen": int(time.time() * 1000), "host": "w", "pid": 1}),
     )
@@ -639,10 +639,10 @@ def test_page_and_overview_validate_arguments(q: Queue) -> None:
 
 def test_orphan_and_vanished_rows(q: Queue, redis_client: redis.Redis) -> None:
     tag = q.publish({"task": "t"})
-    redis_client.zrem(q.keys.ready, tag)  # a record in no set
+    redis_client.zrem(q.engine._keys.ready, tag)  # a record in no set
     (loc,) = dashboard.locate([q], tag)
     assert loc.state == "orphan" and loc.rank is None
-    redis_client.zadd(q.keys.ready, {"ghost": 1})  # a member without a record
+    redis_client.zadd(q.engine._keys.ready, {"ghost": 1})  # a member without a record
     (row,) = dashboard.page(q, "ready", payload=True).rows
     assert row.tag == "ghost" and row.gone
 
@@ -687,7 +687,7 @@ def test_a_lease_deadline_of_inf_shows(
     """A leased job whose deadline is +inf (a hand edit, a bug) shows on its page and in
     the list, its deadline read as the latest time there is, not an OverflowError."""
     q = get_queue("default")
-    redis_client.zadd(q.keys.leased, {jobs["running"]: float("inf")}, xx=True)
+    redis_client.zadd(q.engine._keys.leased, {jobs["running"]: float("inf")}, xx=True)
     page = payload_viewer.get(job_url(jobs["running"]))
     assert page.status_code == 200
     assert "9999" in page.content.decode()

@@ -79,13 +79,13 @@ def test_no_eta_while_no_worker_is_live(
 ) -> None:
     q = get_queue("default")
     tags = [q.publish(i) for i in range(2)]
-    q.client.hset(q.keys.stats, mapping={"acked": 4, "run_ms": 8000})
+    q.engine._client.hset(q.engine._keys.stats, mapping={"acked": 4, "run_ms": 8000})
     rows = viewer.get(f"{BASE}q/default/").context["page"].rows
     assert [r.eta for r in rows] == ["", ""]
     job = viewer.get(f"{BASE}q/default/job/", {"id": tags[1]})
     assert "no live worker" in job.content.decode()
     seen = int(time.time() * 1000)
-    q.client.hset(q.keys.workers, "w:1:a", json.dumps({"threads": 1, "seen": seen}))
+    q.engine._client.hset(q.engine._keys.workers, "w:1:a", json.dumps({"threads": 1, "seen": seen}))
     rows = viewer.get(f"{BASE}q/default/").context["page"].rows
     assert [r.eta for r in rows] == ["2 seconds", "4 seconds"]
 
@@ -179,8 +179,8 @@ def test_workers_page_lists_each_worker_and_the_jobs_it_holds(
     Leases("web-1:4242:ab12", [default, emails], threads=3).register()
     old = int(time.time() * 1000) - 60_000
     gone = {"threads": 2, "seen": old, "host": "web-2", "pid": 7}
-    default.client.hset(default.keys.workers, "web-2:7:cd34", json.dumps(gone))
-    default.client.hset(default.keys.workers, "junk", "not json")
+    default.engine._client.hset(default.engine._keys.workers, "web-2:7:cd34", json.dumps(gone))
+    default.engine._client.hset(default.engine._keys.workers, "junk", "not json")
     tags = [default.publish(i) for i in range(3)]
     held = default.claim(2, consumer="web-1:4242:ab12")[0]
     default.claim(1, consumer="someone-else")

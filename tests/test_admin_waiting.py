@@ -44,7 +44,7 @@ def waiting_jobs(q: Queue, client: redis.Redis, n: int, parents: list[str]) -> l
     ]
     order = tags[1::2] + tags[0::2]  # odd ones first
     for i, tag in enumerate(order):
-        assert client.zadd(q.engine.shard_for(tag).keys.wait, {tag: 1_000_000 + i}, xx=True) == 0
+        assert client.zadd(q.engine._shard_for(tag).keys.wait, {tag: 1_000_000 + i}, xx=True) == 0
     return order
 
 
@@ -63,7 +63,7 @@ def ack(q: Queue, tag: str) -> None:
 
 
 def in_wait_sets(q: Queue, client: redis.Redis) -> set[str]:
-    return {t.decode() for s in q.engine.shards for t in client.zrange(s.keys.wait, 0, -1)}
+    return {t.decode() for s in q.engine._shards for t in client.zrange(s.keys.wait, 0, -1)}
 
 
 # ---------------------------------------------------------------- the read
@@ -293,7 +293,7 @@ def test_waiting_tab_of_a_partitioned_queue(
         q = get_queue("default")
         assert q.partitions == 3
         order = waiting_jobs(q, redis_client, 12, [q.publish("x", tag="parent")])
-        assert len({q.engine.shard_for(t).index for t in order}) == 3
+        assert len({q.engine._shard_for(t).index for t in order}) == 3
         pages = [viewer.get(f"{WAITING}&per_page=25&page={n}").context["page"] for n in (1, 2)]
         assert pages[0].total == 12 and pages[1].number == 1
         assert [row.tag for row in pages[0].rows] == order

@@ -307,7 +307,7 @@ def test_the_lanes_ack_many_leaves_unique_for_jobs_to_ack_lua(project: dict[str,
     assert [j.result() for j in jobs] == [i + 1 for i in range(5)] and once.result() == 11
     q = get_queue("default")
     assert q.stats()["acked"] == 6 and q.counts()["inflight"] == 0
-    assert 0 < q.client.pttl(q.keys.unique("lane-once")) <= 60_000
+    assert 0 < q.engine._client.pttl(q.engine._keys.unique("lane-once")) <= 60_000
     with pytest.raises(DuplicateJob) as err:
         at.aadd.using(tag="lane-once", unique_for=60).enqueue(10, 1)
     assert err.value.states == ["reserved"]

@@ -23,7 +23,7 @@ from .test_admin import BASE, client_for, make_user, project  # noqa: F401
 
 
 def _fail(q: Queue, tag: str, error: str) -> str:
-    q.client.zadd(q.keys.delayed, {tag: 0}, xx=True)  # due now, if it waits
+    q.engine._client.zadd(q.engine._keys.delayed, {tag: 0}, xx=True)  # due now, if it waits
     msg = q.get(consumer="w1")
     assert msg is not None and msg.tag == tag
     return q.nack(msg, error, retry_in=0)
@@ -78,7 +78,7 @@ def test_a_plain_text_error_of_the_older_form_reads_as_one_attempt(
     msg = q.get()
     assert msg is not None
     q.nack(msg, "", dead=True)
-    redis_client.hset(q.keys.errors, tag, "ValueError: written by the older version")
+    redis_client.hset(q.engine._keys.errors, tag, "ValueError: written by the older version")
     info = q.info(tag)
     assert info is not None and info.last_error == "ValueError: written by the older version"
     assert len(info.errors) == 1 and info.errors[0].attempt is None and info.errors[0].at is None
@@ -92,7 +92,7 @@ def test_a_plain_text_error_of_the_older_form_reads_as_one_attempt(
         (None, "ValueError: written by the older version"),
         (1, "again"),
     ]
-    raw = redis_client.hget(q.keys.errors, tag)
+    raw = redis_client.hget(q.engine._keys.errors, tag)
     assert raw is not None and raw.startswith(PREFIX)
 
 
@@ -100,7 +100,7 @@ def test_lease_expiry_records_an_attempt(q: Queue, redis_client: redis.Redis) ->
     tag = q.publish("x")
     msg = q.get(consumer="w2")
     assert msg is not None
-    redis_client.zadd(q.keys.leased, {tag: 0}, xx=True)
+    redis_client.zadd(q.engine._keys.leased, {tag: 0}, xx=True)
     q.scan()
     info = q.info(tag)
     assert info is not None and len(info.errors) == 1
@@ -125,7 +125,7 @@ def test_the_job_page_lists_every_kept_attempt(project: dict[str, Any]) -> None:
     q = get_queue("default")
     tag = q.publish({"task": "t", "args": [], "kwargs": {}}, tag="tries")
     for i in range(2):
-        q.client.zadd(q.keys.delayed, {tag: 0}, xx=True)
+        q.engine._client.zadd(q.engine._keys.delayed, {tag: 0}, xx=True)
         msg = q.get(consumer=f"host:{i}")
         assert msg is not None
         q.nack(msg, f"ValueError: try {i + 1} <b>\nTraceback line", retry_in=0, dead=i == 1)

@@ -88,11 +88,11 @@ def test_an_ended_record_with_kept_errors_reads_them(
     q = make_queue()
     tag = q.publish("x")
     _fail(q, tag, "boom")
-    kept_errors = redis_client.hget(q.keys.errors, tag)
+    kept_errors = redis_client.hget(q.engine._keys.errors, tag)
     assert kept_errors is not None and kept_errors.startswith(PREFIX)
     msg = q.get()
     assert msg is not None and q.ack(msg)
-    raw = redis_client.hget(q.keys.history, tag)
+    raw = redis_client.hget(q.engine._keys.history, tag)
     assert raw is not None
     head, at = unpack_one(raw)
     assert isinstance(head, dict) and "fa" in head
@@ -101,12 +101,12 @@ def test_an_ended_record_with_kept_errors_reads_them(
     def kept(er: object) -> bytes:  # the kept record's head, with `er`, then its record
         return pack_value({"fa": head["fa"], "er": er}) + record
 
-    redis_client.hset(q.keys.history, tag, kept(kept_errors))
+    redis_client.hset(q.engine._keys.history, tag, kept(kept_errors))
     info = q.info(tag)
     assert info is not None and info.state == "succeeded" and info.body == "x"
     assert [(e.attempt, e.text) for e in info.errors] == [(1, "boom")]
     assert info.last_error == "boom"
-    redis_client.hset(q.keys.history, tag, kept(7))  # not text: ignored
+    redis_client.hset(q.engine._keys.history, tag, kept(7))  # not text: ignored
     info = q.info(tag)
     assert info is not None and info.state == "succeeded" and info.errors == ()
 

@@ -127,8 +127,8 @@ def test_queue_name_routes_to_the_zqueue_queue(ft: Any) -> None:
 
 def make_due(q: Any) -> None:
     """Each retry waits in delayed: make it due."""
-    for tag in q.client.zrange(q.keys.delayed, 0, -1):
-        q.client.zadd(q.keys.delayed, {tag: 0}, xx=True)
+    for tag in q.engine._client.zrange(q.engine._keys.delayed, 0, -1):
+        q.engine._client.zadd(q.engine._keys.delayed, {tag: 0}, xx=True)
 
 
 def with_options(**options: Any) -> Any:
@@ -170,7 +170,7 @@ def test_failure_records_errors_and_retries_when_opted_in(ft: Any) -> None:
             q = get_queue("default")
             run_worker()
             # the backend's backoff, not the queue's (base 1 s)
-            score = q.client.zscore(q.keys.delayed, result.id)
+            score = q.engine._client.zscore(q.engine._keys.delayed, result.id)
             assert score is not None and score / 1000 - time.time() > 50
             for _ in range(3):
                 make_due(q)
@@ -221,7 +221,7 @@ def test_result_expires(ft: Any, project: dict[str, str]) -> None:
     result = ft.add.enqueue(1, 1)
     run_worker()
     q = get_queue("default")
-    assert 0 < q.client.pttl(q.keys.result(result.id)) <= 3600 * 1000  # RESULT_TTL
+    assert 0 < q.engine._client.pttl(q.engine._keys.result(result.id)) <= 3600 * 1000  # RESULT_TTL
 
 
 def test_payload_of_a_non_task_is_not_run(project: dict[str, str]) -> None:
@@ -297,7 +297,7 @@ def test_the_alias_used_at_enqueue_travels_with_the_job(project: dict[str, str])
         assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == 4
         assert done.backend == "zq" and done.task.backend == "zq"
         q = get_queue("default")
-        assert 0 < q.client.pttl(q.keys.result(result.id)) <= 77_000
+        assert 0 < q.engine._client.pttl(q.engine._keys.result(result.id)) <= 77_000
 
 
 def test_check_reports_bad_retry_options() -> None:
@@ -352,7 +352,7 @@ def test_killed_worker_task_is_recovered(ft: Any, project: dict[str, str]) -> No
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(5)
-    q.client.zadd(q.keys.leased, {result.id: 0}, xx=True)
+    q.engine._client.zadd(q.engine._keys.leased, {result.id: 0}, xx=True)
     run_worker("default")
     done = ft.sleepy.get_result(result.id)
     assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == "woke"

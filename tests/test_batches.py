@@ -142,11 +142,11 @@ def test_a_replayed_failure_counts_once_and_a_revived_member_is_taken_back() -> 
     ok, dead = (m.id for m in b.members)
     failing = Resolution(cb, 2, "0", "", dead)
     for _ in range(3):  # a dispatcher that crashed before clearing, replayed
-        q.engine.run(q.engine.shard_for(cb).wf_resolve([failing]))
+        q.engine.run(q.engine._shard_for(cb).wf_resolve([failing]))
     assert q.read.progress(cb).got == 1  # type: ignore[union-attr]
     assert q.state(cb) == "waiting"
     # the failed member is revived (requeued from dead letters): its marker is taken back
-    q.engine.run(q.engine.shard_for(cb).wf_resolve([Resolution(cb, 2, "r", "", dead)]))
+    q.engine.run(q.engine._shard_for(cb).wf_resolve([Resolution(cb, 2, "r", "", dead)]))
     assert q.read.progress(cb).got == 0  # type: ignore[union-attr]
     burst()
     # the boom member really ran and died: the summary sees it dead, once
@@ -159,9 +159,9 @@ def test_a_member_requeued_and_succeeding_before_the_callback_runs_counts_succee
     b = batch([add.s(1), add.s(2)], on_complete=report.s()).enqueue()
     assert b.on_complete is not None
     cb, first, second = b.on_complete.id, b.members[0].id, b.members[1].id
-    q.engine.run(q.engine.shard_for(cb).wf_resolve([Resolution(cb, 1, "0", "dead", first)]))
+    q.engine.run(q.engine._shard_for(cb).wf_resolve([Resolution(cb, 1, "0", "dead", first)]))
     # revived and succeeded before the revival was dispatched: the success replaces the marker
-    q.engine.run(q.engine.shard_for(cb).wf_resolve([Resolution(cb, 1, "1", "11", first)]))
+    q.engine.run(q.engine._shard_for(cb).wf_resolve([Resolution(cb, 1, "1", "11", first)]))
     assert q.read.progress(cb).got == 1  # type: ignore[union-attr]
     msgs, _ = q.claim(10)
     for m in msgs:

@@ -27,9 +27,9 @@ def test_the_callback_page_shows_members_ended_of_total(
         (Ref("default", a), Ref("default", b), Ref("default", c)),
         any_end=True,
     )
-    assert q.engine.run(q.engine.shard_for("cb").wf_publish([callback])) == []
+    assert q.engine.run(q.engine._shard_for("cb").wf_publish([callback])) == []
     # member b was deleted: its end, as the dispatcher applies it
-    q.engine.run(q.engine.shard_for("cb").wf_resolve([Resolution("cb", 2, "0", "deleted", b)]))
+    q.engine.run(q.engine._shard_for("cb").wf_resolve([Resolution("cb", 2, "0", "deleted", b)]))
     page = superuser.get(f"{BASE}q/default/job/", {"id": "cb"}).content.decode()
     assert "Batch callback: 1 of 3 members ended (succeeded or not)." in page
     # a job with an optional parent only is no batch callback: the usual words

@@ -97,7 +97,7 @@ def test_a_task_body_is_stored_as_parts_and_read_everywhere(
     q: Queue, redis_client: redis.Redis, body: dict[str, Any]
 ) -> None:
     tag = q.publish(body)
-    raw = redis_client.hget(q.keys.meta, tag)
+    raw = redis_client.hget(q.engine._keys.meta, tag)
     assert raw is not None
     fields = stored_fields(raw)
     assert {"T", "A"} <= set(fields) and ("K" in fields) == (body["kwargs"] != {})
@@ -107,7 +107,7 @@ def test_a_task_body_is_stored_as_parts_and_read_everywhere(
     msgs, _ = q.claim(1)
     assert msgs[0].body == body
     assert q.nack(msgs[0], "again") == "retry"  # rewritten by nack: still parts
-    raw2 = redis_client.hget(q.keys.meta, tag)
+    raw2 = redis_client.hget(q.engine._keys.meta, tag)
     assert raw2 is not None and "A" in stored_fields(raw2)
     assert split_record(raw2)[1] == encode_body(body)
 
@@ -116,7 +116,7 @@ def test_the_bench_body_fits_the_48_byte_class(q: Queue, redis_client: redis.Red
     """The memory of a queued job turns on the value's size: at most 44 bytes is
     jemalloc's 48-byte class (an sds adds 4 bytes)."""
     tag = q.publish({"task": "zqbench.noop", "args": [0.0], "kwargs": {}})
-    raw = redis_client.hget(q.keys.meta, tag)
+    raw = redis_client.hget(q.engine._keys.meta, tag)
     assert raw is not None and len(raw) <= 44, len(raw)
 
 
@@ -136,11 +136,11 @@ def test_parts_that_are_not_texts_are_a_corrupt_record(
     the record (if any) kept; the other jobs run."""
     good = q.publish({"task": "t", "args": [1], "kwargs": {}})
     bad = q.publish({"task": "t", "args": [2], "kwargs": {}})
-    fields = stored_fields(redis_client.hget(q.keys.meta, bad) or b"")
+    fields = stored_fields(redis_client.hget(q.engine._keys.meta, bad) or b"")
     for name in ("T", "A", "K"):
         fields.pop(name, None)
     tail = json.dumps({"bad": 1}).encode()
-    redis_client.hset(q.keys.meta, bad, pack_value({**fields, **parts}) + tail)
+    redis_client.hset(q.engine._keys.meta, bad, pack_value({**fields, **parts}) + tail)
     assert drain(q) == [good]
     info = q.info(bad)
     assert info is not None and info.state == "dead", case

@@ -64,7 +64,7 @@ def test_publish_refuses_a_lease_out_of_range(
 ) -> None:
     with pytest.raises(InvalidArgument, match="visibility_timeout"):
         q.publish("x", visibility_timeout=vt)
-    assert q.total_count() == 0 and not redis_client.exists(q.keys.meta)
+    assert q.total_count() == 0 and not redis_client.exists(q.engine._keys.meta)
 
 
 @pytest.mark.parametrize("retries", [-1, 1001, 10**30])

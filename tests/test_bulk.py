@@ -60,13 +60,13 @@ def test_requeue_dead_script_checks_below_before_writing(
     q: Queue, redis_client: redis.Redis
 ) -> None:
     tag = bury(q, 1)[0]
-    shard = q.engine.shards[0]
+    shard = q.engine._shards[0]
     call = shard.requeue_dead(tag, True, None)
     bad = call.__class__(call.script, call.keys, (*call.args[:5], "nan"), call.result)
     with pytest.raises(Exception, match="ZQ_BAD_ARGUMENT"):
         q.engine.run(bad)
     assert q.state(tag) == "dead"
-    redis_client.zadd(q.keys.ready, {"low": -(2**53)})
+    redis_client.zadd(q.engine._keys.ready, {"low": -(2**53)})
     with pytest.raises(Exception, match="lowest exact score"):
         q.requeue_dead(tag, front=True)
     assert q.state(tag) == "dead"
@@ -78,12 +78,12 @@ def test_requeue_dead_script_checks_below_before_writing(
 def test_range_after_walks_ties_in_member_order_from_a_removed_cursor(
     q: Queue, redis_client: redis.Redis
 ) -> None:
-    key = q.keys.dead
+    key = q.engine._keys.dead
     members = {f"m{i:02d}": float(i // 4) for i in range(20)}  # runs of 4 equal scores
     members["\xff"] = 2.0
     redis_client.zadd(key, members)
     order = [m.decode("utf-8", "surrogateescape") for m in redis_client.zrange(key, 0, -1)]
-    s = q.engine.shards[0]
+    s = q.engine._shards[0]
 
     def after(cursor: tuple[float, str] | None, top: float, n: int) -> list[str]:
         return [t for t, _ in q.engine.run(s.range_after(key, cursor, top, n))]
@@ -105,7 +105,7 @@ def test_range_after_walks_ties_in_member_order_from_a_removed_cursor(
 
 
 def test_delete_and_cancel_with_only_leave_a_job_of_another_state_alone(q: Queue) -> None:
-    s = q.engine.shards[0]
+    s = q.engine._shards[0]
     ready = q.publish("x", tag="ready")
     assert q.engine.run(s.delete(ready, False, "dead")) is DeleteReply.ELSEWHERE
     leased = q.publish("y", tag="leased")

@@ -483,10 +483,10 @@ def test_dashboard_and_stats_on_a_cluster(
                 assert sum(x["calls"] - x["failed_calls"] for x in ran) == 9
 
                 # check --deploy reads every master's eviction policy
-                assert checks.eviction_warning(queues[0].client) is None
+                assert checks.eviction_warning(queues[0].engine._client) is None
                 port = cluster.ports[1]
                 redis.Redis(port=port).config_set("maxmemory-policy", "allkeys-lru")
-                warning = checks.eviction_warning(queues[0].client)
+                warning = checks.eviction_warning(queues[0].engine._client)
                 assert warning is not None and f"allkeys-lru' on 127.0.0.1:{port}" in warning
                 assert not any("cmdstat_command|getkeys" in c for c in calls.values()), calls
             finally:

@@ -57,15 +57,15 @@ def ready(queue: str = "default") -> list[str]:
 def nodes(*queues: str) -> int:
     """The round trips of one pipeline to these queues: 1; on a Redis Cluster, one per
     master serving their slots (redis-py's cluster pipeline sends to each node)."""
-    client = get_queue(queues[0]).engine.client
+    client = get_queue(queues[0]).engine._client
     if not is_cluster(client):
         return 1
-    return len({client.get_node_from_key(get_queue(q).engine.keys.ready).name for q in queues})
+    return len({client.get_node_from_key(get_queue(q).engine._keys.ready).name for q in queues})
 
 
 def warm() -> None:
     """Connect and load the scripts before counting."""
-    get_queue("default").engine.scripts.load_all()
+    get_queue("default").engine._scripts.load_all()
 
 
 def test_five_enqueues_pay_one_round_trip_at_commit(project: dict[str, str]) -> None:
@@ -411,7 +411,7 @@ def test_each_database_sends_its_own_jobs_at_its_own_commit(
     out = json.loads(done.stdout.strip().splitlines()[-1])
     # other's commit: b and c, in one round trip; a and d still wait (the scripts are a
     # Functions library, sent with EVALSHA on a cluster)
-    verb = "EVALSHA" if is_cluster(get_queue("default").engine.client) else "FCALL"
+    verb = "EVALSHA" if is_cluster(get_queue("default").engine._client) else "FCALL"
     assert out["other_commit"] == [[verb], ["unknown", "ready", "ready", "unknown"]]
     assert out["default_commit"] == [verb]  # a, d and e
     assert out["ready"] == out["order"]

@@ -113,7 +113,7 @@ def test_get_config_raises_and_reset_on_change() -> None:
 def test_get_queue(zqueue_settings: dict[str, Any]) -> None:
     q = get_queue("other")
     assert q.options.max_retries == 1
-    assert q.keys.ready == f"{{{zqueue_settings['PREFIX']}:other}}:ready"
+    assert q.engine._keys.ready == f"{{{zqueue_settings['PREFIX']}:other}}:ready"
     assert get_queue("other") is q
     with pytest.raises(UnknownQueue, match="unknown queue 'nope'"):
         get_queue("nope")

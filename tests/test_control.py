@@ -55,7 +55,9 @@ def test_a_cancelled_running_job_is_never_recovered(make_queue: QueueFactory) ->
     tag, other = q.publish("x"), q.publish("y")
     msgs = q.claim(2)[0]
     assert len(msgs) == 2 and q.cancel(tag)
-    q.client.zadd(q.keys.leased, {other: 0})  # the other lease expires: scan recovers it only
+    q.engine._client.zadd(
+        q.engine._keys.leased, {other: 0}
+    )  # the other lease expires: scan recovers it only
     assert q.scan().recovered == 1
     assert [m.tag for m in q.claim(5)[0]] == [other]
     assert q.state(tag) is None and q.counts()["dead"] == 0
@@ -86,7 +88,7 @@ def test_cancel_refuses_dead_and_reports_missing(make_queue: QueueFactory) -> No
 def test_cancelled_record_expires_with_its_ttl(q: Queue) -> None:
     tag = q.publish("x")
     assert q.cancel_job(tag, ttl=60) == "waiting"
-    ms = q.client.pttl(q.keys.cancelled(tag))
+    ms = q.engine._client.pttl(q.engine._keys.cancelled(tag))
     assert 0 < ms <= 60_000
     with pytest.raises(InvalidArgument):
         q.cancel_job(q.publish("y"), ttl=0)
@@ -94,14 +96,14 @@ def test_cancelled_record_expires_with_its_ttl(q: Queue) -> None:
 
 def test_cancel_script_refuses_a_bad_ttl_and_writes_nothing(q: Queue) -> None:
     tag = q.publish("x")
-    call = q.engine.shard_for(tag).cancel(tag, 0)
+    call = q.engine._shard_for(tag).cancel(tag, 0)
     with pytest.raises(Exception, match="ttl_ms"):
         q.engine.run(call)
     assert q.state(tag) == "ready" and q.cancelled(tag) is None
 
 
 def test_a_corrupt_cancelled_record_reads_as_absent(q: Queue) -> None:
-    q.client.set(q.keys.cancelled("t"), "not json")
+    q.engine._client.set(q.engine._keys.cancelled("t"), "not json")
     assert q.cancelled("t") is None
 
 
@@ -209,16 +211,16 @@ def test_set_priority_refuses_bad_input_and_non_waiting_jobs(make_queue: QueueFa
     with pytest.raises(InvalidArgument):
         q.set_priority(tag, 1001)
     with pytest.raises(Exception, match="priority"):
-        q.engine.run(q.engine.shard_for(tag).set_priority(tag, 5000))  # the script checks too
+        q.engine.run(q.engine._shard_for(tag).set_priority(tag, 5000))  # the script checks too
     q.get()
     assert not q.set_priority(tag, 3) and not q.set_priority("nope", 3)
 
 
 def test_set_priority_refuses_a_corrupt_record(q: Queue) -> None:
     tag = q.publish("x")
-    q.client.hset(q.keys.meta, tag, "{not json")
+    q.engine._client.hset(q.engine._keys.meta, tag, "{not json")
     assert not q.set_priority(tag, 3)
-    assert q.client.hget(q.keys.meta, tag) == b"{not json"
+    assert q.engine._client.hget(q.engine._keys.meta, tag) == b"{not json"
 
 
 # ------------------------------------------------------------------ pause
@@ -253,9 +255,9 @@ def test_pause_survives_a_new_queue_object_and_resume_wakes_waiters(
     q.pause()
     again = make_queue()
     assert again.is_paused()
-    q.client.delete(q.keys.notify)
+    q.engine._client.delete(q.engine._keys.notify)
     again.resume()
-    assert q.client.llen(q.keys.notify) == 1
+    assert q.engine._client.llen(q.engine._keys.notify) == 1
 
 
 def test_pause_covers_every_partition(make_queue: QueueFactory) -> None:
@@ -263,7 +265,7 @@ def test_pause_covers_every_partition(make_queue: QueueFactory) -> None:
     for i in range(6):
         q.publish(i, tag=f"t{i}")
     q.pause()
-    assert all(q.client.exists(s.keys.paused) for s in q.engine.shards)
+    assert all(q.engine._client.exists(s.keys.paused) for s in q.engine._shards)
     assert q.claim(6)[0] == []
     q.resume()
     assert len(q.claim(6)[0]) == 6
@@ -321,10 +323,10 @@ def test_claim_script_reads_the_pause_key_of_its_own_shard(
     q: Queue, redis_client: redis.Redis
 ) -> None:
     q.publish("a")
-    redis_client.set(q.keys.paused, "anything")
-    assert q.engine.run(q.engine.shards[0].claim(1, "c")).messages == []
-    redis_client.delete(q.keys.paused)
-    assert len(q.engine.run(q.engine.shards[0].claim(1, "c")).messages) == 1
+    redis_client.set(q.engine._keys.paused, "anything")
+    assert q.engine.run(q.engine._shards[0].claim(1, "c")).messages == []
+    redis_client.delete(q.engine._keys.paused)
+    assert len(q.engine.run(q.engine._shards[0].claim(1, "c")).messages) == 1
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,7 @@ def corrupt_meta(client: redis.Redis, q: Queue, tag: str, how: Corrupt) -> bytes
     """Corrupt the record of ``tag`` in the layout it is stored in: its fields are
     changed by ``how``; the body stays (compact: after the new fields; JSON: in the body
     hash) unless ``how`` gives raw bytes."""
-    k = q.engine.keys_for(tag)
+    k = q.engine._keys_for(tag)
     raw = client.hget(k.meta, tag)
     assert raw is not None
     fields, inline = split_record(raw)
@@ -84,8 +84,8 @@ def corrupt_meta(client: redis.Redis, q: Queue, tag: str, how: Corrupt) -> bytes
 
 def expire_leases(client: redis.Redis, q: Queue) -> None:
     """Every lease runs out now (scores in the past) without waiting for a real lease."""
-    for tag in client.zrange(q.keys.leased, 0, -1):
-        client.zadd(q.keys.leased, {tag: 1}, xx=True)
+    for tag in client.zrange(q.engine._keys.leased, 0, -1):
+        client.zadd(q.engine._keys.leased, {tag: 1}, xx=True)
 
 
 def drain(q: Queue) -> list[str]:
@@ -118,7 +118,7 @@ def put_in_state(
     good = [q.publish({"good": i}, delay=delay) for i in range(3)]
     bad = q.publish({"bad": 1}, tag="bad", delay=delay)
     if layout == "json":
-        to_json_layout(client, q.keys, bad)
+        to_json_layout(client, q.engine._keys, bad)
     good += [q.publish({"good": i}, delay=delay) for i in range(3, 6)]
     if state == "leased":
         msgs, _ = q.claim(7, "crashed")
@@ -196,7 +196,7 @@ def test_a_missing_body_goes_to_dead_letters_alone(
     q: Queue, redis_client: redis.Redis, state: str
 ) -> None:
     def no_body(m: dict[str, object]) -> object:
-        redis_client.hdel(q.keys.body, "bad")
+        redis_client.hdel(q.engine._keys.body, "bad")
         return m
 
     # the scan does not read bodies: the claim meets the missing one (only a record of
@@ -210,7 +210,7 @@ def test_a_missing_body_goes_to_dead_letters_alone(
 
 def test_the_raw_record_is_kept_readable(q: Queue, redis_client: redis.Redis) -> None:
     tag = q.publish("x")
-    redis_client.hset(q.keys.meta, tag, b'\xff{"a":\\"\xc3\xa9')
+    redis_client.hset(q.engine._keys.meta, tag, b'\xff{"a":\\"\xc3\xa9')
     q.claim(1, "c")
     info = q.info(tag)
     assert info is not None and info.last_error is not None
@@ -222,14 +222,14 @@ def test_single_job_scripts_never_raise_on_a_corrupt_lease(
 ) -> None:
     tag = q.publish("x")
     (msg,), _ = q.claim(1, "c")
-    good = redis_client.hget(q.keys.meta, tag)
+    good = redis_client.hget(q.engine._keys.meta, tag)
     assert good is not None
     fields, body = split_record(good)
     for raw in (b"nope", pack_record({**fields, "t": "x"}, body or b""), None):
         if raw is None:
-            redis_client.hdel(q.keys.meta, tag)
+            redis_client.hdel(q.engine._keys.meta, tag)
         else:
-            redis_client.hset(q.keys.meta, tag, raw)
+            redis_client.hset(q.engine._keys.meta, tag, raw)
         assert q.touch(msg) is None  # stale: the lease is not extended
         assert q.ack(msg) is False
         assert q.nack(msg, "e") is None
@@ -244,7 +244,7 @@ def test_claim_with_only_corrupt_records_says_claim_again(
 ) -> None:
     bad = [q.publish(i) for i in range(3)]
     for t in bad:
-        redis_client.hset(q.keys.meta, t, b"garbage")
+        redis_client.hset(q.engine._keys.meta, t, b"garbage")
     msgs, hint = q.claim(3, "c")
     assert msgs == [] and hint == 0  # not "nothing known": there may be more to claim
     good = q.publish("good")
@@ -259,7 +259,7 @@ def test_claim_reads_past_corrupt_records_to_a_good_one(
     bad = [q.publish(i) for i in range(3)]
     good = q.publish("good")
     for t in bad:
-        redis_client.hset(q.keys.meta, t, b"garbage")
+        redis_client.hset(q.engine._keys.meta, t, b"garbage")
     msgs, _ = q.claim(1, "c")  # one call: the corrupt heads buried, the good one leased
     assert [m.tag for m in msgs] == [good]
     assert q.counts()["dead"] == 3
@@ -269,25 +269,25 @@ def test_bad_arguments_raise_before_any_write(q: Queue, redis_client: redis.Redi
     """A script refuses arguments out of bounds (a caller bypassing Queue's checks) with
     ZQ_BAD_ARGUMENT, writing nothing."""
     before = sorted(redis_client.scan_iter(f"*{q.prefix}*"))
-    shard = q.engine.shards[0]
+    shard = q.engine._shards[0]
     calls = [
         shard.publish(
             [NewJob("t", b"{}", JobSpec(max_retries=3, visibility_timeout_ms=0))]
         ),  # 0 ms lease
         shard.publish([NewJob("t", b"{}", JobSpec(max_retries=10**9))]),
-        Shard(q.name, 0, q.keys, dataclasses.replace(q.engine.policy, visibility_ms=0)).claim(
-            1, "c"
-        ),
+        Shard(
+            q.name, 0, q.engine._keys, dataclasses.replace(q.engine.policy, visibility_ms=0)
+        ).claim(1, "c"),
     ]
     for call in calls:
         with pytest.raises(ScriptArgumentError, match="ZQ_BAD_ARGUMENT"):
-            q.engine.scripts.run(call)
+            q.engine._scripts.run(call)
     assert sorted(redis_client.scan_iter(f"*{q.prefix}*")) == before
     tag = q.publish("x")
     (msg,), _ = q.claim(1, "c")
     for call in (shard.touch(msg, 10**12, ""), shard.nack(msg, "e", 10**15, False)):
         with pytest.raises(ScriptArgumentError, match="ZQ_BAD_ARGUMENT"):
-            q.engine.scripts.run(call)
+            q.engine._scripts.run(call)
     assert q.state(tag) == "leased"
 
 
@@ -296,7 +296,7 @@ def test_corrupt_records_in_a_partitioned_queue(
 ) -> None:
     q = make_queue(partitions=2)
     tags = [q.publish(i) for i in range(6)]
-    k = q.engine.keys_for(tags[0])
+    k = q.engine._keys_for(tags[0])
     redis_client.hset(k.meta, tags[0], b"[")
     got = drain(q)
     assert sorted(got) == sorted(tags[1:])
@@ -344,8 +344,10 @@ def test_a_nil_field_of_a_compact_record_is_an_absent_one(
 ) -> None:
     """MessagePack nil in a compact record reads as the field left out (absent = 0)."""
     tag = q.publish({"n": 1}, priority=3)
-    fields, body = split_record(redis_client.hget(q.keys.meta, tag) or b"")
-    redis_client.hset(q.keys.meta, tag, pack_record({**fields, "p": None, "a": None}, body or b""))
+    fields, body = split_record(redis_client.hget(q.engine._keys.meta, tag) or b"")
+    redis_client.hset(
+        q.engine._keys.meta, tag, pack_record({**fields, "p": None, "a": None}, body or b"")
+    )
     (msg,), _ = q.claim(1, "c")
     assert (msg.tag, msg.body, msg.priority, msg.attempt) == (tag, {"n": 1}, 0, 1)
     assert q.ack(msg)

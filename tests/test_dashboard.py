@@ -99,7 +99,7 @@ def empty(request: pytest.FixtureRequest, make_queue: QueueFactory) -> Queue:
 
 def register(q: Queue, client: redis.Redis, worker: str, value: object) -> None:
     raw = value if isinstance(value, str) else json.dumps(value)
-    client.hset(q.keys.workers, worker, raw)
+    client.hset(q.engine._keys.workers, worker, raw)
 
 
 # ---------------------------------------------------------------- overview
@@ -150,7 +150,7 @@ def test_overview_of_an_empty_queue(empty: Queue) -> None:
 
 def test_overview_head_record_not_json(state: State, redis_client: redis.Redis) -> None:
     q = state.q
-    redis_client.hset(q.engine.keys_for("head").meta, "head", b"\xff not json")
+    redis_client.hset(q.engine._keys_for("head").meta, "head", b"\xff not json")
     (f,) = read.overview([q.engine])
     assert f.ready == 4 and f.head is None and f.lag_seconds is None
 
@@ -164,7 +164,7 @@ def test_ready_listing_in_global_order(state: State) -> None:
     assert [j.tag for j in first.jobs] == state.ready[:3]
     assert first.counts == {"ready": 4, "delayed": 1, "leased": 1, "dead": 1, "waiting": 0}
     assert [j.score for j in first.jobs] == [10.0, 20.0, 20.0]
-    assert [j.shard for j in first.jobs] == [q.engine.shard_for(t).index for t in state.ready[:3]]
+    assert [j.shard for j in first.jobs] == [q.engine._shard_for(t).index for t in state.ready[:3]]
     assert [q.rank(t) for t in state.ready] == [0, 1, 2, 3]
     head = first.jobs[0]
     assert head.record is not None and head.body == {"n": 0}
@@ -202,11 +202,11 @@ def test_listing_of_records_that_are_not_json_objects(
 ) -> None:
     q = state.q
     head, second, third, tail = state.ready
-    to_json_layout(redis_client, q.engine.keys_for(head), head)  # its body apart from its record
-    redis_client.hset(q.engine.keys_for(head).meta, head, "not json")
-    redis_client.hset(q.engine.keys_for(second).meta, second, "[1, 2]")
-    redis_client.hset(q.engine.keys_for(third).meta, third, '{"p": "high"}')
-    set_body(redis_client, q.engine.keys_for(tail), tail, b"{broken")
+    to_json_layout(redis_client, q.engine._keys_for(head), head)  # its body apart from its record
+    redis_client.hset(q.engine._keys_for(head).meta, head, "not json")
+    redis_client.hset(q.engine._keys_for(second).meta, second, "[1, 2]")
+    redis_client.hset(q.engine._keys_for(third).meta, third, '{"p": "high"}')
+    set_body(redis_client, q.engine._keys_for(tail), tail, b"{broken")
     jobs = q.read.listing("ready").jobs
     assert [j.tag for j in jobs] == state.ready
     assert [j.record is None for j in jobs] == [True, True, True, False]
@@ -251,7 +251,7 @@ def test_listing_validates(q: Queue) -> None:
 
 def test_ready_listing_reads_run_time_and_workers(state: State, redis_client: redis.Redis) -> None:
     q = state.q
-    stats = [s.keys.stats for s in q.engine.shards]
+    stats = [s.keys.stats for s in q.engine._shards]
     redis_client.hset(stats[0], mapping={"acked": 3, "run_ms": 900})
     redis_client.hset(
         stats[-1],
@@ -296,7 +296,7 @@ def test_locate(state: State, redis_client: redis.Redis) -> None:
     assert all(places[t][0].rank is None for t in ("later", "run", "doomed"))
     assert read.locate([q.engine], "nobody") == [] and read.locate([q.engine], "") == []
     assert read.locate([q.engine], "x" * 257) == []
-    redis_client.zrem(q.engine.keys_for("tail").ready, "tail")  # a record in no set
+    redis_client.zrem(q.engine._keys_for("tail").ready, "tail")  # a record in no set
     (orphan,) = read.locate([q.engine], "tail")
     assert (orphan.state, orphan.score, orphan.rank) == ("orphan", None, None)
 
@@ -365,7 +365,7 @@ def test_stale_ring_slots_through_the_overview(q: Queue, redis_client: redis.Red
     minute = redis_ms(redis_client) // 60_000
     slot, before = minute % 64, (minute - 1) % 64
     redis_client.hset(
-        q.keys.stats,
+        q.engine._keys.stats,
         mapping={
             f"m{slot}": minute, f"e{slot}": 4, f"a{slot}": 2, f"r{slot}": 7,
             f"m{before}": minute - 1 - 64, f"e{before}": 99, f"r{before}": 50,

@@ -40,7 +40,7 @@ def run(*args: str) -> tuple[list[str], str | None]:
 
 def redis_now(name: str = "default") -> int:
     q = get_queue(name)
-    return server_time_ms(q.client, q.keys.ready)
+    return server_time_ms(q.engine._client, q.engine._keys.ready)
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_jobs_waiting_without_a_worker_are_an_error(synced: dict[str, str]) -> N
     assert error == "1 error and 0 warnings: see the lines above, and docs/troubleshooting.md"
     q = get_queue("default")
     entry = {"threads": 4, "seen": int(time.time() * 1000), "host": "h", "pid": 1}
-    q.client.hset(q.keys.workers, "h:1:abcd", json.dumps(entry))
+    q.engine._client.hset(q.engine._keys.workers, "h:1:abcd", json.dumps(entry))
     lines, error = run()
     assert error is None
     assert (
@@ -92,9 +92,9 @@ def test_overdue_delayed_jobs_and_expired_leases_mean_no_scanner(synced: dict[st
     noop = tasks.noop.using(on_commit=False)  # the test's transaction never commits
     noop.enqueue()
     (msg,), _ = q.claim(1, consumer="gone")
-    q.client.zadd(q.keys.leased, {msg.tag: redis_now() - 300_000}, xx=True)
+    q.engine._client.zadd(q.engine._keys.leased, {msg.tag: redis_now() - 300_000}, xx=True)
     later = noop.enqueue_in(3600)
-    q.client.zadd(q.keys.delayed, {later.id: redis_now() - 90_000}, xx=True)
+    q.engine._client.zadd(q.engine._keys.delayed, {later.id: redis_now() - 90_000}, xx=True)
     lines, error = run("--problems-only")
     assert lines == [
         "ERROR    scanner: queue 'default': 1 delayed job due for up to 90 seconds and still "
@@ -136,7 +136,7 @@ def test_schedules_not_synced_late_or_paused(project: dict[str, str]) -> None:
     ) in lines
     Scheduler().sync()
     q = get_queue("default")
-    q.client.zadd(q.sched_keys.sched, {name: redis_now() - 600_000}, xx=True)
+    q.engine._client.zadd(q.engine._sched_keys.sched, {name: redis_now() - 600_000}, xx=True)
     lines, error = run()
     assert (
         f"ERROR    schedules: schedule '{name}' is 10 minutes late: no scanner fires it -> run a "

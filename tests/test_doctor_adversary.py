@@ -61,7 +61,7 @@ def q(project: dict[str, str]) -> Queue:
 def test_every_key_of_the_wrong_type_is_named_never_a_traceback(
     q: Queue, redis_client: redis.Redis, field: str
 ) -> None:
-    key = getattr(q.keys, field)
+    key = getattr(q.engine._keys, field)
     wrong(redis_client, key, KEY_TYPES[field])
     for args in [(), ("--repair",), ("--problems-only",)]:
         lines, error = run("zqueue_doctor", *args)
@@ -79,7 +79,7 @@ def test_every_key_of_the_wrong_type_is_named_never_a_traceback(
 def test_schedules_list_with_a_schedule_key_of_the_wrong_type_is_one_line(
     q: Queue, redis_client: redis.Redis, field: str
 ) -> None:
-    key = getattr(q.keys, field)
+    key = getattr(q.engine._keys, field)
     wrong(redis_client, key, KEY_TYPES[field])
     for args in [("list",), ("pause", "testproject.demo.tasks.heartbeat")]:
         lines, error = run("zqueue_schedules", *args)
@@ -96,10 +96,10 @@ def test_schedule_entries_of_bad_values_are_listed_not_a_crash(
     """A last firing without its job, a definition that is not JSON: the listing (and
     the doctor) go on."""
     name = "testproject.demo.tasks.heartbeat"
-    redis_client.hset(q.keys.sched_last, name, "garbage")
+    redis_client.hset(q.engine._keys.sched_last, name, "garbage")
     lines, error = run("zqueue_schedules", "list")
     assert error is None and any(line.startswith(name) for line in lines), lines
-    redis_client.hset(q.keys.sched_defs, "broken", "{not json")
+    redis_client.hset(q.engine._keys.sched_defs, "broken", "{not json")
     lines, error = run("zqueue_schedules", "list")
     assert error is None and any(line.startswith(name) for line in lines), lines
     lines, _ = run("zqueue_doctor")
@@ -119,7 +119,7 @@ def test_a_meta_of_the_wrong_type_is_a_corrupt_key_on_every_read(
 
     q = get_queue("default")
     tag = q.publish({"task": "x", "args": [], "kwargs": {}})
-    wrong(redis_client, q.keys.meta, "hash")
+    wrong(redis_client, q.engine._keys.meta, "hash")
     reads = {
         "info": lambda: q.info(tag),
         "read.info": lambda: q.read.info(tag),
@@ -180,27 +180,30 @@ def test_a_repair_that_finds_the_value_changed_writes_nothing_and_says_so(
     its set): the repair writes nothing and is not reported as made."""
     from django_zqueue.engine.keycheck import key_problems, orphan_problems
 
-    redis_client.hset(q.keys.stats, "acked", "x")
-    redis_client.hset(q.keys.ctr, "clock", "x")
-    wrong(redis_client, q.keys.notify, "list")
+    redis_client.hset(q.engine._keys.stats, "acked", "x")
+    redis_client.hset(q.engine._keys.ctr, "clock", "x")
+    wrong(redis_client, q.engine._keys.notify, "list")
     q.publish({"task": "x", "args": [], "kwargs": {}}, tag="o1")
-    score = redis_client.zscore(q.keys.ready, "o1")
-    redis_client.zrem(q.keys.ready, "o1")  # an orphan
+    score = redis_client.zscore(q.engine._keys.ready, "o1")
+    redis_client.zrem(q.engine._keys.ready, "o1")  # an orphan
     problems = [p for p in (*key_problems(q.engine), *orphan_problems(q.engine)) if p.repair]
     assert len(problems) == 4
-    redis_client.hset(q.keys.stats, "acked", "7")
-    redis_client.hset(q.keys.ctr, "clock", "12")
-    redis_client.delete(q.keys.notify)
-    redis_client.zadd(q.keys.ready, {"o1": score})
-    before = {k: redis_client.dump(k) for k in (q.keys.stats, q.keys.ctr, q.keys.dead)}
+    redis_client.hset(q.engine._keys.stats, "acked", "7")
+    redis_client.hset(q.engine._keys.ctr, "clock", "12")
+    redis_client.delete(q.engine._keys.notify)
+    redis_client.zadd(q.engine._keys.ready, {"o1": score})
+    before = {
+        k: redis_client.dump(k)
+        for k in (q.engine._keys.stats, q.engine._keys.ctr, q.engine._keys.dead)
+    }
     assert [p.repair.run() for p in problems if p.repair] == [False] * 4
     assert {k: redis_client.dump(k) for k in before} == before
-    assert redis_client.hget(q.keys.errors, "o1") is None
+    assert redis_client.hget(q.engine._keys.errors, "o1") is None
     # the command, on a value still bad: made and said; once more: nothing to repair
-    redis_client.hset(q.keys.stats, "acked", "x")
+    redis_client.hset(q.engine._keys.stats, "acked", "x")
     lines, _ = run("zqueue_doctor", "--repair", "--yes")
     assert [x for x in lines if "repair" in x.split(":")[0]] == [
-        f"repaired: {q.keys.stats} acked: reset to 0"
+        f"repaired: {q.engine._keys.stats} acked: reset to 0"
     ]
     lines, _ = run("zqueue_doctor", "--repair", "--yes")
     assert "repair: nothing to repair" in lines
@@ -220,18 +223,18 @@ def test_a_sequence_below_the_one_in_use_is_reported_and_repaired(
     q.publish({"n": 2}, tag="b", priority=5)
     q.publish({"n": 3}, tag="raw", score=123_456_789)  # score % 2^42 beyond any sequence
     assert key_problems(q.engine) == []
-    in_use = int(redis_client.hget(q.keys.ctr, "seq") or 0)
+    in_use = int(redis_client.hget(q.engine._keys.ctr, "seq") or 0)
     for bad in (b"1", None):  # below; gone (a deleted ctr counts from 0)
         if bad is None:
-            redis_client.hdel(q.keys.ctr, "seq")
+            redis_client.hdel(q.engine._keys.ctr, "seq")
         else:
-            redis_client.hset(q.keys.ctr, "seq", bad)
+            redis_client.hset(q.engine._keys.ctr, "seq", bad)
         (problem,) = key_problems(q.engine)
         said = f"field seq is {int(bad or 0)}, below the sequence {in_use} of the ready job b"
         assert said in problem.finding.message
         assert problem.finding.level == "error" and problem.repair is not None
         assert problem.repair.run() is True
-        assert int(redis_client.hget(q.keys.ctr, "seq") or 0) == in_use
+        assert int(redis_client.hget(q.engine._keys.ctr, "seq") or 0) == in_use
         assert key_problems(q.engine) == []
     late = q.publish({"n": 4}, tag="late")
     assert q.rank("a") is not None and q.rank(late) == q.rank("a") + 1  # after, not ahead
@@ -268,11 +271,11 @@ def test_jobs_published_while_the_doctor_reads_are_no_sequence_problem(
 def test_values_that_do_not_decode_are_no_traceback(q: Queue, redis_client: redis.Redis) -> None:
     """Keys of the right type holding garbage: a worker entry that is not JSON, a dead
     letter whose record is gone or does not decode, a last error of the wrong type."""
-    redis_client.hset(q.keys.workers, "w:1:x", "garbage")
-    redis_client.zadd(q.keys.dead, {"ghost": 1})  # no record
-    redis_client.zadd(q.keys.dead, {"junk": 2})
-    redis_client.hset(q.keys.meta, "junk", b"\xc1\xff not a record")
-    redis_client.hset(q.keys.errors, "junk", b"\xff\xfe")
+    redis_client.hset(q.engine._keys.workers, "w:1:x", "garbage")
+    redis_client.zadd(q.engine._keys.dead, {"ghost": 1})  # no record
+    redis_client.zadd(q.engine._keys.dead, {"junk": 2})
+    redis_client.hset(q.engine._keys.meta, "junk", b"\xc1\xff not a record")
+    redis_client.hset(q.engine._keys.errors, "junk", b"\xff\xfe")
     for args in [(), ("--repair",), ("--repair", "--yes")]:
         lines, _ = run("zqueue_doctor", *args)
         assert any(line.startswith(("ok", "note", "WARNING", "ERROR")) for line in lines)

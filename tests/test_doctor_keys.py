@@ -68,7 +68,7 @@ REPAIRED = ["notify", "workers", "rate", "stats", "progress", "gstarts", "gstart
 def test_a_wrong_typed_key_that_is_safe_to_repair(
     q: Queue, redis_client: redis.Redis, field: str
 ) -> None:
-    key = getattr(q.keys, field)
+    key = getattr(q.engine._keys, field)
     kind = KEY_TYPES[field]
     wrong(redis_client, key, kind)
     lines, error = run()
@@ -91,7 +91,7 @@ def test_a_wrong_typed_key_that_is_safe_to_repair(
 def test_a_wrong_typed_key_that_holds_jobs_is_named_not_repaired(
     q: Queue, redis_client: redis.Redis, field: str
 ) -> None:
-    key = getattr(q.keys, field)
+    key = getattr(q.engine._keys, field)
     wrong(redis_client, key, KEY_TYPES[field])
     lines, _ = run("--repair", "--yes")
     named = key_lines(lines)
@@ -111,11 +111,13 @@ def test_a_bad_token_counter_is_set_above_every_token_in_use(
     q: Queue, redis_client: redis.Redis
 ) -> None:
     top = claimed_token(q)
-    redis_client.hset(q.keys.ctr, "tok", "x")  # (every claim fails)
+    redis_client.hset(q.engine._keys.ctr, "tok", "x")  # (every claim fails)
     lines, _ = run()
-    assert any(q.keys.ctr in line and "field tok is 'x'" in line for line in key_lines(lines))
+    assert any(
+        q.engine._keys.ctr in line and "field tok is 'x'" in line for line in key_lines(lines)
+    )
     run("--repair", "--yes")
-    assert int(redis_client.hget(q.keys.ctr, "tok") or 0) == top + 1
+    assert int(redis_client.hget(q.engine._keys.ctr, "tok") or 0) == top + 1
     q.publish({"task": "x", "args": [], "kwargs": {}}, tag="after")
     msgs, _ = q.claim(1, "w-test")
     assert [m.tag for m in msgs] == ["after"] and msgs[0].token > top
@@ -139,7 +141,7 @@ def test_a_bad_counter_is_reset(
     bad: bytes,
     after: bytes | None,
 ) -> None:
-    key = key_of(q.keys)
+    key = key_of(q.engine._keys)
     redis_client.hset(key, field, bad)
     named = key_lines(run()[0])
     assert len(named) == 1 and key in named[0] and f"field {field}" in named[0]
@@ -149,26 +151,26 @@ def test_a_bad_counter_is_reset(
 
 
 def test_a_bad_sequence_is_named_not_repaired(q: Queue, redis_client: redis.Redis) -> None:
-    redis_client.hset(q.keys.ctr, "seq", "x")
+    redis_client.hset(q.engine._keys.ctr, "seq", "x")
     lines, _ = run("--repair", "--yes")
     named = key_lines(lines)
     assert len(named) == 1 and "field seq" in named[0] and "not repaired" in named[0]
-    assert redis_client.hget(q.keys.ctr, "seq") == b"x"
+    assert redis_client.hget(q.engine._keys.ctr, "seq") == b"x"
 
 
 def test_repair_without_yes_writes_nothing(q: Queue, redis_client: redis.Redis) -> None:
-    redis_client.hset(q.keys.stats, "acked", "x")
-    redis_client.delete(q.keys.notify)
-    redis_client.set(q.keys.notify, "garbage")
+    redis_client.hset(q.engine._keys.stats, "acked", "x")
+    redis_client.delete(q.engine._keys.notify)
+    redis_client.set(q.engine._keys.notify, "garbage")
     snapshot: dict[str, Any] = {
-        "stats": redis_client.hgetall(q.keys.stats),
-        "notify": redis_client.get(q.keys.notify),
+        "stats": redis_client.hgetall(q.engine._keys.stats),
+        "notify": redis_client.get(q.engine._keys.notify),
     }
     lines, _ = run("--repair")
     assert sum(line.startswith("would repair: ") for line in lines) == 2
     assert "dry run: 2 repairs not made: give --yes to make them" in lines
-    assert redis_client.hgetall(q.keys.stats) == snapshot["stats"]
-    assert redis_client.get(q.keys.notify) == snapshot["notify"]
+    assert redis_client.hgetall(q.engine._keys.stats) == snapshot["stats"]
+    assert redis_client.get(q.engine._keys.notify) == snapshot["notify"]
     _, error = run("--yes")
     assert error is not None and "--repair" in error
 
@@ -183,7 +185,7 @@ def test_an_orphan_record_is_named_and_the_repair_makes_it_a_dead_letter(
     q = make_queue("orph")
     lost = q.publish("lost")
     kept = q.publish("kept")
-    redis_client.zrem(q.keys.ready, lost)  # its set entry gone: an orphan
+    redis_client.zrem(q.engine._keys.ready, lost)  # its set entry gone: an orphan
     (found,) = orphan_problems(q.engine)
     assert found.finding.level == "error" and found.finding.topic == "keys"
     assert lost in found.finding.message and kept not in found.finding.message

@@ -54,7 +54,7 @@ class Counter:
 
 def steps_of(q: Queue, tag: str) -> dict[bytes, bytes]:
     """The job's records (without ``@e``, the mark of whose they are)."""
-    got = q.client.hgetall(q.keys.steps(tag))
+    got = q.engine._client.hgetall(q.engine._keys.steps(tag))
     got.pop(b"@e", None)
     return got  # type: ignore[no-any-return]
 
@@ -96,7 +96,7 @@ def test_a_recorded_step_is_not_run_again_after_the_worker_died(q: Queue) -> Non
         assert durable.step("charge", charge, 0) == 42
     assert charge.calls == 1
     # the dead worker's late record is refused by its token, and its read says stale
-    stale = dc.step_call(q.engine.shards[0], first, "s:late", "1", dc.keep_ms(q))
+    stale = dc.step_call(q.engine._shards[0], first, "s:late", "1", dc.keep_ms(q))
     assert q.engine.run(stale) is StepReply.STALE
     assert b"s:late" not in steps_of(q, tag)
     with running(q, first), pytest.raises(StaleDelivery):
@@ -156,7 +156,7 @@ def test_too_many_records_are_refused(q: Queue, monkeypatch: pytest.MonkeyPatch)
             durable.step("send:3", charge, 3)
     assert charge.calls == 3
     # the script holds the bound too, whatever the client believes
-    call = dc.step_call(q.engine.shards[0], msg, "s:more", "1", dc.keep_ms(q))
+    call = dc.step_call(q.engine._shards[0], msg, "s:more", "1", dc.keep_ms(q))
     with pytest.raises(ScriptArgumentError, match="3 durable records"):
         q.engine.run(call)
     assert len(steps_of(q, tag)) == 3
@@ -178,7 +178,7 @@ def test_the_step_records_go_when_the_job_ends(q: Queue) -> None:
         else:
             q.nack(msg, "x", retry_in=60)
             assert q.delete(tag)
-        assert not q.client.exists(q.keys.steps(tag)), end
+        assert not q.engine._client.exists(q.engine._keys.steps(tag)), end
 
 
 def test_a_dead_job_keeps_its_steps_and_skips_them_once_requeued(q: Queue) -> None:
@@ -188,7 +188,7 @@ def test_a_dead_job_keeps_its_steps_and_skips_them_once_requeued(q: Queue) -> No
     with running(q, msg):
         durable.step("charge", charge, 1)
     assert q.nack(msg, "fatal", dead=True) == "dead"
-    ttl = q.client.pttl(q.keys.steps(tag))
+    ttl = q.engine._client.pttl(q.engine._keys.steps(tag))
     assert ttl > q.engine.policy.dead_ttl_ms  # kept at least as long as the dead letter
     assert q.requeue_dead(tag)
     with running(q, claim(q)):
@@ -350,9 +350,9 @@ def test_a_record_of_another_delivery_token_is_refused_in_the_script(
     queue.publish("x")
     msg = claim(queue)
     forged = msg._replace(token=msg.token + 1)
-    call = dc.step_call(queue.engine.shards[0], forged, "s:x", "1", dc.keep_ms(queue))
+    call = dc.step_call(queue.engine._shards[0], forged, "s:x", "1", dc.keep_ms(queue))
     assert queue.engine.run(call) is StepReply.STALE
-    assert not queue.client.exists(queue.keys.steps(msg.tag))
+    assert not queue.engine._client.exists(queue.engine._keys.steps(msg.tag))
 
 
 @task(store_result=True)
@@ -393,7 +393,7 @@ def test_a_worker_parks_and_resumes_a_durable_task(flow: Any) -> None:
     Worker(["default"], burst=True, scan_interval=0.05, **lane).run()
     assert job.result() == 41
     q = get_queue("default")
-    assert not q.client.exists(q.keys.steps(job.id))
+    assert not q.engine._client.exists(q.engine._keys.steps(job.id))
 
 
 def test_the_position_page_says_a_parked_job_sleeps_and_until_when(q: Queue) -> None:

@@ -63,7 +63,7 @@ def leased(q: Queue) -> str:
 
 def test_a_lease_deadline_of_inf_reads(q: Queue, redis_client: redis.Redis) -> None:
     tag = leased(q)
-    redis_client.zadd(q.keys.leased, {tag: math.inf}, xx=True)
+    redis_client.zadd(q.engine._keys.leased, {tag: math.inf}, xx=True)
     info = q.info(tag)
     assert info is not None and info.state == "leased"
     assert info.lease_deadline == LATEST
@@ -71,8 +71,8 @@ def test_a_lease_deadline_of_inf_reads(q: Queue, redis_client: redis.Redis) -> N
 
 def test_a_corrupt_progress_or_error_reads(q: Queue, redis_client: redis.Redis) -> None:
     tag = leased(q)
-    redis_client.hset(q.keys.progress, tag, b"{not json")
-    redis_client.hset(q.keys.errors, tag, b"\xff\xfe not utf-8")
+    redis_client.hset(q.engine._keys.progress, tag, b"{not json")
+    redis_client.hset(q.engine._keys.errors, tag, b"\xff\xfe not utf-8")
     info = q.info(tag)
     assert info is not None and info.progress is None
     assert info.last_error is not None and "not utf-8" in info.last_error
@@ -89,7 +89,7 @@ def test_a_lease_deadline_of_inf_is_recovered(
     q: Queue, redis_client: redis.Redis, deadline: float
 ) -> None:
     tag = leased(q)
-    redis_client.zadd(q.keys.leased, {tag: deadline}, xx=True)
+    redis_client.zadd(q.engine._keys.leased, {tag: deadline}, xx=True)
     assert q.scan().recovered == 1
     assert q.state(tag) == "ready"
 
@@ -104,7 +104,7 @@ def test_garbage_in_the_workers_hash_is_pruned_with_a_warning(
     live = json.dumps({"threads": 2, "seen": now_ms, "host": "h", "pid": 1, "started": now_ms})
     gone = json.dumps({"threads": 2, "seen": now_ms - 3_600_000, "host": "h", "pid": 2})
     redis_client.hset(
-        q.keys.workers,
+        q.engine._keys.workers,
         mapping={
             "live": live,
             "gone": gone,
@@ -119,10 +119,10 @@ def test_garbage_in_the_workers_hash_is_pruned_with_a_warning(
     leases = Leases("w-me", [q], 1)
     with caplog.at_level(logging.WARNING, logger="django_zqueue"):
         leases.register()  # no error: the garbage is not an outage
-    assert sorted(redis_client.hkeys(q.keys.workers)) == [b"live", b"w-me"]
+    assert sorted(redis_client.hkeys(q.engine._keys.workers)) == [b"live", b"w-me"]
     corrupt = [r.getMessage() for r in caplog.records if "worker_entry_corrupt" in r.getMessage()]
     assert len(corrupt) == 6
-    assert all(q.keys.workers in line for line in corrupt)
+    assert all(q.engine._keys.workers in line for line in corrupt)
 
 
 def test_the_workers_read_skips_garbage_and_infinite_numbers(
@@ -130,9 +130,9 @@ def test_the_workers_read_skips_garbage_and_infinite_numbers(
 ) -> None:
     now_ms = int(time.time() * 1000)
     tag = leased(q)  # claimed by "w-test"
-    redis_client.zadd(q.keys.leased, {tag: math.inf}, xx=True)
+    redis_client.zadd(q.engine._keys.leased, {tag: math.inf}, xx=True)
     redis_client.hset(
-        q.keys.workers,
+        q.engine._keys.workers,
         mapping={
             "w-test": json.dumps({"threads": 1, "seen": now_ms, "host": "h", "pid": 3}),
             "notjson": b"{oops",
@@ -153,7 +153,7 @@ def test_the_workers_read_skips_garbage_and_infinite_numbers(
 def test_a_result_that_is_not_json_raises_corrupt_result(
     q: Queue, redis_client: redis.Redis, raw: bytes
 ) -> None:
-    key = q.engine.keys_for("job1").result("job1")
+    key = q.engine._keys_for("job1").result("job1")
     redis_client.set(key, raw)
     with pytest.raises(CorruptResult, match="is not JSON") as got:
         q.result("job1")
@@ -172,7 +172,7 @@ def test_a_result_that_is_not_json_raises_corrupt_result(
 
 def test_positions_read_with_a_corrupt_stats_counter(q: Queue, redis_client: redis.Redis) -> None:
     tag = q.publish({"task": "x", "args": [], "kwargs": {}})
-    redis_client.hset(q.keys.stats, mapping={"acked": "x", "run_ms": "1.5"})
+    redis_client.hset(q.engine._keys.stats, mapping={"acked": "x", "run_ms": "1.5"})
     got = read_positions(q, [tag])
     assert got[tag].rank == 0
 
@@ -206,7 +206,7 @@ def test_a_parent_whose_dependents_list_is_corrupt_still_reaches_them(
             (q, FlowJob(bystander, parents=(Ref(q.name, "elsewhere"),))),
         ]
     )
-    redis_client.hset(q.keys.wf("p"), "kids", "not json [")
+    redis_client.hset(q.engine._keys.wf("p"), "kids", "not json [")
     msg = q.get()
     assert msg is not None and msg.tag == "p"
     with caplog.at_level(logging.WARNING, logger="django_zqueue"):

@@ -95,7 +95,7 @@ def test_a_result_that_is_not_json_or_not_kept_raises_as_the_sync_one(
     make_queue: Any, redis_client: Any, zqueue_settings: dict[str, Any]
 ) -> None:
     q: Queue = make_queue("results")
-    redis_client.set(q.keys.result("bad"), b"\xff not json")
+    redis_client.set(q.engine._keys.result("bad"), b"\xff not json")
     for tag in ("bad", "none"):
 
         async def read(ae: AsyncEngine, tag: str = tag) -> Any:
@@ -190,12 +190,12 @@ def test_send_calls_puts_each_reply_in_its_place_an_error_in_its_own(
     good: Queue = make_queue("good")
     bad: Queue = make_queue("bad")
     tag = good.publish({"x": 1})
-    redis_client.set(bad.keys.ready, "not a sorted set")
+    redis_client.set(bad.engine._keys.ready, "not a sorted set")
 
     async def batch(ae: AsyncEngine) -> tuple[Any, ...]:
         calls = Calls()
         before = calls.add(good.engine.state_call(tag))
-        broken = calls.add(bad.engine.shards[0].claim(1, "lane"))
+        broken = calls.add(bad.engine._shards[0].claim(1, "lane"))
         after = calls.add(good.engine.info_call(tag))
         await ae.send_calls(calls)
         return before.result(), broken.failed, after.result()

@@ -129,7 +129,7 @@ def test_the_set_verbs_build_calls_without_sending(q: Queue) -> None:
     s = q.engine.sets
     jobs = [q.prepare(i, tag=f"j{i}") for i in range(6)]
     for job in jobs:
-        assert s.shard_index(job.tag) == q.engine.shard_for(job.tag).index
+        assert s.shard_index(job.tag) == q.engine._shard_for(job.tag).index
     index = s.shard_index("j0")
     mine = [j for j in jobs if s.shard_index(j.tag) == index]
     assert trips(lambda: s.publish_call(index, mine)) == 0
@@ -171,14 +171,14 @@ def test_each_verb_is_its_round_trips(q: Queue) -> None:
 def test_a_cancel_record_not_of_this_version_reads_as_absent(
     q: Queue, redis_client: redis.Redis
 ) -> None:
-    key = q.engine.keys_for("x").cancelled("x")
+    key = q.engine._keys_for("x").cancelled("x")
     for junk in (b"not json", b"[1, 2]", b'{"at": "soon"}', b'{"was": "ready"}'):
         redis_client.set(key, junk)
         assert q.engine.control.cancelled("x") is None
 
 
 def test_a_kept_result_that_is_not_json_names_its_key(q: Queue, redis_client: redis.Redis) -> None:
-    key = q.engine.keys_for("x").result("x")
+    key = q.engine._keys_for("x").result("x")
     redis_client.set(key, b"\xff{")
     with pytest.raises(CorruptResult, match="is not JSON"):
         q.engine.reads.result("x")

@@ -99,26 +99,26 @@ CORE_NAMES = [
     "name",
     "options",
     "prefix",
-    "keys",
+    "_keys",
     "partitions",
-    "client",
-    "scripts",
+    "_client",
+    "_scripts",
     "policy",
     "claim_chunk",
-    "shards",
-    "sched_keys",
-    "notify_keys",
-    "notify_groups",
+    "_shards",
+    "_sched_keys",
+    "_notify_keys",
+    "_notify_groups",
     "wait_turn",
     "max_block",
     "lease_ms",
-    "shard_for",
-    "front_of_others",
-    "keys_for",
-    "keys_of",
+    "_shard_for",
+    "_front_of_others",
+    "_keys_for",
+    "_keys_of",
     "other",
-    "part_keys",
-    "next_shard",
+    "_part_keys",
+    "_next_shard",
     "batch",
     "send",
     "run_all",
@@ -180,9 +180,9 @@ def test_policy_of_the_options_is_the_engines_policy(
     make_queue: QueueFactory, options: QueueOptions
 ) -> None:
     engine = make_queue("policy").engine
-    built = Engine("policy", options, prefix=engine.prefix, client=engine.client)
+    built = Engine("policy", options, prefix=engine.prefix, client=engine._client)
     assert built.policy == policy_of(options)
-    assert len(built.shards) == options.partitions
+    assert len(built._shards) == options.partitions
 
 
 @pytest.mark.parametrize(

@@ -191,7 +191,7 @@ def test_info_ranked_in_its_shard_or_in_the_whole_queue(state: State) -> None:
     whole = q.engine.reads.info(tag)
     own = q.engine.reads.info(tag, ranked=False)
     assert whole is not None and own is not None and whole.rank == 3
-    shard = q.engine.shard_for(tag).index
+    shard = q.engine._shard_for(tag).index
     in_shard = [t for t, _, p in q.read.page("ready", 0, 10) if p == shard]
     assert own.rank == in_shard.index(tag)
     figures = q.engine.reads.job_figures(own)

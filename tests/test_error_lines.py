@@ -59,8 +59,8 @@ def test_a_wrong_typed_key_is_one_line_naming_it(
     q: Queue = get_queue("default")
     for i in range(30):
         q.publish({"task": "x", "args": [i], "kwargs": {}})
-    redis_client.delete(q.keys.leased)
-    redis_client.set(q.keys.leased, "garbage")  # every claim that finds work fails
+    redis_client.delete(q.engine._keys.leased)
+    redis_client.set(q.engine._keys.leased, "garbage")  # every claim that finds work fails
     w = Worker(["default"], scanner=False)
     w.errors = Throttle(1.0, clock=lambda: 0.0)  # every failure within the same second
     now = [0.0]
@@ -76,7 +76,7 @@ def test_a_wrong_typed_key_is_one_line_naming_it(
             now[0] += waits[-1]
     lines = errors_logged(caplog)
     assert len(lines) == 1, lines
-    assert f"{q.keys.leased} (string, not zset)" in lines[0]
+    assert f"{q.engine._keys.leased} (string, not zset)" in lines[0]
     assert "zqueue_doctor" in lines[0] and "--repair" in lines[0]
     assert waits[:6] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2])
     assert waits[-1] == pytest.approx(5.0)  # backed off up to its cap, never a tight loop
@@ -109,9 +109,9 @@ def test_the_retry_delay_grows_though_claims_without_work_succeed(
 def test_the_scanner_names_a_wrong_typed_key(
     q: Queue, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    redis_client.set(q.keys.leased, "garbage")
+    redis_client.set(q.engine._keys.leased, "garbage")
     with caplog.at_level(logging.ERROR, logger="django_zqueue"):
         wait = Scanner([q]).tick(1.0)
     assert wait > 0
     (line,) = [r.getMessage() for r in caplog.records if "event=scan_error" in r.getMessage()]
-    assert f"{q.keys.leased} (string, not zset)" in line and "zqueue_doctor" in line
+    assert f"{q.engine._keys.leased} (string, not zset)" in line and "zqueue_doctor" in line

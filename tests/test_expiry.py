@@ -62,13 +62,15 @@ def test_scan_ends_waiting_jobs_on_time_without_a_claim(q: Queue) -> None:
     assert result.expired == 2
     assert q.state(ready) == q.state(delayed) == "expired"
     assert q.state(kept) == "delayed"
-    assert q.client.zrange(q.keys.expiry, 0, -1) == [kept.encode()]
+    assert q.engine._client.zrange(q.engine._keys.expiry, 0, -1) == [kept.encode()]
 
 
 def test_a_job_that_started_in_time_is_not_expired_later(q: Queue) -> None:
     tag = q.publish("x", expires=0.1)
     (msg,), _ = q.claim(1, "c")
-    assert q.client.zcard(q.keys.expiry) == 0  # started: its expiry no longer applies
+    assert (
+        q.engine._client.zcard(q.engine._keys.expiry) == 0
+    )  # started: its expiry no longer applies
     lapse(0.15)
     assert q.scan().expired == 0
     assert q.state(tag) == "leased"
@@ -88,7 +90,7 @@ def test_a_stale_index_entry_is_dropped(q: Queue) -> None:
     assert q.delete(tag)
     lapse()
     assert q.scan().expired == 0
-    assert q.client.zcard(q.keys.expiry) == 0
+    assert q.engine._client.zcard(q.engine._keys.expiry) == 0
 
 
 def test_an_expired_tag_clashes_until_deleted(q: Queue) -> None:
@@ -99,7 +101,7 @@ def test_an_expired_tag_clashes_until_deleted(q: Queue) -> None:
         q.publish("again", tag="t")
     assert info.value.states == ["expired"]
     assert q.delete("t")
-    assert q.state("t") is None and q.client.zcard(q.keys.expired) == 0
+    assert q.state("t") is None and q.engine._client.zcard(q.engine._keys.expired) == 0
     q.publish("again", tag="t")
     assert q.state("t") == "ready"
 
@@ -110,9 +112,11 @@ def test_expired_jobs_are_trimmed_as_dead_letters(make_queue: QueueFactory) -> N
     lapse()
     q.scan()
     q.scan()
-    assert q.client.zcard(q.keys.expired) == 2
+    assert q.engine._client.zcard(q.engine._keys.expired) == 2
     assert [q.state(t) for t in tags].count(None) == 3
-    assert q.client.hlen(q.keys.meta) == 2  # the trimmed ones' records went with them
+    assert (
+        q.engine._client.hlen(q.engine._keys.meta) == 2
+    )  # the trimmed ones' records went with them
 
 
 def test_the_fair_claim_expires_too(make_queue: QueueFactory) -> None:
@@ -143,8 +147,10 @@ def test_an_absolute_expiry_and_the_earlier_of_two(q: Queue) -> None:
             "expires_at_ms": int(time.time() * 1000) + 50,
         }
     )
-    call = q.engine.shards[0].publish([NewJob("both", b"1")])
-    q.client.eval(source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec)
+    call = q.engine._shards[0].publish([NewJob("both", b"1")])
+    q.engine._client.eval(
+        source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec
+    )
     lapse()
     q.scan()
     assert q.state("both") == "expired"
@@ -172,10 +178,12 @@ def test_the_script_refuses_a_bad_expiry_field(
     q: Queue, prefix: str, redis_client: redis.Redis, field: str, value: Any
 ) -> None:
     before = snapshot(redis_client, prefix)
-    call = q.engine.shards[0].publish([NewJob("t", b"1")])
+    call = q.engine._shards[0].publish([NewJob("t", b"1")])
     spec = pack_map({"id": "t", "body": b"1", field: value})
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
-        q.client.eval(source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec)
+        q.engine._client.eval(
+            source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec
+        )
     assert snapshot(redis_client, prefix) == before
 
 

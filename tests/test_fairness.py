@@ -178,7 +178,9 @@ def test_fifo_queue_keeps_its_order_and_the_group(make_queue: QueueFactory) -> N
     assert q.rank(t) == 3
     assert q.info(t).group == "b"  # type: ignore[union-attr]
     assert drain(q) == ["a:0", "a:1", "a:2", "b:0"]
-    assert q.client.hlen(q.keys.ctr) == 2  # seq and tok: no group state in a fifo queue
+    assert (
+        q.engine._client.hlen(q.engine._keys.ctr) == 2
+    )  # seq and tok: no group state in a fifo queue
 
 
 # ---------------------------------------------------------------- state and memory
@@ -220,10 +222,10 @@ def test_drained_groups_leave_no_state(make_queue: QueueFactory) -> None:
     q = fair(make_queue)
     for g in range(50):
         q.publish_many([f"{g}:{i}" for i in range(3)], group=f"t{g}")
-    fields = {f.decode() for f in q.client.hkeys(q.keys.ctr)}
+    fields = {f.decode() for f in q.engine._client.hkeys(q.engine._keys.ctr)}
     assert sum(f.startswith("g:") for f in fields) == 50
     drain(q)
-    fields = {f.decode() for f in q.client.hkeys(q.keys.ctr)}
+    fields = {f.decode() for f in q.engine._client.hkeys(q.engine._keys.ctr)}
     assert not [f for f in fields if f.startswith("g:")], fields
 
 
@@ -233,11 +235,11 @@ def test_groups_whose_jobs_were_deleted_are_swept(make_queue: QueueFactory) -> N
     q.publish_many(["x:0", "x:1"], group="x")
     for t in tags:
         assert q.cancel(t)
-    before = {f.decode() for f in q.client.hkeys(q.keys.ctr)}
+    before = {f.decode() for f in q.engine._client.hkeys(q.engine._keys.ctr)}
     assert len([f for f in before if f.startswith("g:")]) == 31
     drain_n(q, 2)  # moves the virtual time up to the cancelled groups' finish (1)
     drain_n(q, 1)  # a claim that finds nothing sweeps up to 200 fields
-    fields = {f.decode() for f in q.client.hkeys(q.keys.ctr)}
+    fields = {f.decode() for f in q.engine._client.hkeys(q.engine._keys.ctr)}
     assert not [f for f in fields if f.startswith("g:")], fields
 
 
@@ -246,20 +248,20 @@ def test_starts_are_counted_per_group_and_minute(make_queue: QueueFactory) -> No
     q.publish_many(["a"] * 3, group="a")
     q.publish_many(["b"] * 2, group="b")
     drain_n(q, 4)
-    raw = q.client.hgetall(q.keys.gstarts)
+    raw = q.engine._client.hgetall(q.engine._keys.gstarts)
     assert sum(int(v) for v in raw.values()) == 4
     # a minute later the counts move to the previous minute
-    minute = int(q.client.hget(q.keys.ctr, "gmin"))
-    q.client.hset(q.keys.ctr, "gmin", minute - 1)
+    minute = int(q.engine._client.hget(q.engine._keys.ctr, "gmin"))
+    q.engine._client.hset(q.engine._keys.ctr, "gmin", minute - 1)
     drain_n(q, 1)
-    assert sum(int(v) for v in q.client.hgetall(q.keys.gstarts_prev).values()) == 4
-    assert sum(int(v) for v in q.client.hgetall(q.keys.gstarts).values()) == 1
+    assert sum(int(v) for v in q.engine._client.hgetall(q.engine._keys.gstarts_prev).values()) == 4
+    assert sum(int(v) for v in q.engine._client.hgetall(q.engine._keys.gstarts).values()) == 1
     # and two minutes later both are dropped
     q.publish("c", group="c")
-    q.client.hset(q.keys.ctr, "gmin", minute - 5)
+    q.engine._client.hset(q.engine._keys.ctr, "gmin", minute - 5)
     drain_n(q, 1)
-    assert not q.client.exists(q.keys.gstarts_prev)
-    assert q.client.hgetall(q.keys.gstarts) == {b"c": b"1"}
+    assert not q.engine._client.exists(q.engine._keys.gstarts_prev)
+    assert q.engine._client.hgetall(q.engine._keys.gstarts) == {b"c": b"1"}
 
 
 def test_group_figures_biggest_first_and_bounded(make_queue: QueueFactory) -> None:
@@ -294,10 +296,10 @@ def test_bad_group_raises_and_writes_nothing(
     make_queue: QueueFactory, prefix: str, group: Any
 ) -> None:
     q = fair(make_queue)
-    before = snapshot(q.client, prefix)
+    before = snapshot(q.engine._client, prefix)
     with pytest.raises(InvalidArgument):
         q.publish("x", group=group)
-    assert snapshot(q.client, prefix) == before
+    assert snapshot(q.engine._client, prefix) == before
 
 
 @pytest.mark.parametrize(
@@ -318,11 +320,13 @@ def test_publish_script_refuses_a_bad_group_or_weight(
 ) -> None:
     q = fair(make_queue)
     spec = {"id": "t1", "body": b"1", "max_retries": 0, "group": "a", field: value}
-    keys = q.engine.shards[0].publish([NewJob("t1", b"1")]).keys
-    before = snapshot(q.client, prefix)
+    keys = q.engine._shards[0].publish([NewJob("t1", b"1")]).keys
+    before = snapshot(q.engine._client, prefix)
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
-        q.client.eval(source("publish"), len(keys), *keys, "fair", 0, 64, 1, 0, 0, pack_map(spec))
-    assert snapshot(q.client, prefix) == before
+        q.engine._client.eval(
+            source("publish"), len(keys), *keys, "fair", 0, 64, 1, 0, 0, pack_map(spec)
+        )
+    assert snapshot(q.engine._client, prefix) == before
 
 
 @pytest.mark.parametrize("field", [{"g": 5}, {"g": "x" * 201}, {"w": 0}, {"w": "2"}])
@@ -332,7 +336,7 @@ def test_a_corrupt_group_or_weight_buries_only_that_job(
     q = fair(make_queue)
     bad = q.publish("bad", group="a")
     good = q.publish("good", group="b")
-    update_fields(q.client, q.keys, bad, **field)
+    update_fields(q.engine._client, q.engine._keys, bad, **field)
     msgs, _ = q.claim(2)
     assert [m.tag for m in msgs] == [good]
     assert q.state(bad) == "dead"
@@ -342,11 +346,11 @@ def test_a_spent_virtual_time_raises_and_writes_nothing(
     make_queue: QueueFactory, prefix: str
 ) -> None:
     q = fair(make_queue)
-    q.client.hset(q.keys.ctr, "vt", str(2**50 - 1))
-    before = snapshot(q.client, prefix)
+    q.engine._client.hset(q.engine._keys.ctr, "vt", str(2**50 - 1))
+    before = snapshot(q.engine._client, prefix)
     with pytest.raises(ScriptError, match="ZQ_SEQUENCE_EXHAUSTED"):
         q.publish("x", group="a")
-    assert snapshot(q.client, prefix) == before
+    assert snapshot(q.engine._client, prefix) == before
 
 
 def test_old_records_without_group_are_served(make_queue: QueueFactory) -> None:
@@ -414,10 +418,10 @@ def test_task_group_from_the_call_and_from_using(zqueue_settings: dict[str, Any]
 def test_weights_come_from_the_settings(make_queue: QueueFactory) -> None:
     q = fair(make_queue, group_weights={"heavy": 4})
     t = q.publish("x", group="heavy")
-    meta = fields_of(q.client, q.keys, t)
+    meta = fields_of(q.engine._client, q.engine._keys, t)
     assert meta["g"] == "heavy" and meta["w"] == 4
     t2 = q.publish("y", group="light")
-    assert "w" not in fields_of(q.client, q.keys, t2)
+    assert "w" not in fields_of(q.engine._client, q.engine._keys, t2)
 
 
 # ---------------------------------------------------------------- partitions
@@ -467,7 +471,7 @@ def test_a_group_at_its_concurrency_waits_without_blocking_others(
     # a slot of a frees: a's next job in its own order comes back and is claimed (a
     # waiting group is looked at every 50 ms: moved on by hand, no sleeping)
     assert q.ack(next(m for m in msgs if m.body == "a:0"))
-    q.client.zadd(q.keys.gwait, {"a": 0})
+    q.engine._client.zadd(q.engine._keys.gwait, {"a": 0})
     assert [m.body for m in claim_all(q, 10)] == ["a:2"]
     assert [m.body for m in claim_all(q, 10)] == []  # a is at 2 again, b and c at 2
 
@@ -479,12 +483,12 @@ def test_the_claim_sets_aside_at_most_100_jobs_per_call(make_queue: QueueFactory
     q.publish("b:0", group="b", score=10**6)  # behind all of a
     calls, got = 0, []
     while not got:
-        before = q.client.zcard(q.keys.gpark)
+        before = q.engine._client.zcard(q.engine._keys.gpark)
         got = claim_all(q, 1)
         calls += 1
-        assert q.client.zcard(q.keys.gpark) - before <= 100
+        assert q.engine._client.zcard(q.engine._keys.gpark) - before <= 100
     assert [m.body for m in got] == ["b:0"] and calls == 5
-    assert q.client.zcard(q.keys.gpark) == 449
+    assert q.engine._client.zcard(q.engine._keys.gpark) == 449
     assert q.counts()["ready"] == 0 and q.counts()["delayed"] == 449
 
 
@@ -497,9 +501,9 @@ def test_group_qps_spaces_the_starts_of_one_group(make_queue: QueueFactory) -> N
     nothing, hint = q.claim(10)
     assert nothing == [] and hint is not None and 0 < hint <= 0.5
     # half a second later (the bucket's clock moved back by hand: no sleeping)
-    tat = float(q.client.hget(q.keys.grate, "a"))
-    q.client.hset(q.keys.grate, "a", str(tat - 500))
-    q.client.zadd(q.keys.gwait, {"a": 0})
+    tat = float(q.engine._client.hget(q.engine._keys.grate, "a"))
+    q.engine._client.hset(q.engine._keys.grate, "a", str(tat - 500))
+    q.engine._client.zadd(q.engine._keys.gwait, {"a": 0})
     assert [m.body for m in claim_all(q)] == ["a:2"]
 
 
@@ -509,13 +513,13 @@ def test_finished_and_expired_jobs_free_their_slot(make_queue: QueueFactory) -> 
     first = claim_all(q)
     assert [m.body for m in first] == ["a:0"]
     assert q.nack(first[0], "boom", retry_in=0) == "retry"  # a retry frees the slot
-    q.client.zadd(q.keys.gwait, {"a": 0})
+    q.engine._client.zadd(q.engine._keys.gwait, {"a": 0})
     second = claim_all(q)
     assert [m.body for m in second] == ["a:1"]
     # the worker dies: its lease expires and the scanner recovers it
-    q.client.zadd(q.keys.leased, {second[0].tag: 1})
+    q.engine._client.zadd(q.engine._keys.leased, {second[0].tag: 1})
     assert q.scan().recovered == 1
-    q.client.zadd(q.keys.gwait, {"a": 0})
+    q.engine._client.zadd(q.engine._keys.gwait, {"a": 0})
     # recovered, it goes to the back of its group (as in a fifo queue): a:2 first
     assert [m.body for m in claim_all(q)] == ["a:2"]
 
@@ -535,7 +539,7 @@ def test_set_priority_moves_a_job_set_aside_to_its_new_place(make_queue: QueueFa
     order = []
     for _ in range(3):
         q.ack(held[0])
-        q.client.zadd(q.keys.gwait, {"a": 0})  # the group's next look, now
+        q.engine._client.zadd(q.engine._keys.gwait, {"a": 0})  # the group's next look, now
         held = claim_all(q)
         order += [m.body for m in held]
     assert order == ["a:3", "a:1", "a:2"]
@@ -550,18 +554,18 @@ def test_a_job_set_aside_by_an_older_release_keeps_its_score(make_queue: QueueFa
     tags = q.publish_many(["a:0", "a:1", "a:2"], group="a")
     held = claim_all(q)
     for tag in tags[1:]:  # as an older release wrote them (the JSON layout)
-        to_json_layout(q.client, q.keys, tag)
-        record = json.loads(q.client.hget(q.keys.meta, tag))  # type: ignore[arg-type]
+        to_json_layout(q.engine._client, q.engine._keys, tag)
+        record = json.loads(q.engine._client.hget(q.engine._keys.meta, tag))  # type: ignore[arg-type]
         assert "ps" in record
         del record["ps"]
-        q.client.hset(q.keys.meta, tag, json.dumps(record))
-    parked = set(q.client.zrange(q.keys.gpark, 0, -1))
+        q.engine._client.hset(q.engine._keys.meta, tag, json.dumps(record))
+    parked = set(q.engine._client.zrange(q.engine._keys.gpark, 0, -1))
     assert q.set_priority(tags[2], 5)
-    assert set(q.client.zrange(q.keys.gpark, 0, -1)) == parked
+    assert set(q.engine._client.zrange(q.engine._keys.gpark, 0, -1)) == parked
     order = []
     for _ in range(2):
         q.ack(held[0])
-        q.client.zadd(q.keys.gwait, {"a": 0})
+        q.engine._client.zadd(q.engine._keys.gwait, {"a": 0})
         held = claim_all(q)
         order += [m.body for m in held]
     assert order == ["a:1", "a:2"] and q.counts()["dead"] == 0
@@ -573,7 +577,7 @@ def test_a_deleted_job_set_aside_does_not_come_back(make_queue: QueueFactory) ->
     held = claim_all(q)
     assert q.cancel(tags[1])
     q.ack(held[0])
-    q.client.zadd(q.keys.gwait, {"a": 0})
+    q.engine._client.zadd(q.engine._keys.gwait, {"a": 0})
     assert [m.body for m in claim_all(q)] == ["a:2"]
     assert q.info(tags[1]).state == "cancelled"  # type: ignore[union-attr]
 
@@ -584,9 +588,9 @@ def test_limits_removed_from_the_settings_release_the_jobs_set_aside(
     limited = fair(make_queue, "lim", group_concurrency=1)
     limited.publish_many(["a:0", "a:1", "a:2"], group="a")
     claim_all(limited)
-    assert limited.client.zcard(limited.keys.gpark) == 2
+    assert limited.engine._client.zcard(limited.engine._keys.gpark) == 2
     free = fair(make_queue, "lim")
-    free.client.zadd(free.keys.gwait, {"a": 0})
+    free.engine._client.zadd(free.engine._keys.gwait, {"a": 0})
     assert sorted(m.body for m in claim_all(free)) == ["a:1", "a:2"]
 
 
@@ -596,12 +600,12 @@ def test_idle_groups_leave_no_limit_state(make_queue: QueueFactory) -> None:
         q.publish(f"{g}", group=f"t{g}")
     for m in claim_all(q):
         q.ack(m)
-    assert q.client.zcard(q.keys.ginflight) == 40  # stale entries, pruned lazily
+    assert q.engine._client.zcard(q.engine._keys.ginflight) == 40  # stale entries, pruned lazily
     for _ in range(3):  # each claim checks a few entries of each kind
         claim_all(q)
-    assert q.client.zcard(q.keys.ginflight) == 0
-    assert q.client.hlen(q.keys.grate) == 0
-    assert not [f for f in q.client.hkeys(q.keys.ctr) if f.startswith(b"g:")]
+    assert q.engine._client.zcard(q.engine._keys.ginflight) == 0
+    assert q.engine._client.hlen(q.engine._keys.grate) == 0
+    assert not [f for f in q.engine._client.hkeys(q.engine._keys.ctr) if f.startswith(b"g:")]
 
 
 @pytest.mark.parametrize(

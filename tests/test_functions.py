@@ -162,10 +162,10 @@ def test_at_maxmemory_workers_drain_and_publishes_are_refused_whole(
         assert q.ack(msgs[0])
         assert q.nack(msgs[1], "boom", dead=True) == "dead"
         assert q.delete("waiting")
-        before = client.dbsize(), client.hgetall(q.keys.stats)
+        before = client.dbsize(), client.hgetall(q.engine._keys.stats)
         with pytest.raises(RedisFull):
             q.publish(BODY, tag="more")
-        assert (client.dbsize(), client.hgetall(q.keys.stats)) == before
+        assert (client.dbsize(), client.hgetall(q.engine._keys.stats)) == before
         assert not q.exists("more")
     finally:
         client.config_set("maxmemory", 0)
@@ -178,7 +178,7 @@ def test_lua_functions_off_sends_evalsha(server: PrivateRedis, settings: Any) ->
     try:
         client = server.client()
         q = Queue("q", queue_options("q"), prefix="fn", client=client)
-        assert q.engine.scripts.library is None
+        assert q.engine._scripts.library is None
         tag = q.publish(BODY)
         assert q.state(tag) == "ready"
         assert commandstat(client, "evalsha") >= 2 and commandstat(client, "fcall") == 0

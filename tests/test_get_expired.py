@@ -128,7 +128,7 @@ def test_corrupt_and_expired_heads_together(queue: Queue, redis_client: redis.Re
     late = [queue.publish(f"late {i}", expires=0.05) for i in range(3)]
     ready = queue.publish("ready")
     for t in bad:
-        redis_client.hset(queue.engine.keys_for(t).meta, t, b"garbage")
+        redis_client.hset(queue.engine._keys_for(t).meta, t, b"garbage")
     lapse()
     msgs, _ = queue.claim(1, "c")
     assert [m.tag for m in msgs] == [ready]

@@ -26,7 +26,7 @@ def limited(make_queue: QueueFactory, limit: int = 2, name: str = "q", **options
     q = make_queue(name, fairness="groups", group_max_length=limit, **options)
     # loaded first: on a fresh server the first refusal of a script not yet loaded comes
     # back after NOSCRIPT unmapped (Scripts.run), which is not what these tests are about
-    q.engine.scripts.load_all()
+    q.engine._scripts.load_all()
     return q
 
 
@@ -34,8 +34,8 @@ def waiting(q: Queue, group: str) -> int:
     """Jobs of ``group`` ready or delayed, counted from the jobs themselves."""
     n = 0
     for state in ("ready", "delayed"):
-        key = q.keys.ready if state == "ready" else q.keys.delayed
-        for tag in q.client.zrange(key, 0, -1):
+        key = q.engine._keys.ready if state == "ready" else q.engine._keys.delayed
+        for tag in q.engine._client.zrange(key, 0, -1):
             info = q.info(tag.decode())
             assert info is not None
             n += (info.group or "") == group
@@ -170,7 +170,7 @@ def test_jobs_coming_back_are_never_refused_and_still_count(
     assert q.release(third)
     fourth = q.get()
     assert fourth is not None
-    redis_client.zadd(q.keys.leased, {fourth.tag: 0})  # its lease ran out
+    redis_client.zadd(q.engine._keys.leased, {fourth.tag: 0})  # its lease ran out
     assert q.scan().recovered == 1
     fifth = q.get()
     assert fifth is not None
@@ -267,7 +267,7 @@ def test_jobs_published_without_the_limit_are_not_counted(
     limit is exact."""
     old = make_queue("q", fairness="groups")
     old_tags = [old.publish(i, group="a") for i in range(5)]
-    assert not redis_client.exists(old.keys.gjobs)  # without the limit: no index at all
+    assert not redis_client.exists(old.engine._keys.gjobs)  # without the limit: no index at all
     q = limited(make_queue, 2)
     q.publish("n1", group="a")
     q.publish("n2", group="a")
@@ -295,7 +295,7 @@ def test_a_tag_used_again_without_the_limit_is_not_counted_by_its_old_entry(
     q.publish("first", tag="u0", group="a")
     msg = q.get()
     assert msg is not None and q.ack(msg)
-    assert redis_client.zcard(q.keys.gjobs) == 1  # the entry outlives the job
+    assert redis_client.zcard(q.engine._keys.gjobs) == 1  # the entry outlives the job
     plain = make_queue("q", fairness="groups")
     plain.publish("again", tag="u0", group="a")
     assert waiting(q, "a") == 1  # it waits, uncounted
@@ -312,8 +312,10 @@ def test_a_queue_without_the_limit_writes_no_index(
     q.publish_many(range(150), group="b")
     q.publish("o", tag="once", group="a", debounce=5)
     publish_flow([(q, FlowJob(q.prepare("w", group="w")))])
-    assert not redis_client.exists(q.keys.gjobs)
-    assert redis_client.zcard(q.keys.ready) + redis_client.zcard(q.keys.delayed) == 153
+    assert not redis_client.exists(q.engine._keys.gjobs)
+    assert (
+        redis_client.zcard(q.engine._keys.ready) + redis_client.zcard(q.engine._keys.delayed) == 153
+    )
 
 
 def test_a_debounced_job_replaced_in_place_is_not_refused(make_queue: QueueFactory) -> None:
@@ -330,9 +332,9 @@ def test_entries_of_finished_jobs_are_dropped_when_a_group_is_counted(
     q = limited(make_queue, 3)
     for _ in range(3):
         assert q.delete(q.publish("x", group="a"))  # no claim: no sweep either
-    assert redis_client.zcard(q.keys.gjobs) == 3  # an upper bound: 0 wait
+    assert redis_client.zcard(q.engine._keys.gjobs) == 3  # an upper bound: 0 wait
     q.publish("y", group="a")  # 3 + 1 > 3: the entries are read, the finished ones dropped
-    assert redis_client.zcard(q.keys.gjobs) == 1
+    assert redis_client.zcard(q.engine._keys.gjobs) == 1
 
 
 @pytest.mark.parametrize(
@@ -366,14 +368,14 @@ def test_the_scripts_refuse_a_bad_limit_and_write_nothing(
     make_queue: QueueFactory, prefix: str, redis_client: redis.Redis
 ) -> None:
     q = make_queue("q")  # fifo: a group limit makes no sense in its mode
-    call = q.engine.shards[0].publish([q.prepare("x", group="a")])
+    call = q.engine._shards[0].publish([q.prepare("x", group="a")])
     before = snapshot(redis_client, prefix)
     for mode, limit in (("strict", 3), ("fair", -1), ("fair", 1001), ("fair", "x")):
         args = (mode, *call.args[1:5], limit, *call.args[6:])
         with pytest.raises(redis.ResponseError, match=r"ZQ_BAD_ARGUMENT.*group_max_length"):
             redis_client.eval(source("publish"), len(call.keys), *call.keys, *args)
     fq = limited(make_queue, 2, name="f")
-    check = fq.engine.shards[0].group_check([("a", 1)])
+    check = fq.engine._shards[0].group_check([("a", 1)])
     for args in ((0, "a", 1), (3, "a", 0), (3, "a"), (3, "a", 1, "a", 1), (3, "a\0b", 1)):
         with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT: group_check"):
             redis_client.eval(source("group_check"), len(check.keys), *check.keys, *args)
@@ -390,7 +392,7 @@ def test_group_check_reads_and_writes_nothing(
     q.ack(msg)  # a finished job's entry: the check reads it and leaves it
     q.publish("a", group="a")
     before = snapshot(redis_client, prefix)
-    shard = q.engine.shards[0]
+    shard = q.engine._shards[0]
     assert q.engine.run(shard.group_check([("a", 1), ("b", 2)])) == 0
     with pytest.raises(QueueFull, match='group "b" has 0 jobs waiting and 3 more'):
         q.engine.run(shard.group_check([("a", 1), ("b", 3)]))
@@ -404,8 +406,8 @@ def test_an_index_of_the_wrong_type_stops_a_publish_before_it_writes(
 ) -> None:
     q = limited(make_queue, 2)
     q.publish("a", group="a")
-    redis_client.delete(q.keys.gjobs)
-    redis_client.set(q.keys.gjobs, "oops")
+    redis_client.delete(q.engine._keys.gjobs)
+    redis_client.set(q.engine._keys.gjobs, "oops")
     before = snapshot(redis_client, prefix)
     for publish in (
         lambda: q.publish("b", group="a"),
@@ -434,12 +436,12 @@ def test_claims_sweep_the_entries_of_an_idle_groups_finished_jobs(
     leased = [m for m in msgs if m.body == "l"]
     assert len(leased) == 1
     q.ack_many([m for m in msgs if m.body == "x"])
-    assert redis_client.zcard(q.keys.gjobs) == 32  # nothing counted them since
+    assert redis_client.zcard(q.engine._keys.gjobs) == 32  # nothing counted them since
     # a claim that leases nothing sweeps 200 entries from the cursor the busy claims
     # moved (10 each): to the end, then (past the end) the cursor starts again
     for _ in range(3):
         q.claim(5, "c")
-    left = {m.decode().split("\0", 1)[1] for m in redis_client.zrange(q.keys.gjobs, 0, -1)}
+    left = {m.decode().split("\0", 1)[1] for m in redis_client.zrange(q.engine._keys.gjobs, 0, -1)}
     assert left == {*kept, leased[0].tag}  # a delayed job's and a leased job's entries stay
     assert q.state(leased[0].tag) == "leased"
 
@@ -455,5 +457,5 @@ def test_a_queue_without_the_limit_sweeps_nothing(
     assert msg is not None
     plain.ack(msg)
     plain.claim(5, "c")
-    assert redis_client.zcard(plain.keys.gjobs) == 1
-    assert redis_client.hget(plain.keys.ctr, "jsweep") is None
+    assert redis_client.zcard(plain.engine._keys.gjobs) == 1
+    assert redis_client.hget(plain.engine._keys.ctr, "jsweep") is None

@@ -42,11 +42,11 @@ def finish(q: Queue, n: int, *, consumer: str = "w1", result: Any = None) -> lis
 
 
 def history_size(q: Queue) -> tuple[int, int, int]:
-    k = q.keys
+    k = q.engine._keys
     return (
-        int(q.client.zcard(k.finished)),
-        int(q.client.zcard(k.cancels)),
-        int(q.client.hlen(k.history)),
+        int(q.engine._client.zcard(k.finished)),
+        int(q.engine._client.zcard(k.cancels)),
+        int(q.engine._client.hlen(k.history)),
     )
 
 
@@ -69,10 +69,14 @@ def test_a_succeeded_job_keeps_its_record(q: Queue) -> None:
     assert info.started_at <= info.finished_at and info.ended_at == info.finished_at
     assert info.rank is None and info.score is None and info.died_at is None
     # the record is the history's: its end, then the record as it was; none left in meta
-    fields, body = split_kept(q.client.hget(q.keys.history, "sum"))  # type: ignore[arg-type]
+    fields, body = split_kept(q.engine._client.hget(q.engine._keys.history, "sum"))  # type: ignore[arg-type]
     assert body == b'{"task":"app.tasks.add","args":[2,3]}'
     assert fields["rt"] == 42 and fields["fa"] >= fields["st"] and fields["p"] == 4
-    assert q.client.hlen(q.keys.meta) == 0 and not q.exists("sum") and q.state("sum") is None
+    assert (
+        q.engine._client.hlen(q.engine._keys.meta) == 0
+        and not q.exists("sum")
+        and q.state("sum") is None
+    )
 
 
 def test_ack_many_keeps_every_job(q: Queue) -> None:
@@ -126,7 +130,9 @@ def test_a_kept_result_and_none(q: Queue) -> None:
     a, b = q.info(with_result), q.info(without)
     assert a is not None and a.result == {"ok": [1, 2]} and a.result_kept
     assert b is not None and b.result is None and not b.result_kept
-    q.client.delete(q.keys.result(with_result))  # the result's TTL ran out: the job stays
+    q.engine._client.delete(
+        q.engine._keys.result(with_result)
+    )  # the result's TTL ran out: the job stays
     a = q.info(with_result)
     assert a is not None and a.state == "succeeded" and not a.result_kept
 
@@ -135,20 +141,22 @@ def test_json_layout_records_are_kept_with_their_body(q: Queue, redis_client: re
     """A job written by a release before the compact records (JSON record, body hash):
     its history record is compact, with its body."""
     tag = q.publish({"task": "old.task", "args": [1]})
-    fields, body = split_record(redis_client.hget(q.keys.meta, tag))  # type: ignore[arg-type]
-    write_record(redis_client, q.keys, tag, fields, body, layout="json")
+    fields, body = split_record(redis_client.hget(q.engine._keys.meta, tag))  # type: ignore[arg-type]
+    write_record(redis_client, q.engine._keys, tag, fields, body, layout="json")
     msg = q.get(consumer="old")
     assert msg is not None and q.ack(msg)
     other = q.publish({"task": "old.task", "args": [2]})
-    fields, body = split_record(redis_client.hget(q.keys.meta, other))  # type: ignore[arg-type]
-    write_record(redis_client, q.keys, other, fields, body, layout="json")
+    fields, body = split_record(redis_client.hget(q.engine._keys.meta, other))  # type: ignore[arg-type]
+    write_record(redis_client, q.engine._keys, other, fields, body, layout="json")
     assert q.ack_many([q.get(consumer="old")]) == [True]  # type: ignore[list-item]
     for t, args in ((tag, [1]), (other, [2])):
         info = q.info(t)
         assert info is not None and info.state == "succeeded" and info.consumer == "old"
         assert info.body == {"task": "old.task", "args": args}
-        assert split_kept(redis_client.hget(q.keys.history, t))[1]  # type: ignore[arg-type]
-    assert redis_client.hlen(q.keys.body) == 0 and redis_client.hlen(q.keys.meta) == 0
+        assert split_kept(redis_client.hget(q.engine._keys.history, t))[1]  # type: ignore[arg-type]
+    assert (
+        redis_client.hlen(q.engine._keys.body) == 0 and redis_client.hlen(q.engine._keys.meta) == 0
+    )
 
 
 def test_a_cancelled_job_is_kept(q: Queue) -> None:
@@ -185,9 +193,9 @@ def test_a_tag_has_one_entry_in_the_history(q: Queue) -> None:
 def test_a_history_record_written_with_no_index_is_not_shown(q: Queue) -> None:
     """info answers from the index and the record together; either alone is no job."""
     (tag,) = finish(q, 1)
-    q.client.zrem(q.keys.finished, tag)
+    q.engine._client.zrem(q.engine._keys.finished, tag)
     assert q.info(tag) is None
-    q.client.zadd(q.keys.finished, {"ghost": 1})
+    q.engine._client.zadd(q.engine._keys.finished, {"ghost": 1})
     assert q.info("ghost") is None
 
 
@@ -264,11 +272,11 @@ def test_turned_off_the_history_costs_nothing_and_empties(
     assert off.cancel(tags[2])
     calls = [
         off.engine.consume.ack_call(off.get() or _publish_and_get(off), None, 60),
-        off.engine.shards[0].cancel("x", 1000),
-        off.engine.shards[0].ack_many([]),
+        off.engine._shards[0].cancel("x", 1000),
+        off.engine._shards[0].ack_many([]),
     ]
     for call in calls:
-        assert not set(call.keys) & set(off.keys.history_keys()), call.script
+        assert not set(call.keys) & set(off.engine._keys.history_keys()), call.script
     after = {k: v for k, v in snapshot(redis_client, prefix).items() if b"history" in k}
     assert after == before
     # the scanner empties what an earlier setting kept
@@ -341,8 +349,8 @@ def test_finished_of_a_partitioned_queue(make_queue: QueueFactory) -> None:
     got = [j.tag for j in q.finished(state="succeeded")]
     assert got == [t for t in tags[::-1] if t in got] and got[0] == tags[-1]  # newest first
     assert len(got) <= 6  # each partition keeps its share (2)
-    for k in q.engine.part_keys:
-        assert q.client.zcard(k.finished) <= 2
+    for k in q.engine._part_keys:
+        assert q.engine._client.zcard(k.finished) <= 2
     assert [j.tag for j in q.finished(limit=2, offset=1)] == got[1:3]
     assert all(q.info(t) is not None for t in got)
 

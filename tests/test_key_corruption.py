@@ -45,7 +45,7 @@ def _leased(q: Queue) -> Any:
 def _stepped(q: Queue) -> Any:
     """A leased job with one durable step recorded."""
     msg = _leased(q)
-    assert q.engine.run(dc.step_call(q.engine.shards[0], msg, "s:a", "1", 60_000))
+    assert q.engine.run(dc.step_call(q.engine._shards[0], msg, "s:a", "1", 60_000))
     return msg
 
 
@@ -72,8 +72,8 @@ def _flow_ended(q: Queue) -> bytes:
     _flow(q)
     msg = q.get()
     assert msg is not None and msg.tag == "p"
-    q.engine.run(q.engine.shard_for("p").ack(msg, "", 60_000, None, "1"))  # its end in the outbox
-    seen = q.client.hget(q.keys.wf_res, "p")
+    q.engine.run(q.engine._shard_for("p").ack(msg, "", 60_000, None, "1"))  # its end in the outbox
+    seen = q.engine._client.hget(q.engine._keys.wf_res, "p")
     assert seen is not None
     return bytes(seen)
 
@@ -82,63 +82,64 @@ def _expired_lease(q: Queue) -> None:
     q.publish("a", tag="a", visibility_timeout=1, expires=60)
     q.publish("b", tag="b", delay=60)
     q.get()
-    q.client.zadd(q.keys.leased, {"a": 1})  # its lease ran out
-    q.client.zadd(q.keys.delayed, {"b": 1})  # due
+    q.engine._client.zadd(q.engine._keys.leased, {"a": 1})  # its lease ran out
+    q.engine._client.zadd(q.engine._keys.delayed, {"b": 1})  # due
 
 
 def _scan(q: Queue) -> Call[Any]:
     _expired_lease(q)
     _dead(q)
-    return q.engine.shards[0].scan(100)
+    return q.engine._shards[0].scan(100)
 
 
 SCENARIOS: dict[str, Scenario] = {
-    "publish": lambda q: q.engine.shards[0].publish([q.prepare("x", "x", expires=60)]),
-    "publish_once": lambda q: q.engine.shards[0].publish_once(
+    "publish": lambda q: q.engine._shards[0].publish([q.prepare("x", "x", expires=60)]),
+    "publish_once": lambda q: q.engine._shards[0].publish_once(
         q.prepare("x", "x")._replace(spec=JobSpec(unique_ms=60_000, max_retries=1))
     ),
     "claim": lambda q: (
         q.publish("a", tag="a", expires=60),
         q.publish("b", tag="b", delay=0.001),
-        q.engine.shards[0].claim(5, "c"),
+        q.engine._shards[0].claim(5, "c"),
     )[-1],
-    "ack": lambda q: q.engine.shards[0].ack(_leased(q), '"r"', 60_000, 5),
-    "ack_many": lambda q: q.engine.shards[0].ack_many([Ack(_leased(q), '"r"', 60_000, 5)]),
-    "release": lambda q: q.engine.shards[0].release(_leased(q)),
-    "nack": lambda q: q.engine.shards[0].nack(_leased(q), "boom", 0, False),
-    "touch": lambda q: q.engine.shards[0].touch(_leased(q), 60_000, '{"v":0.5}'),
+    "ack": lambda q: q.engine._shards[0].ack(_leased(q), '"r"', 60_000, 5),
+    "ack_many": lambda q: q.engine._shards[0].ack_many([Ack(_leased(q), '"r"', 60_000, 5)]),
+    "release": lambda q: q.engine._shards[0].release(_leased(q)),
+    "nack": lambda q: q.engine._shards[0].nack(_leased(q), "boom", 0, False),
+    "touch": lambda q: q.engine._shards[0].touch(_leased(q), 60_000, '{"v":0.5}'),
     "scan": _scan,
-    "delete": lambda q: (q.publish("a", tag="a"), q.engine.shards[0].delete("a", False))[-1],
-    "requeue_dead": lambda q: q.engine.shards[0].requeue_dead(_dead(q)),
-    "purge_dead": lambda q: (_dead(q), q.engine.shards[0].purge_dead(100))[-1],
+    "delete": lambda q: (q.publish("a", tag="a"), q.engine._shards[0].delete("a", False))[-1],
+    "requeue_dead": lambda q: q.engine._shards[0].requeue_dead(_dead(q)),
+    "purge_dead": lambda q: (_dead(q), q.engine._shards[0].purge_dead(100))[-1],
     "range_after": lambda q: (
         _dead(q),
-        q.engine.shards[0].range_after(q.keys.dead, (0.0, ""), 2.0**60, 10),
+        q.engine._shards[0].range_after(q.engine._keys.dead, (0.0, ""), 2.0**60, 10),
     )[-1],
     "search": lambda q: (
         q.publish({"a": 1}, tag="a"),
-        q.engine.shards[0].search("ready", b"a", ("0", ""), 1000, 10),
+        q.engine._shards[0].search("ready", b"a", ("0", ""), 1000, 10),
     )[-1],
-    "info": lambda q: (q.publish("a", tag="a"), q.engine.shards[0].info("a"))[-1],
-    "state": lambda q: (q.publish("a", tag="a"), q.engine.shards[0].state("a"))[-1],
-    "positions": lambda q: (q.publish("a", tag="a"), q.engine.shards[0].positions(["a"]))[-1],
+    "info": lambda q: (q.publish("a", tag="a"), q.engine._shards[0].info("a"))[-1],
+    "state": lambda q: (q.publish("a", tag="a"), q.engine._shards[0].state("a"))[-1],
+    "positions": lambda q: (q.publish("a", tag="a"), q.engine._shards[0].positions(["a"]))[-1],
     "fire": lambda q: (
-        q.client.zadd(q.sched_keys.sched, {"s": 1000}),
-        q.engine.shards[0].fire("s", 1000, 2000, q.prepare("tick", "cron:s:1000")),
+        q.engine._client.zadd(q.engine._sched_keys.sched, {"s": 1000}),
+        q.engine._shards[0].fire("s", 1000, 2000, q.prepare("tick", "cron:s:1000")),
     )[-1],
     "sched_put": lambda q: (
-        q.client.zadd(q.sched_keys.sched, {"s": 1000}),
-        q.client.hset(q.sched_keys.sched_defs, "s", '{"digest": "d"}'),
-        schedstore.put_call(q.sched_keys, "s", "d", '{"digest": "e"}', 2000, "set"),
+        q.engine._client.zadd(q.engine._sched_keys.sched, {"s": 1000}),
+        q.engine._client.hset(q.engine._sched_keys.sched_defs, "s", '{"digest": "d"}'),
+        schedstore.put_call(q.engine._sched_keys, "s", "d", '{"digest": "e"}', 2000, "set"),
     )[-1],
-    "cancel": lambda q: (_leased(q), q.engine.shards[0].cancel("a", 60_000))[-1],
-    "run_now": lambda q: (q.publish("a", tag="a", delay=60), q.engine.shards[0].run_now("a", None))[
+    "cancel": lambda q: (_leased(q), q.engine._shards[0].cancel("a", 60_000))[-1],
+    "run_now": lambda q: (
+        q.publish("a", tag="a", delay=60),
+        q.engine._shards[0].run_now("a", None),
+    )[-1],
+    "set_priority": lambda q: (q.publish("a", tag="a"), q.engine._shards[0].set_priority("a", 5))[
         -1
     ],
-    "set_priority": lambda q: (q.publish("a", tag="a"), q.engine.shards[0].set_priority("a", 5))[
-        -1
-    ],
-    "wf_publish": lambda q: q.engine.shards[0].wf_publish(
+    "wf_publish": lambda q: q.engine._shards[0].wf_publish(
         [
             FlowJob(q.prepare("p", "p"), kids=(Kid(q.name, "c", 1),)),
             FlowJob(q.prepare("c", "c"), parents=(Ref(q.name, "p"),)),
@@ -146,23 +147,23 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "wf_link": lambda q: (
         q.publish("p", tag="p"),
-        q.engine.shards[0].wf_link("p", '["q", "c", 1]', 100),
+        q.engine._shards[0].wf_link("p", '["q", "c", 1]', 100),
     )[-1],
     "wf_resolve": lambda q: (
         _flow(q),
-        q.engine.shards[0].wf_resolve([Resolution("c", 1, "1", '"r"', "p")]),
+        q.engine._shards[0].wf_resolve([Resolution("c", 1, "1", '"r"', "p")]),
     )[-1],
-    "wf_clear": lambda q: q.engine.shards[0].wf_clear("p", _flow_ended(q)),
-    "steps": lambda q: dc.steps_call(q.engine.shards[0], _stepped(q), 60_000),
-    "step": lambda q: dc.step_call(q.engine.shards[0], _stepped(q), "s:b", "2", 60_000),
-    "park": lambda q: dc.park_call(q.engine.shards[0], _stepped(q), "z:nap", 60_000, 60_000),
+    "wf_clear": lambda q: q.engine._shards[0].wf_clear("p", _flow_ended(q)),
+    "steps": lambda q: dc.steps_call(q.engine._shards[0], _stepped(q), 60_000),
+    "step": lambda q: dc.step_call(q.engine._shards[0], _stepped(q), "s:b", "2", 60_000),
+    "park": lambda q: dc.park_call(q.engine._shards[0], _stepped(q), "z:nap", 60_000, 60_000),
     "signal": lambda q: (
         q.publish("a", tag="a", delay=60),
-        dc.signal_call(q.engine.shards[0], "a", "ev", '"go"', 60_000),
+        dc.signal_call(q.engine._shards[0], "a", "ev", '"go"', 60_000),
     )[-1],
     "parked": lambda q: (
         q.publish("a", tag="a", delay=60),
-        dc.parked_call(q.engine.shards[0], "a"),
+        dc.parked_call(q.engine._shards[0], "a"),
     )[-1],
 }
 FAIR = {"claim_fair", "group_check"}
@@ -171,37 +172,37 @@ FAIR = {"claim_fair", "group_check"}
 #: all its keys only on the paths that may write any of them; ack_many checks `body` only
 #: for a record of the JSON layout; publish checks each key only when a job goes there)
 PATHS: dict[str, Scenario] = {
-    "publish, a ready job": lambda q: q.engine.shards[0].publish([q.prepare("x", "x")]),
-    "publish, a job with its own score": lambda q: q.engine.shards[0].publish(
+    "publish, a ready job": lambda q: q.engine._shards[0].publish([q.prepare("x", "x")]),
+    "publish, a job with its own score": lambda q: q.engine._shards[0].publish(
         [q.prepare("x", "x")._replace(spec=JobSpec(score=5.0))]
     ),
-    "publish, a delayed job": lambda q: q.engine.shards[0].publish(
+    "publish, a delayed job": lambda q: q.engine._shards[0].publish(
         [q.prepare("x", "x", delay=60), q.prepare("y", "y")]
     ),
     "publish, the JSON layout": lambda q: Shard(
-        q.name, 0, q.keys, dataclasses.replace(q.engine.policy, compact=False)
+        q.name, 0, q.engine._keys, dataclasses.replace(q.engine.policy, compact=False)
     ).publish([q.prepare("x", "x")]),
     "claim, every record claimed": lambda q: (
         q.publish("a", tag="a"),
         q.publish("b", tag="b"),
-        q.engine.shards[0].claim(5, "c"),
+        q.engine._shards[0].claim(5, "c"),
     )[-1],
     "claim, a corrupt record": lambda q: (
         q.publish("a", tag="a"),
         q.publish("b", tag="b"),
-        q.client.hset(q.keys.meta, "a", "junk"),
-        q.engine.shards[0].claim(5, "c"),
+        q.engine._client.hset(q.engine._keys.meta, "a", "junk"),
+        q.engine._shards[0].claim(5, "c"),
     )[-1],
     "ack_many, a record of the JSON layout": lambda q: (
         msg := _leased(q),
-        to_json_layout(q.client, q.keys, msg.tag),
-        q.engine.shards[0].ack_many([Ack(msg, '"r"', 60_000, 5)]),
+        to_json_layout(q.engine._client, q.engine._keys, msg.tag),
+        q.engine._shards[0].ack_many([Ack(msg, '"r"', 60_000, 5)]),
     )[-1],
     "claim, an expired job": lambda q: (
         q.publish("a", tag="a", expires=0.001),
         q.publish("b", tag="b"),
         time.sleep(0.01),
-        q.engine.shards[0].claim(5, "c"),
+        q.engine._shards[0].claim(5, "c"),
     )[-1],
 }
 
@@ -212,12 +213,12 @@ def scenario(name: str, make_queue: QueueFactory, n: int) -> tuple[Queue, Call[A
         q.publish("a", tag="a", group="g", expires=60)
         q.publish("b", tag="b", group="g")
         q.publish("d", tag="d", delay=0.001)
-        return q, q.engine.shards[0].claim(5, "c")
+        return q, q.engine._shards[0].claim(5, "c")
     if name == "group_check":  # a group past the index's count: its entries are read
         q = make_queue(f"g{n}", fairness="groups", group_max_length=2)
         q.publish("a", tag="a", group="g")
         q.publish("b", tag="b", group="g", delay=60)
-        return q, q.engine.shards[0].group_check([("g", 1)])
+        return q, q.engine._shards[0].group_check([("g", 1)])
     q = make_queue(f"q{n}")
     return q, (PATHS.get(name) or SCENARIOS[name])(q)
 
@@ -242,7 +243,7 @@ def check(q: Queue, call: Call[Any], client: redis.Redis, prefix: str, what: str
     before = snapshot(client, prefix)
     error: Exception | None = None
     try:
-        q.engine.scripts.run(call)
+        q.engine._scripts.run(call)
     except Exception as exc:  # any error: then nothing may have been written
         error = exc
     if error is None:
@@ -258,7 +259,7 @@ def test_a_key_of_the_wrong_type_never_stops_a_script_half_way(
     name: str, make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
 ) -> None:
     _, first = scenario(name, make_queue, 0)
-    for i in range(len(first.keys)):
+    for i in range(len(first.engine._keys)):
         q, call = scenario(name, make_queue, i + 1)
         key = call.keys[i]
         wrong_type(redis_client, key)
@@ -317,7 +318,7 @@ def test_a_counter_that_is_not_a_number_never_stops_a_script_half_way(
             if ":wf:" in key:
                 redis_client.hset(key, mapping={"need": junk, "got": junk})
     else:
-        key = getattr(q.engine.shards[0].keys, hash_key)
+        key = getattr(q.engine._shards[0].keys, hash_key)
         redis_client.hset(key, mapping=dict.fromkeys(COUNTER_FIELDS[hash_key], junk))
     check(q, call, redis_client, prefix, f"{name} with {hash_key} fields {junk!r}")
 

@@ -158,9 +158,9 @@ def test_claim_splices_a_fresh_record_and_not_a_lapsing_or_retried_one(q: Queue)
     claimed again (after a nack) or whose expiry is dropped at its start is encoded
     whole, its fields right."""
     fresh = q.publish({"n": 1})
-    raw = q.engine.client.hget(q.keys.meta, fresh)
+    raw = q.engine._client.hget(q.engine._keys.meta, fresh)
     (msg,) = q.claim(1, "w")[0]
-    leased = q.engine.client.hget(q.keys.meta, fresh)
+    leased = q.engine._client.hget(q.engine._keys.meta, fresh)
     assert isinstance(raw, bytes) and isinstance(leased, bytes)
     assert leased.endswith(raw[1:]) and leased[:2] == b"\xde\x00"
     assert {k: read_fields(leased)[k] for k in ("t", "a", "c")} == {
@@ -170,20 +170,22 @@ def test_claim_splices_a_fresh_record_and_not_a_lapsing_or_retried_one(q: Queue)
     }
     assert q.nack(msg, "boom", retry_in=0) is not None
     (again,) = q.claim(1, "w2")[0]
-    fields = read_fields(q.engine.client.hget(q.keys.meta, fresh))  # type: ignore[arg-type]
+    fields = read_fields(q.engine._client.hget(q.engine._keys.meta, fresh))  # type: ignore[arg-type]
     assert (fields["a"], fields["t"], fields["c"]) == (2, again.token, "w2")
     assert list(fields).count("a") == 1
     tags = [q.publish({"n": i}) for i in range(3)]  # one claim: the lease fields they share
     got3 = q.claim(3, "w3")[0]
     assert [m.tag for m in got3] == tags
     for m in got3:
-        fields = read_fields(q.engine.client.hget(q.keys.meta, m.tag))  # type: ignore[arg-type]
+        fields = read_fields(q.engine._client.hget(q.engine._keys.meta, m.tag))  # type: ignore[arg-type]
         assert (fields["t"], fields["a"], fields["c"]) == (m.token, 1, "w3")
-        assert fields["st"] == read_fields(q.engine.client.hget(q.keys.meta, tags[0]))["st"]  # type: ignore[arg-type]
+        assert (
+            fields["st"] == read_fields(q.engine._client.hget(q.engine._keys.meta, tags[0]))["st"]
+        )  # type: ignore[arg-type]
     lapsing = q.publish({"n": 2}, expires=3600)
     (got,) = q.claim(1, "w")[0]
     assert got.tag == lapsing
-    fields = read_fields(q.engine.client.hget(q.keys.meta, lapsing))  # type: ignore[arg-type]
+    fields = read_fields(q.engine._client.hget(q.engine._keys.meta, lapsing))  # type: ignore[arg-type]
     assert "x" not in fields and fields["t"] == got.token
 
 
@@ -192,17 +194,17 @@ def test_a_stored_nil_lease_field_does_not_hide_the_lease(q: Queue) -> None:
     absent): the leased record holds the claim's token and consumer, and the ack takes
     it (a splice would name them twice, the later nil winning)."""
     tag = q.publish({"n": 1})
-    raw = q.engine.client.hget(q.keys.meta, tag)
+    raw = q.engine._client.hget(q.engine._keys.meta, tag)
     assert isinstance(raw, bytes)
     body = split_record(raw)[1]
     assert body is not None
     edited = pack_value({**read_fields(raw), "t": None, "c": None, "a": None}) + body
-    q.engine.client.hset(q.keys.meta, tag, edited)
+    q.engine._client.hset(q.engine._keys.meta, tag, edited)
     (msg,) = q.claim(1, "w")[0]
-    fields = read_fields(q.engine.client.hget(q.keys.meta, tag))  # type: ignore[arg-type]
+    fields = read_fields(q.engine._client.hget(q.engine._keys.meta, tag))  # type: ignore[arg-type]
     assert (fields.get("t"), fields.get("c"), fields.get("a")) == (msg.token, "w", 1)
     assert q.ack(msg) is True
-    assert q.engine.client.hget(q.keys.meta, tag) is None
+    assert q.engine._client.hget(q.engine._keys.meta, tag) is None
 
 
 def test_json_layout_and_no_token_keep_encode_records_value(redis_client: redis.Redis) -> None:
@@ -226,14 +228,14 @@ def ack_codes(q: Queue, msg: Message) -> list[AckManyCode]:
 def test_claimed_record_is_in_leased_order_and_acks_by_its_token(q: Queue) -> None:
     tag = q.publish({"n": 1})
     (msg,) = q.claim(1, "w")[0]
-    raw = q.engine.client.hget(q.keys.meta, tag)
+    raw = q.engine._client.hget(q.engine._keys.meta, tag)
     assert isinstance(raw, bytes) and raw[:2] == b"\xde\x00" and raw[3:5] == b"\xa1t"
     assert read_fields(raw)["t"] == msg.token
     stale = msg._replace(token=msg.token + 1)
     assert ack_codes(q, stale) == [AckManyCode.STALE]  # another delivery's token
-    assert q.engine.client.hget(q.keys.meta, tag) == raw  # nothing done
+    assert q.engine._client.hget(q.engine._keys.meta, tag) == raw  # nothing done
     assert ack_codes(q, msg) == [AckManyCode.ACKED]
-    assert q.engine.client.hget(q.keys.meta, tag) is None
+    assert q.engine._client.hget(q.engine._keys.meta, tag) is None
 
 
 @pytest.mark.parametrize("option", [{"unique_for": 60}])
@@ -242,7 +244,7 @@ def test_claimed_job_with_a_full_ack_field_goes_to_ack(q: Queue, option: dict[st
     worker's ack through ack.lua ends it."""
     tag = q.publish({"n": 2}, tag="once", **option)
     (msg,) = q.claim(1, "w")[0]
-    raw = q.engine.client.hget(q.keys.meta, tag)
+    raw = q.engine._client.hget(q.engine._keys.meta, tag)
     assert isinstance(raw, bytes) and raw[:2] == b"\xde\x00"
     assert "u" in read_fields(raw)
     engine = q.engine
@@ -250,7 +252,7 @@ def test_claimed_job_with_a_full_ack_field_goes_to_ack(q: Queue, option: dict[st
     replies = engine.consume.add_acks(batch, [engine.consume.make_ack(msg)])
     engine.send(batch)
     assert [r.code() for r in replies] == [AckManyCode.TO_ACK_LUA]
-    assert q.engine.client.hget(q.keys.meta, tag) == raw  # nothing done by ack_many
+    assert q.engine._client.hget(q.engine._keys.meta, tag) == raw  # nothing done by ack_many
     engine.consume.settle_acks(replies)
     assert [r.result() for r in replies] == [True]  # acked by ack.lua
-    assert q.engine.client.hget(q.keys.meta, tag) is None
+    assert q.engine._client.hget(q.engine._keys.meta, tag) is None

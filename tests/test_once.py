@@ -19,11 +19,11 @@ from .conftest import QueueFactory
 def test_debounce_publishes_a_delayed_job_then_replaces_it(q: Queue) -> None:
     tag = q.publish({"n": 1}, tag="k", debounce=60)
     assert tag == "k" and q.state("k") == "delayed"
-    first_at = q.client.zscore(q.keys.delayed, "k")
+    first_at = q.engine._client.zscore(q.engine._keys.delayed, "k")
     assert q.publish_once(q.prepare({"n": 2}, "k", priority=4), debounce=120) == "replaced"
     info = q.info("k")
     assert info is not None and info.body == {"n": 2} and info.priority == 4
-    assert q.client.zscore(q.keys.delayed, "k") > first_at  # type: ignore[operator]
+    assert q.engine._client.zscore(q.engine._keys.delayed, "k") > first_at  # type: ignore[operator]
     assert q.counts()["delayed"] == 1 and q.stats()["enqueued"] == 1
 
 
@@ -68,7 +68,7 @@ def test_debounce_bad_input_writes_nothing(q: Queue) -> None:
         q.publish("x", tag="k", debounce=5, delay=3)
     with pytest.raises(Exception, match="debounce_ms"):  # the script checks too
         q.engine.run(
-            q.engine.shard_for("k").publish_once(
+            q.engine._shard_for("k").publish_once(
                 q.prepare("x", "k")._replace(spec=JobSpec(debounce_ms=0))
             )
         )
@@ -84,18 +84,18 @@ def test_unique_for_reserves_the_tag_after_the_job_finished(q: Queue) -> None:
         q.publish("b", tag="u", unique_for=60)
     msg = q.get()
     assert msg is not None and q.ack(msg)
-    assert 0 < q.client.pttl(q.keys.unique("u")) <= 60_000
+    assert 0 < q.engine._client.pttl(q.engine._keys.unique("u")) <= 60_000
     with pytest.raises(DuplicateJob) as exc:
         q.publish("c", tag="u", unique_for=60)
     assert exc.value.states == ["reserved"]
-    q.client.delete(q.keys.unique("u"))  # as when the reservation expires
+    q.engine._client.delete(q.engine._keys.unique("u"))  # as when the reservation expires
     assert q.publish("d", tag="u", unique_for=60) == "u"
 
 
 def test_a_plain_job_leaves_no_reservation(q: Queue) -> None:
     q.publish("a", tag="p")
     assert q.ack(q.get())  # type: ignore[arg-type]
-    assert not q.client.exists(q.keys.unique("p"))
+    assert not q.engine._client.exists(q.engine._keys.unique("p"))
     q.publish("b", tag="p", unique_for=60)
 
 
@@ -103,7 +103,7 @@ def test_a_stale_ack_writes_no_reservation(q: Queue) -> None:
     q.publish("a", tag="u", unique_for=60)
     msg = q.get()
     assert msg is not None and q.cancel("u")
-    assert not q.ack(msg) and not q.client.exists(q.keys.unique("u"))
+    assert not q.ack(msg) and not q.engine._client.exists(q.engine._keys.unique("u"))
 
 
 def test_unique_for_with_debounce_replaces_while_waiting(q: Queue) -> None:

@@ -135,11 +135,11 @@ def test_publish_routes_each_job_to_its_partition(
     tags = q.publish_many([{"i": i} for i in range(40)], tags=[f"job{i}" for i in range(40)])
     for tag in tags:
         p = partition_of(tag, 4)
-        assert redis_client.zscore(q.engine.part_keys[p].ready, tag) is not None
-        assert redis_client.hexists(q.engine.part_keys[p].meta, tag)
+        assert redis_client.zscore(q.engine._part_keys[p].ready, tag) is not None
+        assert redis_client.hexists(q.engine._part_keys[p].meta, tag)
         for j in range(4):
             if j != p:
-                assert redis_client.zscore(q.engine.part_keys[j].ready, tag) is None
+                assert redis_client.zscore(q.engine._part_keys[j].ready, tag) is None
     # nothing under the queue's own (unpartitioned) tag but the layout record
     own = {k for k in keys_with_jobs(redis_client, prefix) if k.startswith(f"{{{prefix}:q}}")}
     assert own == {layout_key(prefix, "q")}
@@ -182,7 +182,7 @@ def test_exists_score_state_info_delete_route_directly(
     q = make_queue(partitions=6)
     tag = tag_in(5, 6)
     q.publish({"a": 1}, tag=tag, priority=3)
-    k = q.engine.part_keys[5]
+    k = q.engine._part_keys[5]
     assert q.exists(tag) and q.state(tag) == "ready"
     assert q.score(tag) == redis_client.zscore(k.ready, tag)
     info = q.info(tag)
@@ -211,7 +211,7 @@ def test_exists_score_state_info_delete_route_directly(
         assert k.tag in cmd
         for j in range(6):
             if j != 5:
-                assert q.engine.part_keys[j].tag not in cmd
+                assert q.engine._part_keys[j].tag not in cmd
     assert not q.exists(tag) and q.info(tag) is None and q.score(tag) is None
     for bad in (b"bytes", 5, "", "x" * 257):  # checked before routing: a clear error
         for method in (q.rank, q.score, q.state, q.exists, q.info, q.delete, q.result):
@@ -224,11 +224,11 @@ def test_unpartitioned_queue_keeps_its_key_names(
 ) -> None:
     q = make_queue()
     q.publish("x", tag="a")
-    assert q.partitions == 1 and q.engine.part_keys == [q.keys]
+    assert q.partitions == 1 and q.engine._part_keys == [q.engine._keys]
     assert keys_with_jobs(redis_client, prefix) == {
         f"{{{prefix}:q}}:{name}" for name in ("ready", "meta", "ctr", "notify", "stats")
     }
-    assert redis_client.hget(q.keys.ctr, "seq") == b"1"
+    assert redis_client.hget(q.engine._keys.ctr, "seq") == b"1"
     assert q.score("a") == 1.0  # the per-queue sequence, as before
 
 
@@ -303,7 +303,7 @@ def test_global_rank_matches_a_model(n: int, redis_client: redis.Redis, prefix: 
                 _, part, batch = op
                 p = part % n
                 mine = [t for t in model_order(ready) if ready[t][1] == p][:batch]
-                msgs = q.engine.scripts.run(q.engine.shards[p].claim(batch, "c")).messages
+                msgs = q.engine._scripts.run(q.engine._shards[p].claim(batch, "c")).messages
                 assert [m.tag for m in msgs] == mine
                 for m in msgs:
                     leased[m.tag] = m
@@ -331,7 +331,7 @@ def test_global_rank_matches_a_model(n: int, redis_client: redis.Redis, prefix: 
             head = model_order(ready)[0]
             assert q.rank(head) == 0
             p = ready[head][1]
-            msgs = q.engine.scripts.run(q.engine.shards[p].claim(1, "c")).messages
+            msgs = q.engine._scripts.run(q.engine._shards[p].claim(1, "c")).messages
             assert [m.tag for m in msgs] == [head]
             del ready[head]
         q.clear()
@@ -382,7 +382,7 @@ def test_every_entry_into_ready_takes_the_clock_sequence(
     later += [tag_in(0, 3, stem="l0b-"), tag_in(0, 3, stem="l0c-")]
     q.publish_many(range(len(later)), tags=later, priority=2, delay=3600)
     for t in later:  # due now: run-at far in the past
-        redis_client.zadd(q.engine.keys_for(t).delayed, {t: 1})
+        redis_client.zadd(q.engine._keys_for(t).delayed, {t: 1})
     q.scan()  # promotes, batched per partition
     now = redis_ms(redis_client) - EPOCH_MS
 
@@ -403,7 +403,7 @@ def test_every_entry_into_ready_takes_the_clock_sequence(
     assert seq(m.tag, 2) > before
     assert (
         q.nack(
-            q.engine.scripts.run(q.engine.shard_for(m.tag).claim(1, "c")).messages[0],
+            q.engine._scripts.run(q.engine._shard_for(m.tag).claim(1, "c")).messages[0],
             "dead now",
             dead=True,
         )
@@ -419,11 +419,11 @@ def test_clock_sequence_budget_is_enforced(
     q = make_queue(partitions=2)
     tag = tag_in(1, 2)
     q.publish("warm", tag=tag_in(1, 2, stem="w"))
-    redis_client.hset(q.engine.part_keys[1].ctr, "tseq", BAND - 1)
+    redis_client.hset(q.engine._part_keys[1].ctr, "tseq", BAND - 1)
     with pytest.raises(SequenceExhausted, match="ZQ_SEQUENCE_EXHAUSTED"):
         q.publish("x", tag=tag)
     # no number used, nothing written (the scores are computed before any write)
-    assert redis_client.hget(q.engine.part_keys[1].ctr, "tseq") == str(BAND - 1).encode()
+    assert redis_client.hget(q.engine._part_keys[1].ctr, "tseq") == str(BAND - 1).encode()
     assert q.state(tag) is None and q.rank(tag) is None and q.info(tag) is None
     q.publish("other partition", tag=tag_in(0, 2))  # each partition has its own clock
 
@@ -508,7 +508,7 @@ def test_delayed_nack_scan_dead_letters_across_partitions(
     # an expired lease in some partition is recovered by scan
     msg = q.get()
     assert msg is not None and msg.tag == "d0"
-    k = q.engine.keys_for("d0")
+    k = q.engine._keys_for("d0")
     redis_client.zadd(k.leased, {"d0": 1})
     result = q.scan()
     assert result.buried == 1 and result.recovered == 0  # max_retries 0: it dies
@@ -662,12 +662,12 @@ def test_periodic_schedule_on_a_partitioned_queue(
     s = Schedule(name="every", task="testproject.demo.tasks.noop", interval=60, queue="default")
     sched = Scheduler(["default"], schedules={"every": s})
     sched.sync()
-    redis_client.zadd(q.sched_keys.sched, {"every": 1000})  # due long ago
+    redis_client.zadd(q.engine._sched_keys.sched, {"every": 1000})  # due long ago
     sched.step()
     jobs = q.read.page("ready", 0, 10)
     assert len(jobs) == 1 and jobs[0][0].startswith("cron:every:") and jobs[0][2] == 0
-    assert q.sched_keys.tag == q.engine.part_keys[0].tag
-    assert json.loads(redis_client.hget(q.sched_keys.sched_defs, "every") or "{}")["task"]
+    assert q.engine._sched_keys.tag == q.engine._part_keys[0].tag
+    assert json.loads(redis_client.hget(q.engine._sched_keys.sched_defs, "every") or "{}")["task"]
     assert q.rank(jobs[0][0]) == 0 and q.exists(jobs[0][0])
 
 
@@ -682,7 +682,7 @@ def test_stats_and_minutes_sum_the_partitions(
     q = make_queue(partitions=2)
     minute = redis_ms(redis_client) // 60000
     slot, before = minute % 64, (minute - 1) % 64
-    p0, p1 = (k.stats for k in q.engine.part_keys)
+    p0, p1 = (k.stats for k in q.engine._part_keys)
     redis_client.hset(p0, mapping={"enqueued": 3, f"m{slot}": minute, f"e{slot}": 3})
     redis_client.hset(p0, mapping={f"m{before}": minute - 1, f"e{before}": 2})
     # partition 1's slot still counts for the minute 64 minutes ago: not summed in

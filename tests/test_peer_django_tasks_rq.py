@@ -121,7 +121,7 @@ class RQBackendTestCase(SimpleTestCase):
         self.tasks = peer_tasks
 
     def delete_keys(self) -> None:
-        client = get_queue("default").client
+        client = get_queue("default").engine._client
         keys = list(client.scan_iter(match=f"{{{self.prefix}:*", count=1000))
         if keys:
             client.delete(*keys)

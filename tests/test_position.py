@@ -90,11 +90,13 @@ def test_done_and_scheduled(default: Queue) -> None:
 
 def test_eta_only_while_a_worker_is_live(default: Queue) -> None:
     tags = line(default, 3)
-    default.client.hset(default.keys.stats, mapping={"acked": 10, "run_ms": 20_000})
+    default.engine._client.hset(default.engine._keys.stats, mapping={"acked": 10, "run_ms": 20_000})
     pos = watch.read_positions(default, [tags[2]])[tags[2]]
     assert pos.eta_seconds is None  # no live worker: no ETA
     seen = int(time.time() * 1000)
-    default.client.hset(default.keys.workers, "h:1:a", json.dumps({"threads": 2, "seen": seen}))
+    default.engine._client.hset(
+        default.engine._keys.workers, "h:1:a", json.dumps({"threads": 2, "seen": seen})
+    )
     pos = watch.read_positions(default, [tags[2]])[tags[2]]
     assert pos.eta_seconds == pytest.approx(3 * 2.0 / 2)
 
@@ -292,7 +294,7 @@ def test_positions_script_reports_every_state(default: Queue) -> None:
     default.claim(1)  # a: leased
     msgs, _ = default.claim(1)
     default.nack(msgs[0], "boom", dead=True)  # b: dead
-    got = default.engine.run(default.engine.shards[0].positions([d, c, later, a, b, "missing"]))
+    got = default.engine.run(default.engine._shards[0].positions([d, c, later, a, b, "missing"]))
     assert [(s.tag, s.state, s.rank) for s in got] == [
         (d, "ready", 1),
         (c, "ready", 0),
@@ -304,7 +306,7 @@ def test_positions_script_reports_every_state(default: Queue) -> None:
     assert got[0].score == default.score(d)
     for n in (0, MAX_POSITIONS + 1):
         with pytest.raises(InvalidArgument):
-            default.engine.shards[0].positions(["t"] * n)
+            default.engine._shards[0].positions(["t"] * n)
 
 
 def test_global_rank_on_a_partitioned_queue(make_queue: Any) -> None:

@@ -87,8 +87,8 @@ def test_jobs_published_by_fcall_run_in_a_django_worker(
 ) -> None:
     call_command("zqueue_protocol")
     q = get_queue("default")
-    tags = [publish(redis_client, q.keys, body(ADD, i, 10 * i))[1] for i in range(1, 4)]
-    tags.append(publish(redis_client, q.keys, body(ADD, a=5, b=7), '{"id": "mine"}')[1])
+    tags = [publish(redis_client, q.engine._keys, body(ADD, i, 10 * i))[1] for i in range(1, 4)]
+    tags.append(publish(redis_client, q.engine._keys, body(ADD, a=5, b=7), '{"id": "mine"}')[1])
     assert tags[3] == "mine" and len(set(tags)) == 4
     assert [q.state(t) for t in tags] == ["ready"] * 4
     Worker(["default"], burst=True, scan_interval=0.05).run()
@@ -110,7 +110,9 @@ def test_priority_order_delay_and_group_are_honoured(
         ("later", '{"delay_ms": 600000}'),
         ("mid2", '{"priority": 0, "max_retries": 3, "group": null}'),
     ]:
-        assert publish(redis_client, q.keys, body(RECORD, ledger, value), options)[0] == "ok"
+        assert (
+            publish(redis_client, q.engine._keys, body(RECORD, ledger, value), options)[0] == "ok"
+        )
     Worker(["default"], burst=True, scan_interval=0.05).run()
     ran = [line.split()[0] for line in Path(ledger).read_text().splitlines()]
     assert ran == ["high", "mid", "mid2", "low"]
@@ -129,31 +131,38 @@ def test_options_reach_the_job_record(make_queue: QueueFactory, redis_client: re
         "weight": 2.5,
         "expires_in_ms": 3600000,
     }
-    assert publish(redis_client, q.keys, body(ADD, 1, 2), json.dumps(options)) == ["ok", "j1"]
+    assert publish(redis_client, q.engine._keys, body(ADD, 1, 2), json.dumps(options)) == [
+        "ok",
+        "j1",
+    ]
     info = q.info("j1")
     assert info is not None and info.state == "ready"
     assert (info.priority, info.max_retries, info.group) == (3, 4, "tenant-7")
     assert info.expires_at is not None
     assert info.body == {"task": ADD, "args": [1, 2], "kwargs": {}}
     when = int(time.time() * 1000) + 3_600_000
-    publish(redis_client, q.keys, body(ADD, 1, 2), f'{{"id": "j2", "run_at_ms": {when}}}')
+    publish(redis_client, q.engine._keys, body(ADD, 1, 2), f'{{"id": "j2", "run_at_ms": {when}}}')
     assert q.state("j2") == "delayed"
 
 
 def test_ids_made_by_the_server_are_unique(pq: Queue, redis_client: redis.Redis) -> None:
-    tags = [publish(redis_client, pq.keys, body(ADD, 1, 1))[1] for _ in range(30)]
+    tags = [publish(redis_client, pq.engine._keys, body(ADD, 1, 1))[1] for _ in range(30)]
     assert len(set(tags)) == 30 and all(re.fullmatch(r"zq1-\d+-\d+", t) for t in tags)
     assert [int(t.rsplit("-", 1)[1]) for t in tags] == list(range(1, 31))
     assert pq.total_count() == 30
 
 
 def test_a_duplicate_id_is_a_clash_and_writes_nothing(pq: Queue, redis_client: redis.Redis) -> None:
-    assert publish(redis_client, pq.keys, body(ADD, 1, 1), '{"id": "x"}') == ["ok", "x"]
+    assert publish(redis_client, pq.engine._keys, body(ADD, 1, 1), '{"id": "x"}') == ["ok", "x"]
     before = snapshot(redis_client, pq.prefix)
-    assert publish(redis_client, pq.keys, body(ADD, 2, 2), '{"id": "x"}') == ["clash", "x", "ready"]
+    assert publish(redis_client, pq.engine._keys, body(ADD, 2, 2), '{"id": "x"}') == [
+        "clash",
+        "x",
+        "ready",
+    ]
     assert snapshot(redis_client, pq.prefix) == before
     pq.claim(1, "c")
-    assert publish(redis_client, pq.keys, body(ADD, 2, 2), '{"id": "x"}') == [
+    assert publish(redis_client, pq.engine._keys, body(ADD, 2, 2), '{"id": "x"}') == [
         "clash",
         "x",
         "leased",
@@ -168,11 +177,11 @@ def test_the_json_layout_of_the_queue_is_followed(
         try:
             q = make_queue()
             q.engine.protocol.publish()
-            assert redis_client.hget(q.keys.proto, "layout") == b"json"
+            assert redis_client.hget(q.engine._keys.proto, "layout") == b"json"
             text = body(ADD, 1, 2)
-            tag = publish(redis_client, q.keys, text)[1]
-            assert redis_client.hget(q.keys.body, tag) == text.encode()
-            assert redis_client.hget(q.keys.meta, tag)[:1] == b"{"  # type: ignore[index]
+            tag = publish(redis_client, q.engine._keys, text)[1]
+            assert redis_client.hget(q.engine._keys.body, tag) == text.encode()
+            assert redis_client.hget(q.engine._keys.meta, tag)[:1] == b"{"  # type: ignore[index]
             (msg,), _ = q.claim(1, "c")
             assert msg.body == {"task": ADD, "args": [1, 2], "kwargs": {}}
         finally:
@@ -217,19 +226,19 @@ REFUSED = [
 def test_a_refused_publish_writes_nothing(
     pq: Queue, redis_client: redis.Redis, version: str, text: str, options: str, error: str
 ) -> None:
-    publish(redis_client, pq.keys, GOOD, '{"id": "before"}')
+    publish(redis_client, pq.engine._keys, GOOD, '{"id": "before"}')
     before = snapshot(redis_client, pq.prefix)
     with pytest.raises(redis.ResponseError, match=re.escape(error)):
-        publish(redis_client, pq.keys, text, options, version)
+        publish(redis_client, pq.engine._keys, text, options, version)
     assert snapshot(redis_client, pq.prefix) == before
 
 
 def test_a_queue_not_set_up_is_refused_with_the_fix(q: Queue, redis_client: redis.Redis) -> None:
     load_protocol(redis_client)
     with pytest.raises(redis.ResponseError) as caught:
-        publish(redis_client, q.keys, GOOD)
+        publish(redis_client, q.engine._keys, GOOD)
     assert (
-        f"ZQ_PROTOCOL: queue {q.keys.tag} is not set up for producers: run manage.py "
+        f"ZQ_PROTOCOL: queue {q.engine._keys.tag} is not set up for producers: run manage.py "
         "zqueue_protocol (or start a worker)"
     ) in str(caught.value)
     assert snapshot(redis_client, q.prefix) == {}
@@ -241,15 +250,15 @@ def test_keys_of_another_order_or_queue_are_refused(
     other = make_queue("other")
     other.engine.protocol.publish()
     before = snapshot(redis_client, pq.prefix)
-    keys = publish_keys(pq.keys)
+    keys = publish_keys(pq.engine._keys)
     cases = [
         [keys[1], keys[0], *keys[2:]],  # ready and delayed swapped
         keys[:13],  # one key short
     ]
     if TOPOLOGY == "standalone":  # a cluster client refuses keys of two slots itself
         cases += [
-            [*keys[:13], publish_keys(other.keys)[13]],  # another queue's proto hash
-            [*keys[:3], publish_keys(other.keys)[3], *keys[4:]],  # another queue's meta
+            [*keys[:13], publish_keys(other.engine._keys)[13]],  # another queue's proto hash
+            [*keys[:3], publish_keys(other.engine._keys)[3], *keys[4:]],  # another queue's meta
         ]
     for case in cases:
         with pytest.raises(redis.ResponseError, match=r"ZQ_PROTOCOL: (KEYS|zq1_publish takes)"):
@@ -264,21 +273,21 @@ def test_a_partitioned_queue_is_refused(
 ) -> None:
     q = make_queue("parts", partitions=4)
     q.engine.protocol.publish()
-    assert redis_client.hget(q.keys.proto, "partitions") == b"4"
+    assert redis_client.hget(q.engine._keys.proto, "partitions") == b"4"
     before = snapshot(redis_client, q.prefix)
     with pytest.raises(redis.ResponseError, match="has 4 partitions: protocol 1 publishes"):
-        publish(redis_client, q.keys, GOOD)
+        publish(redis_client, q.engine._keys, GOOD)
     assert snapshot(redis_client, q.prefix) == before
 
 
 def test_a_full_queue_is_refused(make_queue: QueueFactory, redis_client: redis.Redis) -> None:
     q = make_queue("small", max_length=2)
     q.engine.protocol.publish()
-    publish(redis_client, q.keys, GOOD)
-    publish(redis_client, q.keys, GOOD, '{"delay_ms": 60000}')
+    publish(redis_client, q.engine._keys, GOOD)
+    publish(redis_client, q.engine._keys, GOOD, '{"delay_ms": 60000}')
     before = snapshot(redis_client, q.prefix)
     with pytest.raises(redis.ResponseError, match="ZQ_QUEUE_FULL"):
-        publish(redis_client, q.keys, GOOD)
+        publish(redis_client, q.engine._keys, GOOD)
     assert snapshot(redis_client, q.prefix) == before
 
 
@@ -288,26 +297,26 @@ def test_a_body_over_max_payload_bytes_is_refused(
     q = make_queue("tight", max_payload_bytes=120)
     q.engine.protocol.publish()
     fits = body(ADD, "x" * 40, 1)
-    assert len(fits) <= 120 and publish(redis_client, q.keys, fits)[0] == "ok"
+    assert len(fits) <= 120 and publish(redis_client, q.engine._keys, fits)[0] == "ok"
     before = snapshot(redis_client, q.prefix)
     big = body(ADD, "x" * 100, 1)
     with pytest.raises(redis.ResponseError, match=f"the body is {len(big)} bytes, more than"):
-        publish(redis_client, q.keys, big)
+        publish(redis_client, q.engine._keys, big)
     assert snapshot(redis_client, q.prefix) == before
 
 
 def test_a_proto_hash_of_the_wrong_type_or_values_is_refused(
     pq: Queue, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset(pq.keys.proto, "mode", "random")
+    redis_client.hset(pq.engine._keys.proto, "mode", "random")
     before = snapshot(redis_client, pq.prefix)
     with pytest.raises(redis.ResponseError, match="holds no valid policy"):
-        publish(redis_client, pq.keys, GOOD)
-    redis_client.delete(pq.keys.proto)
-    redis_client.set(pq.keys.proto, "x")
+        publish(redis_client, pq.engine._keys, GOOD)
+    redis_client.delete(pq.engine._keys.proto)
+    redis_client.set(pq.engine._keys.proto, "x")
     with pytest.raises(redis.ResponseError, match=r"ZQ_CORRUPT_KEY: .*proto is a string"):
-        publish(redis_client, pq.keys, GOOD)
-    redis_client.delete(pq.keys.proto)
+        publish(redis_client, pq.engine._keys, GOOD)
+    redis_client.delete(pq.engine._keys.proto)
     assert {k: v for k, v in snapshot(redis_client, pq.prefix).items() if b"proto" not in k} == {
         k: v for k, v in before.items() if b"proto" not in k
     }
@@ -323,11 +332,11 @@ def test_an_absent_max_retries_takes_the_queues(
     a job that fails is retried, not dead at once."""
     q = make_queue("retrying", max_retries=4)
     q.engine.protocol.publish()
-    assert redis_client.hget(q.keys.proto, "max_retries") == b"4"
-    publish(redis_client, q.keys, GOOD, '{"id": "absent"}')
-    publish(redis_client, q.keys, GOOD, '{"id": "null", "max_retries": null}')
-    publish(redis_client, q.keys, GOOD, '{"id": "none", "max_retries": 0}')
-    publish(redis_client, q.keys, GOOD, '{"id": "own", "max_retries": 9}')
+    assert redis_client.hget(q.engine._keys.proto, "max_retries") == b"4"
+    publish(redis_client, q.engine._keys, GOOD, '{"id": "absent"}')
+    publish(redis_client, q.engine._keys, GOOD, '{"id": "null", "max_retries": null}')
+    publish(redis_client, q.engine._keys, GOOD, '{"id": "none", "max_retries": 0}')
+    publish(redis_client, q.engine._keys, GOOD, '{"id": "own", "max_retries": 9}')
     retries = {}
     for tag in ("absent", "null", "none", "own"):
         info = q.info(tag)
@@ -353,12 +362,12 @@ def test_an_old_policy_without_max_retries_stores_0(
     as it did then, until a worker start or zqueue_protocol writes the hash again."""
     q = make_queue("older", max_retries=4)
     q.engine.protocol.publish()
-    redis_client.hdel(q.keys.proto, "max_retries")
-    assert publish(redis_client, q.keys, GOOD, '{"id": "old"}') == ["ok", "old"]
+    redis_client.hdel(q.engine._keys.proto, "max_retries")
+    assert publish(redis_client, q.engine._keys, GOOD, '{"id": "old"}') == ["ok", "old"]
     info = q.info("old")
     assert info is not None and info.max_retries == 0
     q.engine.protocol.publish()
-    publish(redis_client, q.keys, GOOD, '{"id": "new"}')
+    publish(redis_client, q.engine._keys, GOOD, '{"id": "new"}')
     info = q.info("new")
     assert info is not None and info.max_retries == 4
 
@@ -367,10 +376,10 @@ def test_an_old_policy_without_max_retries_stores_0(
 def test_a_policy_max_retries_out_of_bounds_is_refused(
     pq: Queue, redis_client: redis.Redis, bad: str
 ) -> None:
-    redis_client.hset(pq.keys.proto, "max_retries", bad)
+    redis_client.hset(pq.engine._keys.proto, "max_retries", bad)
     before = snapshot(redis_client, pq.prefix)
     with pytest.raises(redis.ResponseError, match="holds no valid policy"):
-        publish(redis_client, pq.keys, GOOD)
+        publish(redis_client, pq.engine._keys, GOOD)
     assert snapshot(redis_client, pq.prefix) == before
 
 
@@ -379,23 +388,23 @@ def test_a_policy_max_retries_out_of_bounds_is_refused(
 
 def test_position_of_each_state(pq: Queue, redis_client: redis.Redis) -> None:
     for i in range(5):
-        publish(redis_client, pq.keys, GOOD, json.dumps({"id": f"r{i}", "priority": i % 3}))
+        publish(redis_client, pq.engine._keys, GOOD, json.dumps({"id": f"r{i}", "priority": i % 3}))
     for i in range(5):
-        state, rank, score = position(redis_client, pq.keys, f"r{i}")
+        state, rank, score = position(redis_client, pq.engine._keys, f"r{i}")
         assert state == "ready" and rank == pq.rank(f"r{i}")
         info = pq.info(f"r{i}")
         assert info is not None and float(score) == info.score
-    publish(redis_client, pq.keys, GOOD, '{"id": "d", "delay_ms": 60000}')
-    assert position(redis_client, pq.keys, "d") == ["delayed"]
-    assert position(redis_client, pq.keys, "nope") == [""]
+    publish(redis_client, pq.engine._keys, GOOD, '{"id": "d", "delay_ms": 60000}')
+    assert position(redis_client, pq.engine._keys, "d") == ["delayed"]
+    assert position(redis_client, pq.engine._keys, "nope") == [""]
     (msg,), _ = pq.claim(1, "c")
-    assert position(redis_client, pq.keys, msg.tag) == ["leased"]
-    assert position(redis_client, pq.keys, "r0")[1] == pq.rank("r0")
+    assert position(redis_client, pq.engine._keys, msg.tag) == ["leased"]
+    assert position(redis_client, pq.engine._keys, "r0")[1] == pq.rank("r0")
     with pytest.raises(redis.ResponseError, match="unknown protocol version 9"):
         redis_client.execute_command(
-            "FCALL_RO", "zq1_position", 6, *position_keys(pq.keys), "9", "d"
+            "FCALL_RO", "zq1_position", 6, *position_keys(pq.engine._keys), "9", "d"
         )
-    swapped = position_keys(pq.keys)[::-1]
+    swapped = position_keys(pq.engine._keys)[::-1]
     with pytest.raises(redis.ResponseError, match=r"ZQ_PROTOCOL: KEYS\[1\]"):
         redis_client.execute_command("FCALL_RO", "zq1_position", 6, *swapped, "1", "d")
 
@@ -467,7 +476,7 @@ def test_a_restart_without_persistence_is_set_up_again(
             out = capsys.readouterr().out
             assert "queue default: zqueue_protocol_1 loaded" in out and "{pp:default}:proto" in out
             assert "queue big: zqueue_protocol_1 already loaded" in out and "2 partitions" in out
-            k = get_queue("default").keys
+            k = get_queue("default").engine._keys
             assert publish(client, k, GOOD, '{"id": "a"}') == ["ok", "a"]
             call_command("zqueue_protocol", "--check")
             out = capsys.readouterr().out
@@ -519,11 +528,16 @@ def test_a_running_worker_puts_the_protocol_back_after_a_restart(server: Private
             runner = threading.Thread(target=w.run)
             runner.start()
             try:
-                assert _until(lambda: client.exists(q.keys.proto, big.keys.proto) == 2)
-                written = {key: client.hgetall(key) for key in (q.keys.proto, big.keys.proto)}
+                assert _until(
+                    lambda: client.exists(q.engine._keys.proto, big.engine._keys.proto) == 2
+                )
+                written = {
+                    key: client.hgetall(key)
+                    for key in (q.engine._keys.proto, big.engine._keys.proto)
+                }
                 server.stop()
                 server.start()  # --save '', no AOF: the server comes back empty
-                sent = _until(lambda: publish(client, q.keys, GOOD, '{"id": "after"}'))
+                sent = _until(lambda: publish(client, q.engine._keys, GOOD, '{"id": "after"}'))
                 assert sent == ["ok", "after"]
                 assert _until(lambda: q.result("after")) == 3  # the worker ran it
                 assert {key: client.hgetall(key) for key in written} == written
@@ -554,16 +568,16 @@ def test_a_running_worker_puts_the_protocol_back_when_another_process_reloaded_f
             runner = threading.Thread(target=w.run)
             runner.start()
             try:
-                assert _until(lambda: client.exists(q.keys.proto))
-                written = client.hgetall(q.keys.proto)
+                assert _until(lambda: client.exists(q.engine._keys.proto))
+                written = client.hgetall(q.engine._keys.proto)
                 server.stop()
                 server.start()
                 web = Queue("default", q.options, prefix="pp", client=server.client())
                 web.publish({"task": ADD, "args": [1, 1], "kwargs": {}}, tag="web")
                 assert _until(lambda: q.result("web")) == 2
-                sent = _until(lambda: publish(client, q.keys, GOOD, '{"id": "after"}'))
+                sent = _until(lambda: publish(client, q.engine._keys, GOOD, '{"id": "after"}'))
                 assert sent == ["ok", "after"]
-                assert client.hgetall(q.keys.proto) == written
+                assert client.hgetall(q.engine._keys.proto) == written
             finally:
                 w.stop()
                 runner.join(15)
@@ -606,9 +620,9 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
     project: dict[str, str], redis_client: redis.Redis
 ) -> None:
     q, reports = get_queue("default"), get_queue("reports")
-    assert not redis_client.exists(q.keys.proto)
+    assert not redis_client.exists(q.engine._keys.proto)
     Worker(["default", "reports"], burst=True, scan_interval=0.05).run()
-    assert redis_client.hgetall(reports.keys.proto) == {
+    assert redis_client.hgetall(reports.engine._keys.proto) == {
         b"v": b"1",
         b"mode": b"aging",
         b"aging_us": str(reports.engine.policy.aging_us).encode(),
@@ -620,11 +634,11 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
         b"max_payload_bytes": str(1 << 20).encode(),
         b"max_retries": b"3",
     }
-    assert redis_client.hget(q.keys.proto, "mode") == b"strict"
+    assert redis_client.hget(q.engine._keys.proto, "mode") == b"strict"
     q.clear()  # every key of the queue: producers wait for the next setup
-    assert not redis_client.exists(q.keys.proto)
+    assert not redis_client.exists(q.engine._keys.proto)
     with pytest.raises(redis.ResponseError, match="is not set up for producers"):
-        publish(redis_client, q.keys, GOOD)
+        publish(redis_client, q.engine._keys, GOOD)
 
 
 # ------------------------------------------------------------------ the docs
@@ -633,9 +647,9 @@ def test_a_worker_start_writes_the_policy_of_its_queues(
 def test_the_keys_are_those_the_internal_scripts_take(q: Queue) -> None:
     """zq1_publish's keys are publish.lua's (as Scripts.publish passes them) and the proto
     hash; zq1_position's are positions.lua's."""
-    call = q.engine.shards[0].publish([NewJob("t", b"{}")])
-    assert publish_keys(q.keys) == [*call.keys, q.keys.proto]
-    assert position_keys(q.keys) == list(q.engine.shards[0].positions(["t"]).keys)
+    call = q.engine._shards[0].publish([NewJob("t", b"{}")])
+    assert publish_keys(q.engine._keys) == [*call.keys, q.engine._keys.proto]
+    assert position_keys(q.engine._keys) == list(q.engine._shards[0].positions(["t"]).keys)
 
 
 def test_the_docs_name_the_keys_in_the_order_the_functions_take_them() -> None:

@@ -35,14 +35,14 @@ def test_sets_of_several_queues_go_in_one_round_trip_in_order(make_queue: QueueF
     ]
     for q in (a, b, parts):
         q.engine.layout.ensure()
-    a.engine.scripts.load_all()  # a fresh server (a private cluster) has none yet
+    a.engine._scripts.load_all()  # a fresh server (a private cluster) has none yet
     with round_trips() as sent:
         outcomes = publish_sets(sets)
     assert outcomes == [None] * 5
-    client = a.engine.client
+    client = a.engine._client
     expected = 1  # on a Redis Cluster: one per master serving the sets' shards
     if is_cluster(client):
-        shards = [q.engine.shard_for(jobs[0].tag) for q, jobs in sets]
+        shards = [q.engine._shard_for(jobs[0].tag) for q, jobs in sets]
         expected = len({client.get_node_from_key(s.keys.ready).name for s in shards})
     assert len(sent) == expected, sent
     assert ready(a) == [j.tag for j in sets[0][1]] + [sets[3][1][0].tag]
@@ -126,12 +126,12 @@ def test_a_set_spread_over_partitions_goes_alone_with_its_tags_checked(
     tags = ["a", "b", "c", "d"]
     assert len({partition_of(t, 4) for t in tags}) > 1
     parts.engine.layout.ensure()
-    q.engine.scripts.load_all()
+    q.engine._scripts.load_all()
     sets = [(q, [q.prepare(1)]), (parts, [parts.prepare(i, tag=t) for i, t in enumerate(tags)])]
     sets.append((q, [q.prepare(2)]))
     with round_trips() as sent:
         assert publish_sets(sets) == [None, None, None]
     # q's first set | the spread set: its tags read, then its calls | q's last set
-    assert sent == ["FCALL", "HMGET", "FCALL", "FCALL"] or is_cluster(q.engine.client)
+    assert sent == ["FCALL", "HMGET", "FCALL", "FCALL"] or is_cluster(q.engine._client)
     assert ready(q) == [sets[0][1][0].tag, sets[2][1][0].tag]
     assert sorted(ready(parts)) == tags

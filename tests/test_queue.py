@@ -34,8 +34,8 @@ def claim_all(q: Queue) -> list[str]:
 
 def expire_leases(client: redis.Redis, q: Queue) -> None:
     """Simulate the passing of every lease deadline (the harness rewrites the deadline)."""
-    for tag in client.zrange(q.keys.leased, 0, -1):
-        client.zadd(q.keys.leased, {tag: 0}, xx=True)
+    for tag in client.zrange(q.engine._keys.leased, 0, -1):
+        client.zadd(q.engine._keys.leased, {tag: 0}, xx=True)
 
 
 # ---------------------------------------------------------------- publish
@@ -191,7 +191,7 @@ def test_spent_sequence_raises_and_writes_nothing(
     band = 2**42
     q.publish("warm")
     q.publish("later", delay=0.001)
-    redis_client.hset(q.keys.ctr, "seq", band - 2)
+    redis_client.hset(q.engine._keys.ctr, "seq", band - 2)
     q.publish("last number")
     before = snapshot(redis_client, prefix)
     for call in (lambda: q.publish("x"), lambda: q.publish_many(["y", "z"])):
@@ -343,7 +343,11 @@ def test_ack_removes_job_and_record(
     assert msg is not None and q.ack(msg)
     assert not q.exists(msg.tag) and q.info(msg.tag) is None
     leftover = {k for k, v in snapshot(redis_client, prefix).items() if v}
-    assert leftover == {q.keys.ctr.encode(), q.keys.stats.encode(), q.keys.notify.encode()}
+    assert leftover == {
+        q.engine._keys.ctr.encode(),
+        q.engine._keys.stats.encode(),
+        q.engine._keys.notify.encode(),
+    }
 
 
 def test_ack_keeps_the_job_in_the_history(q: Queue) -> None:
@@ -357,7 +361,10 @@ def test_ack_keeps_the_job_in_the_history(q: Queue) -> None:
     assert info.body == {"task": "app.tasks.x", "args": [1]} and info.consumer == "w1"
     assert info.result == {"ok": 1} and info.result_kept and info.attempts == 1
     assert info.finished_at is not None and info.started_at is not None
-    assert q.client.hlen(q.keys.meta) == 0 and q.client.zcard(q.keys.finished) == 1
+    assert (
+        q.engine._client.hlen(q.engine._keys.meta) == 0
+        and q.engine._client.zcard(q.engine._keys.finished) == 1
+    )
 
 
 def test_ack_many(q: Queue) -> None:
@@ -427,7 +434,7 @@ def test_nack_retries_with_backoff_then_dies(make_queue: QueueFactory) -> None:
 
 
 def _promote(q: Queue, tag: str) -> Any:
-    q.client.zadd(q.keys.delayed, {tag: 0}, xx=True)
+    q.engine._client.zadd(q.engine._keys.delayed, {tag: 0}, xx=True)
     return q.get()
 
 
@@ -509,7 +516,7 @@ def test_one_scan_step_recovers_and_buries_many(
     assert (result.recovered, result.buried) == (2, 4)
     dead = q.dead_letters(limit=10)
     assert {j.tag for j in dead} == set(tags[:4])
-    scores = [s for _, s in redis_client.zrange(q.keys.dead, 0, -1, withscores=True)]
+    scores = [s for _, s in redis_client.zrange(q.engine._keys.dead, 0, -1, withscores=True)]
     assert len(set(scores)) == 4  # each death keeps its own place in order
     assert q.counts() == {"ready": 2, "delayed": 0, "inflight": 0, "dead": 4}
     assert q.stats()["expired"] == 10 and q.stats()["dead"] == 4
@@ -567,9 +574,11 @@ def test_ack_wakes_waiters_when_concurrency_limited(make_queue: QueueFactory) ->
     first = q.get()
     assert first is not None
     assert q.get() is None  # the limit holds
-    q.client.delete(q.keys.notify)
+    q.engine._client.delete(q.engine._keys.notify)
     q.ack(first)
-    assert q.client.llen(q.keys.notify) == 1  # the freed slot wakes a waiting consumer
+    assert (
+        q.engine._client.llen(q.engine._keys.notify) == 1
+    )  # the freed slot wakes a waiting consumer
     second = q.get()
     assert second is not None
 
@@ -578,7 +587,7 @@ def test_ack_wakes_waiters_when_concurrency_limited(make_queue: QueueFactory) ->
 
 
 def test_get_wakes_on_publish(q: Queue) -> None:
-    q.client.delete(q.keys.notify)
+    q.engine._client.delete(q.engine._keys.notify)
     threading.Timer(0.2, q.publish, args=("late",)).start()
     msg = q.get(timeout=4)
     assert msg is not None and msg.body == "late"
@@ -663,8 +672,8 @@ def test_dead_letters_bounded_by_age(make_queue: QueueFactory) -> None:
 def test_scan_is_bounded(make_queue: QueueFactory, redis_client: redis.Redis) -> None:
     q = make_queue()
     q.publish_many(range(25), delay=60)
-    for tag in redis_client.zrange(q.keys.delayed, 0, -1):
-        redis_client.zadd(q.keys.delayed, {tag: 0}, xx=True)
+    for tag in redis_client.zrange(q.engine._keys.delayed, 0, -1):
+        redis_client.zadd(q.engine._keys.delayed, {tag: 0}, xx=True)
     first = q.scan(limit=10)
     assert first.promoted == 10 and first.more
     q.scan(limit=10)
@@ -675,7 +684,7 @@ def test_scan_is_bounded(make_queue: QueueFactory, redis_client: redis.Redis) ->
 
 def test_undecodable_body_is_delivered_raw(q: Queue) -> None:
     q.publish("x", tag="t")
-    set_body(q.client, q.keys, "t", b"\xff not json")
+    set_body(q.engine._client, q.engine._keys, "t", b"\xff not json")
     msg = q.get()
     assert msg is not None and msg.body is None and msg.raw_body == b"\xff not json"
 
@@ -724,7 +733,7 @@ def test_ack_keeps_result_with_ttl(q: Queue, redis_client: redis.Redis) -> None:
     msg = q.get()
     assert msg is not None and q.ack(msg, result={"sum": 3}, result_ttl=60)
     assert q.result(tag) == {"sum": 3}
-    assert 55_000 < redis_client.pttl(q.keys.result(tag)) <= 60_000
+    assert 55_000 < redis_client.pttl(q.engine._keys.result(tag)) <= 60_000
     with pytest.raises(LookupError):
         q.result("other")
 
@@ -776,9 +785,9 @@ def test_death_under_concurrency_limit_wakes_a_waiter(make_queue: QueueFactory) 
     q.publish_many(range(2))
     first = q.get()
     assert first is not None
-    q.client.delete(q.keys.notify)
+    q.engine._client.delete(q.engine._keys.notify)
     q.nack(first, "boom")
-    assert q.client.llen(q.keys.notify) == 1
+    assert q.engine._client.llen(q.engine._keys.notify) == 1
 
 
 def test_per_minute_series(make_queue: QueueFactory) -> None:
@@ -793,20 +802,22 @@ def test_per_minute_series(make_queue: QueueFactory) -> None:
     assert now["enqueued"] == 5 and now["acked"] == 2 and now["failed"] == 1
     assert now["dead"] == 1 and now["ready"] == 1  # the current minute: the depth now
     q.scan()  # the scanner samples the depth into the ring
-    secs, _ = q.client.time()
-    raw = {k.decode(): int(v) for k, v in q.client.hgetall(q.keys.stats).items()}
+    secs, _ = q.engine._client.time()
+    raw = {k.decode(): int(v) for k, v in q.engine._client.hgetall(q.engine._keys.stats).items()}
     slot = (int(secs) // 60) % 64
     assert raw[f"m{slot}"] == int(secs) // 60 and raw[f"r{slot}"] == 1
     assert "e" not in q.stats() and q.stats()["enqueued"] == 5
     # the ring stays bounded: at most 64 slots x 7 fields besides the counters
-    assert q.client.hlen(q.keys.stats) <= 64 * 7 + 20
+    assert q.engine._client.hlen(q.engine._keys.stats) <= 64 * 7 + 20
 
 
 def test_series_slot_is_reset_when_reused(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("x")
     rows = q.minutes(1)
     slot = rows[-1]["minute"] % 64
-    redis_client.hset(q.keys.stats, mapping={f"m{slot}": rows[-1]["minute"] - 64, f"e{slot}": 99})
+    redis_client.hset(
+        q.engine._keys.stats, mapping={f"m{slot}": rows[-1]["minute"] - 64, f"e{slot}": 99}
+    )
     q.publish("y")
     assert q.minutes(1)[-1]["enqueued"] == 1  # stale slot of an hour ago was reset
 

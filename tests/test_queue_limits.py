@@ -149,7 +149,8 @@ def test_partitions_each_hold_their_share(make_queue: QueueFactory) -> None:
         with contextlib.suppress(QueueFull):
             tags.append(q.publish(i))
     per_shard = [
-        q.client.zcard(s.keys.ready) + q.client.zcard(s.keys.delayed) for s in q.engine.shards
+        q.engine._client.zcard(s.keys.ready) + q.engine._client.zcard(s.keys.delayed)
+        for s in q.engine._shards
     ]
     assert per_shard == [2, 2]
     assert len(tags) == 4

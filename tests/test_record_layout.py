@@ -97,12 +97,12 @@ def test_the_json_layout_reads_as_before() -> None:
 
 def test_a_new_job_is_one_compact_field(q: Queue, redis_client: redis.Redis) -> None:
     tag = q.publish({"n": 1}, priority=2)
-    raw = redis_client.hget(q.keys.meta, tag)
+    raw = redis_client.hget(q.engine._keys.meta, tag)
     assert raw is not None and 0x80 <= raw[0] <= 0x8F  # a MessagePack map
     fields, body = split_record(raw)
     assert body is not None and json.loads(body) == {"n": 1}
     assert fields["p"] == 2 and fields["m"] == q.options.max_retries
-    assert not redis_client.exists(q.keys.body)
+    assert not redis_client.exists(q.engine._keys.body)
 
 
 def test_json_and_compact_records_are_claimed_together(q: Queue, redis_client: redis.Redis) -> None:
@@ -110,23 +110,25 @@ def test_json_and_compact_records_are_claimed_together(q: Queue, redis_client: r
     rewritten as JSON (its body left in the body hash until it ends)."""
     tags = [q.publish({"i": i}) for i in range(6)]
     for t in tags[::2]:
-        to_json_layout(redis_client, q.keys, t)
+        to_json_layout(redis_client, q.engine._keys, t)
     msgs, _ = q.claim(6, "c")
     assert [(m.tag, m.body) for m in msgs] == [(t, {"i": i}) for i, t in enumerate(tags)]
     for t in tags[::2]:
-        assert (redis_client.hget(q.keys.meta, t) or b"")[:1] == b"{"
-        assert redis_client.hexists(q.keys.body, t)
+        assert (redis_client.hget(q.engine._keys.meta, t) or b"")[:1] == b"{"
+        assert redis_client.hexists(q.engine._keys.body, t)
     q.nack(msgs[0], "again", retry_in=0)  # rewritten by nack, still JSON
     (again,), _ = q.claim(1, "c")
     assert again.tag == tags[0] and again.body == {"i": 0} and again.attempt == 2
     for m in [again, *msgs[1:]]:
         assert q.ack(m)
-    assert not redis_client.exists(q.keys.body) and not redis_client.exists(q.keys.meta)
+    assert not redis_client.exists(q.engine._keys.body) and not redis_client.exists(
+        q.engine._keys.meta
+    )
 
 
 def test_info_and_listing_read_both_layouts(q: Queue, redis_client: redis.Redis) -> None:
     a, b = q.publish({"x": "a"}), q.publish({"x": "b"})
-    to_json_layout(redis_client, q.keys, b)
+    to_json_layout(redis_client, q.engine._keys, b)
     for tag, x in ((a, "a"), (b, "b")):
         info = q.info(tag)
         assert info is not None and info.body == {"x": x} and info.max_retries == 3
@@ -136,10 +138,10 @@ def test_info_and_listing_read_both_layouts(q: Queue, redis_client: redis.Redis)
 
 def test_a_debounced_json_job_becomes_compact(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("first", tag="d", debounce=5)
-    to_json_layout(redis_client, q.keys, "d")
+    to_json_layout(redis_client, q.engine._keys, "d")
     assert q.publish("second", tag="d", debounce=5) == "d"
-    _, body = split_record(redis_client.hget(q.keys.meta, "d") or b"")
-    assert body == b'"second"' and not redis_client.hexists(q.keys.body, "d")
+    _, body = split_record(redis_client.hget(q.engine._keys.meta, "d") or b"")
+    assert body == b'"second"' and not redis_client.hexists(q.engine._keys.body, "d")
 
 
 def test_a_layout_other_than_json_is_refused_and_writes_nothing(
@@ -148,12 +150,12 @@ def test_a_layout_other_than_json_is_refused_and_writes_nothing(
     from django_zqueue.engine.records.spec import pack_job
 
     before = sorted(redis_client.scan_iter(f"*{q.prefix}*"))
-    shard = q.engine.shards[0]
+    shard = q.engine._shards[0]
     call = shard.publish([NewJob("t", b"{}")])
     bad = pack_job("t", b"{}", NewJob("t", b"{}").spec, {"layout": "xml"})
     call = call._replace(args=(*call.args[:6], bad))
     with pytest.raises(ScriptArgumentError, match="layout must be 'json'"):
-        q.engine.scripts.run(call)
+        q.engine._scripts.run(call)
     assert sorted(redis_client.scan_iter(f"*{q.prefix}*")) == before
 
 
@@ -169,10 +171,10 @@ def test_compact_records_off_writes_the_json_layout(
             deb = q.publish("d", tag="deb", debounce=5)
             flow = q.publish("child", depends_on=[tag])
             for t in (tag, deb, flow):
-                raw = redis_client.hget(q.keys.meta, t)
+                raw = redis_client.hget(q.engine._keys.meta, t)
                 assert raw is not None and raw[:1] == b"{", t
-                assert redis_client.hexists(q.keys.body, t)
-            fields, body = read_record(redis_client, q.keys, tag)
+                assert redis_client.hexists(q.engine._keys.body, t)
+            fields, body = read_record(redis_client, q.engine._keys, tag)
             assert body == b'{"n":1}' and fields["m"] == 3
             (msg,), _ = q.claim(1, "c")
             assert msg.body == {"n": 1} and q.ack(msg)
@@ -325,19 +327,19 @@ def test_a_claim_keeps_the_body_of_parts_that_split_another_way(
     through a claim, a nack and a second claim: the parts a record was read with are
     written back as they were, or split again, never changed."""
     tag = q.publish("x")
-    fields, _ = unpack_one(redis_client.hget(q.keys.meta, tag) or b"")
+    fields, _ = unpack_one(redis_client.hget(q.engine._keys.meta, tag) or b"")
     assert isinstance(fields, dict)
     fields.update(T='"t"', A="[1]", K='{"x":1},"kwargs":{"y":2}')
-    redis_client.hset(q.keys.meta, tag, pack_value(fields))
+    redis_client.hset(q.engine._keys.meta, tag, pack_value(fields))
     text = b'{"task":"t","args":[1],"kwargs":{"x":1},"kwargs":{"y":2}}'
-    assert split_record(redis_client.hget(q.keys.meta, tag) or b"")[1] == text
+    assert split_record(redis_client.hget(q.engine._keys.meta, tag) or b"")[1] == text
     (msg,), _ = q.claim(1, "c")
     assert msg.body == json.loads(text)
-    assert split_record(redis_client.hget(q.keys.meta, tag) or b"")[1] == text
+    assert split_record(redis_client.hget(q.engine._keys.meta, tag) or b"")[1] == text
     q.nack(msg, "again", retry_in=0)
     (again,), _ = q.claim(1, "c")
     assert again.attempt == 2 and again.body == json.loads(text)
-    assert split_record(redis_client.hget(q.keys.meta, tag) or b"")[1] == text
+    assert split_record(redis_client.hget(q.engine._keys.meta, tag) or b"")[1] == text
     assert q.ack(again)
 
 
@@ -359,7 +361,7 @@ def task_bodies(draw: st.DrawFn) -> bytes:
 
 
 def _publish_arg(q: Queue, tag: str, arg: bytes) -> Any:
-    call = q.engine.shards[0].publish([NewJob(tag, b"{}")])
+    call = q.engine._shards[0].publish([NewJob(tag, b"{}")])
     return q.engine.run(call._replace(args=(*call.args[:-1], arg)))
 
 
@@ -376,8 +378,8 @@ def test_a_body_sent_as_parts_is_stored_as_the_script_would_cut_it(
     q.clear()
     assert _publish_arg(q, "split", pack_job("split", body, DEFAULT_SPEC, split=True)) == []
     assert _publish_arg(q, "whole", pack_job("whole", body, DEFAULT_SPEC, split=False)) == []
-    split_raw = redis_client.hget(q.keys.meta, "split") or b""
-    whole_raw = redis_client.hget(q.keys.meta, "whole") or b""
+    split_raw = redis_client.hget(q.engine._keys.meta, "split") or b""
+    whole_raw = redis_client.hget(q.engine._keys.meta, "whole") or b""
     (split_fields, _), (whole_fields, _) = unpack_one(split_raw), unpack_one(whole_raw)
     assert {f: split_fields.get(f) for f in "TAK"} == {f: whole_fields.get(f) for f in "TAK"}
     assert split_record(split_raw)[1] == split_record(whole_raw)[1] == body
@@ -385,7 +387,7 @@ def test_a_body_sent_as_parts_is_stored_as_the_script_would_cut_it(
         assert split_fields["T"] is not None  # it went as parts and stayed parts
     msgs, _ = q.claim(2, "c")
     assert sorted(m.tag for m in msgs) == ["split", "whole"]
-    assert split_record(redis_client.hget(q.keys.meta, "split") or b"")[1] == body
+    assert split_record(redis_client.hget(q.engine._keys.meta, "split") or b"")[1] == body
 
 
 @pytest.mark.parametrize(

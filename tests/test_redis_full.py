@@ -143,10 +143,10 @@ def test_jobs_of_every_state_drain_at_one_byte_of_maxmemory(
     )
     ready = [q.publish(f"r{i}", group=f"g{i % 2}") for i in range(5)]
     [held], _ = q.claim(1, "gone")  # its lease runs out
-    client.zadd(q.keys.leased, {held.tag: 1}, xx=True)
+    client.zadd(q.engine._keys.leased, {held.tag: 1}, xx=True)
     lapsing = q.publish("lapsing", priority=10, expires=0.05)  # ended by a claim
     corrupt = q.publish("corrupt", priority=10)
-    client.hset(q.keys.meta, corrupt, b"garbage")  # buried by a claim
+    client.hset(q.engine._keys.meta, corrupt, b"garbage")  # buried by a claim
     due = q.publish("due", delay=0.01)  # due by then: promoted
     dead = q.publish("dead")
     time.sleep(0.08)  # past the expiry, and the delay (Redis' clock runs with ours here)

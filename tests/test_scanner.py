@@ -174,7 +174,7 @@ def test_a_corrupt_key_stops_only_its_own_queues_scan(
     delayed jobs are promoted all the same, and the failure says the key."""
     bad, good = make_queue("bad"), make_queue("good")
     good.publish({"task": "x", "args": [], "kwargs": {}}, tag="later", delay=0.01)
-    bad_key = bad.engine.keys.delayed
+    bad_key = bad.engine._keys.delayed
     redis_client.delete(bad_key)
     redis_client.set(bad_key, "junk")
     time.sleep(0.05)

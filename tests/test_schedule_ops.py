@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("project")
 def jobs(queue: str = "default") -> list[dict[str, Any]]:
     """The bodies of the jobs waiting in ``queue``, oldest first."""
     q = get_queue(queue)
-    tags = [t.decode() for t in q.client.zrange(q.keys.ready, 0, -1)]
+    tags = [t.decode() for t in q.engine._client.zrange(q.engine._keys.ready, 0, -1)]
     out = []
     for tag in tags:
         info = q.info(tag)
@@ -140,7 +140,7 @@ def test_a_timing_edit_while_a_tick_is_due_fires_it_once_with_the_new_values(
     schedules.add("d", RECORD, every=3600, args=["l", "old"])
     q = get_queue("default")
     due = schedstore.now_ms(q) - 1000  # a tick due now that no scanner has fired yet
-    redis_client.zadd(q.sched_keys.sched, {"d": due})
+    redis_client.zadd(q.engine._sched_keys.sched, {"d": due})
     schedules.update("d", every=60, args=["l", "new"])
     assert stored("d").next_ms == due  # kept: it fires once, not skipped
     assert fire_at(due + 500) == 1
@@ -329,8 +329,8 @@ def test_the_layout_written_by_code_schedules_still_works(redis_client: redis.Re
     q = get_queue("default")
     definition = {**s.definition(), "paused": False}
     assert "source" not in definition
-    redis_client.hset(q.sched_keys.sched_defs, "legacy", json.dumps(definition))
-    redis_client.zadd(q.sched_keys.sched, {"legacy": 1_000_000})
+    redis_client.hset(q.engine._sched_keys.sched_defs, "legacy", json.dumps(definition))
+    redis_client.zadd(q.engine._sched_keys.sched, {"legacy": 1_000_000})
     assert Scheduler(["default"], {"legacy": s}).sync() == {"added": 0, "changed": 0, "removed": 0}
     assert schedules.get("legacy").source == "code"
     assert fire_at(1_000_000) == 0  # not declared by this scanner: left to those that do

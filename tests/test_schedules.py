@@ -23,8 +23,8 @@ T0 = int(datetime(2026, 1, 5, 0, 0, tzinfo=UTC).timestamp() * 1000)  # a Monday,
 def fired(queue: str = "default") -> Counter[tuple[str, int]]:
     """(schedule, tick) pairs that produced a job, from the jobs' tags cron:<name>:<tick>."""
     q = get_queue(queue)
-    tags = [t.decode() for t in q.client.zrange(q.keys.ready, 0, -1)]
-    tags += [t.decode() for t in q.client.zrange(q.keys.delayed, 0, -1)]
+    tags = [t.decode() for t in q.engine._client.zrange(q.engine._keys.ready, 0, -1)]
+    tags += [t.decode() for t in q.engine._client.zrange(q.engine._keys.delayed, 0, -1)]
     pairs = (t.split(":", 1)[1].rsplit(":", 1) for t in tags if t.startswith("cron:"))
     return Counter((name, int(tick)) for name, tick in pairs)
 
@@ -141,7 +141,7 @@ def test_catch_up_after_an_outage(project: dict[str, str], policy: str, expected
     if policy == "all-capped":
         assert set(fired) == {T0 + m * MIN for m in (7, 8, 9, 10)}  # the most recent 4
     q = get_queue("default")
-    nxt = q.client.zscore(q.keys.sched, "s")
+    nxt = q.engine._client.zscore(q.engine._keys.sched, "s")
     assert nxt == T0 + 11 * MIN  # on schedule again
 
 
@@ -165,9 +165,9 @@ def test_sync_removes_and_changes(project: dict[str, str]) -> None:
     assert s.sync() == {"added": 0, "changed": 0, "removed": 0}
     s2 = Scheduler(["default"], {"a": sched(name="a", interval=120)}, now_ms=lambda: T0)
     assert s2.sync() == {"added": 0, "changed": 1, "removed": 1}
-    assert q.client.hexists(q.keys.sched_defs, "b") == 0
-    assert q.client.zscore(q.keys.sched, "b") is None
-    assert q.client.zscore(q.keys.sched, "a") == T0 + 2 * MIN
+    assert q.engine._client.hexists(q.engine._keys.sched_defs, "b") == 0
+    assert q.engine._client.zscore(q.engine._keys.sched, "b") is None
+    assert q.engine._client.zscore(q.engine._keys.sched, "a") == T0 + 2 * MIN
 
 
 def test_pause_resume_and_listing(project: dict[str, str]) -> None:
@@ -215,10 +215,13 @@ def test_worker_fires_due_schedule_and_runs_it(project: dict[str, str]) -> None:
     q = get_queue("default")
     # the worker syncs the declared schedules at start; make heartbeat due first
     Scheduler(["default"]).sync()
-    q.client.zadd(q.keys.sched, {"testproject.demo.tasks.heartbeat": 1000})
+    q.engine._client.zadd(q.engine._keys.sched, {"testproject.demo.tasks.heartbeat": 1000})
     w.run()
     assert w.processed == 1
-    assert q.client.hget(q.keys.sched_last, "testproject.demo.tasks.heartbeat") is not None
+    assert (
+        q.engine._client.hget(q.engine._keys.sched_last, "testproject.demo.tasks.heartbeat")
+        is not None
+    )
 
 
 def test_dst_overlap_hourly_keeps_real_hours() -> None:

@@ -160,9 +160,11 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
         lo, hi, whole = bounds.JOB_BOUNDS[name]
         for bad in (lo - (1 if whole else lo / 2), hi + 1):
             arg = pack_map({"id": "t", "body": b"1", name: bad})
-            keys = q.engine.shards[0].publish([NewJob("t", b"1")]).keys
+            keys = q.engine._shards[0].publish([NewJob("t", b"1")]).keys
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
-                q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg)
+                q.engine._client.eval(
+                    source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg
+                )
     assert q.counts()["ready"] == 0
 
 
@@ -189,11 +191,13 @@ def test_publish_checks_each_number_option(q: Queue, name: str) -> None:
     from django_zqueue.engine.records.spec import pack_map
 
     lo, hi, whole = bounds.JOB_BOUNDS[name]
-    keys = q.engine.shards[0].publish([NewJob("t", b"1")]).keys
+    keys = q.engine._shards[0].publish([NewJob("t", b"1")]).keys
 
     def publish(value: object, tag: str = "t") -> object:
         arg = pack_map({"id": tag, "body": b"1", name: value})
-        return q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg)
+        return q.engine._client.eval(
+            source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg
+        )
 
     # one past each bound (by as much as the bound itself where 1 would round away)
     bad: list[object] = ["1", math.nan, math.inf, -math.inf]
@@ -203,7 +207,7 @@ def test_publish_checks_each_number_option(q: Queue, name: str) -> None:
     for value in bad:
         with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name} must be"):
             publish(value)
-    assert not q.client.hlen(q.keys.meta), name
+    assert not q.engine._client.hlen(q.engine._keys.meta), name
     if name == "run_at_ms":  # the horizon: a run-at far past now is refused on its own
         hi = 0
     for i, value in enumerate((lo, hi)):
@@ -267,7 +271,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q = make_queue("fairg", fairness="groups", group_max_length=500)
     declared = {int(i) for i in re.findall(r"KEYS\[(\d+)\]", op_source(name).split("\n\n")[0])}
     seen: list[int] = []
-    scripts = q.engine.scripts
+    scripts = q.engine._scripts
     original_run, original_batch = scripts.run, Batch.add
 
     def spy(call):  # type: ignore[no-untyped-def]
@@ -286,7 +290,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         tag = q.publish("x")
         q.state(tag)
         q.info(tag)
-        q.engine.run(q.engine.shards[0].positions([tag]))
+        q.engine.run(q.engine._shards[0].positions([tag]))
         q.read.search("x")  # search.lua
         msg = q.get()
         assert msg is not None
@@ -318,10 +322,10 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         durable = q.publish("d", priority=9)  # durable tasks: a read, a step, an event, a park
         msg = q.get()
         assert msg is not None and msg.tag == durable
-        q.engine.run(dc.steps_call(q.engine.shards[0], msg, 60_000))
-        q.engine.run(dc.step_call(q.engine.shards[0], msg, "s:a", "1", 60_000))
+        q.engine.run(dc.steps_call(q.engine._shards[0], msg, 60_000))
+        q.engine.run(dc.step_call(q.engine._shards[0], msg, "s:a", "1", 60_000))
         q.signal(durable, "ev", 1)
-        q.engine.run(dc.park_call(q.engine.shards[0], msg, "z:nap", 60_000, 60_000))
+        q.engine.run(dc.park_call(q.engine._shards[0], msg, "z:nap", 60_000, 60_000))
         dc.parked(q, durable)
         q.publish_many(["m"] * 101)  # two publish calls: checked first (group_check)
     finally:
@@ -341,8 +345,8 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
 
 def raw(q: Queue, call: Call[Any]) -> Any:
     """The script's reply as Redis sends it (the Lua contract, before Python reads it)."""
-    q.engine.scripts.load_all()
-    return q.client.execute_command(*q.engine.scripts.command(call))
+    q.engine._scripts.load_all()
+    return q.engine._client.execute_command(*q.engine._scripts.command(call))
 
 
 def test_source_prepends_the_included_helpers_only() -> None:
@@ -354,17 +358,17 @@ def test_source_prepends_the_included_helpers_only() -> None:
 def test_publish_reports_clashes_without_writing(q: Queue, redis_client: redis.Redis) -> None:
     q.publish("a", tag="x")
     jobs = [NewJob("x", b"b", JobSpec(max_retries=3)), NewJob("y", b"c", JobSpec(max_retries=3))]
-    call = q.engine.shards[0].publish(jobs)
+    call = q.engine._shards[0].publish(jobs)
     assert raw(q, call) == [1, b"x", b"ready"]
-    assert q.engine.scripts.run(call) == [("x", "ready")]
-    assert not redis_client.hexists(q.keys.meta, "y")
+    assert q.engine._scripts.run(call) == [("x", "ready")]
+    assert not redis_client.hexists(q.engine._keys.meta, "y")
 
 
 def test_claim_returns_hint_and_nine_per_job(q: Queue, redis_client: redis.Redis) -> None:
-    shard = q.engine.shards[0]
+    shard = q.engine._shards[0]
     assert raw(q, shard.claim(5, "c")) == [-1]
     q.publish("later", delay=30)
-    claimed = q.engine.scripts.run(shard.claim(5, "c"))
+    claimed = q.engine._scripts.run(shard.claim(5, "c"))
     assert claimed.messages == [] and 29_000 < claimed.hint_ms <= 30_000
     tag = q.publish("now", priority=3, max_retries=4)
     other = q.publish("own lease", visibility_timeout=7)
@@ -374,9 +378,9 @@ def test_claim_returns_hint_and_nine_per_job(q: Queue, redis_client: redis.Redis
     first, second, third = reply[1:10], reply[10:19], reply[19:28]
     assert third[0] == low.encode() and third[4] == -2
     assert first[:3] == [tag.encode(), b'"now"', 1]  # id, body, attempt
-    fields = read_fields(redis_client.hget(q.keys.meta, tag))
+    fields = read_fields(redis_client.hget(q.engine._keys.meta, tag))
     assert first[3:7] == [fields["t"], 3, 4, fields["e"]]  # token, priority, retries, enqueued
-    deadline = redis_client.zscore(q.keys.leased, tag)
+    deadline = redis_client.zscore(q.engine._keys.leased, tag)
     assert first[7] == deadline and first[8] == 0  # the queue's lease
     assert second[0] == other.encode() and second[3] == first[3] + 1 and second[8] == 7000
     assert all(type(v) is int for v in first[2:] + second[2:])
@@ -384,7 +388,7 @@ def test_claim_returns_hint_and_nine_per_job(q: Queue, redis_client: redis.Redis
 
 def test_claim_decodes_typed_messages(q: Queue) -> None:
     tag = q.publish({"n": 1}, priority=7, max_retries=2, visibility_timeout=9)
-    claimed = q.engine.scripts.run(q.engine.shards[0].claim(5, "c"))
+    claimed = q.engine._scripts.run(q.engine._shards[0].claim(5, "c"))
     (msg,) = claimed.messages
     assert (msg.tag, msg.body, msg.priority, msg.max_retries) == (tag, {"n": 1}, 7, 2)
     assert (msg.attempt, msg.visibility_timeout_ms, msg.queue) == (1, 9000, q.name)
@@ -395,11 +399,11 @@ def test_claim_promotes_at_most_its_limit(
 ) -> None:
     q = make_queue()
     q.publish_many(range(10), delay=30)
-    for t in redis_client.zrange(q.keys.delayed, 0, -1):
-        redis_client.zadd(q.keys.delayed, {t: 0}, xx=True)
+    for t in redis_client.zrange(q.engine._keys.delayed, 0, -1):
+        redis_client.zadd(q.engine._keys.delayed, {t: 0}, xx=True)
     policy = dataclasses.replace(q.engine.policy, promote_limit=3)
-    q.engine.scripts.run(Shard(q.name, 0, q.keys, policy).claim(1, "c"))
-    assert redis_client.zcard(q.keys.delayed) == 7
+    q.engine._scripts.run(Shard(q.name, 0, q.engine._keys, policy).claim(1, "c"))
+    assert redis_client.zcard(q.engine._keys.delayed) == 7
 
 
 def test_ack_nack_touch_return_codes(q: Queue) -> None:
@@ -407,34 +411,34 @@ def test_ack_nack_touch_return_codes(q: Queue) -> None:
     msg = q.get()
     assert msg is not None
     stale = msg._replace(token=msg.token + 1)
-    shard = q.engine.shards[0]
+    shard = q.engine._shards[0]
     assert raw(q, shard.ack(stale, "", 0, None)) == 0
     assert raw(q, shard.touch(stale, 1000, "")) == 0
-    assert q.engine.scripts.run(shard.touch(stale, 1000, "")) is None
+    assert q.engine._scripts.run(shard.touch(stale, 1000, "")) is None
     assert raw(q, shard.touch(msg, 0, "")) == msg.lease_deadline_ms
     assert raw(q, shard.nack(stale, "", 0, False)) == 0
-    assert q.engine.scripts.run(shard.nack(stale, "", 0, False)) is None
-    assert q.engine.scripts.run(shard.nack(msg, "", 0, False)) == "retry"
+    assert q.engine._scripts.run(shard.nack(stale, "", 0, False)) is None
+    assert q.engine._scripts.run(shard.nack(msg, "", 0, False)) == "retry"
     assert raw(q, shard.nack(msg, "", 0, False)) == 0
     gone = msg._replace(tag="nope", token=1)
     assert raw(q, shard.ack(gone, "", 0, None)) == 0
-    assert q.engine.scripts.run(shard.ack(gone, "", 0, None)) is False
+    assert q.engine._scripts.run(shard.ack(gone, "", 0, None)) is False
 
 
 def test_delete_and_info_codes(q: Queue, redis_client: redis.Redis) -> None:
-    shard = q.engine.shards[0]
+    shard = q.engine._shards[0]
     assert raw(q, shard.delete("nope", False)) == 0
     assert raw(q, shard.info("nope")) == []
-    assert q.engine.scripts.run(shard.info("nope")) is None
+    assert q.engine._scripts.run(shard.info("nope")) is None
     q.publish("x", tag="t", priority=1)
     q.get()
     assert raw(q, shard.delete("t", False)) == -1
     # a record that no set holds is reported, not hidden
-    redis_client.hset(q.keys.meta, "orphan", '{"p":0,"a":0,"m":0,"e":0}')
+    redis_client.hset(q.engine._keys.meta, "orphan", '{"p":0,"a":0,"m":0,"e":0}')
     info = q.info("orphan")
     assert info is not None and info.state == "orphan"
     assert raw(q, shard.delete("orphan", False)) == 1
-    assert not redis_client.hexists(q.keys.meta, "orphan")
+    assert not redis_client.hexists(q.engine._keys.meta, "orphan")
 
 
 def test_purge_dead_is_bounded(make_queue: QueueFactory) -> None:
@@ -442,10 +446,10 @@ def test_purge_dead_is_bounded(make_queue: QueueFactory) -> None:
     q.publish_many(range(7))
     for m in q.claim(7)[0]:
         q.nack(m, "x")
-    shard = q.engine.shards[0]
-    assert q.engine.scripts.run(shard.purge_dead(3)) == 3
+    shard = q.engine._shards[0]
+    assert q.engine._scripts.run(shard.purge_dead(3)) == 3
     assert raw(q, shard.purge_dead(3)) == 3
-    assert q.engine.scripts.run(shard.purge_dead(3)) == 1
+    assert q.engine._scripts.run(shard.purge_dead(3)) == 1
 
 
 def test_error_replies_map_through_one_table(q: Queue) -> None:
@@ -487,21 +491,21 @@ def test_error_replies_map_through_one_table(q: Queue) -> None:
 def test_a_script_error_reply_in_a_batch_is_raised_typed(
     q: Queue, redis_client: redis.Redis
 ) -> None:
-    redis_client.set(q.keys.ready, "not a zset")  # WRONGTYPE inside claim.lua
+    redis_client.set(q.engine._keys.ready, "not a zset")  # WRONGTYPE inside claim.lua
     batch = q.engine.batch()
-    pending = batch.add(q.engine.shards[0].claim(1, "c"))
+    pending = batch.add(q.engine._shards[0].claim(1, "c"))
     batch.send()
     assert pending.failed is not None
     with pytest.raises(ScriptError, match="claim"):
         pending.result()
     with pytest.raises(ScriptError, match="claim"):
         q.claim(1)
-    redis_client.delete(q.keys.ready)
+    redis_client.delete(q.engine._keys.ready)
 
 
 def test_scripts_are_per_client(q: Queue) -> None:
-    assert isinstance(q.engine.scripts, Scripts)
-    assert q.engine.scripts.client is q.client
+    assert isinstance(q.engine._scripts, Scripts)
+    assert q.engine._scripts.client is q.engine._client
 
 
 def test_calls_collects_like_a_batch_and_settles_replies_in_order(make_queue: QueueFactory) -> None:
@@ -512,8 +516,8 @@ def test_calls_collects_like_a_batch_and_settles_replies_in_order(make_queue: Qu
     q = make_queue()
     tags = [q.publish(i) for i in range(3)]
     calls = Calls()
-    claim = calls.add(q.engine.shards[0].claim(2, "w1"))
-    info = calls.add(q.engine.shards[0].info(tags[2]))
+    claim = calls.add(q.engine._shards[0].claim(2, "w1"))
+    info = calls.add(q.engine._shards[0].info(tags[2]))
     batch = q.engine.batch()
     for c in calls.calls:
         batch.add(c)

@@ -38,7 +38,7 @@ def test_a_debounced_parent_still_releases_its_dependents(zqueue_settings: dict[
 
 
 def _corrupt(q: Queue, tag: str, **fields: Any) -> None:
-    update_fields(q.client, q.keys, tag, **fields)
+    update_fields(q.engine._client, q.engine._keys, tag, **fields)
 
 
 @pytest.mark.parametrize("field", [{"n": "x"}, {"n": -1}, {"f": "x"}])
@@ -89,7 +89,7 @@ def test_set_priority_in_a_fair_queue_is_a_head_start_within_the_group(
     assert q.set_priority(a[0], -1000)
     claimed = [m.tag for m in q.claim(8)[0]]
     assert len(claimed) == 8 and claimed[-1] == a[0]
-    vt = float(q.client.hget(q.keys.ctr, "vt") or 0)
+    vt = float(q.engine._client.hget(q.engine._keys.ctr, "vt") or 0)
     assert vt <= 1000 + 1
 
 
@@ -106,8 +106,8 @@ def test_an_ack_with_a_corrupt_unique_ttl_loses_no_job(make_queue: QueueFactory,
     assert msg is not None
     _corrupt(q, tag, u=u)
     assert q.ack(msg) is True
-    assert q.client.hget(q.keys.meta, tag) is None and q.counts()["inflight"] == 0
-    assert q.client.pttl(q.keys.unique(tag)) > 0  # reserved, within the horizon
+    assert q.engine._client.hget(q.engine._keys.meta, tag) is None and q.counts()["inflight"] == 0
+    assert q.engine._client.pttl(q.engine._keys.unique(tag)) > 0  # reserved, within the horizon
 
 
 # ------------------------------------------------------------------ Queue x AsyncQueue
@@ -297,8 +297,8 @@ def test_a_bad_dependent_in_the_links_blocks_no_other_entry(
     c = q.publish("c", tag="C", depends_on=[a])
     other = q.publish("o", tag="O")
     d = q.publish("d", tag="D", depends_on=[other])
-    kids = json.loads(q.client.hget(q.keys.wf(a), "kids"))  # type: ignore[arg-type]
-    q.client.hset(q.keys.wf(a), "kids", json.dumps([bad, *kids]))
+    kids = json.loads(q.engine._client.hget(q.engine._keys.wf(a), "kids"))  # type: ignore[arg-type]
+    q.engine._client.hset(q.engine._keys.wf(a), "kids", json.dumps([bad, *kids]))
     for _ in range(2):
         msg = q.get()
         assert msg is not None and q.ack(msg)

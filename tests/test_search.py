@@ -98,8 +98,8 @@ def test_a_json_layout_job_is_found(q: Queue, redis_client: redis.Redis) -> None
     fill(q, 10)
     old = q.publish({"task": "t.old", "args": ["legacy-arg"]})
     fill(q, 10, 10)
-    to_json_layout(redis_client, q.keys, old)
-    assert redis_client.hget(q.keys.meta, old).startswith(b"{")  # type: ignore[union-attr]
+    to_json_layout(redis_client, q.engine._keys, old)
+    assert redis_client.hget(q.engine._keys.meta, old).startswith(b"{")  # type: ignore[union-attr]
     r = q.read.search("legacy-arg")
     assert [(m.tag, m.rank) for m in r.matches] == [(old, 10)]
     assert [m.tag for m in q.read.search("t.old").matches] == [old]
@@ -113,7 +113,7 @@ def test_partitions_are_walked_one_after_another(make_queue: QueueFactory) -> No
     shards = [m.shard for m in got]
     assert shards == sorted(shards) and set(shards) == {0, 1, 2}
     for m in got[:5]:
-        assert q.engine.shard_for(m.tag).index == m.shard
+        assert q.engine._shard_for(m.tag).index == m.shard
     r = q.read.search('"n599"')
     assert [m.tag for m in r.matches] == [tags[599]] and r.done
 
@@ -192,18 +192,18 @@ def test_the_script_refuses_its_bounds_writing_nothing(
 ) -> None:
     fill(q, 3)
     before = snapshot(redis_client, prefix)
-    keys = (q.keys.ready, q.keys.meta, q.keys.body)
+    keys = (q.engine._keys.ready, q.engine._keys.meta, q.engine._keys.body)
     with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT"):
         redis_client.eval(source("search"), 3, *keys, *args)
     assert snapshot(redis_client, prefix) == before
-    step = q.engine.shards[0].search("ready", b"x", None, 1000, 10)
+    step = q.engine._shards[0].search("ready", b"x", None, 1000, 10)
     with pytest.raises(ZQueueError):
         q.engine.run(step._replace(args=(b"", *step.args[1:])))  # type: ignore[attr-defined]
 
 
 def test_the_script_stops_at_limit_with_the_match_as_cursor(q: Queue) -> None:
     tags = fill(q, 30)
-    s = q.engine.shards[0]
+    s = q.engine._shards[0]
     step = q.engine.run(s.search("ready", b"t.add", None, 1000, 4))
     assert [t for t, _, _ in step.matches] == tags[:4] and step.more and step.looked == 4
     assert step.last is not None and step.last[1] == tags[3]

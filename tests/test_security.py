@@ -141,7 +141,7 @@ def test_acl_user_limited_to_its_prefix_runs_everything(tmp_path: Path) -> None:
                 q.publish("lost", tag="lost")
                 lost = q.get()
                 assert lost is not None and lost.tag == "lost"
-                server.client().zadd(q.keys.leased, {"lost": 0}, xx=True)
+                server.client().zadd(q.engine._keys.leased, {"lost": 0}, xx=True)
                 assert q.scan().recovered == 1
                 # a dead letter
                 q.publish("doomed", tag="doomed", priority=5)
@@ -163,9 +163,9 @@ def test_acl_user_limited_to_its_prefix_runs_everything(tmp_path: Path) -> None:
                 # the deploy check may read INFO
                 from django_zqueue.ops.checks import eviction_warning
 
-                assert eviction_warning(q.client) is None
+                assert eviction_warning(q.engine._client) is None
                 # outside the prefix: refused
-                c = q.client
+                c = q.engine._client
                 with pytest.raises(redis.exceptions.NoPermissionError):
                     c.set("other:key", "x")
                 with pytest.raises(redis.exceptions.NoPermissionError):
@@ -177,7 +177,7 @@ def test_acl_user_limited_to_its_prefix_runs_everything(tmp_path: Path) -> None:
                 with pytest.raises(redis.exceptions.NoPermissionError):
                     c.keys("*")
                 # the library can be loaded, not flushed or deleted
-                for sub in (("FLUSH",), ("DELETE", q.engine.scripts.library.name)):
+                for sub in (("FLUSH",), ("DELETE", q.engine._scripts.library.name)):
                     with pytest.raises(redis.exceptions.NoPermissionError):
                         c.execute_command("FUNCTION", *sub)
             finally:

@@ -288,7 +288,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _snapshot(self) -> dict[str, Any]:
         """Every key of the queue with its content, to prove a call wrote nothing."""
-        keys = self.q.keys.all()
+        keys = self.q.engine._keys.all()
         pipe = self.client.pipeline(transaction=False)
         for key in keys:
             pipe.type(key)
@@ -520,11 +520,13 @@ class QueueMachine(RuleBasedStateMachine):
             "nack_dead": lambda: self.q.nack(msg, "late", dead=True) is None,
             "touch": lambda: self.q.touch(msg, extend=60, progress=0.5) is None,
             "step": lambda: (
-                self.q.engine.run(dc.step_call(self.q.engine.shards[0], msg, "s:x", "1", 60_000))
+                self.q.engine.run(dc.step_call(self.q.engine._shards[0], msg, "s:x", "1", 60_000))
                 is StepReply.STALE
             ),
             "park": lambda: (
-                self.q.engine.run(dc.park_call(self.q.engine.shards[0], msg, "z:x", 60_000, 60_000))
+                self.q.engine.run(
+                    dc.park_call(self.q.engine._shards[0], msg, "z:x", 60_000, 60_000)
+                )
                 == (ParkReply.STALE, "")
             ),
         }
@@ -577,7 +579,7 @@ class QueueMachine(RuleBasedStateMachine):
         """durable.sleep / wait_for: the job to delayed, its attempt given back."""
         job = self._pick(self._in(LEASED), idx)
         assert job.msg is not None
-        call = dc.park_call(self.q.engine.shards[0], job.msg, f"{kind}:{name}", 3_600_000, 60_000)
+        call = dc.park_call(self.q.engine._shards[0], job.msg, f"{kind}:{name}", 3_600_000, 60_000)
         code, wake = self.q.engine.run(call)
         if kind == "w" and name in job.delivered:  # the event is there: not parked
             assert code is ParkReply.SIGNALLED, (code, wake)
@@ -599,7 +601,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.signal(job.tag, job.event, {"n": idx}) is True
         with pytest.raises(SignalRefused):
             self.q.signal(job.tag, job.event, 0)
-        score = self.client.zscore(self.q.keys.delayed, job.tag)
+        score = self.client.zscore(self.q.engine._keys.delayed, job.tag)
         assert score is not None and score <= self._redis_now()
         job.past = int(score)
         job.delivered.add(job.event)
@@ -614,7 +616,9 @@ class QueueMachine(RuleBasedStateMachine):
     def expire_lease(self, idx):
         job = self._pick([j for j in self._in(LEASED) if j.past is None], idx)
         job.past = next(self._past)
-        assert self.client.zadd(self.q.keys.leased, {job.tag: job.past}, xx=True, ch=True) == 1
+        assert (
+            self.client.zadd(self.q.engine._keys.leased, {job.tag: job.past}, xx=True, ch=True) == 1
+        )
 
     @precondition(
         lambda self: any(j.state == DELAYED and j.past is None for j in self.jobs.values())
@@ -623,7 +627,10 @@ class QueueMachine(RuleBasedStateMachine):
     def make_due(self, idx):
         job = self._pick([j for j in self._in(DELAYED) if j.past is None], idx)
         job.past = next(self._past)
-        assert self.client.zadd(self.q.keys.delayed, {job.tag: job.past}, xx=True, ch=True) == 1
+        assert (
+            self.client.zadd(self.q.engine._keys.delayed, {job.tag: job.past}, xx=True, ch=True)
+            == 1
+        )
 
     @precondition(
         lambda self: (
@@ -641,7 +648,7 @@ class QueueMachine(RuleBasedStateMachine):
         waiting = [j for j in self._known() if j.state in (READY, DELAYED)]
         job = self._pick([j for j in waiting if j.expires and j.lapsed is None], idx)
         job.lapsed = next(self._past)
-        k = self.q.keys
+        k = self.q.engine._keys
         update_fields(self.client, k, job.tag, x=job.lapsed)
         assert self.client.zadd(k.expiry, {job.tag: job.lapsed}, xx=True, ch=True) == 1
 
@@ -807,7 +814,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def redis_matches_model(self):
-        k = self.q.keys
+        k = self.q.engine._keys
         pipe = self.client.pipeline(transaction=True)
         for key in (k.ready, k.delayed, k.leased, k.dead, k.expired, k.expiry):
             pipe.zrange(key, 0, -1, withscores=True)
@@ -1015,7 +1022,7 @@ class GroupLimitMachine(RuleBasedStateMachine):
         self.old = Queue(name, opts, prefix=prefix, client=client)
         # loaded first: a script error in the reply to a call sent again after NOSCRIPT
         # reaches the caller unmapped (Scripts.run), which is not what is tested here
-        self.q.engine.scripts.load_all()
+        self.q.engine._scripts.load_all()
         self.jobs: dict[str, GroupJob] = {}
         self._past = itertools.count(1)
 
@@ -1034,9 +1041,9 @@ class GroupLimitMachine(RuleBasedStateMachine):
 
     def _snapshot(self) -> dict[str, Any]:
         pipe = self.client.pipeline(transaction=False)
-        for key in self.q.keys.all():
+        for key in self.q.engine._keys.all():
             pipe.dump(key)
-        return dict(zip(self.q.keys.all(), pipe.execute(), strict=True))
+        return dict(zip(self.q.engine._keys.all(), pipe.execute(), strict=True))
 
     @rule(
         group=GROUPS,
@@ -1104,7 +1111,7 @@ class GroupLimitMachine(RuleBasedStateMachine):
             assert self.q.release(job.msg)
             job.state = READY
         elif how == "lapse":  # the lease ran out; scan recovers it (or buries it)
-            self.client.zadd(self.q.keys.leased, {tag: next(self._past)})
+            self.client.zadd(self.q.engine._keys.leased, {tag: next(self._past)})
             self.q.scan()
             job.state = self.q.state(tag) or "gone"
             assert job.state in (READY, DEAD)
@@ -1135,7 +1142,7 @@ class GroupLimitMachine(RuleBasedStateMachine):
 
     @invariant()
     def each_group_is_counted_exactly(self) -> None:
-        shard = self.q.engine.shards[0]
+        shard = self.q.engine._shards[0]
         for group in ("a", "b", ""):
             n = self._waiting(group)
             with pytest.raises(QueueFull, match=f'group "{group}" has {n} jobs waiting'):

@@ -51,9 +51,9 @@ def test_a_worker_records_runs_failures_and_retries_per_task(
     assert sum(add.histogram) == 5 and add.percentile_ms(50) is not None
     assert (fails.runs, fails.failures, fails.retries) == (0, 3, 2)
     assert fails.percentile_ms(50) is None
-    keys = list(q.client.scan_iter(match=q.keys.task_stats(0).replace(":0", ":*")))
+    keys = list(q.engine._client.scan_iter(match=q.engine._keys.task_stats(0).replace(":0", ":*")))
     assert len(keys) in (1, 2)  # one slot (two if a 5-minute boundary passed)
-    assert all(0 < q.client.ttl(k) <= taskstats.KEEP_SECONDS for k in keys)
+    assert all(0 < q.engine._client.ttl(k) <= taskstats.KEEP_SECONDS for k in keys)
     page = viewer.get(f"{BASE}q/default/").content.decode()
     assert "Tasks, last hour" in page and "testproject.demo.tasks.always_fails" in page
 

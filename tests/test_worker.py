@@ -215,7 +215,7 @@ def test_unknown_task_goes_to_dead_letters(project: dict[str, str]) -> None:
     q = get_queue("default")
     tag = q.publish({"task": "no.such.task", "args": [], "kwargs": {}})
     bad = q.publish("not a task payload")
-    set_body(q.client, q.keys, bad, b"\xff\xfe")
+    set_body(q.engine._client, q.engine._keys, bad, b"\xff\xfe")
     w = burst()
     assert w.failed == 2
     info = q.info(tag)
@@ -382,7 +382,7 @@ def test_expired_lease_recovered_by_embedded_scanner(
     tasks.record.enqueue(str(ledger), "x")
     lost = q.get()  # a consumer that "crashed" holding the job
     assert lost is not None
-    q.client.zadd(q.keys.leased, {lost.tag: 0}, xx=True)  # its lease runs out
+    q.engine._client.zadd(q.engine._keys.leased, {lost.tag: 0}, xx=True)  # its lease runs out
     w = Worker(["default"], burst=False, scan_interval=0.05)
     import threading
 
@@ -426,7 +426,7 @@ def test_worker_process_burst(project: dict[str, str], tmp_path: Path) -> None:
     # burst does not wait for a delayed job; once it is due, the next run takes it
     assert delayed.status() == "delayed"
     q = get_queue("default")
-    q.client.zadd(q.keys.delayed, {delayed.id: 0}, xx=True)
+    q.engine._client.zadd(q.engine._keys.delayed, {delayed.id: 0}, xx=True)
     proc = start_worker(project, "--burst")
     proc.communicate(timeout=30)
     assert lines(ledger)[-1].startswith("delayed")
@@ -750,5 +750,5 @@ def test_a_woken_thread_claims_in_the_same_round_trip(project: dict[str, str]) -
     assert q.state("late") == "leased" and q.counts()["inflight"] == 1
     # a token with nothing left to claim: None, and the token is used up
     assert q.ack(msgs[0])
-    q.client.lpush(q.engine.notify_keys[0], "1")
-    assert c.wait(1.0, 1) is None and q.client.llen(q.engine.notify_keys[0]) == 0
+    q.engine._client.lpush(q.engine._notify_keys[0], "1")
+    assert c.wait(1.0, 1) is None and q.engine._client.llen(q.engine._notify_keys[0]) == 0

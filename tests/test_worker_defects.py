@@ -226,10 +226,14 @@ def test_a_job_handed_back_and_claimed_by_another_thread_is_not_started_again(
 
 
 def _corrupt(q: Queue, which: str) -> str:
-    key = {"history": q.keys.history, "finished": q.keys.finished, "cancels": q.keys.cancels}
+    key = {
+        "history": q.engine._keys.history,
+        "finished": q.engine._keys.finished,
+        "cancels": q.engine._keys.cancels,
+    }
     k = key[which]
-    q.client.delete(k)
-    q.client.set(k, "junk")
+    q.engine._client.delete(k)
+    q.engine._client.set(k, "junk")
     return k
 
 
@@ -252,17 +256,17 @@ def test_an_ack_goes_on_without_a_history_of_the_wrong_type(
         assert [q.ack(m) for m in msgs] == [True, True, True]
     assert q.counts()["inflight"] == 0
     assert [q.state(t) for t in tags] == [None, None, None]
-    assert q.client.get(k) == b"junk"
-    others = {q.keys.history, q.keys.finished, q.keys.cancels} - {k}
-    assert all(q.client.type(o) in (b"none", b"zset", b"hash") for o in others)
-    assert q.client.exists(q.keys.history) == (which == "history")
+    assert q.engine._client.get(k) == b"junk"
+    others = {q.engine._keys.history, q.engine._keys.finished, q.engine._keys.cancels} - {k}
+    assert all(q.engine._client.type(o) in (b"none", b"zset", b"hash") for o in others)
+    assert q.engine._client.exists(q.engine._keys.history) == (which == "history")
     assert q.stats()["acked"] == 3
     # repaired (what zqueue_doctor --repair does to it): the history is kept again
-    q.client.delete(k)
+    q.engine._client.delete(k)
     q.publish({"n": 9}, tag="after")
     (m,), _ = q.claim(1, "w1")
     assert q.ack_many([m]) == [True] if many else q.ack(m)
-    assert q.client.hexists(q.keys.history, "after")
+    assert q.engine._client.hexists(q.engine._keys.history, "after")
 
 
 def test_an_ack_with_a_history_still_refuses_other_corrupt_keys(
@@ -276,8 +280,8 @@ def test_an_ack_with_a_history_still_refuses_other_corrupt_keys(
     q.publish({"n": 1}, tag="a")
     (m,), _ = q.claim(1, "w1")
     _corrupt(q, "history")
-    q.client.delete(q.keys.wf_out)
-    q.client.set(q.keys.wf_out, "junk")
+    q.engine._client.delete(q.engine._keys.wf_out)
+    q.engine._client.set(q.engine._keys.wf_out, "junk")
     with pytest.raises(CorruptKey):
         q.ack(m)
     assert q.state("a") == "leased"
@@ -317,7 +321,7 @@ def test_a_corrupt_key_of_one_queue_stops_only_that_queue(
     caplog.set_level(logging.INFO)
     book = str(tmp_path / "ledger.db")
     ledger.connect(book).close()
-    bad = get_queue("default").engine.keys.ready
+    bad = get_queue("default").engine._keys.ready
     redis_client.set(bad, "junk")
     keys = [f"o{i}" for i in range(30)]
     for k in keys:
@@ -350,7 +354,7 @@ def test_an_ack_refused_by_a_corrupt_key_is_kept_and_the_job_runs_once(
     q = get_queue("default")
     book = str(tmp_path / "ledger.db")
     ledger.connect(book).close()
-    bad = q.engine.keys.wf_out
+    bad = q.engine._keys.wf_out
     redis_client.set(bad, "junk")
     chain(tasks.fault_run.si(book, "only"), tasks.fault_run.si(book, "then")).enqueue()
     w = Worker(["default"], concurrency=1, scan_interval=0.05)
@@ -384,8 +388,8 @@ def _corrupt_ready(name: str) -> None:
     from django_zqueue.queue import get_queue
 
     q = get_queue(name)
-    q.client.delete(q.keys.ready)
-    q.client.set(q.keys.ready, "junk")
+    q.engine._client.delete(q.engine._keys.ready)
+    q.engine._client.set(q.engine._keys.ready, "junk")
 
 
 @pytest.mark.parametrize("lane", [False, True], ids=["threads", "aio-lane"])
@@ -450,7 +454,7 @@ def test_a_wrong_typed_notify_list_is_not_an_outage(
     from testproject.demo import tasks
 
     q = get_queue("default")
-    q.client.set(q.keys.notify, "junk")
+    q.engine._client.set(q.engine._keys.notify, "junk")
     w = Worker(["default"], scanner=False)
     t = threading.Thread(target=w.run, daemon=True)
     with caplog.at_level(logging.INFO, logger="django_zqueue"):

@@ -140,7 +140,7 @@ def test_a_parent_end_counts_once_however_often_it_is_replayed(
     assert msg is not None and msg.tag == a and q.ack(msg, passed="ra")
     # the dispatcher "crashes" after applying the entry, before clearing it
     entries = q.engine.flow.read_outbox([a])
-    resolve = [q.engine.shards[0].wf_resolve([e]) for e in _resolutions(q, entries)]
+    resolve = [q.engine._shards[0].wf_resolve([e]) for e in _resolutions(q, entries)]
     for _ in range(3):
         q.engine.run_all(resolve)
     assert q.links(child).got == 1  # type: ignore[union-attr]
@@ -154,7 +154,7 @@ def test_a_parent_end_counts_once_however_often_it_is_replayed(
     q.dispatch([b])
     assert q.state(child) == "ready"
     assert q.passed_results(child) == ["ra", 2]
-    assert redis_client.zcard(q.keys.ready) == 1
+    assert redis_client.zcard(q.engine._keys.ready) == 1
 
 
 def _resolutions(q: Any, entries: list[Any]) -> list[Any]:

@@ -48,9 +48,9 @@ class FlowMachine(RuleBasedStateMachine):
         self.n = 0
 
     def teardown(self) -> None:
-        keys = list(self.q.client.scan_iter(match=f"{{{self.q.prefix}:*", count=1000))
+        keys = list(self.q.engine._client.scan_iter(match=f"{{{self.q.prefix}:*", count=1000))
         if keys:
-            self.q.client.delete(*keys)
+            self.q.engine._client.delete(*keys)
 
     def _end(self, tag: str, how: str) -> None:
         if how != "late":

@@ -146,7 +146,7 @@ def test_a_batch_of_10000_fires_each_callback_once_whatever_the_outcomes(
         ended += len(msgs)
         assert b.progress() == (ended, 10_000)
     assert q.state(b.on_complete.id) == "ready" and q.state(b.on_success.id) == "dead"
-    got = summary(passed_ends(q.engine.client.hgetall(q.keys.wf(b.on_complete.id))))
+    got = summary(passed_ends(q.engine._client.hgetall(q.engine._keys.wf(b.on_complete.id))))
     assert got["total"] == 10_000 and got["cancelled"] == [cancelled]
     assert sorted(got["dead"]) == sorted(dead) and len(got["succeeded"]) == 10_000 - len(dead) - 1
     assert len(got["results"]) == len(got["succeeded"])

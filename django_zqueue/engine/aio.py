@@ -52,14 +52,14 @@ class AsyncEngine(AsyncTransport):
             raise InvalidArgument("publish takes 1 to PUBLISH_CHUNK jobs of one partition")
         e = self.sync
         e.ensure_layout()  # I/O only once per queue object, on a partitioned queue
-        return await self.run(e.shard_for(jobs[0].tag).publish(jobs))
+        return await self.run(e._shard_for(jobs[0].tag).publish(jobs))
 
     # ------------------------------------------------------------------ one job
 
     async def rank(self, tag: str) -> int | None:
         """The exact rank of ready job ``tag`` (the sync engine's rule), None unless ready."""
         e = self.sync
-        shard = e.shard_for(tag)
+        shard = e._shard_for(tag)
         try:
             if e.partitions == 1:
                 r: Any = await self.client.zrank(shard.keys.ready, tag)
@@ -71,7 +71,7 @@ class AsyncEngine(AsyncTransport):
             if score is None or own is None:
                 return None
             pipe = self.client.pipeline(transaction=False)
-            queue_ahead(pipe, e.shards, float(score), shard.index)
+            queue_ahead(pipe, e._shards, float(score), shard.index)
             return int(own) + sum(int(c) for c in await pipe.execute())
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
@@ -80,7 +80,7 @@ class AsyncEngine(AsyncTransport):
         """Jobs of the other shards ahead of ``score`` in shard ``index``."""
         try:
             pipe: Any = self.client.pipeline(transaction=False)
-            queue_ahead(pipe, self.sync.shards, score, index)  # the tie rule of the sync side
+            queue_ahead(pipe, self.sync._shards, score, index)  # the tie rule of the sync side
             return sum(int(c) for c in await pipe.execute())
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
@@ -88,7 +88,7 @@ class AsyncEngine(AsyncTransport):
     async def score(self, tag: str) -> float | None:
         """The ready score of job ``tag``, None unless ready."""
         try:
-            s = await self.client.zscore(self.sync.keys_for(tag).ready, tag)
+            s = await self.client.zscore(self.sync._keys_for(tag).ready, tag)
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
         return None if s is None else float(s)
@@ -103,14 +103,14 @@ class AsyncEngine(AsyncTransport):
         info = await self.run(e.info_call(tag, with_body=with_body))
         if info is not None and info.rank is not None and e.partitions > 1:
             assert info.score is not None
-            ahead = await self.ahead(info.score, e.shard_for(tag).index)
+            ahead = await self.ahead(info.score, e._shard_for(tag).index)
             info = dataclasses.replace(info, rank=info.rank + ahead)
         return info
 
     async def result(self, tag: str) -> Any:
         """The result kept for job ``tag``: ``LookupError`` when none is kept,
         :class:`CorruptResult` when it is not JSON (:func:`.reads.lookup.decode_result`)."""
-        key = self.sync.keys_for(tag).result(tag)
+        key = self.sync._keys_for(tag).result(tag)
         raw = await self._get(key)
         if raw is None:
             raise LookupError(f"no result kept for job {tag!r} in queue {self.sync.name!r}")
@@ -118,14 +118,14 @@ class AsyncEngine(AsyncTransport):
 
     async def cancelled(self, tag: str) -> CancelledJob | None:
         """The record of cancelled job ``tag`` while it is kept; None otherwise."""
-        return read_cancelled(tag, await self._get(self.sync.keys_for(tag).cancelled(tag)))
+        return read_cancelled(tag, await self._get(self.sync._keys_for(tag).cancelled(tag)))
 
     async def cancel(self, tag: str, ttl_ms: int) -> bool:
         """Cancel a job that waits or runs (``cancel.lua``, its record kept ``ttl_ms``);
         False when there is no such job, or it is dead. A workflow job's end goes to its
         dependents at once (the sync engine's ``settle_ends``, in a thread)."""
         e = self.sync
-        reply = await self.run(e.shard_for(tag).cancel(tag, ttl_ms))
+        reply = await self.run(e._shard_for(tag).cancel(tag, ttl_ms))
         done = reply in (CancelReply.WAITING, CancelReply.RUNNING)
         if done:
             await asyncio.to_thread(e.settle_ends, [tag])
@@ -136,7 +136,7 @@ class AsyncEngine(AsyncTransport):
     ) -> SignalReply:
         """Deliver event ``name`` (its ``payload``, JSON) to job ``tag`` (``signal.lua``);
         the records kept ``keep_ms``, at most ``max_steps`` of ``max_bytes`` each."""
-        shard = self.sync.shard_for(tag)
+        shard = self.sync._shard_for(tag)
         k = shard.keys
         sets = (k.ready, k.delayed, k.leased, k.dead, k.wait)
         keys = (*sets, k.meta, k.steps(tag), k.notify, k.ctr, k.stats)
@@ -151,13 +151,13 @@ class AsyncEngine(AsyncTransport):
         in seconds when none came."""
         e = self.sync
         e.ensure_layout()  # I/O only once per queue object, on a partitioned queue
-        start = e.next_shard()
+        start = e._next_shard()
         msgs: list[Message] = []
         got: list[Claimed] = []
         for i in range(e.partitions):
             if len(msgs) >= batch:
                 break
-            shard = e.shards[(start + i) % e.partitions]
+            shard = e._shards[(start + i) % e.partitions]
             want = batch - len(msgs)
             chunk = e.claim_chunk
             sizes = [min(chunk, want - j) for j in range(0, want, chunk)]
@@ -185,7 +185,7 @@ class AsyncEngine(AsyncTransport):
         for i in range(1, e.partitions):
             if len(msgs) >= plan.batch:
                 break
-            shard = e.shards[(plan.start + i) % e.partitions]
+            shard = e._shards[(plan.start + i) % e.partitions]
             more = await self.run(
                 shard.claim(min(e.claim_chunk, plan.batch - len(msgs)), plan.consumer)
             )

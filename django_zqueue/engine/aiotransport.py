@@ -46,7 +46,7 @@ class AsyncTransport:
         if self._client is not None:
             return self._client
         config = conf.get_config()
-        if self.sync.client is not get_client(config):
+        if self.sync._client is not get_client(config):
             raise InvalidArgument(
                 f"queue {self.sync.name!r} was built on a client of its own: give its "
                 "asyncio client too, AsyncQueue(queue, client=redis.asyncio.Redis(...))"
@@ -58,14 +58,14 @@ class AsyncTransport:
     def _command(self, client: Any, call: Call[Any]) -> tuple[Any, ...]:
         """What runs ``call`` on ``client``: the sync engine's command (FCALL), or
         EVALSHA on a cluster client."""
-        scripts = self.sync.scripts
+        scripts = self.sync._scripts
         if scripts.library is not None and not is_cluster(client):
             return scripts.command(call)
         return ("EVALSHA", scripts.sha(call.script), len(call.keys), *call.keys, *call.args)
 
     async def _load(self, client: Any, call: Call[Any]) -> None:
         """Load what ``call`` needs on a server that has lost it."""
-        library = self.sync.scripts.library
+        library = self.sync._scripts.library
         if library is not None and not is_cluster(client):
             try:
                 await aload_library(client, library.code)
@@ -73,7 +73,7 @@ class AsyncTransport:
             except ResponseError as exc:
                 if not is_out_of_memory(exc):
                     raise
-            self.sync.scripts.use_evalsha()  # (FUNCTION LOAD refused at maxmemory)
+            self.sync._scripts.use_evalsha()  # (FUNCTION LOAD refused at maxmemory)
         await client.script_load(source(call.script))
 
     async def run(self, call: Call[T]) -> T:
@@ -140,7 +140,7 @@ class AsyncTransport:
         """Take a wake-up token from any of the queue's notify lists, blocking up to
         ``seconds`` (cut to the engine's longest wait); True if one came."""
         return await wait_any(
-            self.client, self.sync.notify_groups, min(seconds, self.sync.max_block)
+            self.client, self.sync._notify_groups, min(seconds, self.sync.max_block)
         )
 
 

@@ -125,20 +125,20 @@ class Core:
         self.options = o = options or conf.QueueOptions()
         self.prefix = prefix
         #: the queue's own hash tag: its jobs when unpartitioned; always its workers hash
-        self.keys: QueueKeys = queue_keys(prefix, name)
+        self._keys: QueueKeys = queue_keys(prefix, name)
         check_options(name, o)
         #: number of partitions (hash tags) the queue's jobs are spread over
         self.partitions: int = o.partitions
-        self.client: redis.Redis = client if client is not None else get_client()
-        self.scripts = Scripts(self.client, functions=conf.get_config().lua_functions)
+        self._client: redis.Redis = client if client is not None else get_client()
+        self._scripts = Scripts(self._client, functions=conf.get_config().lua_functions)
         #: the queue's options as its scripts take them
         self.policy = policy_of(o)
         #: most jobs one claim script call leases (CLAIM_CHUNK, FAIR_CLAIM_CHUNK)
         self.claim_chunk = FAIR_CLAIM_CHUNK if o.fairness == "groups" else CLAIM_CHUNK
         #: one shard per hash tag; ``shards[0].keys`` is ``keys`` when unpartitioned
-        self.shards = shards_of(name, prefix, self.policy, self.partitions)
+        self._shards = shards_of(name, prefix, self.policy, self.partitions)
         #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
-        self.sched_keys: QueueKeys = self.shards[0].keys
+        self._sched_keys: QueueKeys = self._shards[0].keys
         self._rr = secrets.randbelow(self.partitions)  # round-robin start of the next claim
         #: whether the partition layout was checked (``engine.layout`` sets it)
         self.layout_checked = self.partitions == 1
@@ -149,15 +149,20 @@ class Core:
     def _set_up_waits(self) -> None:
         """The notify lists a waiting consumer blocks on, and for how long at most."""
         #: the notify lists a waiting consumer blocks on
-        self.notify_keys: list[str] = [s.keys.notify for s in self.shards]
+        self._notify_keys: list[str] = [s.keys.notify for s in self._shards]
         # BLPOP names keys of one slot only on a Redis Cluster (see connection.wait_any)
-        self.notify_groups = slot_groups(self.client, self.notify_keys)
+        self._notify_groups = slot_groups(self._client, self._notify_keys)
         self.wait_turn = [0]
         #: the longest one blocking wait may take (a share of the socket timeout)
-        self.max_block = max_block_of(self.client)
+        self.max_block = max_block_of(self._client)
+
+    @property
+    def tag(self) -> str:
+        """The queue's own hash tag (``{prefix:name}``), as its repr shows it."""
+        return self._keys.tag
 
     def __repr__(self) -> str:
-        return f"<Engine {self.name!r} keys={self.keys.tag} partitions={self.partitions}>"
+        return f"<Engine {self.name!r} keys={self._keys.tag} partitions={self.partitions}>"
 
     def lease_ms(self, msg: Message) -> int:
         """The lease length of a delivery: the job's own, else the queue's."""
@@ -165,29 +170,29 @@ class Core:
 
     # ----------------------------------------------------------------- shards
 
-    def shard_for(self, tag: str) -> Shard:
+    def _shard_for(self, tag: str) -> Shard:
         """The shard that holds job ``tag`` (:func:`keys.partition_of`)."""
         if self.partitions == 1:
-            return self.shards[0]
-        return self.shards[partition_of(tag, self.partitions)]
+            return self._shards[0]
+        return self._shards[partition_of(tag, self.partitions)]
 
-    def front_of_others(self, shard: Shard) -> float | None:
+    def _front_of_others(self, shard: Shard) -> float | None:
         """The lowest ready score of the partitions other than ``shard`` (one round trip),
         for a job sent to the front of the whole queue; None on one partition, or when
         the others are empty."""
         if self.partitions == 1:
             return None
         with unavailable_as_error():
-            pipe = self.client.pipeline(transaction=False)
-            for s in self.shards:
+            pipe = self._client.pipeline(transaction=False)
+            for s in self._shards:
                 if s is not shard:
                     pipe.zrange(s.keys.ready, 0, 0, withscores=True)
             heads = [float(r[0][1]) for r in pipe.execute() if r]
         return min(heads) if heads else None
 
-    def keys_for(self, tag: str) -> QueueKeys:
+    def _keys_for(self, tag: str) -> QueueKeys:
         """The keys of the shard that holds job ``tag``."""
-        return self.shard_for(tag).keys
+        return self._shard_for(tag).keys
 
     def other(self, name: str) -> Core:
         """The engine of this queue, or of another configured queue of the same Redis."""
@@ -197,16 +202,16 @@ class Core:
             raise InvalidArgument(f"queue {name!r} is not known here")
         return RESOLVER[0](name)
 
-    def keys_of(self, queue: str, tag: str) -> QueueKeys:
+    def _keys_of(self, queue: str, tag: str) -> QueueKeys:
         """The keys of the shard holding job ``tag`` of queue ``queue``."""
-        return self.other(queue).keys_for(tag)
+        return self.other(queue)._keys_for(tag)
 
     @property
-    def part_keys(self) -> list[QueueKeys]:
-        """The keys of each shard; ``[self.keys]`` for an unpartitioned queue."""
-        return [s.keys for s in self.shards]
+    def _part_keys(self) -> list[QueueKeys]:
+        """The keys of each shard; ``[self._keys]`` for an unpartitioned queue."""
+        return [s.keys for s in self._shards]
 
-    def next_shard(self) -> int:
+    def _next_shard(self) -> int:
         """The shard the next claim starts at; advances round-robin."""
         start = self._rr
         self._rr = (start + 1) % self.partitions
@@ -216,7 +221,7 @@ class Core:
 
     def batch(self) -> Batch:
         """Calls to send in one round trip (:meth:`send`)."""
-        return self.scripts.batch()
+        return self._scripts.batch()
 
     def send(self, batch: Batch) -> list[Any]:
         """Send a batch; connection errors become ``QueueUnavailable``. Each call's result
@@ -237,7 +242,7 @@ class Core:
     def run(self, call: Call[T]) -> T:
         """Send one script call; connection errors become ``QueueUnavailable``."""
         with unavailable_as_error():
-            return self.scripts.run(call)
+            return self._scripts.run(call)
 
 
 #: the old name of :class:`Core`, for the type hints that still use it

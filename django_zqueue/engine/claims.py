@@ -42,7 +42,7 @@ class Claims:
         chunk = e.claim_chunk
         if batch <= chunk:
             return self._consume.claim_rest(plan, e.run(plan.call))
-        shard = e.shards[plan.start]
+        shard = e._shards[plan.start]
         sizes = [min(chunk, batch - i) for i in range(0, batch, chunk)]
         b = e.batch()
         pending = [b.add(plan.call)] + [b.add(shard.claim(n, consumer)) for n in sizes[1:]]
@@ -57,4 +57,4 @@ class Claims:
         e = self._engine
         seconds = min(seconds, e.max_block)
         with unavailable_as_error():
-            return wait_any(e.client, e.notify_groups, max(seconds, 0.001), e.wait_turn)
+            return wait_any(e._client, e._notify_groups, max(seconds, 0.001), e.wait_turn)

@@ -95,8 +95,8 @@ class Consume:
         the next shard round-robin, for the caller to send (in a batch of its own)."""
         e = self._engine
         self._layout.ensure()
-        start = e.next_shard()
-        call = e.shards[start].claim(min(batch, e.claim_chunk), consumer)
+        start = e._next_shard()
+        call = e._shards[start].claim(min(batch, e.claim_chunk), consumer)
         return ClaimPlan(start, batch, consumer, call)
 
     def claim_rest(self, plan: ClaimPlan, first: Claimed) -> tuple[list[Message], float | None]:
@@ -109,7 +109,7 @@ class Consume:
         for i in range(1, e.partitions):
             if len(msgs) >= plan.batch:
                 break
-            shard = e.shards[(plan.start + i) % e.partitions]
+            shard = e._shards[(plan.start + i) % e.partitions]
             more = e.run(shard.claim(min(e.claim_chunk, plan.batch - len(msgs)), plan.consumer))
             msgs.extend(more.messages)
             got.append(more)
@@ -146,7 +146,9 @@ class Consume:
     ) -> Call[bool]:
         """``passed``: the result a workflow job hands to its dependents (JSON, '' = null)."""
         a = self.make_ack(msg, result, result_ttl, run_ms)
-        return self._engine.shard_for(msg.tag).ack(msg, a.result, a.result_ttl_ms, a.run_ms, passed)
+        return self._engine._shard_for(msg.tag).ack(
+            msg, a.result, a.result_ttl_ms, a.run_ms, passed
+        )
 
     def add_acks(self, batch: Sink, acks: Sequence[Ack]) -> list[AckReply]:
         """Queue ``acks`` in ``batch`` as ``ack_many`` calls (one per shard and per
@@ -154,10 +156,10 @@ class Consume:
         and :meth:`settle_acks` has run."""
         by_shard: dict[int, list[int]] = {}
         for i, a in enumerate(acks):
-            by_shard.setdefault(self._engine.shard_for(a.msg.tag).index, []).append(i)
+            by_shard.setdefault(self._engine._shard_for(a.msg.tag).index, []).append(i)
         replies: list[AckReply | None] = [None] * len(acks)
         for index, members in by_shard.items():
-            shard = self._engine.shards[index]
+            shard = self._engine._shards[index]
             for start in range(0, len(members), ACK_CHUNK):
                 chunk = members[start : start + ACK_CHUNK]
                 pending = batch.add(shard.ack_many([acks[i] for i in chunk]))
@@ -179,12 +181,12 @@ class Consume:
         for r in later:
             a = r.ack
             r.redo = batch.add(
-                e.shard_for(a.msg.tag).ack(a.msg, a.result, a.result_ttl_ms, a.run_ms)
+                e._shard_for(a.msg.tag).ack(a.msg, a.result, a.result_ttl_ms, a.run_ms)
             )
         e.send(batch)
 
     def release_call(self, msg: Message) -> Call[bool]:
-        return self._engine.shard_for(msg.tag).release(msg)
+        return self._engine._shard_for(msg.tag).release(msg)
 
     def nack_call(
         self,
@@ -200,7 +202,7 @@ class Consume:
             retry_s = self._engine.options.retry_backoff.delay(msg.attempt)
         else:
             retry_s = validate.horizon(max(0.0, validate.seconds(retry_in, "retry_in")), "retry_in")
-        return self._engine.shard_for(msg.tag).nack(msg, error[:65536], int(retry_s * 1000), dead)
+        return self._engine._shard_for(msg.tag).nack(msg, error[:65536], int(retry_s * 1000), dead)
 
     def touch_call(
         self,
@@ -220,13 +222,13 @@ class Consume:
             if not 0 <= value <= 1:
                 raise InvalidArgument(f"progress must be in [0, 1], got {progress!r}")
             prog = json.dumps({"v": value, "n": str(note)[:200], "t": _now_ms()})
-        return self._engine.shard_for(msg.tag).touch(msg, ext, prog)
+        return self._engine._shard_for(msg.tag).touch(msg, ext, prog)
 
     # ----------------------------------------------------------------- one job
 
     def state_call(self, tag: str) -> Call[str | None]:
-        return self._engine.shard_for(validate.tag(tag)).state(tag)
+        return self._engine._shard_for(validate.tag(tag)).state(tag)
 
     def info_call(self, tag: str, *, with_body: bool = True) -> Call[JobInfo | None]:
         """The info script call of one job (rank within its shard: see ``Queue.info``)."""
-        return self._engine.shard_for(validate.tag(tag)).info(tag, with_body)
+        return self._engine._shard_for(validate.tag(tag)).info(tag, with_body)

@@ -119,7 +119,7 @@ class Control:
         """Cancel job ``tag`` (waiting or running), its record kept ``ttl_ms``; when it was
         cancelled, its workflow dependents are told at once (one more round trip)."""
         e = self._engine
-        reply = e.run(e.shard_for(tag).cancel(tag, ttl_ms))
+        reply = e.run(e._shard_for(tag).cancel(tag, ttl_ms))
         if reply in (CancelReply.WAITING, CancelReply.RUNNING):
             Workflows(e).settle_ends([tag])
         return reply
@@ -128,7 +128,7 @@ class Control:
         """The cancel record of job ``tag`` while it is kept; None otherwise."""
         e = self._engine
         with unavailable_as_error():
-            raw = e.client.get(e.keys_for(tag).cancelled(tag))
+            raw = e._client.get(e._keys_for(tag).cancelled(tag))
         return read_cancelled(tag, raw)
 
     def run_now(self, tag: str) -> bool:
@@ -136,21 +136,21 @@ class Control:
         of the other partitions' heads, read first: one more round trip). False when it
         is not waiting in line."""
         e = self._engine
-        shard = e.shard_for(tag)
-        below = e.front_of_others(shard)
+        shard = e._shard_for(tag)
+        below = e._front_of_others(shard)
         return e.run(shard.run_now(tag, below)) is MoveReply.MOVED
 
     def set_priority(self, tag: str, priority: int) -> bool:
         """Give waiting job ``tag`` priority ``priority``. False when it is not waiting in
         line."""
         e = self._engine
-        return e.run(e.shard_for(tag).set_priority(tag, priority)) is MoveReply.MOVED
+        return e.run(e._shard_for(tag).set_priority(tag, priority)) is MoveReply.MOVED
 
     def delete(self, tag: str) -> bool:
         """Remove job ``tag`` (ready, delayed, waiting or dead) with its record; when it
         was, its workflow dependents are told at once (one more round trip)."""
         e = self._engine
-        deleted = e.run(e.shard_for(tag).delete(tag, False)) is DeleteReply.DELETED
+        deleted = e.run(e._shard_for(tag).delete(tag, False)) is DeleteReply.DELETED
         if deleted:
             Workflows(e).settle_ends([tag])
         return deleted
@@ -160,9 +160,9 @@ class Control:
         ahead of the other partitions' heads read first); a workflow job's buried
         dependents wait again (dispatched at once). False when it is not dead."""
         e = self._engine
-        shard = e.shard_for(tag)
+        shard = e._shard_for(tag)
         if front:
-            call = shard.requeue_dead(tag, True, e.front_of_others(shard))
+            call = shard.requeue_dead(tag, True, e._front_of_others(shard))
         else:
             call = shard.requeue_dead(tag)
         done = e.run(call)
@@ -176,7 +176,7 @@ class Control:
         """Delete every dead letter, ``limit`` a script call, shard after shard."""
         e = self._engine
         total = 0
-        for shard in e.shards:
+        for shard in e._shards:
             while True:
                 n = e.run(shard.purge_dead(limit))
                 total += n
@@ -188,14 +188,14 @@ class Control:
         """One housekeeping step of every shard (at most ``limit`` jobs per kind each), in
         one round trip."""
         e = self._engine
-        return ScanResult.total(e.run_all([s.scan(limit) for s in e.shards]))
+        return ScanResult.total(e.run_all([s.scan(limit) for s in e._shards]))
 
     def pause(self) -> None:
         """Set every shard's pause key, in one round trip."""
         e = self._engine
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
-            for s in e.shards:
+            pipe = e._client.pipeline(transaction=False)
+            for s in e._shards:
                 pipe.set(s.keys.paused, "1")
             pipe.execute()
 
@@ -204,12 +204,12 @@ class Control:
         when a pause key could not be deleted; a refused wake-up is only logged
         (``resume_wake_failed``)."""
         e = self._engine
-        n = len(e.shards)
+        n = len(e._shards)
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
-            for s in e.shards:
+            pipe = e._client.pipeline(transaction=False)
+            for s in e._shards:
                 pipe.delete(s.keys.paused)
-            for s in e.shards:
+            for s in e._shards:
                 pipe.lpush(s.keys.notify, "1")
                 pipe.ltrim(s.keys.notify, 0, e.policy.notify_cap - 1)
             replies = pipe.execute(raise_on_error=False)
@@ -224,8 +224,8 @@ class Control:
         """Whether any shard is paused (one round trip)."""
         e = self._engine
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
-            for s in e.shards:
+            pipe = e._client.pipeline(transaction=False)
+            for s in e._shards:
                 pipe.exists(s.keys.paused)
             return any(int(n) for n in pipe.execute())
 
@@ -234,13 +234,13 @@ class Control:
     @property
     def shard_count(self) -> int:
         """How many shards a bulk action walks, one after the other (indexes from 0)."""
-        return len(self._engine.shards)
+        return len(self._engine._shards)
 
     def state_top(self, shard: int, state: str) -> float | None:
         """The highest score in shard ``shard``'s set of ``state`` (None: empty)."""
         e = self._engine
         with unavailable_as_error():
-            last = e.client.zrange(self._set(shard, state), -1, -1, withscores=True)
+            last = e._client.zrange(self._set(shard, state), -1, -1, withscores=True)
         return float(last[0][1]) if last else None
 
     def range_after(
@@ -250,7 +250,7 @@ class Control:
         cursor ``after`` (score, tag; None: from the start), of score <= ``top``
         (``range_after.lua``)."""
         e = self._engine
-        return e.run(e.shards[shard].range_after(self._set(shard, state), after, top, limit))
+        return e.run(e._shards[shard].range_after(self._set(shard, state), after, top, limit))
 
     def listed(
         self, shard: int, state: str, entries: Sequence[tuple[str, float]], tags: Sequence[str]
@@ -260,9 +260,9 @@ class Control:
         has its body in the body hash."""
         if not tags:
             return []
-        k = self._engine.shards[shard].keys
+        k = self._engine._shards[shard].keys
         with unavailable_as_error():
-            pipe = self._engine.client.pipeline(transaction=False)
+            pipe = self._engine._client.pipeline(transaction=False)
             pipe.hmget(k.meta, tags)
             pipe.hmget(k.body, tags)
             if state == "dead":
@@ -288,18 +288,18 @@ class Control:
         if not tags:
             return BulkOutcome([], 0, [])
         e = self._engine
-        s = e.shards[shard]
+        s = e._shards[shard]
         calls: list[Call[Any]]
         if action in ("requeue", "retry_now"):
             front = action == "retry_now"
-            below = e.front_of_others(s) if front else None
+            below = e._front_of_others(s) if front else None
             calls = [s.requeue_dead(t, front, below) for t in tags]
         elif action == "delete":
             calls = [s.delete(t, False, "dead") for t in tags]
         elif action == "cancel":
             calls = [s.cancel(t, ttl_ms, state) for t in tags]
         else:
-            below = e.front_of_others(s)
+            below = e._front_of_others(s)
             calls = [s.run_now(t, below) for t in tags]
         replies = e.run_all(calls)
         pairs = list(zip(tags, replies, strict=True))
@@ -310,5 +310,5 @@ class Control:
         )
 
     def _set(self, shard: int, state: str) -> str:
-        key: str = getattr(self._engine.shards[shard].keys, _SET.get(state, state))
+        key: str = getattr(self._engine._shards[shard].keys, _SET.get(state, state))
         return key

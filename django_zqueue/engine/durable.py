@@ -146,20 +146,20 @@ class Durable:
     def run_call(self, msg: Message) -> Call[Records]:
         """The call of a run's one read of delivery ``msg``'s records (fenced: ``leased``
         says whether ``msg`` still holds the lease)."""
-        return steps_call(self._engine.shard_for(msg.tag), msg, self.keep_ms())
+        return steps_call(self._engine._shard_for(msg.tag), msg, self.keep_ms())
 
     def step_call(self, msg: Message, field: str, value: str) -> Call[StepReply]:
         """The call that records ``value`` (JSON) as ``field`` for delivery ``msg``."""
-        return step_call(self._engine.shard_for(msg.tag), msg, field, value, self.keep_ms())
+        return step_call(self._engine._shard_for(msg.tag), msg, field, value, self.keep_ms())
 
     def park_call(self, msg: Message, field: str, ms: int) -> Call[tuple[ParkReply, str]]:
         """The call that ends delivery ``msg``'s run, parked on ``field`` (a sleep or a
         wait of ``ms``): its reply code and the wake time, deadline or event payload."""
-        return park_call(self._engine.shard_for(msg.tag), msg, field, ms, self.keep_ms())
+        return park_call(self._engine._shard_for(msg.tag), msg, field, ms, self.keep_ms())
 
     def signal_call(self, tag: str, name: str, payload: str) -> Call[SignalReply]:
         """The call that delivers event ``name`` (``payload``: JSON) to job ``tag``."""
-        return signal_call(self._engine.shard_for(tag), tag, name, payload, self.keep_ms())
+        return signal_call(self._engine._shard_for(tag), tag, name, payload, self.keep_ms())
 
     # ---------------------------------------------------------------- the verbs
 
@@ -181,11 +181,11 @@ class Durable:
 
     def records(self, tag: str) -> Records:
         """Job ``tag``'s records, whatever its state (read only, not fenced)."""
-        return self._engine.run(records_call(self._engine.shard_for(tag), tag))
+        return self._engine.run(records_call(self._engine._shard_for(tag), tag))
 
     def parked(self, tag: str) -> ParkedFor | None:
         """What job ``tag`` is parked for (a durable sleep or wait), None if it is not."""
-        return parked_for(self._engine.run(parked_call(self._engine.shard_for(tag), tag)))
+        return parked_for(self._engine.run(parked_call(self._engine._shard_for(tag), tag)))
 
     def parked_many(self, tags: Sequence[str]) -> dict[str, ParkedFor]:
         """What each job of ``tags`` that is parked waits for, in one round trip (none
@@ -194,7 +194,7 @@ class Durable:
             return {}
         e = self._engine
         batch = e.batch()
-        pending = [(tag, batch.add(parked_call(e.shard_for(tag), tag))) for tag in tags]
+        pending = [(tag, batch.add(parked_call(e._shard_for(tag), tag))) for tag in tags]
         e.send(batch)
         out = {}
         for tag, p in pending:

@@ -65,7 +65,7 @@ class Workflows:
         e = self._engine
         calls = [
             e.other(p.queue)
-            .shard_for(p.tag)
+            ._shard_for(p.tag)
             .wf_link(p.tag, json.dumps([e.name, tag, i]), MAX_LINKS)
             for i, p in enumerate(parents, 1)
         ]
@@ -76,7 +76,7 @@ class Workflows:
             if state != "linked"
         ]
         for i in range(0, len(now), RESOLVE_CHUNK):
-            e.run(e.shard_for(tag).wf_resolve(now[i : i + RESOLVE_CHUNK]))
+            e.run(e._shard_for(tag).wf_resolve(now[i : i + RESOLVE_CHUNK]))
 
     def flow_calls(
         self, jobs: Sequence[FlowJob]
@@ -87,10 +87,10 @@ class Workflows:
         self._layout.ensure()
         groups: dict[int, list[FlowJob]] = {}
         for fj in jobs:
-            groups.setdefault(e.shard_for(fj.job.tag).index, []).append(fj)
+            groups.setdefault(e._shard_for(fj.job.tag).index, []).append(fj)
         return [
             (
-                e.shards[s].wf_publish(group[i : i + PUBLISH_CHUNK]),
+                e._shards[s].wf_publish(group[i : i + PUBLISH_CHUNK]),
                 [fj.job.tag for fj in group[i : i + PUBLISH_CHUNK]],
             )
             for s, group in sorted(groups.items())
@@ -130,9 +130,9 @@ class Workflows:
         """(tag, entry, dependents) of each of ``tags`` that has an outbox entry."""
         e = self._engine
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
+            pipe = e._client.pipeline(transaction=False)
             for t in tags:
-                k = e.keys_for(t)
+                k = e._keys_for(t)
                 pipe.hget(k.wf_res, t)
                 pipe.hget(k.wf(t), "kids")
             replies = pipe.execute()
@@ -178,19 +178,19 @@ class Workflows:
                     # the entry stays for a process that knows it; the others go on
                     kept.add(tag)
                     continue
-                shard = owner.shard_for(kid.tag)
+                shard = owner._shard_for(kid.tag)
                 groups.setdefault((kid.queue, shard.index), []).append(
                     Resolution(kid.tag, kid.place, end, result, tag)
                 )
         calls: list[Call[Resolved]] = []
         owners: list[str] = []
         for (name, index), group in groups.items():
-            shard = e.other(name).shards[index]
+            shard = e.other(name)._shards[index]
             for i in range(0, len(group), RESOLVE_CHUNK):
                 calls.append(shard.wf_resolve(group[i : i + RESOLVE_CHUNK]))
                 owners.append(name)
         resolved = e.run_all(calls) if calls else []
-        clear = [e.shard_for(t).wf_clear(t, x) for t, x, _ in entries if t not in kept]
+        clear = [e._shard_for(t).wf_clear(t, x) for t, x, _ in entries if t not in kept]
         if clear:
             e.run_all(clear)
         cascade = [Ref(o, t) for o, r in zip(owners, resolved, strict=True) for t in r.cascade]
@@ -202,8 +202,8 @@ class Workflows:
         e = self._engine
         total = 0
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
-            for s in e.shards:
+            pipe = e._client.pipeline(transaction=False)
+            for s in e._shards:
                 pipe.zrange(s.keys.wf_out, 0, limit - 1)
             found = pipe.execute()
         tags = sorted({t.decode("utf-8") for ts in found for t in ts})

@@ -47,7 +47,7 @@ class FlowPublish:
         :meth:`link_parents` next."""
         e = self._engine
         Layout(e).ensure()
-        return e.run(e.shard_for(job.job.tag).wf_publish([job]))
+        return e.run(e._shard_for(job.job.tag).wf_publish([job]))
 
     def link_parents(self, tag: str, parents: Sequence[Ref]) -> None:
         """Register waiting job ``tag`` with each parent, in one round trip; parents
@@ -83,7 +83,7 @@ class FlowPublish:
         """Delete job ``tag`` whatever its state (undoing a step of a workflow that
         failed): one ``delete`` call."""
         e = self._engine
-        e.run(e.shard_for(tag).delete(tag, False))
+        e.run(e._shard_for(tag).delete(tag, False))
 
     # ---------------------------------------------------------------- checks
 
@@ -93,13 +93,13 @@ class FlowPublish:
         one more only when a tag is taken."""
         e = self._engine
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
+            pipe = e._client.pipeline(transaction=False)
             for w, tag in jobs:
-                pipe.hexists(w._engine.keys_for(tag).meta, tag)
+                pipe.hexists(w._engine._keys_for(tag).meta, tag)
             found = [i for i, t in enumerate(pipe.execute()) if t]
         if not found:
             return []
-        calls = [jobs[i][0]._engine.shard_for(jobs[i][1]).state(jobs[i][1]) for i in found]
+        calls = [jobs[i][0]._engine._shard_for(jobs[i][1]).state(jobs[i][1]) for i in found]
         states = e.run_all(calls)
         return [(i, s or "") for i, s in zip(found, states, strict=True)]
 
@@ -112,7 +112,7 @@ class FlowPublish:
         need: dict[tuple[str, int], tuple[Shard, int]] = {}
         for w, tag, _ in jobs:
             if w._engine.policy.max_length:
-                shard = w._engine.shard_for(tag)
+                shard = w._engine._shard_for(tag)
                 key = (w.name, shard.index)
                 need[key] = (shard, need.get(key, (shard, 0))[1] + 1)
         if need:
@@ -120,7 +120,7 @@ class FlowPublish:
         adds: dict[int, tuple[Shard, dict[str, int]]] = {}
         for w, tag, group in jobs:
             if w._engine.policy.group_max_length:
-                shard = w._engine.shard_for(tag)
+                shard = w._engine._shard_for(tag)
                 per = adds.setdefault(id(shard), (shard, {}))[1]
                 per[group] = per.get(group, 0) + 1
         if adds:
@@ -130,7 +130,7 @@ class FlowPublish:
         """QueueFull when ``n`` more jobs do not fit in a shard's ``max_length``
         (``counts``: shard, new jobs), read in one round trip."""
         with unavailable_as_error():
-            pipe = self._engine.client.pipeline(transaction=False)
+            pipe = self._engine._client.pipeline(transaction=False)
             for shard, _ in counts:
                 pipe.zcard(shard.keys.ready)
                 pipe.zcard(shard.keys.delayed)
@@ -155,7 +155,7 @@ class FlowPublish:
         """Entries waiting for dispatch (all shards): one round trip."""
         e = self._engine
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
-            for s in e.shards:
+            pipe = e._client.pipeline(transaction=False)
+            for s in e._shards:
                 pipe.zcard(s.keys.wf_out)
             return sum(int(n) for n in pipe.execute())

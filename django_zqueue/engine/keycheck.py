@@ -109,9 +109,9 @@ def key_problems(q: EngineBase) -> list[KeyProblem]:
     each with its repair when one is safe. Two round trips per partition."""
     out: list[KeyProblem] = []
     with unavailable_as_error():
-        for k in q.part_keys:
+        for k in q._part_keys:
             fixed = typed_keys(k)
-            pipe = q.client.pipeline(transaction=False)
+            pipe = q._client.pipeline(transaction=False)
             for _, key, _ in fixed:
                 pipe.type(key)
             types = [t.decode() if isinstance(t, bytes) else str(t) for t in pipe.execute()]
@@ -122,19 +122,19 @@ def key_problems(q: EngineBase) -> list[KeyProblem]:
                 if field in wrong:
                     out.append(_wrong_type(q, field, key, kind, found))
             if "ctr" not in wrong:
-                fields: dict[Any, Any] = q.client.hgetall(k.ctr)
+                fields: dict[Any, Any] = q._client.hgetall(k.ctr)
                 out += _ctr_problems(q, k.ctr, k.meta, fields)
                 if q.policy.mode == "strict" and not ({"ready", "meta"} & wrong):
                     out += _seq_problems(q, k, fields.get(b"seq"))
             if "stats" not in wrong:
-                out += _stats_problems(q, k.stats, q.client.hgetall(k.stats))
+                out += _stats_problems(q, k.stats, q._client.hgetall(k.stats))
     return _bound(q, out)
 
 
 def _bound(q: EngineBase, problems: list[KeyProblem]) -> list[KeyProblem]:
     """``problems``, each repair bound to ``q``'s client (:meth:`Repair.run`)."""
     return [
-        KeyProblem(p.finding, None if p.repair is None else replace(p.repair, on=q.client))
+        KeyProblem(p.finding, None if p.repair is None else replace(p.repair, on=q._client))
         for p in problems
     ]
 
@@ -197,11 +197,11 @@ def _seq_problems(q: EngineBase, k: Any, raw: bytes | None) -> list[KeyProblem]:
     if raw is not None and not _is_int(raw):
         return []  # not an integer: named by _ctr_problems
     seq = int(raw) if raw is not None else 0
-    top = _top_sequence(q.client, k, seq)
+    top = _top_sequence(q._client, k, seq)
     if top is None:
         return []
     top_seq, tag = top
-    now: Any = q.client.hget(k.ctr, "seq")  # jobs published since ctr was read took more
+    now: Any = q._client.hget(k.ctr, "seq")  # jobs published since ctr was read took more
     if now is not None and _is_int(now) and int(now) >= top_seq:
         return []
     message = (
@@ -343,19 +343,19 @@ def orphan_problems(q: EngineBase) -> list[KeyProblem]:
     that moves each into the dead letters (error ``orphan record``), where an operator can
     requeue or delete it. Reads at most ORPHAN_SCAN records per partition."""
     out: list[KeyProblem] = []
-    for k in q.part_keys:
+    for k in q._part_keys:
         sets = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
         with unavailable_as_error():
-            if any(q.client.type(key) not in (b"zset", b"none") for key in sets) or (
-                q.client.type(k.meta) != b"hash"
+            if any(q._client.type(key) not in (b"zset", b"none") for key in sets) or (
+                q._client.type(k.meta) != b"hash"
             ):
                 continue  # a key of the wrong type: named by key_problems, repaired first
             ids: list[bytes] = []
-            for tag, _ in q.client.hscan_iter(k.meta, count=1000):
+            for tag, _ in q._client.hscan_iter(k.meta, count=1000):
                 ids.append(tag)
                 if len(ids) >= ORPHAN_SCAN:
                     break
-            pipe = q.client.pipeline(transaction=False)
+            pipe = q._client.pipeline(transaction=False)
             for tag in ids:
                 for key in sets:
                     pipe.zscore(key, tag)
@@ -366,7 +366,7 @@ def orphan_problems(q: EngineBase) -> list[KeyProblem]:
             for i, tag in enumerate(ids)
             if all(score is None for score in found[i * width : (i + 1) * width])
         ]
-        orphans = still_orphans(q.client, k, maybe)
+        orphans = still_orphans(q._client, k, maybe)
         if not orphans:
             continue
         shown = ", ".join(t.decode("utf-8", "replace") for t in orphans[:5])

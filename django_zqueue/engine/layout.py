@@ -36,9 +36,9 @@ class Layout:
         e = self._engine
         layout = layout_key(e.prefix, e.name)
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
+            pipe = e._client.pipeline(transaction=False)
             pipe.get(layout)
-            k = e.keys
+            k = e._keys
             for key in (k.ready, k.delayed, k.leased, k.dead):
                 pipe.exists(key)
             replies = pipe.execute()
@@ -46,7 +46,7 @@ class Layout:
                 raise PartitionMismatch(e.name, 1, e.partitions)
             if e.partitions > 1 and replies[0] is None:
                 # first use: record the layout (SET NX GET: a concurrent first use wins)
-                replies[0] = e.client.set(layout, e.partitions, nx=True, get=True)
+                replies[0] = e._client.set(layout, e.partitions, nx=True, get=True)
                 replies[0] = replies[0] if replies[0] is not None else e.partitions
         recorded = int(replies[0]) if replies[0] is not None else None
         if recorded is not None and recorded != e.partitions:
@@ -54,16 +54,16 @@ class Layout:
                 raise PartitionMismatch(e.name, recorded, e.partitions)
             with unavailable_as_error():  # the old layout is drained: take the new one
                 if e.partitions > 1:
-                    e.client.set(layout, e.partitions)
+                    e._client.set(layout, e.partitions)
                 else:
-                    e.client.delete(layout)
+                    e._client.delete(layout)
         e.layout_checked = True
 
     def _holds_jobs(self, partitions: int) -> bool:
         """Whether any partition of the ``partitions`` layout holds a job (one pipeline)."""
         e = self._engine
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
+            pipe = e._client.pipeline(transaction=False)
             for k in partition_keys(e.prefix, e.name, partitions):
                 for key in (k.ready, k.delayed, k.leased, k.dead):
                     pipe.exists(key)
@@ -79,9 +79,9 @@ class Layout:
         record; not atomic with concurrent publishers."""
         e = self._engine
         with unavailable_as_error():
-            for k in {e.keys, *e.part_keys}:  # one DEL per hash tag (one slot each)
-                e.client.delete(*k.all())
-            e.client.delete(*e.keys.recent_task_stats(time.time()))
+            for k in {e._keys, *e._part_keys}:  # one DEL per hash tag (one slot each)
+                e._client.delete(*k.all())
+            e._client.delete(*e._keys.recent_task_stats(time.time()))
             if e.partitions > 1:
-                e.client.delete(layout_key(e.prefix, e.name))
+                e._client.delete(layout_key(e.prefix, e.name))
         e.layout_checked = e.partitions == 1

@@ -28,9 +28,9 @@ class Waiting(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def client(self) -> Any: ...
+    def _client(self) -> Any: ...
     @property
-    def shards(self) -> Sequence[Any]: ...
+    def _shards(self) -> Sequence[Any]: ...
 
 
 def dependents_of(parent_queue: str, parent: str, queues: Sequence[Waiting]) -> list[Kid]:
@@ -39,14 +39,14 @@ def dependents_of(parent_queue: str, parent: str, queues: Sequence[Waiting]) -> 
     found: list[Kid] = []
     seen = 0
     for q in queues:
-        for shard in q.shards:
+        for shard in q._shards:
             k = shard.keys
             cursor = 0
             while seen < SCAN_MOST:
                 with unavailable_as_error():
-                    cursor, members = q.client.zscan(k.wait, cursor, count=SCAN_STEP)
+                    cursor, members = q._client.zscan(k.wait, cursor, count=SCAN_STEP)
                     tags = [m.decode("utf-8") if isinstance(m, bytes) else m for m, _ in members]
-                    pipe = q.client.pipeline(transaction=False)
+                    pipe = q._client.pipeline(transaction=False)
                     for tag in tags:
                         pipe.hget(k.wf(tag), "par")
                     pars = pipe.execute() if tags else []

@@ -25,8 +25,8 @@ class Positions:
         """(rank in its shard, score) of job ``tag`` in ``ready``, in one round trip;
         (None, None) unless it is ready."""
         e = self._engine
-        ready = e.keys_for(tag).ready
-        pipe = e.client.pipeline(transaction=False)
+        ready = e._keys_for(tag).ready
+        pipe = e._client.pipeline(transaction=False)
         pipe.zrank(ready, tag)
         pipe.zscore(ready, tag)
         rank, score = pipe.execute()
@@ -36,11 +36,12 @@ class Positions:
         """For each ready job of ``standings`` (each with a score), the jobs of the other
         shards ahead of it (one round trip; zeros on an unpartitioned queue)."""
         e = self._engine
-        if len(e.shards) == 1 or not standings:
+        if len(e._shards) == 1 or not standings:
             return [0] * len(standings)
-        pipe = e.client.pipeline(transaction=False)
+        pipe = e._client.pipeline(transaction=False)
         counts = [
-            queue_ahead(pipe, e.shards, s.score or 0.0, e.shard_for(s.tag).index) for s in standings
+            queue_ahead(pipe, e._shards, s.score or 0.0, e._shard_for(s.tag).index)
+            for s in standings
         ]
         replies = iter(pipe.execute())
         return [ahead_of(replies, n) for n in counts]
@@ -56,23 +57,23 @@ class Positions:
         e = self._engine
         by_shard: dict[int, list[str]] = {}
         for tag in tags:
-            by_shard.setdefault(e.shard_for(tag).index, []).append(tag)
+            by_shard.setdefault(e._shard_for(tag).index, []).append(tag)
         pending = [
-            batch.add(e.shards[i].positions(chunk[n : n + most]))
+            batch.add(e._shards[i].positions(chunk[n : n + most]))
             for i, chunk in by_shard.items()
             for n in range(0, len(chunk), most)
         ]
         for i, chunk in by_shard.items():
-            batch.command("hmget", e.shards[i].keys.progress, chunk)
-        for s in e.shards:
+            batch.command("hmget", e._shards[i].keys.progress, chunk)
+        for s in e._shards:
             batch.command("hmget", s.keys.stats, ["acked", "run_ms"])
-        batch.command("hgetall", e.keys.workers)
+        batch.command("hgetall", e._keys.workers)
         return pending, list(by_shard.values())
 
     def add_job_read(self, batch: Batch, tag: str) -> tuple[Pending[JobInfo | None], int]:
         """Add to ``batch`` the info call of job ``tag`` (with its body) and a ``GET`` of its
         result key: the info's pending reply and the index of the ``GET``'s raw reply."""
-        shard = self._engine.shard_for(tag)  # the job's partition (the queue's own if one)
+        shard = self._engine._shard_for(tag)  # the job's partition (the queue's own if one)
         return batch.add(shard.info(tag, True)), batch.command("get", shard.keys.result(tag))
 
     def overdue(self, slack_ms: int) -> dict[str, tuple[int, float]]:
@@ -81,11 +82,11 @@ class Positions:
         oldest, on Redis' clock."""
         e = self._engine
         with unavailable_as_error():
-            now = server_time_ms(e.client, e.keys.ready)
+            now = server_time_ms(e._client, e._keys.ready)
             late: dict[str, tuple[int, float]] = {}
             for kind in ("delayed", "leased"):
-                pipe = e.client.pipeline(transaction=False)
-                for k in e.part_keys:
+                pipe = e._client.pipeline(transaction=False)
+                for k in e._part_keys:
                     key = getattr(k, kind)
                     pipe.zcount(key, "-inf", now - slack_ms)
                     pipe.zrange(key, 0, 0, withscores=True)
@@ -99,4 +100,4 @@ class Positions:
         """Redis ``TIME`` in ms on the queue's node."""
         e = self._engine
         with unavailable_as_error():
-            return server_time_ms(e.client, e.keys.ready)
+            return server_time_ms(e._client, e._keys.ready)

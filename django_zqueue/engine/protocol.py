@@ -52,13 +52,13 @@ class WireProtocol:
         e = self._engine
         with unavailable_as_error():
             try:
-                loaded = load_protocol(e.client)
+                loaded = load_protocol(e._client)
             except ResponseError as exc:  # no Redis Functions (Redis < 7), no permission
                 raise ProtocolError(f"the protocol library was not loaded: {exc}") from exc
             fields = [x for pair in self.policy().items() for x in pair]
-            e.client.hset(e.keys.proto, items=fields)
+            e._client.hset(e._keys.proto, items=fields)
         e.proto_written = tuple(fields)
-        on_library_lost(e.client, e.keys.proto, self.restore)
+        on_library_lost(e._client, e._keys.proto, self.restore)
         return loaded
 
     def restore(self) -> None:
@@ -68,21 +68,21 @@ class WireProtocol:
         e = self._engine
         if not e.proto_written:
             return
-        load_protocol(e.client)
-        e.client.hset(e.keys.proto, items=list(e.proto_written))
-        log.info(kv(event="protocol_restored", queue=e.name, key=e.keys.proto))
+        load_protocol(e._client)
+        e._client.hset(e._keys.proto, items=list(e.proto_written))
+        log.info(kv(event="protocol_restored", queue=e.name, key=e._keys.proto))
 
     def key(self) -> str:
         """The name of the queue's proto hash (for the command's output)."""
-        return self._engine.keys.proto
+        return self._engine._keys.proto
 
     def loaded(self) -> LoadedProtocol | None:
         """The protocol library this queue's Redis holds (None: none)."""
         with unavailable_as_error():
-            return loaded_protocol(self._engine.client)
+            return loaded_protocol(self._engine._client)
 
     def stored(self) -> dict[str, str]:
         """The queue's proto hash as stored ({}: not set up)."""
         with unavailable_as_error():
-            raw = self._engine.client.hgetall(self._engine.keys.proto)
+            raw = self._engine._client.hgetall(self._engine._keys.proto)
         return {text(k): text(v) for k, v in raw.items()}

@@ -29,16 +29,10 @@ if TYPE_CHECKING:
 
 
 class QueueBase(Protocol):
-    """What the schedules' store uses of a queue: its engine, client and schedule keys."""
+    """What the schedules' store uses of a queue: its engine (client and schedule keys)."""
 
     @property
     def engine(self) -> Engine: ...
-
-    @property
-    def client(self) -> Any: ...
-
-    @property
-    def sched_keys(self) -> QueueKeys: ...
 
 
 Definition = dict[str, Any]
@@ -86,13 +80,13 @@ def _text(raw: Any) -> str:
 def now_ms(q: QueueBase) -> int:
     """Redis time, ms, on the node of the queue's schedules (the scripts' clock)."""
     with unavailable_as_error():
-        return server_time_ms(q.client, q.sched_keys.sched)
+        return server_time_ms(q.engine._client, q.engine._sched_keys.sched)
 
 
 def definitions(q: QueueBase) -> dict[str, Definition]:
     """Every stored definition of the queue (one ``HGETALL``), unreadable ones left out."""
-    with unavailable_as_error(keys=[q.sched_keys.sched_defs]):
-        raw: Any = q.client.hgetall(q.sched_keys.sched_defs)
+    with unavailable_as_error(keys=[q.engine._sched_keys.sched_defs]):
+        raw: Any = q.engine._client.hgetall(q.engine._sched_keys.sched_defs)
     found = {_text(k): _decode(v) for k, v in raw.items()}
     return {k: v for k, v in found.items() if v is not None}
 
@@ -101,17 +95,17 @@ def definitions_of(q: QueueBase, names: Sequence[str]) -> dict[str, Definition]:
     """The stored definitions of ``names`` (one ``HMGET``); absent ones left out."""
     if not names:
         return {}
-    with unavailable_as_error(keys=[q.sched_keys.sched_defs]):
-        raw: Any = q.client.hmget(q.sched_keys.sched_defs, list(names))
+    with unavailable_as_error(keys=[q.engine._sched_keys.sched_defs]):
+        raw: Any = q.engine._client.hmget(q.engine._sched_keys.sched_defs, list(names))
     found = {n: _decode(v) for n, v in zip(names, raw, strict=True)}
     return {k: v for k, v in found.items() if v is not None}
 
 
 def due(q: QueueBase, now: int, limit: int) -> list[tuple[str, int]]:
     """(name, tick) of the schedules due at ``now``, earliest first, at most ``limit``."""
-    with unavailable_as_error(keys=[q.sched_keys.sched]):
-        raw: Any = q.client.zrangebyscore(
-            q.sched_keys.sched, "-inf", now, start=0, num=limit, withscores=True
+    with unavailable_as_error(keys=[q.engine._sched_keys.sched]):
+        raw: Any = q.engine._client.zrangebyscore(
+            q.engine._sched_keys.sched, "-inf", now, start=0, num=limit, withscores=True
         )
     return [(_text(name), int(score)) for name, score in raw]
 
@@ -123,10 +117,10 @@ def stored(q: QueueBase, names: Iterable[str] | None = None) -> list[Stored]:
     if not ordered:
         return []
     with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=False)
+        pipe = q.engine._client.pipeline(transaction=False)
         for name in ordered:
-            pipe.zscore(q.sched_keys.sched, name)
-            pipe.hget(q.sched_keys.sched_last, name)
+            pipe.zscore(q.engine._sched_keys.sched, name)
+            pipe.hget(q.engine._sched_keys.sched_last, name)
         replies = pipe.execute()
     out = []
     for i, name in enumerate(ordered):
@@ -160,7 +154,7 @@ def put(
     tick: ``next_ms`` (None: paused) as ``mode`` says. False: the check failed, nothing
     was written."""
     text = "" if definition is None else json.dumps(dict(definition))
-    return q.engine.run(put_call(q.sched_keys, name, expect, text, next_ms, mode))
+    return q.engine.run(put_call(q.engine._sched_keys, name, expect, text, next_ms, mode))
 
 
 def fire(
@@ -175,7 +169,7 @@ def fire(
     ``job`` (None: only move on) if the schedule's next tick is still ``tick`` (and, with
     ``digest``, its stored definition still the one of that digest), and move it to
     ``next_tick`` (None: out of the due set). False: already handled, or stale."""
-    return q.engine.run(q.engine.shards[0].fire(name, tick, next_tick, job, digest))
+    return q.engine.run(q.engine._shards[0].fire(name, tick, next_tick, job, digest))
 
 
 def put_call(
@@ -197,9 +191,9 @@ def sync(
 ) -> None:
     """A deploy's changes, in one transaction: ``remove`` these schedules; ``write``
     (name, definition, next tick or None to leave the tick as it is)."""
-    k = q.sched_keys
+    k = q.engine._sched_keys
     with unavailable_as_error():
-        pipe = q.client.pipeline(transaction=True)
+        pipe = q.engine._client.pipeline(transaction=True)
         for name in remove:
             pipe.hdel(k.sched_defs, name)
             pipe.zrem(k.sched, name)

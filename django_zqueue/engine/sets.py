@@ -32,9 +32,9 @@ class Sets:
 
     def shard_index(self, tag: str) -> int:
         """The index of the shard that holds job ``tag``."""
-        return self._engine.shard_for(tag).index
+        return self._engine._shard_for(tag).index
 
     def publish_call(self, shard: int, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
         """The ``publish`` call of ``jobs`` (all of shard ``shard``, at most
         ``PUBLISH_CHUNK``), not sent: its reply is the clashes (tag, state)."""
-        return self._engine.shards[shard].publish(jobs)
+        return self._engine._shards[shard].publish(jobs)

@@ -49,26 +49,26 @@ class Workers:
 
     def wakeups(self, engines: Sequence[Core]) -> Wakeups:
         """The notify lists of ``engines`` (queues of this engine's Redis)."""
-        return Wakeups(self._engine.client, [key for e in engines for key in e.notify_keys])
+        return Wakeups(self._engine._client, [key for e in engines for key in e._notify_keys])
 
     def wrong_types(self, engines: Sequence[Core]) -> list[str]:
         """The fixed keys of ``engines`` whose type is wrong, as ``key (found, not
         expected)`` (one round trip; [] when they cannot be read)."""
-        return wrong_types(self._engine.client, [k for e in engines for k in e.part_keys])
+        return wrong_types(self._engine._client, [k for e in engines for k in e._part_keys])
 
     def register(self, engines: Sequence[Core], worker: str, entry: str) -> list[dict[Any, Any]]:
         """Write ``worker``'s entry in the workers hash of each of ``engines`` and read
         each hash back (one round trip); ``QueueUnavailable`` when it fails."""
-        pipe = self._engine.client.pipeline(transaction=False)
+        pipe = self._engine._client.pipeline(transaction=False)
         for e in engines:
-            pipe.hset(e.keys.workers, worker, entry)
-            pipe.hgetall(e.keys.workers)
+            pipe.hset(e._keys.workers, worker, entry)
+            pipe.hgetall(e._keys.workers)
         # the proto hashes this process wrote (engine.protocol.publish): one gone means a
         # server that lost its data, maybe with its scripts' library loaded again by
         # another process before this one's calls found it missing (on_library_lost)
         set_up = [e for e in engines if e.proto_written]
         for e in set_up:
-            pipe.exists(e.keys.proto)
+            pipe.exists(e._keys.proto)
         try:
             replies = pipe.execute()
         except Exception as exc:
@@ -79,15 +79,15 @@ class Workers:
                 try:
                     WireProtocol(e).restore()
                 except Exception as exc:  # the next registration tries again
-                    log.warning(kv(event="restore_failed", what=e.keys.proto, error=str(exc)))
+                    log.warning(kv(event="restore_failed", what=e._keys.proto, error=str(exc)))
         return list(hashes[1::2])
 
     def forget(self, entries: Sequence[tuple[Core, Any]]) -> None:
         """Delete the workers-hash entries ``(engine, worker id)`` (one round trip, none
         when there are none); ``QueueUnavailable`` when it fails."""
-        pipe = self._engine.client.pipeline(transaction=False)
+        pipe = self._engine._client.pipeline(transaction=False)
         for e, worker in entries:
-            pipe.hdel(e.keys.workers, worker)
+            pipe.hdel(e._keys.workers, worker)
         try:
             pipe.execute()
         except Exception as exc:
@@ -95,4 +95,4 @@ class Workers:
 
     def key(self) -> str:
         """The name of the queue's workers hash (for a log line)."""
-        return self._engine.keys.workers
+        return self._engine._keys.workers

@@ -41,7 +41,7 @@ def room_or_full(counts: Sequence[tuple[Shard, int]], engine: Flow) -> None:
     if not counts:
         return
     with unavailable_as_error():
-        pipe = engine.client.pipeline(transaction=False)
+        pipe = engine._client.pipeline(transaction=False)
         for shard, _ in counts:
             pipe.zcard(shard.keys.ready)
             pipe.zcard(shard.keys.delayed)
@@ -112,7 +112,7 @@ class Writes:
             return []
         Layout(e).ensure()
         if len(jobs) == 1:  # one job, one script call: atomic, no clash precheck
-            found = e.run(e.shard_for(jobs[0].tag).publish(jobs))
+            found = e.run(e._shard_for(jobs[0].tag).publish(jobs))
             return _published([jobs], [found], [jobs[0].tag]) if found else [jobs[0].tag]
         tags = [j.tag for j in jobs]
         groups: dict[int, list[NewJob]] = {0: list(jobs)}
@@ -121,7 +121,7 @@ class Writes:
             for job in jobs:
                 groups.setdefault(partition_of(job.tag, e.partitions), []).append(job)
         chunks = [
-            (e.shards[p], group[i : i + PUBLISH_CHUNK])
+            (e._shards[p], group[i : i + PUBLISH_CHUNK])
             for p, group in sorted(groups.items())
             for i in range(0, len(group), PUBLISH_CHUNK)
         ]
@@ -158,7 +158,7 @@ class Writes:
         one script call; :class:`DuplicateJob` (nothing written) when its tag is taken."""
         e = self._engine
         Layout(e).ensure()
-        outcome, state = e.run(e.shard_for(job.tag).publish_once(job))
+        outcome, state = e.run(e._shard_for(job.tag).publish_once(job))
         if outcome == "clash":
             raise DuplicateJob([job.tag], [state])
         return "replaced" if outcome == "replaced" else "new"
@@ -179,12 +179,12 @@ class Writes:
         for t in tags:
             by_shard.setdefault(partition_of(t, e.partitions), []).append(t)
         chunks = [
-            (e.shards[p].keys, ts[i : i + PUBLISH_CHUNK])
+            (e._shards[p].keys, ts[i : i + PUBLISH_CHUNK])
             for p, ts in by_shard.items()
             for i in range(0, len(ts), PUBLISH_CHUNK)
         ]
         with unavailable_as_error():
-            pipe = e.client.pipeline(transaction=False)
+            pipe = e._client.pipeline(transaction=False)
             for k, ts in chunks:
                 pipe.hmget(k.meta, ts)
             found = pipe.execute()
@@ -195,5 +195,5 @@ class Writes:
             if v is not None
         ]
         if taken:
-            states = [e.run(e.shard_for(t).state(t)) or "unknown" for t in taken]
+            states = [e.run(e._shard_for(t).state(t)) or "unknown" for t in taken]
             raise DuplicateJob(taken, states)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import redis
-
 from .. import conf
 from ..engine import Engine
-from ..engine.keys import QueueKeys
+from ..engine.redis.connection import RedisClient
 
 
 class QueueBase:
@@ -20,27 +18,20 @@ class QueueBase:
         options: conf.QueueOptions | None = None,
         *,
         prefix: str = "zq",
-        client: redis.Redis | None = None,
+        client: RedisClient | None = None,
     ) -> None:
         #: everything between this queue and Redis
         self.engine = e = Engine(name, options, prefix=prefix, client=client)
         self.name = name
         self.options = e.options
         self.prefix = prefix
-        #: the queue's own hash tag: its jobs when unpartitioned; always its workers hash
-        self.keys: QueueKeys = e.keys
         #: number of partitions (hash tags) the queue's jobs are spread over
         self.partitions = e.partitions
-        #: the keys of the queue's periodic schedules (shard 0, with the cron jobs)
-        self.sched_keys: QueueKeys = e.sched_keys
-        #: the engine's client (``engine.client``), for code that reads the queue's keys by
-        #: hand; no module of the package above the engine uses it (tests/test_layers.py)
-        self.client: redis.Redis = e.client
 
     def __repr__(self) -> str:
         if self.partitions > 1:
-            return f"<Queue {self.name!r} keys={self.keys.tag} partitions={self.partitions}>"
-        return f"<Queue {self.name!r} keys={self.keys.tag}>"
+            return f"<Queue {self.name!r} keys={self.engine.tag} partitions={self.partitions}>"
+        return f"<Queue {self.name!r} keys={self.engine.tag}>"
 
     @property
     def visibility_timeout_ms(self) -> int:

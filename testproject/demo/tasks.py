@@ -92,7 +92,7 @@ def latency_probe(key: str, sent_at: float) -> None:
     """Benchmark probe: push (start time - enqueue time) to the Redis list ``key``."""
     job = current_job()
     if job is not None:
-        job.queue.client.rpush(key, time.time() - sent_at)
+        job.queue.engine._client.rpush(key, time.time() - sent_at)
 
 
 @task(timeout=0.5, max_retries=0)

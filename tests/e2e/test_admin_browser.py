@@ -181,7 +181,7 @@ def demo_data(redis_client: redis.Redis) -> dict[str, Any]:
     seen = int(time.time() * 1000)
     for q, threads in ((default, 8), (emails, 4), (reports, 2)):
         worker = {"threads": threads, "seen": seen, "host": "web-1", "pid": 4242}
-        redis_client.hset(q.keys.workers, f"web-1:4242:{q.name}", json.dumps(worker))
+        redis_client.hset(q.engine._keys.workers, f"web-1:4242:{q.name}", json.dumps(worker))
     secs, _ = redis_client.time()
     now_minute = int(secs) // 60
     for q, scale in ((default, 40), (emails, 12), (reports, 2)):
@@ -205,9 +205,9 @@ def demo_data(redis_client: redis.Redis) -> dict[str, Any]:
                 }
             )
             depth = max(0, depth - enq + acked + failed)
-        redis_client.hset(q.keys.stats, mapping=fields)  # type: ignore[arg-type]
-        redis_client.hincrby(q.keys.stats, "acked", scale * 60)
-        redis_client.hincrby(q.keys.stats, "run_ms", scale * 60 * 180)
+        redis_client.hset(q.engine._keys.stats, mapping=fields)  # type: ignore[arg-type]
+        redis_client.hincrby(q.engine._keys.stats, "acked", scale * 60)
+        redis_client.hincrby(q.engine._keys.stats, "run_ms", scale * 60 * 180)
     return {"default": default, "emails": emails, "dead": doomed}
 
 

@@ -163,7 +163,7 @@ def test_new_pages_render_in_the_browser(
     for slot, task in stats:
         fields = {f"{task}|n": 120, f"{task}|f": 3, f"{task}|r": 2, f"{task}|s": 120 * 180}
         fields.update({f"{task}|b{b}": 10 for b in (6, 7, 8, 9)})
-        redis_client.hset(default.keys.task_stats(slot), mapping=fields)
+        redis_client.hset(default.engine._keys.task_stats(slot), mapping=fields)
     browser.get(f"{admin_login}{BASE}workers/")
     assert "web-1:4242:a1b2" in browser.page_source, text_of(browser, "#content-main")
     assert len(browser.find_elements(By.CSS_SELECTOR, ".zq-held tbody tr")) == 2

@@ -83,7 +83,7 @@ def test_add_pause_and_run_now_from_the_browser(
     assert row.find_elements(By.CSS_SELECTOR, 'button[value="resume"]')
 
     click(browser, "nightly-report", "run")
-    ready = [t.decode() for t in q.client.zrange(q.keys.ready, 0, -1)]
+    ready = [t.decode() for t in q.engine._client.zrange(q.engine._keys.ready, 0, -1)]
     assert len(ready) == 1
     info = q.info(ready[0])
     assert info is not None and info.body["schedule"] == "nightly-report"

@@ -123,7 +123,7 @@ def test_d3_acks_go_on_with_a_history_of_the_wrong_type(
     for _ in range(2):
         f.start_worker("--concurrency", "2")
     assert wait_for(lambda: len(f.runs()) >= n // 4, timeout=60)
-    history, finished = q.engine.keys.history, q.engine.keys.finished
+    history, finished = q.engine._keys.history, q.engine._keys.finished
     redis_client.delete(history)
     redis_client.set(history, "junk")
     assert wait_for(lambda: len(f.runs()) >= n // 2, timeout=60)
@@ -161,7 +161,7 @@ def test_d4_a_corrupt_key_of_one_queue_leaves_the_other_at_its_rate(
     assert wait_for(lambda: len(f.runs()) >= 20, timeout=60)
     t0 = ledger.now()
     time.sleep(seconds / 2)
-    bad = get_queue("default").engine.keys.ready
+    bad = get_queue("default").engine._keys.ready
     t1 = ledger.now()
     redis_client.delete(bad)
     redis_client.set(bad, "junk")

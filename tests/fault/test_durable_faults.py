@@ -55,7 +55,7 @@ def test_r_durable_steps_survive_sigkilled_workers(
     assert q.counts()["dead"] == 0
     assert stats["acked"] == n
     for tag in {r.job for r in f.runs()}:  # acked: the records went with the job
-        assert not q.client.exists(q.engine.keys_for(tag).steps(tag))
+        assert not q.engine._client.exists(q.engine._keys_for(tag).steps(tag))
     print(
         f"\nFAULT Rdurable jobs={n} steps={len(steps)} workers={workers} "
         f"kills={len(f.killed)} steps_run_again={again} (lease 1 s)"

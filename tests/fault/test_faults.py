@@ -293,7 +293,9 @@ def test_r7_poison_jobs(fault: Callable[..., Fault]) -> None:
     raises = tasks.fault_raise.using(queue=QUEUE).enqueue(f.ledger, "raise")
     exits = tasks.fault_exit.using(queue=QUEUE).enqueue(f.ledger, "exit")
     bad = q.publish("placeholder")
-    set_body(q.client, q.keys, bad, b"\xff\xfe not json")  # undecodable, straight into Redis
+    set_body(
+        q.engine._client, q.engine._keys, bad, b"\xff\xfe not json"
+    )  # undecodable, straight into Redis
     for _ in range(2):
         f.start_worker()
     deadline = time.monotonic() + 60
@@ -347,7 +349,7 @@ def test_r8_scanner_flood(
         QUEUE,
         queue_options(QUEUE, visibility_timeout=1),
         prefix=f.prefix,
-        client=q.client,
+        client=q.engine._client,
     )
     for i in range(0, n_expired, chunk):
         q.publish_many([{"k": j} for j in range(i, min(i + chunk, n_expired))])
@@ -578,7 +580,7 @@ def test_r10_corrupt_record_matrix_with_a_real_worker(
 
     f = fault(lease=1.0)
     q = f.queue()
-    client = q.client
+    client = q.engine._client
     run = tasks.fault_run.using(queue=QUEUE)
     per = 20 if long_run else 2  # good jobs around each bad one
     good: list[str] = []
@@ -614,13 +616,13 @@ def test_r10_corrupt_record_matrix_with_a_real_worker(
                 if state == "dead":
                     q.nack(msgs[0], "boom", dead=True)
             if layout == "json":
-                to_json_layout(client, q.keys, tag)
+                to_json_layout(client, q.engine._keys, tag)
             if is_meta:
                 corrupt_meta(client, q, tag, how)
             elif body is None:  # only a record of the JSON layout has its body apart
-                client.hdel(q.keys.body, tag)
+                client.hdel(q.engine._keys.body, tag)
             else:
-                set_body(client, q.keys, tag, body)
+                set_body(client, q.engine._keys, tag, body)
             bad[tag] = state
             goods(per // 2)
     goods(5)
@@ -771,7 +773,7 @@ def _tidy(client: Any, q: Any) -> None:
     from django_zqueue.engine.keys import typed_keys
 
     _doctor_repair(client, q)
-    for _, key, kind in typed_keys(q.keys):
+    for _, key, kind in typed_keys(q.engine._keys):
         if client.type(key).decode() not in (kind, "none"):
             client.rename(key, f"{key}:aside")
 
@@ -789,7 +791,7 @@ def _rename_aside(key: str) -> Callable[[Any, Any], None]:
 #: (name, corrupt(client, q), repair or None: the queue runs on without one, publish
 #: refused while corrupt). A repair is what zqueue_doctor says to do.
 def _r13_cases(q: Any) -> list[tuple[str, Callable[[Any, Any], None], Any, bool]]:
-    k = q.keys
+    k = q.engine._keys
 
     def wrong(key: str) -> Callable[[Any, Any], None]:
         return lambda client, q: (client.delete(key), client.set(key, "junk"))
@@ -839,7 +841,7 @@ def test_r13_shared_keys_corrupted_under_load(fault: Callable[..., Fault]) -> No
 
     f = fault(lease=2.0)
     q = f.queue()
-    client = q.client
+    client = q.engine._client
     run = tasks.fault_run.using(queue=QUEUE)
     for _ in range(2):
         f.start_worker("--concurrency", "2")

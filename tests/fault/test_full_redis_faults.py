@@ -118,8 +118,8 @@ def test_r14_workers_drain_a_redis_filled_to_maxmemory(
     assert by_first > 0 and by_second > 0  # both drained after the server was full
     # the jobs' records are gone from meta; the history of finished jobs keeps theirs (an
     # ack moves a record there), at most keep_finished (10,000 by default) of them
-    assert client.hlen(q.keys.meta) == 0
-    kept = client.zcard(q.keys.finished)
+    assert client.hlen(q.engine._keys.meta) == 0
+    kept = client.zcard(q.engine._keys.finished)
     assert kept == min(len(accepted), 10_000)
     lines = worker_lines(f)
     assert not [line for line in lines if any(f"event={e} " in line for e in BAD_EVENTS)]

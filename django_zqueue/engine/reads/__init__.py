@@ -76,7 +76,7 @@ class Reads:
     @property
     def partitions(self) -> int:
         """How many shards (hash tags) the queue's jobs are spread over."""
-        return len(self._engine.shards)
+        return len(self._engine._shards)
 
     # ---------------------------------------------------------------- counts, counters
 
@@ -164,7 +164,7 @@ class Reads:
         """One ``search.lua`` call on shard ``shard``: at most ``steps`` jobs of its set
         ``set_name`` looked at after the cursor ``after``, at most ``limit`` matches."""
         e = self._engine
-        return e.run(e.shards[shard].search(set_name, needle, after, steps, limit))
+        return e.run(e._shards[shard].search(set_name, needle, after, steps, limit))
 
     # ---------------------------------------------------------------- ended jobs
 

@@ -60,15 +60,15 @@ def figures(engines: Sequence[EngineBase]) -> list[QueueSnapshot]:
     out: dict[str, QueueSnapshot] = {}
     for group in by_client(engines):
         with unavailable_as_error():
-            timed = Timed(group[0].client, group[0].keys.ready)
+            timed = Timed(group[0]._client, group[0]._keys.ready)
             for e in group:
-                queue_counts(timed.pipe, e.shards)
-                for s in e.shards:
+                queue_counts(timed.pipe, e._shards)
+                for s in e._shards:
                     timed.pipe.hgetall(s.keys.stats)
-                queue_range(timed.pipe, e.shards, "ready", 0, 1)
-                timed.pipe.hgetall(e.keys.workers)
-                timed.pipe.exists(e.shards[0].keys.paused)
-                for s in e.shards:
+                queue_range(timed.pipe, e._shards, "ready", 0, 1)
+                timed.pipe.hgetall(e._keys.workers)
+                timed.pipe.exists(e._shards[0].keys.paused)
+                for s in e._shards:
                     timed.pipe.zcard(s.keys.wait)
             now_ms, replies = timed.execute()
             reads = [_snapshot(e, replies, now_ms) for e in group]
@@ -79,7 +79,7 @@ def figures(engines: Sequence[EngineBase]) -> list[QueueSnapshot]:
 
 
 def _snapshot(e: EngineBase, replies: Replies, now_ms: int) -> QueueSnapshot:
-    n = len(e.shards)
+    n = len(e._shards)
     counts = counts_of(replies, n)
     stats = take(replies, n)
     first = head(replies, n)
@@ -94,9 +94,9 @@ def _head_records(group: Sequence[EngineBase], reads: Sequence[QueueSnapshot]) -
     firsts = [(e, r.head) for e, r in zip(group, reads, strict=True) if r.head is not None]
     if not firsts:
         return {}
-    pipe = group[0].client.pipeline(transaction=False)
+    pipe = group[0]._client.pipeline(transaction=False)
     for e, (tag, _, p) in firsts:
-        pipe.hget(e.shards[p].keys.meta, tag)
+        pipe.hget(e._shards[p].keys.meta, tag)
     return {e.name: raw for (e, _), raw in zip(firsts, pipe.execute(), strict=True)}
 
 
@@ -124,9 +124,9 @@ def places(engines: Sequence[EngineBase], tag: str) -> list[Place]:
     found: dict[str, Place] = {}
     for group in by_client(engines):
         with unavailable_as_error():
-            pipe = group[0].client.pipeline(transaction=False)
+            pipe = group[0]._client.pipeline(transaction=False)
             for e in group:
-                k = e.keys_for(tag)
+                k = e._keys_for(tag)
                 for key in (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired):
                     pipe.zscore(key, tag)
                 pipe.zrank(k.ready, tag)
@@ -158,11 +158,11 @@ def _place(queue: str, replies: list[Any]) -> Place | None:
 def _ranked(group: Sequence[EngineBase], tag: str, found: list[Place | None]) -> list[Place | None]:
     """``found`` with the rank of a ready job of a partitioned queue made global: the
     jobs ahead of it in the other shards added (one round trip, when there are any)."""
-    pipe = group[0].client.pipeline(transaction=False)
+    pipe = group[0]._client.pipeline(transaction=False)
     counted = []
     for e, p in zip(group, found, strict=True):
         if p is not None and p.rank is not None and p.score is not None:
-            counted.append((p, queue_ahead(pipe, e.shards, p.score, e.shard_for(tag).index)))
+            counted.append((p, queue_ahead(pipe, e._shards, p.score, e._shard_for(tag).index)))
     if not any(n for _, n in counted):
         return found
     replies = iter(pipe.execute())
@@ -202,22 +202,22 @@ def schedule_reads(engines: Sequence[EngineBase]) -> list[ScheduleReading]:
     out: dict[str, ScheduleReading] = {}
     for group in by_client(engines):
         with unavailable_as_error():
-            pipe = group[0].client.pipeline(transaction=False)
+            pipe = group[0]._client.pipeline(transaction=False)
             for e in group:
-                pipe.hgetall(e.sched_keys.sched_defs)
+                pipe.hgetall(e._sched_keys.sched_defs)
             defined = [(e, defs) for e, defs in zip(group, pipe.execute(), strict=True) if defs]
             if not defined:
                 continue
-            pipe = group[0].client.pipeline(transaction=False)
+            pipe = group[0]._client.pipeline(transaction=False)
             for e, defs in defined:
                 for name in sorted(text(k) for k in defs):
-                    pipe.zscore(e.sched_keys.sched, name)
-                    pipe.hget(e.sched_keys.sched_last, name)
+                    pipe.zscore(e._sched_keys.sched, name)
+                    pipe.hget(e._sched_keys.sched_last, name)
             replies = iter(pipe.execute())
             fired = [(e, defs, _firings(defs, replies)) for e, defs in defined]
             batch = group[0].batch()
             pending = [
-                batch.add(e.shards[0].state(job)) for e, _, fs in fired for _, _, job in fs if job
+                batch.add(e._shards[0].state(job)) for e, _, fs in fired for _, _, job in fs if job
             ]
             group[0].send(batch)
         states = iter([p.result() for p in pending])
@@ -266,21 +266,21 @@ def workers_reads(engines: Sequence[EngineBase], most: int) -> WorkersRead:
     now_ms, capped = 0, False
     for group in by_client(engines):
         with unavailable_as_error():
-            timed = Timed(group[0].client, group[0].keys.workers)
+            timed = Timed(group[0]._client, group[0]._keys.workers)
             for e in group:
-                timed.pipe.hgetall(e.keys.workers)
-                for s in e.shards:
+                timed.pipe.hgetall(e._keys.workers)
+                for s in e._shards:
                     timed.pipe.zrange(s.keys.leased, 0, most, withscores=True)
             now_ms, replies = timed.execute()
             leased: list[tuple[QueueWorkers, Any, list[tuple[bytes, float]]]] = []
             for e in group:
                 queue = QueueWorkers(e.name, next(replies), [])
                 out.append(queue)
-                for s in e.shards:
+                for s in e._shards:
                     entries = next(replies)
                     capped = capped or len(entries) > most
                     leased.append((queue, s, entries[:most]))
-            pipe = group[0].client.pipeline(transaction=False)
+            pipe = group[0]._client.pipeline(transaction=False)
             for _, s, entries in leased:
                 pipe.hmget(s.keys.meta, [text(tag) for tag, _ in entries] or ["-"])
             metas = pipe.execute()

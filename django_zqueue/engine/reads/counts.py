@@ -27,26 +27,26 @@ class MinuteReading:
 
 def ready_count(e: EngineBase) -> int:
     """Jobs ready, over all shards (one ``ZCARD`` per shard)."""
-    if len(e.shards) > 1:
+    if len(e._shards) > 1:
         return state_counts(e)["ready"]
     with unavailable_as_error():
-        return int(e.client.zcard(e.keys.ready))
+        return int(e._client.zcard(e._keys.ready))
 
 
 def state_counts(e: EngineBase) -> dict[str, int]:
     """Jobs per state (``ready``, ``delayed``, ``leased``, ``dead``), summed over the
     shards (one transaction on one shard: one snapshot)."""
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=len(e.shards) == 1)
-        queue_counts(pipe, e.shards)
-        return counts_of(iter(pipe.execute()), len(e.shards))
+        pipe = e._client.pipeline(transaction=len(e._shards) == 1)
+        queue_counts(pipe, e._shards)
+        return counts_of(iter(pipe.execute()), len(e._shards))
 
 
 def waiting_count(e: EngineBase) -> int:
     """Jobs waiting for their parents (workflows), over all shards."""
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
-        for s in e.shards:
+        pipe = e._client.pipeline(transaction=False)
+        for s in e._shards:
             pipe.zcard(s.keys.wait)
         return sum(int(n) for n in pipe.execute())
 
@@ -54,8 +54,8 @@ def waiting_count(e: EngineBase) -> int:
 def stats_hashes(e: EngineBase) -> list[Hash]:
     """The stats hash of each shard, as stored."""
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
-        for s in e.shards:
+        pipe = e._client.pipeline(transaction=False)
+        for s in e._shards:
             pipe.hgetall(s.keys.stats)
         found: list[Hash] = pipe.execute()
     return found
@@ -66,12 +66,12 @@ def minute_reading(e: EngineBase) -> MinuteReading:
     Cluster or a partitioned queue, whose shards may live on several nodes: ``TIME``
     first)."""
     with unavailable_as_error():
-        own_time = len(e.shards) == 1 and not is_cluster(e.client)
-        now_ms = 0 if own_time else server_time_ms(e.client, e.keys.stats)
-        pipe = e.client.pipeline(transaction=False)
+        own_time = len(e._shards) == 1 and not is_cluster(e._client)
+        now_ms = 0 if own_time else server_time_ms(e._client, e._keys.stats)
+        pipe = e._client.pipeline(transaction=False)
         if own_time:
             pipe.time()
-        for s in e.shards:
+        for s in e._shards:
             pipe.hgetall(s.keys.stats)
             pipe.zcard(s.keys.ready)
         replies = pipe.execute()
@@ -83,7 +83,7 @@ def minute_reading(e: EngineBase) -> MinuteReading:
 def workers_hash(e: EngineBase) -> Hash:
     """The queue's workers hash, as stored (worker id -> its registration)."""
     with unavailable_as_error():
-        found: Hash = e.client.hgetall(e.keys.workers)
+        found: Hash = e._client.hgetall(e._keys.workers)
     return found
 
 
@@ -92,10 +92,10 @@ def state_page(e: EngineBase, state: str, offset: int, limit: int) -> list[Entry
     order (:func:`~.pipeline.merged_range`); ``offset + limit`` entries of each shard are
     read on a partitioned queue."""
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
-        queue_range(pipe, e.shards, state, offset, limit)
+        pipe = e._client.pipeline(transaction=False)
+        queue_range(pipe, e._shards, state, offset, limit)
         replies = iter(pipe.execute())
-    return merged_range(replies, len(e.shards), state, offset, limit)
+    return merged_range(replies, len(e._shards), state, offset, limit)
 
 
 def infos(
@@ -106,7 +106,7 @@ def infos(
     if not entries:
         return []
     batch = e.batch()
-    pending = [batch.add(e.shards[p].info(tag, with_body)) for tag, p in entries]
+    pending = [batch.add(e._shards[p].info(tag, with_body)) for tag, p in entries]
     e.send(batch)
     return [info for p in pending if (info := p.result()) is not None]
 
@@ -115,8 +115,8 @@ def task_stat_slots(e: EngineBase, first: int, last: int) -> list[Hash]:
     """The raw per-task statistics hashes of slots ``first`` to ``last`` (inclusive):
     one round trip, one ``HGETALL`` a slot."""
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
+        pipe = e._client.pipeline(transaction=False)
         for slot in range(first, last + 1):
-            pipe.hgetall(e.keys.task_stats(slot))
+            pipe.hgetall(e._keys.task_stats(slot))
         found: list[Hash] = pipe.execute()
     return found

@@ -63,9 +63,9 @@ def ended_range(
     """Redis time, the four ``ZCARD`` and, per shard and state of ``states``, the
     ``ZREVRANGE start stop`` of its set; with ``live``, the counts of the other states.
     One round trip (one transaction on one shard)."""
-    shards = e.shards
+    shards = e._shards
     with unavailable_as_error():
-        timed = Timed(e.client, shards[0].keys.finished, transaction=len(shards) == 1)
+        timed = Timed(e._client, shards[0].keys.finished, transaction=len(shards) == 1)
         for s in shards:
             for name in FINISHED_STATES:
                 timed.pipe.zcard(getattr(s.keys, ENDED_SET[name]))
@@ -106,9 +106,9 @@ def ended_hashes(e: EngineBase, entries: Sequence[Ended], errors: bool) -> list[
             if tag not in tags:
                 tags.append(tag)
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
+        pipe = e._client.pipeline(transaction=False)
         for (p, h), tags in wanted.items():
-            pipe.hmget(getattr(e.shards[p].keys, h), tags)
+            pipe.hmget(getattr(e._shards[p].keys, h), tags)
         replies = iter(pipe.execute())
     found: dict[tuple[int, str, str], Any] = {}
     for (p, h), tags in wanted.items():

@@ -32,14 +32,14 @@ def group_sample(e: EngineBase, sample: int) -> GroupSample:
     inflight: list[Any] = []
     exact = True
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
-        for s in e.shards:
+        pipe = e._client.pipeline(transaction=False)
+        for s in e._shards:
             pipe.zrange(s.keys.ready, 0, sample)
             pipe.zrange(s.keys.leased, 0, sample)
         listed = pipe.execute()
-        pipe = e.client.pipeline(transaction=False)
+        pipe = e._client.pipeline(transaction=False)
         wanted = []
-        for i, s in enumerate(e.shards):
+        for i, s in enumerate(e._shards):
             for j, into in ((2 * i, ready), (2 * i + 1, inflight)):
                 tags = listed[j]
                 exact = exact and len(tags) <= sample
@@ -60,15 +60,15 @@ def group_starts(e: EngineBase, groups: Sequence[str]) -> dict[str, tuple[int, i
     if not groups:
         return {}
     with unavailable_as_error():
-        minute = server_time_ms(e.client, e.keys.ctr) // 60000
-        pipe = e.client.pipeline(transaction=False)
-        for s in e.shards:
+        minute = server_time_ms(e._client, e._keys.ctr) // 60000
+        pipe = e._client.pipeline(transaction=False)
+        for s in e._shards:
             pipe.hget(s.keys.ctr, "gmin")
             pipe.hmget(s.keys.gstarts, list(groups))
             pipe.hmget(s.keys.gstarts_prev, list(groups))
         replies = pipe.execute()
     out = dict.fromkeys(groups, (0, 0))
-    for i in range(len(e.shards)):
+    for i in range(len(e._shards)):
         held, cur, prev = replies[3 * i : 3 * i + 3]
         held_minute = int(text(held)) if held is not None else -2
         for g, c, p in zip(groups, cur, prev, strict=True):

@@ -80,10 +80,10 @@ def state_range(
     of ``LISTED``) of each shard; for ready jobs also ``HMGET stats acked run_ms`` of each
     shard and ``HGETALL workers``. One shard's reads are one transaction (one snapshot).
     On several shards, each one's first ``offset + limit`` entries are read and merged."""
-    shards = e.shards
+    shards = e._shards
     n = len(shards)
     with unavailable_as_error():
-        timed = Timed(e.client, shards[0].keys.ready, transaction=n == 1)
+        timed = Timed(e._client, shards[0].keys.ready, transaction=n == 1)
         queue_counts(timed.pipe, shards)
         queue_waiting(timed.pipe, shards)
         if ended:
@@ -91,7 +91,7 @@ def state_range(
         queue_range(timed.pipe, shards, state, offset, limit)
         if state == "ready":
             queue_run_stats(timed.pipe, shards)
-            timed.pipe.hgetall(e.keys.workers)
+            timed.pipe.hgetall(e._keys.workers)
         now_ms, replies = timed.execute()
     counts = counts_of(replies, n)
     counts["waiting"] = waiting_of(replies, n)
@@ -124,12 +124,12 @@ def job_hashes(e: EngineBase, state: str, entries: list[Entry], errors: bool) ->
     if not by_shard:
         return []
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
+        pipe = e._client.pipeline(transaction=False)
         for p, tags in by_shard.items():
             for name in hashes:
-                pipe.hmget(getattr(e.shards[p].keys, name), tags)
+                pipe.hmget(getattr(e._shards[p].keys, name), tags)
         if state == "waiting":
-            queue_link_counts(pipe, [e.shards[p].keys.wf(tag) for tag, _, p in entries])
+            queue_link_counts(pipe, [e._shards[p].keys.wf(tag) for tag, _, p in entries])
         replies = iter(pipe.execute())
     found: dict[tuple[int, str], dict[str, Any]] = {}
     for p, tags in by_shard.items():
@@ -150,13 +150,13 @@ def ranked_info(
     queue, for a ready job, the jobs of the other shards ahead of it (one more round
     trip); without, its rank is the one in its shard."""
     with unavailable_as_error():
-        info = e.run(e.shard_for(validate.tag(tag)).info(tag, with_body))
-        if info is None or info.rank is None or info.score is None or len(e.shards) == 1:
+        info = e.run(e._shard_for(validate.tag(tag)).info(tag, with_body))
+        if info is None or info.rank is None or info.score is None or len(e._shards) == 1:
             return info
         if not ranked:  # its rank in its shard
             return info
-        pipe = e.client.pipeline(transaction=False)
-        n = queue_ahead(pipe, e.shards, info.score, e.shard_for(tag).index)
+        pipe = e._client.pipeline(transaction=False)
+        n = queue_ahead(pipe, e._shards, info.score, e._shard_for(tag).index)
         ahead = ahead_of(iter(pipe.execute()), n)
     return replace(info, rank=info.rank + ahead)
 
@@ -165,11 +165,11 @@ def job_figures(e: EngineBase, info: JobInfo) -> JobFigures:
     """One round trip: ``TIME``, ``HMGET stats acked run_ms`` of each shard, ``HGETALL
     workers`` and, for a ready job (``info``, its rank in its shard) of a partitioned
     queue, ``ZCOUNT`` in the other shards."""
-    shards, shard = e.shards, e.shard_for(info.tag)
+    shards, shard = e._shards, e._shard_for(info.tag)
     with unavailable_as_error():
-        timed = Timed(e.client, shard.keys.stats)
+        timed = Timed(e._client, shard.keys.stats)
         queue_run_stats(timed.pipe, shards)
-        timed.pipe.hgetall(e.keys.workers)
+        timed.pipe.hgetall(e._keys.workers)
         n = 0
         if info.rank is not None and info.score is not None:
             n = queue_ahead(timed.pipe, shards, info.score, shard.index)

@@ -23,7 +23,7 @@ LINK_STATES = ("ready", "delayed", "leased", "dead", "waiting")
 def links_hash(e: EngineBase, tag: str) -> Hash:
     """Job ``tag``'s links hash as stored ({}: none): one ``HGETALL``."""
     with unavailable_as_error():
-        found: Hash = e.client.hgetall(e.keys_for(tag).wf(tag))
+        found: Hash = e._client.hgetall(e._keys_for(tag).wf(tag))
     return found
 
 
@@ -31,7 +31,7 @@ def progress_fields(e: EngineBase, tag: str) -> list[Any]:
     """``need``, ``got`` and ``opt`` of job ``tag``'s links, as stored: one ``HMGET``,
     O(1) whatever the number of parents."""
     with unavailable_as_error():
-        found: list[Any] = e.client.hmget(e.keys_for(tag).wf(tag), PROGRESS_FIELDS)
+        found: list[Any] = e._client.hmget(e._keys_for(tag).wf(tag), PROGRESS_FIELDS)
     return found
 
 
@@ -42,9 +42,9 @@ def link_states(e: Flow, refs: Sequence[Ref]) -> list[str | None]:
     if not refs:
         return []
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
+        pipe = e._client.pipeline(transaction=False)
         for ref in refs:
-            k = e.keys_of(ref.queue, ref.tag)
+            k = e._keys_of(ref.queue, ref.tag)
             for key in (k.ready, k.delayed, k.leased, k.dead, k.wait):
                 pipe.zscore(key, ref.tag)
         replies = pipe.execute()

@@ -21,39 +21,39 @@ def rank(e: EngineBase, tag: str) -> int | None:
     the other shards ahead of it (the tie rule of :mod:`..ahead`)."""
     if e.partitions == 1:
         with unavailable_as_error():
-            r: Any = e.client.zrank(e.keys.ready, tag)
+            r: Any = e._client.zrank(e._keys.ready, tag)
         return None if r is None else int(r)
-    shard = e.shard_for(tag)
+    shard = e._shard_for(tag)
     with unavailable_as_error():
-        pipe = e.client.pipeline(transaction=False)
+        pipe = e._client.pipeline(transaction=False)
         pipe.zscore(shard.keys.ready, tag)
         pipe.zrank(shard.keys.ready, tag)
         score, own = pipe.execute()
         if score is None or own is None:
             return None
-        pipe = e.client.pipeline(transaction=False)
-        n = queue_ahead(pipe, e.shards, float(score), shard.index)
+        pipe = e._client.pipeline(transaction=False)
+        n = queue_ahead(pipe, e._shards, float(score), shard.index)
         return int(own) + ahead_of(iter(pipe.execute()), n)
 
 
 def score(e: EngineBase, tag: str) -> float | None:
     """Job ``tag``'s ready score; None unless it is ready."""
     with unavailable_as_error():
-        s = e.client.zscore(e.keys_for(tag).ready, tag)
+        s = e._client.zscore(e._keys_for(tag).ready, tag)
     return None if s is None else float(s)
 
 
 def state(e: EngineBase, tag: str) -> str | None:
     """Job ``tag``'s state (``state.lua``); None: no such job."""
-    return e.run(e.shard_for(tag).state(tag))
+    return e.run(e._shard_for(tag).state(tag))
 
 
 def result(e: EngineBase, tag: str) -> Any:
     """The result kept for job ``tag``: ``LookupError`` when none is kept,
     :class:`CorruptResult` when it is not JSON."""
-    key = e.keys_for(tag).result(tag)
+    key = e._keys_for(tag).result(tag)
     with unavailable_as_error():
-        raw = e.client.get(key)
+        raw = e._client.get(key)
     if raw is None:
         raise LookupError(f"no result kept for job {tag!r} in queue {e.name!r}")
     return decode_result(raw, key)

@@ -74,7 +74,7 @@ def by_client(engines: Sequence[EngineBase]) -> list[list[EngineBase]]:
     """``engines`` grouped by their Redis client (one pipeline per group), in order."""
     groups: dict[int, list[EngineBase]] = {}
     for e in engines:
-        groups.setdefault(id(e.client), []).append(e)
+        groups.setdefault(id(e._client), []).append(e)
     return list(groups.values())
 
 

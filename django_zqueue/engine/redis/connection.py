@@ -45,6 +45,9 @@ _lock = threading.Lock()
 #: Waits before each retry of a command refused with READONLY (about 3 s in all).
 READONLY_WAITS = (0.1, 0.2, 0.4, 0.8, 1.6)
 
+#: the type of a queue's client, for the layers above that take one from a caller
+RedisClient = redis.Redis
+
 
 class _Retry(Retry):
     """redis-py's retry, plus a bounded retry of commands refused with ``READONLY``.
