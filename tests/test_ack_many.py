@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from django_zqueue.engine.records import Ack
+from django_zqueue.engine.scripts import entry_arg
 from django_zqueue.exceptions import InvalidArgument, ScriptArgumentError
 from django_zqueue.queue import Message, Queue
 
@@ -144,15 +145,20 @@ def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
 @pytest.mark.parametrize(
     "mutate",
     [
-        lambda keys, args: (keys, args[:-1]),  # not 5 values per job
-        lambda keys, args: (keys, args[:3]),  # no job
-        lambda keys, args: (keys, [*args[:4], "x", *args[5:]]),  # token not a number
-        lambda keys, args: ([*keys[:7], *keys[8:]], args),  # a result key missing
-        lambda keys, args: (keys[:-1], args),  # a history key missing
-        lambda keys, args: (keys, [args[0], "x", *args[2:]]),  # keep_finished not a number
-        lambda keys, args: (keys, [*args[:6], "0", *args[7:]]),  # TTL 0
-        lambda keys, args: (keys, [*args[:7], "1.5"]),  # run time not an integer
-        lambda keys, args: (keys, [*args[:3], *args[3:] * 101]),  # 101 jobs
+        lambda keys, job: (keys, job[:3]),  # no job
+        lambda keys, job: (keys, [*job[:3], b"x"]),  # a job that is not a map
+        lambda keys, job: (keys, [*job[:3], entry_arg(token=1)]),  # a job without an id
+        lambda keys, job: (keys, job_with(job, token="x")),  # token not a number
+        lambda keys, job: (keys, job_with(job, token=1.5)),  # token not an integer
+        lambda keys, job: (keys, job_with(job, result=7)),  # a result that is not a text
+        lambda keys, job: ([*keys[:7], *keys[8:]], job[:4]),  # a result key missing
+        lambda keys, job: (keys[:-1], job[:4]),  # a history key missing
+        lambda keys, job: (keys, [job[0], "x", *job[2:4]]),  # keep_finished not a number
+        lambda keys, job: (keys, job_with(job, ttl_ms=0)),  # TTL 0
+        lambda keys, job: (keys, job_with(job, ttl_ms=None)),  # a result without a TTL
+        lambda keys, job: (keys, job_with(job, run_ms=1.5)),  # run time not an integer
+        lambda keys, job: (keys, job_with(job, run_ms=-1)),  # run time below 0
+        lambda keys, job: (keys, [*job[:3], *job[3:4] * 101]),  # 101 jobs
     ],
 )
 def test_malformed_arguments_write_nothing(
@@ -160,12 +166,23 @@ def test_malformed_arguments_write_nothing(
 ) -> None:
     q.publish("x")
     (m,) = claim(q, 1)
-    call = q.engine.shards[0].ack_many([q.engine.make_ack(m, {"r": 1}, 60, 3)])
-    keys, args = mutate(list(call.keys), list(call.args))
+    ack = q.engine.make_ack(m, {"r": 1}, 60, 3)
+    call = q.engine.shards[0].ack_many([ack])
+    fields = {"id": m.tag, "token": m.token, "result": ack.result, "ttl_ms": 60_000, "run_ms": 3}
+    assert call.args[3] == entry_arg(**fields)  # the one job's map, by name
+    # the call's args, then the job's fields to change (job_with reads them from the end)
+    keys, args = mutate(list(call.keys), [*call.args, fields])
     before = snapshot(redis_client, prefix)
     with pytest.raises(ScriptArgumentError):
         q.engine.run(call._replace(keys=tuple(keys), args=tuple(args)))
     assert snapshot(redis_client, prefix) == before
+
+
+def job_with(job: list[Any], **change: Any) -> list[Any]:
+    """The call's args (``job[:4]``) with its one job's map made of ``job[4]``'s fields
+    and ``change`` (None: the field left out)."""
+    fields = {**job[4], **change}
+    return [*job[:3], entry_arg(**fields)]
 
 
 def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:

@@ -14,7 +14,7 @@ import redis
 from django_zqueue import QueueFull, ZQueueError, conf
 from django_zqueue.conf import parse
 from django_zqueue.engine.records.links import FlowJob, Kid, Ref
-from django_zqueue.engine.scripts import source
+from django_zqueue.engine.scripts import entry_arg, source
 from django_zqueue.exceptions import ConfigurationError
 from django_zqueue.queue import Queue
 from django_zqueue.queue.flow import publish_flow
@@ -374,7 +374,17 @@ def test_the_scripts_refuse_a_bad_limit_and_write_nothing(
             redis_client.eval(source("publish"), len(call.keys), *call.keys, *args)
     fq = limited(make_queue, 2, name="f")
     check = fq.engine.shards[0].group_check([("a", 1)])
-    for args in ((0, "a", 1), (3, "a", 0), (3, "a"), (3, "a", 1, "a", 1), (3, "a\0b", 1)):
+    a1 = entry_arg(group="a", jobs=1)
+    for args in (
+        (0, a1),
+        (3, entry_arg(group="a", jobs=0)),
+        (3,),
+        (3, "a", 1),  # not entries: the former positional pairs
+        (3, entry_arg(jobs=1)),
+        (3, entry_arg(group=7, jobs=1)),
+        (3, a1, a1),
+        (3, entry_arg(group="a\0b", jobs=1)),
+    ):
         with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT: group_check"):
             redis_client.eval(source("group_check"), len(check.keys), *check.keys, *args)
     assert snapshot(redis_client, prefix) == before

@@ -13,6 +13,7 @@ import redis
 from django_zqueue.engine.records import NewJob
 from django_zqueue.engine.records.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.engine.records.spec import JobSpec
+from django_zqueue.engine.scripts import entry_arg
 from django_zqueue.exceptions import ScriptArgumentError
 from django_zqueue.queue import Queue
 
@@ -115,9 +116,26 @@ def test_wf_resolve_buries_and_revives(q: Queue) -> None:
 def test_wf_resolve_refuses_bad_entries_before_writing(q: Queue, redis_client: Any) -> None:
     q.engine.run(q.engine.shards[0].wf_publish([FlowJob(job("c"), parents=(Ref(q.name, "p"),))]))
     before = snapshot(redis_client, q.prefix)
-    for bad in (Resolution("c", 0, "1", "1", "p"), Resolution("c", 1, "x", "", "p")):
+    for bad in (
+        Resolution("c", 0, "1", "1", "p"),
+        Resolution("c", 10_001, "1", "1", "p"),
+        Resolution("c", 1, "x", "", "p"),
+        Resolution("", 1, "1", "1", "p"),
+    ):
         with pytest.raises(ScriptArgumentError):
             q.engine.run(q.engine.shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p"), bad]))
+    good = q.engine.shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p")])
+    whole = {"child": "c", "place": 1, "end": "1", "result": "1", "parent": "p"}
+    assert good.args[3] == entry_arg(**whole)  # each entry one map, read by name
+    for args in (
+        (*good.args, good.args[3]),  # an entry without its wf key
+        (*good.args[:3], b"x"),  # not a map
+        (*good.args[:3], entry_arg(**{**whole, "parent": None})),  # no parent
+        (*good.args[:3], entry_arg(**{**whole, "result": 5})),  # a result that is no text
+        good.args[:3],  # no entry
+    ):
+        with pytest.raises(ScriptArgumentError):
+            q.engine.run(good._replace(args=args))
     assert snapshot(redis_client, q.prefix) == before
 
 

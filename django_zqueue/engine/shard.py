@@ -26,6 +26,7 @@ from .scripts import (
     Policy,
     SearchStep,
     Standing,
+    entry_arg,
     job_arg,
     read_acked,
     read_as,
@@ -155,8 +156,10 @@ class Shard:
         for a in acks:
             if a.result:
                 keys.append(k.result(a.msg.tag))
-            run = "" if a.run_ms is None else a.run_ms
-            args += (a.msg.tag, a.msg.token, a.result, a.result_ttl_ms, run)
+            ttl = a.result_ttl_ms if a.result else None
+            result = a.result or None
+            tag, token = a.msg.tag, a.msg.token
+            args.append(entry_arg(id=tag, token=token, result=result, ttl_ms=ttl, run_ms=a.run_ms))
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             keys += k.history_keys()
         return Call("ack_many", tuple(keys), tuple(args), read_codes)
@@ -329,7 +332,8 @@ class Shard:
         """Read-only: raises :class:`QueueFull` naming the first group of ``adds`` (group
         key, jobs that would enter a line) whose jobs do not fit in ``group_max_length``."""
         k, p = self.keys, self.policy
-        args = (p.group_max_length, *(x for group, n in adds for x in (group, n)))
+        args: tuple[Arg, ...] = (p.group_max_length,)
+        args += tuple(entry_arg(group=group, jobs=n) for group, n in adds)
         return Call("group_check", (k.ready, k.delayed, k.meta, k.gjobs), args, read_int)
 
     def wf_link(self, parent: str, kid: str, most: int) -> Call[str]:
@@ -341,9 +345,8 @@ class Shard:
     def wf_resolve(self, entries: Sequence[Resolution]) -> Call[Resolved]:
         k, p = self.keys, self.policy
         keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
-        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(entries)]
-        for e in entries:
-            args.extend((e.child, e.place, e.end, e.result, e.parent))
+        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap]
+        args += (entry_arg(**e._asdict()) for e in entries)
         wf = tuple(k.wf(e.child) for e in entries)
         return Call(
             "wf_resolve", (*keys, k.wf_out, k.wf_res, *wf), tuple(args), Resolved.from_reply

@@ -42,7 +42,7 @@ from ...exceptions import ScriptError as ScriptError
 from ...exceptions import SequenceExhausted as SequenceExhausted
 from ...version import __version__
 from ..records import NackResult, NewJob, text
-from ..records.spec import pack_job
+from ..records.spec import pack_job, pack_map
 from ..redis.connection import is_out_of_memory
 from .calls import ERRORS as ERRORS
 from .calls import Arg as Arg
@@ -256,6 +256,13 @@ def job_arg(job: NewJob, extra: dict[str, Any] | None = None, compact: bool = Tr
     if not compact:
         extra = {**(extra or {}), **_JSON_LAYOUT}
     return pack_job(job.tag, job.body, job.spec, extra, split=compact)
+
+
+def entry_arg(**values: Any) -> bytes:
+    """One entry of a script's list of entries, as its one argument: a MessagePack map of
+    ``values`` (None left out) that the script reads by name (``lua/_entry.lua``), the
+    way a job travels (:func:`job_arg`): no script reads its arguments by stride."""
+    return pack_map({name: v for name, v in values.items() if v is not None})
 
 
 #: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a
