@@ -228,7 +228,8 @@ return {out, string.format('%.17g', x), tostring(tonumber(out) == x)}
 def test_fmt_writes_what_reads_back(redis_client: redis.Redis, x: float) -> None:
     """_fmt.lua: every number is written as text that Redis parses back to it exactly,
     the same text '%.17g' writes (whole numbers take the cheaper '%d')."""
-    got, g17, same = redis_client.eval(op_source("_fmt") + FMT_CHECK, 0, repr(x))
+    fmt = op_source("_bounds") + op_source("_fmt")  # (fmt names MAX_EXACT)
+    got, g17, same = redis_client.eval(fmt + FMT_CHECK, 0, repr(x))
     assert same == b"true", (x, got)
     assert got == (b"0" if x == 0 else g17), x
 

@@ -41,6 +41,29 @@ MAX_QUEUE_LENGTH = 10**12
 #: past the count of a group's index entries reads up to this many + 1000 of them)
 MAX_GROUP_LENGTH = 1000
 
+#: bounds of a fair queue's per-group limits: jobs of one group in flight, starts of one
+#: group per second (conf/fairness.py checks the options, claim_fair.lua the calls)
+MAX_GROUP_CONCURRENCY = 1000
+MAX_GROUP_QPS = 1_000_000
+#: the highest virtual time a fair queue may reach (ZQ_SEQUENCE_EXHAUSTED past it): a
+#: weight-1 job advances it by 1, so this is 2^50 weight-1 starts; far below 2^53, where a
+#: double stops holding every integer
+MAX_VTIME = 2**50
+#: most jobs of one group a single publish may add (the group check's count per group)
+MAX_GROUP_ADDS = 1_000_000
+
+# What one script call may be asked for at most: the bounds of its arguments.
+#: most entries a read of a sorted set returns or looks at per call (range_after, search),
+#: and the longest text a search looks for, in bytes
+MAX_PAGE = 1000
+MAX_NEEDLE_BYTES = 1000
+#: most fields a job's durable records may hold (step, park, signal: their max_fields),
+#: and the longest value one of them may be, in bytes (16 MiB)
+MAX_STEP_FIELDS = 10_000
+MAX_VALUE_BYTES = 16 * 2**20
+#: the highest notify cap a call takes (park, signal)
+MAX_NOTIFY_CAP = 1_000_000
+
 _MAX_DELAY_MS = MAX_DELAY * 1000
 
 #: the bounds of a job's options, by their name in the job spec (jobspec.py) and in the
@@ -144,32 +167,48 @@ def check_job_options(
         raise InvalidArgument(f"{owner}: {'; '.join(found)}")
 
 
+#: every bound the scripts name, by its name in ``lua/_bounds.lua`` (a script holds no
+#: number of its own that is one: tests/test_bounds.py scans them)
+LUA_CONSTANTS: dict[str, float] = {
+    "MIN_LEASE_MS": MIN_VISIBILITY_TIMEOUT * 1000,
+    "MAX_LEASE_MS": MAX_VISIBILITY_TIMEOUT * 1000,
+    "MAX_RETRIES": MAX_RETRIES,
+    "MAX_DELAY_MS": _MAX_DELAY_MS,
+    "MAX_EXACT": MAX_EXACT,
+    "MAX_LINKS": MAX_LINKS,
+    "MAX_QUEUE_LENGTH": MAX_QUEUE_LENGTH,
+    "MAX_GROUP_LENGTH": MAX_GROUP_LENGTH,
+    "PRIORITY_MIN": PRIORITY_MIN,
+    "PRIORITY_MAX": PRIORITY_MAX,
+    "MAX_GROUP_BYTES": MAX_GROUP_BYTES,
+    "MIN_WEIGHT": MIN_WEIGHT,
+    "MAX_WEIGHT": MAX_WEIGHT,
+    "MAX_GROUP_CONCURRENCY": MAX_GROUP_CONCURRENCY,
+    "MAX_GROUP_QPS": MAX_GROUP_QPS,
+    "MAX_VTIME": MAX_VTIME,
+    "MAX_GROUP_ADDS": MAX_GROUP_ADDS,
+    "MAX_PAGE": MAX_PAGE,
+    "MAX_NEEDLE_BYTES": MAX_NEEDLE_BYTES,
+    "MAX_STEP_FIELDS": MAX_STEP_FIELDS,
+    "MAX_VALUE_BYTES": MAX_VALUE_BYTES,
+    "MAX_NOTIFY_CAP": MAX_NOTIFY_CAP,
+}
+
+
 def lua_number(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
 def lua_source() -> str:
     """The scripts' ``bounds`` helper, generated from this module: the constants the
-    scripts name, :data:`JOB_BOUNDS` as the Lua function ``bound(name)`` (lowest, highest,
-    integer only), and ``is_int``."""
-    consts = {
-        "MIN_LEASE_MS": MIN_VISIBILITY_TIMEOUT * 1000,
-        "MAX_LEASE_MS": MAX_VISIBILITY_TIMEOUT * 1000,
-        "MAX_RETRIES": MAX_RETRIES,
-        "MAX_DELAY_MS": _MAX_DELAY_MS,
-        "MAX_EXACT": MAX_EXACT,
-        "MAX_LINKS": MAX_LINKS,
-        "MAX_QUEUE_LENGTH": MAX_QUEUE_LENGTH,
-        "MAX_GROUP_LENGTH": MAX_GROUP_LENGTH,
-        "PRIORITY_MIN": PRIORITY_MIN,
-        "PRIORITY_MAX": PRIORITY_MAX,
-    }
+    scripts name (:data:`LUA_CONSTANTS`), :data:`JOB_BOUNDS` as the Lua function
+    ``bound(name)`` (lowest, highest, integer only), and ``is_int``."""
     lines = [
         "-- _bounds.lua: generated from django_zqueue/conf/bounds.py (never edit a copy): the",
         "-- bounds of what becomes a lease, a delay or a count, and bound(name), the bounds of",
         "-- a job's option by name (lowest, highest, integer only). is_int: x is an integer",
         "-- in [lo, hi] (NaN and infinities are not).",
-        *(f"local {name} = {lua_number(v)}" for name, v in consts.items()),
+        *(f"local {name} = {lua_number(v)}" for name, v in LUA_CONSTANTS.items()),
         "local function bound(name) -- a table would be built on every call: an if chain is not",
         *(
             f"  if name == '{name}' then return {lua_number(lo)}, {lua_number(hi)}, "

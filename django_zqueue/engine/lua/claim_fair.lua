@@ -63,11 +63,12 @@ local consumer, gc, gq = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local gmax = tonumber(ARGV[9])
 if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)
   or not is_int(concurrency, 0, MAX_EXACT) or not (qps and qps >= 0 and qps < MAX_EXACT)
-  or not is_int(tonumber(ARGV[5]), 0, 5000) or not is_int(gc, 0, 1000)
-  or not (gq and gq >= 0 and gq <= 1000000) or not is_int(gmax, 0, MAX_GROUP_LENGTH) then
+  or not is_int(tonumber(ARGV[5]), 0, 5000) or not is_int(gc, 0, MAX_GROUP_CONCURRENCY)
+  or not (gq and gq >= 0 and gq <= MAX_GROUP_QPS) or not is_int(gmax, 0, MAX_GROUP_LENGTH) then
   error('ZQ_BAD_ARGUMENT: claim_fair needs batch 1..100, visibility_ms ' .. MIN_LEASE_MS ..
     '..' .. MAX_LEASE_MS .. ', concurrency >= 0, qps >= 0, promote_limit 0..5000, ' ..
-    'group_concurrency 0..1000, group_qps 0..1000000, group_max_length 0..' .. MAX_GROUP_LENGTH)
+    'group_concurrency 0..' .. MAX_GROUP_CONCURRENCY .. ', group_qps 0..' .. MAX_GROUP_QPS ..
+    ', group_max_length 0..' .. MAX_GROUP_LENGTH)
 end
 
 if gmax > 0 then -- the index is written only by the sweep, after the other writes

@@ -6,7 +6,7 @@
 -- ARGV[1] group_max_length (1..MAX_GROUP_LENGTH, 1000)
 -- ARGV[1 + i] group i, i = 1..m, m >= 1: a MessagePack map read by name (_entry.lua):
 --   `group` (a job's group key; '' for jobs without one) and `jobs` (its jobs that would
---   enter ready or delayed, 1..10^6)
+--   enter ready or delayed, 1..MAX_GROUP_ADDS, 10^6)
 -- Raises ZQ_BAD_ARGUMENT for arguments out of bounds; ZQ_QUEUE_FULL naming the first
 --   group whose jobs do not fit.
 -- Returns: 0 (every group has room); read-only.
@@ -29,7 +29,7 @@ local order, adds = {}, {}
 for i = 2, #ARGV do
   local e = entry(ARGV[i])
   local g, n = e and e.group, e and e.jobs
-  if type(g) ~= 'string' or adds[g] or not is_int(n, 1, 1000000)
+  if type(g) ~= 'string' or adds[g] or not is_int(n, 1, MAX_GROUP_ADDS)
       or string.find(g, '\0', 1, true) then
     error('ZQ_BAD_ARGUMENT: group_check takes each group once, without NUL, with 1..10^6 jobs')
   end

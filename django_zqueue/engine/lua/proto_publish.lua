@@ -23,6 +23,7 @@
 --   publish.lua names it), nothing written.
 -- Work: O(log N), publish.lua's for one job.
 
+--@include bounds
 --@include guard
 
 local NAMES = {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats', 'dead', 'leased',
@@ -74,7 +75,7 @@ if p.max_retries ~= nil then
   retries = string.match(p.max_retries, '^%d%d?%d?%d?$') and tonumber(p.max_retries)
 end
 if not (MODES[p.mode] and aging and cap and most and group_most and payload and
-  retries and retries <= 1000 and (p.layout == 'compact' or p.layout == 'json')) then
+  retries and retries <= MAX_RETRIES and (p.layout == 'compact' or p.layout == 'json')) then
   error('ZQ_PROTOCOL: ' .. KEYS[14] .. ' holds no valid policy: run manage.py zqueue_protocol')
 end
 
@@ -127,7 +128,7 @@ end
 local seq = nil
 if job.id == nil then -- unique: the server's time and the queue's own sequence
   seq = tonumber(redis.call('HGET', KEYS[5], 'pseq')) or 0
-  if seq ~= math.floor(seq) or seq < 0 or seq >= 9007199254740992 then
+  if seq ~= math.floor(seq) or seq < 0 or seq >= MAX_EXACT then
     seq = 0
   end
   local t = redis.call('TIME')

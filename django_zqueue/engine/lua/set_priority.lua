@@ -11,7 +11,7 @@
 --
 -- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
 -- KEYS[5] meta HASH    KEYS[6] gpark ZSET (jobs set aside by their group's limit)
--- ARGV[1] id   ARGV[2] priority (integer in [-1000, 1000])
+-- ARGV[1] id   ARGV[2] priority (integer in [PRIORITY_MIN, PRIORITY_MAX], -1000..1000)
 -- ARGV[3] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[4] aging_us
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a priority out of bounds.
 -- Returns: 1 changed; 0 no such job; -1 in flight or dead, or its record cannot be used
@@ -30,8 +30,9 @@ guard_keys(KEYS)
 
 local id, p = ARGV[1], tonumber(ARGV[2])
 local mode, aging_us = ARGV[3], tonumber(ARGV[4])
-if not is_int(p, -1000, 1000) or not is_int(aging_us, 0, MAX_EXACT) then
-  error('ZQ_BAD_ARGUMENT: priority must be an integer in [-1000, 1000]')
+if not is_int(p, PRIORITY_MIN, PRIORITY_MAX) or not is_int(aging_us, 0, MAX_EXACT) then
+  error('ZQ_BAD_ARGUMENT: priority must be an integer in [' .. PRIORITY_MIN .. ', '
+    .. PRIORITY_MAX .. ']')
 end
 if redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[4], id) then
   return -1
