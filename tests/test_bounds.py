@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from django_zqueue import conf, task
 from django_zqueue.conf import bounds, fairness
+from django_zqueue.engine.records.spec import SPEC_FIELDS
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.queue import Queue
 
@@ -173,7 +174,8 @@ def test_no_script_holds_a_bound_as_a_literal() -> None:
     """Every bound the scripts check is named from the one table (lua/_bounds.lua,
     generated from bounds.py): a number in a script equal to a bound's value fails."""
     lua = Path(bounds.__file__).parents[1] / "engine" / "lua"
-    scripts = sorted(p for p in lua.glob("*.lua") if p.name != "_bounds.lua")
+    generated = ("_bounds.lua", "_job_options.lua")  # bounds.py's table, as Lua
+    scripts = sorted(p for p in lua.glob("*.lua") if p.name not in generated)
     assert len(scripts) > 60
     found = [f for p in scripts for f in literal_bounds(p.stem, p.read_text("utf-8"))]
     assert not found, "bounds written as literals (name them from _bounds.lua):\n" + "\n".join(
@@ -218,3 +220,52 @@ def test_every_script_constant_is_in_the_generated_helper() -> None:
     assert fairness.MAX_GROUP_CONCURRENCY == bounds.MAX_GROUP_CONCURRENCY
     assert fairness.MAX_GROUP_QPS == bounds.MAX_GROUP_QPS
     assert fairness.MAX_VTIME == bounds.MAX_VTIME
+
+
+# ---------------------------------------------------------------- a job's option names
+
+
+def test_the_option_names_are_the_job_specs_fields() -> None:
+    """One table of option names (bounds.JOB_OPTIONS and ONCE_OPTIONS) is the JobSpec's
+    fields, each number with its bounds; the wire protocol's are among them."""
+    assert set(bounds.JOB_OPTIONS) | set(bounds.ONCE_OPTIONS) == set(SPEC_FIELDS)
+    assert not set(bounds.JOB_OPTIONS) & set(bounds.ONCE_OPTIONS)
+    for name, kind in bounds.JOB_OPTIONS.items():
+        assert kind in ("number", "text"), name
+        assert (kind == "number") == (name in bounds.JOB_BOUNDS), name
+    assert all(name in bounds.JOB_BOUNDS for name in bounds.ONCE_OPTIONS)
+    assert set(bounds.PROTOCOL_OPTIONS) - {"id"} <= set(bounds.JOB_OPTIONS)
+
+
+def test_the_scripts_option_names_are_generated() -> None:
+    """lua/_job_options.lua is bounds.py's option tables as Lua, to the letter (regenerate
+    with ``python -m django_zqueue.conf.bounds``), and no other script lists them by hand."""
+    lua = Path(bounds.__file__).parents[1] / "engine" / "lua"
+    assert (lua / "_job_options.lua").read_text("utf-8") == bounds.options_lua_source()
+    for path in lua.glob("*.lua"):
+        if path.name == "_job_options.lua":
+            continue
+        code = "\n".join(_code(line) for line in path.read_text("utf-8").splitlines())
+        assert len(options_listed(code)) < 2, (path.name, options_listed(code))
+
+
+def options_listed(code: str) -> list[str]:
+    """The job options ``code`` (Lua) sets as the fields of a table it makes."""
+    return [n for n in bounds.JOB_OPTIONS if re.search(rf"[{{,]\s*{n}\s*=(?!=)", code)]
+
+
+@pytest.mark.parametrize("script", ["_new_job", "proto_publish"])
+def test_a_list_of_option_names_by_hand_is_found(script: str) -> None:
+    """The check is not blind: the lists these scripts held before are found."""
+    before = {
+        "_new_job": "local JOB_FIELDS = {id = true, group = true, priority = bounds_of('priority'),"
+        " score = bounds_of('score')}",
+        "proto_publish": "local OPTIONS = {id = true, priority = true, delay_ms = true}",
+    }
+    assert len(options_listed(before[script])) >= 2
+
+
+def test_the_protocol_documents_its_option_names() -> None:
+    protocol = (Path(bounds.__file__).parents[2] / "docs" / "protocol.md").read_text("utf-8")
+    for name in bounds.PROTOCOL_OPTIONS:
+        assert f"`{name}`" in protocol, name

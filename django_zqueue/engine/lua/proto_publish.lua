@@ -13,7 +13,7 @@
 --   stored as sent (the worker decodes it)
 -- ARGV[3] options: a JSON object ('' or '{}': none) of id, priority, delay_ms, run_at_ms,
 --   max_retries, visibility_timeout_ms, group, weight, expires_in_ms, expires_at_ms
---   (the job spec's names and bounds, _new_job.lua); no id: one made from Redis TIME and
+--   (PROTOCOL_OPTIONS, _job_options.lua: the job spec's names and bounds, _new_job.lua); no id: one made from Redis TIME and
 --   the queue's ctr field pseq; no max_retries (or null): the policy's max_retries
 -- Raises (nothing written) ZQ_PROTOCOL: another protocol version, keys that are not one
 --   queue's in this order, a queue not set up for producers or partitioned;
@@ -25,12 +25,10 @@
 
 --@include bounds
 --@include guard
+--@include job_options
 
 local NAMES = {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats', 'dead', 'leased',
   'wait', 'expiry', 'expired', 'gjobs', 'proto'}
-local OPTIONS = {id = true, priority = true, delay_ms = true, run_at_ms = true,
-  max_retries = true, visibility_timeout_ms = true, group = true, weight = true,
-  expires_in_ms = true, expires_at_ms = true}
 local MODES = {strict = true, tstrict = true, aging = true, fair = true}
 
 if ARGV[1] ~= '1' then
@@ -117,7 +115,7 @@ if ARGV[3] ~= '' then
     error('ZQ_BAD_ARGUMENT: options must be a JSON object')
   end
   for name, v in pairs(opts) do
-    if not OPTIONS[name] then
+    if not PROTOCOL_OPTIONS[name] then
       error("ZQ_BAD_ARGUMENT: unknown option '" .. tostring(name) .. "'")
     end
     if v ~= cjson.null then

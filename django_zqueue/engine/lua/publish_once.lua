@@ -33,6 +33,7 @@
 
 --@include fmt
 --@include new_job
+--@include job_options
 --@include bounds
 --@include notify
 --@include room
@@ -55,7 +56,7 @@ local now = now_ms()
 local j, why = job_spec(ARGV[4])
 local meta, run_at = nil, nil
 if j then
-  meta, run_at, why = read_job(j, now, {debounce_ms = true, unique_ms = true})
+  meta, run_at, why = read_job(j, now, ONCE_OPTIONS)
 end
 why = why or out_of_bounds(j, 'debounce_ms') or out_of_bounds(j, 'unique_ms')
 if not why and j.debounce_ms and (j.delay_ms or j.run_at_ms) then
