@@ -167,21 +167,18 @@ class Shard:
     def release(self, msg: Message) -> Call[bool]:
         k, p = self.keys, self.policy
         keys = (k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify)
-        return Call(
-            "release", keys, (msg.tag, msg.token, p.mode, p.aging_us, p.notify_cap), read_flag
-        )
+        return Call("release", keys, (msg.tag, msg.token, p.packed), read_flag)
 
     def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
         k, p = self.keys, self.policy
-        args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.mode, p.aging_us)
-        rest = (p.dead_max, p.dead_ttl_ms, p.trim_limit, p.notify_cap)
-        return Call("nack", tuple(k.lifecycle()), (*args, *rest), read_nack)
+        args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.packed)
+        return Call("nack", tuple(k.lifecycle()), args, read_nack)
 
     def touch(self, msg: Message, extend_ms: int, progress: str) -> Call[int | None]:
         """Returns the new lease deadline (ms), None for a stale delivery, or
         :data:`CANCELLED` for a cancelled one."""
         k, p = self.keys, self.policy
-        args = (msg.tag, msg.token, extend_ms, progress, p.visibility_ms)
+        args = (msg.tag, msg.token, extend_ms, progress, p.packed)
         keys = (k.leased, k.meta, k.progress, k.cancelled(msg.tag))
         return Call("touch", keys, args, read_deadline)
 
@@ -242,12 +239,12 @@ class Shard:
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)
         low = "" if below is None else repr(float(below))
-        return Call("run_now", keys, (tag, low, p.notify_cap), read_as(MoveReply))
+        return Call("run_now", keys, (tag, low, p.packed), read_as(MoveReply))
 
     def set_priority(self, tag: str, priority: int) -> Call[MoveReply]:
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.gpark)
-        return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), read_as(MoveReply))
+        return Call("set_priority", keys, (tag, priority, p.packed), read_as(MoveReply))
 
     def requeue_dead(
         self, tag: str, front: bool = False, below: float | None = None
@@ -257,7 +254,7 @@ class Shard:
         k, p = self.keys, self.policy
         keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
         low = "" if below is None else repr(float(below))
-        args = (tag, p.mode, p.aging_us, p.notify_cap, "1" if front else "0", low)
+        args = (tag, p.packed, "1" if front else "0", low)
         return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, read_as(RequeueReply))
 
     def purge_dead(self, limit: int) -> Call[int]:
@@ -355,4 +352,4 @@ class Shard:
     def wf_clear(self, tag: str, seen: bytes) -> Call[bool]:
         k, p = self.keys, self.policy
         keys = (k.wf_out, k.wf_res, k.meta, k.dead, k.wf(tag))
-        return Call("wf_clear", keys, (tag, seen, p.dead_ttl_ms), read_flag)
+        return Call("wf_clear", keys, (tag, seen, p.packed), read_flag)

@@ -31,7 +31,7 @@ replies to exceptions in one table, :data:`ERRORS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar
 
@@ -294,6 +294,13 @@ class Policy:
     compact: bool = True  # new jobs as compact records (False: the JSON layout, lua/_record.lua)
     keep_finished: int = 0  # the history of finished jobs: most kept (0: none, lua/_history.lua)
     finished_ttl_ms: int = 86_400_000  # how long a finished job stays in the history
+    #: the policy as the scripts take it: one MessagePack map of the fields above, by
+    #: name (``lua/_policy.lua``), made once
+    packed: bytes = field(init=False, default=b"", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "packed"}
+        object.__setattr__(self, "packed", pack_map(values))
 
 
 class Scripts:
