@@ -145,20 +145,20 @@ def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
 @pytest.mark.parametrize(
     "mutate",
     [
-        lambda keys, job: (keys, job[:3]),  # no job
-        lambda keys, job: (keys, [*job[:3], b"x"]),  # a job that is not a map
-        lambda keys, job: (keys, [*job[:3], entry_arg(token=1)]),  # a job without an id
+        lambda keys, job: (keys, job[:1]),  # no job
+        lambda keys, job: (keys, [*job[:1], b"x"]),  # a job that is not a map
+        lambda keys, job: (keys, [*job[:1], entry_arg(token=1)]),  # a job without an id
         lambda keys, job: (keys, job_with(job, token="x")),  # token not a number
         lambda keys, job: (keys, job_with(job, token=1.5)),  # token not an integer
         lambda keys, job: (keys, job_with(job, result=7)),  # a result that is not a text
-        lambda keys, job: ([*keys[:7], *keys[8:]], job[:4]),  # a result key missing
-        lambda keys, job: (keys[:-1], job[:4]),  # a history key missing
-        lambda keys, job: (keys, [job[0], "x", *job[2:4]]),  # keep_finished not a number
+        lambda keys, job: ([*keys[:7], *keys[8:]], job[:2]),  # a result key missing
+        lambda keys, job: (keys[:-1], job[:2]),  # a history key missing
+        lambda keys, job: (keys, [b"x", job[1]]),  # a policy that is not a map
         lambda keys, job: (keys, job_with(job, ttl_ms=0)),  # TTL 0
         lambda keys, job: (keys, job_with(job, ttl_ms=None)),  # a result without a TTL
         lambda keys, job: (keys, job_with(job, run_ms=1.5)),  # run time not an integer
         lambda keys, job: (keys, job_with(job, run_ms=-1)),  # run time below 0
-        lambda keys, job: (keys, [*job[:3], *job[3:4] * 101]),  # 101 jobs
+        lambda keys, job: (keys, [*job[:1], *job[1:2] * 101]),  # 101 jobs
     ],
 )
 def test_malformed_arguments_write_nothing(
@@ -169,7 +169,7 @@ def test_malformed_arguments_write_nothing(
     ack = q.engine.make_ack(m, {"r": 1}, 60, 3)
     call = q.engine.shards[0].ack_many([ack])
     fields = {"id": m.tag, "token": m.token, "result": ack.result, "ttl_ms": 60_000, "run_ms": 3}
-    assert call.args[3] == entry_arg(**fields)  # the one job's map, by name
+    assert call.args[1] == entry_arg(**fields)  # the one job's map, by name
     # the call's args, then the job's fields to change (job_with reads them from the end)
     keys, args = mutate(list(call.keys), [*call.args, fields])
     before = snapshot(redis_client, prefix)
@@ -179,10 +179,10 @@ def test_malformed_arguments_write_nothing(
 
 
 def job_with(job: list[Any], **change: Any) -> list[Any]:
-    """The call's args (``job[:4]``) with its one job's map made of ``job[4]``'s fields
-    and ``change`` (None: the field left out)."""
-    fields = {**job[4], **change}
-    return [*job[:3], entry_arg(**fields)]
+    """The call's args (``job[:2]``: the policy, the job) with its one job's map made of
+    ``job[2]``'s fields and ``change`` (None: the field left out)."""
+    fields = {**job[2], **change}
+    return [*job[:1], entry_arg(**fields)]
 
 
 def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:

@@ -4,6 +4,7 @@ nothing (docs/fairness.md, "A group's waiting jobs: group_max_length")."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -375,17 +376,22 @@ def test_the_scripts_refuse_a_bad_limit_and_write_nothing(
     fq = limited(make_queue, 2, name="f")
     check = fq.engine.shards[0].group_check([("a", 1)])
     a1 = entry_arg(group="a", jobs=1)
+    three = dataclasses.replace(fq.engine.policy, group_max_length=3).packed
     for args in (
-        (0, a1),
-        (3, entry_arg(group="a", jobs=0)),
-        (3,),
-        (3, "a", 1),  # not entries: the former positional pairs
-        (3, entry_arg(jobs=1)),
-        (3, entry_arg(group=7, jobs=1)),
-        (3, a1, a1),
-        (3, entry_arg(group="a\0b", jobs=1)),
+        (dataclasses.replace(fq.engine.policy, group_max_length=0).packed, a1),
+        (dataclasses.replace(fq.engine.policy, group_max_length=1001).packed, a1),
+        (b"x", a1),  # a policy that is not one
+        (three, entry_arg(group="a", jobs=0)),
+        (three,),
+        (three, "a", 1),  # not entries: the former positional pairs
+        (three, entry_arg(jobs=1)),
+        (three, entry_arg(group=7, jobs=1)),
+        (three, a1, a1),
+        (three, entry_arg(group="a\0b", jobs=1)),
     ):
-        with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT: group_check"):
+        with pytest.raises(
+            redis.ResponseError, match=r"ZQ_BAD_ARGUMENT: (group_check|the queue pol)"
+        ):
             redis_client.eval(source("group_check"), len(check.keys), *check.keys, *args)
     assert snapshot(redis_client, prefix) == before
 

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import redis
 
+from django_zqueue.engine.records import Ack
+from django_zqueue.engine.records.links import Resolution
 from django_zqueue.engine.records.spec import pack_map
 from django_zqueue.engine.scripts import Call, Policy, source
 from django_zqueue.engine.scripts.source import helper_order, lua_file
@@ -92,6 +94,17 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
     )[-1],
     "requeue_dead": lambda q: q.engine.shards[0].requeue_dead("a"),
     "wf_clear": lambda q: q.engine.shards[0].wf_clear("a", b"x"),
+    "ack": lambda q: q.engine.shards[0].ack(_leased(q), "", 1000, 3),
+    "ack_many": lambda q: q.engine.shards[0].ack_many([Ack(_leased(q), '"r"', 60_000, 5)]),
+    "cancel": lambda q: (q.publish("x", tag="a"), q.engine.shards[0].cancel("a", 60_000))[-1],
+    "wf_resolve": lambda q: q.engine.shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p")]),
+    "group_check": lambda q: q.engine.shards[0].group_check([("a", 1)]),
+}
+#: the options of the queue a script is called on (default: none)
+OPTIONS: dict[str, dict[str, Any]] = {
+    "group_check": {"fairness": "groups", "group_max_length": 5},
+    "ack": {"keep_finished": 10},
+    "cancel": {"keep_finished": 10},
 }
 
 
@@ -99,7 +112,7 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
 def test_a_script_given_a_bad_policy_writes_nothing(
     script: str, make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
 ) -> None:
-    q = make_queue(f"pol{script}")
+    q = make_queue(f"pol{script}", **OPTIONS.get(script, {}))
     call = CALLS[script](q)
     packed = q.engine.policy.packed
     assert call.args.count(packed) == 1, "the policy travels as one argument"

@@ -126,13 +126,14 @@ def test_wf_resolve_refuses_bad_entries_before_writing(q: Queue, redis_client: A
             q.engine.run(q.engine.shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p"), bad]))
     good = q.engine.shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p")])
     whole = {"child": "c", "place": 1, "end": "1", "result": "1", "parent": "p"}
-    assert good.args[3] == entry_arg(**whole)  # each entry one map, read by name
+    assert good.args[1] == entry_arg(**whole)  # each entry one map, read by name
     for args in (
-        (*good.args, good.args[3]),  # an entry without its wf key
-        (*good.args[:3], b"x"),  # not a map
-        (*good.args[:3], entry_arg(**{**whole, "parent": None})),  # no parent
-        (*good.args[:3], entry_arg(**{**whole, "result": 5})),  # a result that is no text
-        good.args[:3],  # no entry
+        (*good.args, good.args[1]),  # an entry without its wf key
+        (good.args[0], b"x"),  # not a map
+        (good.args[0], entry_arg(**{**whole, "parent": None})),  # no parent
+        (good.args[0], entry_arg(**{**whole, "result": 5})),  # a result that is no text
+        good.args[:1],  # no entry
+        (b"x", good.args[1]),  # a policy that is not one
     ):
         with pytest.raises(ScriptArgumentError):
             q.engine.run(good._replace(args=args))

@@ -59,8 +59,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     def spy(self: Batch, call: Any) -> Any:
         if call.script == "wf_publish":
             seen.append((call.script, int(call.args[3])))
-        elif call.script == "wf_resolve":  # its entries follow mode, aging_us, notify_cap
-            seen.append((call.script, len(call.args) - 3))
+        elif call.script == "wf_resolve":  # its entries follow the queue's policy
+            seen.append((call.script, len(call.args) - 1))
         return original(self, call)
 
     monkeypatch.setattr(Batch, "add", spy)

@@ -140,11 +140,9 @@ class Shard:
             k.steps(msg.tag),
         )
         run = "" if run_ms is None else run_ms
-        args: tuple[Arg, ...] = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
-        args = (*args, passed)
+        args = (msg.tag, msg.token, p.packed, result, result_ttl_ms, run, passed)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             keys = (*keys, *k.history_keys())
-            args = (*args, p.keep_finished, p.trim_limit)
         return Call("ack", keys, args, read_acked)
 
     def ack_many(self, acks: Sequence[Ack]) -> Call[list[AckManyCode]]:
@@ -152,7 +150,7 @@ class Shard:
         job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         k, p = self.keys, self.policy
         keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
-        args: list[Arg] = [p.ack_notify, p.keep_finished, p.trim_limit]
+        args: list[Arg] = [p.packed]
         for a in acks:
             if a.result:
                 keys.append(k.result(a.msg.tag))
@@ -203,10 +201,9 @@ class Shard:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
         rest: tuple[str, ...] = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out)
         rest = (*rest, k.wf_res, k.steps(tag))
-        args: tuple[Arg, ...] = (tag, ttl_ms, p.notify_cap, only)
+        args = (tag, ttl_ms, p.packed, only)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             rest = (*rest, *k.history_keys())
-            args = (*args, p.keep_finished, p.trim_limit)
         return Call("cancel", (*keys, *rest), args, read_as(CancelReply))
 
     def range_after(
@@ -329,7 +326,7 @@ class Shard:
         """Read-only: raises :class:`QueueFull` naming the first group of ``adds`` (group
         key, jobs that would enter a line) whose jobs do not fit in ``group_max_length``."""
         k, p = self.keys, self.policy
-        args: tuple[Arg, ...] = (p.group_max_length,)
+        args: tuple[Arg, ...] = (p.packed,)
         args += tuple(entry_arg(group=group, jobs=n) for group, n in adds)
         return Call("group_check", (k.ready, k.delayed, k.meta, k.gjobs), args, read_int)
 
@@ -342,7 +339,7 @@ class Shard:
     def wf_resolve(self, entries: Sequence[Resolution]) -> Call[Resolved]:
         k, p = self.keys, self.policy
         keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
-        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap]
+        args: list[Arg] = [p.packed]
         args += (entry_arg(**e._asdict()) for e in entries)
         wf = tuple(k.wf(e.child) for e in entries)
         return Call(

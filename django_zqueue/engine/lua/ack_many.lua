@@ -5,22 +5,22 @@
 -- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
 -- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST
 -- KEYS[8..] the result STRING key of each job that keeps a result, in job order; then,
---   only when ARGV[2] > 0 (the history of finished jobs, _history.lua): the finished
---   ZSET, the cancels ZSET and the history HASH
--- ARGV[1] notify_cap (0 = don't notify; set when the queue has a concurrency limit)
--- ARGV[2] keep_finished (0: keep no history, and touch none of its keys; the history is
---   an optional write: with one of its three keys of another type the jobs are acked
---   all the same, without their history, and that key is left as it was)
--- ARGV[3] trim limit (history entries removed at most per call, besides the room for
---   this call's jobs; the bound by count, _history.lua's bound_history: the age bound is
---   scan's)
--- ARGV[4..] one per job (_entry.lua), a MessagePack map read by name: `id`, `token`
+--   only when the policy's keep_finished > 0 (the history of finished jobs,
+--   _history.lua): the finished ZSET, the cancels ZSET and the history HASH
+-- ARGV[1] the queue's policy, read by name (_policy.lua): ack_notify (the notify cap on
+--   ack: 0 = don't notify; set when the queue has a concurrency limit), keep_finished
+--   (0: keep no history, and touch none of its keys; the history is an optional write:
+--   with one of its three keys of another type the jobs are acked all the same, without
+--   their history, and that key is left as it was), trim_limit (history entries removed
+--   at most per call, besides the room for this call's jobs; the bound by count,
+--   _history.lua's bound_history: the age bound is scan's)
+-- ARGV[2..] one per job (_entry.lua), a MessagePack map read by name: `id`, `token`
 --   (the claim's, an integer), `result` (JSON; absent or '' = keep none), `ttl_ms` (the
 --   result's TTL, with a result), `run_ms` (its run time; absent = not measured)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the arguments are malformed: not 1..100
 --   jobs, a job that is not such a map or has no id, a token, TTL or run time that is
 --   not an integer, or not one result key per job that keeps a result (and the three
---   history keys with ARGV[2] > 0).
+--   history keys with a keep_finished > 0), or a policy that is not one (_policy.lua).
 -- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
 --   or listed twice in the call): nothing changed for it; 2 not acked here, nothing
 --   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
@@ -46,17 +46,19 @@
 --@include guard
 --@include history
 --@include entry
+--@include policy
 
 local FULL_ACK_FIELDS = LEASED_FIRST -- the fields only ack.lua handles (_record.lua)
 
-local HEAD = 3 -- the ARGV before the jobs' own
+local HEAD = 1 -- the ARGV before the jobs' own: the policy
 local n = #ARGV - HEAD
-local cap, keep, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local policy = read_policy(ARGV[1])
+local cap, keep, limit = policy.ack_notify, policy.keep_finished, policy.trim_limit
 local function bad(why)
   error('ZQ_BAD_ARGUMENT: ack_many: ' .. why)
 end
-if n < 1 or n > 100 or not cap or not keep or not limit then
-  bad('needs notify_cap, keep_finished, a trim limit and 1..100 jobs')
+if n < 1 or n > 100 then
+  bad('needs a policy and 1..100 jobs')
 end
 local function whole(x) -- an integer a double holds exactly (its '%d' text is its own)
   return is_int(x, -MAX_EXACT, MAX_EXACT)

@@ -23,13 +23,14 @@
 -- KEYS[5] errors HASH  KEYS[6] ctr    HASH  KEYS[7] stats HASH  KEYS[8] notify LIST
 -- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH
 -- KEYS[10 + i] wf HASH of the dependent of entry i, i = 1..m
--- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap
--- ARGV[3 + i] entry i, i = 1..m (1..100), a MessagePack map read by name (_entry.lua):
+-- ARGV[1] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap
+-- ARGV[1 + i] entry i, i = 1..m (1..100), a MessagePack map read by name (_entry.lua):
 --   `child` (the dependent's id), `place` (the parent's index, 1..MAX_LINKS), `end` ('1'
 --   succeeded, '0' failed, 'r' revived), `result` (JSON when succeeded, the reason when
 --   failed: '' = dead, 'cancelled', 'deleted', 'expired'; absent = ''), `parent` (its
 --   tag, for the error text)
--- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds, or a policy that
+--   is not one (_policy.lua).
 -- Returns: {released, killed, revived, <ids of buried or revived dependents that have
 --   dependents: their outbox entries to dispatch next>}
 -- Work: O(m log N) plus the results written.
@@ -49,19 +50,21 @@
 --@include record
 --@include attempts
 --@include entry
+--@include policy
 
 guard_keys(KEYS)
 
 local k = {ready = KEYS[1], wait = KEYS[2], dead = KEYS[3], meta = KEYS[4], errors = KEYS[5],
   ctr = KEYS[6], stats = KEYS[7], notify = KEYS[8], wf_out = KEYS[9], wf_res = KEYS[10]}
-local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local m = #ARGV - 3
+local policy = read_policy(ARGV[1])
+local mode, aging_us, cap = policy.mode, policy.aging_us, policy.notify_cap
+local m = #ARGV - 1
 if m < 1 or m > 100 or #KEYS ~= 10 + m then
   error('ZQ_BAD_ARGUMENT: wf_resolve needs 1..100 entries, one wf key each')
 end
 local entries = {}
 for i = 1, m do
-  local e = entry(ARGV[3 + i])
+  local e = entry(ARGV[1 + i])
   local result = e and (e.result or '')
   if not e or type(e.child) ~= 'string' or e.child == '' or not is_int(e.place, 1, MAX_LINKS)
     or not (e['end'] == '1' or e['end'] == '0' or e['end'] == 'r')
