@@ -99,10 +99,14 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
     "cancel": lambda q: (q.publish("x", tag="a"), q.engine.shards[0].cancel("a", 60_000))[-1],
     "wf_resolve": lambda q: q.engine.shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p")]),
     "group_check": lambda q: q.engine.shards[0].group_check([("a", 1)]),
+    "claim": lambda q: (q.publish("x"), q.engine.shards[0].claim(10, "me"))[-1],
+    "claim_fair": lambda q: (q.publish("x", group="g"), q.engine.shards[0].claim(10, "me"))[-1],
+    "scan": lambda q: (q.publish("x"), q.engine.shards[0].scan(100))[-1],
 }
 #: the options of the queue a script is called on (default: none)
 OPTIONS: dict[str, dict[str, Any]] = {
     "group_check": {"fairness": "groups", "group_max_length": 5},
+    "claim_fair": {"fairness": "groups", "group_concurrency": 2},
     "ack": {"keep_finished": 10},
     "cancel": {"keep_finished": 10},
 }

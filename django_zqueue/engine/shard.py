@@ -85,7 +85,7 @@ class Shard:
         k, p = self.keys, self.policy
         queue = self.queue
         keys = (k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats, k.dead)
-        args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit)
+        args = (batch, p.packed, consumer)
         if p.mode == "fair":
             return Call(
                 "claim_fair",
@@ -105,13 +105,13 @@ class Shard:
                     k.wf_res,
                     k.gjobs,
                 ),
-                (*args, consumer, p.group_concurrency, p.group_qps, p.group_max_length),
+                args,
                 lambda reply: Claimed.from_reply(queue, reply),
             )
         return Call(
             "claim",
             (*keys, k.errors, k.paused, k.expiry, k.expired, k.wf_out, k.wf_res),
-            (*args, p.mode, p.aging_us, consumer),
+            args,
             lambda reply: Claimed.from_reply(queue, reply),
         )
 
@@ -182,10 +182,8 @@ class Shard:
 
     def scan(self, limit: int) -> Call[ScanResult]:
         k, p = self.keys, self.policy
-        args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
-        more = (p.keep_finished, p.finished_ttl_ms)
         keys = (*k.lifecycle(), k.expiry, k.expired, *k.history_keys())
-        return Call("scan", keys, (*args, *more), ScanResult.from_reply)
+        return Call("scan", keys, (limit, p.packed), ScanResult.from_reply)
 
     def delete(self, tag: str, waiting_only: bool, only: str = "") -> Call[DeleteReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
