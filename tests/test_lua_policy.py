@@ -102,6 +102,7 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
     "claim": lambda q: (q.publish("x"), q.engine.shards[0].claim(10, "me"))[-1],
     "claim_fair": lambda q: (q.publish("x", group="g"), q.engine.shards[0].claim(10, "me"))[-1],
     "scan": lambda q: (q.publish("x"), q.engine.shards[0].scan(100))[-1],
+    "fire": lambda q: q.engine.shards[0].fire("s", 0, None, None),
 }
 #: the options of the queue a script is called on (default: none)
 OPTIONS: dict[str, dict[str, Any]] = {

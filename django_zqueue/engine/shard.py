@@ -303,7 +303,7 @@ class Shard:
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         nxt = "" if next_tick is None else next_tick
         fire = "0" if job is None else "1"
-        head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
+        head = (name, expected_tick, nxt, fire, p.packed)
         args = (*head, "" if job is None else job_arg(job, None, p.compact), digest or "")
         sched = (k.sched, k.sched_last, k.expiry, k.expired, k.sched_defs)
         return Call("fire", (*keys, *sched), args, read_flag)
