@@ -144,7 +144,7 @@ def test_an_absolute_expiry_and_the_earlier_of_two(q: Queue) -> None:
         }
     )
     call = q.engine.shards[0].publish([NewJob("both", b"1")])
-    q.client.eval(source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec)
+    q.client.eval(source("publish"), len(call.keys), *call.keys, q.engine.policy.packed, spec)
     lapse()
     q.scan()
     assert q.state("both") == "expired"
@@ -175,7 +175,7 @@ def test_the_script_refuses_a_bad_expiry_field(
     call = q.engine.shards[0].publish([NewJob("t", b"1")])
     spec = pack_map({"id": "t", "body": b"1", field: value})
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
-        q.client.eval(source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec)
+        q.client.eval(source("publish"), len(call.keys), *call.keys, q.engine.policy.packed, spec)
     assert snapshot(redis_client, prefix) == before
 
 

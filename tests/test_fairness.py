@@ -321,7 +321,7 @@ def test_publish_script_refuses_a_bad_group_or_weight(
     keys = q.engine.shards[0].publish([NewJob("t1", b"1")]).keys
     before = snapshot(q.client, prefix)
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
-        q.client.eval(source("publish"), len(keys), *keys, "fair", 0, 64, 1, 0, 0, pack_map(spec))
+        q.client.eval(source("publish"), len(keys), *keys, q.engine.policy.packed, pack_map(spec))
     assert snapshot(q.client, prefix) == before
 
 

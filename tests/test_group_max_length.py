@@ -15,6 +15,7 @@ import redis
 from django_zqueue import QueueFull, ZQueueError, conf
 from django_zqueue.conf import parse
 from django_zqueue.engine.records.links import FlowJob, Kid, Ref
+from django_zqueue.engine.records.spec import pack_map
 from django_zqueue.engine.scripts import entry_arg, source
 from django_zqueue.exceptions import ConfigurationError
 from django_zqueue.queue import Queue
@@ -370,7 +371,10 @@ def test_the_scripts_refuse_a_bad_limit_and_write_nothing(
     call = q.engine.shards[0].publish([q.prepare("x", group="a")])
     before = snapshot(redis_client, prefix)
     for mode, limit in (("strict", 3), ("fair", -1), ("fair", 1001), ("fair", "x")):
-        args = (mode, *call.args[1:5], limit, *call.args[6:])
+        policy = q.engine.policy
+        fields = {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy) if f.init}
+        fields |= {"mode": mode, "group_max_length": limit}
+        args = (pack_map(fields), *call.args[1:])
         with pytest.raises(redis.ResponseError, match=r"ZQ_BAD_ARGUMENT.*group_max_length"):
             redis_client.eval(source("publish"), len(call.keys), *call.keys, *args)
     fq = limited(make_queue, 2, name="f")

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from django_zqueue.engine.records import Ack
-from django_zqueue.engine.records.links import Resolution
+from django_zqueue.engine.records.links import FlowJob, Resolution
 from django_zqueue.engine.records.spec import pack_map
 from django_zqueue.engine.scripts import Call, Policy, source
 from django_zqueue.engine.scripts.source import helper_order, lua_file
@@ -103,6 +103,9 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
     "claim_fair": lambda q: (q.publish("x", group="g"), q.engine.shards[0].claim(10, "me"))[-1],
     "scan": lambda q: (q.publish("x"), q.engine.shards[0].scan(100))[-1],
     "fire": lambda q: q.engine.shards[0].fire("s", 0, None, None),
+    "publish": lambda q: q.engine.shards[0].publish([q.prepare("x", tag="p1")]),
+    "publish_once": lambda q: q.engine.shards[0].publish_once(q.prepare("x", tag="p1")),
+    "wf_publish": lambda q: q.engine.shards[0].wf_publish([FlowJob(q.prepare("x", tag="p1"))]),
 }
 #: the options of the queue a script is called on (default: none)
 OPTIONS: dict[str, dict[str, Any]] = {

@@ -162,7 +162,7 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
             arg = pack_map({"id": "t", "body": b"1", name: bad})
             keys = q.engine.shards[0].publish([NewJob("t", b"1")]).keys
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
-                q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg)
+                q.client.eval(source("publish"), len(keys), *keys, q.engine.policy.packed, arg)
     assert q.counts()["ready"] == 0
 
 
@@ -193,7 +193,7 @@ def test_publish_checks_each_number_option(q: Queue, name: str) -> None:
 
     def publish(value: object, tag: str = "t") -> object:
         arg = pack_map({"id": tag, "body": b"1", name: value})
-        return q.client.eval(source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg)
+        return q.client.eval(source("publish"), len(keys), *keys, q.engine.policy.packed, arg)
 
     # one past each bound (by as much as the bound itself where 1 would round away)
     bad: list[object] = ["1", math.nan, math.inf, -math.inf]

@@ -57,9 +57,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     original = Batch.add
 
     def spy(self: Batch, call: Any) -> Any:
-        if call.script == "wf_publish":
-            seen.append((call.script, int(call.args[3])))
-        elif call.script == "wf_resolve":  # its entries follow the queue's policy
+        if call.script in ("wf_publish", "wf_resolve"):  # its jobs or entries, after the policy
             seen.append((call.script, len(call.args) - 1))
         return original(self, call)
 

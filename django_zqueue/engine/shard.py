@@ -66,8 +66,7 @@ class Shard:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        head = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
-        args = (*head, *(job_arg(j, None, p.compact) for j in jobs))
+        args = (p.packed, *(job_arg(j, None, p.compact) for j in jobs))
         return Call("publish", (*keys, k.wait, k.expiry, k.expired, k.gjobs), args, read_clashes)
 
     def publish_once(self, job: NewJob) -> Call[tuple[str, str]]:
@@ -76,7 +75,7 @@ class Shard:
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         job_spec = job_arg(job, None, p.compact)
-        args = (p.mode, p.aging_us, p.notify_cap, job_spec, p.max_length, p.group_max_length)
+        args = (p.packed, job_spec)
         more = (k.unique(job.tag), k.wait, k.expiry, k.expired, k.gjobs)
         return Call("publish_once", (*keys, *more), args, read_once)
 
@@ -314,7 +313,7 @@ class Shard:
         """As :meth:`publish`, with each job's links (at most 100 jobs)."""
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
+        args = (p.packed,)
         specs = tuple(job_arg(fj.job, fj.link_fields(), p.compact) for fj in jobs)
         wf = tuple(k.wf(fj.job.tag) for fj in jobs)
         more = (k.wait, k.expiry, k.expired, k.gjobs, *wf)
