@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from django_zqueue.engine.records import Ack
+from django_zqueue.engine.scripts import entry_arg
 from django_zqueue.exceptions import InvalidArgument, ScriptArgumentError
 from django_zqueue.queue import Message, Queue
 
@@ -24,7 +25,7 @@ def claim(q: Queue, n: int, consumer: str = "") -> list[Message]:
 
 def send(q: Queue, acks: list[Ack]) -> list[bool]:
     batch = q.engine.batch()
-    parts = q.engine.consume.add_acks(batch, acks)
+    parts = q.engine.add_acks(batch, acks)
     q.engine.send(batch)
     return [p.result() for p in parts]
 
@@ -33,9 +34,9 @@ def test_acks_results_and_stats_like_single_acks(q: Queue, redis_client: redis.R
     q.publish_many(range(4))
     a, b, c, d = claim(q, 4)
     acks = [
-        q.engine.consume.make_ack(a, {"x": 1}, 60, run_ms=5),
-        q.engine.consume.make_ack(b, run_ms=7),
-        q.engine.consume.make_ack(c, [1, 2], 0.5, run_ms=None),
+        q.engine.make_ack(a, {"x": 1}, 60, run_ms=5),
+        q.engine.make_ack(b, run_ms=7),
+        q.engine.make_ack(c, [1, 2], 0.5, run_ms=None),
         Ack(d),
     ]
     assert send(q, acks) == [True, True, True, True]
@@ -140,7 +141,7 @@ def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
     (m,) = claim(q, 1)
     for ttl in (0, -1, float("nan"), 10 * 365 * 86400 + 1, "1"):
         with pytest.raises(InvalidArgument):
-            q.engine.consume.make_ack(m, {"r": 1}, ttl)  # type: ignore[arg-type]
+            q.engine.make_ack(m, {"r": 1}, ttl)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         q.ack(m, {"r": 1}, 0)
     assert q.state(m.tag) == "leased"
@@ -149,15 +150,20 @@ def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
 @pytest.mark.parametrize(
     "mutate",
     [
-        lambda keys, args: (keys, args[:-1]),  # not 5 values per job
-        lambda keys, args: (keys, args[:3]),  # no job
-        lambda keys, args: (keys, [*args[:4], "x", *args[5:]]),  # token not a number
-        lambda keys, args: ([*keys[:7], *keys[8:]], args),  # a result key missing
-        lambda keys, args: (keys[:-1], args),  # a history key missing
-        lambda keys, args: (keys, [args[0], "x", *args[2:]]),  # keep_finished not a number
-        lambda keys, args: (keys, [*args[:6], "0", *args[7:]]),  # TTL 0
-        lambda keys, args: (keys, [*args[:7], "1.5"]),  # run time not an integer
-        lambda keys, args: (keys, [*args[:3], *args[3:] * 101]),  # 101 jobs
+        lambda keys, job: (keys, job[:1]),  # no job
+        lambda keys, job: (keys, [*job[:1], b"x"]),  # a job that is not a map
+        lambda keys, job: (keys, [*job[:1], entry_arg(token=1)]),  # a job without an id
+        lambda keys, job: (keys, job_with(job, token="x")),  # token not a number
+        lambda keys, job: (keys, job_with(job, token=1.5)),  # token not an integer
+        lambda keys, job: (keys, job_with(job, result=7)),  # a result that is not a text
+        lambda keys, job: ([*keys[:7], *keys[8:]], job[:2]),  # a result key missing
+        lambda keys, job: (keys[:-1], job[:2]),  # a history key missing
+        lambda keys, job: (keys, [b"x", job[1]]),  # a policy that is not a map
+        lambda keys, job: (keys, job_with(job, ttl_ms=0)),  # TTL 0
+        lambda keys, job: (keys, job_with(job, ttl_ms=None)),  # a result without a TTL
+        lambda keys, job: (keys, job_with(job, run_ms=1.5)),  # run time not an integer
+        lambda keys, job: (keys, job_with(job, run_ms=-1)),  # run time below 0
+        lambda keys, job: (keys, [*job[:1], *job[1:2] * 101]),  # 101 jobs
     ],
 )
 def test_malformed_arguments_write_nothing(
@@ -165,12 +171,23 @@ def test_malformed_arguments_write_nothing(
 ) -> None:
     q.publish("x")
     (m,) = claim(q, 1)
-    call = q.engine._shards[0].ack_many([q.engine.consume.make_ack(m, {"r": 1}, 60, 3)])
-    keys, args = mutate(list(call.keys), list(call.args))
+    ack = q.engine.make_ack(m, {"r": 1}, 60, 3)
+    call = q.engine._shards[0].ack_many([ack])
+    fields = {"id": m.tag, "token": m.token, "result": ack.result, "ttl_ms": 60_000, "run_ms": 3}
+    assert call.args[1] == entry_arg(**fields)  # the one job's map, by name
+    # the call's args, then the job's fields to change (job_with reads them from the end)
+    keys, args = mutate(list(call.keys), [*call.args, fields])
     before = snapshot(redis_client, prefix)
     with pytest.raises(ScriptArgumentError):
         q.engine.run(call._replace(keys=tuple(keys), args=tuple(args)))
     assert snapshot(redis_client, prefix) == before
+
+
+def job_with(job: list[Any], **change: Any) -> list[Any]:
+    """The call's args (``job[:2]``: the policy, the job) with its one job's map made of
+    ``job[2]``'s fields and ``change`` (None: the field left out)."""
+    fields = {**job[2], **change}
+    return [*job[:1], entry_arg(**fields)]
 
 
 def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:
@@ -178,7 +195,7 @@ def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:
     q.publish_many(range(20))
     msgs = claim(q, 20)
     batch = q.engine.batch()
-    parts = q.engine.consume.add_acks(batch, [q.engine.consume.make_ack(m, run_ms=1) for m in msgs])
+    parts = q.engine.add_acks(batch, [q.engine.make_ack(m, run_ms=1) for m in msgs])
     assert len(batch) == 1
     q.engine.send(batch)
     assert [p.result() for p in parts] == [True] * 20
@@ -203,11 +220,9 @@ def test_the_worker_path_settles_what_ack_many_left(q: Queue, redis_client: redi
     q.publish("once", tag="u", unique_for=60)
     msgs = claim(q, 4)
     batch = q.engine.batch()
-    replies = q.engine.consume.add_acks(
-        batch, [q.engine.consume.make_ack(m, {"r": m.tag}, 60) for m in msgs]
-    )
+    replies = q.engine.add_acks(batch, [q.engine.make_ack(m, {"r": m.tag}, 60) for m in msgs])
     q.engine.send(batch)
-    q.engine.consume.settle_acks(replies)
+    q.engine.settle_acks(replies)
     assert [r.result() for r in replies] == [True] * 4
     assert q.result("u") == {"r": "u"} and redis_client.exists(q.engine._keys.unique("u"))
     assert q.stats()["acked"] == 4

@@ -62,7 +62,7 @@ def test_requeue_dead_script_checks_below_before_writing(
     tag = bury(q, 1)[0]
     shard = q.engine._shards[0]
     call = shard.requeue_dead(tag, True, None)
-    bad = call.__class__(call.script, call.keys, (*call.args[:5], "nan"), call.result)
+    bad = call.__class__(call.script, call.keys, (*call.args[:3], "nan"), call.result)
     with pytest.raises(Exception, match="ZQ_BAD_ARGUMENT"):
         q.engine.run(bad)
     assert q.state(tag) == "dead"

@@ -149,7 +149,7 @@ def test_an_absolute_expiry_and_the_earlier_of_two(q: Queue) -> None:
     )
     call = q.engine._shards[0].publish([NewJob("both", b"1")])
     q.engine._client.eval(
-        source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec
+        source("publish"), len(call.keys), *call.keys, q.engine.policy.packed, spec
     )
     lapse()
     q.scan()
@@ -182,7 +182,7 @@ def test_the_script_refuses_a_bad_expiry_field(
     spec = pack_map({"id": "t", "body": b"1", field: value})
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
         q.engine._client.eval(
-            source("publish"), len(call.keys), *call.keys, "strict", 0, 64, 1, 0, 0, spec
+            source("publish"), len(call.keys), *call.keys, q.engine.policy.packed, spec
         )
     assert snapshot(redis_client, prefix) == before
 
@@ -198,7 +198,7 @@ def test_a_workflow_parent_that_expires_fails_its_dependent(q: Queue) -> None:
     assert q.state(child.tag) == "waiting"
     lapse()
     assert q.scan().expired == 1
-    q.engine.flow.drain()
+    q.engine.drain()
     assert q.state(parent.tag) == "expired"
     info = q.info(child.tag)
     assert info is not None and info.state == "dead"
@@ -218,7 +218,7 @@ def test_a_job_waiting_for_its_parents_expires_and_stays_expired(q: Queue) -> No
     assert q.state(child.tag) == "expired"
     (msg,), _ = q.claim(1, "c")
     assert msg.tag == parent.tag and q.ack(msg)
-    q.engine.flow.drain()
+    q.engine.drain()
     assert q.state(child.tag) == "expired"  # its parent's success does not revive it
     assert q.claim(5, "c")[0] == []
 

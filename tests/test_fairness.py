@@ -213,9 +213,9 @@ def test_a_big_claim_is_sent_in_calls_of_at_most_the_fair_chunk(
     # the first 100 of 150 in fair order: 20 of each group
     assert Counter(groups_of([m.body for m in msgs])) == {f"g{g}": 20 for g in range(5)}
     sizes.clear()
-    plan = q.engine.consume.plan_claim(100, "c")  # a worker's pipelined first call: one chunk
+    plan = q.engine.plan_claim(100, "c")  # a worker's pipelined first call: one chunk
     assert sizes == [40] and plan.batch == 100
-    assert len(q.engine.consume.claim_rest(plan, q.engine.run(plan.call))[0]) == 40
+    assert len(q.engine.claim_rest(plan, q.engine.run(plan.call))[0]) == 40
 
 
 def test_drained_groups_leave_no_state(make_queue: QueueFactory) -> None:
@@ -324,7 +324,7 @@ def test_publish_script_refuses_a_bad_group_or_weight(
     before = snapshot(q.engine._client, prefix)
     with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{field}"):
         q.engine._client.eval(
-            source("publish"), len(keys), *keys, "fair", 0, 64, 1, 0, 0, pack_map(spec)
+            source("publish"), len(keys), *keys, q.engine.policy.packed, pack_map(spec)
         )
     assert snapshot(q.engine._client, prefix) == before
 

@@ -4,6 +4,7 @@ nothing (docs/fairness.md, "A group's waiting jobs: group_max_length")."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -14,7 +15,8 @@ import redis
 from django_zqueue import QueueFull, ZQueueError, conf
 from django_zqueue.conf import parse
 from django_zqueue.engine.records.links import FlowJob, Kid, Ref
-from django_zqueue.engine.scripts import source
+from django_zqueue.engine.records.spec import pack_map
+from django_zqueue.engine.scripts import entry_arg, source
 from django_zqueue.exceptions import ConfigurationError
 from django_zqueue.queue import Queue
 from django_zqueue.queue.flow import publish_flow
@@ -139,7 +141,7 @@ def test_a_workflow_is_checked_for_every_group_before_any_job_is_written(
         msg = q.get()
         assert msg is not None
     q.ack(msg)
-    q.engine.flow.drain()
+    q.engine.drain()
     assert q.state(b.tag) == "ready"
     with pytest.raises(QueueFull, match='group "c" has 1 jobs waiting'):
         q.publish("more", group="c")
@@ -371,13 +373,31 @@ def test_the_scripts_refuse_a_bad_limit_and_write_nothing(
     call = q.engine._shards[0].publish([q.prepare("x", group="a")])
     before = snapshot(redis_client, prefix)
     for mode, limit in (("strict", 3), ("fair", -1), ("fair", 1001), ("fair", "x")):
-        args = (mode, *call.args[1:5], limit, *call.args[6:])
+        policy = q.engine.policy
+        fields = {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy) if f.init}
+        fields |= {"mode": mode, "group_max_length": limit}
+        args = (pack_map(fields), *call.args[1:])
         with pytest.raises(redis.ResponseError, match=r"ZQ_BAD_ARGUMENT.*group_max_length"):
             redis_client.eval(source("publish"), len(call.keys), *call.keys, *args)
     fq = limited(make_queue, 2, name="f")
     check = fq.engine._shards[0].group_check([("a", 1)])
-    for args in ((0, "a", 1), (3, "a", 0), (3, "a"), (3, "a", 1, "a", 1), (3, "a\0b", 1)):
-        with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT: group_check"):
+    a1 = entry_arg(group="a", jobs=1)
+    three = dataclasses.replace(fq.engine.policy, group_max_length=3).packed
+    for args in (
+        (dataclasses.replace(fq.engine.policy, group_max_length=0).packed, a1),
+        (dataclasses.replace(fq.engine.policy, group_max_length=1001).packed, a1),
+        (b"x", a1),  # a policy that is not one
+        (three, entry_arg(group="a", jobs=0)),
+        (three,),
+        (three, "a", 1),  # not entries: the former positional pairs
+        (three, entry_arg(jobs=1)),
+        (three, entry_arg(group=7, jobs=1)),
+        (three, a1, a1),
+        (three, entry_arg(group="a\0b", jobs=1)),
+    ):
+        with pytest.raises(
+            redis.ResponseError, match=r"ZQ_BAD_ARGUMENT: (group_check|the queue pol)"
+        ):
             redis_client.eval(source("group_check"), len(check.keys), *check.keys, *args)
     assert snapshot(redis_client, prefix) == before
 

@@ -163,7 +163,7 @@ def test_lua_reads_the_generated_bounds(q: Queue) -> None:
             keys = q.engine._shards[0].publish([NewJob("t", b"1")]).keys
             with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{name}"):
                 q.engine._client.eval(
-                    source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg
+                    source("publish"), len(keys), *keys, q.engine.policy.packed, arg
                 )
     assert q.counts()["ready"] == 0
 
@@ -196,7 +196,7 @@ def test_publish_checks_each_number_option(q: Queue, name: str) -> None:
     def publish(value: object, tag: str = "t") -> object:
         arg = pack_map({"id": tag, "body": b"1", name: value})
         return q.engine._client.eval(
-            source("publish"), len(keys), *keys, "strict", 0, 64, 1, 0, 0, arg
+            source("publish"), len(keys), *keys, q.engine.policy.packed, arg
         )
 
     # one past each bound (by as much as the bound itself where 1 would round away)
@@ -232,7 +232,8 @@ return {out, string.format('%.17g', x), tostring(tonumber(out) == x)}
 def test_fmt_writes_what_reads_back(redis_client: redis.Redis, x: float) -> None:
     """_fmt.lua: every number is written as text that Redis parses back to it exactly,
     the same text '%.17g' writes (whole numbers take the cheaper '%d')."""
-    got, g17, same = redis_client.eval(op_source("_fmt") + FMT_CHECK, 0, repr(x))
+    fmt = op_source("_bounds") + op_source("_fmt")  # (fmt names MAX_EXACT)
+    got, g17, same = redis_client.eval(fmt + FMT_CHECK, 0, repr(x))
     assert same == b"true", (x, got)
     assert got == (b"0" if x == 0 else g17), x
 

@@ -13,6 +13,7 @@ import redis
 from django_zqueue.engine.records import NewJob
 from django_zqueue.engine.records.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.engine.records.spec import JobSpec
+from django_zqueue.engine.scripts import entry_arg
 from django_zqueue.exceptions import ScriptArgumentError
 from django_zqueue.queue import Queue
 
@@ -115,9 +116,27 @@ def test_wf_resolve_buries_and_revives(q: Queue) -> None:
 def test_wf_resolve_refuses_bad_entries_before_writing(q: Queue, redis_client: Any) -> None:
     q.engine.run(q.engine._shards[0].wf_publish([FlowJob(job("c"), parents=(Ref(q.name, "p"),))]))
     before = snapshot(redis_client, q.prefix)
-    for bad in (Resolution("c", 0, "1", "1", "p"), Resolution("c", 1, "x", "", "p")):
+    for bad in (
+        Resolution("c", 0, "1", "1", "p"),
+        Resolution("c", 10_001, "1", "1", "p"),
+        Resolution("c", 1, "x", "", "p"),
+        Resolution("", 1, "1", "1", "p"),
+    ):
         with pytest.raises(ScriptArgumentError):
             q.engine.run(q.engine._shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p"), bad]))
+    good = q.engine._shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p")])
+    whole = {"child": "c", "place": 1, "end": "1", "result": "1", "parent": "p"}
+    assert good.args[1] == entry_arg(**whole)  # each entry one map, read by name
+    for args in (
+        (*good.args, good.args[1]),  # an entry without its wf key
+        (good.args[0], b"x"),  # not a map
+        (good.args[0], entry_arg(**{**whole, "parent": None})),  # no parent
+        (good.args[0], entry_arg(**{**whole, "result": 5})),  # a result that is no text
+        good.args[:1],  # no entry
+        (b"x", good.args[1]),  # a policy that is not one
+    ):
+        with pytest.raises(ScriptArgumentError):
+            q.engine.run(good._replace(args=args))
     assert snapshot(redis_client, q.prefix) == before
 
 
@@ -126,7 +145,7 @@ def test_wf_clear_only_the_entry_it_read(q: Queue, redis_client: redis.Redis) ->
     q.publish("y", tag="c", depends_on=["p"])
     msg = q.get()
     assert msg is not None and raw(q, q.engine._shards[0].ack(msg, "", 0, None, "7")) == 2
-    (entry,) = q.engine.flow.read_outbox(["p"])
+    (entry,) = q.engine.read_outbox(["p"])
     assert entry[1] == b"17"
     assert raw(q, q.engine._shards[0].wf_clear("p", b"0")) == 0  # replaced meanwhile: kept
     assert q.outbox_size() == 1
@@ -143,7 +162,7 @@ def test_hooks_leave_entries_only_for_workflow_jobs(q: Queue) -> None:
     msg = q.get()
     assert msg is not None
     assert raw(q, q.engine._shards[0].nack(msg, "e", 0, True)) == 3  # dead, and an entry
-    assert q.engine.flow.read_outbox(["p"])[0][1] == b"0"
+    assert q.engine.read_outbox(["p"])[0][1] == b"0"
 
 
 def test_scan_buries_an_expired_workflow_job_with_an_entry(
@@ -154,5 +173,5 @@ def test_scan_buries_an_expired_workflow_job_with_an_entry(
     assert q.get() is not None
     redis_client.zadd(q.engine._keys.leased, {"p": 1})
     assert q.scan().buried == 1
-    assert q.engine.flow.drain() == 1
+    assert q.engine.drain() == 1
     assert q.state("c") == "dead"

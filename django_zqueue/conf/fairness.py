@@ -20,13 +20,11 @@ FAIRNESS_MODES: tuple[str, ...] = ("fifo", "groups")
 MAX_GROUP_BYTES = bounds.MAX_GROUP_BYTES
 MIN_WEIGHT = bounds.MIN_WEIGHT
 MAX_WEIGHT = bounds.MAX_WEIGHT
-#: the highest virtual time a queue may reach (ZQ_SEQUENCE_EXHAUSTED past it): a weight-1
-#: job advances it by 1, so this is 2^50 weight-1 starts; far below 2^53, where a double
-#: stops holding every integer
-MAX_VTIME = 2**50
-#: bounds of the per-group limits (claim_fair.lua checks them too)
-MAX_GROUP_CONCURRENCY = 1000
-MAX_GROUP_QPS = 1_000_000
+#: the highest virtual time a queue may reach, and the bounds of the per-group limits
+#: (bounds.py, the one table: claim_fair.lua and _fair.lua check them too)
+MAX_VTIME = bounds.MAX_VTIME
+MAX_GROUP_CONCURRENCY = bounds.MAX_GROUP_CONCURRENCY
+MAX_GROUP_QPS = bounds.MAX_GROUP_QPS
 #: bound of group_max_length (the publish scripts check it too)
 MAX_GROUP_LENGTH = bounds.MAX_GROUP_LENGTH
 

@@ -26,6 +26,7 @@ from .scripts import (
     Policy,
     SearchStep,
     Standing,
+    entry_arg,
     job_arg,
     read_acked,
     read_as,
@@ -65,8 +66,7 @@ class Shard:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        head = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
-        args = (*head, *(job_arg(j, None, p.compact) for j in jobs))
+        args = (p.packed, *(job_arg(j, None, p.compact) for j in jobs))
         return Call("publish", (*keys, k.wait, k.expiry, k.expired, k.gjobs), args, read_clashes)
 
     def publish_once(self, job: NewJob) -> Call[tuple[str, str]]:
@@ -75,7 +75,7 @@ class Shard:
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         job_spec = job_arg(job, None, p.compact)
-        args = (p.mode, p.aging_us, p.notify_cap, job_spec, p.max_length, p.group_max_length)
+        args = (p.packed, job_spec)
         more = (k.unique(job.tag), k.wait, k.expiry, k.expired, k.gjobs)
         return Call("publish_once", (*keys, *more), args, read_once)
 
@@ -84,7 +84,7 @@ class Shard:
         k, p = self.keys, self.policy
         queue = self.queue
         keys = (k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats, k.dead)
-        args = (batch, p.visibility_ms, p.concurrency, p.qps, p.promote_limit)
+        args = (batch, p.packed, consumer)
         if p.mode == "fair":
             return Call(
                 "claim_fair",
@@ -104,13 +104,13 @@ class Shard:
                     k.wf_res,
                     k.gjobs,
                 ),
-                (*args, consumer, p.group_concurrency, p.group_qps, p.group_max_length),
+                args,
                 lambda reply: Claimed.from_reply(queue, reply),
             )
         return Call(
             "claim",
             (*keys, k.errors, k.paused, k.expiry, k.expired, k.wf_out, k.wf_res),
-            (*args, p.mode, p.aging_us, consumer),
+            args,
             lambda reply: Claimed.from_reply(queue, reply),
         )
 
@@ -139,11 +139,9 @@ class Shard:
             k.steps(msg.tag),
         )
         run = "" if run_ms is None else run_ms
-        args: tuple[Arg, ...] = (msg.tag, msg.token, p.ack_notify, result, result_ttl_ms, run)
-        args = (*args, passed)
+        args = (msg.tag, msg.token, p.packed, result, result_ttl_ms, run, passed)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             keys = (*keys, *k.history_keys())
-            args = (*args, p.keep_finished, p.trim_limit)
         return Call("ack", keys, args, read_acked)
 
     def ack_many(self, acks: Sequence[Ack]) -> Call[list[AckManyCode]]:
@@ -151,12 +149,14 @@ class Shard:
         job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         k, p = self.keys, self.policy
         keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
-        args: list[Arg] = [p.ack_notify, p.keep_finished, p.trim_limit]
+        args: list[Arg] = [p.packed]
         for a in acks:
             if a.result:
                 keys.append(k.result(a.msg.tag))
-            run = "" if a.run_ms is None else a.run_ms
-            args += (a.msg.tag, a.msg.token, a.result, a.result_ttl_ms, run)
+            ttl = a.result_ttl_ms if a.result else None
+            result = a.result or None
+            tag, token = a.msg.tag, a.msg.token
+            args.append(entry_arg(id=tag, token=token, result=result, ttl_ms=ttl, run_ms=a.run_ms))
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             keys += k.history_keys()
         return Call("ack_many", tuple(keys), tuple(args), read_codes)
@@ -164,30 +164,25 @@ class Shard:
     def release(self, msg: Message) -> Call[bool]:
         k, p = self.keys, self.policy
         keys = (k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify)
-        return Call(
-            "release", keys, (msg.tag, msg.token, p.mode, p.aging_us, p.notify_cap), read_flag
-        )
+        return Call("release", keys, (msg.tag, msg.token, p.packed), read_flag)
 
     def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
         k, p = self.keys, self.policy
-        args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.mode, p.aging_us)
-        rest = (p.dead_max, p.dead_ttl_ms, p.trim_limit, p.notify_cap)
-        return Call("nack", tuple(k.lifecycle()), (*args, *rest), read_nack)
+        args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.packed)
+        return Call("nack", tuple(k.lifecycle()), args, read_nack)
 
     def touch(self, msg: Message, extend_ms: int, progress: str) -> Call[int | None]:
         """Returns the new lease deadline (ms), None for a stale delivery, or
         :data:`CANCELLED` for a cancelled one."""
         k, p = self.keys, self.policy
-        args = (msg.tag, msg.token, extend_ms, progress, p.visibility_ms)
+        args = (msg.tag, msg.token, extend_ms, progress, p.packed)
         keys = (k.leased, k.meta, k.progress, k.cancelled(msg.tag))
         return Call("touch", keys, args, read_deadline)
 
     def scan(self, limit: int) -> Call[ScanResult]:
         k, p = self.keys, self.policy
-        args = (limit, p.mode, p.aging_us, p.dead_max, p.dead_ttl_ms, p.notify_cap)
-        more = (p.keep_finished, p.finished_ttl_ms)
         keys = (*k.lifecycle(), k.expiry, k.expired, *k.history_keys())
-        return Call("scan", keys, (*args, *more), ScanResult.from_reply)
+        return Call("scan", keys, (limit, p.packed), ScanResult.from_reply)
 
     def delete(self, tag: str, waiting_only: bool, only: str = "") -> Call[DeleteReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
@@ -203,10 +198,9 @@ class Shard:
         keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
         rest: tuple[str, ...] = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out)
         rest = (*rest, k.wf_res, k.steps(tag))
-        args: tuple[Arg, ...] = (tag, ttl_ms, p.notify_cap, only)
+        args = (tag, ttl_ms, p.packed, only)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             rest = (*rest, *k.history_keys())
-            args = (*args, p.keep_finished, p.trim_limit)
         return Call("cancel", (*keys, *rest), args, read_as(CancelReply))
 
     def range_after(
@@ -239,12 +233,12 @@ class Shard:
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)
         low = "" if below is None else repr(float(below))
-        return Call("run_now", keys, (tag, low, p.notify_cap), read_as(MoveReply))
+        return Call("run_now", keys, (tag, low, p.packed), read_as(MoveReply))
 
     def set_priority(self, tag: str, priority: int) -> Call[MoveReply]:
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.gpark)
-        return Call("set_priority", keys, (tag, priority, p.mode, p.aging_us), read_as(MoveReply))
+        return Call("set_priority", keys, (tag, priority, p.packed), read_as(MoveReply))
 
     def requeue_dead(
         self, tag: str, front: bool = False, below: float | None = None
@@ -254,7 +248,7 @@ class Shard:
         k, p = self.keys, self.policy
         keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
         low = "" if below is None else repr(float(below))
-        args = (tag, p.mode, p.aging_us, p.notify_cap, "1" if front else "0", low)
+        args = (tag, p.packed, "1" if front else "0", low)
         return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, read_as(RequeueReply))
 
     def purge_dead(self, limit: int) -> Call[int]:
@@ -308,7 +302,7 @@ class Shard:
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         nxt = "" if next_tick is None else next_tick
         fire = "0" if job is None else "1"
-        head = (name, expected_tick, nxt, fire, p.mode, p.aging_us, p.notify_cap)
+        head = (name, expected_tick, nxt, fire, p.packed)
         args = (*head, "" if job is None else job_arg(job, None, p.compact), digest or "")
         sched = (k.sched, k.sched_last, k.expiry, k.expired, k.sched_defs)
         return Call("fire", (*keys, *sched), args, read_flag)
@@ -319,7 +313,7 @@ class Shard:
         """As :meth:`publish`, with each job's links (at most 100 jobs)."""
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.mode, p.aging_us, p.notify_cap, len(jobs), p.max_length, p.group_max_length)
+        args = (p.packed,)
         specs = tuple(job_arg(fj.job, fj.link_fields(), p.compact) for fj in jobs)
         wf = tuple(k.wf(fj.job.tag) for fj in jobs)
         more = (k.wait, k.expiry, k.expired, k.gjobs, *wf)
@@ -329,7 +323,8 @@ class Shard:
         """Read-only: raises :class:`QueueFull` naming the first group of ``adds`` (group
         key, jobs that would enter a line) whose jobs do not fit in ``group_max_length``."""
         k, p = self.keys, self.policy
-        args = (p.group_max_length, *(x for group, n in adds for x in (group, n)))
+        args: tuple[Arg, ...] = (p.packed,)
+        args += tuple(entry_arg(group=group, jobs=n) for group, n in adds)
         return Call("group_check", (k.ready, k.delayed, k.meta, k.gjobs), args, read_int)
 
     def wf_link(self, parent: str, kid: str, most: int) -> Call[str]:
@@ -341,9 +336,8 @@ class Shard:
     def wf_resolve(self, entries: Sequence[Resolution]) -> Call[Resolved]:
         k, p = self.keys, self.policy
         keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
-        args: list[Arg] = [p.mode, p.aging_us, p.notify_cap, len(entries)]
-        for e in entries:
-            args.extend((e.child, e.place, e.end, e.result, e.parent))
+        args: list[Arg] = [p.packed]
+        args += (entry_arg(**e._asdict()) for e in entries)
         wf = tuple(k.wf(e.child) for e in entries)
         return Call(
             "wf_resolve", (*keys, k.wf_out, k.wf_res, *wf), tuple(args), Resolved.from_reply
@@ -352,4 +346,4 @@ class Shard:
     def wf_clear(self, tag: str, seen: bytes) -> Call[bool]:
         k, p = self.keys, self.policy
         keys = (k.wf_out, k.wf_res, k.meta, k.dead, k.wf(tag))
-        return Call("wf_clear", keys, (tag, seen, p.dead_ttl_ms), read_flag)
+        return Call("wf_clear", keys, (tag, seen, p.packed), read_flag)

@@ -12,6 +12,18 @@ local MAX_QUEUE_LENGTH = 1000000000000
 local MAX_GROUP_LENGTH = 1000
 local PRIORITY_MIN = -1000
 local PRIORITY_MAX = 1000
+local MAX_GROUP_BYTES = 200
+local MIN_WEIGHT = 0.001
+local MAX_WEIGHT = 1000
+local MAX_GROUP_CONCURRENCY = 1000
+local MAX_GROUP_QPS = 1000000
+local MAX_VTIME = 1125899906842624
+local MAX_GROUP_ADDS = 1000000
+local MAX_PAGE = 1000
+local MAX_NEEDLE_BYTES = 1000
+local MAX_STEP_FIELDS = 10000
+local MAX_VALUE_BYTES = 16777216
+local MAX_NOTIFY_CAP = 1000000
 local function bound(name) -- a table would be built on every call: an if chain is not
   if name == 'priority' then return -1000, 1000, true end
   if name == 'score' then return -9007199254740992, 9007199254740992, false end

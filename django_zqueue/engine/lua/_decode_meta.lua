@@ -41,10 +41,10 @@ local function decode_meta(raw)
   -- holds a few of them: this runs for every job a script reads)
   local a, m, p, t, e, st, v, n = meta.a, meta.m, meta.p, meta.t, meta.e, meta.st, meta.v, meta.n
   if (a ~= nil and not int_ok(a, 0, MAX_RETRIES + 1)) or (m ~= nil and not int_ok(m, 0, MAX_RETRIES))
-    or (p ~= nil and not int_ok(p, -1000, 1000)) or (t ~= nil and not int_ok(t, 1, MAX_EXACT))
+    or (p ~= nil and not int_ok(p, PRIORITY_MIN, PRIORITY_MAX)) or (t ~= nil and not int_ok(t, 1, MAX_EXACT))
     or (e ~= nil and not int_ok(e, 0, MAX_EXACT)) or (st ~= nil and not int_ok(st, 0, MAX_EXACT))
     or (v ~= nil and not int_ok(v, MIN_LEASE_MS, MAX_LEASE_MS))
-    or (n ~= nil and not int_ok(n, 0, 10000)) then
+    or (n ~= nil and not int_ok(n, 0, MAX_LINKS)) then
     return nil, bad_int(meta)
   end
   local s, q, ps = meta.s, meta.q, meta.ps
@@ -61,11 +61,11 @@ local function decode_meta(raw)
   if c ~= nil and type(c) ~= 'string' then
     return nil, "meta field 'c' is not a string"
   end
-  if g ~= nil and (type(g) ~= 'string' or #g > 200) then
+  if g ~= nil and (type(g) ~= 'string' or #g > MAX_GROUP_BYTES) then
     return nil, "meta field 'g' is not a group key"
   end
-  if w ~= nil and not (type(w) == 'number' and w >= 0.001 and w <= 1000) then
-    return nil, "meta field 'w' is not a weight in [0.001, 1000]"
+  if w ~= nil and not (type(w) == 'number' and w >= MIN_WEIGHT and w <= MAX_WEIGHT) then
+    return nil, "meta field 'w' is not a weight in [" .. MIN_WEIGHT .. ', ' .. MAX_WEIGHT .. ']'
   end
   if f ~= nil and type(f) ~= 'table' then -- failed parents (wf_resolve.lua)
     return nil, "meta field 'f' is not a list"

@@ -6,7 +6,7 @@
 --   returns them: start = max(group's finish, vt); the group's finish becomes start + 1/w;
 --   score = start - priority / w (a priority is a head start of that many of the group's
 --   turns). A raw score (`s`) is used as it is and leaves the group alone. Raises
---   ZQ_SEQUENCE_EXHAUSTED, writing nothing, past FAIR_MAX_VTIME.
+--   ZQ_SEQUENCE_EXHAUSTED, writing nothing, past MAX_VTIME (2^50, _bounds.lua).
 -- fair_claimed: after a claim of `good` ({id, meta, body, score}): advance vt, forget the
 --   finish of a group that has nothing else queued (so an idle group costs no memory),
 --   and count each group's starts in HASH k.gstarts (this minute; the previous minute's
@@ -14,9 +14,8 @@
 -- fair_sweep: look at `count` fields of ctr from a rotating cursor (field 'fsweep') and
 --   drop group finishes at or below vt (the same as no entry): the state of a group whose
 --   last jobs were deleted rather than claimed.
+--@include bounds
 --@include fmt
-
-local FAIR_MAX_VTIME = 1125899906842624 -- 2^50 (fairness.MAX_VTIME)
 
 local function fair_scores(ctr, entries)
   local fields, seen = {'vt'}, {}
@@ -43,7 +42,7 @@ local function fair_scores(ctr, entries)
       local start = math.max(finish[f] or vt, vt)
       local cost = 1 / (meta.w or 1)
       finish[f] = start + cost
-      if finish[f] >= FAIR_MAX_VTIME then
+      if finish[f] >= MAX_VTIME then
         error('ZQ_SEQUENCE_EXHAUSTED: the queue has used its virtual time (2^50)')
       end
       score = start - (meta.p or 0) * cost

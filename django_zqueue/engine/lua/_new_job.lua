@@ -8,8 +8,9 @@
 -- a job not started by then ends "expired" (record field `x`, indexed in k.expiry);
 -- layout = 'json' (its record in the JSON layout, its body in k.body; absent: the
 -- compact record, body in field `b` of the record read_job gives); a script may take more (publish_once: debounce_ms, unique_ms; wf_publish: need,
--- kids, parents). An option left out takes its default. Bounds: bound() (_bounds.lua,
--- generated from django_zqueue/conf/bounds.py).
+-- kids, parents). An option left out takes its default. The options' names: JOB_OPTIONS
+-- (_job_options.lua), their bounds: bound() (_bounds.lua), both generated from
+-- django_zqueue/conf/bounds.py.
 -- job_spec: the decoded map of one job argument, or nil and why it is none.
 -- read_job: from a decoded map, the job's record and run-at (nil: ready now), each field
 --   read and checked once; or nil, nil and why the map makes no job (the caller raises
@@ -21,22 +22,15 @@
 --   and run-at; the caller has checked that the tag is free. index_expiry: add the expiry of jobs that have one
 --   ({id, meta} entries) to k.expiry, for the scanner.
 --@include bounds
+--@include job_options
 --@include fmt
 --@include ready_scores
 --@include record
 
--- the fields read_job takes: true for a text (read below), or the bounds of a number
--- ({lo, hi, whole}: bound(), read once when the library loads)
-local function bounds_of(name)
-  local lo, hi, whole = bound(name)
-  return {lo, hi, whole}
-end
-local JOB_FIELDS = {id = true, body = true, task = true, args = true, kwargs = true,
-  group = true, layout = true, priority = bounds_of('priority'), score = bounds_of('score'),
-  delay_ms = bounds_of('delay_ms'), run_at_ms = bounds_of('run_at_ms'),
-  max_retries = bounds_of('max_retries'),
-  visibility_timeout_ms = bounds_of('visibility_timeout_ms'), weight = bounds_of('weight'),
-  expires_in_ms = bounds_of('expires_in_ms'), expires_at_ms = bounds_of('expires_at_ms')}
+-- the fields of a job map besides its options (JOB_OPTIONS: true for a text, or the
+-- bounds of a number, {lo, hi, whole}): its id and body (or the body's parts), its layout
+local FRAME_FIELDS = {id = true, body = true, task = true, args = true, kwargs = true,
+  layout = true}
 local ID_MIN, ID_MAX = bound('id_bytes')
 local GROUP_MIN, GROUP_MAX = bound('group_bytes')
 
@@ -71,7 +65,7 @@ end
 
 local function read_job(j, now, more)
   for name, x in pairs(j) do
-    local b = JOB_FIELDS[name]
+    local b = JOB_OPTIONS[name] or FRAME_FIELDS[name]
     if b ~= true then
       if b then -- only the options given are checked
         local why = outside(name, x, b[1], b[2], b[3])

@@ -7,8 +7,12 @@
 --   (this job's result key; written only when ARGV[4] is not '')
 -- KEYS[9] unique STRING (this tag's reservation: written for `u` ms when the record has
 --   `u`, set by publish_once.lua for unique_for; at most 3650 days)
--- ARGV[1] id   ARGV[2] token (from the claim)   ARGV[3] notify_cap (0 = don't notify;
---   set when the queue has a concurrency limit, so a consumer waiting for room wakes)
+-- ARGV[1] id   ARGV[2] token (from the claim)   ARGV[3] the queue's policy, read by name
+--   (_policy.lua): ack_notify (the notify cap on ack: 0 = don't notify; set when the
+--   queue has a concurrency limit, so a consumer waiting for room wakes), keep_finished
+--   (0: keep no history, and touch none of its keys), trim_limit (history entries
+--   removed at most per call, besides this job's own room; the bound by count,
+--   _history.lua's bound_history: the age bound is scan's)
 -- ARGV[4] result JSON ('' = keep none)   ARGV[5] result TTL ms   ARGV[6] run time ms
 --   ('' = not measured; else added to stats run_ms)
 -- KEYS[10] wf_out ZSET  KEYS[11] wf_res HASH (the workflow outbox, see _wf_mark.lua)
@@ -16,12 +20,10 @@
 -- ARGV[7] the result passed to dependents, JSON ('' = null; used only when the job is
 --   part of a workflow)
 -- KEYS[13] finished ZSET  KEYS[14] cancels ZSET  KEYS[15] history HASH (passed only when
---   ARGV[8] > 0: the history of finished jobs)
--- ARGV[8] keep_finished (0 or absent: keep no history, and touch none of its keys)
---   (the history is an optional write: with one of its three keys of another type the
---   job is acked all the same, without its history, and that key is left as it was)
--- ARGV[9] trim limit (history entries removed at most per call, besides this job's own
---   room; the bound by count, _history.lua's bound_history: the age bound is scan's)
+--   the policy's keep_finished > 0: the history of finished jobs; the history is an
+--   optional write: with one of its three keys of another type the job is acked all the
+--   same, without its history, and that key is left as it was)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a policy that is not one (_policy.lua).
 -- Returns: 1 acked; 2 acked, and its end is in the workflow outbox to dispatch; 0 stale
 --   (the job is not leased under this token: its lease was recovered or it was handed to another consumer), or a record that does not decode
 --   to an object holding this token (the scanner moves it to dead letters when its lease
@@ -40,8 +42,10 @@
 --@include guard
 --@include record
 --@include history
+--@include policy
 
-local keep = tonumber(ARGV[8]) or 0
+local policy = read_policy(ARGV[3])
+local keep = policy.keep_finished
 local history = keep > 0 and KEYS[15] ~= nil
 -- with a history, its two indexes are read (their sizes) instead of checked: a wrong
 -- type of either skips the history (_history.lua's index_sizes); its HASH is the
@@ -63,7 +67,7 @@ else
   guard_keys(KEYS)
 end
 
-local id, token, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local id, token, cap = ARGV[1], tonumber(ARGV[2]), policy.ack_notify
 local raw = redis.call('HGET', KEYS[3], id)
 local meta = parse_record(raw, true)
 if not meta or meta.t ~= token or not redis.call('ZSCORE', KEYS[1], id) then
@@ -84,7 +88,7 @@ if history then -- its record, kept in the history (before it goes): the first w
   local added = keep_ended(KEYS[13], KEYS[14], KEYS[15], {id}, {id, kept}, clock, cancels_empty,
     true)
   if added then
-    bound_history(KEYS[13], KEYS[15], keep, 1, tonumber(ARGV[9]) or 0, finished_size + added)
+    bound_history(KEYS[13], KEYS[15], keep, 1, policy.trim_limit, finished_size + added)
   end
 end
 redis.call('ZREM', KEYS[1], id)

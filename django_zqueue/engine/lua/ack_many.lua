@@ -5,20 +5,22 @@
 -- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
 -- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST
 -- KEYS[8..] the result STRING key of each job that keeps a result, in job order; then,
---   only when ARGV[2] > 0 (the history of finished jobs, _history.lua): the finished
---   ZSET, the cancels ZSET and the history HASH
--- ARGV[1] notify_cap (0 = don't notify; set when the queue has a concurrency limit)
--- ARGV[2] keep_finished (0: keep no history, and touch none of its keys; the history is
---   an optional write: with one of its three keys of another type the jobs are acked
---   all the same, without their history, and that key is left as it was)
--- ARGV[3] trim limit (history entries removed at most per call, besides the room for
---   this call's jobs; the bound by count, _history.lua's bound_history: the age bound is
---   scan's)
--- then 5 per job: id, token (from the claim), result JSON ('' = keep none), result TTL
---   ms, run time ms ('' = not measured)
+--   only when the policy's keep_finished > 0 (the history of finished jobs,
+--   _history.lua): the finished ZSET, the cancels ZSET and the history HASH
+-- ARGV[1] the queue's policy, read by name (_policy.lua): ack_notify (the notify cap on
+--   ack: 0 = don't notify; set when the queue has a concurrency limit), keep_finished
+--   (0: keep no history, and touch none of its keys; the history is an optional write:
+--   with one of its three keys of another type the jobs are acked all the same, without
+--   their history, and that key is left as it was), trim_limit (history entries removed
+--   at most per call, besides the room for this call's jobs; the bound by count,
+--   _history.lua's bound_history: the age bound is scan's)
+-- ARGV[2..] one per job (_entry.lua), a MessagePack map read by name: `id`, `token`
+--   (the claim's, an integer), `result` (JSON; absent or '' = keep none), `ttl_ms` (the
+--   result's TTL, with a result), `run_ms` (its run time; absent = not measured)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the arguments are malformed: not 1..100
---   jobs, a token, TTL or run time that is not an integer, or not one result key per
---   job that keeps a result (and the three history keys with ARGV[2] > 0).
+--   jobs, a job that is not such a map or has no id, a token, TTL or run time that is
+--   not an integer, or not one result key per job that keeps a result (and the three
+--   history keys with a keep_finished > 0), or a policy that is not one (_policy.lua).
 -- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
 --   or listed twice in the call): nothing changed for it; 2 not acked here, nothing
 --   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
@@ -34,6 +36,7 @@
 --   commands, its key checks included (and one HGET per job of the JSON layout, for its
 --   body).
 
+--@include bounds
 --@include now_ms
 --@include series
 --@include notify
@@ -42,40 +45,51 @@
 --@include count
 --@include guard
 --@include history
+--@include entry
+--@include policy
 
 local FULL_ACK_FIELDS = LEASED_FIRST -- the fields only ack.lua handles (_record.lua)
 
-local HEAD = 3 -- the ARGV before the jobs' own
-local n = (#ARGV - HEAD) / 5
-local cap, keep, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local HEAD = 1 -- the ARGV before the jobs' own: the policy
+local n = #ARGV - HEAD
+local policy = read_policy(ARGV[1])
+local cap, keep, limit = policy.ack_notify, policy.keep_finished, policy.trim_limit
 local function bad(why)
   error('ZQ_BAD_ARGUMENT: ack_many: ' .. why)
 end
-if n ~= math.floor(n) or n < 1 or n > 100 or not cap or not keep or not limit then
-  bad('needs notify_cap, keep_finished, a trim limit and 5 values per job, 1..100 jobs')
+if n < 1 or n > 100 then
+  bad('needs a policy and 1..100 jobs')
+end
+local function whole(x) -- an integer a double holds exactly (its '%d' text is its own)
+  return is_int(x, -MAX_EXACT, MAX_EXACT)
 end
 local results = 0
--- each job's token and run time as numbers, read once (a string's tonumber is a strtod)
-local tokens, runs = {}, {}
-for i = 0, n - 1 do
-  local b = HEAD + 5 * i
-  local token = tonumber(ARGV[b + 2])
-  if not token then
-    bad('token of job ' .. ARGV[b + 1] .. ' is not a number')
+-- each job's map, read once: its id, token (a number, and its text: a JSON-layout
+-- record's token is read from its text), result ('' = none), TTL and run time
+local jobs = {}
+for i = 1, n do
+  local j = entry(ARGV[HEAD + i])
+  if not j or type(j.id) ~= 'string' then
+    bad('job ' .. i .. ' is not a map with an id')
   end
-  tokens[i + 1] = token
-  if ARGV[b + 3] ~= '' then
+  local token, result, ttl, run = j.token, j.result or '', j.ttl_ms, j.run_ms
+  if not whole(token) then
+    bad('token of job ' .. j.id .. ' is not an integer')
+  end
+  if type(result) ~= 'string' then
+    bad('result of job ' .. j.id .. ' is not a text')
+  end
+  if result ~= '' then
     results = results + 1
-    local ttl = tonumber(ARGV[b + 4])
-    if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
-      bad('result TTL of job ' .. ARGV[b + 1] .. ' must be a positive integer (ms)')
+    if not whole(ttl) or ttl < 1 then
+      bad('result TTL of job ' .. j.id .. ' must be a positive integer (ms)')
     end
   end
-  local run = tonumber(ARGV[b + 5])
-  if ARGV[b + 5] ~= '' and not (run and run >= 0 and run == math.floor(run)) then
-    bad('run time of job ' .. ARGV[b + 1] .. ' must be an integer >= 0 (ms) or empty')
+  if run ~= nil and not (whole(run) and run >= 0) then
+    bad('run time of job ' .. j.id .. ' must be an integer >= 0 (ms) or absent')
   end
-  runs[i + 1] = run or false -- false: not measured
+  jobs[i] = {id = j.id, tok = token, token = string.format('%d', token), result = result,
+    ttl = result ~= '' and string.format('%d', ttl) or nil, run = run or false} -- false: not measured
 end
 local keeps = keep > 0 -- the history's keys are passed (and not guarded: read, or soft)
 local history = keeps -- and kept: not when one of them holds another type
@@ -85,8 +99,8 @@ end
 local hk = 7 + results -- the history keys: finished, cancels, history
 
 local ids = {}
-for i = 0, n - 1 do
-  ids[i + 1] = ARGV[HEAD + 1 + 5 * i]
+for i = 1, n do
+  ids[i] = jobs[i].id
 end
 local metas = redis.call('HMGET', KEYS[3], unpack(ids))
 local leased = redis.call('ZMSCORE', KEYS[1], unpack(ids)) -- false: not leased
@@ -157,18 +171,18 @@ local out, done, seen, kept, heads = {}, {}, {}, {}, {} -- heads: ended_head's m
 -- (an errors hash of another type keeps none: it is not checked, its writes cannot stop
 -- a script)
 local errs = history and soft_value(redis.pcall('HMGET', KEYS[4], unpack(ids))) or {}
-local to_set = {} -- the kept results: their key's index in KEYS, their job's ARGV base
+local to_set = {} -- the kept results: their key's index in KEYS, their job's map
 local run_ms, key = 0, 8
 local clock = redis.call('TIME')
 local now = ms_of(clock)
-for i = 0, n - 1 do
-  local b = HEAD + 5 * i
-  local id, token = ARGV[b + 1], ARGV[b + 2]
-  local raw = metas[i + 1]
+for i = 1, n do
+  local job = jobs[i]
+  local id = job.id
+  local raw = metas[i]
   local ok, later, full = false, false, false
   if raw and not seen[id] then
-    ok, full = read_ack(raw, token, tokens[i + 1])
-    ok = ok and leased[i + 1] ~= false
+    ok, full = read_ack(raw, job.token, job.tok)
+    ok = ok and leased[i] ~= false
   end
   if ok then
     seen[id] = true
@@ -176,29 +190,29 @@ for i = 0, n - 1 do
       ok, later = false, true
     end
   end
-  if ARGV[b + 3] ~= '' then
+  if job.result ~= '' then
     if ok then -- written after the history (its first write)
       to_set[#to_set + 1] = key
-      to_set[#to_set + 1] = b
+      to_set[#to_set + 1] = job
     end
     key = key + 1
   end
   if ok then
     done[#done + 1] = id
-    local run = runs[i + 1]
+    local run = job.run
     if run then
       run_ms = run_ms + run
     end
     if history then -- its record, kept in the history (before the record goes)
       kept[#kept + 1] = id -- HSET's arguments: the id, then its kept record
-      local head = with_errors(ended_head(now, run or nil, heads), errs[i + 1])
+      local head = with_errors(ended_head(now, run or nil, heads), errs[i])
       kept[#kept + 1] = kept_record(raw, head, KEYS[2], id)
     end
-    out[i + 1] = 1
+    out[i] = 1
   elseif later then
-    out[i + 1] = 2
+    out[i] = 2
   else
-    out[i + 1] = 0
+    out[i] = 0
   end
 end
 if #done == 0 then
@@ -212,8 +226,8 @@ if history then
   end
 end
 for r = 1, #to_set, 2 do
-  local result_key, b = KEYS[to_set[r]], to_set[r + 1]
-  redis.call('SET', result_key, ARGV[b + 3], 'PX', ARGV[b + 4])
+  local result_key, job = KEYS[to_set[r]], to_set[r + 1]
+  redis.call('SET', result_key, job.result, 'PX', job.ttl)
 end
 redis.call('ZREM', KEYS[1], unpack(done))
 soft('HDEL', KEYS[2], unpack(done))

@@ -12,15 +12,18 @@
 --   entry, its end a failure for its dependents: _wf_mark.lua)
 -- KEYS[15] steps HASH (this job's durable step records, deleted)
 -- ARGV[1] id   ARGV[2] ttl_ms (how long the cancelled record is kept, 1 ms .. 3650 days)
--- ARGV[3] notify_cap (a running job's slot comes free: one wake-up token)
+-- ARGV[3] the queue's policy, read by name (_policy.lua): notify_cap (a running job's
+--   slot comes free: one wake-up token), keep_finished (0: keep no history, and touch
+--   none of its keys), trim_limit (history entries removed at most per call, besides
+--   this job's own room; the bound by count, _history.lua's bound_history: the age bound
+--   is scan's)
 -- ARGV[4] only (optional: '' any; ready | delayed | leased | waiting: only a job in that
 --   state, as a bulk action on one state needs)
 -- KEYS[16] finished ZSET  KEYS[17] cancels ZSET  KEYS[18] history HASH (passed only when
---   ARGV[5] > 0: the job is kept in the history of finished jobs, _history.lua)
--- ARGV[5] keep_finished (0 or absent: keep no history, and touch none of its keys)
--- ARGV[6] trim limit (history entries removed at most per call, besides this job's own
---   room; the bound by count, _history.lua's bound_history: the age bound is scan's)
--- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds.
+--   the policy's keep_finished > 0: the job is kept in the history of finished jobs,
+--   _history.lua)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds or a policy that is
+--   not one (_policy.lua).
 -- Returns: 1 cancelled while waiting (ready, delayed, or for its parents); 2 cancelled
 --   while running; 0 no such job;
 --   -1 dead (nothing changed: delete it instead); -2 not in the state `only` names
@@ -38,10 +41,12 @@
 --@include count
 --@include guard
 --@include history
+--@include policy
 
 guard_keys(KEYS)
 
-local id, ttl, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local policy = read_policy(ARGV[3])
+local id, ttl, cap = ARGV[1], tonumber(ARGV[2]), policy.notify_cap
 if not is_int(ttl, 1, MAX_DELAY_MS) then
   error('ZQ_BAD_ARGUMENT: ttl_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']')
 end
@@ -80,13 +85,13 @@ end
 if KEYS[15] then
   redis.call('DEL', KEYS[15]) -- its durable step records
 end
-local keep = tonumber(ARGV[5]) or 0
+local keep = policy.keep_finished
 if keep > 0 and KEYS[18] and meta then -- its record, kept in the history (before it goes)
   local errors = soft_value(redis.pcall('HGET', KEYS[7], id)) -- kept with its end
   local head = with_errors(cmsgpack.pack({fa = rec.at, was = was}), errors)
   local kept = kept_record(raw, head, KEYS[5], id)
   keep_ended(KEYS[17], KEYS[16], KEYS[18], {id}, {id, kept})
-  bound_history(KEYS[17], KEYS[18], keep, 1, tonumber(ARGV[6]) or 0)
+  bound_history(KEYS[17], KEYS[18], keep, 1, policy.trim_limit)
 end
 drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
 redis.call('SET', KEYS[11], cjson.encode(rec), 'PX', ttl)

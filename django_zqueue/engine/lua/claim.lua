@@ -9,11 +9,12 @@
 --   queue is paused, nothing is claimed nor promoted and the hint is -1)
 -- KEYS[12] expiry ZSET   KEYS[13] expired ZSET   KEYS[14] wf_out ZSET   KEYS[15] wf_res HASH
 --   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua)
--- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
--- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
--- ARGV[5] promote_limit                  ARGV[6] mode    ARGV[7] aging_us
--- ARGV[8] consumer id (free text, shown to operators)
--- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- ARGV[1] batch (1..100)
+-- ARGV[2] the queue's policy, read by name (_policy.lua): visibility_ms (its default
+--   lease), concurrency (0 = unlimited), qps (0 = unlimited), promote_limit, mode, aging_us
+-- ARGV[3] consumer id (free text, shown to operators)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds, or a policy that
+--   is not one.
 -- Returns: {hint_ms, then 9 per job: id, body, attempt, token, priority, max_retries,
 --   enqueued_at_ms, lease deadline ms, its own lease ms (0: the queue's)}: the fields a
 --   worker runs a job with, as integers (no record to decode on the worker's side)
@@ -38,6 +39,7 @@
 --@include count
 --@include guard
 --@include record
+--@include policy
 
 -- The key checks (_guard.lua) are made only where a write could meet a key of the wrong
 -- type: all the keys, once, before promoting due jobs or ending a corrupt record or an
@@ -56,12 +58,13 @@ local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
   meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
   expiry = KEYS[12], expired = KEYS[13], wf_out = KEYS[14], wf_res = KEYS[15]}
 local rate = KEYS[7]
-local batch, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
-local concurrency, qps = tonumber(ARGV[3]), tonumber(ARGV[4])
-local mode, aging_us, consumer = ARGV[6], tonumber(ARGV[7]), ARGV[8]
+local policy = read_policy(ARGV[2])
+local batch, vt = tonumber(ARGV[1]), policy.visibility_ms
+local concurrency, qps, most = policy.concurrency, policy.qps, policy.promote_limit
+local mode, aging_us, consumer = policy.mode, policy.aging_us, ARGV[3]
 if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)
   or not is_int(concurrency, 0, MAX_EXACT) or not (qps and qps >= 0 and qps < MAX_EXACT)
-  or not is_int(tonumber(ARGV[5]), 0, 5000) then
+  or not is_int(most, 0, 5000) then
   error('ZQ_BAD_ARGUMENT: claim needs batch 1..100, visibility_ms ' .. MIN_LEASE_MS .. '..' ..
     MAX_LEASE_MS .. ', concurrency >= 0, qps >= 0, promote_limit 0..5000')
 end
@@ -71,7 +74,7 @@ if redis.call('EXISTS', KEYS[11]) == 1 then
 end
 
 local now = now_ms()
-promote(k, now, tonumber(ARGV[5]), mode, aging_us, guard_all)
+promote(k, now, most, mode, aging_us, guard_all)
 
 local n = batch
 local hint = -1

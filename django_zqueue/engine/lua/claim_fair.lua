@@ -16,15 +16,16 @@
 --   and the hint is -1)
 -- KEYS[18] expiry ZSET   KEYS[19] expired ZSET   KEYS[20] wf_out ZSET   KEYS[21] wf_res HASH
 --   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua)
--- KEYS[22] gjobs ZSET (group_max_length's index, _group_room.lua: swept when ARGV[9] > 0,
---   else not touched)
--- ARGV[1] batch (1..100)                 ARGV[2] visibility_ms (queue default lease)
--- ARGV[3] concurrency (0 = unlimited)    ARGV[4] qps (0 = unlimited)
--- ARGV[5] promote_limit                  ARGV[6] consumer id
--- ARGV[7] group_concurrency (0 = unlimited, else 1..1000)
--- ARGV[8] group_qps (0 = unlimited)
--- ARGV[9] group_max_length (0 = none; above 0: its index is swept)
--- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- KEYS[22] gjobs ZSET (group_max_length's index, _group_room.lua: swept when the
+--   policy's group_max_length > 0, else not touched)
+-- ARGV[1] batch (1..100)
+-- ARGV[2] the queue's policy, read by name (_policy.lua): visibility_ms (its default
+--   lease), concurrency (0 = unlimited), qps (0 = unlimited), promote_limit,
+--   group_concurrency (0 = unlimited, else 1..1000), group_qps (0 = unlimited),
+--   group_max_length (0 = none; above 0: its index is swept)
+-- ARGV[3] consumer id
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds, or a policy that
+--   is not one.
 -- Returns: {hint_ms, then 9 per job: id, body, attempt, ...} as claim.lua; hint 0 also
 --   when jobs were only set aside (claim again), else the earliest of the next delayed
 --   job and the next look at a waiting group.
@@ -48,6 +49,7 @@
 --@include guard
 --@include record
 --@include group_room
+--@include policy
 
 guard_keys({unpack(KEYS, 1, 21)})
 
@@ -57,17 +59,19 @@ local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
   gpark = KEYS[15], gwait = KEYS[16], expiry = KEYS[18], expired = KEYS[19], wf_out = KEYS[20],
   wf_res = KEYS[21], gjobs = KEYS[22]}
 local rate = KEYS[7]
-local batch, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
-local concurrency, qps = tonumber(ARGV[3]), tonumber(ARGV[4])
-local consumer, gc, gq = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local gmax = tonumber(ARGV[9])
+local policy = read_policy(ARGV[2])
+local batch, vt = tonumber(ARGV[1]), policy.visibility_ms
+local concurrency, qps, most = policy.concurrency, policy.qps, policy.promote_limit
+local consumer, gc, gq = ARGV[3], policy.group_concurrency, policy.group_qps
+local gmax = policy.group_max_length
 if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)
   or not is_int(concurrency, 0, MAX_EXACT) or not (qps and qps >= 0 and qps < MAX_EXACT)
-  or not is_int(tonumber(ARGV[5]), 0, 5000) or not is_int(gc, 0, 1000)
-  or not (gq and gq >= 0 and gq <= 1000000) or not is_int(gmax, 0, MAX_GROUP_LENGTH) then
+  or not is_int(most, 0, 5000) or not is_int(gc, 0, MAX_GROUP_CONCURRENCY)
+  or not (gq and gq >= 0 and gq <= MAX_GROUP_QPS) or not is_int(gmax, 0, MAX_GROUP_LENGTH) then
   error('ZQ_BAD_ARGUMENT: claim_fair needs batch 1..100, visibility_ms ' .. MIN_LEASE_MS ..
     '..' .. MAX_LEASE_MS .. ', concurrency >= 0, qps >= 0, promote_limit 0..5000, ' ..
-    'group_concurrency 0..1000, group_qps 0..1000000, group_max_length 0..' .. MAX_GROUP_LENGTH)
+    'group_concurrency 0..' .. MAX_GROUP_CONCURRENCY .. ', group_qps 0..' .. MAX_GROUP_QPS ..
+    ', group_max_length 0..' .. MAX_GROUP_LENGTH)
 end
 
 if gmax > 0 then -- the index is written only by the sweep, after the other writes
@@ -79,7 +83,7 @@ if redis.call('EXISTS', KEYS[17]) == 1 then
 end
 
 local now = now_ms()
-promote(k, now, tonumber(ARGV[5]), 'fair', 0)
+promote(k, now, most, 'fair', 0)
 local lim = {c = gc, q = gq, budget = VERIFY_BUDGET, inflight = {}, tat = {}, took = {}}
 if gq > 0 then
   lim.T = 1000 / gq

@@ -12,12 +12,13 @@
 -- ARGV[1] name   ARGV[2] expected tick (the score the caller read)
 -- ARGV[3] next tick ('' = take the schedule out of the due set)
 -- ARGV[4] fire (1 = enqueue the job; 0 = only move on: a tick skipped by catch-up policy)
--- ARGV[5] mode   ARGV[6] aging_us   ARGV[7] notify_cap
--- ARGV[8] the job, one MessagePack map as in publish.lua ('' with fire 0)
--- ARGV[9] the digest of the definition the caller computed the job and next tick from
+-- ARGV[5] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap
+-- ARGV[6] the job, one MessagePack map as in publish.lua ('' with fire 0)
+-- ARGV[7] the digest of the definition the caller computed the job and next tick from
 --         ('' = not checked): a definition changed since (an operator's edit) means the
 --         call is stale, and it does nothing
--- Raises ZQ_BAD_ARGUMENT (nothing written) when the job's arguments are out of bounds.
+-- Raises ZQ_BAD_ARGUMENT (nothing written) when the job's arguments are out of bounds, or the
+--   policy is not one.
 -- Returns: 1 fired (or moved on); 0 the tick was already handled (nothing changed).
 -- Work: O(log N).
 
@@ -28,17 +29,18 @@
 --@include notify
 --@include count
 --@include guard
+--@include policy
 
 guard_keys(KEYS)
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], expiry = KEYS[12],
   expired = KEYS[13]}
-local name, expected = ARGV[1], ARGV[2]
+local name, expected, policy = ARGV[1], ARGV[2], read_policy(ARGV[5])
 local now = now_ms()
 local j, meta, run_at, why = nil, nil, nil, nil
 if ARGV[4] == '1' then
-  j, why = job_spec(ARGV[8])
+  j, why = job_spec(ARGV[6])
   if j then
     meta, run_at, why = read_job(j, now)
   end
@@ -50,9 +52,9 @@ local current = redis.call('ZSCORE', KEYS[10], name)
 if not current or tonumber(current) ~= tonumber(expected) then
   return 0
 end
-if ARGV[9] and ARGV[9] ~= '' then
+if ARGV[7] and ARGV[7] ~= '' then
   local ok, def = pcall(cjson.decode, redis.call('HGET', KEYS[14], name) or '')
-  if not ok or type(def) ~= 'table' or def['digest'] ~= ARGV[9] then
+  if not ok or type(def) ~= 'table' or def['digest'] ~= ARGV[7] then
     return 0
   end
 end
@@ -60,10 +62,10 @@ if ARGV[4] == '1' then
   local id = j.id
   if not tag_state(k, id) then
     -- may raise: before its writes
-    add_job(k, id, j.body, meta, run_at, now, ARGV[5], tonumber(ARGV[6]))
+    add_job(k, id, j.body, meta, run_at, now, policy.mode, policy.aging_us)
     count_stat(k.stats, 'enqueued', 1)
     bump(k.stats, 'e', 1, now)
-    notify(k.notify, 1, tonumber(ARGV[7]))
+    notify(k.notify, 1, policy.notify_cap)
   end
   redis.call('HSET', KEYS[11], name, expected .. ' ' .. id)
 end

@@ -9,9 +9,10 @@
 -- ARGV[1] id   ARGV[2] token   ARGV[3] error text, added to its attempts (_attempts.lua;
 --   '' adds none)
 -- ARGV[4] retry_ms (0 = ready now)   ARGV[5] bury (1 = dead now, whatever the attempts)
--- ARGV[6] mode   ARGV[7] aging_us   ARGV[8] dead_max   ARGV[9] dead_ttl_ms
--- ARGV[10] trim_limit (dead letters removed at most per call)   ARGV[11] notify_cap
--- Raises ZQ_BAD_ARGUMENT (nothing written) for a retry_ms beyond the delay horizon.
+-- ARGV[6] the queue's policy, read by name (_policy.lua): mode, aging_us, dead_max,
+--   dead_ttl_ms, trim_limit (dead letters removed at most per call), notify_cap
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a retry_ms beyond the delay horizon, or a
+--   policy that is not one (_policy.lua).
 -- Returns: 1 retried; 2 dead; 3 dead, and its end is in the workflow outbox to
 --   dispatch; 0 stale token, or a record that cannot be used (nothing
 --   changed: the scanner moves it to dead letters when its lease runs out).
@@ -31,6 +32,7 @@
 --@include guard
 --@include record
 --@include attempts
+--@include policy
 
 guard_keys(KEYS)
 
@@ -38,9 +40,9 @@ local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
   notify = KEYS[11], wf_out = KEYS[13], wf_res = KEYS[14]}
 local id, token = ARGV[1], tonumber(ARGV[2])
-local retry_ms, bury, mode, aging_us = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6], tonumber(ARGV[7])
-local dead_max, dead_ttl = tonumber(ARGV[8]), tonumber(ARGV[9])
-local limit, cap = tonumber(ARGV[10]), tonumber(ARGV[11])
+local p = read_policy(ARGV[6])
+local retry_ms, bury, mode, aging_us = tonumber(ARGV[4]), ARGV[5] == '1', p.mode, p.aging_us
+local dead_max, dead_ttl, limit, cap = p.dead_max, p.dead_ttl_ms, p.trim_limit, p.notify_cap
 if not is_int(retry_ms, 0, MAX_DELAY_MS) then
   error('ZQ_BAD_ARGUMENT: retry_ms must be an integer in [0, ' .. MAX_DELAY_MS .. ']')
 end

@@ -32,7 +32,7 @@ local id, token, field = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ms, keep, most, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local kind, name = string.match(field, '^([zw]):(.+)$')
 if not kind or not is_int(ms, 0, MAX_DELAY_MS) or not is_int(keep, 1, MAX_DELAY_MS)
-  or not is_int(most, 1, 10000) or not is_int(cap, 0, 1000000) then
+  or not is_int(most, 1, MAX_STEP_FIELDS) or not is_int(cap, 0, MAX_NOTIFY_CAP) then
   error('ZQ_BAD_ARGUMENT: park: bad field or bounds')
 end
 local meta = leased_by(KEYS[3], KEYS[1], id, token)

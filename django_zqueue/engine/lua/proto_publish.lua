@@ -13,7 +13,7 @@
 --   stored as sent (the worker decodes it)
 -- ARGV[3] options: a JSON object ('' or '{}': none) of id, priority, delay_ms, run_at_ms,
 --   max_retries, visibility_timeout_ms, group, weight, expires_in_ms, expires_at_ms
---   (the job spec's names and bounds, _new_job.lua); no id: one made from Redis TIME and
+--   (PROTOCOL_OPTIONS, _job_options.lua: the job spec's names and bounds, _new_job.lua); no id: one made from Redis TIME and
 --   the queue's ctr field pseq; no max_retries (or null): the policy's max_retries
 -- Raises (nothing written) ZQ_PROTOCOL: another protocol version, keys that are not one
 --   queue's in this order, a queue not set up for producers or partitioned;
@@ -23,13 +23,13 @@
 --   publish.lua names it), nothing written.
 -- Work: O(log N), publish.lua's for one job.
 
+--@include bounds
 --@include guard
+--@include job_options
+--@include policy
 
 local NAMES = {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats', 'dead', 'leased',
   'wait', 'expiry', 'expired', 'gjobs', 'proto'}
-local OPTIONS = {id = true, priority = true, delay_ms = true, run_at_ms = true,
-  max_retries = true, visibility_timeout_ms = true, group = true, weight = true,
-  expires_in_ms = true, expires_at_ms = true}
 local MODES = {strict = true, tstrict = true, aging = true, fair = true}
 
 if ARGV[1] ~= '1' then
@@ -74,7 +74,7 @@ if p.max_retries ~= nil then
   retries = string.match(p.max_retries, '^%d%d?%d?%d?$') and tonumber(p.max_retries)
 end
 if not (MODES[p.mode] and aging and cap and most and group_most and payload and
-  retries and retries <= 1000 and (p.layout == 'compact' or p.layout == 'json')) then
+  retries and retries <= MAX_RETRIES and (p.layout == 'compact' or p.layout == 'json')) then
   error('ZQ_PROTOCOL: ' .. KEYS[14] .. ' holds no valid policy: run manage.py zqueue_protocol')
 end
 
@@ -116,7 +116,7 @@ if ARGV[3] ~= '' then
     error('ZQ_BAD_ARGUMENT: options must be a JSON object')
   end
   for name, v in pairs(opts) do
-    if not OPTIONS[name] then
+    if not PROTOCOL_OPTIONS[name] then
       error("ZQ_BAD_ARGUMENT: unknown option '" .. tostring(name) .. "'")
     end
     if v ~= cjson.null then
@@ -127,7 +127,7 @@ end
 local seq = nil
 if job.id == nil then -- unique: the server's time and the queue's own sequence
   seq = tonumber(redis.call('HGET', KEYS[5], 'pseq')) or 0
-  if seq ~= math.floor(seq) or seq < 0 or seq >= 9007199254740992 then
+  if seq ~= math.floor(seq) or seq < 0 or seq >= MAX_EXACT then
     seq = 0
   end
   local t = redis.call('TIME')
@@ -140,10 +140,18 @@ if p.layout == 'json' then
   job.layout = 'json'
 end
 
+-- the queue's policy as publish.lua reads it (_policy.lua): the proto hash's fields, and
+-- 0 for those a publish does not read
+local policy = {mode = p.mode, aging_us = aging, notify_cap = cap, max_length = most,
+  group_max_length = group_most}
+for _, name in ipairs(POLICY_NUMBERS) do
+  if policy[name] == nil then
+    policy[name] = 0
+  end
+end
 local reply = publish_core({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7],
   KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]},
-  {p.mode, p.aging_us, p.notify_cap, '1', p.max_length, string.format('%d', group_most),
-    cmsgpack.pack(job)})
+  {cmsgpack.pack(policy), cmsgpack.pack(job)})
 if reply[1] ~= 0 then
   return {'clash', reply[2], reply[3]}
 end

@@ -7,12 +7,12 @@
 -- KEYS[11] expiry   ZSET (the expiry of each job that has one)
 -- KEYS[12] expired  ZSET (read only to name a clash with an expired job)
 -- KEYS[13] gjobs    ZSET (fair queues with group_max_length: "<group>\0<id>" per job,
---   _group_room.lua; not touched when ARGV[6] is 0)
--- ARGV[1] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[2] aging_us (µs one priority step is worth)
--- ARGV[3] notify_cap                    ARGV[4] n (jobs in this call, 1..100)
--- ARGV[5] max_length (most jobs ready + delayed in this shard; 0 = no limit)
--- ARGV[6] group_max_length (fair queues: most jobs of one group ready + delayed; 0 = no limit)
--- ARGV[6 + i] job i, one MessagePack map (_new_job.lua, django_zqueue/engine/records/spec.py): id,
+--   _group_room.lua; not touched when the policy's group_max_length is 0)
+-- ARGV[1] the queue's policy, read by name (_policy.lua): mode ('strict' | 'tstrict' |
+--   'aging' | 'fair'), aging_us (µs one priority step is worth), notify_cap, max_length
+--   (most jobs ready + delayed in this shard; 0 = no limit), group_max_length (fair
+--   queues: most jobs of one group ready + delayed; 0 = no limit)
+-- ARGV[1 + i] job i, i = 1..n (jobs in this call, 1..100), one MessagePack map (_new_job.lua, django_zqueue/engine/records/spec.py): id,
 --   body and the options it sets by name (priority, score, delay_ms, run_at_ms,
 --   max_retries, visibility_timeout_ms, group, weight)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose fields are out of bounds or
@@ -38,15 +38,17 @@
 --@include guard
 --@include record
 --@include group_room
+--@include policy
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
   expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
-local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local policy = read_policy(ARGV[1])
+local mode, aging_us, cap, n = policy.mode, policy.aging_us, policy.notify_cap, #ARGV - 1
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
 -- from writing a record that other scripts would refuse)
-local max_length, gmax = tonumber(ARGV[5]), tonumber(ARGV[6])
-if not is_int(n, 1, 100) or #ARGV ~= 6 + n or not is_int(max_length, 0, MAX_QUEUE_LENGTH)
+local max_length, gmax = policy.max_length, policy.group_max_length
+if not is_int(n, 1, 100) or not is_int(max_length, 0, MAX_QUEUE_LENGTH)
     or not is_int(gmax, 0, MAX_GROUP_LENGTH) or (gmax > 0 and mode ~= 'fair') then
   error('ZQ_BAD_ARGUMENT: publish takes 1..100 jobs, one argument each, max_length 0..'
     .. MAX_QUEUE_LENGTH .. ', group_max_length 0..' .. MAX_GROUP_LENGTH .. ' (fair mode only)')
@@ -54,7 +56,7 @@ end
 local now = now_ms()
 local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
 for i = 1, n do
-  local j, why = job_spec(ARGV[6 + i])
+  local j, why = job_spec(ARGV[1 + i])
   local meta, run_at = nil, nil
   if j then
     meta, run_at, why = read_job(j, now)

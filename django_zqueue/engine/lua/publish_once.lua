@@ -16,13 +16,14 @@
 -- KEYS[11] wait ZSET (read only to name a clash with a job waiting for its parents)
 -- KEYS[12] expiry ZSET (the job's expiry, if it has one)
 -- KEYS[13] expired ZSET (read only to name a clash with an expired job)
--- KEYS[14] gjobs ZSET (as publish.lua; not touched when ARGV[6] is 0)
--- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap
--- ARGV[4] the job, one MessagePack map as in publish.lua, with two more fields:
+-- KEYS[14] gjobs ZSET (as publish.lua; not touched when the policy's group_max_length is 0)
+-- ARGV[1] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap,
+--   max_length and group_max_length (below)
+-- ARGV[2] the job, one MessagePack map as in publish.lua, with two more fields:
 --   debounce_ms (absent = no debounce; else 1 .. 3650 days; then no delay_ms or
 --   run_at_ms) and unique_ms (absent = none; else 1 .. 3650 days)
--- ARGV[5] max_length (as publish.lua; a debounced job replaced in place is not counted)
--- ARGV[6] group_max_length (as publish.lua; a debounced job replaced in place is not
+-- the policy's max_length (as publish.lua; a debounced job replaced in place is not counted)
+-- the policy's group_max_length (as publish.lua; a debounced job replaced in place is not
 --   counted either, its index entry is added for its group)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds; ZQ_QUEUE_FULL
 --   (nothing written) for a new job past max_length or its group's group_max_length.
@@ -33,6 +34,7 @@
 
 --@include fmt
 --@include new_job
+--@include job_options
 --@include bounds
 --@include notify
 --@include room
@@ -44,18 +46,20 @@
 --@include guard
 --@include record
 --@include group_room
+--@include policy
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11],
   expiry = KEYS[12], expired = KEYS[13], gjobs = KEYS[14]}
 -- the keys written after the first write (meta is read before it), and ctr's counters
 guard_keys({k.body, k.ready, k.delayed, k.expiry, k.ctr})
-local mode, aging_us, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local policy = read_policy(ARGV[1])
+local mode, aging_us, cap = policy.mode, policy.aging_us, policy.notify_cap
 local now = now_ms()
-local j, why = job_spec(ARGV[4])
+local j, why = job_spec(ARGV[2])
 local meta, run_at = nil, nil
 if j then
-  meta, run_at, why = read_job(j, now, {debounce_ms = true, unique_ms = true})
+  meta, run_at, why = read_job(j, now, ONCE_OPTIONS)
 end
 why = why or out_of_bounds(j, 'debounce_ms') or out_of_bounds(j, 'unique_ms')
 if not why and j.debounce_ms and (j.delay_ms or j.run_at_ms) then
@@ -65,7 +69,7 @@ if why then
   error('ZQ_BAD_ARGUMENT: ' .. why)
 end
 local debounce, unique = j.debounce_ms, j.unique_ms
-local max_length, gmax = tonumber(ARGV[5]), tonumber(ARGV[6])
+local max_length, gmax = policy.max_length, policy.group_max_length
 if not is_int(max_length, 0, MAX_QUEUE_LENGTH) then
   error('ZQ_BAD_ARGUMENT: max_length must be an integer in [0, ' .. MAX_QUEUE_LENGTH .. ']')
 end

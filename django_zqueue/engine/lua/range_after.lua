@@ -15,15 +15,16 @@
 --   search among them, byte order as Redis keeps them: _after.lua).
 
 --@include after
+--@include bounds
 
 local limit = tonumber(ARGV[4])
 local after, top = nil, tonumber(ARGV[3])
 if ARGV[1] ~= '' then
   after = tonumber(ARGV[1])
 end
-if not limit or limit ~= math.floor(limit) or limit < 1 or limit > 1000 or not top
+if not is_int(limit, 1, MAX_PAGE) or not top
   or top ~= top or (ARGV[1] ~= '' and (not after or after ~= after)) then
-  error('ZQ_BAD_ARGUMENT: range_after needs scores and a limit in [1, 1000]')
+  error('ZQ_BAD_ARGUMENT: range_after needs scores and a limit in [1, ' .. MAX_PAGE .. ']')
 end
 
 local key, start = KEYS[1], 0

@@ -6,13 +6,15 @@
 -- KEYS[8] wf HASH (this job's workflow links: kept again without expiry)
 -- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH (a workflow job records that it is revived:
 --   its dependents buried on its account wait again, _wf_mark.lua)
--- ARGV[1] id   ARGV[2] mode   ARGV[3] aging_us   ARGV[4] notify_cap
--- ARGV[5] front ('1' = to the front of the line, claimed next: its score is one less
+-- ARGV[1] id   ARGV[2] the queue's policy, read by name (_policy.lua): mode, aging_us,
+--   notify_cap
+-- ARGV[3] front ('1' = to the front of the line, claimed next: its score is one less
 --   than the lowest of the ready set and of `below`, _front.lua; else '' or '0': scored as
 --   a new job of its priority, at the back of its line)
--- ARGV[6] below ('' = none: the lowest ready score of the queue's other partitions, read
+-- ARGV[4] below ('' = none: the lowest ready score of the queue's other partitions, read
 --   by the caller, so that with `front` it also goes ahead of theirs)
--- Raises ZQ_BAD_ARGUMENT (nothing written) for a `below` that is not a score, or, with
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a policy that is not a map, a `below`
+--   that is not a score, or, with
 --   `front`, when the front of the line is already at the lowest exact score (-2^53).
 -- Returns: 1 requeued; 2 requeued, and recorded as revived in the workflow outbox (to
 --   dispatch); 0 not a dead job (nothing changed); -2 its record cannot be used:
@@ -34,12 +36,13 @@
 --@include record
 --@include attempts
 --@include front
+--@include policy
 
 guard_keys(KEYS)
 
-local id, front, below = ARGV[1], ARGV[5] == '1', nil
-if ARGV[6] and ARGV[6] ~= '' then
-  below = tonumber(ARGV[6])
+local id, p, front, below = ARGV[1], read_policy(ARGV[2]), ARGV[3] == '1', nil
+if ARGV[4] and ARGV[4] ~= '' then
+  below = tonumber(ARGV[4])
   if not below or below ~= below or math.abs(below) > MAX_EXACT then
     error('ZQ_BAD_ARGUMENT: below must be a score within 2^53')
   end
@@ -60,7 +63,7 @@ local score -- may raise: no write yet
 if front then
   score = fmt(front_score(KEYS[2], below))
 else
-  score = fmt(ready_score(KEYS[4], meta, ARGV[2], tonumber(ARGV[3])))
+  score = fmt(ready_score(KEYS[4], meta, p.mode, p.aging_us))
 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', KEYS[3], id, (encode_record(meta)))
@@ -68,8 +71,8 @@ redis.call('ZADD', KEYS[2], score, id)
 count_stat(KEYS[5], 'requeued', 1)
 redis.call('PERSIST', KEYS[8])
 if wf_mark(KEYS[9], KEYS[10], id, meta, 'r', nil, now_ms()) then
-  notify(KEYS[6], 1, tonumber(ARGV[4]))
+  notify(KEYS[6], 1, p.notify_cap)
   return 2
 end
-notify(KEYS[6], 1, tonumber(ARGV[4]))
+notify(KEYS[6], 1, p.notify_cap)
 return 1

@@ -6,8 +6,9 @@
 -- KEYS[5] meta HASH    KEYS[6] notify LIST
 -- ARGV[1] id   ARGV[2] below ('' = none: the lowest ready score of the queue's other
 --   partitions, read by the caller, so the job also goes ahead of theirs)
--- ARGV[3] notify_cap
--- Raises ZQ_BAD_ARGUMENT (nothing written) for a `below` that is not a score, or when the
+-- ARGV[3] the queue's policy, read by name (_policy.lua): notify_cap
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a policy that is not one (_policy.lua), a
+--   `below` that is not a score, or when the
 --   front of the line is already at the lowest exact score (-2^53).
 -- Returns: 1 moved (or already first); 0 no such job; -1 in flight or dead (nothing
 --   changed).
@@ -17,10 +18,11 @@
 --@include fmt
 --@include notify
 --@include guard
+--@include policy
 
 guard_keys(KEYS)
 
-local id, cap = ARGV[1], tonumber(ARGV[3])
+local id, cap = ARGV[1], read_policy(ARGV[3]).notify_cap
 local below = nil
 if ARGV[2] ~= '' then
   below = tonumber(ARGV[2])

@@ -14,11 +14,11 @@
 -- KEYS[17] finished ZSET  KEYS[18] cancels ZSET  KEYS[19] history HASH (the history of
 --   finished jobs, _history.lua: trimmed here too, so an idle queue's history still ages
 --   out, and a history switched off empties)
--- ARGV[1] limit (jobs per step and kind, 1..5000)   ARGV[2] mode   ARGV[3] aging_us
--- ARGV[4] dead_max   ARGV[5] dead_ttl_ms   ARGV[6] notify_cap
--- ARGV[7] keep_finished (0: none kept; absent: the history is left alone)
--- ARGV[8] finished_ttl_ms
--- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- ARGV[1] limit (jobs per step and kind, 1..5000)
+-- ARGV[2] the queue's policy, read by name (_policy.lua): mode, aging_us, dead_max,
+--   dead_ttl_ms, notify_cap, keep_finished (0: none kept), finished_ttl_ms
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds, or a policy that
+--   is not one.
 -- Returns: {promoted, recovered, buried, trimmed, more, expired}; more = 1 when a step hit
 --   `limit` (call again), else 0; expired: jobs that ended "expired" in this step;
 --   trimmed: dead letters, expired jobs and history entries removed by age or count.
@@ -42,6 +42,7 @@
 --@include record
 --@include attempts
 --@include history
+--@include policy
 
 guard_keys(KEYS)
 
@@ -49,14 +50,15 @@ local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4],
   meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
   notify = KEYS[11], wait = KEYS[12], wf_out = KEYS[13], wf_res = KEYS[14], expiry = KEYS[15],
   expired = KEYS[16]}
-local limit, mode, aging_us = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local dead_max, dead_ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local policy = read_policy(ARGV[2])
+local limit, mode, aging_us = tonumber(ARGV[1]), policy.mode, policy.aging_us
+local dead_max, dead_ttl, cap = policy.dead_max, policy.dead_ttl_ms, policy.notify_cap
 if not is_int(limit, 1, 5000) or not is_int(dead_max, 0, MAX_EXACT) or not is_int(dead_ttl, 0, MAX_EXACT)
   or not is_int(cap, 1, 100000) or not (mode == 'aging' or mode == 'strict' or mode == 'tstrict' or mode == 'fair') then
   error('ZQ_BAD_ARGUMENT: scan needs limit 1..5000, dead_max, dead_ttl_ms >= 0, notify_cap >= 1, a mode')
 end
-local keep, keep_ttl = tonumber(ARGV[7]), tonumber(ARGV[8])
-if ARGV[7] and not (is_int(keep, 0, MAX_EXACT) and is_int(keep_ttl, 1, MAX_EXACT)) then
+local keep, keep_ttl = policy.keep_finished, policy.finished_ttl_ms
+if not (is_int(keep, 0, MAX_EXACT) and is_int(keep_ttl, 1, MAX_EXACT)) then
   error('ZQ_BAD_ARGUMENT: scan needs keep_finished >= 0 and finished_ttl_ms >= 1')
 end
 local now = now_ms()

@@ -22,6 +22,7 @@
 -- Work: O(log N * log E + steps * (log N + size of a record)), in at most four commands.
 
 --@include after
+--@include bounds
 --@include record
 
 local text, steps, limit = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -29,10 +30,10 @@ local after = nil
 if ARGV[2] ~= '' then
   after = tonumber(ARGV[2])
 end
-if #text < 1 or #text > 1000 or not steps or steps ~= math.floor(steps) or steps < 1
-  or steps > 1000 or not limit or limit ~= math.floor(limit) or limit < 1 or limit > 1000
-  or (ARGV[2] ~= '' and (not after or after ~= after)) then
-  error('ZQ_BAD_ARGUMENT: search needs a text of 1..1000 bytes, steps and limit in [1, 1000], a numeric cursor')
+if #text < 1 or #text > MAX_NEEDLE_BYTES or not is_int(steps, 1, MAX_PAGE)
+  or not is_int(limit, 1, MAX_PAGE) or (ARGV[2] ~= '' and (not after or after ~= after)) then
+  error('ZQ_BAD_ARGUMENT: search needs a text of 1..' .. MAX_NEEDLE_BYTES
+    .. ' bytes, steps and limit in [1, ' .. MAX_PAGE .. '], a numeric cursor')
 end
 
 local set, meta, body = KEYS[1], KEYS[2], KEYS[3]

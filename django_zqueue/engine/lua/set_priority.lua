@@ -11,9 +11,11 @@
 --
 -- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
 -- KEYS[5] meta HASH    KEYS[6] gpark ZSET (jobs set aside by their group's limit)
--- ARGV[1] id   ARGV[2] priority (integer in [-1000, 1000])
--- ARGV[3] mode ('strict' | 'tstrict' | 'aging' | 'fair')   ARGV[4] aging_us
--- Raises ZQ_BAD_ARGUMENT (nothing written) for a priority out of bounds.
+-- ARGV[1] id   ARGV[2] priority (integer in [PRIORITY_MIN, PRIORITY_MAX], -1000..1000)
+-- ARGV[3] the queue's policy, read by name (_policy.lua): mode ('strict' | 'tstrict' | 'aging' |
+--   'fair'), aging_us
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for a priority out of bounds, or a policy that
+--   is not one (_policy.lua).
 -- Returns: 1 changed; 0 no such job; -1 in flight or dead, or its record cannot be used
 --   (nothing changed).
 -- Work: O(log N).
@@ -25,13 +27,16 @@
 --@include park_member
 --@include guard
 --@include record
+--@include policy
 
 guard_keys(KEYS)
 
 local id, p = ARGV[1], tonumber(ARGV[2])
-local mode, aging_us = ARGV[3], tonumber(ARGV[4])
-if not is_int(p, -1000, 1000) or not is_int(aging_us, 0, MAX_EXACT) then
-  error('ZQ_BAD_ARGUMENT: priority must be an integer in [-1000, 1000]')
+local policy = read_policy(ARGV[3])
+local mode, aging_us = policy.mode, policy.aging_us
+if not is_int(p, PRIORITY_MIN, PRIORITY_MAX) or not is_int(aging_us, 0, MAX_EXACT) then
+  error('ZQ_BAD_ARGUMENT: priority must be an integer in [' .. PRIORITY_MIN .. ', '
+    .. PRIORITY_MAX .. ']')
 end
 if redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[4], id) then
   return -1

@@ -29,8 +29,8 @@ guard_keys(KEYS)
 
 local id, name, payload = ARGV[1], ARGV[2], ARGV[3]
 local longest, keep, most, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-if name == '' or not is_int(longest, 1, 16777216) or not is_int(keep, 1, MAX_DELAY_MS)
-  or not is_int(most, 1, 10000) or not is_int(cap, 0, 1000000) then
+if name == '' or not is_int(longest, 1, MAX_VALUE_BYTES) or not is_int(keep, 1, MAX_DELAY_MS)
+  or not is_int(most, 1, MAX_STEP_FIELDS) or not is_int(cap, 0, MAX_NOTIFY_CAP) then
   error('ZQ_BAD_ARGUMENT: signal: bad name or bounds')
 end
 if #payload > longest then

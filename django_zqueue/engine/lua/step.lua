@@ -22,7 +22,7 @@ guard_keys(KEYS)
 
 local id, token, field, value = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local most, longest, keep = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-if not is_int(most, 1, 10000) or not is_int(longest, 1, 16777216)
+if not is_int(most, 1, MAX_STEP_FIELDS) or not is_int(longest, 1, MAX_VALUE_BYTES)
   or not is_int(keep, 1, MAX_DELAY_MS) or field == '' then
   error('ZQ_BAD_ARGUMENT: step: bad bounds or empty field')
 end

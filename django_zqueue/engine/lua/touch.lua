@@ -3,9 +3,11 @@
 -- KEYS[1] leased ZSET   KEYS[2] meta HASH   KEYS[3] progress HASH
 -- KEYS[4] cancelled STRING (this job's record of a cancel, written by cancel.lua)
 -- ARGV[1] id   ARGV[2] token   ARGV[3] extend_ms (new deadline = now + extend_ms; 0 = keep;
---   -1 = the job's own visibility timeout, else ARGV[5])
--- ARGV[4] progress JSON ('' = unchanged)   ARGV[5] the queue's visibility timeout in ms
--- Raises ZQ_BAD_ARGUMENT (nothing written) for an extension beyond 7 days.
+--   -1 = the job's own visibility timeout, else the queue's)
+-- ARGV[4] progress JSON ('' = unchanged)
+-- ARGV[5] the queue's policy, read by name (_policy.lua): visibility_ms (its visibility timeout)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for an extension beyond 7 days, or a policy
+--   that is not one (_policy.lua).
 -- Returns: the lease deadline in ms (Redis TIME); 0 if the token is stale or the record
 --   cannot be used (nothing changed: the lease runs out, and the scanner moves the job
 --   to dead letters); -1 if this delivery was cancelled (cancel.lua: its worker stops it).
@@ -16,12 +18,13 @@
 --@include now_ms
 --@include guard
 --@include count
+--@include policy
 
 guard_keys(KEYS)
 
 local id, token = ARGV[1], tonumber(ARGV[2])
-local extend = tonumber(ARGV[3])
-if not is_int(extend, -1, MAX_LEASE_MS) or not is_int(tonumber(ARGV[5]), 0, MAX_LEASE_MS) then
+local extend, vt = tonumber(ARGV[3]), read_policy(ARGV[5]).visibility_ms
+if not is_int(extend, -1, MAX_LEASE_MS) or not is_int(vt, 0, MAX_LEASE_MS) then
   error('ZQ_BAD_ARGUMENT: extend_ms must be -1, 0 or at most ' .. MAX_LEASE_MS)
 end
 local meta = decode_meta(redis.call('HGET', KEYS[2], id))
@@ -38,7 +41,7 @@ if not deadline then
 end
 deadline = tonumber(deadline)
 if extend < 0 then
-  extend = meta.v or tonumber(ARGV[5])
+  extend = meta.v or vt
 end
 if extend > 0 then
   deadline = now_ms() + extend

@@ -5,16 +5,18 @@
 --
 -- KEYS[1] wf_out ZSET  KEYS[2] wf_res HASH  KEYS[3] meta HASH  KEYS[4] dead ZSET
 -- KEYS[5] wf HASH (the job's links)
--- ARGV[1] id   ARGV[2] the entry's value as the dispatcher read it   ARGV[3] dead_ttl_ms
+-- ARGV[1] id   ARGV[2] the entry's value as the dispatcher read it   ARGV[3] the queue's policy,
+--   read by name (_policy.lua): dead_ttl_ms
 -- Returns: 1 cleared; 0 the entry is gone or was replaced (nothing changed).
 -- Work: O(1), plus the size of the links when they are deleted.
 
 --@include bounds
 --@include guard
+--@include policy
 
 guard_keys(KEYS)
 
-local id, seen, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local id, seen, ttl = ARGV[1], ARGV[2], read_policy(ARGV[3]).dead_ttl_ms
 if not is_int(ttl, 0, MAX_EXACT) then
   error('ZQ_BAD_ARGUMENT: dead_ttl_ms must be an integer >= 0')
 end

@@ -5,15 +5,15 @@
 -- KEYS[1] ready  ZSET   KEYS[2] delayed ZSET   KEYS[3] body   HASH (unused)  KEYS[4] meta HASH (records, _record.lua)
 -- KEYS[5] ctr    HASH   KEYS[6] notify  LIST   KEYS[7] stats  HASH   KEYS[8] dead ZSET
 -- KEYS[9] leased ZSET   KEYS[10] wait   ZSET   KEYS[11] expiry ZSET   KEYS[12] expired ZSET
--- KEYS[13] gjobs ZSET (as publish.lua; not touched when ARGV[6] is 0)
+-- KEYS[13] gjobs ZSET (as publish.lua; not touched when the policy's group_max_length is 0)
 -- KEYS[13 + i] wf HASH of job i (its workflow links), i = 1..n
--- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] n (1..100)
--- ARGV[5] max_length (as publish.lua; counts the jobs that enter ready or delayed now,
+-- ARGV[1] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap,
+--   max_length (as publish.lua; counts the jobs that enter ready or delayed now,
 --   not those that wait for parents)
--- ARGV[6] group_max_length (as publish.lua; counts the jobs of each group that enter
+--   and group_max_length (as publish.lua; counts the jobs of each group that enter
 --   ready or delayed now; every job of the call is indexed, a waiting one counts once its
 --   parents release it)
--- ARGV[6 + i] job i, one MessagePack map as in publish.lua, with three more fields:
+-- ARGV[1 + i] job i, i = 1..n (1..100), one MessagePack map as in publish.lua, with three more fields:
 --   need (parents to wait for, 0..10000, absent = 0; > 0: no delay), kids (JSON list of
 --   its dependents [queue, tag, index], absent = none), parents (JSON list of
 --   [queue, tag], absent = none), and opt (its places that take any end of their
@@ -36,15 +36,17 @@
 --@include guard
 --@include record
 --@include group_room
+--@include policy
 
 local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
   notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
   expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
 -- the keys written after the first write (meta is read before it), and ctr's counters
 guard_keys({k.ready, k.delayed, k.wait, k.expiry, k.ctr})
-local mode, aging_us, cap, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local max_length, gmax = tonumber(ARGV[5]), tonumber(ARGV[6])
-if not is_int(n, 1, 100) or #KEYS ~= 13 + n or #ARGV ~= 6 + n
+local policy = read_policy(ARGV[1])
+local mode, aging_us, cap, n = policy.mode, policy.aging_us, policy.notify_cap, #ARGV - 1
+local max_length, gmax = policy.max_length, policy.group_max_length
+if not is_int(n, 1, 100) or #KEYS ~= 13 + n
     or not is_int(max_length, 0, MAX_QUEUE_LENGTH) or not is_int(gmax, 0, MAX_GROUP_LENGTH)
     or (gmax > 0 and mode ~= 'fair') then
   error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and one argument each')
@@ -54,7 +56,7 @@ local LINKS = {need = true, kids = true, parents = true, opt = true}
 local now = now_ms()
 local specs, records, runs, ids = {}, {}, {}, {} -- each job's map, record, run-at and id
 for i = 1, n do
-  local j, why = job_spec(ARGV[6 + i])
+  local j, why = job_spec(ARGV[1 + i])
   local meta, run_at = nil, nil
   if j then
     meta, run_at, why = read_job(j, now, LINKS)

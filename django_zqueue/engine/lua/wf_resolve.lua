@@ -23,12 +23,14 @@
 -- KEYS[5] errors HASH  KEYS[6] ctr    HASH  KEYS[7] stats HASH  KEYS[8] notify LIST
 -- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH
 -- KEYS[10 + i] wf HASH of the dependent of entry i, i = 1..m
--- ARGV[1] mode   ARGV[2] aging_us   ARGV[3] notify_cap   ARGV[4] m (entries, 1..100)
--- ARGV[5 + 5*(i-1) ..] per entry i: dependent id, parent index (1..10000), end ('1'
---   succeeded, '0' failed, 'r' revived), result JSON when succeeded, the reason when
---   failed ('' = dead, 'cancelled', 'deleted', 'expired'), else ''; parent (for the
---   error text)
--- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds.
+-- ARGV[1] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap
+-- ARGV[1 + i] entry i, i = 1..m (1..100), a MessagePack map read by name (_entry.lua):
+--   `child` (the dependent's id), `place` (the parent's index, 1..MAX_LINKS), `end` ('1'
+--   succeeded, '0' failed, 'r' revived), `result` (JSON when succeeded, the reason when
+--   failed: '' = dead, 'cancelled', 'deleted', 'expired'; absent = ''), `parent` (its
+--   tag, for the error text)
+-- Raises ZQ_BAD_ARGUMENT (nothing written) for arguments out of bounds, or a policy that
+--   is not one (_policy.lua).
 -- Returns: {released, killed, revived, <ids of buried or revived dependents that have
 --   dependents: their outbox entries to dispatch next>}
 -- Work: O(m log N) plus the results written.
@@ -47,22 +49,30 @@
 --@include guard
 --@include record
 --@include attempts
+--@include entry
+--@include policy
 
 guard_keys(KEYS)
 
 local k = {ready = KEYS[1], wait = KEYS[2], dead = KEYS[3], meta = KEYS[4], errors = KEYS[5],
   ctr = KEYS[6], stats = KEYS[7], notify = KEYS[8], wf_out = KEYS[9], wf_res = KEYS[10]}
-local mode, aging_us, cap, m = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local E = 5
-if not is_int(m, 1, 100) or #KEYS ~= 10 + m or #ARGV ~= 4 + E * m then
-  error('ZQ_BAD_ARGUMENT: wf_resolve needs 1..100 entries, one wf key and 5 arguments each')
+local policy = read_policy(ARGV[1])
+local mode, aging_us, cap = policy.mode, policy.aging_us, policy.notify_cap
+local m = #ARGV - 1
+if m < 1 or m > 100 or #KEYS ~= 10 + m then
+  error('ZQ_BAD_ARGUMENT: wf_resolve needs 1..100 entries, one wf key each')
 end
-for i = 0, m - 1 do
-  local b = 5 + E * i
-  if ARGV[b] == '' or not is_int(tonumber(ARGV[b + 1]), 1, 10000)
-    or not (ARGV[b + 2] == '1' or ARGV[b + 2] == '0' or ARGV[b + 2] == 'r') then
-    error('ZQ_BAD_ARGUMENT: entry ' .. (i + 1) .. ': needs an id, an index in [1, 10000], an end 1, 0 or r')
+local entries = {}
+for i = 1, m do
+  local e = entry(ARGV[1 + i])
+  local result = e and (e.result or '')
+  if not e or type(e.child) ~= 'string' or e.child == '' or not is_int(e.place, 1, MAX_LINKS)
+    or not (e['end'] == '1' or e['end'] == '0' or e['end'] == 'r')
+    or type(result) ~= 'string' or type(e.parent) ~= 'string' then
+    error('ZQ_BAD_ARGUMENT: entry ' .. i .. ': needs a child id, a place in [1, '
+      .. MAX_LINKS .. '], an end 1, 0 or r, a result text and a parent')
   end
+  entries[i] = {e.child, e.place, e['end'], result, e.parent}
 end
 
 local now = now_ms()
@@ -153,15 +163,13 @@ local function enter(id, meta, wf)
   end
 end
 
-for i = 0, m - 1 do
-  local b = 5 + E * i
-  local id, index, e, result, parent = ARGV[b], tonumber(ARGV[b + 1]), ARGV[b + 2],
-    ARGV[b + 3], ARGV[b + 4]
+for i = 1, m do
+  local id, index, e, result, parent = unpack(entries[i])
   local ok = e == '1'
   if e == 'r' then
     ok = nil
   end
-  local wf = KEYS[11 + i]
+  local wf = KEYS[10 + i]
   local raw = redis.call('HGET', k.meta, id)
   local meta, why = decode_meta(raw)
   if raw and not meta and redis.call('ZSCORE', k.wait, id) then

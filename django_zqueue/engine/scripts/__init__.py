@@ -31,7 +31,7 @@ replies to exceptions in one table, :data:`ERRORS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar
 
@@ -42,7 +42,7 @@ from ...exceptions import ScriptError as ScriptError
 from ...exceptions import SequenceExhausted as SequenceExhausted
 from ...version import __version__
 from ..records import NackResult, NewJob, text
-from ..records.spec import pack_job
+from ..records.spec import pack_job, pack_map
 from ..redis.connection import is_out_of_memory
 from .calls import ERRORS as ERRORS
 from .calls import Arg as Arg
@@ -258,6 +258,13 @@ def job_arg(job: NewJob, extra: dict[str, Any] | None = None, compact: bool = Tr
     return pack_job(job.tag, job.body, job.spec, extra, split=compact)
 
 
+def entry_arg(**values: Any) -> bytes:
+    """One entry of a script's list of entries, as its one argument: a MessagePack map of
+    ``values`` (None left out) that the script reads by name (``lua/_entry.lua``), the
+    way a job travels (:func:`job_arg`): no script reads its arguments by stride."""
+    return pack_map({name: v for name, v in values.items() if v is not None})
+
+
 #: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a
 #: partitioned queue in strict mode uses ``tstrict`` (a clock-based sequence, so scores
 #: compare across its partitions)
@@ -287,6 +294,13 @@ class Policy:
     compact: bool = True  # new jobs as compact records (False: the JSON layout, lua/_record.lua)
     keep_finished: int = 0  # the history of finished jobs: most kept (0: none, lua/_history.lua)
     finished_ttl_ms: int = 86_400_000  # how long a finished job stays in the history
+    #: the policy as the scripts take it: one MessagePack map of the fields above, by
+    #: name (``lua/_policy.lua``), made once
+    packed: bytes = field(init=False, default=b"", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "packed"}
+        object.__setattr__(self, "packed", pack_map(values))
 
 
 class Scripts:
