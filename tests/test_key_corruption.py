@@ -259,7 +259,7 @@ def test_a_key_of_the_wrong_type_never_stops_a_script_half_way(
     name: str, make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
 ) -> None:
     _, first = scenario(name, make_queue, 0)
-    for i in range(len(first.engine._keys)):
+    for i in range(len(first.keys)):
         q, call = scenario(name, make_queue, i + 1)
         key = call.keys[i]
         wrong_type(redis_client, key)
