@@ -139,15 +139,15 @@ def fill_finished(q: Any, n: int) -> None:
         )
         msgs, _ = q.claim(size, consumer="bench-worker:2:beef")
         acks = [
-            q.engine.make_ack(m, {"rows": done + j}, 86400, 5 + j % 200)
+            q.engine.consume.make_ack(m, {"rows": done + j}, 86400, 5 + j % 200)
             if j % 10 == 0
             else Ack(m, run_ms=5 + j % 200)
             for j, m in enumerate(msgs)
         ]
         batch = q.engine.batch()
-        replies = q.engine.add_acks(batch, acks)
+        replies = q.engine.consume.add_acks(batch, acks)
         q.engine.send(batch)
-        q.engine.settle_acks(replies)
+        q.engine.consume.settle_acks(replies)
         PER_JOB_KEYS.extend(
             q.engine._keys_for(a.msg.tag).result(a.msg.tag) for a in acks if a.result
         )
@@ -185,7 +185,7 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0, finished: int = 0) -> d
             break
         batch = q.engine.batch()  # plain EVALSHA calls in one round trip
         for m in msgs:
-            batch.add(q.engine.nack_call(m, error, 0, dead=True))
+            batch.add(q.engine.consume.nack_call(m, error, 0, dead=True))
         q.engine.send(batch)
         buried += len(msgs)
     t_dead = time.perf_counter() - t
@@ -203,7 +203,7 @@ def fill(q: Any, ready: int, dead: int, groups: int = 0, finished: int = 0) -> d
     leased = q.claim(200, consumer="bench-worker:1:abcd")[0]
     batch = q.engine.batch()
     for j, m in enumerate(leased):
-        batch.add(q.engine.touch_call(m, progress=(j % 100) / 100, note=f"step {j}"))
+        batch.add(q.engine.consume.touch_call(m, progress=(j % 100) / 100, note=f"step {j}"))
     q.engine.send(batch)
     # a live worker holding those 200, and an hour of per-task statistics (13 slots)
     from django_zqueue.worker import taskstats

@@ -63,9 +63,9 @@ def run_through(q: Any, n: int) -> None:
         while left:
             msgs, _ = q.claim(min(100, left), consumer=CONSUMER)
             batch = q.engine.batch()
-            replies = q.engine.add_acks(batch, [Ack(m, run_ms=3) for m in msgs])
+            replies = q.engine.consume.add_acks(batch, [Ack(m, run_ms=3) for m in msgs])
             q.engine.send(batch)
-            q.engine.settle_acks(replies)
+            q.engine.consume.settle_acks(replies)
             left -= len(msgs)
 
 
@@ -131,7 +131,7 @@ def ack_cost(client: redis.Redis, rounds: int) -> list[dict[str, Any]]:
         for label, _keep, q in queues:
             q.publish(BODY)
             msg = q.get(consumer=CONSUMER)
-            timed(label, "one", q, q.engine.ack_call(msg, run_ms=3))
+            timed(label, "one", q, q.engine.consume.ack_call(msg, run_ms=3))
 
     def figures(v: list[float]) -> dict[str, float]:
         return {"p50": round(statistics.median(v), 1), "p95": round(pct(v, 0.95), 1)}

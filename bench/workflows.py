@@ -190,7 +190,7 @@ def round_trips_per_edge(n: int = 1000) -> dict[str, float]:
             if not msgs:
                 return sent[0]
             b = q.engine.batch()
-            pending = [b.add(q.engine.ack_call(m, passed="1")) for m in msgs]
+            pending = [b.add(q.engine.consume.ack_call(m, passed="1")) for m in msgs]
             q.engine.send(b)
             ended = [
                 m.tag for m, p in zip(msgs, pending, strict=True) if flow_ended(p.call, p.reply)

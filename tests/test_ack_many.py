@@ -25,7 +25,7 @@ def claim(q: Queue, n: int, consumer: str = "") -> list[Message]:
 
 def send(q: Queue, acks: list[Ack]) -> list[bool]:
     batch = q.engine.batch()
-    parts = q.engine.add_acks(batch, acks)
+    parts = q.engine.consume.add_acks(batch, acks)
     q.engine.send(batch)
     return [p.result() for p in parts]
 
@@ -34,9 +34,9 @@ def test_acks_results_and_stats_like_single_acks(q: Queue, redis_client: redis.R
     q.publish_many(range(4))
     a, b, c, d = claim(q, 4)
     acks = [
-        q.engine.make_ack(a, {"x": 1}, 60, run_ms=5),
-        q.engine.make_ack(b, run_ms=7),
-        q.engine.make_ack(c, [1, 2], 0.5, run_ms=None),
+        q.engine.consume.make_ack(a, {"x": 1}, 60, run_ms=5),
+        q.engine.consume.make_ack(b, run_ms=7),
+        q.engine.consume.make_ack(c, [1, 2], 0.5, run_ms=None),
         Ack(d),
     ]
     assert send(q, acks) == [True, True, True, True]
@@ -141,7 +141,7 @@ def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
     (m,) = claim(q, 1)
     for ttl in (0, -1, float("nan"), 10 * 365 * 86400 + 1, "1"):
         with pytest.raises(InvalidArgument):
-            q.engine.make_ack(m, {"r": 1}, ttl)  # type: ignore[arg-type]
+            q.engine.consume.make_ack(m, {"r": 1}, ttl)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         q.ack(m, {"r": 1}, 0)
     assert q.state(m.tag) == "leased"
@@ -171,7 +171,7 @@ def test_malformed_arguments_write_nothing(
 ) -> None:
     q.publish("x")
     (m,) = claim(q, 1)
-    ack = q.engine.make_ack(m, {"r": 1}, 60, 3)
+    ack = q.engine.consume.make_ack(m, {"r": 1}, 60, 3)
     call = q.engine._shards[0].ack_many([ack])
     fields = {"id": m.tag, "token": m.token, "result": ack.result, "ttl_ms": 60_000, "run_ms": 3}
     assert call.args[1] == entry_arg(**fields)  # the one job's map, by name
@@ -195,7 +195,7 @@ def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:
     q.publish_many(range(20))
     msgs = claim(q, 20)
     batch = q.engine.batch()
-    parts = q.engine.add_acks(batch, [q.engine.make_ack(m, run_ms=1) for m in msgs])
+    parts = q.engine.consume.add_acks(batch, [q.engine.consume.make_ack(m, run_ms=1) for m in msgs])
     assert len(batch) == 1
     q.engine.send(batch)
     assert [p.result() for p in parts] == [True] * 20
@@ -220,9 +220,11 @@ def test_the_worker_path_settles_what_ack_many_left(q: Queue, redis_client: redi
     q.publish("once", tag="u", unique_for=60)
     msgs = claim(q, 4)
     batch = q.engine.batch()
-    replies = q.engine.add_acks(batch, [q.engine.make_ack(m, {"r": m.tag}, 60) for m in msgs])
+    replies = q.engine.consume.add_acks(
+        batch, [q.engine.consume.make_ack(m, {"r": m.tag}, 60) for m in msgs]
+    )
     q.engine.send(batch)
-    q.engine.settle_acks(replies)
+    q.engine.consume.settle_acks(replies)
     assert [r.result() for r in replies] == [True] * 4
     assert q.result("u") == {"r": "u"} and redis_client.exists(q.engine._keys.unique("u"))
     assert q.stats()["acked"] == 4

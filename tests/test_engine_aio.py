@@ -169,7 +169,7 @@ def test_on_a_partitioned_queue_the_claim_goes_on_over_the_shards(
 
     async def claims(ae: AsyncEngine) -> tuple[bool, int, int, float | None]:
         no_plan = ae.plan_claim(10, "lane") is None  # (its claim is ae.claim, after)
-        plan = q.engine.plan_claim(25, "lane")  # a first call on one shard, of 10 jobs
+        plan = q.engine.consume.plan_claim(25, "lane")  # a first call on one shard, of 10 jobs
         calls = Calls()
         first = calls.add(plan.call)
         await ae.send_calls(calls)
@@ -194,9 +194,9 @@ def test_send_calls_puts_each_reply_in_its_place_an_error_in_its_own(
 
     async def batch(ae: AsyncEngine) -> tuple[Any, ...]:
         calls = Calls()
-        before = calls.add(good.engine.state_call(tag))
+        before = calls.add(good.engine.consume.state_call(tag))
         broken = calls.add(bad.engine._shards[0].claim(1, "lane"))
-        after = calls.add(good.engine.info_call(tag))
+        after = calls.add(good.engine.consume.info_call(tag))
         await ae.send_calls(calls)
         return before.result(), broken.failed, after.result()
 
@@ -222,7 +222,7 @@ def test_an_outage_is_queue_unavailable_for_every_verb(
         )
         ae = AsyncEngine(q.engine, dead)
         calls = Calls()
-        calls.add(q.engine.state_call(msg_tag))
+        calls.add(q.engine.consume.state_call(msg_tag))
         verbs: list[Callable[[], Awaitable[Any]]] = [
             lambda: ae.state(msg_tag),
             lambda: ae.score(msg_tag),

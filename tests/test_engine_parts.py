@@ -2,30 +2,33 @@
 (``engine.base.Core``) and capability objects holding it, one module each.
 
 - ``Engine`` is the core and nothing else by inheritance: no chain of mixins.
-- Every name callers used on an engine before the split is still there, with the same
-  signature as the capability verb it forwards to, and gives the same answer.
+- A caller asks a capability object: the engine holds no copy of its verbs.
 - The core is built from named steps: ``policy_of(options)`` is the engine's policy,
   ``check_options`` refuses what the engine refused, before anything is built.
 """
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 
 from django_zqueue.conf import QueueOptions
 from django_zqueue.engine import (
+    Claims,
     Consume,
+    Control,
+    Durable,
     Engine,
+    FlowPublish,
     Layout,
     Positions,
     Reads,
     Results,
+    Sets,
     Stats,
     WireProtocol,
     Workers,
     Workflows,
+    Writes,
 )
 from django_zqueue.engine.base import Core, EngineBase, check_options, policy_of
 from django_zqueue.engine.flow import Flow
@@ -44,55 +47,14 @@ PARTS = {
     "results": Results,
     "stats": Stats,
     "positions": Positions,
+    "writes": Writes,
+    "control": Control,
+    "sets": Sets,
+    "claims": Claims,
+    "durable": Durable,
+    "flow_publish": FlowPublish,
 }
 
-#: the names an engine had before the split -> (capability, its verb)
-FORWARDED = {
-    "check_layout": ("layout", "check"),
-    "ensure_layout": ("layout", "ensure"),
-    "clear": ("layout", "clear"),
-    "plan_claim": ("consume", "plan_claim"),
-    "claim_rest": ("consume", "claim_rest"),
-    "make_ack": ("consume", "make_ack"),
-    "ack_call": ("consume", "ack_call"),
-    "add_acks": ("consume", "add_acks"),
-    "settle_acks": ("consume", "settle_acks"),
-    "release_call": ("consume", "release_call"),
-    "nack_call": ("consume", "nack_call"),
-    "touch_call": ("consume", "touch_call"),
-    "state_call": ("consume", "state_call"),
-    "info_call": ("consume", "info_call"),
-    "link_parents": ("flow", "link_parents"),
-    "flow_calls": ("flow", "flow_calls"),
-    "dispatch": ("flow", "dispatch"),
-    "settle_ends": ("flow", "settle_ends"),
-    "read_outbox": ("flow", "read_outbox"),
-    "configured_engines": ("flow", "configured_engines"),
-    "dispatch_once": ("flow", "dispatch_once"),
-    "drain": ("flow", "drain"),
-    "wakeups": ("workers", "wakeups"),
-    "wrong_types": ("workers", "wrong_types"),
-    "register_worker": ("workers", "register"),
-    "forget_workers": ("workers", "forget"),
-    "workers_key": ("workers", "key"),
-    "protocol_policy": ("protocol", "policy"),
-    "publish_protocol": ("protocol", "publish"),
-    "restore_protocol": ("protocol", "restore"),
-    "proto_key": ("protocol", "key"),
-    "protocol_loaded": ("protocol", "loaded"),
-    "protocol_stored": ("protocol", "stored"),
-    "result_raw": ("results", "raw"),
-    "store_result": ("results", "store"),
-    "were_cancelled": ("results", "were_cancelled"),
-    "incr_stat": ("stats", "incr"),
-    "add_task_stats": ("stats", "add_task_stats"),
-    "ready_standing": ("positions", "ready_standing"),
-    "ahead_elsewhere": ("positions", "ahead_elsewhere"),
-    "add_positions": ("positions", "add_positions"),
-    "add_job_read": ("positions", "add_job_read"),
-    "overdue": ("positions", "overdue"),
-    "server_ms": ("positions", "server_ms"),
-}
 
 #: the core's names callers use, kept where they were
 CORE_NAMES = [
@@ -136,35 +98,18 @@ def test_the_engine_is_a_core_with_capability_objects(make_queue: QueueFactory) 
         assert hasattr(engine, name), name
 
 
-@pytest.mark.parametrize("old", sorted(FORWARDED))
-def test_each_old_name_forwards_with_the_verbs_signature(old: str) -> None:
-    part, verb = FORWARDED[old]
-    forwarder = inspect.signature(getattr(Engine, old))
-    target = inspect.signature(getattr(PARTS[part], verb))
-    assert list(forwarder.parameters.values())[1:] == list(target.parameters.values())[1:]
-    assert forwarder.return_annotation == target.return_annotation
-
-
-def test_the_old_names_give_the_verbs_answers(make_queue: QueueFactory) -> None:
-    q = make_queue("answers", partitions=3)
-    e = q.engine
-    tags = [f"t{i}" for i in range(6)]
-    for tag in tags:
-        q.publish({"n": tag}, tag=tag)
-    for tag in tags:
-        assert e.ready_standing(tag) == e.positions.ready_standing(tag)
-        assert e.ready_standing(tag)[0] is not None
-    assert e.protocol_policy() == e.protocol.policy()
-    assert e.protocol_policy()["partitions"] == "3"
-    assert e.workers_key() == e.workers.key() and e.proto_key() == e.protocol.key()
-    assert e.were_cancelled(tags) == e.results.were_cancelled(tags) == set()
-    assert e.read_outbox(tags) == e.flow.read_outbox(tags) == []
-    assert e.drain() == e.flow.drain() == 0
-    plan = e.plan_claim(2, "c1")
-    msgs, hint = e.claim_rest(plan, e.run(plan.call))
-    assert len(msgs) == 2 and hint is None
-    assert {m.tag for m in msgs} <= set(tags)
-    assert e.run(e.state_call(msgs[0].tag)) == e.run(e.consume.state_call(msgs[0].tag))
+def test_the_engine_has_no_forwarders_only_its_core_and_capability_objects(
+    make_queue: QueueFactory,
+) -> None:
+    """A caller asks a capability object (``engine.consume.plan_claim``), never a copy of
+    its verb on the engine: the engine's public names are the core's and the objects'."""
+    engine = make_queue("names").engine
+    core = {n for n in dir(Core) if not n.startswith("_")} | set(vars(engine))
+    extra = {n for n in dir(engine) if not n.startswith("_")} - core
+    assert extra == set(), extra
+    for attr, cls in PARTS.items():
+        assert not hasattr(Engine, attr), attr  # an instance's object, not a class's method
+        assert isinstance(getattr(engine, attr), cls)
 
 
 @pytest.mark.parametrize(

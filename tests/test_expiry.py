@@ -198,7 +198,7 @@ def test_a_workflow_parent_that_expires_fails_its_dependent(q: Queue) -> None:
     assert q.state(child.tag) == "waiting"
     lapse()
     assert q.scan().expired == 1
-    q.engine.drain()
+    q.engine.flow.drain()
     assert q.state(parent.tag) == "expired"
     info = q.info(child.tag)
     assert info is not None and info.state == "dead"
@@ -218,7 +218,7 @@ def test_a_job_waiting_for_its_parents_expires_and_stays_expired(q: Queue) -> No
     assert q.state(child.tag) == "expired"
     (msg,), _ = q.claim(1, "c")
     assert msg.tag == parent.tag and q.ack(msg)
-    q.engine.drain()
+    q.engine.flow.drain()
     assert q.state(child.tag) == "expired"  # its parent's success does not revive it
     assert q.claim(5, "c")[0] == []
 

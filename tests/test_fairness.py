@@ -213,9 +213,9 @@ def test_a_big_claim_is_sent_in_calls_of_at_most_the_fair_chunk(
     # the first 100 of 150 in fair order: 20 of each group
     assert Counter(groups_of([m.body for m in msgs])) == {f"g{g}": 20 for g in range(5)}
     sizes.clear()
-    plan = q.engine.plan_claim(100, "c")  # a worker's pipelined first call: one chunk
+    plan = q.engine.consume.plan_claim(100, "c")  # a worker's pipelined first call: one chunk
     assert sizes == [40] and plan.batch == 100
-    assert len(q.engine.claim_rest(plan, q.engine.run(plan.call))[0]) == 40
+    assert len(q.engine.consume.claim_rest(plan, q.engine.run(plan.call))[0]) == 40
 
 
 def test_drained_groups_leave_no_state(make_queue: QueueFactory) -> None:

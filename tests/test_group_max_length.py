@@ -141,7 +141,7 @@ def test_a_workflow_is_checked_for_every_group_before_any_job_is_written(
         msg = q.get()
         assert msg is not None
     q.ack(msg)
-    q.engine.drain()
+    q.engine.flow.drain()
     assert q.state(b.tag) == "ready"
     with pytest.raises(QueueFull, match='group "c" has 1 jobs waiting'):
         q.publish("more", group="c")

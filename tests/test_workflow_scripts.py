@@ -145,7 +145,7 @@ def test_wf_clear_only_the_entry_it_read(q: Queue, redis_client: redis.Redis) ->
     q.publish("y", tag="c", depends_on=["p"])
     msg = q.get()
     assert msg is not None and raw(q, q.engine._shards[0].ack(msg, "", 0, None, "7")) == 2
-    (entry,) = q.engine.read_outbox(["p"])
+    (entry,) = q.engine.flow.read_outbox(["p"])
     assert entry[1] == b"17"
     assert raw(q, q.engine._shards[0].wf_clear("p", b"0")) == 0  # replaced meanwhile: kept
     assert q.outbox_size() == 1
@@ -162,7 +162,7 @@ def test_hooks_leave_entries_only_for_workflow_jobs(q: Queue) -> None:
     msg = q.get()
     assert msg is not None
     assert raw(q, q.engine._shards[0].nack(msg, "e", 0, True)) == 3  # dead, and an entry
-    assert q.engine.read_outbox(["p"])[0][1] == b"0"
+    assert q.engine.flow.read_outbox(["p"])[0][1] == b"0"
 
 
 def test_scan_buries_an_expired_workflow_job_with_an_entry(
@@ -173,5 +173,5 @@ def test_scan_buries_an_expired_workflow_job_with_an_entry(
     assert q.get() is not None
     redis_client.zadd(q.engine._keys.leased, {"p": 1})
     assert q.scan().buried == 1
-    assert q.engine.drain() == 1
+    assert q.engine.flow.drain() == 1
     assert q.state("c") == "dead"

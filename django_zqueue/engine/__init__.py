@@ -21,6 +21,10 @@ its own:
 - ``engine.claims`` (:class:`~.claims.Claims`): the chunked claim and the wait for jobs;
 - ``engine.control`` (:class:`~.control.Control`): operator actions on one job, the whole
   queue and the bulk actions;
+- ``engine.durable`` (:class:`~.durable.Durable`): durable steps' records, parking and
+  signals;
+- ``engine.flow_publish`` (:class:`~.flow_publish.FlowPublish`): the publishing of
+  workflows (a waiting job, a step over several queues, the checks before it);
 - ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups and registration;
 - ``engine.protocol`` (:class:`~.protocol.WireProtocol`): the queue set up for producers
   in other languages;
@@ -33,10 +37,6 @@ The layers above the queue core (tasks, worker, scanner, admin, commands) ask th
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
-from typing import Any
 
 import redis
 
@@ -68,10 +68,7 @@ from .layout import Layout
 from .positions import Positions
 from .protocol import WireProtocol
 from .reads import Reads
-from .records import Ack, Claimed, JobInfo, Message, NackResult
-from .records.links import FlowJob, Kid, Ref
 from .results import Results
-from .scripts import Batch, Call, LoadedProtocol, Pending, ProtocolLoad, Sink, Standing
 from .sets import Sets
 from .shard import Shard
 from .stats import Stats
@@ -159,174 +156,3 @@ class Engine(Core):
         self.durable = Durable(self)
         #: the publishing of workflows (:class:`~.flow_publish.FlowPublish`)
         self.flow_publish = FlowPublish(self)
-
-    # ------------------------------------------------------------ forwarders
-    # The names callers used before the engine was split by capability: each forwards to
-    # its capability object. Callers should move to the capability object
-    # (``engine.workers.register(...)`` for ``engine.register_worker(...)``).
-
-    def check_layout(self) -> None:
-        return self.layout.check()
-
-    def ensure_layout(self) -> None:
-        return self.layout.ensure()
-
-    def clear(self) -> None:
-        return self.layout.clear()
-
-    def plan_claim(self, batch: int, consumer: str) -> ClaimPlan:
-        return self.consume.plan_claim(batch, consumer)
-
-    def claim_rest(self, plan: ClaimPlan, first: Claimed) -> tuple[list[Message], float | None]:
-        return self.consume.claim_rest(plan, first)
-
-    def make_ack(
-        self,
-        msg: Message,
-        result: Any = NO_RESULT,
-        result_ttl: float = 86400,
-        run_ms: int | None = None,
-    ) -> Ack:
-        return self.consume.make_ack(msg, result, result_ttl, run_ms)
-
-    def ack_call(
-        self,
-        msg: Message,
-        result: Any = NO_RESULT,
-        result_ttl: float = 86400,
-        run_ms: int | None = None,
-        passed: str = "",
-    ) -> Call[bool]:
-        return self.consume.ack_call(msg, result, result_ttl, run_ms, passed)
-
-    def add_acks(self, batch: Sink, acks: Sequence[Ack]) -> list[AckReply]:
-        return self.consume.add_acks(batch, acks)
-
-    def settle_acks(self, replies: Sequence[AckReply]) -> None:
-        return self.consume.settle_acks(replies)
-
-    def release_call(self, msg: Message) -> Call[bool]:
-        return self.consume.release_call(msg)
-
-    def nack_call(
-        self,
-        msg: Message,
-        error: str = "",
-        retry_in: float | timedelta | None = None,
-        *,
-        dead: bool = False,
-    ) -> Call[NackResult]:
-        return self.consume.nack_call(msg, error, retry_in, dead=dead)
-
-    def touch_call(
-        self,
-        msg: Message,
-        extend: float | None = None,
-        progress: float | None = None,
-        note: str = "",
-    ) -> Call[int | None]:
-        return self.consume.touch_call(msg, extend, progress, note)
-
-    def state_call(self, tag: str) -> Call[str | None]:
-        return self.consume.state_call(tag)
-
-    def info_call(self, tag: str, *, with_body: bool = True) -> Call[JobInfo | None]:
-        return self.consume.info_call(tag, with_body=with_body)
-
-    def link_parents(self, tag: str, parents: Sequence[Ref]) -> None:
-        return self.flow.link_parents(tag, parents)
-
-    def flow_calls(
-        self, jobs: Sequence[FlowJob]
-    ) -> list[tuple[Call[list[tuple[str, str]]], list[str]]]:
-        return self.flow.flow_calls(jobs)
-
-    def dispatch(self, tags: Sequence[str]) -> int:
-        return self.flow.dispatch(tags)
-
-    def settle_ends(self, tags: Sequence[str]) -> None:
-        return self.flow.settle_ends(tags)
-
-    def read_outbox(self, tags: Sequence[str]) -> list[tuple[str, bytes, list[Kid]]]:
-        return self.flow.read_outbox(tags)
-
-    def configured_engines(self) -> list[Core]:
-        return self.flow.configured_engines()
-
-    def dispatch_once(self, tags: Sequence[str]) -> tuple[int, list[Ref]]:
-        return self.flow.dispatch_once(tags)
-
-    def drain(self, limit: int = RESOLVE_CHUNK) -> int:
-        return self.flow.drain(limit)
-
-    def wakeups(self, engines: Sequence[Core]) -> Wakeups:
-        return self.workers.wakeups(engines)
-
-    def wrong_types(self, engines: Sequence[Core]) -> list[str]:
-        return self.workers.wrong_types(engines)
-
-    def register_worker(
-        self, engines: Sequence[Core], worker: str, entry: str
-    ) -> list[dict[Any, Any]]:
-        return self.workers.register(engines, worker, entry)
-
-    def forget_workers(self, entries: Sequence[tuple[Core, Any]]) -> None:
-        return self.workers.forget(entries)
-
-    def workers_key(self) -> str:
-        return self.workers.key()
-
-    def protocol_policy(self) -> dict[str, str]:
-        return self.protocol.policy()
-
-    def publish_protocol(self) -> ProtocolLoad:
-        return self.protocol.publish()
-
-    def restore_protocol(self) -> None:
-        return self.protocol.restore()
-
-    def proto_key(self) -> str:
-        return self.protocol.key()
-
-    def protocol_loaded(self) -> LoadedProtocol | None:
-        return self.protocol.loaded()
-
-    def protocol_stored(self) -> dict[str, str]:
-        return self.protocol.stored()
-
-    def result_raw(self, tag: str) -> Any:
-        return self.results.raw(tag)
-
-    def store_result(self, tag: str, value: str, ttl_ms: int) -> None:
-        return self.results.store(tag, value, ttl_ms)
-
-    def were_cancelled(self, tags: Sequence[str]) -> set[str]:
-        return self.results.were_cancelled(tags)
-
-    def incr_stat(self, counter: str, n: int) -> None:
-        return self.stats.incr(counter, n)
-
-    def add_task_stats(
-        self, batch: Batch, slot: int, counts: Mapping[str, int], keep_seconds: int
-    ) -> None:
-        return self.stats.add_task_stats(batch, slot, counts, keep_seconds)
-
-    def ready_standing(self, tag: str) -> tuple[int | None, float | None]:
-        return self.positions.ready_standing(tag)
-
-    def ahead_elsewhere(self, standings: Sequence[Standing]) -> list[int]:
-        return self.positions.ahead_elsewhere(standings)
-
-    def add_positions(
-        self, batch: Batch, tags: Sequence[str], most: int
-    ) -> tuple[list[Pending[list[Standing]]], list[list[str]]]:
-        return self.positions.add_positions(batch, tags, most)
-
-    def add_job_read(self, batch: Batch, tag: str) -> tuple[Pending[JobInfo | None], int]:
-        return self.positions.add_job_read(batch, tag)
-
-    def overdue(self, slack_ms: int) -> dict[str, tuple[int, float]]:
-        return self.positions.overdue(slack_ms)
-
-    def server_ms(self) -> int:
-        return self.positions.server_ms()

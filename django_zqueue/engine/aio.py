@@ -51,7 +51,7 @@ class AsyncEngine(AsyncTransport):
         if not jobs or not self.fits_one_call(jobs):
             raise InvalidArgument("publish takes 1 to PUBLISH_CHUNK jobs of one partition")
         e = self.sync
-        e.ensure_layout()  # I/O only once per queue object, on a partitioned queue
+        e.layout.ensure()  # I/O only once per queue object, on a partitioned queue
         return await self.run(e._shard_for(jobs[0].tag).publish(jobs))
 
     # ------------------------------------------------------------------ one job
@@ -95,12 +95,12 @@ class AsyncEngine(AsyncTransport):
 
     async def state(self, tag: str) -> str | None:
         """ready, delayed, waiting, leased, dead, or None."""
-        return await self.run(self.sync.state_call(tag))
+        return await self.run(self.sync.consume.state_call(tag))
 
     async def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, read atomically; its rank across the queue."""
         e = self.sync
-        info = await self.run(e.info_call(tag, with_body=with_body))
+        info = await self.run(e.consume.info_call(tag, with_body=with_body))
         if info is not None and info.rank is not None and e.partitions > 1:
             assert info.score is not None
             ahead = await self.ahead(info.score, e._shard_for(tag).index)
@@ -128,7 +128,7 @@ class AsyncEngine(AsyncTransport):
         reply = await self.run(e._shard_for(tag).cancel(tag, ttl_ms))
         done = reply in (CancelReply.WAITING, CancelReply.RUNNING)
         if done:
-            await asyncio.to_thread(e.settle_ends, [tag])
+            await asyncio.to_thread(e.flow.settle_ends, [tag])
         return done
 
     async def signal(
@@ -150,7 +150,7 @@ class AsyncEngine(AsyncTransport):
         per shard, in calls of at most ``claim_chunk``); the messages, and the wait hint
         in seconds when none came."""
         e = self.sync
-        e.ensure_layout()  # I/O only once per queue object, on a partitioned queue
+        e.layout.ensure()  # I/O only once per queue object, on a partitioned queue
         start = e._next_shard()
         msgs: list[Message] = []
         got: list[Claimed] = []
@@ -172,7 +172,7 @@ class AsyncEngine(AsyncTransport):
         ``claim_chunk``), for a caller that sends it with calls of its own
         (:meth:`send_calls`), on an unpartitioned queue; None on a partitioned one, whose
         claim is :meth:`claim`."""
-        return self.sync.plan_claim(batch, consumer) if self.sync.partitions == 1 else None
+        return self.sync.consume.plan_claim(batch, consumer) if self.sync.partitions == 1 else None
 
     async def claim_rest(
         self, plan: ClaimPlan, first: Claimed
@@ -210,7 +210,7 @@ class AsyncEngine(AsyncTransport):
         """End a delivery done (``result`` kept ``result_ttl`` seconds; ``passed``, JSON,
         handed to a workflow job's dependents); False for a stale delivery."""
         given = "" if passed is None else encode_body(passed).decode("utf-8")
-        return await self.run(self.sync.ack_call(msg, result, result_ttl, passed=given))
+        return await self.run(self.sync.consume.ack_call(msg, result, result_ttl, passed=given))
 
     async def nack(
         self,
@@ -221,11 +221,11 @@ class AsyncEngine(AsyncTransport):
         dead: bool = False,
     ) -> NackResult:
         """End a delivery failed: ``"retry"``, ``"dead"``, or None for a stale delivery."""
-        return await self.run(self.sync.nack_call(msg, error, retry_in, dead=dead))
+        return await self.run(self.sync.consume.nack_call(msg, error, retry_in, dead=dead))
 
     async def release(self, msg: Message) -> bool:
         """A delivery back in line unrun, the attempt not counted; False when stale."""
-        return await self.run(self.sync.release_call(msg))
+        return await self.run(self.sync.consume.release_call(msg))
 
     async def touch(
         self,
@@ -236,7 +236,7 @@ class AsyncEngine(AsyncTransport):
     ) -> datetime | None:
         """Extend a delivery's lease, record its progress: the new lease deadline, None
         for a stale delivery."""
-        deadline = await self.run(self.sync.touch_call(msg, extend, progress, note))
+        deadline = await self.run(self.sync.consume.touch_call(msg, extend, progress, note))
         return from_ms(deadline) if deadline else None
 
     # ------------------------------------------------------------------ plain commands

@@ -151,7 +151,7 @@ class Bulk(Flows, Control):
         """Count the outcome; tell workflows about the jobs that ended or came back."""
         done, refused = outcome.done, outcome.refused
         if action in ("delete", "cancel") and done:
-            self.engine.settle_ends(done)
+            self.engine.flow.settle_ends(done)
         if outcome.revived:
             self.dispatch(outcome.revived)
         return BulkResult(len(done), len(tags) - len(done) - refused, refused)

@@ -114,7 +114,7 @@ class Consuming(QueueBase):
         is stale (its lease was recovered, or the job was handed to another consumer).
         """
         given = "" if passed is None else encode_body(passed).decode("utf-8")
-        return self.engine.run(self.engine.ack_call(msg, result, result_ttl, passed=given))
+        return self.engine.run(self.engine.consume.ack_call(msg, result, result_ttl, passed=given))
 
     def ack_many(self, msgs: Sequence[Message]) -> list[bool]:
         """Ack several deliveries in one round trip (one script call per shard and per
@@ -122,15 +122,15 @@ class Consuming(QueueBase):
         if not msgs:
             return []
         batch = self.engine.batch()
-        replies = self.engine.add_acks(batch, [Ack(m) for m in msgs])
+        replies = self.engine.consume.add_acks(batch, [Ack(m) for m in msgs])
         self.engine.send(batch)
-        self.engine.settle_acks(replies)
+        self.engine.consume.settle_acks(replies)
         return [r.result() for r in replies]
 
     def release(self, msg: Message) -> bool:
         """Give a delivery back unrun: the job is back in line at once (at its place) and
         this attempt does not count. False for a stale delivery."""
-        return self.engine.run(self.engine.release_call(msg))
+        return self.engine.run(self.engine.consume.release_call(msg))
 
     def nack(
         self,
@@ -149,7 +149,7 @@ class Consuming(QueueBase):
 
         Returns ``"retry"``, ``"dead"``, or None for a stale delivery (nothing changed).
         """
-        return self.engine.run(self.engine.nack_call(msg, error, retry_in, dead=dead))
+        return self.engine.run(self.engine.consume.nack_call(msg, error, retry_in, dead=dead))
 
     def touch(
         self,
@@ -165,5 +165,5 @@ class Consuming(QueueBase):
         Returns the new lease deadline, or None when the delivery is stale (or was
         cancelled: :meth:`cancel`).
         """
-        deadline = self.engine.run(self.engine.touch_call(msg, extend, progress, note))
+        deadline = self.engine.run(self.engine.consume.touch_call(msg, extend, progress, note))
         return from_ms(deadline) if deadline is not None and deadline > 0 else None

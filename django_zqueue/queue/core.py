@@ -63,4 +63,4 @@ class Queue(Bulk, Consuming, Lookup, Durable):
     def clear(self) -> None:
         """Delete every key of this queue (all jobs, records and counters). For tests
         and operators; not atomic with concurrent publishers."""
-        self.engine.clear()
+        self.engine.layout.clear()

@@ -45,7 +45,7 @@ def publish_sets(sets: Sequence[tuple[Queue, Sequence[NewJob]]]) -> list[Outcome
     run: list[int] = []  # sets that share the next round trip
     for i, (queue, jobs) in enumerate(sets):
         try:
-            queue.engine.ensure_layout()
+            queue.engine.layout.ensure()
         except Exception as exc:
             outcomes[i] = exc
             continue

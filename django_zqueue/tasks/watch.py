@@ -155,7 +155,7 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
     was cancelled). One ``positions`` call per shard and 500 jobs, the progress of the
     shard's jobs (one HMGET), the run-time counters, the workers hash."""
     batch = q.engine.batch()
-    pending, chunks = q.engine.add_positions(batch, tags, MAX_POSITIONS)
+    pending, chunks = q.engine.positions.add_positions(batch, tags, MAX_POSITIONS)
     replies = q.engine.send(batch)
     standings = [s for p in pending for s in p.result()]
     tail = replies[len(pending) :]
@@ -170,7 +170,7 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
     run_ms = sum(_count(r) for _, r in tail[:-1])
     workers = read.live_threads_now(tail[-1])
     ranks = _global_ranks(q, standings)
-    cancelled = q.engine.were_cancelled([st.tag for st in standings if not st.state])
+    cancelled = q.engine.results.were_cancelled([st.tag for st in standings if not st.state])
     parked = _parked(q, [st.tag for st in standings if st.state == "delayed"])
     mean = read.mean_run_ms(acked, run_ms)
     now = time.monotonic()
@@ -209,7 +209,7 @@ def _global_ranks(q: Queue, standings: list[Standing]) -> dict[str, int]:
     """Rank in the whole queue of each ready job: its shard rank, plus on a partitioned
     queue the jobs of the other shards ahead of it (``ZCOUNT``, one more round trip)."""
     ready = [s for s in standings if s.rank is not None and s.score is not None]
-    ahead = q.engine.ahead_elsewhere(ready)
+    ahead = q.engine.positions.ahead_elsewhere(ready)
     return {s.tag: int(s.rank or 0) + n for s, n in zip(ready, ahead, strict=True)}
 
 

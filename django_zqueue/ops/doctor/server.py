@@ -89,7 +89,7 @@ def _protocol(config: conf.Config) -> Iterator[Finding]:
 
     engines = [get_queue(name).engine for name in config.queues]
     try:
-        held = engines[0].protocol_loaded()
+        held = engines[0].protocol.loaded()
     except (ResponseError, ZQueueError):  # no Redis Functions, FUNCTION LIST refused
         return
     what = f"the wire protocol's library {PROTOCOL_LIBRARY}"
