@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..exceptions import DuplicateJob, QueueFull
+from ..exceptions import DuplicateJob
 from .flow import Workflows
 from .layout import Layout
 from .records.links import FlowJob, Ref
 from .redis.connection import unavailable_as_error
+from .writes import room_or_full
 
 if TYPE_CHECKING:
     from .flow import Flow
@@ -116,7 +117,7 @@ class FlowPublish:
                 key = (w.name, shard.index)
                 need[key] = (shard, need.get(key, (shard, 0))[1] + 1)
         if need:
-            self._room([(s, n) for s, n in need.values()])
+            room_or_full(list(need.values()), self._engine)
         adds: dict[int, tuple[Shard, dict[str, int]]] = {}
         for w, tag, group in jobs:
             if w._engine.policy.group_max_length:
@@ -125,24 +126,6 @@ class FlowPublish:
                 per[group] = per.get(group, 0) + 1
         if adds:
             self._engine.run_all([s.group_check(list(per.items())) for s, per in adds.values()])
-
-    def _room(self, counts: Sequence[tuple[Shard, int]]) -> None:
-        """QueueFull when ``n`` more jobs do not fit in a shard's ``max_length``
-        (``counts``: shard, new jobs), read in one round trip."""
-        with unavailable_as_error():
-            pipe = self._engine._client.pipeline(transaction=False)
-            for shard, _ in counts:
-                pipe.zcard(shard.keys.ready)
-                pipe.zcard(shard.keys.delayed)
-            sizes = pipe.execute()
-        for i, (shard, n) in enumerate(counts):
-            waiting = int(sizes[2 * i]) + int(sizes[2 * i + 1])
-            if waiting + n > shard.policy.max_length:
-                raise QueueFull(
-                    f"{waiting} jobs wait and {n} more would pass max_length "
-                    f"{shard.policy.max_length}; nothing was written: retry later, or raise "
-                    "the queue option max_length"
-                )
 
     # ---------------------------------------------------------------- ends
 
