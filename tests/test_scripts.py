@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from django_zqueue.engine import schedstore
+from django_zqueue.engine.keys import SCRIPT_ROLES
 from django_zqueue.engine.records import NewJob
 from django_zqueue.engine.records.codec import read_fields
 from django_zqueue.engine.records.spec import JobSpec
@@ -242,7 +243,8 @@ def test_fmt_writes_what_reads_back(redis_client: redis.Redis, x: float) -> None
 def test_header_states_keys_argv_returns(name: str) -> None:
     header = op_source(name).split("\n\n")[0]
     assert header.startswith(f"-- {name}.lua")
-    assert "KEYS[1]" in header and "ARGV[1]" in header
+    keys = "KEYS by role" if name in SCRIPT_ROLES else "KEYS[1]"  # _keys.lua
+    assert keys in header and "ARGV[1]" in header
     assert "Returns:" in header
     assert "Work:" in header
 
@@ -260,7 +262,7 @@ def test_keys_come_from_keys_never_built(name: str) -> None:
             continue
         key = key.strip()
         assert ".." not in key and not key.startswith(("'", '"')), (name, cmd, key)
-        assert re.fullmatch(r"KEYS\[(\d+|i)\]|k\[?\.?\w+\]?|[a-z_]+", key), (name, cmd, key)
+        assert re.fullmatch(r"KEYS\[(\d+|i)\]|[kK]\[?\.?\w+\]?|[a-z_]+", key), (name, cmd, key)
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
@@ -271,6 +273,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
     if name == "group_check":  # the check before a publish of several calls
         q = make_queue("fairg", fairness="groups", group_max_length=500)
     declared = {int(i) for i in re.findall(r"KEYS\[(\d+)\]", op_source(name).split("\n\n")[0])}
+    declared |= set(range(1, len(SCRIPT_ROLES.get(name, ())) + 1))  # KEYS by role, first
     seen: list[int] = []
     scripts = q.engine._scripts
     original_run, original_batch = scripts.run, Batch.add

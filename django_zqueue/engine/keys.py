@@ -7,6 +7,7 @@ touches a single Redis Cluster slot. Scripts receive these names in ``KEYS``.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,15 @@ class QueueKeys:
             *self.history_keys(),
         ]
 
+    def pick(self, roles: Iterable[str]) -> tuple[str, ...]:
+        """The keys of ``roles`` (each a field of :data:`KEY_TYPES`, the one table of
+        roles; the key of role ``r`` is ``<tag>:<r>``), in that order: the KEYS a script
+        names by role (:data:`SCRIPT_ROLES`). An unknown role raises KeyError."""
+        unknown = [role for role in roles if role not in KEY_TYPES]
+        if unknown:
+            raise KeyError(f"no key role {unknown[0]!r}")
+        return tuple(getattr(self, role) for role in roles)
+
     def history_keys(self) -> list[str]:
         """The keys of the history of finished jobs, in the order the scripts take them:
         ``finished``, ``cancels``, ``history``."""
@@ -170,6 +180,17 @@ KEY_TYPES: dict[str, str] = {
     "finished": "zset",
     "cancels": "zset",
     "history": "hash",
+}
+
+
+#: the roles of the KEYS of each script that names its keys by role, in KEYS order (its
+#: per-job keys, if any, follow them). The script's Lua lists the same roles
+#: (``key_roles(KEYS, {...})``, ``lua/_keys.lua``), which checks each key is its role's;
+#: ``tests/test_key_roles.py`` checks both lists agree. A new state is a new role here,
+#: in the scripts that take it, and in :class:`QueueKeys`.
+SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
+    "state": ("ready", "delayed", "leased", "dead", "wait", "expired"),
+    "positions": ("ready", "delayed", "leased", "dead", "wait", "expired"),
 }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..exceptions import InvalidArgument
-from .keys import QueueKeys
+from .keys import SCRIPT_ROLES, QueueKeys
 from .records import Ack, Claimed, JobInfo, Message, NackResult, NewJob, ScanResult, text
 from .records.links import FlowJob, Resolution, Resolved
 from .scripts import (
@@ -275,17 +275,15 @@ class Shard:
     def state(self, tag: str) -> Call[str | None]:
         """Returns ``ready``, ``delayed``, ``leased``, ``dead``, ``waiting``, ``expired``, or
         None (no such job)."""
-        k = self.keys
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
+        keys = self.keys.pick(SCRIPT_ROLES["state"])
         return Call("state", keys, (tag,), read_state)
 
     def positions(self, tags: Sequence[str]) -> Call[list[Standing]]:
         """Where each of ``tags`` stands, in one atomic read (1 to ``MAX_POSITIONS``)."""
-        k = self.keys
         if not 1 <= len(tags) <= MAX_POSITIONS:
             raise InvalidArgument(f"positions takes 1 to {MAX_POSITIONS} tags, got {len(tags)}")
         tags = tuple(tags)
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired)
+        keys = self.keys.pick(SCRIPT_ROLES["positions"])
         return Call("positions", keys, tags, read_standings(tags))
 
     def fire(

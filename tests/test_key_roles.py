@@ -1,0 +1,97 @@
+"""A script takes its keys by role (``engine/keys.py`` SCRIPT_ROLES, ``lua/_keys.lua``):
+the call builder lists the roles, the script lists the same ones and reads ``K.<role>``,
+and a key out of place or missing is refused before any write. Adding a state is a new
+role in the table and in the scripts that take it, not a shift of every position."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from django_zqueue.engine.keys import KEY_TYPES, SCRIPT_ROLES, queue_keys
+from django_zqueue.engine.scripts import SCRIPT_NAMES, Call, source
+from django_zqueue.engine.scripts.source import includes, lua_file
+from django_zqueue.exceptions import ScriptArgumentError
+from django_zqueue.queue import Queue
+
+from .conftest import QueueFactory, snapshot
+
+ROLES_RE = re.compile(r"key_roles\(KEYS, \{([^}]*)\}\)")
+
+#: a call of each script that takes its keys by role, made by the shard
+CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
+    "state": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].state("a"))[-1],
+    "positions": lambda q: (
+        q.publish("x", tag="a"),
+        q.engine._shards[0].positions(["a", "b"]),
+    )[-1],
+}
+#: the options of the queue a script is called on (default: none)
+OPTIONS: dict[str, dict[str, Any]] = {}
+
+
+def lua_roles(script: str) -> tuple[str, ...]:
+    found = ROLES_RE.findall(lua_file(script))
+    assert len(found) == 1, f"{script}.lua names its roles once"
+    return tuple(re.findall(r"'(\w+)'", found[0]))
+
+
+def test_the_key_of_each_role_is_named_by_it() -> None:
+    k = queue_keys("p", "q")
+    assert k.pick(KEY_TYPES) == tuple(f"{{p:q}}:{role}" for role in KEY_TYPES)
+    with pytest.raises(KeyError):
+        k.pick(["ready", "nosuch"])
+
+
+def test_the_scripts_and_their_builders_list_the_same_roles() -> None:
+    by_role = {name for name in SCRIPT_NAMES if "keys" in includes(name)}
+    assert by_role == set(SCRIPT_ROLES), "every script that reads keys by role is in the table"
+    assert set(CALLS) == set(SCRIPT_ROLES), "and each has a call in this test"
+    for script, roles in SCRIPT_ROLES.items():
+        assert lua_roles(script) == roles, script
+        assert set(roles) <= set(KEY_TYPES), script
+        assert not re.search(r"KEYS\[\d+\]", lua_file(script).split("key_roles(")[1]), (
+            f"{script}.lua reads its role keys as K.<role>"
+        )
+
+
+@pytest.mark.parametrize("script", sorted(CALLS))
+def test_each_key_of_a_call_is_its_role_s(script: str, make_queue: QueueFactory) -> None:
+    q = make_queue(f"roles{script}", **OPTIONS.get(script, {}))
+    call = CALLS[script](q)
+    assert call.script == script
+    k = q.engine._shards[0].keys
+    roles = SCRIPT_ROLES[script]
+    for i, role in enumerate(roles):
+        assert call.keys[i] == getattr(k, role) == f"{k.tag}:{role}", (script, i, role)
+    q.engine.run(call)  # and the call as made runs
+
+
+def _wrong(keys: tuple[str, ...], n: int) -> list[tuple[str, ...]]:
+    """The call's keys with two roles swapped, the last role missing, and the last role's
+    key under another name (in the same slot: ``{p:q}x:<role>``)."""
+    swapped = (keys[1], keys[0], *keys[2:])
+    missing = keys[: n - 1]
+    tag = keys[0].rsplit(":", 1)[0]
+    foreign = (*keys[: n - 1], keys[n - 1].replace(tag, tag + "x", 1), *keys[n:])
+    return [swapped, missing, foreign]
+
+
+@pytest.mark.parametrize("script", sorted(CALLS))
+def test_a_key_out_of_its_role_is_refused_before_any_write(
+    script: str, make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
+) -> None:
+    q = make_queue(f"badroles{script}", **OPTIONS.get(script, {}))
+    call = CALLS[script](q)
+    n = len(SCRIPT_ROLES[script])
+    before = snapshot(redis_client, prefix)
+    for keys in _wrong(call.keys, n):
+        with pytest.raises(ScriptArgumentError, match="must be the"):
+            q.engine.run(call._replace(keys=keys))
+        with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT"):
+            redis_client.eval(source(script), len(keys), *keys, *call.args)
+    assert snapshot(redis_client, prefix) == before
