@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from django_zqueue.engine.keys import KEY_TYPES, SCRIPT_ROLES, queue_keys
+from django_zqueue.engine.records.links import FlowJob
 from django_zqueue.engine.scripts import SCRIPT_NAMES, Call, source
 from django_zqueue.engine.scripts.source import includes, lua_file
 from django_zqueue.exceptions import ScriptArgumentError
@@ -29,6 +30,10 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
         q.publish("x", tag="a"),
         q.engine._shards[0].positions(["a", "b"]),
     )[-1],
+    "publish": lambda q: q.engine._shards[0].publish([q.prepare("x", tag="p1")]),
+    "publish_once": lambda q: q.engine._shards[0].publish_once(q.prepare("x", tag="p1")),
+    "wf_publish": lambda q: q.engine._shards[0].wf_publish([FlowJob(q.prepare("x", tag="p1"))]),
+    "fire": lambda q: q.engine._shards[0].fire("s", 0, 5, q.prepare("x", tag="cron:s:1")),
 }
 #: the options of the queue a script is called on (default: none)
 OPTIONS: dict[str, dict[str, Any]] = {}
@@ -54,8 +59,9 @@ def test_the_scripts_and_their_builders_list_the_same_roles() -> None:
     for script, roles in SCRIPT_ROLES.items():
         assert lua_roles(script) == roles, script
         assert set(roles) <= set(KEY_TYPES), script
-        assert not re.search(r"KEYS\[\d+\]", lua_file(script).split("key_roles(")[1]), (
-            f"{script}.lua reads its role keys as K.<role>"
+        after = lua_file(script).split("key_roles(")[1]
+        assert all(int(i) > len(roles) for i in re.findall(r"KEYS\[(\d+)\]", after)), (
+            f"{script}.lua reads its role keys by role, not by position"
         )
 
 

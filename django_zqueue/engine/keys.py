@@ -188,7 +188,13 @@ KEY_TYPES: dict[str, str] = {
 #: (``key_roles(KEYS, {...})``, ``lua/_keys.lua``), which checks each key is its role's;
 #: ``tests/test_key_roles.py`` checks both lists agree. A new state is a new role here,
 #: in the scripts that take it, and in :class:`QueueKeys`.
+_PUBLISH: tuple[str, ...] = ("ready", "delayed", "body", "meta", "ctr", "notify", "stats")
+_PUBLISH += ("dead", "leased", "wait", "expiry", "expired", "gjobs")
 SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
+    "publish": _PUBLISH,
+    "publish_once": _PUBLISH,
+    "wf_publish": _PUBLISH,
+    "fire": (*_PUBLISH[:9], "sched", "sched_last", "expiry", "expired", "sched_defs"),
     "state": ("ready", "delayed", "leased", "dead", "wait", "expired"),
     "positions": ("ready", "delayed", "leased", "dead", "wait", "expired"),
 }

@@ -65,19 +65,16 @@ class Shard:
     def publish(self, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         k, p = self.keys, self.policy
-        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         args = (p.packed, *(job_arg(j, None, p.compact) for j in jobs))
-        return Call("publish", (*keys, k.wait, k.expiry, k.expired, k.gjobs), args, read_clashes)
+        return Call("publish", k.pick(SCRIPT_ROLES["publish"]), args, read_clashes)
 
     def publish_once(self, job: NewJob) -> Call[tuple[str, str]]:
         """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
         ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
         k, p = self.keys, self.policy
-        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        job_spec = job_arg(job, None, p.compact)
-        args = (p.packed, job_spec)
-        more = (k.unique(job.tag), k.wait, k.expiry, k.expired, k.gjobs)
-        return Call("publish_once", (*keys, *more), args, read_once)
+        keys = (*k.pick(SCRIPT_ROLES["publish_once"]), k.unique(job.tag))
+        args = (p.packed, job_arg(job, None, p.compact))
+        return Call("publish_once", keys, args, read_once)
 
     def claim(self, batch: int, consumer: str) -> Call[Claimed]:
         """``claim.lua``; ``claim_fair.lua`` for a queue with ``fairness="groups"``."""
@@ -297,25 +294,20 @@ class Shard:
         """Returns True when this call fired (or moved on) the tick; False: already done
         (or, with ``digest``, the stored definition is no longer the one of that digest)."""
         k, p = self.keys, self.policy
-        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
         nxt = "" if next_tick is None else next_tick
         fire = "0" if job is None else "1"
         head = (name, expected_tick, nxt, fire, p.packed)
         args = (*head, "" if job is None else job_arg(job, None, p.compact), digest or "")
-        sched = (k.sched, k.sched_last, k.expiry, k.expired, k.sched_defs)
-        return Call("fire", (*keys, *sched), args, read_flag)
+        return Call("fire", k.pick(SCRIPT_ROLES["fire"]), args, read_flag)
 
     # ---------------------------------------------------------------- workflows
 
     def wf_publish(self, jobs: Sequence[FlowJob]) -> Call[list[tuple[str, str]]]:
         """As :meth:`publish`, with each job's links (at most 100 jobs)."""
         k, p = self.keys, self.policy
-        keys = (k.ready, k.delayed, k.body, k.meta, k.ctr, k.notify, k.stats, k.dead, k.leased)
-        args = (p.packed,)
         specs = tuple(job_arg(fj.job, fj.link_fields(), p.compact) for fj in jobs)
-        wf = tuple(k.wf(fj.job.tag) for fj in jobs)
-        more = (k.wait, k.expiry, k.expired, k.gjobs, *wf)
-        return Call("wf_publish", (*keys, *more), (*args, *specs), read_clashes)
+        keys = (*k.pick(SCRIPT_ROLES["wf_publish"]), *(k.wf(fj.job.tag) for fj in jobs))
+        return Call("wf_publish", keys, (p.packed, *specs), read_clashes)
 
     def group_check(self, adds: Sequence[tuple[str, int]]) -> Call[int]:
         """Read-only: raises :class:`QueueFull` naming the first group of ``adds`` (group

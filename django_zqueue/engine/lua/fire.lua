@@ -3,12 +3,12 @@
 -- tick, so even a repeated call cannot add a second one), and move the schedule on.
 -- Any number of scanners may call it for the same tick; one wins.
 --
--- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] body HASH  KEYS[4] meta HASH
--- KEYS[5] ctr HASH    KEYS[6] notify LIST   KEYS[7] stats HASH KEYS[8] dead ZSET
--- KEYS[9] leased ZSET KEYS[10] sched ZSET (schedule name -> next tick, ms)
--- KEYS[11] sched_last HASH (schedule name -> "tick_ms job_tag" of its last firing)
--- KEYS[12] expiry ZSET (the job's expiry, if it has one)   KEYS[13] expired ZSET
--- KEYS[14] sched_defs HASH (schedule name -> JSON definition with its digest)
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing written,
+--   when a key is not its role's): ready ZSET, delayed ZSET, body HASH, meta HASH,
+--   ctr HASH, notify LIST, stats HASH, dead ZSET, leased ZSET, sched ZSET (schedule name
+--   -> next tick, ms), sched_last HASH (schedule name -> "tick_ms job_tag" of its last
+--   firing), expiry ZSET (the job's expiry, if it has one), expired ZSET, sched_defs HASH
+--   (schedule name -> JSON definition with its digest)
 -- ARGV[1] name   ARGV[2] expected tick (the score the caller read)
 -- ARGV[3] next tick ('' = take the schedule out of the due set)
 -- ARGV[4] fire (1 = enqueue the job; 0 = only move on: a tick skipped by catch-up policy)
@@ -30,12 +30,12 @@
 --@include count
 --@include guard
 --@include policy
+--@include keys
 
+local k = key_roles(KEYS, {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats', 'dead',
+  'leased', 'sched', 'sched_last', 'expiry', 'expired', 'sched_defs'})
 guard_keys(KEYS)
 
-local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], expiry = KEYS[12],
-  expired = KEYS[13]}
 local name, expected, policy = ARGV[1], ARGV[2], read_policy(ARGV[5])
 local now = now_ms()
 local j, meta, run_at, why = nil, nil, nil, nil
@@ -48,12 +48,12 @@ if ARGV[4] == '1' then
     error('ZQ_BAD_ARGUMENT: ' .. why)
   end
 end
-local current = redis.call('ZSCORE', KEYS[10], name)
+local current = redis.call('ZSCORE', k.sched, name)
 if not current or tonumber(current) ~= tonumber(expected) then
   return 0
 end
 if ARGV[7] and ARGV[7] ~= '' then
-  local ok, def = pcall(cjson.decode, redis.call('HGET', KEYS[14], name) or '')
+  local ok, def = pcall(cjson.decode, redis.call('HGET', k.sched_defs, name) or '')
   if not ok or type(def) ~= 'table' or def['digest'] ~= ARGV[7] then
     return 0
   end
@@ -67,11 +67,11 @@ if ARGV[4] == '1' then
     bump(k.stats, 'e', 1, now)
     notify(k.notify, 1, policy.notify_cap)
   end
-  redis.call('HSET', KEYS[11], name, expected .. ' ' .. id)
+  redis.call('HSET', k.sched_last, name, expected .. ' ' .. id)
 end
 if ARGV[3] == '' then
-  redis.call('ZREM', KEYS[10], name)
+  redis.call('ZREM', k.sched, name)
 else
-  redis.call('ZADD', KEYS[10], ARGV[3], name)
+  redis.call('ZADD', k.sched, ARGV[3], name)
 end
 return 1

@@ -1,13 +1,14 @@
 -- publish.lua: add N new jobs, all or none (duplicate tags write nothing).
 --
--- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH (read for clashes only)
--- KEYS[4] meta      HASH (the job's record and body, _record.lua)   KEYS[5] ctr      HASH   KEYS[6] notify LIST
--- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
--- KEYS[10] wait     ZSET (read only to name a clash with a job waiting for its parents)
--- KEYS[11] expiry   ZSET (the expiry of each job that has one)
--- KEYS[12] expired  ZSET (read only to name a clash with an expired job)
--- KEYS[13] gjobs    ZSET (fair queues with group_max_length: "<group>\0<id>" per job,
---   _group_room.lua; not touched when the policy's group_max_length is 0)
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing written,
+--   when a key is not its role's), in this order (docs/protocol.md calls it by position):
+--   ready ZSET, delayed ZSET, body HASH (read for clashes only), meta HASH (the job's
+--   record and body, _record.lua), ctr HASH, notify LIST, stats HASH, dead ZSET,
+--   leased ZSET, wait ZSET (read only to name a clash with a job waiting for its
+--   parents), expiry ZSET (the expiry of each job that has one), expired ZSET (read only
+--   to name a clash with an expired job), gjobs ZSET (fair queues with group_max_length:
+--   "<group>\0<id>" per job, _group_room.lua; not touched when the policy's
+--   group_max_length is 0)
 -- ARGV[1] the queue's policy, read by name (_policy.lua): mode ('strict' | 'tstrict' |
 --   'aging' | 'fair'), aging_us (µs one priority step is worth), notify_cap, max_length
 --   (most jobs ready + delayed in this shard; 0 = no limit), group_max_length (fair
@@ -39,10 +40,10 @@
 --@include record
 --@include group_room
 --@include policy
+--@include keys
 
-local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
-  expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
+local k = key_roles(KEYS, {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats',
+  'dead', 'leased', 'wait', 'expiry', 'expired', 'gjobs'})
 local policy = read_policy(ARGV[1])
 local mode, aging_us, cap, n = policy.mode, policy.aging_us, policy.notify_cap, #ARGV - 1
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller

@@ -4,19 +4,17 @@
 --   body, priority and record options and moves its run-at to now + debounce_ms
 --   (a ready job goes back to delayed): one job is kept, its enqueue time and attempts
 --   too, and its workflow mark `k` (it has dependents: _wf_mark.lua). With no job under the tag, the new job is delayed by debounce_ms.
--- unique_for: the tag must not be reserved (KEYS[10], written by ack.lua for
+-- unique_for: the tag must not be reserved (its unique key, written by ack.lua for
 --   unique_ms after the job under this tag finished); the job's record keeps `u`
 --   (unique_ms) for ack.lua.
 -- A tag held by a job in flight or dead, or reserved, is a clash: nothing is written.
 --
--- KEYS[1] ready     ZSET   KEYS[2] delayed  ZSET   KEYS[3] body   HASH (JSON-layout bodies)
--- KEYS[4] meta      HASH (the job's record and body, _record.lua)   KEYS[5] ctr      HASH   KEYS[6] notify LIST
--- KEYS[7] stats     HASH   KEYS[8] dead     ZSET   KEYS[9] leased ZSET
--- KEYS[10] unique STRING (this tag's reservation)
--- KEYS[11] wait ZSET (read only to name a clash with a job waiting for its parents)
--- KEYS[12] expiry ZSET (the job's expiry, if it has one)
--- KEYS[13] expired ZSET (read only to name a clash with an expired job)
--- KEYS[14] gjobs ZSET (as publish.lua; not touched when the policy's group_max_length is 0)
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing written,
+--   when a key is not its role's): as publish.lua, ready ZSET, delayed ZSET, body HASH
+--   (JSON-layout bodies), meta HASH, ctr HASH, notify LIST, stats HASH, dead ZSET,
+--   leased ZSET, wait ZSET, expiry ZSET (the job's expiry, if it has one), expired ZSET,
+--   gjobs ZSET (not touched when the policy's group_max_length is 0); then
+-- KEYS[14] unique STRING (this tag's reservation)
 -- ARGV[1] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap,
 --   max_length and group_max_length (below)
 -- ARGV[2] the job, one MessagePack map as in publish.lua, with two more fields:
@@ -47,10 +45,11 @@
 --@include record
 --@include group_room
 --@include policy
+--@include keys
 
-local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[11],
-  expiry = KEYS[12], expired = KEYS[13], gjobs = KEYS[14]}
+local k = key_roles(KEYS, {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats',
+  'dead', 'leased', 'wait', 'expiry', 'expired', 'gjobs'})
+local unique_key = KEYS[14]
 -- the keys written after the first write (meta is read before it), and ctr's counters
 guard_keys({k.body, k.ready, k.delayed, k.expiry, k.ctr})
 local policy = read_policy(ARGV[1])
@@ -80,7 +79,7 @@ end
 
 local id = j.id
 local state = tag_state(k, id)
-if state == nil and redis.call('EXISTS', KEYS[10]) == 1 then
+if state == nil and redis.call('EXISTS', unique_key) == 1 then
   return {'clash', 'reserved'}
 end
 if state ~= nil and not (debounce and (state == 'ready' or state == 'delayed')) then

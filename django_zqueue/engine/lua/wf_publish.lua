@@ -2,10 +2,11 @@
 -- nothing): as publish.lua, and each job may wait for parents (state "waiting": in
 -- `wait`, not in line) and may have dependents (its links in its own `wf:<id>` hash).
 --
--- KEYS[1] ready  ZSET   KEYS[2] delayed ZSET   KEYS[3] body   HASH (unused)  KEYS[4] meta HASH (records, _record.lua)
--- KEYS[5] ctr    HASH   KEYS[6] notify  LIST   KEYS[7] stats  HASH   KEYS[8] dead ZSET
--- KEYS[9] leased ZSET   KEYS[10] wait   ZSET   KEYS[11] expiry ZSET   KEYS[12] expired ZSET
--- KEYS[13] gjobs ZSET (as publish.lua; not touched when the policy's group_max_length is 0)
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing written,
+--   when a key is not its role's): as publish.lua, ready ZSET, delayed ZSET, body HASH
+--   (unused), meta HASH (records, _record.lua), ctr HASH, notify LIST, stats HASH,
+--   dead ZSET, leased ZSET, wait ZSET, expiry ZSET, expired ZSET, gjobs ZSET (not touched
+--   when the policy's group_max_length is 0); then
 -- KEYS[13 + i] wf HASH of job i (its workflow links), i = 1..n
 -- ARGV[1] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap,
 --   max_length (as publish.lua; counts the jobs that enter ready or delayed now,
@@ -37,10 +38,10 @@
 --@include record
 --@include group_room
 --@include policy
+--@include keys
 
-local k = {ready = KEYS[1], delayed = KEYS[2], body = KEYS[3], meta = KEYS[4], ctr = KEYS[5],
-  notify = KEYS[6], stats = KEYS[7], dead = KEYS[8], leased = KEYS[9], wait = KEYS[10],
-  expiry = KEYS[11], expired = KEYS[12], gjobs = KEYS[13]}
+local k = key_roles(KEYS, {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats',
+  'dead', 'leased', 'wait', 'expiry', 'expired', 'gjobs'})
 -- the keys written after the first write (meta is read before it), and ctr's counters
 guard_keys({k.ready, k.delayed, k.wait, k.expiry, k.ctr})
 local policy = read_policy(ARGV[1])
