@@ -23,6 +23,14 @@ from .conftest import QueueFactory, snapshot
 
 ROLES_RE = re.compile(r"key_roles\(KEYS, \{([^}]*)\}\)")
 
+
+def _leased(q: Queue) -> Any:
+    q.publish("x", tag="a")
+    msg = q.get()
+    assert msg is not None
+    return msg
+
+
 #: a call of each script that takes its keys by role, made by the shard
 CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
     "state": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].state("a"))[-1],
@@ -33,10 +41,17 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
     "publish": lambda q: q.engine._shards[0].publish([q.prepare("x", tag="p1")]),
     "publish_once": lambda q: q.engine._shards[0].publish_once(q.prepare("x", tag="p1")),
     "wf_publish": lambda q: q.engine._shards[0].wf_publish([FlowJob(q.prepare("x", tag="p1"))]),
+    "claim": lambda q: (q.publish("x"), q.engine._shards[0].claim(10, "me"))[-1],
+    "claim_fair": lambda q: (q.publish("x", group="g"), q.engine._shards[0].claim(10, "me"))[-1],
+    "nack": lambda q: q.engine._shards[0].nack(_leased(q), "boom", 0, False),
+    "scan": lambda q: (q.publish("x"), q.engine._shards[0].scan(100))[-1],
     "fire": lambda q: q.engine._shards[0].fire("s", 0, 5, q.prepare("x", tag="cron:s:1")),
 }
 #: the options of the queue a script is called on (default: none)
-OPTIONS: dict[str, dict[str, Any]] = {}
+OPTIONS: dict[str, dict[str, Any]] = {
+    "claim_fair": {"fairness": "groups", "group_concurrency": 2},
+    "scan": {"keep_finished": 10},
+}
 
 
 def lua_roles(script: str) -> tuple[str, ...]:

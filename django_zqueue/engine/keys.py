@@ -89,22 +89,7 @@ class QueueKeys:
 
     def lifecycle(self) -> list[str]:
         """The KEYS of the scripts that can move a job anywhere (nack, scan), in order."""
-        return [
-            self.ready,
-            self.delayed,
-            self.leased,
-            self.dead,
-            self.body,
-            self.meta,
-            self.errors,
-            self.progress,
-            self.ctr,
-            self.stats,
-            self.notify,
-            self.wait,
-            self.wf_out,
-            self.wf_res,
-        ]
+        return list(self.pick(LIFECYCLE))
 
     def all(self) -> list[str]:
         """Every fixed key of the queue (result keys are per job and expire by themselves)."""
@@ -183,18 +168,28 @@ KEY_TYPES: dict[str, str] = {
 }
 
 
+#: the keys of the scripts that can move a job anywhere (nack, scan), in order
+LIFECYCLE: tuple[str, ...] = ("ready", "delayed", "leased", "dead", "body", "meta", "errors")
+LIFECYCLE += ("progress", "ctr", "stats", "notify", "wait", "wf_out", "wf_res")
+_CLAIM = ("ready", "delayed", "leased", "body", "meta", "ctr", "rate", "stats", "dead", "errors")
+_GROUPS = ("gstarts", "gstarts_prev", "ginflight", "grate", "gpark", "gwait")
+_PUBLISH: tuple[str, ...] = ("ready", "delayed", "body", "meta", "ctr", "notify", "stats")
+_PUBLISH += ("dead", "leased", "wait", "expiry", "expired", "gjobs")
+
 #: the roles of the KEYS of each script that names its keys by role, in KEYS order (its
 #: per-job keys, if any, follow them). The script's Lua lists the same roles
 #: (``key_roles(KEYS, {...})``, ``lua/_keys.lua``), which checks each key is its role's;
 #: ``tests/test_key_roles.py`` checks both lists agree. A new state is a new role here,
 #: in the scripts that take it, and in :class:`QueueKeys`.
-_PUBLISH: tuple[str, ...] = ("ready", "delayed", "body", "meta", "ctr", "notify", "stats")
-_PUBLISH += ("dead", "leased", "wait", "expiry", "expired", "gjobs")
 SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
     "publish": _PUBLISH,
     "publish_once": _PUBLISH,
     "wf_publish": _PUBLISH,
     "fire": (*_PUBLISH[:9], "sched", "sched_last", "expiry", "expired", "sched_defs"),
+    "claim": (*_CLAIM, "paused", "expiry", "expired", "wf_out", "wf_res"),
+    "claim_fair": (*_CLAIM, *_GROUPS, "paused", "expiry", "expired", "wf_out", "wf_res", "gjobs"),
+    "nack": LIFECYCLE,
+    "scan": (*LIFECYCLE, "expiry", "expired", "finished", "cancels", "history"),
     "state": ("ready", "delayed", "leased", "dead", "wait", "expired"),
     "positions": ("ready", "delayed", "leased", "dead", "wait", "expired"),
 }

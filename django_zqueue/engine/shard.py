@@ -78,36 +78,12 @@ class Shard:
 
     def claim(self, batch: int, consumer: str) -> Call[Claimed]:
         """``claim.lua``; ``claim_fair.lua`` for a queue with ``fairness="groups"``."""
-        k, p = self.keys, self.policy
-        queue = self.queue
-        keys = (k.ready, k.delayed, k.leased, k.body, k.meta, k.ctr, k.rate, k.stats, k.dead)
-        args = (batch, p.packed, consumer)
-        if p.mode == "fair":
-            return Call(
-                "claim_fair",
-                (
-                    *keys,
-                    k.errors,
-                    k.gstarts,
-                    k.gstarts_prev,
-                    k.ginflight,
-                    k.grate,
-                    k.gpark,
-                    k.gwait,
-                    k.paused,
-                    k.expiry,
-                    k.expired,
-                    k.wf_out,
-                    k.wf_res,
-                    k.gjobs,
-                ),
-                args,
-                lambda reply: Claimed.from_reply(queue, reply),
-            )
+        queue, p = self.queue, self.policy
+        script = "claim_fair" if p.mode == "fair" else "claim"
         return Call(
-            "claim",
-            (*keys, k.errors, k.paused, k.expiry, k.expired, k.wf_out, k.wf_res),
-            args,
+            script,
+            self.keys.pick(SCRIPT_ROLES[script]),
+            (batch, p.packed, consumer),
             lambda reply: Claimed.from_reply(queue, reply),
         )
 
@@ -164,9 +140,9 @@ class Shard:
         return Call("release", keys, (msg.tag, msg.token, p.packed), read_flag)
 
     def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
-        k, p = self.keys, self.policy
+        p = self.policy
         args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.packed)
-        return Call("nack", tuple(k.lifecycle()), args, read_nack)
+        return Call("nack", self.keys.pick(SCRIPT_ROLES["nack"]), args, read_nack)
 
     def touch(self, msg: Message, extend_ms: int, progress: str) -> Call[int | None]:
         """Returns the new lease deadline (ms), None for a stale delivery, or
@@ -177,9 +153,8 @@ class Shard:
         return Call("touch", keys, args, read_deadline)
 
     def scan(self, limit: int) -> Call[ScanResult]:
-        k, p = self.keys, self.policy
-        keys = (*k.lifecycle(), k.expiry, k.expired, *k.history_keys())
-        return Call("scan", keys, (limit, p.packed), ScanResult.from_reply)
+        keys = self.keys.pick(SCRIPT_ROLES["scan"])
+        return Call("scan", keys, (limit, self.policy.packed), ScanResult.from_reply)
 
     def delete(self, tag: str, waiting_only: bool, only: str = "") -> Call[DeleteReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""

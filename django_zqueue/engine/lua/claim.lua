@@ -3,11 +3,12 @@
 -- whose record cannot be used (meta or body) goes to dead letters on its own, with the
 -- reason 'corrupt record: ...'; the other jobs of the call are leased as usual.
 --
--- KEYS[1] ready   ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] body HASH
---   (JSON-layout bodies)   KEYS[5] meta HASH (records, _record.lua)   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
--- KEYS[9] dead    ZSET   KEYS[10] errors HASH   KEYS[11] paused STRING (present: the
---   queue is paused, nothing is claimed nor promoted and the hint is -1)
--- KEYS[12] expiry ZSET   KEYS[13] expired ZSET   KEYS[14] wf_out ZSET   KEYS[15] wf_res HASH
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+--   ready ZSET, delayed ZSET, leased ZSET, body HASH (JSON-layout bodies), meta HASH
+--   (records, _record.lua), ctr HASH, rate HASH, stats HASH, dead ZSET, errors HASH,
+--   paused STRING (present: the queue is paused, nothing is claimed nor promoted and the
+--   hint is -1), expiry ZSET, expired ZSET, wf_out ZSET, wf_res HASH
 --   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua)
 -- ARGV[1] batch (1..100)
 -- ARGV[2] the queue's policy, read by name (_policy.lua): visibility_ms (its default
@@ -40,6 +41,10 @@
 --@include guard
 --@include record
 --@include policy
+--@include keys
+
+local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'body', 'meta', 'ctr', 'rate', 'stats',
+  'dead', 'errors', 'paused', 'expiry', 'expired', 'wf_out', 'wf_res'})
 
 -- The key checks (_guard.lua) are made only where a write could meet a key of the wrong
 -- type: all the keys, once, before promoting due jobs or ending a corrupt record or an
@@ -54,10 +59,7 @@ local function guard_all()
   end
 end
 
-local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
-  meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
-  expiry = KEYS[12], expired = KEYS[13], wf_out = KEYS[14], wf_res = KEYS[15]}
-local rate = KEYS[7]
+local rate = k.rate
 local policy = read_policy(ARGV[2])
 local batch, vt = tonumber(ARGV[1]), policy.visibility_ms
 local concurrency, qps, most = policy.concurrency, policy.qps, policy.promote_limit
@@ -69,7 +71,7 @@ if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)
     MAX_LEASE_MS .. ', concurrency >= 0, qps >= 0, promote_limit 0..5000')
 end
 
-if redis.call('EXISTS', KEYS[11]) == 1 then
+if redis.call('EXISTS', k.paused) == 1 then
   return {-1}
 end
 

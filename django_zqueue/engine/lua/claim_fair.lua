@@ -7,16 +7,18 @@
 -- its group has room; then the virtual time moves on, drained groups are forgotten and
 -- starts are counted per group (fair_claimed).
 --
--- KEYS[1] ready   ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] body HASH
--- KEYS[5] meta    HASH   KEYS[6] ctr     HASH   KEYS[7] rate   HASH   KEYS[8] stats HASH
--- KEYS[9] dead    ZSET   KEYS[10] errors HASH   KEYS[11] gstarts HASH
--- KEYS[12] gstarts_prev HASH   KEYS[13] ginflight ZSET   KEYS[14] grate HASH
--- KEYS[15] gpark ZSET          KEYS[16] gwait ZSET   (see _group_limits.lua)
--- KEYS[17] paused STRING (present: the queue is paused, nothing is claimed nor promoted
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+-- ready   ZSET   delayed ZSET   leased ZSET   body HASH
+-- meta    HASH   ctr     HASH   rate   HASH   stats HASH
+-- dead    ZSET   errors HASH   gstarts HASH
+-- gstarts_prev HASH   ginflight ZSET   grate HASH
+-- gpark ZSET          gwait ZSET   (see _group_limits.lua)
+-- paused STRING (present: the queue is paused, nothing is claimed nor promoted
 --   and the hint is -1)
--- KEYS[18] expiry ZSET   KEYS[19] expired ZSET   KEYS[20] wf_out ZSET   KEYS[21] wf_res HASH
+-- expiry ZSET   expired ZSET   wf_out ZSET   wf_res HASH
 --   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua)
--- KEYS[22] gjobs ZSET (group_max_length's index, _group_room.lua: swept when the
+-- gjobs ZSET (group_max_length's index, _group_room.lua: swept when the
 --   policy's group_max_length > 0, else not touched)
 -- ARGV[1] batch (1..100)
 -- ARGV[2] the queue's policy, read by name (_policy.lua): visibility_ms (its default
@@ -50,15 +52,15 @@
 --@include record
 --@include group_room
 --@include policy
+--@include keys
+
+local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'body', 'meta', 'ctr', 'rate', 'stats',
+  'dead', 'errors', 'gstarts', 'gstarts_prev', 'ginflight', 'grate', 'gpark', 'gwait', 'paused',
+  'expiry', 'expired', 'wf_out', 'wf_res', 'gjobs'})
 
 guard_keys({unpack(KEYS, 1, 21)})
 
-local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], body = KEYS[4],
-  meta = KEYS[5], ctr = KEYS[6], stats = KEYS[8], dead = KEYS[9], errors = KEYS[10],
-  gstarts = KEYS[11], gstarts_prev = KEYS[12], ginflight = KEYS[13], grate = KEYS[14],
-  gpark = KEYS[15], gwait = KEYS[16], expiry = KEYS[18], expired = KEYS[19], wf_out = KEYS[20],
-  wf_res = KEYS[21], gjobs = KEYS[22]}
-local rate = KEYS[7]
+local rate = k.rate
 local policy = read_policy(ARGV[2])
 local batch, vt = tonumber(ARGV[1]), policy.visibility_ms
 local concurrency, qps, most = policy.concurrency, policy.qps, policy.promote_limit
@@ -78,7 +80,7 @@ if gmax > 0 then -- the index is written only by the sweep, after the other writ
   guard_keys({k.gjobs})
 end
 
-if redis.call('EXISTS', KEYS[17]) == 1 then
+if redis.call('EXISTS', k.paused) == 1 then
   return {-1}
 end
 

@@ -1,10 +1,12 @@
 -- nack.lua: a delivery failed: retry it (now, or after retry_ms) or, when its attempts
 -- are spent or `bury` is set, move it to dead letters with the error.
 --
--- KEYS[1] ready  ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
--- KEYS[5] body   HASH  KEYS[6] meta    HASH  KEYS[7] errors HASH  KEYS[8] progress HASH
--- KEYS[9] ctr    HASH  KEYS[10] stats  HASH  KEYS[11] notify LIST
--- KEYS[12] wait  ZSET  KEYS[13] wf_out ZSET  KEYS[14] wf_res HASH (a dead workflow job
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+-- ready  ZSET  delayed ZSET  leased ZSET  dead ZSET
+-- body   HASH  meta    HASH  errors HASH  progress HASH
+-- ctr    HASH  stats  HASH  notify LIST
+-- wait  ZSET  wf_out ZSET  wf_res HASH (a dead workflow job
 --   leaves an outbox entry, see _wf_mark.lua)
 -- ARGV[1] id   ARGV[2] token   ARGV[3] error text, added to its attempts (_attempts.lua;
 --   '' adds none)
@@ -33,12 +35,13 @@
 --@include record
 --@include attempts
 --@include policy
+--@include keys
+
+local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'dead', 'body', 'meta', 'errors',
+  'progress', 'ctr', 'stats', 'notify', 'wait', 'wf_out', 'wf_res'})
 
 guard_keys(KEYS)
 
-local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
-  meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
-  notify = KEYS[11], wf_out = KEYS[13], wf_res = KEYS[14]}
 local id, token = ARGV[1], tonumber(ARGV[2])
 local p = read_policy(ARGV[6])
 local retry_ms, bury, mode, aging_us = tonumber(ARGV[4]), ARGV[5] == '1', p.mode, p.aging_us

@@ -4,14 +4,16 @@
 -- record cannot be used goes to dead letters on its own ('corrupt record: ...', counted
 -- in `buried`); the other jobs of the step move as usual.
 --
--- KEYS[1] ready  ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
--- KEYS[5] body   HASH  KEYS[6] meta    HASH  KEYS[7] errors HASH  KEYS[8] progress HASH
--- KEYS[9] ctr    HASH  KEYS[10] stats  HASH  KEYS[11] notify LIST
--- KEYS[12] wait  ZSET  KEYS[13] wf_out ZSET  KEYS[14] wf_res HASH (a workflow job buried
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+-- ready  ZSET  delayed ZSET  leased ZSET  dead ZSET
+-- body   HASH  meta    HASH  errors HASH  progress HASH
+-- ctr    HASH  stats  HASH  notify LIST
+-- wait  ZSET  wf_out ZSET  wf_res HASH (a workflow job buried
 --   here leaves an outbox entry, see _wf_mark.lua)
--- KEYS[15] expiry ZSET  KEYS[16] expired ZSET (jobs whose expiry passed before they
+-- expiry ZSET  expired ZSET (jobs whose expiry passed before they
 --   started end "expired": _expire.lua; expired jobs are trimmed as dead letters are)
--- KEYS[17] finished ZSET  KEYS[18] cancels ZSET  KEYS[19] history HASH (the history of
+-- finished ZSET  cancels ZSET  history HASH (the history of
 --   finished jobs, _history.lua: trimmed here too, so an idle queue's history still ages
 --   out, and a history switched off empties)
 -- ARGV[1] limit (jobs per step and kind, 1..5000)
@@ -43,13 +45,14 @@
 --@include attempts
 --@include history
 --@include policy
+--@include keys
+
+local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'dead', 'body', 'meta', 'errors',
+  'progress', 'ctr', 'stats', 'notify', 'wait', 'wf_out', 'wf_res', 'expiry', 'expired',
+  'finished', 'cancels', 'history'})
 
 guard_keys(KEYS)
 
-local k = {ready = KEYS[1], delayed = KEYS[2], leased = KEYS[3], dead = KEYS[4], body = KEYS[5],
-  meta = KEYS[6], errors = KEYS[7], progress = KEYS[8], ctr = KEYS[9], stats = KEYS[10],
-  notify = KEYS[11], wait = KEYS[12], wf_out = KEYS[13], wf_res = KEYS[14], expiry = KEYS[15],
-  expired = KEYS[16]}
 local policy = read_policy(ARGV[2])
 local limit, mode, aging_us = tonumber(ARGV[1]), policy.mode, policy.aging_us
 local dead_max, dead_ttl, cap = policy.dead_max, policy.dead_ttl_ms, policy.notify_cap
@@ -185,9 +188,9 @@ local trimmed_x, more_x = trim_dead(k.expired, k.body, k.meta, k.errors, k.progr
   dead_max, dead_ttl, limit)
 -- the history of finished jobs: succeeded, then cancelled ones, `limit` each
 local trimmed_h, more_h = 0, false
-if keep and KEYS[19] then
-  local n1, m1 = trim_history(KEYS[17], KEYS[19], now, keep, keep_ttl, limit)
-  local n2, m2 = trim_history(KEYS[18], KEYS[19], now, keep, keep_ttl, limit)
+if keep and k.history then
+  local n1, m1 = trim_history(k.finished, k.history, now, keep, keep_ttl, limit)
+  local n2, m2 = trim_history(k.cancels, k.history, now, keep, keep_ttl, limit)
   trimmed_h, more_h = n1 + n2, m1 or m2
 end
 local more = 0
