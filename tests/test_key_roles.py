@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from django_zqueue.engine.keys import KEY_TYPES, SCRIPT_ROLES, queue_keys
-from django_zqueue.engine.records.links import FlowJob
+from django_zqueue.engine.records.links import FlowJob, Resolution
 from django_zqueue.engine.scripts import SCRIPT_NAMES, Call, source
 from django_zqueue.engine.scripts.source import includes, lua_file
 from django_zqueue.exceptions import ScriptArgumentError
@@ -45,6 +45,18 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
     "claim_fair": lambda q: (q.publish("x", group="g"), q.engine._shards[0].claim(10, "me"))[-1],
     "nack": lambda q: q.engine._shards[0].nack(_leased(q), "boom", 0, False),
     "scan": lambda q: (q.publish("x"), q.engine._shards[0].scan(100))[-1],
+    "delete": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].delete("a", False))[-1],
+    "requeue_dead": lambda q: (
+        q.nack(_leased(q), "boom", dead=True),
+        q.engine._shards[0].requeue_dead("a"),
+    )[-1],
+    "info": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].info("a"))[-1],
+    "wf_link": lambda q: (
+        q.publish("x", tag="a"),
+        q.engine._shards[0].wf_link("a", '["q", "kid", 0]', 10),
+    )[-1],
+    "wf_resolve": lambda q: q.engine._shards[0].wf_resolve([Resolution("c", 1, "1", "1", "p")]),
+    "wf_clear": lambda q: q.engine._shards[0].wf_clear("a", b"x"),
     "fire": lambda q: q.engine._shards[0].fire("s", 0, 5, q.prepare("x", tag="cron:s:1")),
 }
 #: the options of the queue a script is called on (default: none)

@@ -172,6 +172,10 @@ KEY_TYPES: dict[str, str] = {
 LIFECYCLE: tuple[str, ...] = ("ready", "delayed", "leased", "dead", "body", "meta", "errors")
 LIFECYCLE += ("progress", "ctr", "stats", "notify", "wait", "wf_out", "wf_res")
 _CLAIM = ("ready", "delayed", "leased", "body", "meta", "ctr", "rate", "stats", "dead", "errors")
+_WF = ("wf_out", "wf_res")
+_SETS = ("ready", "delayed", "leased", "dead")
+_HISTORY = ("finished", "cancels", "history")
+_DELETE = ("ready", "delayed", "dead", "leased", "body", "meta", "errors", "progress")
 _GROUPS = ("gstarts", "gstarts_prev", "ginflight", "grate", "gpark", "gwait")
 _PUBLISH: tuple[str, ...] = ("ready", "delayed", "body", "meta", "ctr", "notify", "stats")
 _PUBLISH += ("dead", "leased", "wait", "expiry", "expired", "gjobs")
@@ -186,12 +190,18 @@ SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
     "publish_once": _PUBLISH,
     "wf_publish": _PUBLISH,
     "fire": (*_PUBLISH[:9], "sched", "sched_last", "expiry", "expired", "sched_defs"),
-    "claim": (*_CLAIM, "paused", "expiry", "expired", "wf_out", "wf_res"),
-    "claim_fair": (*_CLAIM, *_GROUPS, "paused", "expiry", "expired", "wf_out", "wf_res", "gjobs"),
+    "claim": (*_CLAIM, "paused", "expiry", "expired", *_WF),
+    "claim_fair": (*_CLAIM, *_GROUPS, "paused", "expiry", "expired", *_WF, "gjobs"),
     "nack": LIFECYCLE,
-    "scan": (*LIFECYCLE, "expiry", "expired", "finished", "cancels", "history"),
+    "scan": (*LIFECYCLE, "expiry", "expired", *_HISTORY),
+    "delete": (*_DELETE, "stats", "wait", *_WF, "expired", "expiry"),
+    "requeue_dead": ("dead", "ready", "meta", "ctr", "stats", "notify", "errors", *_WF),
+    "info": (*_SETS, "meta", "errors", "progress", "body", "wait", "expired", *_HISTORY),
     "state": ("ready", "delayed", "leased", "dead", "wait", "expired"),
     "positions": ("ready", "delayed", "leased", "dead", "wait", "expired"),
+    "wf_link": (*_SETS, "wait", "meta"),
+    "wf_resolve": ("ready", "wait", "dead", "meta", "errors", "ctr", "stats", "notify", *_WF),
+    "wf_clear": ("wf_out", "wf_res", "meta", "dead"),
 }
 
 

@@ -159,10 +159,9 @@ class Shard:
     def delete(self, tag: str, waiting_only: bool, only: str = "") -> Call[DeleteReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
         k = self.keys
-        keys = (k.ready, k.delayed, k.dead, k.leased, k.body, k.meta, k.errors, k.progress)
-        wf = (k.stats, k.wait, k.wf_out, k.wf_res, k.expired, k.expiry, k.steps(tag))
+        keys = (*k.pick(SCRIPT_ROLES["delete"]), k.steps(tag))
         args = (tag, "1" if waiting_only else "0", only)
-        return Call("delete", (*keys, *wf), args, read_as(DeleteReply))
+        return Call("delete", keys, args, read_as(DeleteReply))
 
     def cancel(self, tag: str, ttl_ms: int, only: str = "") -> Call[CancelReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
@@ -218,10 +217,10 @@ class Shard:
         """``front``: to the front of the line, ahead of ``below`` too (the lowest ready
         score of the other partitions)."""
         k, p = self.keys, self.policy
-        keys = (k.dead, k.ready, k.meta, k.ctr, k.stats, k.notify, k.errors, k.wf(tag))
+        keys = (*k.pick(SCRIPT_ROLES["requeue_dead"]), k.wf(tag))
         low = "" if below is None else repr(float(below))
         args = (tag, p.packed, "1" if front else "0", low)
-        return Call("requeue_dead", (*keys, k.wf_out, k.wf_res), args, read_as(RequeueReply))
+        return Call("requeue_dead", keys, args, read_as(RequeueReply))
 
     def purge_dead(self, limit: int) -> Call[int]:
         k = self.keys
@@ -234,9 +233,7 @@ class Shard:
     def info(self, tag: str, with_body: bool = True) -> Call[JobInfo | None]:
         k = self.keys
         queue = self.queue
-        sets = (k.ready, k.delayed, k.leased, k.dead)
-        ended = (*k.history_keys(), k.result(tag))
-        keys = (*sets, k.meta, k.errors, k.progress, k.body, k.wait, k.expired, *ended)
+        keys = (*k.pick(SCRIPT_ROLES["info"]), k.result(tag))
         return Call(
             "info",
             keys,
@@ -295,20 +292,17 @@ class Shard:
     def wf_link(self, parent: str, kid: str, most: int) -> Call[str]:
         """Returns ``linked``, ``dead``, ``corrupt`` or '' (no such parent)."""
         k = self.keys
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.wait, k.meta, k.wf(parent))
+        keys = (*k.pick(SCRIPT_ROLES["wf_link"]), k.wf(parent))
         return Call("wf_link", keys, (parent, kid, most), text)
 
     def wf_resolve(self, entries: Sequence[Resolution]) -> Call[Resolved]:
         k, p = self.keys, self.policy
-        keys = (k.ready, k.wait, k.dead, k.meta, k.errors, k.ctr, k.stats, k.notify)
+        keys = (*k.pick(SCRIPT_ROLES["wf_resolve"]), *(k.wf(e.child) for e in entries))
         args: list[Arg] = [p.packed]
         args += (entry_arg(**e._asdict()) for e in entries)
-        wf = tuple(k.wf(e.child) for e in entries)
-        return Call(
-            "wf_resolve", (*keys, k.wf_out, k.wf_res, *wf), tuple(args), Resolved.from_reply
-        )
+        return Call("wf_resolve", keys, tuple(args), Resolved.from_reply)
 
     def wf_clear(self, tag: str, seen: bytes) -> Call[bool]:
         k, p = self.keys, self.policy
-        keys = (k.wf_out, k.wf_res, k.meta, k.dead, k.wf(tag))
+        keys = (*k.pick(SCRIPT_ROLES["wf_clear"]), k.wf(tag))
         return Call("wf_clear", keys, (tag, seen, p.packed), read_flag)

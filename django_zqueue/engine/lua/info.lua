@@ -1,10 +1,12 @@
 -- info.lua (read-only): a consistent snapshot of one job.
 --
--- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
--- KEYS[5] meta  HASH (records, _record.lua)  KEYS[6] errors  HASH  KEYS[7] progress HASH
--- KEYS[8] body  HASH (bodies of JSON-layout records)
--- KEYS[9] wait  ZSET  KEYS[10] expired ZSET
--- KEYS[11] finished ZSET  KEYS[12] cancels ZSET  KEYS[13] history HASH (the history of
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+-- ready ZSET  delayed ZSET  leased ZSET  dead ZSET
+-- meta  HASH (records, _record.lua)  errors  HASH  progress HASH
+-- body  HASH (bodies of JSON-layout records)
+-- wait  ZSET  expired ZSET
+-- finished ZSET  cancels ZSET  history HASH (the history of
 --   finished jobs, _history.lua)  KEYS[14] result STRING (this job's kept result)
 -- ARGV[1] id   ARGV[2] with_body (1 = include the body)
 -- Returns: {} when no such job; else {state, state_score, rank, meta, error, progress, body,
@@ -24,33 +26,37 @@
 -- Work: O(log N).
 
 --@include record
+--@include keys
+
+local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'dead', 'meta', 'errors', 'progress',
+  'body', 'wait', 'expired', 'finished', 'cancels', 'history'})
 
 local id = ARGV[1]
 local names = {'ready', 'delayed', 'leased', 'dead', 'waiting', 'expired'}
-local k = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[9], KEYS[10]}
+local sets = {k.ready, k.delayed, k.leased, k.dead, k.wait, k.expired}
 local state, score = nil, ''
-for i = 1, 6 do
-  local s = redis.call('ZSCORE', k[i], id)
+for i, key in ipairs(sets) do
+  local s = redis.call('ZSCORE', key, id)
   if s then
     state, score = names[i], s
     break
   end
 end
-local meta = redis.call('HGET', KEYS[5], id)
+local meta = redis.call('HGET', k.meta, id)
 local ended = false -- its record is the history's (no error, progress or body HASH)
 if not state then
   if meta then
     state = 'orphan'
-  elseif KEYS[13] then
-    local s = redis.call('ZSCORE', KEYS[11], id)
+  elseif k.history then
+    local s = redis.call('ZSCORE', k.finished, id)
     if s then
       state = 'succeeded'
     else
-      s = redis.call('ZSCORE', KEYS[12], id)
+      s = redis.call('ZSCORE', k.cancels, id)
       state = s and 'cancelled' or nil
     end
     if state then
-      meta = redis.call('HGET', KEYS[13], id)
+      meta = redis.call('HGET', k.history, id)
       score, ended = s, true
       if not meta then -- an index entry without its record: never expected
         state = nil
@@ -63,7 +69,7 @@ if not state then
 end
 local rank = -1
 if state == 'ready' then
-  rank = redis.call('ZRANK', KEYS[1], id)
+  rank = redis.call('ZRANK', k.ready, id)
 end
 local body = nil
 local kept_errors = '' -- an ended job: the errors kept in the head of its record
@@ -85,7 +91,7 @@ end
 if ARGV[2] ~= '1' then
   body = ''
 elseif body == nil then -- the JSON layout: its body in the body HASH
-  body = ended and '' or redis.call('HGET', KEYS[8], id) or ''
+  body = ended and '' or redis.call('HGET', k.body, id) or ''
 end
 if ended then
   local result = ''
@@ -94,5 +100,5 @@ if ended then
   end
   return {state, score, rank, meta, kept_errors, '', body, result}
 end
-return {state, score, rank, meta or '', redis.call('HGET', KEYS[6], id) or '',
-  redis.call('HGET', KEYS[7], id) or '', body, ''}
+return {state, score, rank, meta or '', redis.call('HGET', k.errors, id) or '',
+  redis.call('HGET', k.progress, id) or '', body, ''}

@@ -1,11 +1,13 @@
 -- requeue_dead.lua: move one dead job back to ready with a fresh attempt count.
 -- Its last error stays on the record until the job next fails or finishes.
 --
--- KEYS[1] dead ZSET   KEYS[2] ready ZSET   KEYS[3] meta HASH   KEYS[4] ctr HASH
--- KEYS[5] stats HASH  KEYS[6] notify LIST  KEYS[7] errors HASH
--- KEYS[8] wf HASH (this job's workflow links: kept again without expiry)
--- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH (a workflow job records that it is revived:
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+-- dead ZSET   ready ZSET   meta HASH   ctr HASH
+-- stats HASH  notify LIST  errors HASH
+-- wf_out ZSET  wf_res HASH (a workflow job records that it is revived:
 --   its dependents buried on its account wait again, _wf_mark.lua)
+-- KEYS[10] wf HASH (this job's workflow links: kept again without expiry)
 -- ARGV[1] id   ARGV[2] the queue's policy, read by name (_policy.lua): mode, aging_us,
 --   notify_cap
 -- ARGV[3] front ('1' = to the front of the line, claimed next: its score is one less
@@ -37,6 +39,10 @@
 --@include attempts
 --@include front
 --@include policy
+--@include keys
+
+local k = key_roles(KEYS, {'dead', 'ready', 'meta', 'ctr', 'stats', 'notify', 'errors',
+  'wf_out', 'wf_res'})
 
 guard_keys(KEYS)
 
@@ -47,32 +53,32 @@ if ARGV[4] and ARGV[4] ~= '' then
     error('ZQ_BAD_ARGUMENT: below must be a score within 2^53')
   end
 end
-if not redis.call('ZSCORE', KEYS[1], id) then
+if not redis.call('ZSCORE', k.dead, id) then
   return 0
 end
-local raw = redis.call('HGET', KEYS[3], id)
+local raw = redis.call('HGET', k.meta, id)
 local meta, why = decode_meta(raw)
 if not meta then -- as bury_corrupt() does, but it is dead already: no counter moves
-  add_attempts(KEYS[7], now_ms(), {{id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw)}})
-  redis.call('HSET', KEYS[3], id, fresh_record({a = 0, m = 0, e = now_ms()}, raw))
+  add_attempts(k.errors, now_ms(), {{id, 'corrupt record: ' .. why .. '\nraw meta: ' .. printable(raw)}})
+  redis.call('HSET', k.meta, id, fresh_record({a = 0, m = 0, e = now_ms()}, raw))
   return -2
 end
 meta.a = 0
 meta.t = nil
 local score -- may raise: no write yet
 if front then
-  score = fmt(front_score(KEYS[2], below))
+  score = fmt(front_score(k.ready, below))
 else
-  score = fmt(ready_score(KEYS[4], meta, p.mode, p.aging_us))
+  score = fmt(ready_score(k.ctr, meta, p.mode, p.aging_us))
 end
-redis.call('ZREM', KEYS[1], id)
-redis.call('HSET', KEYS[3], id, (encode_record(meta)))
-redis.call('ZADD', KEYS[2], score, id)
-count_stat(KEYS[5], 'requeued', 1)
-redis.call('PERSIST', KEYS[8])
-if wf_mark(KEYS[9], KEYS[10], id, meta, 'r', nil, now_ms()) then
-  notify(KEYS[6], 1, p.notify_cap)
+redis.call('ZREM', k.dead, id)
+redis.call('HSET', k.meta, id, (encode_record(meta)))
+redis.call('ZADD', k.ready, score, id)
+count_stat(k.stats, 'requeued', 1)
+redis.call('PERSIST', KEYS[10])
+if wf_mark(k.wf_out, k.wf_res, id, meta, 'r', nil, now_ms()) then
+  notify(k.notify, 1, p.notify_cap)
   return 2
 end
-notify(KEYS[6], 1, p.notify_cap)
+notify(k.notify, 1, p.notify_cap)
 return 1

@@ -1,8 +1,10 @@
 -- wf_link.lua: make a job that already exists a parent of a new dependent (depends_on
 -- given by tag): the dependent is added to its links, so its end is sent on.
 --
--- KEYS[1] ready ZSET  KEYS[2] delayed ZSET  KEYS[3] leased ZSET  KEYS[4] dead ZSET
--- KEYS[5] wait  ZSET  KEYS[6] meta    HASH  KEYS[7] wf HASH (the parent's links)
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+-- ready ZSET  delayed ZSET  leased ZSET  dead ZSET
+-- wait  ZSET  meta    HASH  KEYS[7] wf HASH (the parent's links)
 -- ARGV[1] parent id   ARGV[2] the dependent, JSON [queue, tag, index]
 -- ARGV[3] most dependents a job may have
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a dependent that is not a JSON list, or
@@ -17,6 +19,9 @@
 --@include decode_meta
 --@include guard
 --@include record
+--@include keys
+
+local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'dead', 'wait', 'meta'})
 
 guard_keys(KEYS)
 
@@ -26,8 +31,10 @@ if not ok or type(ref) ~= 'table' or #ref ~= 3 then
   error('ZQ_BAD_ARGUMENT: the dependent must be a JSON list [queue, tag, index]')
 end
 local state = nil
-for i, name in ipairs({'ready', 'delayed', 'leased', 'dead', 'waiting'}) do
-  if redis.call('ZSCORE', KEYS[i], id) then
+for _, s in ipairs({{k.ready, 'ready'}, {k.delayed, 'delayed'}, {k.leased, 'leased'},
+  {k.dead, 'dead'}, {k.wait, 'waiting'}}) do
+  local key, name = s[1], s[2]
+  if redis.call('ZSCORE', key, id) then
     state = name
     break
   end
@@ -35,7 +42,7 @@ end
 if not state then
   return ''
 end
-local meta = decode_meta(redis.call('HGET', KEYS[6], id))
+local meta = decode_meta(redis.call('HGET', k.meta, id))
 if not meta then
   return 'corrupt'
 end
@@ -57,7 +64,7 @@ redis.call('HSET', KEYS[7], 'kids', cjson.encode(kids))
 redis.call('PERSIST', KEYS[7])
 if not meta.k then
   meta.k = 1
-  redis.call('HSET', KEYS[6], id, (encode_record(meta)))
+  redis.call('HSET', k.meta, id, (encode_record(meta)))
 end
 if state == 'dead' then
   return 'dead'

@@ -19,9 +19,11 @@
 --   job was cancelled or deleted: the entry is the old job's); a waiting one
 --   whose record cannot be used (_decode_meta.lua) goes to dead letters as corrupt.
 --
--- KEYS[1] ready ZSET   KEYS[2] wait   ZSET  KEYS[3] dead  ZSET  KEYS[4] meta  HASH
--- KEYS[5] errors HASH  KEYS[6] ctr    HASH  KEYS[7] stats HASH  KEYS[8] notify LIST
--- KEYS[9] wf_out ZSET  KEYS[10] wf_res HASH
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+-- ready ZSET   wait   ZSET  dead  ZSET  meta  HASH
+-- errors HASH  ctr    HASH  stats HASH  notify LIST
+-- wf_out ZSET  wf_res HASH
 -- KEYS[10 + i] wf HASH of the dependent of entry i, i = 1..m
 -- ARGV[1] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap
 -- ARGV[1 + i] entry i, i = 1..m (1..100), a MessagePack map read by name (_entry.lua):
@@ -51,11 +53,13 @@
 --@include attempts
 --@include entry
 --@include policy
+--@include keys
+
+local k = key_roles(KEYS, {'ready', 'wait', 'dead', 'meta', 'errors', 'ctr', 'stats', 'notify',
+  'wf_out', 'wf_res'})
 
 guard_keys(KEYS)
 
-local k = {ready = KEYS[1], wait = KEYS[2], dead = KEYS[3], meta = KEYS[4], errors = KEYS[5],
-  ctr = KEYS[6], stats = KEYS[7], notify = KEYS[8], wf_out = KEYS[9], wf_res = KEYS[10]}
 local policy = read_policy(ARGV[1])
 local mode, aging_us, cap = policy.mode, policy.aging_us, policy.notify_cap
 local m = #ARGV - 1
