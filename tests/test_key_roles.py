@@ -45,6 +45,7 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
     "claim_fair": lambda q: (q.publish("x", group="g"), q.engine._shards[0].claim(10, "me"))[-1],
     "nack": lambda q: q.engine._shards[0].nack(_leased(q), "boom", 0, False),
     "scan": lambda q: (q.publish("x"), q.engine._shards[0].scan(100))[-1],
+    "cancel": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].cancel("a", 60_000))[-1],
     "delete": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].delete("a", False))[-1],
     "requeue_dead": lambda q: (
         q.nack(_leased(q), "boom", dead=True),
@@ -63,6 +64,7 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
 OPTIONS: dict[str, dict[str, Any]] = {
     "claim_fair": {"fairness": "groups", "group_concurrency": 2},
     "scan": {"keep_finished": 10},
+    "cancel": {"keep_finished": 10},
 }
 
 
@@ -128,3 +130,18 @@ def test_a_key_out_of_its_role_is_refused_before_any_write(
         with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT"):
             redis_client.eval(source(script), len(keys), *keys, *call.args)
     assert snapshot(redis_client, prefix) == before
+
+
+def test_cancel_checks_the_history_s_keys_by_role_too(
+    make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
+) -> None:
+    q = make_queue("rolescancelhist", keep_finished=10)
+    call = CALLS["cancel"](q)
+    k = q.engine._shards[0].keys
+    assert call.keys[-3:] == (k.finished, k.cancels, k.history)
+    before = snapshot(redis_client, prefix)
+    swapped = (*call.keys[:-3], k.cancels, k.finished, k.history)
+    with pytest.raises(ScriptArgumentError, match="must be the finished key"):
+        q.engine.run(call._replace(keys=swapped))
+    assert snapshot(redis_client, prefix) == before
+    assert q.engine.run(call) == 1  # cancelled while waiting

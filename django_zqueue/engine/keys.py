@@ -194,6 +194,7 @@ SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
     "claim_fair": (*_CLAIM, *_GROUPS, "paused", "expiry", "expired", *_WF, "gjobs"),
     "nack": LIFECYCLE,
     "scan": (*LIFECYCLE, "expiry", "expired", *_HISTORY),
+    "cancel": (*_SETS, "body", "meta", "errors", "progress", "stats", "notify", "wait", *_WF),
     "delete": (*_DELETE, "stats", "wait", *_WF, "expired", "expiry"),
     "requeue_dead": ("dead", "ready", "meta", "ctr", "stats", "notify", "errors", *_WF),
     "info": (*_SETS, "meta", "errors", "progress", "body", "wait", "expired", *_HISTORY),

@@ -166,13 +166,11 @@ class Shard:
     def cancel(self, tag: str, ttl_ms: int, only: str = "") -> Call[CancelReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
         k, p = self.keys, self.policy
-        keys = (k.ready, k.delayed, k.leased, k.dead, k.body, k.meta, k.errors, k.progress)
-        rest: tuple[str, ...] = (k.stats, k.notify, k.cancelled(tag), k.wait, k.wf_out)
-        rest = (*rest, k.wf_res, k.steps(tag))
+        keys = (*k.pick(SCRIPT_ROLES["cancel"]), k.cancelled(tag), k.steps(tag))
         args = (tag, ttl_ms, p.packed, only)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
-            rest = (*rest, *k.history_keys())
-        return Call("cancel", (*keys, *rest), args, read_as(CancelReply))
+            keys = (*keys, *k.history_keys())
+        return Call("cancel", keys, args, read_as(CancelReply))
 
     def range_after(
         self, key: str, after: tuple[float, str] | None, top: float, limit: int

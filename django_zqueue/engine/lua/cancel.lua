@@ -4,12 +4,15 @@
 -- stale from now on (no ack, nack or lease recovery can put it back in line); its
 -- worker learns of it from its next heartbeat (touch.lua) and stops the run.
 --
--- KEYS[1] ready ZSET   KEYS[2] delayed ZSET   KEYS[3] leased ZSET   KEYS[4] dead ZSET
--- KEYS[5] body HASH    KEYS[6] meta HASH      KEYS[7] errors HASH   KEYS[8] progress HASH
--- KEYS[9] stats HASH   KEYS[10] notify LIST   KEYS[11] cancelled STRING (this job's)
--- KEYS[12] wait ZSET   KEYS[13] wf_out ZSET   KEYS[14] wf_res HASH (workflows: a job
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES; ZQ_BAD_ARGUMENT, nothing
+--   written, when a key is not its role's), in this order:
+-- ready ZSET   delayed ZSET   leased ZSET   dead ZSET
+-- body HASH    meta HASH      errors HASH   progress HASH
+-- stats HASH   notify LIST
+-- wait ZSET   wf_out ZSET   wf_res HASH (workflows: a job
 --   waiting for its parents is cancelled too; a cancelled workflow job leaves an outbox
 --   entry, its end a failure for its dependents: _wf_mark.lua)
+-- then KEYS[14] cancelled STRING (this job's)
 -- KEYS[15] steps HASH (this job's durable step records, deleted)
 -- ARGV[1] id   ARGV[2] ttl_ms (how long the cancelled record is kept, 1 ms .. 3650 days)
 -- ARGV[3] the queue's policy, read by name (_policy.lua): notify_cap (a running job's
@@ -21,7 +24,7 @@
 --   state, as a bulk action on one state needs)
 -- KEYS[16] finished ZSET  KEYS[17] cancels ZSET  KEYS[18] history HASH (passed only when
 --   the policy's keep_finished > 0: the job is kept in the history of finished jobs,
---   _history.lua)
+--   _history.lua; checked by role too, ZQ_BAD_ARGUMENT before any write)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds or a policy that is
 --   not one (_policy.lua).
 -- Returns: 1 cancelled while waiting (ready, delayed, or for its parents); 2 cancelled
@@ -42,40 +45,49 @@
 --@include guard
 --@include history
 --@include policy
+--@include keys
+
+local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'dead', 'body', 'meta', 'errors',
+  'progress', 'stats', 'notify', 'wait', 'wf_out', 'wf_res'})
 
 guard_keys(KEYS)
+-- the history's keys, by role, when passed
+local h = KEYS[16] and key_roles({KEYS[16], KEYS[17], KEYS[18]},
+  {'finished', 'cancels', 'history'})
 
 local policy = read_policy(ARGV[3])
 local id, ttl, cap = ARGV[1], tonumber(ARGV[2]), policy.notify_cap
 if not is_int(ttl, 1, MAX_DELAY_MS) then
   error('ZQ_BAD_ARGUMENT: ttl_ms must be an integer in [1, ' .. MAX_DELAY_MS .. ']')
 end
-local only = ({ready = 1, delayed = 2, leased = 3, waiting = 12})[ARGV[4] or '']
-local in_set = only and KEYS[only] -- the set of the state `only` names
+-- the set of the state `only` names
+local in_set = ({ready = k.ready, delayed = k.delayed, leased = k.leased,
+  waiting = k.wait})[ARGV[4] or '']
 if in_set and not redis.call('ZSCORE', in_set, id) then
   return -2
 end
-if redis.call('ZSCORE', KEYS[4], id) then
+if redis.call('ZSCORE', k.dead, id) then
   return -1
 end
 local was = nil
-for i, name in ipairs({'ready', 'delayed', 'leased'}) do
-  if redis.call('ZREM', KEYS[i], id) == 1 then
+for _, s in ipairs({{k.ready, 'ready'}, {k.delayed, 'delayed'}, {k.leased, 'leased'}}) do
+  local key, name = s[1], s[2]
+  if redis.call('ZREM', key, id) == 1 then
     was = name
     break
   end
 end
-if not was and redis.call('ZREM', KEYS[12], id) == 1 then
+if not was and redis.call('ZREM', k.wait, id) == 1 then
   was = 'waiting'
 end
 if not was then
   return 0
 end
 local rec = {at = now_ms(), was = was}
-local raw = redis.call('HGET', KEYS[6], id)
+local raw = redis.call('HGET', k.meta, id)
 local meta = parse_record(raw, true)
 if meta then
-  wf_mark(KEYS[13], KEYS[14], id, meta, false, 'cancelled', rec.at)
+  wf_mark(k.wf_out, k.wf_res, id, meta, false, 'cancelled', rec.at)
   rec.a = tonumber(meta.a) or 0
   if was == 'leased' then
     rec.t = meta.t
@@ -86,19 +98,19 @@ if KEYS[15] then
   redis.call('DEL', KEYS[15]) -- its durable step records
 end
 local keep = policy.keep_finished
-if keep > 0 and KEYS[18] and meta then -- its record, kept in the history (before it goes)
-  local errors = soft_value(redis.pcall('HGET', KEYS[7], id)) -- kept with its end
+if keep > 0 and h and meta then -- its record, kept in the history (before it goes)
+  local errors = soft_value(redis.pcall('HGET', k.errors, id)) -- kept with its end
   local head = with_errors(cmsgpack.pack({fa = rec.at, was = was}), errors)
-  local kept = kept_record(raw, head, KEYS[5], id)
-  keep_ended(KEYS[17], KEYS[16], KEYS[18], {id}, {id, kept})
-  bound_history(KEYS[17], KEYS[18], keep, 1, policy.trim_limit)
+  local kept = kept_record(raw, head, k.body, id)
+  keep_ended(h.cancels, h.finished, h.history, {id}, {id, kept})
+  bound_history(h.cancels, h.history, keep, 1, policy.trim_limit)
 end
-drop_record(KEYS[5], KEYS[6], KEYS[7], KEYS[8], id)
-redis.call('SET', KEYS[11], cjson.encode(rec), 'PX', ttl)
+drop_record(k.body, k.meta, k.errors, k.progress, id)
+redis.call('SET', KEYS[14], cjson.encode(rec), 'PX', ttl)
 if was == 'leased' then -- a delivery ends: counted apart, so inflight = claimed - ... - cancelled
-  count_stat(KEYS[9], 'cancelled', 1)
-  notify(KEYS[10], 1, cap)
+  count_stat(k.stats, 'cancelled', 1)
+  notify(k.notify, 1, cap)
   return 2
 end
-count_stat(KEYS[9], 'deleted', 1) -- a waiting job removed, as delete does
+count_stat(k.stats, 'deleted', 1) -- a waiting job removed, as delete does
 return 1
