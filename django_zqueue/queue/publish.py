@@ -13,6 +13,8 @@ from ..engine.writes import group_room_or_full, room_or_full
 from ..exceptions import InvalidArgument, PayloadTooLarge
 from .once import Once
 
+_NONE6 = (None,) * 6
+
 #: the room checks live in the engine (``engine.writes``); named here for queue/flow.py
 __all__ = ["Publishing", "group_room_or_full", "room_or_full"]
 
@@ -41,12 +43,24 @@ class Publishing(Once):
         when made) instead of the keywords; its ``debounce`` and ``unique_for`` are left
         to :meth:`publish_once`. Raises exactly what :meth:`publish` raises for bad
         input; touches no Redis."""
-        data = self._data(body)
+        data = encode_body(body)  # the body first: its errors before the options'
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
         if options is None:
-            spec = self._spec(
-                priority, score, delay, run_at, max_retries, visibility_timeout, group, expires
-            )
-            return self._made(data, tag, spec)
+            retries = self.options.max_retries if max_retries is None else max_retries
+            if (
+                type(priority) is int
+                and type(retries) is int
+                and (score, delay, run_at, visibility_timeout, group, expires) == _NONE6
+            ):  # the common case: one spec per priority and retries, checked once
+                spec = plain_spec(priority, retries)
+            else:
+                spec = self._spec(
+                    priority, score, delay, run_at, max_retries, visibility_timeout, group, expires
+                )
+            if tag is None:
+                return NewJob(new_tag(), data, spec, True)
+            return NewJob(validate.tag(tag), data, spec)
         if (priority, score, delay, run_at, max_retries, visibility_timeout, group) != (
             0,
             *[None] * 6,
