@@ -8,10 +8,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..engine.records import NewJob, encode_body, new_tag, validate
-from ..engine.records.spec import JobOptions, plain_options
+from ..engine.records.spec import JobOptions, JobSpec, plain_spec
 from ..engine.writes import group_room_or_full, room_or_full
 from ..exceptions import InvalidArgument, PayloadTooLarge
 from .once import Once
+
+_NONE6 = (None,) * 6
 
 #: the room checks live in the engine (``engine.writes``); named here for queue/flow.py
 __all__ = ["Publishing", "group_room_or_full", "room_or_full"]
@@ -41,34 +43,81 @@ class Publishing(Once):
         when made) instead of the keywords; its ``debounce`` and ``unique_for`` are left
         to :meth:`publish_once`. Raises exactly what :meth:`publish` raises for bad
         input; touches no Redis."""
-        retries = self.options.max_retries if max_retries is None else max_retries
-        if (
-            options is None
-            and (score, delay, run_at, visibility_timeout, group, expires) == (None,) * 6
-            and type(priority) is int
-            and type(retries) is int
-        ):
-            options = plain_options(priority, retries)  # the common case, checked once
-        elif options is None:
-            options = JobOptions(
-                priority=priority,
-                score=score,
-                delay=delay,
-                run_at=run_at,
-                max_retries=retries,
-                visibility_timeout=visibility_timeout,
-                group=group,
-                expires=expires,
-            )
-        elif (priority, score, delay, run_at, max_retries, visibility_timeout, group, expires) != (
+        data = encode_body(body)  # the body first: its errors before the options'
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
+        if options is None:
+            retries = self.options.max_retries if max_retries is None else max_retries
+            if (
+                type(priority) is int
+                and type(retries) is int
+                and (score, delay, run_at, visibility_timeout, group, expires) == _NONE6
+            ):  # the common case: one spec per priority and retries, checked once
+                spec = plain_spec(priority, retries)
+            else:
+                spec = self._spec(
+                    priority, score, delay, run_at, max_retries, visibility_timeout, group, expires
+                )
+            if tag is None:
+                return NewJob(new_tag(), data, spec, True)
+            return NewJob(validate.tag(tag), data, spec)
+        if (priority, score, delay, run_at, max_retries, visibility_timeout, group) != (
             0,
-            *[None] * 7,
-        ):
+            *[None] * 6,
+        ) or expires is not None:
             raise InvalidArgument("give the job's options as options= or as keywords, not both")
+        return self._made(data, tag, self._spec_of(options))
+
+    def _data(self, body: Any) -> bytes:
+        """A body encoded, within the queue's ``max_payload_bytes``."""
         data = encode_body(body)
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(len(data), self.options.max_payload_bytes)
-        spec = options.job_spec(self.options.max_retries, self._weight(options.group))
+        return data
+
+    def _spec(
+        self,
+        priority: int,
+        score: float | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        max_retries: int | None,
+        visibility_timeout: float | None,
+        group: str | None,
+        expires: float | timedelta | datetime | None,
+    ) -> JobSpec:
+        """The spec of a job of these options given as keywords (checked once)."""
+        retries = self.options.max_retries if max_retries is None else max_retries
+        if (
+            type(priority) is int
+            and type(retries) is int
+            and score is None
+            and delay is None
+            and run_at is None
+            and visibility_timeout is None
+            and group is None
+            and expires is None
+        ):  # the common case: one spec per priority and retries, checked once
+            return plain_spec(priority, retries)
+        return JobSpec.build(
+            priority=priority,
+            score=score,
+            delay=delay,
+            run_at=run_at,
+            max_retries=retries,
+            visibility_timeout=visibility_timeout,
+            group=group,
+            weight=self._weight(group),
+            expires=expires,
+        )
+
+    def _spec_of(self, options: JobOptions) -> JobSpec:
+        """The spec of a job of these options (checked when made), with the queue's
+        retries and its group's weight, without the rules of publish_once."""
+        return options.job_spec(self.options.max_retries, self._weight(options.group))
+
+    @staticmethod
+    def _made(data: bytes, tag: str | None, spec: JobSpec) -> NewJob:
         if tag is None:
             return NewJob(new_tag(), data, spec, True)
         return NewJob(validate.tag(tag), data, spec)
@@ -117,22 +166,21 @@ class Publishing(Once):
         ``debounce`` and ``unique_for`` (seconds; both need a ``tag``) apply the rules
         of :meth:`publish_once` (docs/job-control.md).
         """
-        options = JobOptions(
-            priority=priority,
-            score=score,
-            delay=delay,
-            run_at=run_at,
+        if (debounce is not None or unique_for is not None) and tag is None:
+            raise InvalidArgument("debounce and unique_for need a tag")
+        job = self.prepare(
+            body,
+            tag,
+            priority,
+            score,
+            delay,
+            run_at,
             max_retries=max_retries,
             visibility_timeout=visibility_timeout,
             group=group,
-            debounce=debounce,
-            unique_for=unique_for,
             expires=expires,
         )
-        if options.once and tag is None:
-            raise InvalidArgument("debounce and unique_for need a tag")
-        job = self.prepare(body, tag, options=options)
-        if options.once:
+        if debounce is not None or unique_for is not None:
             self.publish_once(job, debounce=debounce, unique_for=unique_for)
             return job.tag
         return self.publish_prepared([job])[0]
@@ -166,18 +214,13 @@ class Publishing(Once):
             raise InvalidArgument(
                 f"got {len(body_list)} bodies but {len(tag_list)} tags; give one tag per body"
             )
-        options = JobOptions(
-            priority=priority,
-            delay=delay,
-            run_at=run_at,
-            max_retries=max_retries,
-            group=group,
-            expires=expires,
-        )
-        jobs = [
-            self.prepare(b, tag_list[i] if tag_list else None, options=options)
-            for i, b in enumerate(body_list)
-        ]
+        spec = None  # one spec for every body, made after the first body is encoded
+        jobs = []
+        for i, b in enumerate(body_list):
+            data = self._data(b)
+            if spec is None:
+                spec = self._spec(priority, None, delay, run_at, max_retries, None, group, expires)
+            jobs.append(self._made(data, tag_list[i] if tag_list else None, spec))
         return self.publish_prepared(jobs)
 
     def publish_prepared(self, jobs: Sequence[NewJob]) -> list[str]:

@@ -12,14 +12,24 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, cast
 
+from ..conf.bounds import MAX_DELAY, check_job_options
 from ..conf.fairness import group_problem
-from ..engine.records.spec import OPTION_FIELDS, JobOptions
+from ..engine.records.spec import JobOptions
 from ..exceptions import InvalidArgument
 
 #: the job options (:class:`JobOptions`' fields) that ``@task(...)`` and :meth:`Task.using`
-#: take by name: each is passed on to the task's ``options`` as it is (``group`` is a
-#: function of the call's arguments on a task: the task's own field)
-TASK_OPTIONS = tuple(n for n in OPTION_FIELDS if n != "group")
+#: take by name (``score``, ``delay`` and ``run_at`` are a call's own, never a task's;
+#: ``group`` is a function of the call's arguments on a task: the task's own field)
+TASK_OPTIONS = (
+    "priority",
+    "max_retries",
+    "visibility_timeout",
+    "debounce",
+    "unique_for",
+    "expires",
+)
+#: the task options given in seconds (a number, never a timedelta or a datetime)
+SECONDS_OPTIONS = ("debounce", "unique_for", "expires")
 
 
 def call_of(
@@ -58,6 +68,35 @@ def replaced(name: str, options: JobOptions, changes: Mapping[str, Any]) -> JobO
         return dataclasses.replace(options, **changes)
     except InvalidArgument as exc:
         raise InvalidArgument(f"task {name!r}: {exc}") from None
+
+
+def task_options(name: str, options: JobOptions, given: Mapping[str, Any]) -> JobOptions:
+    """``options`` with the task options ``given`` (:data:`TASK_OPTIONS`, None left out),
+    each checked with its task message (``max_retries``, ``visibility_timeout``; seconds
+    as a float for ``debounce``, ``unique_for`` and ``expires``), then by
+    :class:`JobOptions` (``priority``): an error names the task."""
+    changes = {n: v for n, v in given.items() if v is not None}
+    if not changes:
+        return options
+    check_job_options(
+        f"task {name!r}",
+        max_retries=changes.get("max_retries"),
+        visibility_timeout=changes.get("visibility_timeout"),
+    )
+    for option in SECONDS_OPTIONS:
+        if option in changes:
+            changes[option] = once_seconds(name, option, changes[option])
+    return replaced(name, options, changes)
+
+
+def once_seconds(name: str, option: str, value: object) -> float:
+    """A task's ``debounce``, ``unique_for`` or ``expires``: seconds (an int or a float,
+    not a timedelta), at least 1 ms, within 3650 days, as a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0.001:
+        raise InvalidArgument(f"task {name!r}: {option} must be a positive number of seconds")
+    if value > MAX_DELAY:
+        raise InvalidArgument(f"task {name!r}: {option} must be within 3650 days")
+    return float(value)
 
 
 def seconds(value: float | timedelta | None) -> float | None:

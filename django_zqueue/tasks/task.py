@@ -26,7 +26,7 @@ import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
 
 from django.db import transaction
 
@@ -40,7 +40,7 @@ from ..queue import NewJob, Queue, get_queue
 from . import oncommit, registry, tracing
 from .callcheck import check_call
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
-from .options import TASK_OPTIONS, by_call, call_of, replaced, seconds, taken
+from .options import TASK_OPTIONS, by_call, call_of, seconds, taken, task_options
 from .schedules import Schedule, declare
 from .serializer import encode_call
 
@@ -95,16 +95,16 @@ class Task(Generic[P, R]):
         return seconds(self.options.visibility_timeout)
 
     @property
-    def debounce(self) -> float | timedelta | None:
-        return self.options.debounce
+    def debounce(self) -> float | None:
+        return cast("float | None", self.options.debounce)
 
     @property
-    def unique_for(self) -> float | timedelta | None:
-        return self.options.unique_for
+    def unique_for(self) -> float | None:
+        return cast("float | None", self.options.unique_for)
 
     @property
-    def expires(self) -> float | timedelta | datetime | None:
-        return self.options.expires
+    def expires(self) -> float | None:
+        return cast("float | None", self.options.expires)
 
     def using(
         self,
@@ -127,8 +127,8 @@ class Task(Generic[P, R]):
         ``tag`` and ``group`` may each be a fixed string for the next enqueue or a
         function of the call's arguments."""
         given = locals()  # the job options by name: a new one is one more parameter here
-        job = {n: given[n] for n in TASK_OPTIONS if n in given and given[n] is not None}
-        changes: dict[str, Any] = {"options": replaced(self.name, self.options, job)}
+        job = {n: given[n] for n in TASK_OPTIONS}
+        changes: dict[str, Any] = {"options": task_options(self.name, self.options, job)}
         if queue is not None:
             changes["queue_name"] = queue
         if tag is not None:
@@ -163,19 +163,17 @@ class Task(Generic[P, R]):
             raise InvalidArgument(f"tag function of task {self.name!r} returned {value!r}")
         return value
 
-    def _options_for(
+    def _call_options(
         self,
         kwargs: dict[str, Any],
         *,
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
-    ) -> JobOptions:
-        """The task's job options with a call's own delay or run-at, and its expiry:
-        ``expires`` (seconds, a timedelta or an aware datetime) taken out of the call's
-        keyword arguments (:func:`taken`)."""
+    ) -> dict[str, Any]:
+        """A call's own job options, checked by :meth:`_prepare` after the call: its delay,
+        run-at, and ``expires`` taken out of its keyword arguments (:func:`taken`)."""
         call = {"delay": delay, "run_at": run_at, "expires": taken(self.func, kwargs, "expires")}
-        changes = {n: v for n, v in call.items() if v is not None}
-        return replaced(self.name, self.options, changes) if changes else self.options
+        return {n: v for n, v in call.items() if v is not None}
 
     def _new_job(
         self,
@@ -184,28 +182,33 @@ class Task(Generic[P, R]):
         call: tuple[tuple[Any, ...], Mapping[str, Any]],
         o: JobOptions,
     ) -> NewJob:
-        """One call's job: its tag, and its group (a job option) from the call."""
+        """One call's job: its tag and group from the call (Queue.publish's errors)."""
         tag, group = self._tag(*call), self._group(*call)
         if group is not None:
-            o = replaced(self.name, o, {"group": group})
+            o = dataclasses.replace(o, group=group)
         return queue.prepare(body, tag, options=o)
 
     def _prepare(
         self,
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
-        options: JobOptions,
+        changes: Mapping[str, Any] | None,
         span: Span | None,
     ) -> tuple[Queue, list[NewJob]]:
-        """The jobs of ``calls`` with these job options, checked and encoded (a bad call
-        raises, writing nothing), each body carrying the trace context of ``span``
-        (:mod:`.tracing`)."""
+        """The jobs of ``calls`` with the task's options and the call's ``changes``, checked
+        (the call first; a call's option raises Queue.publish's error) and encoded, each
+        body carrying the trace context of ``span`` (:mod:`.tracing`)."""
         for i, (a, k) in enumerate(calls):
             self._check_call(a, k, i if len(calls) > 1 else None)
-        if options.once and self.tag is None:
+        if self.options.once and self.tag is None:
             raise InvalidArgument(
                 f"task {self.name!r}: debounce and unique_for need a tag: give "
                 "@task(tag=...) or .using(tag=...)"
             )
+        options = self.options
+        if changes:
+            if options.debounce is not None and ("delay" in changes or "run_at" in changes):
+                raise InvalidArgument(f"task {self.name!r}: debounce sets the run-at: no delay")
+            options = dataclasses.replace(options, **changes)
         queue = self.queue
         jobs = []
         for call in calls:
@@ -265,16 +268,16 @@ class Task(Generic[P, R]):
     def _submit(
         self,
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
-        options: JobOptions | None = None,
+        changes: Mapping[str, Any] | None = None,
         depends_on: Iterable[Any] | None = None,
     ) -> list[Job]:
-        """Enqueue ``calls`` with these job options (None: the task's)."""
-        options = self.options if options is None else options
+        """Enqueue ``calls`` with the task's job options and the call's own ``changes``."""
+        options = self.options  # its rules of publish_once (a call changes none of them)
         span = tracing.start_send(self.queue_name, self.name, len(calls))
         try:
             # Everything is validated and encoded now, inside the caller's transaction: a
             # bad call raises here and writes nothing, whenever the jobs are sent.
-            queue, jobs = self._prepare(calls, options, span)
+            queue, jobs = self._prepare(calls, changes, span)
             parents = None
             if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
                 alone = isinstance(depends_on, Job | str | OptionalParent)
@@ -345,15 +348,15 @@ class Task(Generic[P, R]):
     async def _asubmit(
         self,
         calls: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
-        options: JobOptions | None = None,
+        changes: Mapping[str, Any] | None = None,
         depends_on: list[Any] | None = None,
     ) -> list[Job]:
         from ..queue.aio import get_async_queue
 
-        options = self.options if options is None else options
+        options = self.options  # its rules of publish_once (a call changes none of them)
         span = tracing.start_send(self.queue_name, self.name, len(calls))
         try:
-            queue, jobs = self._prepare(calls, options, span)
+            queue, jobs = self._prepare(calls, changes, span)
             if depends_on is not None and options.once:
                 raise InvalidArgument(
                     f"task {self.name!r}: depends_on does not go with debounce or unique_for"
@@ -383,18 +386,18 @@ class Task(Generic[P, R]):
         ``depends_on`` as in :meth:`enqueue`."""
         parents, options = (
             self._depends_on(kwargs),
-            self._options_for(kwargs),
+            self._call_options(kwargs),
         )
         return (await self._asubmit([(args, kwargs)], options, parents))[0]
 
     async def aenqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """:meth:`enqueue_in` from asyncio code."""
-        options = self._options_for(kwargs, delay=delay)
+        options = self._call_options(kwargs, delay=delay)
         return (await self._asubmit([(args, kwargs)], options))[0]
 
     async def aenqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
         """:meth:`enqueue_at` from asyncio code."""
-        options = self._options_for(kwargs, run_at=when)
+        options = self._call_options(kwargs, run_at=when)
         return (await self._asubmit([(args, kwargs)], options))[0]
 
     def _depends_on(self, kwargs: dict[str, Any]) -> list[Any] | None:
@@ -421,18 +424,18 @@ class Task(Generic[P, R]):
         ``expired``."""
         parents, options = (
             self._depends_on(kwargs),
-            self._options_for(kwargs),
+            self._call_options(kwargs),
         )
         return self._submit([(args, kwargs)], options, parents)[0]
 
     def enqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run ``delay`` seconds (or a timedelta) from now."""
-        options = self._options_for(kwargs, delay=delay)
+        options = self._call_options(kwargs, delay=delay)
         return self._submit([(args, kwargs)], options)[0]
 
     def enqueue_at(self, when: datetime, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run at ``when`` (an aware datetime under USE_TZ)."""
-        options = self._options_for(kwargs, run_at=when)
+        options = self._call_options(kwargs, run_at=when)
         return self._submit([(args, kwargs)], options)[0]
 
     def enqueue_many(
@@ -514,9 +517,14 @@ def task(func: Any = None, /, **options: Any) -> Any:
         backoff = opts.pop("retry_backoff", None)
         if isinstance(backoff, Mapping):
             backoff = conf.queue_options(name, retry_backoff=backoff).retry_backoff
+        check_job_options(
+            f"task {name!r}",
+            max_retries=opts.get("max_retries"),
+            visibility_timeout=opts.get("visibility_timeout"),
+            retry_backoff=backoff,
+        )
         job = {n: opts.pop(n) for n in TASK_OPTIONS if n in opts}
-        opts["options"] = replaced(name, JobOptions(), job)  # the one check of job options
-        check_job_options(f"task {name!r}", retry_backoff=backoff)
+        opts["options"] = task_options(name, JobOptions(), job)  # the one check of them
         if "queue" in opts:
             opts["queue_name"] = opts.pop("queue")
         if opts.get("group") is not None:

@@ -250,14 +250,8 @@ class JobOptions:
             if self.max_retries is not None or max_retries == spec.max_retries:
                 return spec
             if spec.count == (spec.priority != 0) + 1:  # only a priority and retries
-                return _plain_spec(spec.priority, max_retries)
+                return plain_spec(spec.priority, max_retries)
         return _completed(spec, max_retries if self.max_retries is None else None, weight)
-
-
-@lru_cache(maxsize=256)
-def plain_options(priority: int, max_retries: int | None) -> JobOptions:
-    """The options of a job with only a priority and retries (checked when first made)."""
-    return JobOptions(priority=priority, max_retries=max_retries)
 
 
 #: the options of :class:`JobOptions`, by name
@@ -277,7 +271,7 @@ def _checked(o: JobOptions) -> JobSpec:
         and o.unique_for is None
         and o.expires is None
     ):  # the common case: one spec per priority and retries, checked once
-        return _plain_spec(o.priority, o.max_retries or 0)
+        return plain_spec(o.priority, o.max_retries or 0)
     return JobSpec.build(
         priority=o.priority,
         score=o.score,
@@ -293,7 +287,7 @@ def _checked(o: JobOptions) -> JobSpec:
 
 
 @lru_cache(maxsize=256)
-def _plain_spec(priority: int, max_retries: int) -> JobSpec:
+def plain_spec(priority: int, max_retries: int) -> JobSpec:
     """The spec of a job with only a priority and retries (checked when first made)."""
     return JobSpec.build(priority=priority, max_retries=max_retries)
 
