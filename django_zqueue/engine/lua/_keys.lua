@@ -2,22 +2,18 @@
 --
 -- key_roles(keys, roles): a table role -> key of `keys` (the script's KEYS), whose first
 --   #roles entries are the keys of `roles` (names of engine/keys.py KEY_TYPES), in that
---   order, so a script says K.expired, not KEYS[12]. Each key must be named
---   '<tag>:<role>' with one tag for all: raises ZQ_BAD_ARGUMENT otherwise (a missing
---   key, one out of place); call it before the first write.
+--   order, so a script says K.expired, not KEYS[12]. Raises ZQ_BAD_ARGUMENT when a key is
+--   missing; call it before the first write. Which key stands for which role is the call
+--   builder's (engine/shard.py, by SCRIPT_ROLES): tests/test_key_roles.py checks every
+--   builder's KEYS against their roles, so a call does not pay for it.
 local function key_roles(keys, roles)
+  if #keys < #roles then
+    error('ZQ_BAD_ARGUMENT: ' .. #roles .. ' KEYS by role expected (' .. table.concat(roles, ', ')
+      .. '), got ' .. #keys)
+  end
   local K = {}
-  local tag
   for i = 1, #roles do
-    local key, role = keys[i], roles[i]
-    local t = type(key) == 'string' and string.sub(key, -#role - 1) == ':' .. role
-      and string.sub(key, 1, -#role - 2)
-    if not t or (tag and t ~= tag) then
-      error('ZQ_BAD_ARGUMENT: KEYS[' .. i .. '] must be the ' .. role .. ' key, got '
-        .. tostring(key))
-    end
-    tag = t
-    K[role] = key
+    K[roles[i]] = keys[i]
   end
   return K
 end

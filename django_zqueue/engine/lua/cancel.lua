@@ -24,7 +24,7 @@
 --   state, as a bulk action on one state needs)
 -- KEYS[16] finished ZSET  KEYS[17] cancels ZSET  KEYS[18] history HASH (passed only when
 --   the policy's keep_finished > 0: the job is kept in the history of finished jobs,
---   _history.lua; checked by role too, ZQ_BAD_ARGUMENT before any write)
+--   _history.lua; taken by role too)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds or a policy that is
 --   not one (_policy.lua).
 -- Returns: 1 cancelled while waiting (ready, delayed, or for its parents); 2 cancelled
