@@ -15,7 +15,7 @@ import redis
 from django_zqueue.engine.keys import KEY_TYPES, SCRIPT_ROLES, queue_keys
 from django_zqueue.engine.records.links import FlowJob, Resolution
 from django_zqueue.engine.scripts import SCRIPT_NAMES, Call, source
-from django_zqueue.engine.scripts.source import includes, lua_file
+from django_zqueue.engine.scripts.source import includes, lua_file, script_text
 from django_zqueue.exceptions import ScriptArgumentError
 from django_zqueue.queue import Queue
 
@@ -92,6 +92,18 @@ def test_the_scripts_and_their_builders_list_the_same_roles() -> None:
         assert all(int(i) > len(roles) for i in re.findall(r"KEYS\[(\d+)\]", after)), (
             f"{script}.lua reads its role keys by role, not by position"
         )
+
+
+def test_the_text_the_server_runs_has_each_role_table_built_once() -> None:
+    """The role list of a script is turned into its table when the library is built
+    (``script_text``): the server runs ``{ready = KEYS[1], ...}``, in the order of the
+    script's list, not a list walked at every call."""
+    for script, roles in SCRIPT_ROLES.items():
+        text = script_text(script)
+        assert "key_roles(KEYS, {" not in text, script
+        table = ", ".join(f"{role} = KEYS[{i}]" for i, role in enumerate(roles, 1))
+        assert f"key_roles_built(KEYS, {len(roles)}, {{{table}}}, " in text, script
+        assert text in source(script), script
 
 
 @pytest.mark.parametrize("script", sorted(CALLS))

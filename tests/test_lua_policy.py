@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ import redis
 from django_zqueue.engine.records import Ack
 from django_zqueue.engine.records.links import FlowJob, Resolution
 from django_zqueue.engine.records.spec import pack_map
-from django_zqueue.engine.scripts import Call, Policy, source
+from django_zqueue.engine.scripts import POLICY_FIELDS, Call, Policy, policy_fields, source
 from django_zqueue.engine.scripts.source import helper_order, lua_file
 from django_zqueue.exceptions import ScriptArgumentError
 from django_zqueue.queue import Queue
@@ -41,13 +42,12 @@ def test_the_scripts_read_every_field_by_name(q: Queue, redis_client: redis.Redi
 
 
 def test_every_number_of_the_policy_is_checked() -> None:
-    """The Lua list of the policy's numbers is the dataclass's numeric fields."""
+    """The Lua table of the policy's fields and their kinds is the dataclass's fields."""
     lua = lua_file("_policy")
-    numbers = [
-        f.name for f in dataclasses.fields(Policy) if f.init and f.name not in ("mode", "compact")
-    ]
-    for name in numbers:
-        assert f"'{name}'" in lua, name
+    kinds = {"mode": "string", "compact": "boolean"}
+    for name in POLICY_FIELDS:
+        assert f"{name} = '{kinds.get(name, 'number')}'" in lua, name
+    assert len(re.findall(r"\w+ = '(?:number|string|boolean)'", lua)) == len(POLICY_FIELDS)
 
 
 @pytest.mark.parametrize(
@@ -55,10 +55,12 @@ def test_every_number_of_the_policy_is_checked() -> None:
     [
         b"x",
         b"",
-        pack_map({"mode": "strict"}),  # its numbers missing
+        pack_map({"mode": "strict", "bogus": 1}),  # a name that is no field
+        pack_map({"mode": 5}),  # a mode that is no text
+        pack_map({"compact": 1}),  # a flag that is no boolean
+        b"\x92\x01\x02",  # a MessagePack list, no map
         "negative",
         "nan",
-        "no mode",
     ],
 )
 def test_a_bad_policy_is_refused(q: Queue, redis_client: redis.Redis, bad: Any) -> None:
@@ -67,8 +69,6 @@ def test_a_bad_policy_is_refused(q: Queue, redis_client: redis.Redis, bad: Any) 
         bad = pack_map({**fields, "notify_cap": -1})
     elif bad == "nan":
         bad = pack_map({**fields, "qps": float("nan")})
-    elif bad == "no mode":
-        bad = pack_map({k: v for k, v in fields.items() if k != "mode"})
     with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT: the queue policy"):
         redis_client.eval(_policy_lua() + READ, 0, bad)
 
@@ -123,7 +123,7 @@ def test_a_script_given_a_bad_policy_writes_nothing(
 ) -> None:
     q = make_queue(f"pol{script}", **OPTIONS.get(script, {}))
     call = CALLS[script](q)
-    packed = q.engine.policy.packed
+    packed = q.engine.policy.packed_for(script)
     assert call.args.count(packed) == 1, "the policy travels as one argument"
     before = snapshot(redis_client, prefix)
     broken = pack_map({**_fields(q.engine.policy), "aging_us": -5})
@@ -135,3 +135,37 @@ def test_a_script_given_a_bad_policy_writes_nothing(
             redis_client.eval(source(script), len(call.keys), *call.keys, *args)
     assert snapshot(redis_client, prefix) == before
     q.engine.run(call)  # and the call as made runs
+
+
+@pytest.mark.parametrize("script", sorted(CALLS))
+def test_a_script_is_sent_only_the_fields_it_reads(script: str, make_queue: QueueFactory) -> None:
+    """Each call carries the fields its source names (``Policy.packed_for``), fewer than
+    the whole policy, and the call runs with them (a field read but not sent raises)."""
+    q = make_queue(f"pof{script}", **OPTIONS.get(script, {}))
+    call = CALLS[script](q)
+    sent = q.engine.policy.packed_for(script)
+    assert sent in call.args
+    names = policy_fields(script, POLICY_FIELDS)
+    assert names and len(names) < len(POLICY_FIELDS)
+    assert sent == pack_map({n: getattr(q.engine.policy, n) for n in names})
+    q.engine.run(call)
+
+
+def test_reading_a_field_not_sent_is_refused(q: Queue, redis_client: redis.Redis) -> None:
+    """A script that reads a field its caller did not send fails loudly: never a nil
+    taken for "no limit"."""
+    lua = _policy_lua() + "\nreturn read_policy(ARGV[1]).max_length\n"
+    assert redis_client.eval(lua, 0, pack_map({"max_length": 7})) == 7
+    with pytest.raises(
+        redis.ResponseError, match="ZQ_BAD_ARGUMENT: the queue policy sent holds no max_length"
+    ):
+        redis_client.eval(lua, 0, pack_map({"mode": "strict"}))
+
+
+def test_a_field_a_helper_reads_is_sent() -> None:
+    """The fields are found in the source the server runs, helpers included: a script
+    that reads the policy through a helper (the history's trim in ack) is sent what the
+    helper reads."""
+    assert "keep_finished" in policy_fields("ack", POLICY_FIELDS)
+    assert "group_concurrency" in policy_fields("claim_fair", POLICY_FIELDS)
+    assert "group_concurrency" not in policy_fields("claim", POLICY_FIELDS)

@@ -30,7 +30,12 @@ from django_zqueue.engine.scripts import (
     script_error,
     source,
 )
-from django_zqueue.engine.scripts.source import PROTOCOL_CORES, PROTOCOL_FUNCTIONS, protocol_library
+from django_zqueue.engine.scripts.source import (
+    PROTOCOL_CORES,
+    PROTOCOL_FUNCTIONS,
+    protocol_library,
+    script_text,
+)
 from django_zqueue.engine.shard import Shard
 from django_zqueue.exceptions import CorruptKey, QueueFull, ZQueueError
 from django_zqueue.queue import Queue
@@ -131,7 +136,7 @@ def test_protocol_library_holds_each_helper_once_before_the_cores() -> None:
             assert h < first_core < at
             for inner in includes(f"_{helper}"):
                 assert text.index(f"-- _{inner}.lua:") < h
-        assert text.count(op_source(name)) == 1  # the file's text itself, not a copy
+        assert text.count(script_text(name)) == 1  # the file's text as run, not a copy
     assert text.index("local function positions_core(KEYS, ARGV)") < text.index(
         "-- proto_publish.lua"
     )

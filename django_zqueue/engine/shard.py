@@ -65,7 +65,7 @@ class Shard:
     def publish(self, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         k, p = self.keys, self.policy
-        args = (p.packed, *(job_arg(j, None, p.compact) for j in jobs))
+        args = (p.packed_for("publish"), *(job_arg(j, None, p.compact) for j in jobs))
         return Call("publish", k.pick(SCRIPT_ROLES["publish"]), args, read_clashes)
 
     def publish_once(self, job: NewJob) -> Call[tuple[str, str]]:
@@ -73,7 +73,7 @@ class Shard:
         ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
         k, p = self.keys, self.policy
         keys = (*k.pick(SCRIPT_ROLES["publish_once"]), k.unique(job.tag))
-        args = (p.packed, job_arg(job, None, p.compact))
+        args = (p.packed_for("publish_once"), job_arg(job, None, p.compact))
         return Call("publish_once", keys, args, read_once)
 
     def claim(self, batch: int, consumer: str) -> Call[Claimed]:
@@ -83,7 +83,7 @@ class Shard:
         return Call(
             script,
             self.keys.pick(SCRIPT_ROLES[script]),
-            (batch, p.packed, consumer),
+            (batch, p.packed_for(script), consumer),
             lambda reply: Claimed.from_reply(queue, reply),
         )
 
@@ -112,7 +112,7 @@ class Shard:
             k.steps(msg.tag),
         )
         run = "" if run_ms is None else run_ms
-        args = (msg.tag, msg.token, p.packed, result, result_ttl_ms, run, passed)
+        args = (msg.tag, msg.token, p.packed_for("ack"), result, result_ttl_ms, run, passed)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             keys = (*keys, *k.history_keys())
         return Call("ack", keys, args, read_acked)
@@ -122,7 +122,7 @@ class Shard:
         job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         k, p = self.keys, self.policy
         keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
-        args: list[Arg] = [p.packed]
+        args: list[Arg] = [p.packed_for("ack_many")]
         for a in acks:
             if a.result:
                 keys.append(k.result(a.msg.tag))
@@ -137,24 +137,24 @@ class Shard:
     def release(self, msg: Message) -> Call[bool]:
         k, p = self.keys, self.policy
         keys = (k.leased, k.ready, k.meta, k.ctr, k.progress, k.stats, k.notify)
-        return Call("release", keys, (msg.tag, msg.token, p.packed), read_flag)
+        return Call("release", keys, (msg.tag, msg.token, p.packed_for("release")), read_flag)
 
     def nack(self, msg: Message, error: str, retry_ms: int, bury: bool) -> Call[NackResult]:
         p = self.policy
-        args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.packed)
+        args = (msg.tag, msg.token, error, retry_ms, "1" if bury else "0", p.packed_for("nack"))
         return Call("nack", self.keys.pick(SCRIPT_ROLES["nack"]), args, read_nack)
 
     def touch(self, msg: Message, extend_ms: int, progress: str) -> Call[int | None]:
         """Returns the new lease deadline (ms), None for a stale delivery, or
         :data:`CANCELLED` for a cancelled one."""
         k, p = self.keys, self.policy
-        args = (msg.tag, msg.token, extend_ms, progress, p.packed)
+        args = (msg.tag, msg.token, extend_ms, progress, p.packed_for("touch"))
         keys = (k.leased, k.meta, k.progress, k.cancelled(msg.tag))
         return Call("touch", keys, args, read_deadline)
 
     def scan(self, limit: int) -> Call[ScanResult]:
         keys = self.keys.pick(SCRIPT_ROLES["scan"])
-        return Call("scan", keys, (limit, self.policy.packed), ScanResult.from_reply)
+        return Call("scan", keys, (limit, self.policy.packed_for("scan")), ScanResult.from_reply)
 
     def delete(self, tag: str, waiting_only: bool, only: str = "") -> Call[DeleteReply]:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
@@ -167,7 +167,7 @@ class Shard:
         """``only``: a state the job must be in (``ELSEWHERE`` otherwise); '' any."""
         k, p = self.keys, self.policy
         keys = (*k.pick(SCRIPT_ROLES["cancel"]), k.cancelled(tag), k.steps(tag))
-        args = (tag, ttl_ms, p.packed, only)
+        args = (tag, ttl_ms, p.packed_for("cancel"), only)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             keys = (*keys, *k.history_keys())
         return Call("cancel", keys, args, read_as(CancelReply))
@@ -202,12 +202,14 @@ class Shard:
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.notify)
         low = "" if below is None else repr(float(below))
-        return Call("run_now", keys, (tag, low, p.packed), read_as(MoveReply))
+        return Call("run_now", keys, (tag, low, p.packed_for("run_now")), read_as(MoveReply))
 
     def set_priority(self, tag: str, priority: int) -> Call[MoveReply]:
         k, p = self.keys, self.policy
         keys = (k.ready, k.delayed, k.leased, k.dead, k.meta, k.gpark)
-        return Call("set_priority", keys, (tag, priority, p.packed), read_as(MoveReply))
+        return Call(
+            "set_priority", keys, (tag, priority, p.packed_for("set_priority")), read_as(MoveReply)
+        )
 
     def requeue_dead(
         self, tag: str, front: bool = False, below: float | None = None
@@ -217,7 +219,7 @@ class Shard:
         k, p = self.keys, self.policy
         keys = (*k.pick(SCRIPT_ROLES["requeue_dead"]), k.wf(tag))
         low = "" if below is None else repr(float(below))
-        args = (tag, p.packed, "1" if front else "0", low)
+        args = (tag, p.packed_for("requeue_dead"), "1" if front else "0", low)
         return Call("requeue_dead", keys, args, read_as(RequeueReply))
 
     def purge_dead(self, limit: int) -> Call[int]:
@@ -266,7 +268,7 @@ class Shard:
         k, p = self.keys, self.policy
         nxt = "" if next_tick is None else next_tick
         fire = "0" if job is None else "1"
-        head = (name, expected_tick, nxt, fire, p.packed)
+        head = (name, expected_tick, nxt, fire, p.packed_for("fire"))
         args = (*head, "" if job is None else job_arg(job, None, p.compact), digest or "")
         return Call("fire", k.pick(SCRIPT_ROLES["fire"]), args, read_flag)
 
@@ -277,13 +279,13 @@ class Shard:
         k, p = self.keys, self.policy
         specs = tuple(job_arg(fj.job, fj.link_fields(), p.compact) for fj in jobs)
         keys = (*k.pick(SCRIPT_ROLES["wf_publish"]), *(k.wf(fj.job.tag) for fj in jobs))
-        return Call("wf_publish", keys, (p.packed, *specs), read_clashes)
+        return Call("wf_publish", keys, (p.packed_for("wf_publish"), *specs), read_clashes)
 
     def group_check(self, adds: Sequence[tuple[str, int]]) -> Call[int]:
         """Read-only: raises :class:`QueueFull` naming the first group of ``adds`` (group
         key, jobs that would enter a line) whose jobs do not fit in ``group_max_length``."""
         k, p = self.keys, self.policy
-        args: tuple[Arg, ...] = (p.packed,)
+        args: tuple[Arg, ...] = (p.packed_for("group_check"),)
         args += tuple(entry_arg(group=group, jobs=n) for group, n in adds)
         return Call("group_check", (k.ready, k.delayed, k.meta, k.gjobs), args, read_int)
 
@@ -296,11 +298,11 @@ class Shard:
     def wf_resolve(self, entries: Sequence[Resolution]) -> Call[Resolved]:
         k, p = self.keys, self.policy
         keys = (*k.pick(SCRIPT_ROLES["wf_resolve"]), *(k.wf(e.child) for e in entries))
-        args: list[Arg] = [p.packed]
+        args: list[Arg] = [p.packed_for("wf_resolve")]
         args += (entry_arg(**e._asdict()) for e in entries)
         return Call("wf_resolve", keys, tuple(args), Resolved.from_reply)
 
     def wf_clear(self, tag: str, seen: bytes) -> Call[bool]:
         k, p = self.keys, self.policy
         keys = (*k.pick(SCRIPT_ROLES["wf_clear"]), k.wf(tag))
-        return Call("wf_clear", keys, (tag, seen, p.packed), read_flag)
+        return Call("wf_clear", keys, (tag, seen, p.packed_for("wf_clear")), read_flag)

@@ -17,3 +17,16 @@ local function key_roles(keys, roles)
   end
   return K
 end
+
+-- key_roles_built(keys, n, K, names): what a script's key_roles(KEYS, {...}) line becomes
+--   in the text the server runs (engine/scripts/source.py script_text): K is the table
+--   role -> KEYS[i] built from the line's role list when the library was built, so a
+--   call pays for one table of its keys and the count check, not for the list. Raises
+--   ZQ_BAD_ARGUMENT, as key_roles, when `keys` holds fewer than `n` keys (`names` lists
+--   the roles for the message).
+local function key_roles_built(keys, n, K, names)
+  if #keys < n then
+    error('ZQ_BAD_ARGUMENT: ' .. n .. ' KEYS by role expected (' .. names .. '), got ' .. #keys)
+  end
+  return K
+end

@@ -26,7 +26,6 @@
 --@include bounds
 --@include guard
 --@include job_options
---@include policy
 
 local NAMES = {'ready', 'delayed', 'body', 'meta', 'ctr', 'notify', 'stats', 'dead', 'leased',
   'wait', 'expiry', 'expired', 'gjobs', 'proto'}
@@ -140,15 +139,10 @@ if p.layout == 'json' then
   job.layout = 'json'
 end
 
--- the queue's policy as publish.lua reads it (_policy.lua): the proto hash's fields, and
--- 0 for those a publish does not read
+-- the queue's policy as publish.lua reads it (_policy.lua): the fields it reads, from the
+-- proto hash
 local policy = {mode = p.mode, aging_us = aging, notify_cap = cap, max_length = most,
   group_max_length = group_most}
-for _, name in ipairs(POLICY_NUMBERS) do
-  if policy[name] == nil then
-    policy[name] = 0
-  end
-end
 local reply = publish_core({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7],
   KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]},
   {cmsgpack.pack(policy), cmsgpack.pack(job)})

@@ -74,6 +74,7 @@ from .source import (
 )
 from .source import includes as includes
 from .source import lua_file as lua_file
+from .source import policy_fields as policy_fields
 from .source import source as source
 
 Client: TypeAlias = Any  # redis.Redis or RedisCluster
@@ -294,13 +295,35 @@ class Policy:
     compact: bool = True  # new jobs as compact records (False: the JSON layout, lua/_record.lua)
     keep_finished: int = 0  # the history of finished jobs: most kept (0: none, lua/_history.lua)
     finished_ttl_ms: int = 86_400_000  # how long a finished job stays in the history
-    #: the policy as the scripts take it: one MessagePack map of the fields above, by
-    #: name (``lua/_policy.lua``), made once
+    #: the whole policy as one MessagePack map of the fields above, by name
+    #: (``lua/_policy.lua``), made once (what a test or a tool sends to any script)
     packed: bytes = field(init=False, default=b"", compare=False, repr=False)
+    #: script name -> the map of only the fields it reads (:meth:`packed_for`)
+    _for_script: dict[str, bytes] = field(
+        init=False, default_factory=dict, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "packed"}
-        object.__setattr__(self, "packed", pack_map(values))
+        object.__setattr__(self, "packed", pack_map(self._values(POLICY_FIELDS)))
+
+    def _values(self, names: Sequence[str]) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in names}
+
+    def packed_for(self, script: str) -> bytes:
+        """The policy as script ``script`` takes it: a map of only the fields its source
+        reads (:func:`~django_zqueue.engine.scripts.source.policy_fields`), made once per
+        queue and script, so a call unpacks and checks what it uses and no more."""
+        packed = self._for_script.get(script)
+        if packed is None:
+            packed = pack_map(self._values(policy_fields(script, POLICY_FIELDS)))
+            self._for_script[script] = packed
+        return packed
+
+
+#: the names of a :class:`Policy`'s fields, in order (what ``lua/_policy.lua`` reads)
+POLICY_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(Policy) if f.name not in ("packed", "_for_script")
+)
 
 
 class Scripts:

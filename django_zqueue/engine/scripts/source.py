@@ -72,6 +72,26 @@ def lua_file(name: str) -> str:
     )
 
 
+#: a script's ``key_roles(KEYS, {'ready', 'delayed', ...})`` (``lua/_keys.lua``)
+ROLES_RE = re.compile(r"key_roles\(KEYS, \{([^{}]*)\}\)")
+ROLE_NAME_RE = re.compile(r"'(\w+)'")
+
+
+def _built_roles(match: re.Match[str]) -> str:
+    roles = ROLE_NAME_RE.findall(match.group(1))
+    table = ", ".join(f"{role} = KEYS[{i}]" for i, role in enumerate(roles, 1))
+    return f"key_roles_built(KEYS, {len(roles)}, {{{table}}}, '{', '.join(roles)}')"
+
+
+@cache
+def script_text(name: str) -> str:
+    """The text of script ``name`` as the server runs it: ``lua/<name>.lua`` with its
+    ``key_roles(KEYS, {...})`` built here, once, into the table it makes (``{ready =
+    KEYS[1], ...}``, checked by ``key_roles_built`` for the count of its KEYS): the role
+    list is read when the library is built, not at every call."""
+    return ROLES_RE.sub(_built_roles, lua_file(name))
+
+
 def includes(name: str) -> list[str]:
     """The helpers ``lua/<name>.lua`` names in its ``--@include`` lines, in order."""
     return INCLUDE_RE.findall(lua_file(name))
@@ -116,7 +136,18 @@ def source(name: str) -> str:
     named = flags(name)
     head = "#!lua flags=" + ",".join(named) if named else "#!lua"
     helpers = (lua_file(f"_{h}") for h in helper_order([name]))
-    return "\n".join([head, *helpers, lua_file(name)])
+    return "\n".join([head, *helpers, script_text(name)])
+
+
+@cache
+def policy_fields(name: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Of the policy fields ``names``, those script ``name`` reads: each one its source
+    (with its helpers) names as a field (``policy.mode``, ``p.keep_finished``), in the
+    order of ``names``. A field its source does not name is not sent to it, and one the
+    script reads but was not sent raises (``lua/_policy.lua``), so a test of the script
+    finds a field this misses."""
+    text = source(name)
+    return tuple(n for n in names if re.search(rf"\.{n}\b", text))
 
 
 def flags(name: str) -> tuple[str, ...]:
@@ -142,7 +173,7 @@ def _register(function: str, script: str) -> str:
     quoted = ", ".join(f"'{f}'" for f in flags(script))
     return (
         f"redis.register_function{{function_name = '{function}', flags = {{{quoted}}},\n"
-        f"callback = function(KEYS, ARGV)\n{lua_file(script)}\nend}}"
+        f"callback = function(KEYS, ARGV)\n{script_text(script)}\nend}}"
     )
 
 
@@ -208,7 +239,8 @@ def protocol_library(build: str) -> Library:
     scripts = tuple(PROTOCOL_FUNCTIONS)
     helpers = "\n".join(lua_file(f"_{h}") for h in helper_order((*PROTOCOL_CORES, *scripts)))
     cores = "\n".join(
-        f"local function {name}_core(KEYS, ARGV)\n{lua_file(name)}\nend" for name in PROTOCOL_CORES
+        f"local function {name}_core(KEYS, ARGV)\n{script_text(name)}\nend"
+        for name in PROTOCOL_CORES
     )
     fn = f"zq{PROTOCOL_VERSION}_build"
     parts = [
@@ -224,7 +256,7 @@ def protocol_library(build: str) -> Library:
         quoted = "'no-writes'" if script in PROTOCOL_READ_ONLY else ""
         parts.append(
             f"redis.register_function{{function_name = '{function}', flags = {{{quoted}}},\n"
-            f"callback = function(KEYS, ARGV)\n{lua_file(script)}\nend}}"
+            f"callback = function(KEYS, ARGV)\n{script_text(script)}\nend}}"
         )
     functions = {**PROTOCOL_FUNCTIONS, "build": fn}
     return Library(PROTOCOL_LIBRARY, "\n".join(parts) + "\n", functions)
