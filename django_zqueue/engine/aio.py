@@ -24,7 +24,7 @@ from .keys import partition_of
 from .reads.lookup import decode_result
 from .records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
 from .redis.connection import UNAVAILABLE_ERRORS
-from .scripts import Call, Calls
+from .scripts import Calls
 from .scripts.replies import CancelReply, SignalReply
 
 __all__ = ["AsyncClient", "AsyncEngine", "AsyncTransport", "wait_any"]
@@ -131,17 +131,10 @@ class AsyncEngine(AsyncTransport):
             await asyncio.to_thread(e.flow.settle_ends, [tag])
         return done
 
-    async def signal(
-        self, tag: str, name: str, payload: str, *, keep_ms: int, max_bytes: int, max_steps: int
-    ) -> SignalReply:
-        """Deliver event ``name`` (its ``payload``, JSON) to job ``tag`` (``signal.lua``);
-        the records kept ``keep_ms``, at most ``max_steps`` of ``max_bytes`` each."""
-        shard = self.sync._shard_for(tag)
-        k = shard.keys
-        sets = (k.ready, k.delayed, k.leased, k.dead, k.wait)
-        keys = (*sets, k.meta, k.steps(tag), k.notify, k.ctr, k.stats)
-        args = (tag, name, payload, max_bytes, keep_ms, max_steps, shard.policy.notify_cap)
-        return await self.run(Call("signal", keys, args, lambda r: SignalReply(int(r))))
+    async def signal(self, tag: str, name: str, payload: str) -> SignalReply:
+        """Deliver event ``name`` (its ``payload``, JSON) to job ``tag``: the call the
+        sync engine makes (``engine.durable.signal_call``), sent on the event loop."""
+        return await self.run(self.sync.durable.signal_call(tag, name, payload))
 
     # ------------------------------------------------------------------ consuming
 

@@ -16,11 +16,10 @@ from .flow import Workflows
 from .layout import Layout
 from .records.links import FlowJob, Ref
 from .redis.connection import unavailable_as_error
-from .writes import room_or_full
+from .writes import group_room_or_full, room_or_full
 
 if TYPE_CHECKING:
     from .flow import Flow
-    from .shard import Shard
 
 
 class FlowPublish:
@@ -110,22 +109,9 @@ class FlowPublish:
         ``max_length`` (one round trip, only for queues with a limit) or their group's
         ``group_max_length`` (one read-only ``group_check`` per shard, in one round trip,
         only for fair queues with the limit)."""
-        need: dict[tuple[str, int], tuple[Shard, int]] = {}
-        for w, tag, _ in jobs:
-            if w._engine.policy.max_length:
-                shard = w._engine._shard_for(tag)
-                key = (w.name, shard.index)
-                need[key] = (shard, need.get(key, (shard, 0))[1] + 1)
-        if need:
-            room_or_full(list(need.values()), self._engine)
-        adds: dict[int, tuple[Shard, dict[str, int]]] = {}
-        for w, tag, group in jobs:
-            if w._engine.policy.group_max_length:
-                shard = w._engine._shard_for(tag)
-                per = adds.setdefault(id(shard), (shard, {}))[1]
-                per[group] = per.get(group, 0) + 1
-        if adds:
-            self._engine.run_all([s.group_check(list(per.items())) for s, per in adds.values()])
+        shards = [(w._engine._shard_for(tag), group) for w, tag, group in jobs]
+        room_or_full([(shard, 1) for shard, _ in shards], self._engine)
+        group_room_or_full([(shard, group, 1) for shard, group in shards], self._engine)
 
     # ---------------------------------------------------------------- ends
 

@@ -138,14 +138,11 @@ class AsyncQueue:
 
     async def signal(self, tag: str, name: str, payload: Any = None) -> bool:
         """:meth:`Queue.signal`: deliver event ``name`` to job ``tag`` (docs/durable.md)."""
-        from .durable_calls import MAX_STEP_BYTES, MAX_STEPS, keep_ms, refused, signal_args
+        from .durable_calls import refused, signal_args
 
         tag, name, data = signal_args(tag, name, payload)
-        q = self.queue
-        reply = await self.engine.signal(
-            tag, name, data, keep_ms=keep_ms(q), max_bytes=MAX_STEP_BYTES, max_steps=MAX_STEPS
-        )
-        refused(reply, q.name, tag, name)
+        reply = await self.engine.signal(tag, name, data)
+        refused(reply, self.queue.name, tag, name)
         return reply is SignalReply.WOKEN
 
     async def cancelled(self, tag: str) -> CancelledJob | None:

@@ -9,14 +9,12 @@ from typing import Any
 
 from ..engine.records import NewJob, encode_body, new_tag, validate
 from ..engine.records.spec import JobOptions, JobSpec, plain_spec
-from ..engine.writes import group_room_or_full, room_or_full
 from ..exceptions import InvalidArgument, PayloadTooLarge
 from .once import Once
 
 _NONE6 = (None,) * 6
 
-#: the room checks live in the engine (``engine.writes``); named here for queue/flow.py
-__all__ = ["Publishing", "group_room_or_full", "room_or_full"]
+__all__ = ["Publishing"]
 
 
 class Publishing(Once):
