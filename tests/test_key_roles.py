@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from django_zqueue.engine.keys import KEY_TYPES, SCRIPT_ROLES, queue_keys
+from django_zqueue.engine.records import Ack
 from django_zqueue.engine.records.links import FlowJob, Resolution
 from django_zqueue.engine.scripts import SCRIPT_NAMES, Call, source
 from django_zqueue.engine.scripts.source import includes, lua_file, script_text
@@ -33,6 +34,8 @@ def _leased(q: Queue) -> Any:
 
 #: a call of each script that takes its keys by role, made by the shard
 CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
+    "ack": lambda q: q.engine._shards[0].ack(_leased(q), '"r"', 60_000, 3),
+    "ack_many": lambda q: q.engine._shards[0].ack_many([Ack(_leased(q), '"r"', 60_000, 5)]),
     "state": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].state("a"))[-1],
     "positions": lambda q: (
         q.publish("x", tag="a"),
@@ -141,3 +144,28 @@ def test_cancel_takes_the_history_s_keys_by_role_too(make_queue: QueueFactory) -
     k = q.engine._shards[0].keys
     assert call.keys[-3:] == (k.finished, k.cancels, k.history)
     assert q.engine.run(call) == 1  # cancelled while waiting
+
+
+def test_ack_short_of_its_job_keys_is_refused_before_any_write(
+    make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
+) -> None:
+    """ack takes its roles, then the job's result, unique and steps keys: all nine roles
+    but not the job's keys is refused before any write (the job stays leased)."""
+    q = make_queue("ackshort")
+    call = CALLS["ack"](q)
+    before = snapshot(redis_client, prefix)
+    with pytest.raises(ScriptArgumentError, match="result, unique and steps keys"):
+        q.engine.run(call._replace(keys=call.keys[: len(SCRIPT_ROLES["ack"])]))
+    assert snapshot(redis_client, prefix) == before
+    assert q.engine.run(call)  # the call as made acks
+
+
+def test_ack_many_takes_the_history_by_role_after_the_results(make_queue: QueueFactory) -> None:
+    q = make_queue("ackmanyhist", keep_finished=10)
+    call = CALLS["ack_many"](q)
+    k = q.engine._shards[0].keys
+    roles = SCRIPT_ROLES["ack_many"]
+    assert call.keys[len(roles)] == k.result("a")  # the one kept result
+    assert call.keys[-3:] == (k.finished, k.cancels, k.history)
+    assert q.engine.run(call) == [1]
+    assert [j.tag for j in q.read.finished().jobs] == ["a"]

@@ -175,6 +175,7 @@ _CLAIM = ("ready", "delayed", "leased", "body", "meta", "ctr", "rate", "stats", 
 _WF = ("wf_out", "wf_res")
 _SETS = ("ready", "delayed", "leased", "dead")
 _HISTORY = ("finished", "cancels", "history")
+_ACK = ("leased", "body", "meta", "errors", "progress", "stats", "notify")
 _DELETE = ("ready", "delayed", "dead", "leased", "body", "meta", "errors", "progress")
 _GROUPS = ("gstarts", "gstarts_prev", "ginflight", "grate", "gpark", "gwait")
 _PUBLISH: tuple[str, ...] = ("ready", "delayed", "body", "meta", "ctr", "notify", "stats")
@@ -186,6 +187,8 @@ _PUBLISH += ("dead", "leased", "wait", "expiry", "expired", "gjobs")
 #: ``tests/test_key_roles.py`` checks both lists agree. A new state is a new role here,
 #: in the scripts that take it, and in :class:`QueueKeys`.
 SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
+    "ack": (*_ACK, *_WF),
+    "ack_many": _ACK,
     "publish": _PUBLISH,
     "publish_once": _PUBLISH,
     "wf_publish": _PUBLISH,

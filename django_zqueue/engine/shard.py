@@ -97,20 +97,8 @@ class Shard:
     ) -> Call[bool]:
         """``passed``: the result handed to dependents (JSON; '' = null)."""
         k, p = self.keys, self.policy
-        keys: tuple[str, ...] = (
-            k.leased,
-            k.body,
-            k.meta,
-            k.errors,
-            k.progress,
-            k.stats,
-            k.notify,
-            k.result(msg.tag),
-            k.unique(msg.tag),
-            k.wf_out,
-            k.wf_res,
-            k.steps(msg.tag),
-        )
+        tag = msg.tag
+        keys = (*k.pick(SCRIPT_ROLES["ack"]), k.result(tag), k.unique(tag), k.steps(tag))
         run = "" if run_ms is None else run_ms
         args = (msg.tag, msg.token, p.packed_for("ack"), result, result_ttl_ms, run, passed)
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
@@ -121,7 +109,7 @@ class Shard:
         """One call finishing up to 100 deliveries of one shard (``ack_many.lua``): per
         job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         k, p = self.keys, self.policy
-        keys = [k.leased, k.body, k.meta, k.errors, k.progress, k.stats, k.notify]
+        keys = list(k.pick(SCRIPT_ROLES["ack_many"]))
         args: list[Arg] = [p.packed_for("ack_many")]
         for a in acks:
             if a.result:

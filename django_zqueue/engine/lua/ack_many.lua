@@ -2,11 +2,11 @@
 -- Each job is acked exactly as ack.lua would (same checks, same writes), but the
 -- removals and the stats are made once for all of them.
 --
--- KEYS[1] leased ZSET   KEYS[2] body HASH   KEYS[3] meta HASH   KEYS[4] errors HASH
--- KEYS[5] progress HASH KEYS[6] stats HASH  KEYS[7] notify LIST
--- KEYS[8..] the result STRING key of each job that keeps a result, in job order; then,
---   only when the policy's keep_finished > 0 (the history of finished jobs,
---   _history.lua): the finished ZSET, the cancels ZSET and the history HASH
+-- KEYS by role (_keys.lua, engine/keys.py SCRIPT_ROLES), in this order: leased ZSET, body
+--   HASH, meta HASH, errors HASH, progress HASH, stats HASH, notify LIST; then KEYS[8..]
+--   the result STRING key of each job that keeps a result, in job order; then, only when the
+--   policy's keep_finished > 0 (the history of finished jobs, _history.lua), its keys by
+--   role: finished ZSET, cancels ZSET, history HASH
 -- ARGV[1] the queue's policy, read by name (_policy.lua): ack_notify (the notify cap on
 --   ack: 0 = don't notify; set when the queue has a concurrency limit), keep_finished
 --   (0: keep no history, and touch none of its keys; the history is an optional write:
@@ -47,7 +47,10 @@
 --@include history
 --@include entry
 --@include policy
+--@include keys
 
+local k = key_roles(KEYS, {'leased', 'body', 'meta', 'errors', 'progress', 'stats', 'notify'})
+local ROLES = 7 -- the keys before the jobs' result keys
 local FULL_ACK_FIELDS = LEASED_FIRST -- the fields only ack.lua handles (_record.lua)
 
 local HEAD = 1 -- the ARGV before the jobs' own: the policy
@@ -93,17 +96,19 @@ for i = 1, n do
 end
 local keeps = keep > 0 -- the history's keys are passed (and not guarded: read, or soft)
 local history = keeps -- and kept: not when one of them holds another type
-if #KEYS ~= 7 + results + (keeps and 3 or 0) then
+if #KEYS ~= ROLES + results + (keeps and 3 or 0) then
   bad('needs one result key per job that keeps a result, then the 3 history keys with a history')
 end
-local hk = 7 + results -- the history keys: finished, cancels, history
+local hk = ROLES + results -- the history's keys, by role, when passed
+local h = keeps and key_roles({KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3]},
+  {'finished', 'cancels', 'history'})
 
 local ids = {}
 for i = 1, n do
   ids[i] = jobs[i].id
 end
-local metas = redis.call('HMGET', KEYS[3], unpack(ids))
-local leased = redis.call('ZMSCORE', KEYS[1], unpack(ids)) -- false: not leased
+local metas = redis.call('HMGET', k.meta, unpack(ids))
+local leased = redis.call('ZMSCORE', k.leased, unpack(ids)) -- false: not leased
 -- the key checks (_guard.lua), of the keys this call may write without having read them
 -- first: `meta` (HMGET) and `leased` (ZMSCORE) were read, so a wrong type of either has
 -- failed already; `body` only when a record of the JSON layout is read (its body is
@@ -119,15 +124,15 @@ end
 -- it written.
 local finished_size, cancels_empty = 0, false
 if history then
-  finished_size, cancels_empty = index_sizes(KEYS[hk + 1], KEYS[hk + 2])
+  finished_size, cancels_empty = index_sizes(h.finished, h.cancels)
   history = finished_size ~= nil
 end
-local checked = {}
-for i, key in ipairs(KEYS) do
-  if i ~= 1 and i ~= 3 and (i ~= 2 or json_layout)
-      and not (keeps and i > hk) then
-    checked[#checked + 1] = key
-  end
+local checked = {k.errors, k.progress, k.stats, k.notify}
+if json_layout then
+  checked[#checked + 1] = k.body
+end
+for i = ROLES + 1, hk do -- the result keys
+  checked[#checked + 1] = KEYS[i]
 end
 guard_keys(checked)
 -- does record `raw` hold delivery token `token` (its text; `tok`, the number), and does
@@ -170,9 +175,9 @@ local out, done, seen, kept, heads = {}, {}, {}, {}, {} -- heads: ended_head's m
 -- with a history, each job's errors (kept in its history entry, _history.lua's with_errors)
 -- (an errors hash of another type keeps none: it is not checked, its writes cannot stop
 -- a script)
-local errs = history and soft_value(redis.pcall('HMGET', KEYS[4], unpack(ids))) or {}
+local errs = history and soft_value(redis.pcall('HMGET', k.errors, unpack(ids))) or {}
 local to_set = {} -- the kept results: their key's index in KEYS, their job's map
-local run_ms, key = 0, 8
+local run_ms, key = 0, ROLES + 1
 local clock = redis.call('TIME')
 local now = ms_of(clock)
 for i = 1, n do
@@ -206,7 +211,7 @@ for i = 1, n do
     if history then -- its record, kept in the history (before the record goes)
       kept[#kept + 1] = id -- HSET's arguments: the id, then its kept record
       local head = with_errors(ended_head(now, run or nil, heads), errs[i])
-      kept[#kept + 1] = kept_record(raw, head, KEYS[2], id)
+      kept[#kept + 1] = kept_record(raw, head, k.body, id)
     end
     out[i] = 1
   elseif later then
@@ -219,28 +224,28 @@ if #done == 0 then
   return out
 end
 if history then
-  local added = keep_ended(KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3], done, kept, clock,
+  local added = keep_ended(h.finished, h.cancels, h.history, done, kept, clock,
     cancels_empty, true)
   if added then
-    bound_history(KEYS[hk + 1], KEYS[hk + 3], keep, #done, limit, finished_size + added)
+    bound_history(h.finished, h.history, keep, #done, limit, finished_size + added)
   end
 end
 for r = 1, #to_set, 2 do
   local result_key, job = KEYS[to_set[r]], to_set[r + 1]
   redis.call('SET', result_key, job.result, 'PX', job.ttl)
 end
-redis.call('ZREM', KEYS[1], unpack(done))
-soft('HDEL', KEYS[2], unpack(done))
-redis.call('HDEL', KEYS[3], unpack(done))
-soft('HDEL', KEYS[4], unpack(done))
-soft('HDEL', KEYS[5], unpack(done))
-count_stat(KEYS[6], 'acked', #done)
-bump(KEYS[6], 'a', #done, now)
+redis.call('ZREM', k.leased, unpack(done))
+soft('HDEL', k.body, unpack(done))
+redis.call('HDEL', k.meta, unpack(done))
+soft('HDEL', k.errors, unpack(done))
+soft('HDEL', k.progress, unpack(done))
+count_stat(k.stats, 'acked', #done)
+bump(k.stats, 'a', #done, now)
 if run_ms > 0 then
-  count_stat(KEYS[6], 'run_ms', run_ms)
-  bump(KEYS[6], 't', run_ms, now)
+  count_stat(k.stats, 'run_ms', run_ms)
+  bump(k.stats, 't', run_ms, now)
 end
 if cap > 0 then
-  notify(KEYS[7], #done, cap)
+  notify(k.notify, #done, cap)
 end
 return out
