@@ -210,6 +210,20 @@ class JobEnded(ZQueueError, LookupError):
         super().__init__(message)
 
 
+class IterationPaused(BaseException):
+    """Ends a run between two items of ``durable.iterate``, its cursor recorded: the
+    worker is stopping, or the run passed the iteration's ``max_runtime``. The worker
+    gives the job back to its place in line (no attempt used) and the next run resumes
+    after the last item done. A ``BaseException``, so that a task's ``except Exception``
+    does not stop it."""
+
+    def __init__(self, name: str, done: int, why: str) -> None:
+        super().__init__(name, done, why)
+        self.name = name
+        self.done = done  # items done by the job so far (all runs)
+        self.why = why  # "stopping" or "max_runtime"
+
+
 class Parked(BaseException):
     """Ends a run parked by ``durable.sleep`` or ``durable.wait_for``: the job waits in
     Redis (no attempt used) and its worker sends nothing. A ``BaseException``, so that a

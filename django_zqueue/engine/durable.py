@@ -96,10 +96,22 @@ def records_call(shard: Shard, tag: str) -> Call[Records]:
     return Call("steps", (k.leased, k.meta, k.steps(tag)), (tag, "", 1), _records)
 
 
-def step_call(shard: Shard, msg: Message, field: str, value: str, keep: int) -> Call[StepReply]:
+def step_call(
+    shard: Shard, msg: Message, field: str, value: str, keep: int, replace: bool = False
+) -> Call[StepReply]:
     k = shard.keys
     keys = (k.leased, k.meta, k.steps(msg.tag), k.ctr)
-    args = (msg.tag, msg.token, field, value, MAX_STEPS, MAX_STEP_BYTES, keep)
+    args: tuple[str | int, ...] = (
+        msg.tag,
+        msg.token,
+        field,
+        value,
+        MAX_STEPS,
+        MAX_STEP_BYTES,
+        keep,
+    )
+    if replace:  # an iteration's cursor: the value replaces the one recorded
+        args = (*args, "1")
     return Call("step", keys, args, lambda r: StepReply(int(r)))
 
 
@@ -148,9 +160,13 @@ class Durable:
         says whether ``msg`` still holds the lease)."""
         return steps_call(self._engine._shard_for(msg.tag), msg, self.keep_ms())
 
-    def step_call(self, msg: Message, field: str, value: str) -> Call[StepReply]:
-        """The call that records ``value`` (JSON) as ``field`` for delivery ``msg``."""
-        return step_call(self._engine._shard_for(msg.tag), msg, field, value, self.keep_ms())
+    def step_call(
+        self, msg: Message, field: str, value: str, replace: bool = False
+    ) -> Call[StepReply]:
+        """The call that records ``value`` (JSON) as ``field`` for delivery ``msg``
+        (``replace``: over the value recorded, as an iteration's cursor moves)."""
+        shard = self._engine._shard_for(msg.tag)
+        return step_call(shard, msg, field, value, self.keep_ms(), replace)
 
     def park_call(self, msg: Message, field: str, ms: int) -> Call[tuple[ParkReply, str]]:
         """The call that ends delivery ``msg``'s run, parked on ``field`` (a sleep or a
@@ -167,9 +183,9 @@ class Durable:
         """A run's one read of delivery ``msg``'s records."""
         return self._engine.run(self.run_call(msg))
 
-    def step(self, msg: Message, field: str, value: str) -> StepReply:
+    def step(self, msg: Message, field: str, value: str, replace: bool = False) -> StepReply:
         """Record ``value`` as ``field`` for delivery ``msg`` (``STALE``: not recorded)."""
-        return self._engine.run(self.step_call(msg, field, value))
+        return self._engine.run(self.step_call(msg, field, value, replace))
 
     def park(self, msg: Message, field: str, ms: int) -> tuple[ParkReply, str]:
         """End delivery ``msg``'s run parked on ``field`` (see :meth:`park_call`)."""

@@ -100,7 +100,7 @@ class DurableRecord:
     at: datetime | None
 
 
-KINDS = {"s": "step", "z": "sleep", "w": "wait", "g": "event"}
+KINDS = {"s": "step", "i": "cursor", "z": "sleep", "w": "wait", "g": "event"}
 
 
 def listed(records: Records) -> list[DurableRecord]:

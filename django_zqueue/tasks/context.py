@@ -7,6 +7,7 @@ Below the worker and the Django Tasks runner (both set it while a job runs), so 
 
 from __future__ import annotations
 
+import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -32,6 +33,14 @@ class JobContext:
     cancelled: bool = field(default=False, repr=False)
     #: the run's durable records (``django_zqueue.tasks.durable``), read at its first durable call
     records: Any = field(default=None, repr=False)
+    #: the worker's stop event (set on SIGTERM or a recycle), when the worker gives one
+    stopping: threading.Event | None = field(default=None, repr=False)
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the worker running the job is stopping: a long job may end its run
+        between two units of work (``durable.iterate`` does) and be given back."""
+        return self.stopping is not None and self.stopping.is_set()
 
     @property
     def cancel_requested(self) -> bool:

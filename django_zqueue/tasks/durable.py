@@ -14,6 +14,11 @@ returns its recorded result without calling its function, a sleep that has passe
 returns at once, an event delivered returns its payload. ``sleep`` and ``wait_for`` end
 the run without using an attempt and without holding a worker thread.
 
+A long loop resumes where it stopped::
+
+    for row in durable.iterate("backfill", Order.objects.filter(...), checkpoint_every=100):
+        fill(row)  # after a deploy, the next run goes on after the last row done
+
 An ``async def`` task uses ``await durable.astep(...)``, ``await durable.asleep(...)``
 and ``await durable.await_for(...)``.
 
@@ -24,8 +29,10 @@ each step recorded is one more round trip, fenced by the delivery token.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -34,12 +41,21 @@ from ..conf.bounds import MAX_DELAY
 from ..engine.records import validate
 from ..engine.scripts import Call
 from ..engine.scripts.replies import ParkReply, StepReply
-from ..exceptions import Parked, SignalRefused, StaleDelivery, StepError, TimedOut
+from ..exceptions import (
+    IterationPaused,
+    JobCancelled,
+    Parked,
+    SignalRefused,
+    StaleDelivery,
+    StepError,
+    TimedOut,
+)
 from ..queue.durable_calls import MAX_STEPS, ParkedFor, Records, check_name, encode
 from .context import JobContext, current_job
 from .django_tasks.backend import MARKER
 
 __all__ = [
+    "IterationPaused",
     "ParkedFor",
     "SignalRefused",
     "StaleDelivery",
@@ -48,6 +64,7 @@ __all__ = [
     "asleep",
     "astep",
     "await_for",
+    "iterate",
     "sleep",
     "step",
     "wait_for",
@@ -286,3 +303,143 @@ async def await_for(name: str, timeout: float | timedelta | None = None) -> Any:
         return todo
     reply = await get_async_queue(ctx.queue.name).engine.run(_park(ctx, *todo))
     return _waited(ctx, run, todo[0], reply)
+
+
+# ------------------------------------------------------------------ iterate
+
+#: rows a queryset is read by, per query, when :func:`iterate` walks it
+QUERYSET_CHUNK = 500
+
+
+def iterate(
+    name: str,
+    items: Iterable[T],
+    *,
+    checkpoint_every: int = 100,
+    checkpoint_seconds: float = 10.0,
+    max_runtime: float | None = None,
+    total: int | None = None,
+) -> Iterator[T]:
+    """Walk ``items`` with a cursor recorded as durable record ``name``: every
+    ``checkpoint_every`` items or ``checkpoint_seconds``, whichever comes first, and when
+    the run ends between two items. A later run of the job (after a deploy, a crash, a
+    retry) resumes after the last item recorded as done; once the walk has ended, a
+    later run gets no item from it.
+
+    Between two items the run ends, its cursor recorded, and the job goes back to its
+    place in line without using an attempt (``IterationPaused``), when the worker is
+    stopping (SIGTERM, a recycle) or when this run has walked for ``max_runtime``
+    seconds. A job cancelled while it walks stops between two items
+    (``JobCancelled``).
+
+    A Django ``QuerySet`` is walked in primary-key order, ``QUERYSET_CHUNK`` rows per
+    query, resumed with ``pk > <last pk done>`` (rows added behind the cursor are
+    seen, rows deleted are skipped); any other iterable must give the same items in the
+    same order at every run, and is resumed by skipping the items done. Progress (the
+    job's ``progress``) is ``done / total`` when ``total`` is given or ``items`` has a
+    length. Items done after the last checkpoint run again after a crash (a SIGKILL);
+    a stop by SIGTERM loses none. For a sync task (an ``async def`` task would block
+    its event loop at each checkpoint)."""
+    ctx = _context("iterate")
+    every = checkpoint_every
+    if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= 1_000_000:
+        raise StepError(f"checkpoint_every must be an int in [1, 1000000], got {every!r}")
+    if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 0):
+        raise StepError(f"total must be an int >= 0 or None, got {total!r}")
+    seconds = validate.seconds(checkpoint_seconds, "checkpoint_seconds")
+    if seconds <= 0:
+        raise StepError(f"checkpoint_seconds must be > 0, got {checkpoint_seconds!r}")
+    runtime = None if max_runtime is None else validate.seconds(max_runtime, "max_runtime")
+    if runtime is not None and runtime <= 0:
+        raise StepError(f"max_runtime must be > 0 seconds or None, got {max_runtime!r}")
+    if total is None and hasattr(items, "__len__") and not _is_queryset(items):
+        total = len(items)  # type: ignore[arg-type]
+    run = _sync_run(ctx)
+    key = "i:" + run.use(name, "iterate")
+    seen = run.fields.get(key)
+    state: dict[str, Any] = json.loads(seen) if seen is not None else {"n": 0, "c": None}
+    if seen is None:
+        _room(run)
+    walk = _Walk(ctx, run, key, str(name), int(state["n"]), state["c"], total)
+    if state.get("end"):
+        return iter(())
+    return walk.walk(_pairs(items, walk.done, walk.cursor), every, seconds, runtime)
+
+
+def _is_queryset(items: Any) -> bool:
+    from django.db.models import QuerySet
+
+    return isinstance(items, QuerySet)
+
+
+def _pairs(items: Iterable[Any], done: int, cursor: Any) -> Iterator[tuple[Any, Any]]:
+    """(item, the cursor after it) from where the walk stopped."""
+    if _is_queryset(items):
+        return _rows(items, cursor)
+    rest = itertools.islice(iter(items), done, None)
+    return ((item, done + i) for i, item in enumerate(rest, 1))
+
+
+def _rows(qs: Any, after: Any) -> Iterator[tuple[Any, Any]]:
+    qs = qs.order_by("pk")
+    while True:
+        page = list((qs if after is None else qs.filter(pk__gt=after))[:QUERYSET_CHUNK])
+        if not page:
+            return
+        for row in page:
+            pk = row.pk if isinstance(row.pk, int | str) else str(row.pk)
+            yield row, pk
+        after = page[-1].pk if isinstance(page[-1].pk, int | str) else str(page[-1].pk)
+
+
+@dataclass
+class _Walk:
+    """One run's walk of an :func:`iterate`: items done (all runs) and the cursor."""
+
+    ctx: JobContext
+    run: Run
+    key: str
+    name: str
+    done: int
+    cursor: Any
+    total: int | None
+
+    def walk(
+        self, pairs: Iterator[tuple[Any, Any]], every: int, seconds: float, runtime: float | None
+    ) -> Iterator[Any]:
+        ctx, started = self.ctx, time.monotonic()
+        last, since, first = started, 0, True
+        for item, after in pairs:
+            if not first:  # between two items: stop here?
+                if ctx.cancel_requested:
+                    self.save(False)
+                    raise JobCancelled(f"job {ctx.id} cancelled after {self.done} items")
+                why = "stopping" if ctx.stop_requested else None
+                if why is None and runtime is not None and time.monotonic() - started >= runtime:
+                    why = "max_runtime"
+                if why is not None:
+                    self.save(False)
+                    raise IterationPaused(self.name, self.done, why)
+            first = False
+            yield item
+            self.done, self.cursor, since = self.done + 1, after, since + 1
+            now = time.monotonic()
+            if since >= every or now - last >= seconds:
+                self.save(False)
+                since, last = 0, now
+        self.save(True)
+
+    def save(self, end: bool) -> None:
+        """Record the cursor (``end``: the walk is over), then the job's progress."""
+        state: dict[str, Any] = {"n": self.done, "c": self.cursor}
+        if end:
+            state["end"] = True
+        data = encode(state, f"cursor of iterate {self.name!r}")
+        if self.run.fields.get(self.key) == data:
+            return
+        ctx = self.ctx
+        reply = ctx.queue.engine.durable.step(ctx.message, self.key, data, replace=True)
+        _recorded(ctx, reply, self.name)
+        self.run.fields[self.key] = data
+        fraction = min(1.0, self.done / self.total) if self.total else 0.0
+        ctx.progress(1.0 if end else fraction, f"{self.name}: {self.done} done")

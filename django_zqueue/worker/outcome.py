@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from .. import signals
 from ..events import kv, log, send
-from ..exceptions import Parked
+from ..exceptions import IterationPaused, Parked
 from ..queue import NO_RESULT
 from ..tasks.context import JobContext
 
@@ -101,6 +101,23 @@ def parked(ctx: JobContext, exc: Parked) -> ParkedRun:
         kv(event="job_parked", queue=ctx.queue.name, job=ctx.id, on=exc.field, wake=exc.wake_ms)
     )
     return ParkedRun(exc.field, exc.wake_ms, ctx)
+
+
+def paused(ctx: JobContext, exc: IterationPaused) -> Released:
+    """The outcome of a run ``durable.iterate`` ended between two items (its cursor
+    recorded): given back to its place in line, the attempt not counted; logged
+    (``job_paused``)."""
+    log.info(
+        kv(
+            event="job_paused",
+            queue=ctx.queue.name,
+            job=ctx.id,
+            at=exc.name,
+            done=exc.done,
+            why=exc.why,
+        )
+    )
+    return Released(f"paused after {exc.done} items of {exc.name!r} ({exc.why})", ctx)
 
 
 def released(ctx: JobContext, exc: BaseException) -> Released:

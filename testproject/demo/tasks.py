@@ -155,6 +155,31 @@ def fault_durable(ledger: str, key: str, seconds: float = 0.0) -> None:
 
 
 @task(max_retries=100, retry_backoff={"base": 0, "max": 0, "jitter": 0})
+def fault_walk(ledger: str, rows: int, seconds: float = 0.0, every: int = 50) -> int:
+    """Walk ``rows`` rows with ``durable.iterate``, one ledger row per row done (its key
+    the row's number, its attempt the job's), one SQLite connection per run."""
+    from django_zqueue import durable
+
+    from . import ledger as db
+
+    job = current_job()
+    tag, attempt = (job.id, job.attempt) if job else ("", 0)
+    conn = db.connect(ledger)
+    try:
+        for i in durable.iterate("rows", range(rows), checkpoint_every=every):
+            conn.execute(
+                "INSERT INTO runs (job, key, attempt, pid, started, finished) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (tag, str(i), attempt, os.getpid(), db.now(), db.now()),
+            )
+            if seconds:
+                time.sleep(seconds)
+    finally:
+        conn.close()
+    return rows
+
+
+@task(max_retries=100, retry_backoff={"base": 0, "max": 0, "jitter": 0})
 def fault_summary(summary: dict[str, Any], ledger: str, key: str) -> None:
     """A batch's callback: records its run under ``key``, and the summary it was given as
     a finished run under ``<key>#<succeeded>/<dead>/<cancelled>/<expired>``."""

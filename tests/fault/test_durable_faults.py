@@ -5,6 +5,7 @@ killed (mid-run, or after it returned and before its result was recorded)."""
 from __future__ import annotations
 
 import random
+import signal
 import time
 from collections.abc import Callable
 
@@ -64,3 +65,32 @@ def test_r_durable_steps_survive_sigkilled_workers(
         f"kills={len(f.killed)} steps_run_again={again} (lease 1 s)"
     )
     assert len(f.killed) >= 3
+
+
+def test_r_an_iterable_job_stopped_by_sigterm_resumes_after_its_last_row(
+    fault: Callable[..., Fault],
+) -> None:
+    """``durable.iterate`` over 5,000 rows: the worker gets SIGTERM mid-way, the job goes
+    back to its place in line between two rows with its cursor, and the next worker goes
+    on after the last row done: each row once in the ledger, no attempt used."""
+    f = fault(lease=30.0)
+    rows = 5000
+    job = tasks.fault_walk.using(queue=QUEUE).enqueue(f.ledger, rows, 0.001, 50)
+    first = f.start_worker("--concurrency", "1")
+    assert wait_for(lambda: len(f.runs()) >= 1000, timeout=60)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+    q = f.queue()
+    info = q.info(job.id)
+    done = len(f.runs())
+    assert info is not None and info.state == "ready" and info.attempts == 0, info
+    assert 1000 <= done < rows
+    f.start_worker("--concurrency", "1")
+    assert wait_for(lambda: q.stats().get("acked", 0) == 1, timeout=120)
+    f.stop_all()
+    runs = f.runs()
+    assert sorted(int(r.key) for r in runs) == list(range(rows))  # each row exactly once
+    assert {r.attempt for r in runs} == {1}  # the stop used no attempt
+    assert len({r.pid for r in runs}) == 2
+    assert q.stats()["acked"] == 1
+    print(f"\nFAULT ITERATE rows={rows} done_before_sigterm={done}")
