@@ -10,6 +10,8 @@ from .version import __version__
 __all__ = [
     "Batch",
     "BatchProgress",
+    "Chunk",
+    "ChunkFailed",
     "ConfigurationError",
     "CorruptResult",
     "DuplicateJob",
@@ -35,6 +37,7 @@ __all__ = [
     "batch",
     "chain",
     "chord",
+    "current_chunk",
     "current_job",
     "get_queue",
     "group",
@@ -58,6 +61,7 @@ from .exceptions import (
     ZQueueError,
 )
 from .queue import JobInfo, Message, Queue, ScanResult, get_queue
+from .tasks.chunk import Chunk, ChunkFailed, current_chunk
 from .tasks.context import JobContext, current_job
 from .tasks.task import Job, Signature, Task, task
 from .tasks.workflows import Batch, BatchProgress, Workflow, batch, chain, chord, group, optional

@@ -114,3 +114,19 @@ def by_call(value: object, what: str, task_name: str) -> Callable[..., str]:
     if not callable(value):
         raise InvalidArgument(f"task {task_name!r}: {what} must be a string or a callable")
     return cast("Callable[..., str]", value)
+
+
+def of_call(
+    fn: Callable[..., str] | None,
+    call: tuple[tuple[Any, ...], Mapping[str, Any]],
+    what: str,
+    task_name: str,
+) -> str | None:
+    """What a task's function of the call's arguments (its ``tag`` or ``group``) gives
+    for ``call``, checked to be a string; None without one."""
+    if fn is None:
+        return None
+    value = fn(*call[0], **call[1])
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} function of task {task_name!r} returned {value!r}")
+    return value

@@ -39,8 +39,9 @@ from ..exceptions import InvalidArgument
 from ..queue import NewJob, Queue, get_queue
 from . import oncommit, registry, tracing
 from .callcheck import check_call
+from .chunk import Chunk, check_chunk, check_item
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
-from .options import TASK_OPTIONS, by_call, call_of, seconds, taken, task_options
+from .options import TASK_OPTIONS, by_call, call_of, of_call, seconds, taken, task_options
 from .schedules import Schedule, declare
 from .serializer import encode_call
 
@@ -73,6 +74,8 @@ class Task(Generic[P, R]):
     using_db: str | None = None  # database whose transaction to wait for
     isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
     group: Callable[..., str] | None = None  # group key from the call's arguments
+    #: a chunk task: its handler gets many jobs' items at once (``tasks/chunk.py``)
+    chunk: Chunk | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -146,23 +149,6 @@ class Task(Generic[P, R]):
     def _body(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         return {"task": self.name, **encode_call(args, dict(kwargs))}
 
-    def _group(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
-        if self.group is None:
-            return None
-        value = self.group(*args, **kwargs)
-        if not isinstance(value, str):
-            raise InvalidArgument(f"group function of task {self.name!r} returned {value!r}")
-        return value
-
-    def _tag(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
-        """The tag of a call: the task's tag function's, or None (Queue.prepare draws one)."""
-        if self.tag is None:
-            return None
-        value = self.tag(*args, **kwargs)
-        if not isinstance(value, str):
-            raise InvalidArgument(f"tag function of task {self.name!r} returned {value!r}")
-        return value
-
     def _call_options(
         self,
         kwargs: dict[str, Any],
@@ -183,7 +169,8 @@ class Task(Generic[P, R]):
         o: JobOptions,
     ) -> NewJob:
         """One call's job: its tag and group from the call (Queue.publish's errors)."""
-        tag, group = self._tag(*call), self._group(*call)
+        tag = of_call(self.tag, call, "tag", self.name)  # None: Queue.prepare draws one
+        group = of_call(self.group, call, "group", self.name)
         if group is not None:
             o = dataclasses.replace(o, group=group)
         return queue.prepare(body, tag, options=o)
@@ -221,7 +208,10 @@ class Task(Generic[P, R]):
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any], index: int | None = None
     ) -> None:
         """``check_call``; a keyword the function does not take that is an option of
-        :meth:`using` (``queue=``, ``priority=``, ...) gets a pointer to ``using()``."""
+        :meth:`using` (``queue=``, ``priority=``, ...) gets a pointer to ``using()``. A
+        job of a chunk task is one item: one positional argument."""
+        if self.chunk is not None:
+            return check_item(self.name, args, kwargs, index)
         try:
             check_call(self.name, self.func, args, kwargs, index)
         except TypeError as exc:
@@ -505,6 +495,7 @@ def task(
     unique_for: float | None = None,
     isolation: Literal["thread", "process"] | None = None,
     expires: float | None = None,
+    chunk: Chunk | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -544,6 +535,7 @@ def task(func: Any = None, /, **options: Any) -> Any:
         if opts.get("isolation") not in (None, "thread", "process"):
             raise InvalidArgument(f"task {name!r}: isolation must be 'thread' or 'process'")
         cron = opts.pop("cron", None)
+        check_chunk(name, f, opts, cron)
         t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
         registry.register(t)
         if cron is not None:

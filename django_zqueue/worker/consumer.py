@@ -35,6 +35,7 @@ from ..exceptions import QueueUnavailable, ScriptError, ZQueueError
 from ..queue import AckReply, Message, Queue
 from . import dbconn, taskstats
 from . import django_tasks as backend_runner
+from .chunks import ChunkBuffers, run_chunk
 from .outcome import Failure, Outcome, ParkedRun, Released, Success
 
 if TYPE_CHECKING:
@@ -230,6 +231,8 @@ class Consumer:
         #: when the oldest outcome not sent yet finished (None: none; outcomes kept after
         #: a refusal do not count: they go with the next flush, not one flush per job)
         self.oldest: float | None = None
+        #: the chunk tasks' jobs this thread holds until their chunk is due
+        self.chunks = ChunkBuffers()
 
     def run(self) -> None:
         """Claim and run jobs until the worker stops (or, with ``burst``, runs dry)."""
@@ -256,10 +259,13 @@ class Consumer:
         brought. False when this consumer is done."""
         w = self.worker
         if w.stopping.is_set():
+            self.chunks.give_back(w.leases)
             self.flush()
             return False
+        self.run_chunks()
         budget = self.budget(self.want)
         if budget == 0:
+            self.run_chunks(everything=True)
             self.flush()
             if w.max_jobs is not None and w.leases.claimed >= w.max_jobs:
                 w.stopping.set()
@@ -270,9 +276,13 @@ class Consumer:
         w.outage.ok()
         if queue is None:
             if w.burst and not any(h == 0 for h in hints):
-                return False
+                if not self.chunks:
+                    return False
+                self.run_chunks(everything=True)  # a burst run calls what it holds
+                return True
             dbconn.idle()  # no work ready: a connection kept for jobs is closed when idle
-            wait = min([*hints, 1.0])
+            left = self.chunks.seconds_left(time.monotonic())
+            wait = min([*hints, 1.0] if left is None else [*hints, 1.0, max(left, 0.01)])
             woke = self.wait(wait, budget) if wait > 0 else None
             if woke is None:
                 return True
@@ -417,27 +427,50 @@ class Consumer:
                 for rest in msgs[n:]:
                     w.leases.give_back(queue, rest)
                 break
+            if self.chunks.take(queue, msg):
+                continue  # a chunk task's job: held until its chunk is due
             if not w.leases.start(queue, msg):
                 continue  # given back already (stopping, or a slow job before it)
             if w.lane is not None and w.lane.submit(queue, msg):
                 continue  # an async task: the event-loop lane runs and reports it
             t0 = time.monotonic()
-            outcome = w.runner.run(queue, msg)
-            w.count(outcome)
-            if isinstance(outcome, ParkedRun):  # park.lua moved the job: nothing to send
-                w.leases.unhold(queue, msg)
+            self.ended(queue, msg, w.runner.run(queue, msg), t0)
+        if self.chunks:
+            self.run_chunks()
+
+    def ended(self, queue: Queue, msg: Message, outcome: Outcome, t0: float) -> None:
+        """A job's run ended (it began at ``t0``): its outcome kept to be sent."""
+        w = self.worker
+        w.count(outcome)
+        if isinstance(outcome, ParkedRun):  # park.lua moved the job: nothing to send
+            w.leases.unhold(queue, msg)
+            return
+        if not w.leases.finish(queue, msg):  # cancel.lua ended it: nothing to send
+            log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
+            return
+        self.done.append(Finished(queue, msg, outcome))
+        if self.oldest is None:
+            self.oldest = outcome.finished
+        now = time.monotonic()
+        ran = now - t0
+        self.per_job = ran if self.per_job < 0 else self.per_job + (ran - self.per_job) * 0.2
+        if now - self.oldest > FLUSH_AFTER:
+            self.flush()
+
+    def run_chunks(self, everything: bool = False) -> None:
+        """Call the chunk tasks whose chunk is due (``everything``: all it holds)."""
+        if not self.chunks:
+            return
+        w = self.worker
+        for queue, task, msgs in self.chunks.due(time.monotonic(), everything):
+            started = [m for m in msgs if w.leases.start(queue, m)]  # (not cancelled meanwhile)
+            if not started:
                 continue
-            if not w.leases.finish(queue, msg):  # cancel.lua ended it: nothing to send
-                log.info(kv(event="job_cancelled", queue=queue.name, job=msg.tag))
-                continue
-            self.done.append(Finished(queue, msg, outcome))
-            if self.oldest is None:
-                self.oldest = outcome.finished
-            now = time.monotonic()
-            ran = now - t0
-            self.per_job = ran if self.per_job < 0 else self.per_job + (ran - self.per_job) * 0.2
-            if now - self.oldest > FLUSH_AFTER:
-                self.flush()
+            t0 = time.monotonic()
+            for msg, outcome in zip(
+                started, run_chunk(w.runner, queue, task, started), strict=True
+            ):
+                self.ended(queue, msg, outcome, t0)
 
     # ------------------------------------------------------------------ reporting
 

@@ -26,6 +26,7 @@ from ..tasks.context import JobContext, set_current_job
 from ..tasks.django_tasks.backend import MARKER
 from ..tasks.serializer import MalformedPayload, ModelInstanceMissing, decode_call
 from ..tasks.task import Task, registered
+from .chunks import chunk_task, run_chunk
 from .consumer import Finished
 from .coro import bounded, span_ended
 from .lane_base import LaneBase
@@ -151,6 +152,9 @@ class LaneRuns(LaneBase):
         w = self.worker
         if not w.leases.start(queue, msg):  # now running in this thread
             return None
+        chunked = chunk_task(msg)
+        if chunked is not None:  # the lane gathers no chunks: a chunk of one
+            return run_chunk(w.runner, queue, chunked, [msg])[0]
         return w.runner.run(queue, msg)
 
     async def _async_job(self, task: Task[..., Any], queue: Queue, msg: Message) -> Outcome:
