@@ -40,7 +40,7 @@ from ..queue import NewJob, Queue, get_queue
 from . import oncommit, registry, tracing
 from .callcheck import check_call
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
-from .options import TASK_OPTIONS, by_call, call_of, seconds, taken, task_options
+from .options import TASK_OPTIONS, by_call, call_of, keyed, seconds, taken, task_options
 from .schedules import Schedule, declare
 from .serializer import encode_call
 
@@ -73,6 +73,8 @@ class Task(Generic[P, R]):
     using_db: str | None = None  # database whose transaction to wait for
     isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
     group: Callable[..., str] | None = None  # group key from the call's arguments
+    #: ordering key from the call's arguments (docs/job-control.md, "Strict order per key")
+    ordering_key: Callable[..., str] | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -120,12 +122,14 @@ class Task(Generic[P, R]):
         unique_for: float | None = None,
         group: Callable[..., str] | str | None = None,
         expires: float | None = None,
+        ordering_key: Callable[..., str] | str | None = None,
+        on_dead: Literal["block", "skip"] | None = None,
     ) -> Task[P, R]:
         """A copy with other enqueue options (the registered task is unchanged): the
         job options given replace those of ``options`` (``dataclasses.replace``).
 
-        ``tag`` and ``group`` may each be a fixed string for the next enqueue or a
-        function of the call's arguments."""
+        ``tag``, ``group`` and ``ordering_key`` may each be a fixed string for the next
+        enqueue or a function of the call's arguments."""
         given = locals()  # the job options by name: a new one is one more parameter here
         job = {n: given[n] for n in TASK_OPTIONS}
         changes: dict[str, Any] = {"options": task_options(self.name, self.options, job)}
@@ -139,20 +143,14 @@ class Task(Generic[P, R]):
             changes["using_db"] = using_db
         if group is not None:
             changes["group"] = by_call(group, "group", self.name)
+        if ordering_key is not None:
+            changes["ordering_key"] = by_call(ordering_key, "ordering_key", self.name)
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ enqueueing
 
     def _body(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         return {"task": self.name, **encode_call(args, dict(kwargs))}
-
-    def _group(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
-        if self.group is None:
-            return None
-        value = self.group(*args, **kwargs)
-        if not isinstance(value, str):
-            raise InvalidArgument(f"group function of task {self.name!r} returned {value!r}")
-        return value
 
     def _tag(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
         """The tag of a call: the task's tag function's, or None (Queue.prepare draws one)."""
@@ -171,8 +169,10 @@ class Task(Generic[P, R]):
         run_at: datetime | None = None,
     ) -> dict[str, Any]:
         """A call's own job options, checked by :meth:`_prepare` after the call: its delay,
-        run-at, and ``expires`` taken out of its keyword arguments (:func:`taken`)."""
-        call = {"delay": delay, "run_at": run_at, "expires": taken(self.func, kwargs, "expires")}
+        run-at, ``expires`` and ``ordering_key`` taken out of its keyword arguments
+        (:func:`taken`)."""
+        call = {"delay": delay, "run_at": run_at}
+        call |= {n: taken(self.func, kwargs, n) for n in ("expires", "ordering_key")}
         return {n: v for n, v in call.items() if v is not None}
 
     def _new_job(
@@ -182,11 +182,10 @@ class Task(Generic[P, R]):
         call: tuple[tuple[Any, ...], Mapping[str, Any]],
         o: JobOptions,
     ) -> NewJob:
-        """One call's job: its tag and group from the call (Queue.publish's errors)."""
-        tag, group = self._tag(*call), self._group(*call)
-        if group is not None:
-            o = dataclasses.replace(o, group=group)
-        return queue.prepare(body, tag, options=o)
+        """One call's job: its tag, group and ordering key from the call (Queue.publish's
+        errors)."""
+        o = keyed(self.name, o, self.group, self.ordering_key, *call)
+        return queue.prepare(body, self._tag(*call), options=o)
 
     def _prepare(
         self,
@@ -505,6 +504,8 @@ def task(
     unique_for: float | None = None,
     isolation: Literal["thread", "process"] | None = None,
     expires: float | None = None,
+    ordering_key: Callable[..., str] | str | None = None,
+    on_dead: Literal["block", "skip"] | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -529,6 +530,8 @@ def task(func: Any = None, /, **options: Any) -> Any:
             opts["queue_name"] = opts.pop("queue")
         if opts.get("group") is not None:
             opts["group"] = by_call(opts["group"], "group", name)
+        if opts.get("ordering_key") is not None:
+            opts["ordering_key"] = by_call(opts["ordering_key"], "ordering_key", name)
         ttl = opts.get("result_ttl", 1.0)
         if (
             isinstance(ttl, bool)

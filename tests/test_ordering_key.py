@@ -1,0 +1,133 @@
+"""``ordering_key``: the option (how a task, ``using()``, an enqueue and
+``Queue.prepare(options=)`` give it, what is refused, what the record keeps) and the claim
+rule (only the oldest waiting job of a key is claimed; the next one after it ends), against
+a real Redis (docs/job-control.md, "Strict order per key")."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import redis
+
+from django_zqueue import task
+from django_zqueue.engine.records import NewJob, Record
+from django_zqueue.engine.records.spec import JobOptions, pack_map
+from django_zqueue.engine.scripts import source
+from django_zqueue.exceptions import InvalidArgument
+from django_zqueue.queue import Queue, get_queue
+
+from .conftest import snapshot
+from .records_util import fields_of, update_fields
+
+
+def fresh(**options: Any) -> Any:
+    def f(x: int, who: str = "a") -> None:
+        pass
+
+    return task(name=f"order.t{uuid.uuid4().hex[:10]}", **options)(f)
+
+
+def publish(q: Queue, body: Any, key: str | None, **more: Any) -> str:
+    return q.publish_prepared([q.prepare(body, options=JobOptions(ordering_key=key, **more))])[0]
+
+
+# ------------------------------------------------------------------ the option
+
+
+def test_prepare_options_store_the_key_in_the_record(q: Queue) -> None:
+    t = publish(q, 1, "acct-1")
+    u = publish(q, 2, "acct-1", on_dead="skip")
+    plain = q.publish(3)
+    c, k = q.engine._client, q.engine._keys
+    assert fields_of(c, k, t)["o"] == "acct-1" and "od" not in fields_of(c, k, t)
+    assert fields_of(c, k, u)["od"] == 1
+    assert "o" not in fields_of(c, k, plain)
+    record = Record.decode(c.hget(k.meta, t))
+    assert record is not None and record.ordering_key == "acct-1"
+
+
+def test_task_option_string_callable_using_and_enqueue(project: dict[str, str]) -> None:
+    q = get_queue("default")
+    c, k = q.engine._client, q.engine._keys
+    fixed = fresh(ordering_key="fixed")
+    by_arg = fresh(ordering_key=lambda x, who="a": f"acct-{who}")
+    assert fields_of(c, k, fixed.enqueue(1).id)["o"] == "fixed"
+    assert fields_of(c, k, by_arg.enqueue(1, who="b").id)["o"] == "acct-b"
+    assert fields_of(c, k, by_arg.using(ordering_key="u").enqueue(1).id)["o"] == "u"
+    call = by_arg.enqueue(1, ordering_key="call")  # the call's own wins
+    assert fields_of(c, k, call.id)["o"] == "call"
+    skip = fresh(ordering_key="s", on_dead="skip")
+    assert fields_of(c, k, skip.enqueue(1).id)["od"] == 1
+    assert "o" not in fields_of(c, k, fresh().enqueue(1).id)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("", "ordering_key must be a non-empty string"),
+        ("x" * 201, "ordering_key must be at most 200 bytes in UTF-8"),
+        ("é" * 101, "ordering_key must be at most 200 bytes in UTF-8"),
+        ("a\0b", "ordering_key must not contain a NUL character"),
+        (7, "ordering_key must be a (non-empty )?string"),
+        ("\ud800", "ordering_key must be valid UTF-8"),
+    ],
+)
+def test_bad_keys_are_refused_and_nothing_is_written(
+    redis_client: redis.Redis, prefix: str, project: dict[str, str], bad: Any, message: str
+) -> None:
+    q = get_queue("default")
+    before = snapshot(redis_client, prefix)
+    with pytest.raises(InvalidArgument, match=message):
+        q.prepare(1, options=JobOptions(ordering_key=bad))
+    with pytest.raises(InvalidArgument, match=message):
+        fresh(ordering_key=bad)
+    t = fresh(ordering_key=lambda x, who="a": bad)
+    with pytest.raises(InvalidArgument, match=message):
+        t.enqueue(1)
+    with pytest.raises(InvalidArgument, match=message):
+        fresh().enqueue(1, ordering_key=bad)
+    assert snapshot(redis_client, prefix) == before
+
+
+def test_bad_on_dead_is_refused(project: dict[str, str]) -> None:
+    with pytest.raises(InvalidArgument, match="on_dead must be 'block' or 'skip'"):
+        JobOptions(ordering_key="k", on_dead="drop")
+    with pytest.raises(InvalidArgument, match="on_dead must be 'block' or 'skip'"):
+        fresh(ordering_key="k", on_dead="drop")
+    assert JobOptions(ordering_key="k", on_dead="block").spec.on_dead is None  # the default
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"ordering_key": "x" * 201}, "ordering_key must be 1 to 200 bytes"),
+        ({"ordering_key": ""}, "ordering_key must be 1 to 200 bytes"),
+        ({"ordering_key": "a\0b"}, "ordering_key must be 1 to 200 bytes"),
+        ({"ordering_key": 5}, "ordering_key must be 1 to 200 bytes"),
+        ({"ordering_key": "k", "on_dead": "drop"}, "on_dead must be 'block' or 'skip'"),
+        ({"on_dead": "skip"}, "on_dead needs an ordering_key"),
+    ],
+)
+def test_the_script_refuses_a_bad_spec_and_writes_nothing(
+    q: Queue, redis_client: redis.Redis, prefix: str, fields: dict[str, Any], why: str
+) -> None:
+    """A hand-made job argument past the Python checks: publish.lua refuses it."""
+    before = snapshot(redis_client, prefix)
+    raw = pack_map({"id": "hand", "body": b'"x"', **fields})
+    call = q.engine._shards[0].publish([NewJob("hand", b'"x"')])
+    with pytest.raises(redis.ResponseError, match=f"ZQ_BAD_ARGUMENT.*{why}"):
+        q.engine._client.eval(
+            source("publish"), len(call.keys), *call.keys, q.engine.policy.packed, raw
+        )
+    assert snapshot(redis_client, prefix) == before
+
+
+def test_an_old_record_without_the_field_still_reads(q: Queue) -> None:
+    t = q.publish("old")
+    c, k = q.engine._client, q.engine._keys
+    update_fields(c, k, t, e=1)  # as an older version wrote it: no `o`
+    assert Record.decode(c.hget(k.meta, t)) is not None
+    msgs, _ = q.claim(1, "c")
+    assert [m.tag for m in msgs] == [t]
