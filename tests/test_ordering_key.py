@@ -131,3 +131,129 @@ def test_an_old_record_without_the_field_still_reads(q: Queue) -> None:
     assert Record.decode(c.hget(k.meta, t)) is not None
     msgs, _ = q.claim(1, "c")
     assert [m.tag for m in msgs] == [t]
+
+
+# ------------------------------------------------------------------ the claim rule
+
+
+def claim_all(q: Queue, batch: int = 10) -> list[Any]:
+    """Claim until a call leases something or says there is nothing to claim now (a call
+    that only set jobs aside answers hint 0: claim again); at most 20 calls."""
+    for _ in range(20):
+        msgs, hint = q.claim(batch, "c")
+        if msgs or hint != 0:
+            return msgs
+    raise AssertionError("claim kept answering 'claim again'")
+
+
+def bodies(msgs: list[Any]) -> list[Any]:
+    return sorted(m.body for m in msgs)
+
+
+def test_one_job_per_key_at_a_time_in_order_and_other_keys_flow(q: Queue) -> None:
+    for i in range(3):
+        publish(q, f"a{i}", "A")
+        publish(q, f"b{i}", "B")
+    publish(q, "free", None)
+    first = claim_all(q)
+    assert bodies(first) == ["a0", "b0", "free"]
+    assert claim_all(q) == []  # both keys held
+    assert q.state(first[0].tag) == "leased"
+    by = {m.body: m for m in first}
+    q.ack(by["a0"])
+    assert bodies(claim_all(q)) == ["a1"]  # A's next; B still held by b0
+    q.ack(by["b0"])
+    assert bodies(claim_all(q)) == ["b1"]
+
+
+def test_a_failing_job_keeps_its_key_through_its_retries_and_backoff(q: Queue) -> None:
+    a0 = publish(q, "a0", "A", max_retries=3)
+    publish(q, "a1", "A")
+    (m,) = claim_all(q)
+    assert m.tag == a0
+    assert q.nack(m, "boom", retry_in=60) == "retry"  # in backoff: the key stays held
+    assert claim_all(q) == []
+    assert q.state(a0) == "delayed"
+    assert q.run_now(a0)  # its backoff cut short: it is still the key's holder
+    (again,) = claim_all(q)
+    assert again.tag == a0 and again.attempt == 2
+    assert q.nack(again, "boom", retry_in=0) == "retry"  # back in line now: still first
+    (third,) = claim_all(q)
+    assert third.tag == a0
+    q.ack(third)
+    assert bodies(claim_all(q)) == ["a1"]
+
+
+@pytest.mark.parametrize("on_dead", ["block", "skip"])
+def test_a_dead_holder_blocks_or_skips(q: Queue, on_dead: str) -> None:
+    a0 = publish(q, "a0", "A", on_dead=on_dead)
+    publish(q, "a1", "A")
+    (m,) = claim_all(q)
+    assert q.nack(m, "boom", dead=True) == "dead"
+    if on_dead == "skip":
+        assert bodies(claim_all(q)) == ["a1"]
+        return
+    assert claim_all(q) == []  # blocked while a0 is dead
+    assert q.requeue_dead(a0)  # back in line: it is still the key's holder
+    (again,) = claim_all(q)
+    assert again.tag == a0
+    q.nack(again, "boom", dead=True)
+    assert claim_all(q) == []
+    assert q.delete(a0)  # deleting the dead holder unblocks its key
+    assert bodies(claim_all(q)) == ["a1"]
+
+
+def test_cancel_of_the_holder_frees_the_key(q: Queue) -> None:
+    publish(q, "a0", "A")
+    a1 = publish(q, "a1", "A")
+    publish(q, "a2", "A")
+    (m,) = claim_all(q)
+    assert claim_all(q) == []
+    assert q.state(a1) == "waiting"  # set aside behind its key
+    q.cancel(m.tag)
+    assert bodies(claim_all(q)) == ["a1"]
+
+
+def test_a_cancelled_job_set_aside_is_passed_over(q: Queue) -> None:
+    publish(q, "a0", "A")
+    a1 = publish(q, "a1", "A")
+    publish(q, "a2", "A")
+    (m,) = claim_all(q)
+    assert claim_all(q) == []
+    assert q.cancel(a1)
+    q.ack(m)
+    assert bodies(claim_all(q)) == ["a2"]
+
+
+def test_an_expired_lease_keeps_the_order(q: Queue, redis_client: redis.Redis) -> None:
+    a0 = publish(q, "a0", "A", max_retries=2)
+    publish(q, "a1", "A")
+    assert [m.tag for m in claim_all(q)] == [a0]
+    assert claim_all(q) == []
+    k = q.engine._keys
+    redis_client.zadd(k.leased, {a0: 1})  # its worker died: the lease is long past
+    q.scan()
+    assert q.state(a0) in ("ready", "delayed")
+    q.run_now(a0)
+    (again,) = claim_all(q)
+    assert again.tag == a0  # it comes back as the key's holder: a1 still waits
+    assert claim_all(q) == []
+    q.ack(again)
+    assert bodies(claim_all(q)) == ["a1"]
+
+
+def test_a_batch_takes_one_job_per_key(q: Queue) -> None:
+    for i in range(5):
+        publish(q, i, "A")
+    assert bodies(claim_all(q, 100)) == [0]
+    assert q.engine._client.zcard(q.engine._keys.oaside) == 4
+
+
+def test_a_queue_without_ordering_keys_writes_no_order_key(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    q.publish(1)
+    (m,) = claim_all(q)
+    q.ack(m)
+    k = q.engine._keys
+    assert not redis_client.exists(k.ohold, k.oaside)
