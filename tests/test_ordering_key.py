@@ -257,3 +257,47 @@ def test_a_queue_without_ordering_keys_writes_no_order_key(
     q.ack(m)
     k = q.engine._keys
     assert not redis_client.exists(k.ohold, k.oaside)
+
+
+# ------------------------------------------------------------------ combinations refused
+
+
+def test_a_fair_or_partitioned_queue_refuses_an_ordering_key(
+    make_queue: Any, redis_client: redis.Redis, prefix: str
+) -> None:
+    fair = make_queue("ofair", fairness="groups")
+    parts = make_queue("oparts", partitions=2)
+    before = snapshot(redis_client, prefix)
+    for queue in (fair, parts):
+        with pytest.raises(InvalidArgument, match="ordering_key does not go with a fair queue"):
+            queue.prepare(1, options=JobOptions(ordering_key="A"))
+    assert snapshot(redis_client, prefix) == before
+
+
+def test_workflows_and_depends_on_refuse_an_ordering_key(
+    redis_client: redis.Redis, prefix: str, project: dict[str, str]
+) -> None:
+    from django_zqueue.tasks.workflows import chain
+
+    keyed, plain = fresh(ordering_key="A"), fresh()
+    before = snapshot(redis_client, prefix)
+    with pytest.raises(InvalidArgument, match="does not go with ordering_key"):
+        chain(plain.s(1), keyed.s()).enqueue()
+    assert snapshot(redis_client, prefix) == before
+    parent = plain.enqueue(1)
+    before = snapshot(redis_client, prefix)
+    with pytest.raises(InvalidArgument, match="depends_on does not go with ordering_key"):
+        keyed.enqueue(2, depends_on=parent)
+    assert snapshot(redis_client, prefix) == before
+
+
+def test_wf_publish_refuses_a_hand_made_ordering_key(
+    q: Queue, redis_client: redis.Redis, prefix: str
+) -> None:
+    from django_zqueue.engine.records.links import FlowJob
+
+    job = q.prepare(1, tag="w1", options=JobOptions(ordering_key="A"))
+    before = snapshot(redis_client, prefix)
+    with pytest.raises(Exception, match="a workflow job takes no ordering_key"):
+        q.engine.run(q.engine._shards[0].wf_publish([FlowJob(job)]))
+    assert snapshot(redis_client, prefix) == before

@@ -254,10 +254,10 @@ class Task(Generic[P, R]):
         parent's result (or the list of them) comes first in its arguments.
         ``InvalidArgument`` for a task with ``debounce`` or ``unique_for``: a workflow
         job is published without those rules, as ``depends_on`` is."""
-        if self.options.once:
+        if self.options.once or self.ordering_key or self.options.ordering_key:
+            what = "debounce or unique_for" if self.options.once else "ordering_key"
             raise InvalidArgument(
-                f"task {self.name!r}: a workflow (chain, group, chord) does not go with "
-                "debounce or unique_for"
+                f"task {self.name!r}: a workflow (chain, group, chord) does not go with {what}"
             )
         received = (None,) if flow.get("in") else ()
         self._check_call((*received, *args), kwargs)
@@ -281,10 +281,10 @@ class Task(Generic[P, R]):
             if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
                 alone = isinstance(depends_on, Job | str | OptionalParent)
                 parents = [depends_on] if alone else list(depends_on)
-            if parents is not None and options.once:
-                raise InvalidArgument(
-                    f"task {self.name!r}: depends_on does not go with debounce or unique_for"
-                )
+            keyed = any(j.spec.ordering_key for j in jobs)
+            if parents is not None and (options.once or keyed):
+                what = "debounce or unique_for" if options.once else "ordering_key"
+                raise InvalidArgument(f"task {self.name!r}: depends_on does not go with {what}")
             deferred = self._send(queue, jobs, options, parents)
         except BaseException as exc:
             tracing.fail_send(span, exc)
