@@ -301,3 +301,30 @@ def test_wf_publish_refuses_a_hand_made_ordering_key(
     with pytest.raises(Exception, match="a workflow job takes no ordering_key"):
         q.engine.run(q.engine._shards[0].wf_publish([FlowJob(job)]))
     assert snapshot(redis_client, prefix) == before
+
+
+def test_a_key_whose_last_job_ended_leaves_no_holder_behind(
+    q: Queue, redis_client: redis.Redis
+) -> None:
+    for key in ("A", "B", "C"):
+        publish(q, key, key)
+    for m in claim_all(q):
+        q.ack(m)
+    k = q.engine._keys
+    assert redis_client.hlen(k.ohold) == 3  # the claims cannot know the holders ended
+    for _ in range(200):  # each claim sweeps a few random fields (bounded loop)
+        q.claim(1, "c")
+        if not redis_client.exists(k.ohold):
+            break
+    assert not redis_client.exists(k.ohold, k.oaside)
+
+
+def test_a_live_holder_is_never_swept(q: Queue, redis_client: redis.Redis) -> None:
+    a0 = publish(q, "a0", "A")
+    publish(q, "a1", "A")
+    (m,) = claim_all(q)
+    for _ in range(20):
+        assert q.claim(5, "c")[0] == []
+    assert redis_client.hget(q.engine._keys.ohold, "A") == a0.encode()
+    q.ack(m)
+    assert bodies(claim_all(q)) == ["a1"]

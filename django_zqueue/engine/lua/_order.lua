@@ -19,8 +19,11 @@
 --   back in k.ready at its old score, as its new holder (entries whose job is no longer
 --   waiting, cancelled or deleted meanwhile, are dropped: ORDER_STALE_MAX per key); a key
 --   with none left is taken out of k.ohold. Returns whether any job is set aside.
+-- order_sweep(k, most): `most` random entries of k.ohold (HRANDFIELD) whose holder ended
+--   and whose key has no job set aside are removed: a key whose last job ended leaves no
+--   field behind for long (the claim that ends nothing cannot know it).
 -- Work: order_free O(log N) (5 reads at most); order_release O(most * ORDER_STALE_MAX
---   * log N).
+--   * log N); order_sweep O(most * log N).
 --@include bounds
 --@include record
 
@@ -143,4 +146,15 @@ local function order_release(k, most)
   end
   redis.call('HSET', k.ctr, 'ocur', cursor)
   return true
+end
+
+local function order_sweep(k, most)
+  local got = redis.call('HRANDFIELD', k.ohold, most, 'WITHVALUES')
+  for i = 1, #got, 2 do
+    local o, h = got[i], got[i + 1]
+    if not order_alive(k, h, o) and not redis.call('ZRANGEBYLEX', k.oaside, '[' .. o .. '\0',
+        '(' .. o .. '\1', 'LIMIT', 0, 1)[1] then
+      redis.call('HDEL', k.ohold, o)
+    end
+  end
 end

@@ -13,7 +13,8 @@
 --   ohold HASH, oaside ZSET, wait ZSET (strict order per key, _order.lua: a job whose
 --   ordering key is held by another live job is set aside, out of ready, into wait and
 --   oaside; a key whose holder ended gets its next job back first, ORDER_KEYS keys
---   looked at per call)
+--   looked at per call; ORDER_SWEEP random keys of ohold whose holder ended and that
+--   have nothing set aside are removed per call)
 -- ARGV[1] batch (1..100)
 -- ARGV[2] the queue's policy, read by name (_policy.lua): visibility_ms (its default
 --   lease), concurrency (0 = unlimited), qps (0 = unlimited), promote_limit, mode, aging_us
@@ -54,7 +55,7 @@
 
 local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'body', 'meta', 'ctr', 'rate', 'stats',
   'dead', 'errors', 'paused', 'expiry', 'expired', 'wf_out', 'wf_res', 'ohold', 'oaside', 'wait'})
-local ORDER_KEYS, ORDER_POLL_MS = 8, 100
+local ORDER_KEYS, ORDER_POLL_MS, ORDER_SWEEP = 8, 100, 2
 
 -- The key checks (_guard.lua) are made only where a write could meet a key of the wrong
 -- type: all the keys, once, before promoting due jobs or ending a corrupt record or an
@@ -87,10 +88,11 @@ end
 
 local now = now_ms()
 promote(k, now, most, mode, aging_us, guard_all)
-local ordered = redis.call('EXISTS', k.oaside) == 1
-if ordered then
+local ordered = false
+if redis.call('EXISTS', k.ohold, k.oaside) > 0 then -- (one command on the common path)
   guard_all()
-  order_release(k, ORDER_KEYS)
+  ordered = order_release(k, ORDER_KEYS)
+  order_sweep(k, ORDER_SWEEP)
 end
 
 local n = batch
