@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from django_zqueue import task
 from django_zqueue.engine.records import NewJob, Record
@@ -328,3 +330,96 @@ def test_a_live_holder_is_never_swept(q: Queue, redis_client: redis.Redis) -> No
     assert redis_client.hget(q.engine._keys.ohold, "A") == a0.encode()
     q.ack(m)
     assert bodies(claim_all(q)) == ["a1"]
+
+
+# ------------------------------------------------------------------ a property
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["publish", "claim", "ack", "retry", "dead", "cancel", "delete"]),
+        st.integers(0, 2),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS)
+def test_property_a_claimed_job_is_always_the_first_live_job_of_its_key(
+    make_queue: Any, ops: list[tuple[str, int]]
+) -> None:
+    """Any interleaving of publish, claim, ack, retry, death (on_dead="block"), cancel
+    and delete: a job is leased only when it is the earliest job of its key that has not
+    ended (a dead one has not: it blocks), and never beside another job of its key; and
+    once every live job is acked, every job not behind a dead one has run."""
+    q = make_queue(f"prop{uuid.uuid4().hex[:8]}")
+    order: dict[str, list[str]] = {"A": [], "B": [], "C": []}
+    key_of: dict[str, str] = {}
+    ended: set[str] = set()
+    ran: set[str] = set()  # acked
+    dead: set[str] = set()
+    leased: dict[str, Any] = {}
+
+    def first_live(key: str) -> str | None:
+        return next((t for t in order[key] if t not in ended), None)
+
+    def check(msgs: list[Any]) -> None:
+        for m in msgs:
+            key = key_of[m.tag]
+            assert m.tag == first_live(key) and m.tag not in dead, (key, m.tag, order[key])
+            assert not [t for t in leased if key_of[t] == key], (key, m.tag)
+            leased[m.tag] = m
+
+    for op, n in ops:
+        key = "ABC"[n]
+        if op == "publish":
+            tag = publish(q, op, key, max_retries=5)
+            order[key].append(tag)
+            key_of[tag] = key
+        elif op == "claim":
+            check(q.claim(3, "c")[0])
+        elif op in ("ack", "retry", "dead") and leased:
+            tag = sorted(leased)[n % len(leased)]
+            m = leased.pop(tag)
+            if op == "ack":
+                q.ack(m)
+                ended.add(tag)
+                ran.add(tag)
+            elif op == "retry":
+                q.nack(m, "boom", retry_in=0)
+            else:
+                q.nack(m, "boom", dead=True)
+                dead.add(tag)
+        elif op in ("cancel", "delete") and key_of:
+            tag = sorted(key_of)[n % len(key_of)]
+            if tag in ended:
+                continue
+            if op == "cancel" and tag not in dead:
+                q.cancel(tag)
+            elif op == "delete" and tag not in leased:
+                q.delete(tag)
+            else:
+                continue
+            ended.add(tag)
+            dead.discard(tag)
+            leased.pop(tag, None)
+    for m in list(leased.values()):  # drain: ack whatever can run, a bounded number of times
+        q.ack(m)
+        ended.add(m.tag)
+        ran.add(m.tag)
+    leased.clear()
+    for _ in range(60):
+        msgs = q.claim(10, "c")[0]
+        check(msgs)
+        for m in msgs:
+            q.ack(m)
+            ended.add(m.tag)
+            ran.add(m.tag)
+            leased.pop(m.tag)
+    for key, tags in order.items():
+        blocked = next((i for i, t in enumerate(tags) if t in dead), len(tags))
+        assert all(t in ended for t in tags[:blocked]), (key, tags, ended)
+        assert not [t for t in tags[blocked + 1 :] if t in ran], (key, tags, ran)
