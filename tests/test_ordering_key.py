@@ -423,3 +423,38 @@ def test_property_a_claimed_job_is_always_the_first_live_job_of_its_key(
         blocked = next((i for i, t in enumerate(tags) if t in dead), len(tags))
         assert all(t in ended for t in tags[:blocked]), (key, tags, ended)
         assert not [t for t in tags[blocked + 1 :] if t in ran], (key, tags, ran)
+
+
+# ------------------------------------------------------------------ blocked keys, unblock
+
+
+def test_blocked_keys_are_listed_and_one_is_unblocked(q: Queue) -> None:
+    a0 = publish(q, "a0", "A")
+    publish(q, "a1", "A")
+    publish(q, "a2", "A")
+    b0 = publish(q, "b0", "B é")
+    publish(q, "b1", "B é")
+    first = {m.tag: m for m in claim_all(q)}
+    assert claim_all(q) == []  # the claim sets the others aside
+    q.nack(first[a0], "boom", dead=True)  # on_dead="block": A stays blocked
+    got = q.engine.order.blocked()
+    assert [(b.key, b.holder, b.holder_state, b.waiting) for b in got] == [
+        ("A", a0, "dead", 2),
+        ("B é", b0, "leased", 1),
+    ]
+    assert [b.key for b in q.engine.order.blocked(after="A")] == ["B é"]
+    assert [b.key for b in q.engine.order.blocked(limit=1)] == ["A"]
+    assert q.engine.order.unblock("A")
+    assert not q.engine.order.unblock("A")  # no holder recorded now
+    assert bodies(claim_all(q)) == ["a1"]  # A goes on without its dead job
+    assert q.requeue_dead(a0)  # back in line: now behind A's new holder
+    assert claim_all(q) == []
+    with pytest.raises(InvalidArgument):
+        q.engine.order.unblock("")
+    with pytest.raises(InvalidArgument):
+        q.engine.order.blocked(limit=0)
+
+
+def test_no_blocked_keys_on_a_plain_queue(q: Queue) -> None:
+    q.publish(1)
+    assert q.engine.order.blocked() == []
