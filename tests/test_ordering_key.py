@@ -458,3 +458,27 @@ def test_blocked_keys_are_listed_and_one_is_unblocked(q: Queue) -> None:
 def test_no_blocked_keys_on_a_plain_queue(q: Queue) -> None:
     q.publish(1)
     assert q.engine.order.blocked() == []
+
+
+def test_the_admin_lists_blocked_keys_and_unblocks_one(project: dict[str, str], db: Any) -> None:
+    from .test_admin import BASE, client_for, make_user
+
+    q = get_queue("default")
+    a0 = publish(q, "a0", "<b>A</b>")
+    publish(q, "a1", "<b>A</b>")
+    (m,) = claim_all(q)
+    assert claim_all(q) == []
+    q.nack(m, "boom", dead=True)
+    onlooker = client_for(make_user("onlooker", "view_queue"))
+    page = onlooker.get(f"{BASE}q/default/").content.decode()
+    assert "Blocked keys" in page and "&lt;b&gt;A&lt;/b&gt;" in page and a0 in page
+    assert "Unblock" not in page  # no manage_jobs: no button
+    assert onlooker.post(f"{BASE}q/default/unblock/", {"key": "<b>A</b>"}).status_code == 403
+    c = client_for(make_user("unblocker", "view_queue", "manage_jobs"))
+    assert "Unblock" in c.get(f"{BASE}q/default/").content.decode()
+    assert c.get(f"{BASE}q/default/unblock/").status_code == 405
+    assert c.post(f"{BASE}q/default/unblock/", {"key": ""}).status_code == 400
+    r = c.post(f"{BASE}q/default/unblock/", {"key": "<b>A</b>"})
+    assert r.status_code == 302
+    assert bodies(claim_all(q)) == ["a1"]
+    assert "Blocked keys" not in c.get(f"{BASE}q/default/").content.decode()
