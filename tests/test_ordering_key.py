@@ -482,3 +482,14 @@ def test_the_admin_lists_blocked_keys_and_unblocks_one(project: dict[str, str], 
     assert r.status_code == 302
     assert bodies(claim_all(q)) == ["a1"]
     assert "Blocked keys" not in c.get(f"{BASE}q/default/").content.decode()
+
+
+def test_the_outbox_keeps_the_key(q: Queue) -> None:
+    """The outbox stores a job's spec as its fields (spec_fields) and makes it again
+    (spec_of): the ordering key and on_dead travel with it."""
+    from django_zqueue.engine.records.spec import spec_fields, spec_of
+
+    spec = JobOptions(ordering_key="acct:7", on_dead="skip").spec
+    got = spec_fields(spec)
+    assert (got["ordering_key"], got["on_dead"]) == ("acct:7", "skip")
+    assert spec_of(spec_fields(spec)) == spec
