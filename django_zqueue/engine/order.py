@@ -63,7 +63,11 @@ class Ordering:
                 pipe.hget(k.ohold, key)
                 pipe.zlexcount(k.oaside, b"[" + key + b"\0", b"(" + key + b"\x01")
             read = pipe.execute()
-            holders = [read[2 * i] for i in range(len(keys))]
+            # a holder is named "<tag>\0<enqueued ms>" (lua/_order.lua)
+            holders = [
+                None if read[2 * i] is None else _bytes(read[2 * i]).split(b"\0", 1)[0]
+                for i in range(len(keys))
+            ]
             pipe = c.pipeline(transaction=False)
             for h in holders:
                 for state in _STATES:
@@ -76,7 +80,7 @@ class Ordering:
             out.append(
                 BlockedKey(
                     key=key.decode("utf-8", "replace"),
-                    holder=None if h is None else _bytes(h).decode("utf-8", "replace"),
+                    holder=None if h is None else h.decode("utf-8", "replace"),
                     holder_state=found[0] if h is not None and found else None,
                     waiting=int(read[2 * i + 1]),
                 )

@@ -1,6 +1,8 @@
 -- _order.lua: strict order per ordering key (record field `o`; docs/job-control.md,
 -- "Strict order per key"), for claim.lua. k.ohold maps a key to the tag of the job that
--- holds it: the one job of the key that may be claimed, until it ends. A job of a key
+-- holds it: the one job of the key that may be claimed, until it ends. A holder is named
+-- "<id>\0<e>" (e: its record's enqueue time), so a later job under the same tag is not
+-- taken for it. A job of a key
 -- held by another live job is set aside: out of k.ready, into k.wait (its state reads
 -- "waiting") and k.oaside, a lex ZSET of "key\0order\0score\0id" (order: its ready score
 -- + 2^53 as fixed-width text, so a key's entries sort by their ready score; score: that
@@ -10,10 +12,11 @@
 -- holder), or dead without `od` (on_dead="block"); it ends when acked, cancelled,
 -- deleted, expired, dead with `od` = 1, or when its record is gone. Nothing else tells
 -- the claim: ending scripts do not touch these keys.
--- order_free(k, id, o, held): whether job `id` of key `o` may be claimed now (reads only;
---   `held`: this call's holders by key, so a batch takes one job per key).
+-- order_free(k, id, m, held): whether job `id` (record `m`, key m.o) may be claimed now
+--   (reads only; `held`: this call's holders by key, so a batch takes one job per key).
+-- holder_of(id, m): the name of job `id` (record `m`) as k.ohold holds it.
 -- order_aside(k, entries, now): set {id, key, score} entries aside.
--- order_hold(k, holders): HSET k.ohold key -> id for the {id, key} claimed.
+-- order_hold(k, holders): HSET k.ohold key -> holder for the {holder, key} claimed.
 -- order_release(k, now, most): look at up to `most` keys with jobs set aside, in turn
 --   (cursor: k.ctr field `ocur`); a key whose holder ended gets its next set-aside job
 --   back in k.ready at its old score, as its new holder (entries whose job is no longer
@@ -43,13 +46,22 @@ local function order_parts(member)
   return string.sub(member, 1, a - 1), string.sub(member, b + 1, c - 1), string.sub(member, c + 1)
 end
 
-local function order_alive(k, h, o)
+local function holder_of(id, m)
+  return id .. '\0' .. string.format('%.0f', m.e or 0)
+end
+
+local function order_alive(k, holder, o)
+  local cut = string.find(holder, '\0', 1, true)
+  local h, e = holder, nil
+  if cut then
+    h, e = string.sub(holder, 1, cut - 1), tonumber(string.sub(holder, cut + 1))
+  end
   local raw = redis.call('HGET', k.meta, h)
   if not raw or redis.call('ZSCORE', k.expired, h) or redis.call('ZSCORE', k.wait, h) then
     return false
   end
   local m = parse_record(raw, true)
-  if not m or m.o ~= o then -- another job under the same tag
+  if not m or m.o ~= o or (e and (m.e or 0) ~= e) then -- another job under the same tag
     return false
   end
   if redis.call('ZSCORE', k.dead, h) then
@@ -58,19 +70,20 @@ local function order_alive(k, h, o)
   return true
 end
 
-local function order_free(k, id, o, held)
+local function order_free(k, id, m, held)
+  local o, me = m.o, holder_of(id, m)
   local h = held[o]
   if h == nil then
     h = redis.call('HGET', k.ohold, o)
-    if h and h ~= id and not order_alive(k, h, o) then
+    if h and h ~= me and not order_alive(k, h, o) then
       h = false
     end
   end
-  if h and h ~= id then
+  if h and h ~= me then
     held[o] = h
     return false
   end
-  held[o] = id
+  held[o] = me
   return true
 end
 
@@ -107,10 +120,11 @@ local function order_next(k, o, member)
     end
     local _, score, id = order_parts(member)
     redis.call('ZREM', k.oaside, member)
-    if redis.call('ZSCORE', k.wait, id) and redis.call('HEXISTS', k.meta, id) == 1 then
+    local m = redis.call('ZSCORE', k.wait, id) and parse_record(redis.call('HGET', k.meta, id), true)
+    if m then
       redis.call('ZREM', k.wait, id)
       redis.call('ZADD', k.ready, score, id)
-      redis.call('HSET', k.ohold, o, id)
+      redis.call('HSET', k.ohold, o, holder_of(id, m))
       return
     end
     member = redis.call('ZRANGEBYLEX', k.oaside, '[' .. o .. '\0', '(' .. o .. '\1',

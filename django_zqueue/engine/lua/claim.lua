@@ -155,11 +155,11 @@ if n > 0 then
       end
       if m and is_lapsed(m, now) then
         lapsed[#lapsed + 1] = {id, m}
-      elseif m and m.o and not order_free(k, id, m.o, held) then
+      elseif m and m.o and not order_free(k, id, m, held) then
         aside[#aside + 1] = {id, m.o, page[2 * i]}
       elseif m then
         if m.o then
-          holders[#holders + 1] = {id, m.o}
+          holders[#holders + 1] = {holder_of(id, m), m.o}
         end
         good[#good + 1] = {id, m, bodies[i], page[2 * i], metas[i]}
       else
