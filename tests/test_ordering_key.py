@@ -512,3 +512,22 @@ def test_a_new_job_under_an_ended_holder_s_tag_is_not_the_holder(q: Queue) -> No
     time.sleep(0.005)  # (the enqueue times differ: they name the holder with its tag)
     put("third", "same")
     assert bodies(claim_all(q)) == ["second"]
+
+
+@pytest.mark.parametrize("junk", [b"nonul", b"A\0x", b"A\0o\0notanumber\0id", b"A\0o\x001\0ghost"])
+def test_a_bad_entry_set_aside_is_dropped_and_the_key_flows(
+    q: Queue, redis_client: redis.Redis, junk: bytes
+) -> None:
+    """An entry of oaside of another shape (or whose job is gone) never stops the claim:
+    it is dropped where it is met, and the key's real jobs go on in order."""
+    publish(q, "a0", "A")
+    publish(q, "a1", "A")
+    (m,) = claim_all(q)
+    assert claim_all(q) == []
+    redis_client.zadd(q.engine._keys.oaside, {junk: 0})
+    q.ack(m)
+    (m1,) = claim_all(q)
+    assert m1.body == "a1"
+    q.ack(m1)  # the key's last job ended: whatever remains of it is met and dropped
+    assert claim_all(q) == []
+    assert not redis_client.exists(q.engine._keys.oaside)

@@ -17,7 +17,7 @@
 -- holder_of(id, m): the name of job `id` (record `m`) as k.ohold holds it.
 -- order_aside(k, entries, now): set {id, key, score} entries aside.
 -- order_hold(k, holders): HSET k.ohold key -> holder for the {holder, key} claimed.
--- order_release(k, now, most): look at up to `most` keys with jobs set aside, in turn
+-- order_release(k, most): look at up to `most` keys with jobs set aside, in turn
 --   (cursor: k.ctr field `ocur`); a key whose holder ended gets its next set-aside job
 --   back in k.ready at its old score, as its new holder (entries whose job is no longer
 --   waiting, cancelled or deleted meanwhile, are dropped: ORDER_STALE_MAX per key); a key
@@ -38,12 +38,17 @@ local function order_member(o, score, id)
     .. '\0' .. id
 end
 
--- the key, score and id of an entry of k.oaside
+-- the key, score and id of an entry of k.oaside; nil for an entry of another shape (no
+-- script writes one: it is dropped where it is met)
 local function order_parts(member)
   local a = string.find(member, '\0', 1, true)
-  local b = string.find(member, '\0', a + 1, true)
-  local c = string.find(member, '\0', b + 1, true)
-  return string.sub(member, 1, a - 1), string.sub(member, b + 1, c - 1), string.sub(member, c + 1)
+  local b = a and string.find(member, '\0', a + 1, true)
+  local c = b and string.find(member, '\0', b + 1, true)
+  local score = c and string.sub(member, b + 1, c - 1)
+  if not (score and tonumber(score)) then
+    return nil
+  end
+  return string.sub(member, 1, a - 1), score, string.sub(member, c + 1)
 end
 
 local function holder_of(id, m)
@@ -118,9 +123,10 @@ local function order_next(k, o, member)
       redis.call('HDEL', k.ohold, o)
       return
     end
-    local _, score, id = order_parts(member)
+    local valid, score, id = order_parts(member)
     redis.call('ZREM', k.oaside, member)
-    local m = redis.call('ZSCORE', k.wait, id) and parse_record(redis.call('HGET', k.meta, id), true)
+    local m = valid and redis.call('ZSCORE', k.wait, id)
+      and parse_record(redis.call('HGET', k.meta, id), true)
     if m then
       redis.call('ZREM', k.wait, id)
       redis.call('ZADD', k.ready, score, id)
@@ -151,10 +157,14 @@ local function order_release(k, most)
       cursor, wrapped = '', true
     else
       local o = order_parts(first)
-      cursor = o
-      local h = redis.call('HGET', k.ohold, o)
-      if not (h and order_alive(k, h, o)) then
-        order_next(k, o, first)
+      if not o then -- an entry of another shape: dropped
+        redis.call('ZREM', k.oaside, first)
+      else
+        cursor = o
+        local h = redis.call('HGET', k.ohold, o)
+        if not (h and order_alive(k, h, o)) then
+          order_next(k, o, first)
+        end
       end
     end
   end
