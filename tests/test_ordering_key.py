@@ -531,3 +531,29 @@ def test_a_bad_entry_set_aside_is_dropped_and_the_key_flows(
     q.ack(m1)  # the key's last job ended: whatever remains of it is met and dropped
     assert claim_all(q) == []
     assert not redis_client.exists(q.engine._keys.oaside)
+
+
+def test_priority_orders_a_key_s_waiting_jobs_but_never_overtakes_its_holder(q: Queue) -> None:
+    publish(q, "a0", "A")
+    (m,) = claim_all(q)
+    publish(q, "a1", "A")
+    publish(q, "a2", "A", priority=10)
+    assert claim_all(q) == []  # the holder runs: a higher priority waits all the same
+    q.ack(m)
+    (m2,) = claim_all(q)
+    assert m2.body == "a2"  # then the key's line is the queue's order
+    q.ack(m2)
+    assert bodies(claim_all(q)) == ["a1"]
+
+
+def test_a_delayed_job_joins_its_key_s_line_when_due(q: Queue) -> None:
+    import time
+
+    publish(q, "a0", "A")
+    publish(q, "a1", "A", delay=0.05)
+    (m,) = claim_all(q)
+    assert m.body == "a0"
+    time.sleep(0.1)  # (a1 is due)
+    assert claim_all(q) == []  # due, but a0 holds the key
+    q.ack(m)
+    assert bodies(claim_all(q)) == ["a1"]
