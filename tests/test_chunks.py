@@ -98,7 +98,7 @@ def test_seven_jobs_make_one_call_once_the_first_has_waited() -> None:
     time.sleep(0.2)
     w.stop()
     t.join(10)
-    assert CALLS == [list(range(7))]
+    assert [list(range(7))] == CALLS
     assert CALLED_AT[0] - t0 >= 1.0  # never before `wait` has passed since it took them
 
 

@@ -27,12 +27,13 @@ GOOD: dict[str, Any] = {
     "debounce": 2.0,
     "unique_for": 60.0,
     "expires": 600.0,
+    "on_dead": "skip",
 }
 
 #: the job options that are a call's own (``Queue.publish``, ``enqueue_in``/``enqueue_at``),
-#: never a task's: ``@task`` refuses them as unexpected keywords; ``group`` is the task's
-#: own field (a function of the call's arguments)
-CALL_ONLY = {"score", "delay", "run_at", "group"}
+#: never a task's: ``@task`` refuses them as unexpected keywords; ``group`` and
+#: ``ordering_key`` are the task's own fields (functions of the call's arguments)
+CALL_ONLY = {"score", "delay", "run_at", "group", "ordering_key"}
 
 #: a bad value of each option ``using()`` takes, as ``Queue.publish`` also takes it
 BAD: dict[str, Any] = {
@@ -65,7 +66,7 @@ def test_every_job_option_is_taken_by_task_and_replaced_by_using() -> None:
         assert made.options == JobOptions(**{name: value}), name
         assert getattr(made.options, name) == value
     assert set(using_options()) == set(TASK_OPTIONS)
-    for name in CALL_ONLY - {"group"}:
+    for name in CALL_ONLY - {"group", "ordering_key"}:
         with pytest.raises(TypeError, match="unexpected keyword"):
             task(name=f"{NAME}.{name}", **{name: 1})(plain)
     for name in using_options():

@@ -81,6 +81,7 @@ class QueueAdmin(QueuePages, QueueActions):
             path("q/<str:queue>/dead/delete/", wrap(self.action_view), {"action": "delete"}),
             path("q/<str:queue>/dead/purge/", wrap(self.purge_dead_view), name=self._name("purge")),
             path("q/<str:queue>/pause/", wrap(self.pause_view), name=self._name("pause")),
+            path("q/<str:queue>/unblock/", wrap(self.unblock_view), name=self._name("unblock")),
             path("q/<str:queue>/signal/", wrap(self.signal_view), name=self._name("signal")),
             path("schedules/", wrap(self.schedules_view), name=self._name("schedules")),
             path("schedules/do/", wrap(self.schedule_do_view), name=self._name("schedule_do")),

@@ -22,6 +22,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from .. import conf
+from ..conf.bounds import ordering_key_problem
 from ..queue import Queue
 from ..web import humanize
 from . import actions, dashboard
@@ -122,6 +123,24 @@ class QueueActions(QueueAdminBase):
             messages.success(request, _("Queue %(queue)s resumed.") % {"queue": queue})
         else:
             return HttpResponseBadRequest("op must be pause or resume")
+        return HttpResponseRedirect(self.url("queue", queue))
+
+    @method_decorator(require_POST)
+    def unblock_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """Let an ordering key go on without its holder (``engine.order.unblock``;
+        docs/job-control.md, "Strict order per key")."""
+        q = self._require_actions(request, queue, "manage_jobs")
+        key = request.POST.get("key", "")
+        if ordering_key_problem(key):
+            return HttpResponseBadRequest("key must be an ordering key")
+        if q.engine.order.unblock(key):
+            messages.success(
+                request,
+                _("Key %(key)s unblocked: its next job runs, without the job that held it.")
+                % {"key": key},
+            )
+        else:
+            messages.warning(request, _("Key %(key)s had no holder.") % {"key": key})
         return HttpResponseRedirect(self.url("queue", queue))
 
     @method_decorator(require_POST)

@@ -125,6 +125,9 @@ class QueuePages(QueueAdminBase):
             groups=q.read.groups(top=20)
             if q.options.fairness == "groups" and state != "finished"
             else None,
+            # strict order per key: the keys holding jobs back (docs/job-control.md)
+            blocked=q.engine.order.blocked(limit=10) if state != "finished" else None,
+            unblock_url=self.url("unblock", queue),
             here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)

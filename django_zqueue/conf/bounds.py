@@ -30,6 +30,8 @@ PRIORITY_MIN = -1000
 PRIORITY_MAX = 1000
 #: longest group key, in UTF-8 bytes (it is stored in every job's record)
 MAX_GROUP_BYTES = 200
+#: longest ordering key, in UTF-8 bytes (stored in the record of every job that has one)
+MAX_ORDERING_KEY_BYTES = 200
 #: a group's weight lies in [MIN_WEIGHT, MAX_WEIGHT]; a job of weight w costs 1/w
 MIN_WEIGHT = 0.001
 MAX_WEIGHT = 1000.0
@@ -88,6 +90,7 @@ JOB_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "unique_ms": (1, _MAX_DELAY_MS, True),
     "need": (0, MAX_LINKS, True),
     "group_bytes": (1, MAX_GROUP_BYTES, True),
+    "ordering_key_bytes": (1, MAX_ORDERING_KEY_BYTES, True),
     "id_bytes": (1, MAX_TAG_BYTES, True),
 }
 
@@ -107,6 +110,8 @@ JOB_OPTIONS: dict[str, str] = {
     "weight": "number",
     "expires_in_ms": "number",
     "expires_at_ms": "number",
+    "ordering_key": "text",
+    "on_dead": "text",
 }
 #: the options only ``publish_once`` takes, on top of :data:`JOB_OPTIONS`
 ONCE_OPTIONS: tuple[str, ...] = ("debounce_ms", "unique_ms")
@@ -181,6 +186,34 @@ def delay_problem(seconds: float, what: str = "delay") -> str | None:
         return (
             f"{what} is {seconds:.0f} s from now, beyond the horizon of {MAX_DELAY} s (3650 days)"
         )
+    return None
+
+
+#: what a job whose ordering key's holder died does (docs/job-control.md, "Strict order
+#: per key"): "block" (the default: the key waits until the dead job is requeued or
+#: deleted, or the key is unblocked) or "skip" (the key's next job becomes claimable)
+ON_DEAD = ("block", "skip")
+
+
+def ordering_key_problem(key: object) -> str | None:
+    """Why ``key`` cannot be a job's ordering key, or None."""
+    if not isinstance(key, str) or not key:
+        return f"ordering_key must be a non-empty string, got {key!r}"
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "ordering_key must be valid UTF-8 text (no lone surrogates)"
+    if size > MAX_ORDERING_KEY_BYTES:
+        return f"ordering_key must be at most {MAX_ORDERING_KEY_BYTES} bytes in UTF-8"
+    if "\0" in key:
+        return "ordering_key must not contain a NUL character"
+    return None
+
+
+def on_dead_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an ``on_dead`` rule, or None."""
+    if value not in ON_DEAD or not isinstance(value, str):
+        return f"on_dead must be 'block' or 'skip', got {value!r}"
     return None
 
 

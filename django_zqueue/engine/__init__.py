@@ -25,6 +25,8 @@ its own:
   signals;
 - ``engine.flow_publish`` (:class:`~.flow_publish.FlowPublish`): the publishing of
   workflows (a waiting job, a step over several queues, the checks before it);
+- ``engine.order`` (:class:`~.order.Ordering`): strict order per key: the blocked keys and
+  unblocking one;
 - ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups and registration;
 - ``engine.protocol`` (:class:`~.protocol.WireProtocol`): the queue set up for producers
   in other languages;
@@ -65,6 +67,7 @@ from .durable import Durable
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, Workflows, use_resolver
 from .flow_publish import FlowPublish
 from .layout import Layout
+from .order import Ordering
 from .positions import Positions
 from .protocol import WireProtocol
 from .reads import Reads
@@ -156,3 +159,5 @@ class Engine(Core):
         self.durable = Durable(self)
         #: the publishing of workflows (:class:`~.flow_publish.FlowPublish`)
         self.flow_publish = FlowPublish(self)
+        #: strict order per key: blocked keys, unblock (:class:`~.order.Ordering`)
+        self.order = Ordering(self)

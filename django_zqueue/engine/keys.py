@@ -51,6 +51,8 @@ class QueueKeys:
     finished: str  # ZSET id -> ms it succeeded: the history of finished jobs (keep_finished)
     cancels: str  # ZSET id -> ms it was cancelled: the history's cancelled jobs
     history: str  # HASH id -> kept record of a job in finished or cancels (compact)
+    ohold: str  # HASH ordering key -> tag of the job that holds it (lua/_order.lua)
+    oaside: str  # ZSET (lex) "key\0order\0score\0id": jobs set aside behind their key
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -112,6 +114,8 @@ class QueueKeys:
             self.expired,
             self.proto,
             *self.history_keys(),
+            self.ohold,
+            self.oaside,
         ]
 
     def pick(self, roles: Iterable[str]) -> tuple[str, ...]:
@@ -165,6 +169,8 @@ KEY_TYPES: dict[str, str] = {
     "finished": "zset",
     "cancels": "zset",
     "history": "hash",
+    "ohold": "hash",
+    "oaside": "zset",
 }
 
 
@@ -193,7 +199,7 @@ SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
     "publish_once": _PUBLISH,
     "wf_publish": _PUBLISH,
     "fire": (*_PUBLISH[:9], "sched", "sched_last", "expiry", "expired", "sched_defs"),
-    "claim": (*_CLAIM, "paused", "expiry", "expired", *_WF),
+    "claim": (*_CLAIM, "paused", "expiry", "expired", *_WF, "ohold", "oaside", "wait"),
     "claim_fair": (*_CLAIM, *_GROUPS, "paused", "expiry", "expired", *_WF, "gjobs"),
     "nack": LIFECYCLE,
     "scan": (*LIFECYCLE, "expiry", "expired", *_HISTORY),
@@ -273,6 +279,8 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         finished=f"{tag}:finished",
         cancels=f"{tag}:cancels",
         history=f"{tag}:history",
+        ohold=f"{tag}:ohold",
+        oaside=f"{tag}:oaside",
     )
 
 

@@ -111,7 +111,15 @@ class Publishing(Once):
 
     def _spec_of(self, options: JobOptions) -> JobSpec:
         """The spec of a job of these options (checked when made), with the queue's
-        retries and its group's weight, without the rules of publish_once."""
+        retries and its group's weight, without the rules of publish_once. An ordering
+        key is refused in a fair or partitioned queue (docs/job-control.md)."""
+        if options.ordering_key is not None and (
+            self.options.fairness == "groups" or self.options.partitions > 1
+        ):
+            raise InvalidArgument(
+                "ordering_key does not go with a fair queue (fairness='groups') nor a "
+                "partitioned one (partitions > 1): the jobs of one key must meet in one line"
+            )
         return options.job_spec(self.options.max_retries, self._weight(options.group))
 
     @staticmethod

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, cast
 
-from ..conf.bounds import MAX_DELAY, check_job_options
+from ..conf.bounds import MAX_DELAY, check_job_options, ordering_key_problem
 from ..conf.fairness import group_problem
 from ..engine.records.spec import JobOptions
 from ..exceptions import InvalidArgument
@@ -27,6 +27,7 @@ TASK_OPTIONS = (
     "debounce",
     "unique_for",
     "expires",
+    "on_dead",
 )
 #: the task options given in seconds (a number, never a timedelta or a datetime)
 SECONDS_OPTIONS = ("debounce", "unique_for", "expires")
@@ -107,7 +108,7 @@ def seconds(value: float | timedelta | None) -> float | None:
 def by_call(value: object, what: str, task_name: str) -> Callable[..., str]:
     """A fixed string, or a function of the call's arguments, as such a function."""
     if isinstance(value, str):
-        problem = group_problem(value)
+        problem = ordering_key_problem(value) if what == "ordering_key" else group_problem(value)
         if problem:
             raise InvalidArgument(f"task {task_name!r}: {problem}")
         return lambda *a, **k: value
@@ -130,3 +131,28 @@ def of_call(
     if not isinstance(value, str):
         raise InvalidArgument(f"{what} function of task {task_name!r} returned {value!r}")
     return value
+
+
+def keyed(
+    task_name: str,
+    options: JobOptions,
+    group: Callable[..., object] | None,
+    ordering_key: Callable[..., object] | None,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> JobOptions:
+    """``options`` with a call's group and ordering key from the task's functions (an
+    ordering key the call gives itself wins), each checked (docs/job-control.md, "Strict
+    order per key")."""
+    if group is not None:
+        value = group(*args, **kwargs)
+        if not isinstance(value, str):
+            raise InvalidArgument(f"group function of task {task_name!r} returned {value!r}")
+        options = dataclasses.replace(options, group=value)
+    if ordering_key is not None and options.ordering_key is None:
+        key = ordering_key(*args, **kwargs)
+        problem = ordering_key_problem(key)
+        if problem:
+            raise InvalidArgument(f"task {task_name!r}: ordering_key function: {problem}")
+        options = dataclasses.replace(options, ordering_key=cast(str, key))
+    return options

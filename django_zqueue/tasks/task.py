@@ -41,7 +41,7 @@ from . import oncommit, registry, tracing
 from .callcheck import check_call
 from .chunk import Chunk, check_chunk, check_item
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
-from .options import TASK_OPTIONS, by_call, call_of, of_call, seconds, taken, task_options
+from .options import TASK_OPTIONS, by_call, call_of, keyed, of_call, seconds, taken, task_options
 from .schedules import Schedule, declare
 from .serializer import encode_call
 
@@ -76,6 +76,8 @@ class Task(Generic[P, R]):
     group: Callable[..., str] | None = None  # group key from the call's arguments
     #: a chunk task: its handler gets many jobs' items at once (``tasks/chunk.py``)
     chunk: Chunk | None = None
+    #: ordering key from the call's arguments (docs/job-control.md, "Strict order per key")
+    ordering_key: Callable[..., str] | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -123,12 +125,14 @@ class Task(Generic[P, R]):
         unique_for: float | None = None,
         group: Callable[..., str] | str | None = None,
         expires: float | None = None,
+        ordering_key: Callable[..., str] | str | None = None,
+        on_dead: Literal["block", "skip"] | None = None,
     ) -> Task[P, R]:
         """A copy with other enqueue options (the registered task is unchanged): the
         job options given replace those of ``options`` (``dataclasses.replace``).
 
-        ``tag`` and ``group`` may each be a fixed string for the next enqueue or a
-        function of the call's arguments."""
+        ``tag``, ``group`` and ``ordering_key`` may each be a fixed string for the next
+        enqueue or a function of the call's arguments."""
         given = locals()  # the job options by name: a new one is one more parameter here
         job = {n: given[n] for n in TASK_OPTIONS}
         changes: dict[str, Any] = {"options": task_options(self.name, self.options, job)}
@@ -142,6 +146,8 @@ class Task(Generic[P, R]):
             changes["using_db"] = using_db
         if group is not None:
             changes["group"] = by_call(group, "group", self.name)
+        if ordering_key is not None:
+            changes["ordering_key"] = by_call(ordering_key, "ordering_key", self.name)
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ enqueueing
@@ -157,8 +163,10 @@ class Task(Generic[P, R]):
         run_at: datetime | None = None,
     ) -> dict[str, Any]:
         """A call's own job options, checked by :meth:`_prepare` after the call: its delay,
-        run-at, and ``expires`` taken out of its keyword arguments (:func:`taken`)."""
-        call = {"delay": delay, "run_at": run_at, "expires": taken(self.func, kwargs, "expires")}
+        run-at, ``expires`` and ``ordering_key`` taken out of its keyword arguments
+        (:func:`taken`)."""
+        call = {"delay": delay, "run_at": run_at}
+        call |= {n: taken(self.func, kwargs, n) for n in ("expires", "ordering_key")}
         return {n: v for n, v in call.items() if v is not None}
 
     def _new_job(
@@ -168,12 +176,10 @@ class Task(Generic[P, R]):
         call: tuple[tuple[Any, ...], Mapping[str, Any]],
         o: JobOptions,
     ) -> NewJob:
-        """One call's job: its tag and group from the call (Queue.publish's errors)."""
-        tag = of_call(self.tag, call, "tag", self.name)  # None: Queue.prepare draws one
-        group = of_call(self.group, call, "group", self.name)
-        if group is not None:
-            o = dataclasses.replace(o, group=group)
-        return queue.prepare(body, tag, options=o)
+        """One call's job: its tag, group and ordering key from the call (Queue.publish's
+        errors)."""
+        o = keyed(self.name, o, self.group, self.ordering_key, *call)
+        return queue.prepare(body, of_call(self.tag, call, "tag", self.name), options=o)
 
     def _prepare(
         self,
@@ -245,10 +251,10 @@ class Task(Generic[P, R]):
         parent's result (or the list of them) comes first in its arguments.
         ``InvalidArgument`` for a task with ``debounce`` or ``unique_for``: a workflow
         job is published without those rules, as ``depends_on`` is."""
-        if self.options.once:
+        if self.options.once or self.ordering_key or self.options.ordering_key:
+            what = "debounce or unique_for" if self.options.once else "ordering_key"
             raise InvalidArgument(
-                f"task {self.name!r}: a workflow (chain, group, chord) does not go with "
-                "debounce or unique_for"
+                f"task {self.name!r}: a workflow (chain, group, chord) does not go with {what}"
             )
         received = (None,) if flow.get("in") else ()
         self._check_call((*received, *args), kwargs)
@@ -272,10 +278,10 @@ class Task(Generic[P, R]):
             if depends_on is not None:  # one tag or Job, as enqueue(depends_on=...) takes
                 alone = isinstance(depends_on, Job | str | OptionalParent)
                 parents = [depends_on] if alone else list(depends_on)
-            if parents is not None and options.once:
-                raise InvalidArgument(
-                    f"task {self.name!r}: depends_on does not go with debounce or unique_for"
-                )
+            keyed = any(j.spec.ordering_key for j in jobs)
+            if parents is not None and (options.once or keyed):
+                what = "debounce or unique_for" if options.once else "ordering_key"
+                raise InvalidArgument(f"task {self.name!r}: depends_on does not go with {what}")
             deferred = self._send(queue, jobs, options, parents)
         except BaseException as exc:
             tracing.fail_send(span, exc)
@@ -496,6 +502,8 @@ def task(
     isolation: Literal["thread", "process"] | None = None,
     expires: float | None = None,
     chunk: Chunk | None = None,
+    ordering_key: Callable[..., str] | str | None = None,
+    on_dead: Literal["block", "skip"] | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -520,6 +528,8 @@ def task(func: Any = None, /, **options: Any) -> Any:
             opts["queue_name"] = opts.pop("queue")
         if opts.get("group") is not None:
             opts["group"] = by_call(opts["group"], "group", name)
+        if opts.get("ordering_key") is not None:
+            opts["ordering_key"] = by_call(opts["ordering_key"], "ordering_key", name)
         ttl = opts.get("result_ttl", 1.0)
         if (
             isinstance(ttl, bool)

@@ -203,3 +203,21 @@ def fault_exit(ledger: str, key: str) -> None:
     """Poison: kills its own worker process (dead after max_retries + 1 = 3 leases expire)."""
     _fault_start(ledger, key)
     os._exit(17)
+
+
+@task(
+    max_retries=100,
+    retry_backoff={"base": 0.05, "max": 0.05, "jitter": 0},
+    ordering_key=lambda ledger, okey, seq, fail: okey,
+)
+def fault_ordered(ledger: str, okey: str, seq: int, fail: bool) -> None:
+    """Strict order per key (tests/fault/test_order_faults.py): record the run as
+    ``<okey>:<seq>``; with ``fail``, the first attempt records ``<okey>:<seq>:fail``,
+    finished, and raises."""
+    from . import ledger as db
+
+    job = current_job()
+    if fail and job is not None and job.attempt == 1:
+        db.finish(ledger, _fault_start(ledger, f"{okey}:{seq}:fail"))
+        raise RuntimeError("first attempt fails")
+    db.finish(ledger, _fault_start(ledger, f"{okey}:{seq}"))

@@ -38,6 +38,7 @@ local function bound(name) -- a table would be built on every call: an if chain 
   if name == 'unique_ms' then return 1, 315360000000, true end
   if name == 'need' then return 0, 10000, true end
   if name == 'group_bytes' then return 1, 200, true end
+  if name == 'ordering_key_bytes' then return 1, 200, true end
   if name == 'id_bytes' then return 1, 256, true end
   error('no bound named ' .. tostring(name))
 end

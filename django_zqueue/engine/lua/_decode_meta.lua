@@ -67,6 +67,10 @@ local function decode_meta(raw)
   if w ~= nil and not (type(w) == 'number' and w >= MIN_WEIGHT and w <= MAX_WEIGHT) then
     return nil, "meta field 'w' is not a weight in [" .. MIN_WEIGHT .. ', ' .. MAX_WEIGHT .. ']'
   end
+  local o = meta.o
+  if o ~= nil and type(o) ~= 'string' then -- its ordering key (claim.lua)
+    return nil, "meta field 'o' is not an ordering key"
+  end
   if f ~= nil and type(f) ~= 'table' then -- failed parents (wf_resolve.lua)
     return nil, "meta field 'f' is not a list"
   end

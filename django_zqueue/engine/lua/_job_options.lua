@@ -15,6 +15,8 @@ local JOB_OPTIONS = {
   weight = {0.001, 1000, false},
   expires_in_ms = {1, 315360000000, true},
   expires_at_ms = {0, 9007199254740992, true},
+  ordering_key = true,
+  on_dead = true,
 }
 local ONCE_OPTIONS = {
   debounce_ms = true,

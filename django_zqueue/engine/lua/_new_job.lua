@@ -6,6 +6,8 @@
 -- visibility_timeout_ms (its own lease), group, weight (its group's weight in a fair
 -- queue), expires_in_ms (from now) or expires_at_ms (absolute; with both, the earlier):
 -- a job not started by then ends "expired" (record field `x`, indexed in k.expiry);
+-- ordering_key (record field `o`: the key's jobs are claimed one at a time, claim.lua)
+-- and on_dead ('skip', record field `od` = 1; 'block', the default, is not stored);
 -- layout = 'json' (its record in the JSON layout, its body in k.body; absent: the
 -- compact record, body in field `b` of the record read_job gives); a script may take more (publish_once: debounce_ms, unique_ms; wf_publish: need,
 -- kids, parents). An option left out takes its default. The options' names: JOB_OPTIONS
@@ -33,6 +35,7 @@ local FRAME_FIELDS = {id = true, body = true, task = true, args = true, kwargs =
   layout = true}
 local ID_MIN, ID_MAX = bound('id_bytes')
 local GROUP_MIN, GROUP_MAX = bound('group_bytes')
+local ORDER_MIN, ORDER_MAX = bound('ordering_key_bytes')
 
 local function job_spec(raw)
   if type(raw) ~= 'string' or raw == '' then
@@ -127,6 +130,24 @@ local function read_job(j, now, more)
   end
   if j.weight and j.weight ~= 1 then
     meta.w = j.weight
+  end
+  local o, od = j.ordering_key, j.on_dead
+  if o ~= nil then
+    if type(o) ~= 'string' or #o < ORDER_MIN or #o > ORDER_MAX or string.find(o, '\0', 1, true) then
+      return nil, nil, 'ordering_key must be 1 to ' .. ORDER_MAX .. ' bytes, without NUL'
+    end
+    meta.o = o
+  end
+  if od ~= nil then
+    if od ~= 'block' and od ~= 'skip' then
+      return nil, nil, "on_dead must be 'block' or 'skip'"
+    end
+    if o == nil then
+      return nil, nil, 'on_dead needs an ordering_key'
+    end
+    if od == 'skip' then
+      meta.od = 1
+    end
   end
   local x = j.expires_at_ms
   if j.expires_in_ms and not (x and x < now + j.expires_in_ms) then

@@ -9,7 +9,12 @@
 --   (records, _record.lua), ctr HASH, rate HASH, stats HASH, dead ZSET, errors HASH,
 --   paused STRING (present: the queue is paused, nothing is claimed nor promoted and the
 --   hint is -1), expiry ZSET, expired ZSET, wf_out ZSET, wf_res HASH
---   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua)
+--   (a job at the head whose expiry has passed ends "expired" instead: _expire.lua),
+--   ohold HASH, oaside ZSET, wait ZSET (strict order per key, _order.lua: a job whose
+--   ordering key is held by another live job is set aside, out of ready, into wait and
+--   oaside; a key whose holder ended gets its next job back first, ORDER_KEYS keys
+--   looked at per call; ORDER_SWEEP random keys of ohold whose holder ended and that
+--   have nothing set aside are removed per call)
 -- ARGV[1] batch (1..100)
 -- ARGV[2] the queue's policy, read by name (_policy.lua): visibility_ms (its default
 --   lease), concurrency (0 = unlimited), qps (0 = unlimited), promote_limit, mode, aging_us
@@ -21,7 +26,9 @@
 --   worker runs a job with, as integers (no record to decode on the worker's side)
 --   hint_ms when nothing was claimed: ms until the next delayed job is due or the rate
 --   limit admits a start; -1 = nothing known (wait for a notify); 0 otherwise (also
---   when only corrupt records or expired jobs were met: claim again).
+--   when only corrupt records or expired jobs were met: claim again); at most
+--   ORDER_POLL_MS while jobs are set aside behind their key (no script says when the
+--   key's holder ends: the next claim looks).
 -- Expired and corrupt jobs at the head are read past: up to EXPIRED_MAX (_expire.lua) of
 --   them per call end (expired, or in dead letters) and the jobs behind them are leased
 --   in the same call; a call that stopped at that bound with nothing leased answers 0.
@@ -29,6 +36,8 @@
 --   number of Redis commands (multi-key HMGET, HSET, ZADD), the promoted ones 3 each;
 --   the head is read in pages (ZRANGE, HMGET), a next page only after one that held an
 --   expired or corrupt job, each of at most EXPIRED_PAGE entries beyond the batch.
+--   Jobs set aside behind their key count as read past (EXPIRED_MAX); plus
+--   order_release's work for ORDER_KEYS keys when any job is set aside.
 
 --@include now_ms
 --@include bounds
@@ -42,9 +51,11 @@
 --@include record
 --@include policy
 --@include keys
+--@include order
 
 local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'body', 'meta', 'ctr', 'rate', 'stats',
-  'dead', 'errors', 'paused', 'expiry', 'expired', 'wf_out', 'wf_res'})
+  'dead', 'errors', 'paused', 'expiry', 'expired', 'wf_out', 'wf_res', 'ohold', 'oaside', 'wait'})
+local ORDER_KEYS, ORDER_POLL_MS, ORDER_SWEEP = 8, 100, 2
 
 -- The key checks (_guard.lua) are made only where a write could meet a key of the wrong
 -- type: all the keys, once, before promoting due jobs or ending a corrupt record or an
@@ -77,6 +88,12 @@ end
 
 local now = now_ms()
 promote(k, now, most, mode, aging_us, guard_all)
+local ordered = false
+if redis.call('EXISTS', k.ohold, k.oaside) > 0 then -- (one command on the common path)
+  guard_all()
+  ordered = order_release(k, ORDER_KEYS)
+  order_sweep(k, ORDER_SWEEP)
+end
 
 local n = batch
 local hint = -1
@@ -110,6 +127,7 @@ if n > 0 then
   -- Expired and corrupt heads are read past, EXPIRED_MAX of them at most per call, so
   -- that a ready job behind them is leased by this very call.
   local got, bad, lapsed, good, done = 0, {}, {}, {}, {}
+  local aside, holders, held = {}, {}, {} -- strict order per key (_order.lua)
   local want, offset = n, 0
   while want > 0 do
     local page = redis.call('ZRANGE', k.ready, offset, offset + want - 1, 'WITHSCORES')
@@ -137,7 +155,12 @@ if n > 0 then
       end
       if m and is_lapsed(m, now) then
         lapsed[#lapsed + 1] = {id, m}
+      elseif m and m.o and not order_free(k, id, m, held) then
+        aside[#aside + 1] = {id, m.o, page[2 * i]}
       elseif m then
+        if m.o then
+          holders[#holders + 1] = {holder_of(id, m), m.o}
+        end
         good[#good + 1] = {id, m, bodies[i], page[2 * i], metas[i]}
       else
         bad[#bad + 1] = {id, why, metas[i]}
@@ -145,7 +168,7 @@ if n > 0 then
       done[#done + 1] = id
     end
     offset = offset + seen
-    local skipped = #bad + #lapsed
+    local skipped = #bad + #lapsed + #aside
     if seen < want or #good >= n or skipped == 0 or skipped >= EXPIRED_MAX then
       break
     end
@@ -153,7 +176,7 @@ if n > 0 then
   end
   if #done > 0 then
     got = #good
-    local common = got > 0 and #bad == 0 and #lapsed == 0
+    local common = got > 0 and #bad == 0 and #lapsed == 0 and #aside == 0 and #holders == 0
     for _, g in ipairs(good) do
       common = common and not g[2].x
     end
@@ -196,6 +219,9 @@ if n > 0 then
     end
     bury_corrupt(k, bad, now, nil)
     expire_jobs(k, lapsed, now)
+    order_aside(k, aside, now)
+    order_hold(k, holders)
+    ordered = ordered or #aside > 0
   end
   if qps > 0 then
     redis.call('HSET', rate, 'tokens', fmt(tokens - got), 'ts', now)
@@ -204,8 +230,8 @@ if n > 0 then
     count_stat(k.stats, 'claimed', got)
     return out
   end
-  if #bad > 0 or #lapsed > 0 then
-    return out -- hint 0: the corrupt or expired jobs are out of the way, claim again
+  if #bad > 0 or #lapsed > 0 or #aside > 0 then
+    return out -- hint 0: the corrupt, expired or set-aside jobs are out of the way, claim again
   end
 end
 if hint < 0 then
@@ -213,6 +239,9 @@ if hint < 0 then
   if first[2] then
     hint = math.max(0, tonumber(first[2]) - now)
   end
+end
+if ordered and (hint < 0 or hint > ORDER_POLL_MS) then
+  hint = ORDER_POLL_MS
 end
 out[1] = hint
 return out

@@ -71,6 +71,9 @@ for i = 1, n do
   if not why and (j.need or 0) > 0 and (j.delay_ms or j.run_at_ms) then
     why = 'a job that waits for parents cannot be delayed'
   end
+  if not why and j.ordering_key ~= nil then -- (a set-aside job waits in k.wait too)
+    why = 'a workflow job takes no ordering_key'
+  end
   if why then
     error('ZQ_BAD_ARGUMENT: job ' .. i .. ': ' .. why)
   end

@@ -363,6 +363,7 @@ class Record:
     finished_at_ms: int | None = None  # a record kept in the history: when it ended
     run_ms: int | None = None  # ... that succeeded: its run time, as measured
     was: str | None = None  # ... that was cancelled: the state the cancel took it from
+    ordering_key: str | None = None  # its ordering key (docs/job-control.md)
 
     @property
     def enqueued_at(self) -> datetime | None:
@@ -396,6 +397,7 @@ class Record:
                 finished_at_ms=int(meta["fa"]) if "fa" in meta else None,
                 run_ms=int(meta["rt"]) if meta.get("rt") is not None else None,
                 was=None if meta.get("was") is None else str(meta["was"]),
+                ordering_key=None if meta.get("o") is None else str(meta["o"]),
             )
         except (TypeError, ValueError, OverflowError):  # (JSON's Infinity as an int)
             return None

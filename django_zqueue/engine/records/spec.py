@@ -117,6 +117,9 @@ class JobSpec:
     - ``debounce_ms`` and ``unique_ms``: the rules of ``publish_once``.
     - ``expires_in_ms`` (from now, on Redis' clock) or ``expires_at_ms`` (absolute): a job
       not started by then never starts; it ends in the state ``expired``.
+    - ``ordering_key``: the jobs of one key run one at a time, in their order;
+      ``on_dead``: ``"skip"`` when the key's next job may run once this one is dead
+      (None: ``"block"``, the default; sent only with an ordering key).
     """
 
     priority: int = 0
@@ -131,6 +134,8 @@ class JobSpec:
     unique_ms: int | None = None
     expires_in_ms: int | None = None
     expires_at_ms: int | None = None
+    ordering_key: str | None = None
+    on_dead: str | None = None
     #: the options as encoded MessagePack pairs, made once per spec (not a field to set)
     packed: bytes = field(default=b"", compare=False, repr=False)
     #: how many pairs ``packed`` holds
@@ -161,6 +166,8 @@ class JobSpec:
         debounce: float | timedelta | None = None,
         unique_for: float | timedelta | None = None,
         expires: float | timedelta | datetime | None = None,
+        ordering_key: str | None = None,
+        on_dead: str | None = None,
     ) -> JobSpec:
         """The spec of these options as a caller gives them (seconds or timedelta,
         aware datetimes), each checked against :mod:`~django_zqueue.conf.bounds`; raises
@@ -176,6 +183,7 @@ class JobSpec:
             problem = group_problem(group)
             if problem:
                 raise InvalidArgument(problem)
+        _check_order(ordering_key, on_dead)
         return cls(
             priority=validate.priority(priority),
             score=None if score is None else validate.score(score),
@@ -193,7 +201,17 @@ class JobSpec:
             unique_ms=_positive_ms(unique_for, "unique_for"),
             expires_in_ms=expires_in_ms,
             expires_at_ms=expires_at_ms,
+            ordering_key=ordering_key,
+            on_dead="skip" if ordering_key is not None and on_dead == "skip" else None,
         )
+
+
+def _check_order(ordering_key: object, on_dead: object) -> None:
+    """Raise :class:`InvalidArgument` for an ordering key or ``on_dead`` rule out of bounds."""
+    problem = None if ordering_key is None else bounds.ordering_key_problem(ordering_key)
+    problem = problem or (None if on_dead is None else bounds.on_dead_problem(on_dead))
+    if problem:
+        raise InvalidArgument(problem)
 
 
 def _weight(weight: float | None) -> float | None:
@@ -230,6 +248,10 @@ class JobOptions:
     debounce: float | timedelta | None = None
     unique_for: float | timedelta | None = None
     expires: float | timedelta | datetime | None = None
+    #: the jobs of one key run one at a time, in their order (docs/job-control.md)
+    ordering_key: str | None = None
+    #: when the key's holder dies: "block" (None: the default) or "skip"
+    on_dead: str | None = None
     #: the checked spec of these options (``max_retries`` 0 when not given; no weight)
     spec: JobSpec = field(init=False, compare=False, repr=False)
 
@@ -270,6 +292,8 @@ def _checked(o: JobOptions) -> JobSpec:
         and o.debounce is None
         and o.unique_for is None
         and o.expires is None
+        and o.ordering_key is None
+        and o.on_dead is None
     ):  # the common case: one spec per priority and retries, checked once
         return plain_spec(o.priority, o.max_retries or 0)
     return JobSpec.build(
@@ -283,6 +307,8 @@ def _checked(o: JobOptions) -> JobSpec:
         debounce=o.debounce,
         unique_for=o.unique_for,
         expires=o.expires,
+        ordering_key=o.ordering_key,
+        on_dead=o.on_dead,
     )
 
 

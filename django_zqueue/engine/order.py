@@ -1,0 +1,103 @@
+"""The engine's verbs of strict order per key (``engine.order``; docs/job-control.md,
+"Strict order per key"): the keys that hold jobs back (:meth:`Ordering.blocked`) and the
+release of one (:meth:`Ordering.unblock`). The claim rule itself is ``claim.lua``'s
+(``lua/_order.lua``). An ordering key is refused on a partitioned queue, so these read
+the queue's one shard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..conf.bounds import MAX_PAGE, ordering_key_problem
+from ..exceptions import InvalidArgument
+from .redis.connection import unavailable_as_error
+
+if TYPE_CHECKING:
+    from .base import Core
+
+__all__ = ["BlockedKey", "Ordering"]
+
+#: the states a holder can be read in, by the set that holds it
+_STATES = ("ready", "delayed", "leased", "dead")
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedKey:
+    """A key with jobs set aside behind it: its holder (None when none is recorded), the
+    holder's state (``ready``, ``delayed``, ``leased``, ``dead``; None when it has ended:
+    the next claim brings the key's next job back) and how many jobs wait behind it."""
+
+    key: str
+    holder: str | None
+    holder_state: str | None
+    waiting: int
+
+
+class Ordering:
+    """``engine.order``: reads and one operator action on the keys of strict order."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def blocked(self, limit: int = 50, after: str = "") -> list[BlockedKey]:
+        """Up to ``limit`` (1..1000) keys with jobs set aside, in key order, after the key
+        ``after`` ('' = from the first): ``limit`` + 2 round trips."""
+        if not (isinstance(limit, int) and 1 <= limit <= MAX_PAGE):
+            raise InvalidArgument(f"limit must be an integer in [1, {MAX_PAGE}]")
+        c, k = self._core._client, self._core._keys
+        keys: list[bytes] = []
+        low = b"(" + after.encode("utf-8") + b"\x01" if after else b"-"
+        with unavailable_as_error():
+            while len(keys) < limit:
+                got = c.zrangebylex(k.oaside, low, b"+", start=0, num=1)
+                if not got:
+                    break
+                key = _bytes(got[0]).split(b"\0", 1)[0]
+                keys.append(key)
+                low = b"(" + key + b"\x01"
+            if not keys:
+                return []
+            pipe = c.pipeline(transaction=False)
+            for key in keys:
+                pipe.hget(k.ohold, key)
+                pipe.zlexcount(k.oaside, b"[" + key + b"\0", b"(" + key + b"\x01")
+            read = pipe.execute()
+            # a holder is named "<tag>\0<enqueued ms>" (lua/_order.lua)
+            holders = [
+                None if read[2 * i] is None else _bytes(read[2 * i]).split(b"\0", 1)[0]
+                for i in range(len(keys))
+            ]
+            pipe = c.pipeline(transaction=False)
+            for h in holders:
+                for state in _STATES:
+                    pipe.zscore(getattr(k, state), h or b"")
+            scores = pipe.execute()
+        out = []
+        for i, key in enumerate(keys):
+            h = holders[i]
+            found = [s for j, s in enumerate(_STATES) if scores[4 * i + j] is not None]
+            out.append(
+                BlockedKey(
+                    key=key.decode("utf-8", "replace"),
+                    holder=None if h is None else h.decode("utf-8", "replace"),
+                    holder_state=found[0] if h is not None and found else None,
+                    waiting=int(read[2 * i + 1]),
+                )
+            )
+        return out
+
+    def unblock(self, key: str) -> bool:
+        """Let key ``key`` go on without its holder: its record of a holder is removed, so
+        the next claim brings the key's next job back to the line. The holder itself is
+        left as it is (a dead one stays in the dead letters; requeued, it waits behind
+        the key's new holder). True when a holder was recorded."""
+        problem = ordering_key_problem(key)
+        if problem:
+            raise InvalidArgument(problem)
+        with unavailable_as_error():
+            return bool(self._core._client.hdel(self._core._keys.ohold, key))
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode("utf-8")
