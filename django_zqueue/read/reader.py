@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ..engine.reads import Entry, check_state
@@ -14,6 +14,7 @@ from .jobs import MAX_MERGED, JobReading, Listing, read_job, read_listing
 from .links import JobLinks, Progress, read_links, read_progress
 from .search import SearchResult, search
 from .stats import counters, decode_stats, live_thread_count, local_ms, merge_stats, minute_rows
+from .tasknames import TaskNames, task_names
 
 if TYPE_CHECKING:
     from .source import Readable
@@ -134,6 +135,11 @@ class QueueReader:
         """A page of a state's jobs with their records (:func:`~.jobs.read_listing`).
         Two round trips (three past the end)."""
         return read_listing(self.queue, state, number, per_page, errors=errors)
+
+    def task_names(self, sample: int = 1000, skip: Collection[str] = ()) -> TaskNames:
+        """The task names the first ``sample`` ready and delayed jobs call, with counts
+        (:func:`~.tasknames.task_names`). Four round trips."""
+        return task_names(self.queue, sample, skip)
 
     def search(
         self, text: str, state: str = "ready", limit: int = 50, cursor: str | None = None

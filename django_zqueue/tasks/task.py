@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
 
@@ -73,6 +73,7 @@ class Task(Generic[P, R]):
     using_db: str | None = None  # database whose transaction to wait for
     isolation: Literal["thread", "process"] | None = None  # None: the worker's --pool
     group: Callable[..., str] | None = None  # group key from the call's arguments
+    aliases: tuple[str, ...] = ()  # old names whose queued jobs it runs (docs/tasks.md)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -505,6 +506,7 @@ def task(
     unique_for: float | None = None,
     isolation: Literal["thread", "process"] | None = None,
     expires: float | None = None,
+    aliases: Sequence[str] = (),
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -543,6 +545,7 @@ def task(func: Any = None, /, **options: Any) -> Any:
             raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
         if opts.get("isolation") not in (None, "thread", "process"):
             raise InvalidArgument(f"task {name!r}: isolation must be 'thread' or 'process'")
+        opts["aliases"] = aliases_of(name, opts.get("aliases", ()))
         cron = opts.pop("cron", None)
         t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
         registry.register(t)
@@ -557,6 +560,20 @@ def task(func: Any = None, /, **options: Any) -> Any:
     if func is not None:
         return wrap(func)
     return wrap
+
+
+def aliases_of(name: str, given: Any) -> tuple[str, ...]:
+    """``@task(aliases=...)`` checked: a list or tuple of distinct non-empty names."""
+    if isinstance(given, str) or not isinstance(given, list | tuple):
+        raise InvalidArgument(f"task {name!r}: aliases must be a list of task names")
+    for alias in given:
+        if not isinstance(alias, str) or not alias or len(alias) > 256:
+            raise InvalidArgument(
+                f"task {name!r}: alias {alias!r} is not a task name (1 to 256 characters)"
+            )
+    if len(set(given)) != len(given):
+        raise InvalidArgument(f"task {name!r}: aliases are given twice")
+    return tuple(given)
 
 
 def registered(name: str) -> Task[..., Any] | None:
