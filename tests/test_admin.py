@@ -527,6 +527,7 @@ def test_every_page_is_a_few_bounded_read_commands(
         "TIME", "ZCARD", "ZRANGE", "ZREVRANGE", "HGETALL", "HGET", "HMGET", "ZSCORE",
         "ZRANK", "HEXISTS", "EVALSHA", "FCALL", "FCALL_RO", "MULTI", "EXEC",
         "EXISTS",  # the queue's pause key (read.overview)
+        "XINFO STREAM", "XRANGE",  # the job's log (at most JOB_LOGS["MAX_LINES"] lines)
     }  # fmt: skip
     for url in [*pages(jobs), f"{BASE}q/default/?per_page=200&page=2"]:
         counter = Commands(monkeypatch)

@@ -25,6 +25,7 @@ its own:
   signals;
 - ``engine.flow_publish`` (:class:`~.flow_publish.FlowPublish`): the publishing of
   workflows (a waiting job, a step over several queues, the checks before it);
+- ``engine.joblogs`` (:class:`~.joblogs.JobLogs`): the lines a job says while it runs;
 - ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups and registration;
 - ``engine.protocol`` (:class:`~.protocol.WireProtocol`): the queue set up for producers
   in other languages;
@@ -64,6 +65,7 @@ from .control import Control
 from .durable import Durable
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, Workflows, use_resolver
 from .flow_publish import FlowPublish
+from .joblogs import JobLogs
 from .layout import Layout
 from .positions import Positions
 from .protocol import WireProtocol
@@ -156,3 +158,5 @@ class Engine(Core):
         self.durable = Durable(self)
         #: the publishing of workflows (:class:`~.flow_publish.FlowPublish`)
         self.flow_publish = FlowPublish(self)
+        #: the lines a job says while it runs (:class:`~.joblogs.JobLogs`)
+        self.joblogs = JobLogs(self)

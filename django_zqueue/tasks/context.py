@@ -12,6 +12,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import conf
+from ..exceptions import InvalidArgument
 from ..queue import Message, Queue
 
 # a context variable: each thread has its own context, and so has each asyncio task (a
@@ -54,6 +56,22 @@ class JobContext:
     def progress(self, value: float, note: str = "") -> None:
         """Record progress (0.0-1.0 and a short note) on the job record; extends the lease."""
         self.queue.touch(self.message, progress=value, note=note)
+
+    def log(self, text: str, level: str = "INFO") -> None:
+        """Add a line to this job's log, kept with this attempt (``Queue.read.log(tag)``,
+        the admin's job page): one round trip. Bounded by ``ZQUEUE["JOB_LOGS"]``: a
+        line past ``MAX_LINE_BYTES`` is cut, the oldest lines past ``MAX_LINES`` are
+        dropped, each with a marker."""
+        if not isinstance(text, str) or not isinstance(level, str) or not level:
+            raise InvalidArgument("log takes a str text and a level name")
+        o = conf.get_config().job_logs
+        self.queue.engine.joblogs.append(
+            self.message.tag,
+            self.attempt,
+            [(level[:20], text)],
+            max_lines=o.max_lines,
+            max_line_bytes=o.max_line_bytes,
+        )
 
     async def aprogress(self, value: float, note: str = "") -> None:
         """:meth:`progress` from an ``async def`` task (without blocking its loop)."""
