@@ -223,3 +223,39 @@ def test_cut_keeps_whole_characters() -> None:
 
 def test_tasks_registered_here_are_known() -> None:
     assert registry.get("tests.joblogs.twice") is not None
+
+
+@task(name="tests.joblogs.async_lines")
+async def async_lines() -> None:
+    ctx = current_job()
+    assert ctx is not None
+    await ctx.alog("from a coroutine")
+    log.info("captured in a coroutine")
+
+
+def test_an_async_task_logs_too(logs_on: dict[str, Any]) -> None:
+    job = async_lines.enqueue()
+    Worker(["default"], burst=True, scan_interval=0.05, async_concurrency=4).run()
+    got = get_queue("default").read.log(job.id)
+    assert [(x.attempt, x.text) for x in got.lines] == [
+        (1, "from a coroutine"),
+        (1, "captured in a coroutine"),
+    ]
+
+
+@task(name="tests.joblogs.isolated", isolation="process")
+def isolated() -> None:
+    ctx = current_job()
+    assert ctx is not None
+    ctx.log("from the child")
+    log.info("captured in the child")
+
+
+def test_a_process_isolated_task_logs_too(logs_on: dict[str, Any]) -> None:
+    job = isolated.enqueue()
+    _run()
+    q = get_queue("default")
+    info = q.info(job.id)
+    assert info is not None and info.state == "succeeded", info
+    got = q.read.log(job.id)
+    assert [x.text for x in got.lines] == ["from the child", "captured in the child"]

@@ -73,6 +73,13 @@ class JobContext:
             max_line_bytes=o.max_line_bytes,
         )
 
+    async def alog(self, text: str, level: str = "INFO") -> None:
+        """:meth:`log` from an ``async def`` task: its round trip runs in a thread, so
+        the loop goes on meanwhile."""
+        import asyncio
+
+        await asyncio.to_thread(self.log, text, level)
+
     async def aprogress(self, value: float, note: str = "") -> None:
         """:meth:`progress` from an ``async def`` task (without blocking its loop)."""
         from ..queue.aio import get_async_queue
