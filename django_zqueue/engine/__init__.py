@@ -26,6 +26,7 @@ its own:
 - ``engine.flow_publish`` (:class:`~.flow_publish.FlowPublish`): the publishing of
   workflows (a waiting job, a step over several queues, the checks before it);
 - ``engine.joblogs`` (:class:`~.joblogs.JobLogs`): the lines a job says while it runs;
+- ``engine.jobstreams`` (:class:`~.jobstreams.JobStreams`): the chunks a job streams;
 - ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups and registration;
 - ``engine.protocol`` (:class:`~.protocol.WireProtocol`): the queue set up for producers
   in other languages;
@@ -66,6 +67,7 @@ from .durable import Durable
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, Workflows, use_resolver
 from .flow_publish import FlowPublish
 from .joblogs import JobLogs
+from .jobstreams import JobStreams
 from .layout import Layout
 from .positions import Positions
 from .protocol import WireProtocol
@@ -160,3 +162,5 @@ class Engine(Core):
         self.flow_publish = FlowPublish(self)
         #: the lines a job says while it runs (:class:`~.joblogs.JobLogs`)
         self.joblogs = JobLogs(self)
+        #: the chunks a job streams to its reader (:class:`~.jobstreams.JobStreams`)
+        self.jobstreams = JobStreams(self)

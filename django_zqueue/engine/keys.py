@@ -77,6 +77,12 @@ class QueueKeys:
         (``MAXLEN``), expires with the job's history (TTL renewed at each write)."""
         return f"{self.tag}:log:{id}"
 
+    def out(self, id: str) -> str:
+        """STREAM: the streamed output of job ``id`` (docs/position.md, "Streamed
+        output"): one entry per chunk, field ``c``; capped, with a TTL renewed at each
+        chunk (:mod:`django_zqueue.engine.jobstreams`)."""
+        return f"{self.tag}:out:{id}"
+
     def task_stats(self, slot: int) -> str:
         """HASH: per-task counts and run-time histogram of one 5-minute slot (expires after
         an hour: :mod:`django_zqueue.worker.taskstats`)."""

@@ -80,6 +80,19 @@ class JobContext:
 
         await asyncio.to_thread(self.log, text, level)
 
+    def stream(self, chunk: str) -> str:
+        """Stream a chunk of output to the person waiting on this job (``Job.stream``,
+        the position endpoint's stream): a non-empty str of at most 64 KiB, kept in
+        order with the others (at most 10,000, the oldest dropped past it) for an hour
+        after the last. Its id. One round trip."""
+        return self.queue.engine.jobstreams.append(self.message.tag, chunk)
+
+    async def astream(self, chunk: str) -> str:
+        """:meth:`stream` from an ``async def`` task (the round trip in a thread)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.stream, chunk)
+
     async def aprogress(self, value: float, note: str = "") -> None:
         """:meth:`progress` from an ``async def`` task (without blocking its loop)."""
         from ..queue.aio import get_async_queue
