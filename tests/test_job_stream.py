@@ -136,3 +136,33 @@ def test_bad_cursors_and_tokens_are_refused(default: Queue, redis_client: redis.
     # a corrupt key reads as no stream
     redis_client.set(f"{{{default.engine.prefix}:default}}:out:x", "not a stream")
     assert job.stream() == []
+
+
+def test_the_widget_shows_what_was_streamed_and_resumes_after_it(default: Queue) -> None:
+    from django.contrib.auth.models import AnonymousUser
+    from django.template import Context, Template
+    from django.test import RequestFactory
+
+    tag = default.publish({"task": "tests.jobstream.talk", "args": [1], "kwargs": {}})
+    msg = default.get()
+    assert msg is not None
+    ids = [default.engine.jobstreams.append(tag, t) for t in ("Hello, ", "<world>")]
+    request = RequestFactory().get("/")
+    request.user = AnonymousUser()
+
+    def render() -> str:
+        watch._watches.clear()
+        return Template("{% load zqueue %}{% zqueue_position job %}").render(
+            Context({"job": Job(tag, "default"), "request": request})
+        )
+
+    html = render()
+    assert "Hello, &lt;world&gt;</pre>" in html  # escaped
+    assert f'data-zq-after="{ids[-1]}"' in html and 'data-zq-stream="/zqueue/stream/' in html
+    assert 'http-equiv="refresh"' in html  # without JavaScript, it reloads while running
+    stream_url = html.split('data-zq-stream="')[1].split('"')[0]
+    assert default.ack(msg)
+    events = sse(Client(), f"{stream_url}?after={ids[-1]}")
+    assert [e for _, e, _ in events if e == "chunk"] == []  # nothing twice
+    assert events[-1][1] == "end"
+    assert 'http-equiv="refresh"' not in render()  # ended: no more reloads
