@@ -166,3 +166,27 @@ def test_the_widget_shows_what_was_streamed_and_resumes_after_it(default: Queue)
     assert [e for _, e, _ in events if e == "chunk"] == []  # nothing twice
     assert events[-1][1] == "end"
     assert 'http-equiv="refresh"' not in render()  # ended: no more reloads
+
+
+def test_a_response_ends_after_its_window_and_the_next_resumes(
+    default: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_zqueue.web import stream
+
+    tag = default.publish({"task": "tests.jobstream.talk", "args": [1], "kwargs": {}})
+    msg = default.get()
+    assert msg is not None
+    monkeypatch.setattr(stream, "WINDOW", 0.0)  # one look, then the response ends
+    url = f"/zqueue/stream/{make_token('default', tag)}/"
+    s = default.engine.jobstreams
+    got: list[str] = []
+    last = None
+    for round_ in range(3):
+        for i in range(4):
+            s.append(tag, f"{round_}.{i}")
+        events = sse(Client(), url, last=last)
+        assert events[-1][1] != "end"  # still running: the window ended it
+        chunks = [(i, d["text"]) for i, e, d in events if e == "chunk"]
+        got += [t for _, t in chunks]
+        last = chunks[-1][0]
+    assert got == [f"{r}.{i}" for r in range(3) for i in range(4)]

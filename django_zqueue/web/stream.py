@@ -55,10 +55,10 @@ def _event(kind: str, data: dict[str, Any], id: str | None = None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def events(job: Job, watch: Watch, after: str, window: float = WINDOW) -> Iterator[str]:
+def events(job: Job, watch: Watch, after: str, window: float | None = None) -> Iterator[str]:
     """The events of ``job`` from the cursor ``after``, for ``window`` seconds at most
-    (see the module docstring)."""
-    deadline = time.monotonic() + window
+    (None: :data:`WINDOW`; see the module docstring)."""
+    deadline = time.monotonic() + (WINDOW if window is None else window)
     version: str | None = None
     yield "retry: 1000\n\n"
     while True:
