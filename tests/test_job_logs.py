@@ -259,3 +259,20 @@ def test_a_process_isolated_task_logs_too(logs_on: dict[str, Any]) -> None:
     assert info is not None and info.state == "succeeded", info
     got = q.read.log(job.id)
     assert [x.text for x in got.lines] == ["from the child", "captured in the child"]
+
+
+@pytest.mark.django_db
+def test_the_admin_says_how_many_lines_were_dropped(
+    logs_on: dict[str, Any],
+    superuser: Any,  # noqa: F811
+) -> None:
+    q = get_queue("default")
+    tag = q.publish({"task": "tests.joblogs.quiet", "args": [], "kwargs": {}})
+    lines = [("INFO", f"{i:06d} " + "y" * 993) for i in range(10_000)]  # 10 MB
+    for start in range(0, 10_000, 1000):
+        q.engine.joblogs.append(
+            tag, 1, lines[start : start + 1000], max_lines=1000, max_line_bytes=2000
+        )
+    page = superuser.get(job_url(tag)).content.decode()
+    assert "9,000 earlier lines dropped (past the cap)." in page
+    assert "009000 " in page and "008999 " not in page and "009999 " in page
