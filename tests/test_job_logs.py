@@ -276,3 +276,21 @@ def test_the_admin_says_how_many_lines_were_dropped(
     page = superuser.get(job_url(tag)).content.decode()
     assert "9,000 earlier lines dropped (past the cap)." in page
     assert "009000 " in page and "008999 " not in page and "009999 " in page
+
+
+def test_zqueue_job_prints_the_log_by_attempt(logs_on: dict[str, Any]) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    job = twice.enqueue()
+    _run()
+    out = StringIO()
+    call_command("zqueue_job", "default", job.id, "--log", stdout=out)
+    text = out.getvalue()
+    one, two = text.index("log of attempt 1:"), text.index("log of attempt 2:")
+    assert one < text.index("INFO explicit line of attempt 1") < two
+    assert two < text.index("WARNING end of attempt 2")
+    plain = StringIO()
+    call_command("zqueue_job", "default", job.id, stdout=plain)
+    assert "log of attempt" not in plain.getvalue()
