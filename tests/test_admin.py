@@ -528,6 +528,7 @@ def test_every_page_is_a_few_bounded_read_commands(
         "ZRANK", "HEXISTS", "EVALSHA", "FCALL", "FCALL_RO", "MULTI", "EXEC",
         "EXISTS",  # the queue's pause key (read.overview)
         "ZRANGEBYLEX", "ZLEXCOUNT",  # the blocked keys of strict order (engine.order)
+        "XINFO STREAM", "XRANGE",  # the job's log (at most JOB_LOGS["MAX_LINES"] lines)
     }  # fmt: skip
     for url in [*pages(jobs), f"{BASE}q/default/?per_page=200&page=2"]:
         counter = Commands(monkeypatch)

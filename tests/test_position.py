@@ -267,7 +267,7 @@ def test_template_tag_renders_an_accessible_widget_bound_to_the_user(default: Qu
     assert 'data-zq-ahead="2"' in html and "2 jobs ahead of yours." in html
     assert "position.js" in html and "payload" not in html
     noscript = html.split("<noscript>")[1].split("</noscript>")[0]
-    assert "reload the page" in noscript
+    assert 'http-equiv="refresh" content="10"' in noscript and "reloads itself" in noscript
     assert "<progress" in html and " hidden" in html  # no progress while waiting
     token = html.split('data-zq-position="/zqueue/position/')[1].split("/")[0]
     target = watch.read_token(token)

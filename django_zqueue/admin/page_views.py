@@ -188,6 +188,8 @@ class QueuePages(QueueAdminBase):
             job_actions=self._actions(request, queue, detail.info.state),
             links=self._links(q, tag),
             durable=durable_records(q, tag),  # a durable task's steps (docs/durable.md)
+            # what it said, per attempt (docs/admin.md, "Job logs"): with its arguments' permission
+            job_log=q.read.log(tag) if perms["payload"] else None,
             signal_url=self.url("signal", queue) if perms["pause"] else None,
             here=self.url("job", queue, id=tag),
         )

@@ -27,6 +27,8 @@ from django.dispatch import receiver
 from ..exceptions import ConfigurationError
 from .bounds import MAX_EXACT as MAX_EXACT  # django_zqueue.conf.MAX_EXACT before 0.2
 from .bounds import is_number
+from .joblogs import JobLogOptions as JobLogOptions
+from .joblogs import parse_job_logs
 from .queue import BACKOFF_KEYS as BACKOFF_KEYS
 from .queue import MAX_AGING_SECONDS as MAX_AGING_SECONDS
 from .queue import MAX_KEEP_FINISHED as MAX_KEEP_FINISHED
@@ -72,6 +74,8 @@ class Config:
     #: server that refuses FUNCTION LOAD
     lua_functions: bool = True
     cluster: bool = False  # REDIS_URL names the startup nodes of a Redis Cluster
+    #: what a job's log keeps (``JOB_LOGS``, :mod:`.joblogs`)
+    job_logs: JobLogOptions = field(default_factory=JobLogOptions)
 
     def target(self) -> RedisTarget:
         """Where Redis is (``ValueError`` for a URL that :func:`parse` reports)."""
@@ -100,6 +104,7 @@ TOP_LEVEL_KEYS = {
     "LUA_FUNCTIONS",
     "SCHEDULES",
     "CLUSTER",
+    "JOB_LOGS",
 }
 
 
@@ -187,6 +192,7 @@ def parse(raw: object) -> tuple[Config, list[Problem]]:
         socket_connect_timeout=_timeout(raw, "SOCKET_CONNECT_TIMEOUT", out),
         connection_options=conn_opts,
         cluster=cluster,
+        job_logs=parse_job_logs(raw.get("JOB_LOGS"), out.add),
     )
     return config, out.problems
 

@@ -27,6 +27,8 @@ its own:
   workflows (a waiting job, a step over several queues, the checks before it);
 - ``engine.order`` (:class:`~.order.Ordering`): strict order per key: the blocked keys and
   unblocking one;
+- ``engine.joblogs`` (:class:`~.joblogs.JobLogs`): the lines a job says while it runs;
+- ``engine.jobstreams`` (:class:`~.jobstreams.JobStreams`): the chunks a job streams;
 - ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups and registration;
 - ``engine.protocol`` (:class:`~.protocol.WireProtocol`): the queue set up for producers
   in other languages;
@@ -66,6 +68,8 @@ from .control import Control
 from .durable import Durable
 from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, Workflows, use_resolver
 from .flow_publish import FlowPublish
+from .joblogs import JobLogs
+from .jobstreams import JobStreams
 from .layout import Layout
 from .order import Ordering
 from .positions import Positions
@@ -161,3 +165,7 @@ class Engine(Core):
         self.flow_publish = FlowPublish(self)
         #: strict order per key: blocked keys, unblock (:class:`~.order.Ordering`)
         self.order = Ordering(self)
+        #: the lines a job says while it runs (:class:`~.joblogs.JobLogs`)
+        self.joblogs = JobLogs(self)
+        #: the chunks a job streams to its reader (:class:`~.jobstreams.JobStreams`)
+        self.jobstreams = JobStreams(self)

@@ -73,6 +73,18 @@ class QueueKeys:
         acked, cancelled or deleted; else it expires (TTL renewed at each run)."""
         return f"{self.tag}:steps:{id}"
 
+    def log(self, id: str) -> str:
+        """STREAM: the log of job ``id`` (docs/admin.md, "Job logs"): one entry per line,
+        ``a`` attempt, ``l`` level, ``m`` text; capped at ``JOB_LOGS["MAX_LINES"]``
+        (``MAXLEN``), expires with the job's history (TTL renewed at each write)."""
+        return f"{self.tag}:log:{id}"
+
+    def out(self, id: str) -> str:
+        """STREAM: the streamed output of job ``id`` (docs/position.md, "Streamed
+        output"): one entry per chunk, field ``c``; capped, with a TTL renewed at each
+        chunk (:mod:`django_zqueue.engine.jobstreams`)."""
+        return f"{self.tag}:out:{id}"
+
     def task_stats(self, slot: int) -> str:
         """HASH: per-task counts and run-time histogram of one 5-minute slot (expires after
         an hour: :mod:`django_zqueue.worker.taskstats`)."""

@@ -187,3 +187,53 @@ def check_redis_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
             id="django_zqueue.W001",
         )
     ]
+
+
+#: queued jobs read per state and queue by :func:`check_unregistered_tasks`
+UNREGISTERED_SAMPLE = 1000
+
+
+@checks.register("django_zqueue", deploy=True)
+def check_unregistered_tasks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``manage.py check --deploy`` only: queued jobs (ready, delayed) whose task name no
+    ``@task`` registers, neither as its name nor as an alias (W003): a worker would bury
+    each as ``unknown task``. Reads the first ``UNREGISTERED_SAMPLE`` ready and delayed
+    jobs of each configured queue (connects to Redis; W004 when it cannot)."""
+    import redis
+    from django.conf import settings
+
+    from ..exceptions import QueueUnavailable
+    from ..queue import get_queue
+    from ..tasks import registry
+    from ..tasks.django_tasks.backend import MARKER
+
+    config, problems = conf.parse(getattr(settings, "ZQUEUE", None))
+    if problems:
+        return []  # E0xx reports them
+    registry.autodiscover()
+    found: dict[str, list[str]] = {}
+    try:
+        for queue in config.queues:
+            got = get_queue(queue).read.task_names(UNREGISTERED_SAMPLE, skip=(MARKER,))
+            among = "" if got.exact else f" among the first {got.read:,} of {got.queued:,} read"
+            for name, count in sorted(got.counts.items()):
+                if not registry.known(name):
+                    found.setdefault(name, []).append(f"{queue!r}: {count:,}{among}")
+    except (redis.RedisError, QueueUnavailable) as exc:
+        return [
+            checks.Warning(
+                f"Could not read the task names of the queued jobs: {exc}",
+                hint="Check REDIS_URL.",
+                id="django_zqueue.W004",
+            )
+        ]
+    return [
+        checks.Warning(
+            f"Queued jobs call task {name!r}, which no @task registers (jobs per queue: "
+            f"{'; '.join(where)}): a worker would bury each as a dead letter (unknown task).",
+            hint=f"If the task was renamed, add @task(aliases=[{name!r}]) to the new one "
+            "(docs/tasks.md, 'Renaming a task'); else delete those jobs.",
+            id="django_zqueue.W003",
+        )
+        for name, where in sorted(found.items())
+    ]

@@ -25,6 +25,8 @@ walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:
 - :func:`read_links` (``queue.read.links``): a workflow job's parents and dependents;
 - :func:`~.search.search` (``queue.read.search``): the jobs of a state whose arguments
   hold a text, in bounded steps with a cursor;
+- :func:`~.tasknames.task_names` (``queue.read.task_names``): the task names the
+  queued jobs call, with counts, over a bounded sample;
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
@@ -58,6 +60,7 @@ from .stats import (
     minutes,
     task_stat_slots,
 )
+from .tasknames import TaskNames, task_names
 
 __all__ = [
     "FINISHED_STATES",
@@ -85,6 +88,7 @@ __all__ = [
     "ScheduleRow",
     "SearchMatch",
     "SearchResult",
+    "TaskNames",
     "counters",
     "decode_stats",
     "eta_seconds",
@@ -101,6 +105,7 @@ __all__ = [
     "read_finished",
     "read_links",
     "schedules",
+    "task_names",
     "task_stat_slots",
     "valid_tag",
 ]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from ..engine.joblogs import JobLog
 from ..engine.reads import Entry, check_state
-from ..engine.records import JobInfo
+from ..engine.records import JobInfo, validate
 from ..exceptions import InvalidArgument
 from .finished import FinishedPage, read_finished
 from .groups import GroupFigures, group_figures
@@ -14,6 +15,7 @@ from .jobs import MAX_MERGED, JobReading, Listing, read_job, read_listing
 from .links import JobLinks, Progress, read_links, read_progress
 from .search import SearchResult, search
 from .stats import counters, decode_stats, live_thread_count, local_ms, merge_stats, minute_rows
+from .tasknames import TaskNames, task_names
 
 if TYPE_CHECKING:
     from .source import Readable
@@ -134,6 +136,17 @@ class QueueReader:
         """A page of a state's jobs with their records (:func:`~.jobs.read_listing`).
         Two round trips (three past the end)."""
         return read_listing(self.queue, state, number, per_page, errors=errors)
+
+    def log(self, tag: str) -> JobLog:
+        """The lines job ``tag`` said while it ran, per attempt (``current_job().log``
+        and, with ``JOB_LOGS["LEVEL"]``, the ``logging`` records of its runs), oldest
+        first, and how many of the oldest were dropped past the cap. One round trip."""
+        return self.queue.joblogs.read(validate.tag(tag))
+
+    def task_names(self, sample: int = 1000, skip: Collection[str] = ()) -> TaskNames:
+        """The task names the first ``sample`` ready and delayed jobs call, with counts
+        (:func:`~.tasknames.task_names`). Four round trips."""
+        return task_names(self.queue, sample, skip)
 
     def search(
         self, text: str, state: str = "ready", limit: int = 50, cursor: str | None = None

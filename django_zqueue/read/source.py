@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..engine.joblogs import JobLogs
 from ..engine.reads import Reads
 
 
@@ -18,3 +19,5 @@ class Readable(Protocol):
     def name(self) -> str: ...
     @property
     def reads(self) -> Reads: ...
+    @property
+    def joblogs(self) -> JobLogs: ...

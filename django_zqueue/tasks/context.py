@@ -13,6 +13,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import conf
+from ..exceptions import InvalidArgument
 from ..queue import Message, Queue
 
 # a context variable: each thread has its own context, and so has each asyncio task (a
@@ -63,6 +65,42 @@ class JobContext:
     def progress(self, value: float, note: str = "") -> None:
         """Record progress (0.0-1.0 and a short note) on the job record; extends the lease."""
         self.queue.touch(self.message, progress=value, note=note)
+
+    def log(self, text: str, level: str = "INFO") -> None:
+        """Add a line to this job's log, kept with this attempt (``Queue.read.log(tag)``,
+        the admin's job page): one round trip. Bounded by ``ZQUEUE["JOB_LOGS"]``: a
+        line past ``MAX_LINE_BYTES`` is cut, the oldest lines past ``MAX_LINES`` are
+        dropped, each with a marker."""
+        if not isinstance(text, str) or not isinstance(level, str) or not level:
+            raise InvalidArgument("log takes a str text and a level name")
+        o = conf.get_config().job_logs
+        self.queue.engine.joblogs.append(
+            self.message.tag,
+            self.attempt,
+            [(level[:20], text)],
+            max_lines=o.max_lines,
+            max_line_bytes=o.max_line_bytes,
+        )
+
+    async def alog(self, text: str, level: str = "INFO") -> None:
+        """:meth:`log` from an ``async def`` task: its round trip runs in a thread, so
+        the loop goes on meanwhile."""
+        import asyncio
+
+        await asyncio.to_thread(self.log, text, level)
+
+    def stream(self, chunk: str) -> str:
+        """Stream a chunk of output to the person waiting on this job (``Job.stream``,
+        the position endpoint's stream): a non-empty str of at most 64 KiB, kept in
+        order with the others (at most 10,000, the oldest dropped past it) for an hour
+        after the last. Its id. One round trip."""
+        return self.queue.engine.jobstreams.append(self.message.tag, chunk)
+
+    async def astream(self, chunk: str) -> str:
+        """:meth:`stream` from an ``async def`` task (the round trip in a thread)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.stream, chunk)
 
     async def aprogress(self, value: float, note: str = "") -> None:
         """:meth:`progress` from an ``async def`` task (without blocking its loop)."""

@@ -16,6 +16,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..engine.jobstreams import Chunk
 from ..exceptions import JobEnded
 from ..queue import JobInfo, Queue, get_queue
 from ..queue.control import CancelledJob
@@ -158,6 +159,14 @@ class Job:
         event is kept until the job gets there; ``SignalRefused`` when the job is gone or
         ended, the event was delivered already, or the wait timed out."""
         return self.queue.signal(self.id, name, payload)
+
+    def stream(self, after: str = "0", limit: int = 1000) -> list[Chunk]:
+        """The chunks the job streamed (``current_job().stream``) after the cursor
+        ``after`` ("0": from the start; else the ``id`` of the last chunk read), oldest
+        first, at most ``limit`` (1 to 1,000): pass the last one's ``id`` to go on, with
+        no gap and no duplicate. One round trip; empty when it streamed nothing (or its
+        stream expired: an hour after its last chunk)."""
+        return self.queue.engine.jobstreams.read(self.id, after, limit)
 
     def parked(self) -> ParkedFor | None:
         """What the job is parked for (a durable sleep, or a wait for an event, and until

@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
 
@@ -78,6 +78,7 @@ class Task(Generic[P, R]):
     chunk: Chunk | None = None
     #: ordering key from the call's arguments (docs/job-control.md, "Strict order per key")
     ordering_key: Callable[..., str] | None = None
+    aliases: tuple[str, ...] = ()  # old names whose queued jobs it runs (docs/tasks.md)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -504,6 +505,7 @@ def task(
     chunk: Chunk | None = None,
     ordering_key: Callable[..., str] | str | None = None,
     on_dead: Literal["block", "skip"] | None = None,
+    aliases: Sequence[str] = (),
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -544,6 +546,7 @@ def task(func: Any = None, /, **options: Any) -> Any:
             raise InvalidArgument(f"task {name!r}: timeout must be a positive number of seconds")
         if opts.get("isolation") not in (None, "thread", "process"):
             raise InvalidArgument(f"task {name!r}: isolation must be 'thread' or 'process'")
+        opts["aliases"] = aliases_of(name, opts.get("aliases", ()))
         cron = opts.pop("cron", None)
         check_chunk(name, f, opts, cron)
         t: Task[P, R] = Task(func=f, name=name, retry_backoff=backoff, **opts)
@@ -559,6 +562,20 @@ def task(func: Any = None, /, **options: Any) -> Any:
     if func is not None:
         return wrap(func)
     return wrap
+
+
+def aliases_of(name: str, given: Any) -> tuple[str, ...]:
+    """``@task(aliases=...)`` checked: a list or tuple of distinct non-empty names."""
+    if isinstance(given, str) or not isinstance(given, list | tuple):
+        raise InvalidArgument(f"task {name!r}: aliases must be a list of task names")
+    for alias in given:
+        if not isinstance(alias, str) or not alias or len(alias) > 256:
+            raise InvalidArgument(
+                f"task {name!r}: alias {alias!r} is not a task name (1 to 256 characters)"
+            )
+    if len(set(given)) != len(given):
+        raise InvalidArgument(f"task {name!r}: aliases are given twice")
+    return tuple(given)
 
 
 def registered(name: str) -> Task[..., Any] | None:

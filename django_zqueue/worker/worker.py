@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from .. import conf
 from ..engine.redis.outages import Outage, QueueBackoff, RetryDelay, Throttle, is_unavailable
 from ..events import kv, log
 from ..exceptions import QueueUnavailable, ZQueueError
 from ..queue import get_queue
-from ..tasks import tracing
+from ..tasks import joblog, tracing
 from .consumer import AUTO_PREFETCH_MAX, Consumer
 from .leases import Leases
 from .outcome import Failure, Outcome, Released
@@ -160,6 +161,8 @@ class Worker:
             )
         )
         self._prepare()
+        # JOB_LOGS["LEVEL"]: the logging records of the jobs go to their logs
+        captured = joblog.capture(conf.get_config().job_logs.level)
         threads = [
             threading.Thread(target=Consumer(self).run, name=f"zqueue-consumer-{i}", daemon=True)
             for i in range(self.concurrency)
@@ -186,6 +189,8 @@ class Worker:
             self._done.set()
             beat.join(2.0)
             self.leases.unregister()
+            if captured:
+                joblog.release()
         log.info(
             kv(event="worker_stop", worker=self.id, processed=self.processed, failed=self.failed)
         )

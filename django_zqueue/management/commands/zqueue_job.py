@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ...engine.joblogs import JobLog
 from ...queue import command_queue
 from ..errors import redis_errors
 
@@ -17,6 +18,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("queue")
         parser.add_argument("tag")
+        parser.add_argument(
+            "--log", action="store_true", help="also print the job's log, attempt by attempt"
+        )
 
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
@@ -57,3 +61,14 @@ class Command(BaseCommand):
             if info.state == "succeeded":
                 self.stdout.write(f"result: {info.result if info.result_kept else '(none kept)'}")
         self.stdout.write(f"last_error: {info.last_error or ''}")
+        if options["log"]:
+            self._log(q.read.log(options["tag"]))
+
+    def _log(self, log: JobLog) -> None:
+        """The job's log (docs/admin.md, "Job logs"), attempt by attempt."""
+        if log.dropped:
+            self.stdout.write(f"log: ({log.dropped} earlier lines dropped)")
+        for attempt, lines in log.by_attempt().items():
+            self.stdout.write(f"log of attempt {attempt}:")
+            for line in lines:
+                self.stdout.write(f"  {line.at:%H:%M:%S} {line.level} {line.text}")

@@ -1,5 +1,7 @@
-/* django_zqueue: keeps each [data-zq-position] widget up to date by long-polling its URL
-   (the server answers when the job's status or rank changes). No framework. */
+/* django_zqueue: keeps each [data-zq-position] widget up to date. It follows the job's
+   server-sent events (data-zq-stream: its position, the text it streams, its end),
+   resuming after the last chunk it got when the connection comes back; where the
+   browser has no EventSource, it long-polls the position (data-zq-position). No framework. */
 (function () {
   "use strict";
   // the statuses after which nothing changes (django_zqueue.tasks.watch.FINAL)
@@ -8,7 +10,7 @@
     if (box.dataset.zqWatching) return;
     box.dataset.zqWatching = "1";
     var text = box.querySelector("[data-zq-text]"), eta = box.querySelector("[data-zq-eta]");
-    var bar = box.querySelector("[data-zq-progress]");
+    var bar = box.querySelector("[data-zq-progress]"), out = box.querySelector("[data-zq-output]");
     function show(p) {
       box.dataset.zqStatus = p.status || "";
       box.dataset.zqAhead = p.ahead === null || p.ahead === undefined ? "" : p.ahead;
@@ -34,7 +36,26 @@
         })
         .catch(function () { setTimeout(poll, 5000); });
     }
-    if (!over(box.dataset.zqStatus)) poll();
+    function listen() {
+      // the first connection resumes after what the page already shows; a reconnect
+      // sends the id of the last chunk received (Last-Event-ID) by itself
+      var after = box.dataset.zqAfter || "0";
+      var events = new EventSource(box.dataset.zqStream + "?after=" + encodeURIComponent(after));
+      function data(e) { return JSON.parse(e.data); }
+      events.addEventListener("position", function (e) { show(data(e)); });
+      events.addEventListener("chunk", function (e) {
+        if (out) { out.hidden = false; out.textContent += data(e).text; }
+        box.dataset.zqAfter = e.lastEventId;
+        box.dataset.zqChunks = String(Number(box.dataset.zqChunks || "0") + 1);
+      });
+      events.addEventListener("end", function (e) { show(data(e)); events.close(); });
+      events.addEventListener("error", function () {
+        // a 404 (token no longer valid) closes the source: say so once
+        if (events.readyState === EventSource.CLOSED) poll();
+      });
+    }
+    if (over(box.dataset.zqStatus)) return;
+    if (box.dataset.zqStream && window.EventSource) listen(); else poll();
   }
   document.querySelectorAll("[data-zq-position]").forEach(watch);
 })();
