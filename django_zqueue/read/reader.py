@@ -138,8 +138,10 @@ class QueueReader:
     def search(
         self, text: str, state: str = "ready", limit: int = 50, cursor: str | None = None
     ) -> SearchResult:
-        """The jobs of ``state`` whose arguments (body), task name or id hold ``text``, a
-        plain case-sensitive substring, walked in bounded steps from ``cursor``
+        """The jobs of ``state`` (the finished ``succeeded``, ``cancelled``, ``expired``
+        too) whose arguments (body), task name or id hold ``text``, case-sensitive,
+        whatever JSON's spacing, or match its field form (``user_id:4242``), walked in
+        bounded steps from ``cursor``
         (:func:`~.search.search`): at most 1,000 jobs per step, 1,000 steps or about one
         second per call; ``result.cursor`` continues."""
         return search(self.queue, text, state, limit, cursor)
