@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 
 from ..exceptions import InvalidArgument, SignalRefused
 from ..queue import get_queue
+from . import audit
 
 #: the longest payload the form takes, in characters (the queue's own bound is larger)
 MAX_FORM_PAYLOAD = 65_536
@@ -57,6 +58,7 @@ def signal(admin: QueueAdmin, request: HttpRequest, queue: str) -> HttpResponse:
     except (InvalidArgument, SignalRefused) as exc:
         messages.error(request, _("Nothing sent: %(e)s") % {"e": exc})
         return back
+    audit.log(request, queue, "send event", f"{name} to job {tag} ({'woken' if woken else 'kept'})")
     if woken:
         text = _("Event %(name)s delivered to job %(tag)s: it runs again now.")
     else:
