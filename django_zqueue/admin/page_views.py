@@ -17,6 +17,7 @@ from ..queue.durable_calls import durable_records
 from ..web import humanize
 from ..worker import taskstats
 from . import dashboard, display, filters, workers_page
+from . import durable as admin_durable
 from . import paging as admin_paging
 from . import search as admin_search
 from .base import MissingPermission, QueueAdminBase, configured_queues
@@ -167,6 +168,8 @@ class QueuePages(QueueAdminBase):
         ended = None
         if state_tab in dashboard.ENDED and state_tab != "dead":  # the Finished tab's filter
             state_tab, ended = "finished", state_tab
+        steps = durable_records(q, tag)  # a durable task's steps (docs/durable.md)
+        parked = admin_durable.parked_now(q, tag, steps)
         ctx = self._context(
             request,
             _("Job %(tag)s") % {"tag": tag},
@@ -174,6 +177,8 @@ class QueuePages(QueueAdminBase):
             (tag, None),
             queue=queue,
             job=detail,
+            parked=parked,
+            waits=admin_durable.waited_names(steps, parked),
             arguments_html=display.arguments_html(
                 detail.info.body, display.model_link(self.admin_site)
             )
@@ -184,7 +189,7 @@ class QueuePages(QueueAdminBase):
             state_url=self.url("queue", queue, state=state_tab, ended=ended),
             job_actions=self._actions(request, queue, detail.info.state),
             links=self._links(q, tag),
-            durable=durable_records(q, tag),  # a durable task's steps (docs/durable.md)
+            durable=steps,
             signal_url=self.url("signal", queue) if perms["pause"] else None,
             here=self.url("job", queue, id=tag),
         )
