@@ -9,6 +9,7 @@ from ..engine.reads import Entry, check_state
 from ..engine.records import JobInfo
 from ..exceptions import InvalidArgument
 from .finished import FinishedPage, read_finished
+from .finished_filter import FilteredFinished, FinishedFilter, read_finished_filtered
 from .groups import GroupFigures, group_figures
 from .jobs import MAX_MERGED, JobReading, Listing, read_job, read_listing
 from .links import JobLinks, Progress, read_links, read_progress
@@ -98,6 +99,14 @@ class QueueReader:
         None: all), newest first, with the counts of each (:func:`~.finished.read_finished`;
         ``live``: the other states' counts too). Two round trips."""
         return read_finished(self.queue, state, offset, limit, errors=errors, live=live)
+
+    def finished_matching(
+        self, flt: FinishedFilter, state: str | None = None, limit: int = 50, offset: int = 0
+    ) -> FilteredFinished:
+        """The jobs that ended that ``flt`` keeps (task, error, arguments, time range),
+        newest first, walked from the ``offset``-th ended job in bounded pages
+        (:func:`~.finished_filter.read_finished_filtered`)."""
+        return read_finished_filtered(self.queue, flt, state, limit, offset)
 
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, its rank in the whole queue (see

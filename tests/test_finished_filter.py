@@ -1,0 +1,129 @@
+"""The history of finished jobs, filtered (``Queue.finished(task=, error=, text=, since=,
+until=)``, ``queue.read.finished_matching``) on the real Redis: by task, state, error
+text, arguments (whatever the spacing, the field form) and the time a job ended; deep in
+the history, bounded, and refusing bad filters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+
+from django_zqueue.exceptions import InvalidArgument
+from django_zqueue.queue import Queue
+from django_zqueue.read.finished_filter import (
+    FinishedFilter,
+    read_finished_filtered,
+    text_matcher,
+)
+
+from .conftest import QueueFactory
+
+
+def history(make_queue: QueueFactory) -> tuple[Queue, dict[str, str]]:
+    q = make_queue("hist", keep_finished=10_000)
+    tags = {
+        "mail": q.publish({"task": "shop.mail", "kwargs": {"user_id": 4242}}),
+        "mail2": q.publish({"task": "shop.mail", "kwargs": {"user_id": 7}}),
+        "sync": q.publish({"task": "shop.sync", "args": ["abc", 1]}),
+        "dead": q.publish({"task": "shop.pay", "kwargs": {"user_id": 4242}}),
+    }
+    msgs = {m.tag: m for m in q.claim(4)[0]}
+    for name in ("mail", "mail2", "sync"):
+        q.ack(msgs[tags[name]], None)
+    q.nack(msgs[tags["dead"]], "CardDeclined: insufficient funds", dead=True)
+    return q, tags
+
+
+def test_filters_by_task_state_error_and_arguments(make_queue: QueueFactory) -> None:
+    q, t = history(make_queue)
+    assert {i.tag for i in q.finished(task="MAIL")} == {t["mail"], t["mail2"]}
+    assert [i.tag for i in q.finished(task="shop.", state="dead")] == [t["dead"]]
+    assert [i.tag for i in q.finished(error="carddeclined")] == [t["dead"]]
+    assert {i.tag for i in q.finished(text='"user_id": 4242')} == {t["mail"], t["dead"]}
+    assert {i.tag for i in q.finished(text="user_id:4242", state="succeeded")} == {t["mail"]}
+    assert [i.tag for i in q.finished(text="args.0:abc")] == [t["sync"]]
+    assert q.finished(text="args.0:ab") == [] and q.finished(task="nope") == []
+    got = q.finished(task="shop.mail", text="user_id:7")
+    assert [i.tag for i in got] == [t["mail2"]] and got[0].state == "succeeded"
+    assert len(q.finished()) == 4  # no filter: the page as before
+
+
+def test_filters_by_the_time_a_job_ended(
+    make_queue: QueueFactory, redis_client: redis.Redis
+) -> None:
+    q, t = history(make_queue)
+    now = datetime.now(UTC)
+    # one job ended three hours ago (its score in the history's index moved back)
+    three_h = (now - timedelta(hours=3)).timestamp() * 1000
+    redis_client.zadd(q.engine._keys.finished, {t["sync"]: three_h})
+    assert [i.tag for i in q.finished(until=now - timedelta(hours=2))] == [t["sync"]]
+    recent = {i.tag for i in q.finished(since=now - timedelta(hours=1))}
+    assert recent == {t["mail"], t["mail2"], t["dead"]}
+    found = q.finished(text="args.0:abc", since=now - timedelta(hours=4))
+    assert [i.tag for i in found] == [t["sync"]]
+    with pytest.raises(InvalidArgument):
+        q.finished(since=datetime(2026, 1, 1))  # naive
+    with pytest.raises(InvalidArgument):
+        q.finished(since=now, until=now - timedelta(seconds=1))
+
+
+def test_deep_in_the_history_and_bounded(make_queue: QueueFactory) -> None:
+    q = make_queue("deep", keep_finished=10_000)
+    first = q.publish({"task": "t.old", "kwargs": {"user_id": 4242}})
+    q.publish_many([{"task": "t.new", "args": [i]} for i in range(999)])
+    for _ in range(10):
+        msgs, _ = q.claim(100)
+        for m in msgs:
+            q.ack(m, None)
+    flt = FinishedFilter(text="user_id:4242")
+    got = read_finished_filtered(q.engine, flt, "succeeded", 10, budget_s=60)
+    assert got.looked == 1000 and not got.more and [j.tag for j in got.jobs] == [first]
+    cut = read_finished_filtered(
+        q.engine, FinishedFilter(task="t.old"), "succeeded", max_looked=400
+    )
+    assert cut.jobs == [] and cut.looked == 400 and cut.more and cut.next_offset == 400
+    rest = read_finished_filtered(
+        q.engine, FinishedFilter(task="t.old"), "succeeded", offset=400, budget_s=60
+    )
+    assert [j.tag for j in rest.jobs] == [first]
+    limited = q.read.finished_matching(FinishedFilter(task="t.new"), "succeeded", 5)
+    assert len(limited.jobs) == 5 and limited.more and limited.looked == 5
+    # every state: merged pages (a long budget: a loaded machine must not cut it short)
+    merged = read_finished_filtered(q.engine, FinishedFilter(task="t.old"), None, 5, budget_s=60)
+    assert [j.tag for j in merged.jobs] == [first], (merged.looked, merged.more)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"task": "x" * 201}, {"error": "x" * 201}, {"text": "x" * 1001}, {"text": ""}],
+)
+def test_bad_filters_are_refused(make_queue: QueueFactory, kwargs: dict[str, Any]) -> None:
+    q = make_queue("bad")
+    if kwargs.get("text") == "":
+        assert q.finished(**kwargs) == []  # an empty filter is no filter
+        return
+    with pytest.raises(InvalidArgument):
+        q.finished(**kwargs)
+
+
+def test_the_python_matcher_agrees_with_the_script() -> None:
+    body = {"task": "t", "args": ["abc", None, True], "kwargs": {"user_id": 4242, "n": None}}
+    for text, want in [
+        ('"user_id": 4242', True),
+        ('"user_id" :4242,', True),
+        ("user_id:4242.0", True),
+        ('user_id:"4242"', True),
+        ("args.0:abc", True),
+        ("args.1:null", True),
+        ("args.2:true", True),
+        ("n:null", True),
+        ("args.0:ab", False),
+        ("user_id:42", False),
+        ("kwargs:1", False),
+        ("T", False),
+    ]:
+        assert text_matcher(text)("tag", body) is want, text
+    assert text_matcher("tag")("a-tag", "x")  # the tag too
