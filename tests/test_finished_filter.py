@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 import redis
+from django.test import Client
 
+from django_zqueue import get_queue
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.queue import Queue
 from django_zqueue.read.finished_filter import (
@@ -20,6 +22,7 @@ from django_zqueue.read.finished_filter import (
 )
 
 from .conftest import QueueFactory
+from .test_admin import BASE, payload_viewer, project, viewer  # noqa: F401
 
 
 def history(make_queue: QueueFactory) -> tuple[Queue, dict[str, str]]:
@@ -127,3 +130,43 @@ def test_the_python_matcher_agrees_with_the_script() -> None:
     ]:
         assert text_matcher(text)("tag", body) is want, text
     assert text_matcher("tag")("a-tag", "x")  # the tag too
+
+
+# ---------------------------------------------------------------- the Finished tab
+
+
+@pytest.mark.django_db
+def test_the_finished_tab_finds_a_job_of_three_hours_ago_by_an_argument(
+    project: dict[str, Any],  # noqa: F811
+    payload_viewer: Client,  # noqa: F811
+    viewer: Client,  # noqa: F811
+    redis_client: redis.Redis,
+) -> None:
+    q = get_queue("default")
+    old = q.publish({"task": "shop.mail", "kwargs": {"user_id": 4242}})
+    q.publish_many([{"task": "shop.mail", "kwargs": {"user_id": i}} for i in range(300)])
+    for _ in range(4):
+        for m in q.claim(100)[0]:
+            q.ack(m, None)
+    three_h = (datetime.now(UTC) - timedelta(hours=3)).timestamp() * 1000
+    redis_client.zadd(q.engine._keys.finished, {old: three_h})
+    url = f"{BASE}q/default/"
+    r = payload_viewer.get(url, {"state": "finished", "args": '"user_id": 4242'})
+    assert r.status_code == 200
+    assert [row.tag for row in r.context["page"].rows] == [old]
+    html = r.content.decode()
+    assert "1 job found among the 301 newest read." in html and 'id="zq-history-filter"' in html
+    r = payload_viewer.get(url, {"state": "finished", "args": "user_id:4242", "since": "1h"})
+    assert r.context["page"].rows == []  # it ended three hours ago
+    r = payload_viewer.get(url, {"state": "finished", "args": "user_id:4242", "since": "24h"})
+    assert [row.tag for row in r.context["page"].rows] == [old]
+    r = payload_viewer.get(url, {"state": "finished", "task": "shop.mail", "ended": "succeeded"})
+    assert len(r.context["page"].rows) == 50 and r.context["history"].more_url
+    more = payload_viewer.get(r.context["history"].more_url)
+    assert len(more.context["page"].rows) == 50
+    assert not {x.tag for x in more.context["page"].rows} & {x.tag for x in r.context["page"].rows}
+    # the arguments filter is payload: without view_payload it is not offered nor applied
+    r = viewer.get(url, {"state": "finished", "args": "user_id:4242"})
+    assert r.context["history"] is None and 'name="args"' not in r.content.decode()
+    r = payload_viewer.get(url, {"state": "finished", "args": "x" * 1001})
+    assert r.status_code == 200 and "search needs a text" in r.content.decode()

@@ -18,6 +18,7 @@ from ..web import humanize
 from ..worker import taskstats
 from . import dashboard, display, filters, workers_page
 from . import durable as admin_durable
+from . import history as admin_history
 from . import paging as admin_paging
 from . import search as admin_search
 from .base import MissingPermission, QueueAdminBase, configured_queues
@@ -80,7 +81,7 @@ class QueuePages(QueueAdminBase):
         q = self._queue(queue)
         state, per_page = admin_paging.page_params(request)
         perms = self._perms(request)
-        pg, sc, flt = admin_paging.listing(q, state, request, per_page, perms["payload"])
+        pg, sc, flt, hist = self._listing(request, q, state, per_page, perms["payload"])
         link, scan_link = admin_paging.queue_links(self.url, queue, state, per_page, flt, pg.ended)
         ctx = self._context(
             request,
@@ -89,9 +90,9 @@ class QueuePages(QueueAdminBase):
             queue=queue,
             page=pg,
             tabs=self._tabs(queue, pg),
-            pages=[] if sc else admin_paging.page_links(pg, link),
-            prev_url=link(pg.number - 1) if pg.number > 1 and not sc else None,
-            next_url=link(pg.number + 1) if pg.number < pg.pages and not sc else None,
+            pages=[] if sc or hist else admin_paging.page_links(pg, link),
+            prev_url=link(pg.number - 1) if pg.number > 1 and not (sc or hist) else None,
+            next_url=link(pg.number + 1) if pg.number < pg.pages and not (sc or hist) else None,
             per_page_choices=admin_paging.per_page_choices(
                 lambda n: self.url("queue", queue, state=state, ended=pg.ended, per_page=n),
                 per_page,
@@ -109,6 +110,8 @@ class QueuePages(QueueAdminBase):
             if state == "finished"
             else None,
             tasks=display.task_rows(taskstats.read(q)),
+            history=hist,
+            spans=list(admin_history.SPANS),
             scan=sc,
             filter=flt,
             scan_window=filters.WINDOW,
@@ -129,6 +132,22 @@ class QueuePages(QueueAdminBase):
             here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
+
+    def _listing(
+        self, request: HttpRequest, q: Queue, state: str, per_page: int, payload: bool
+    ) -> tuple[dashboard.Page, filters.Scan | None, filters.Filter, admin_history.History | None]:
+        """The queue view's listing (:func:`~.paging.listing`), or the Finished tab
+        filtered (task, error, arguments, since: :mod:`.history`) with its read."""
+
+        def more(**query: Any) -> str:
+            return self.url("queue", q.name, state=state, **query)
+
+        hist = None
+        if state == "finished":
+            hist = admin_history.read(q, request, per_page, payload, more)
+        if hist is not None:
+            return hist.page, None, filters.Filter(), hist
+        return (*admin_paging.listing(q, state, request, per_page, payload), None)
 
     def _tabs(self, queue: str, pg: dashboard.Page) -> list[dict[str, Any]]:
         """The tabs of the queue page, one per state, with their counts."""
