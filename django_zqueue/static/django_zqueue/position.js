@@ -18,7 +18,7 @@
       if (bar) {
         var known = typeof p.progress === "number";
         bar.hidden = !known;
-        if (known) { bar.value = p.progress; bar.textContent = p.progress + "%"; }
+        if (known) bar.value = p.progress; // the text line says the percentage: no "60% 60%"
       }
     }
     function over(status) { return FINAL.indexOf(status) >= 0; }
