@@ -64,3 +64,23 @@ def test_admin_progress_and_schedules_texts(project: dict[str, Any]) -> None:  #
     out = io.StringIO()
     call_command("zqueue_schedules", "list", stdout=out)
     assert "every 300 s" in out.getvalue() and "300.0" not in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_a_job_the_widget_cannot_find_is_not_called_done(
+    zqueue_settings: dict[str, Any],
+) -> None:
+    from django_zqueue.tasks import watch
+
+    watch._watches.clear()
+    q = get_queue("default")
+    finished, deleted = q.publish({"task": "t"}), q.publish({"task": "t"})
+    (msg,), _ = q.claim(1)
+    q.ack(msg, None)
+    q.delete(deleted)
+    got = watch.read_positions(q, [finished, deleted, "never-there"])
+    assert got[finished].status == "done"  # in the history of finished jobs
+    assert got[deleted].status == "gone" and got["never-there"].status == "gone"
+    assert position.describe(got[deleted])[0].startswith("It is no longer in the queue")
+    assert "gone" in watch.FINAL
+    watch._watches.clear()

@@ -61,6 +61,7 @@ def describe(pos: Position) -> tuple[str, str]:
             "failed": _("It could not be completed."),
             "cancelled": _("Cancelled: it will not run."),
             "expired": _("Expired: it was not run in time, and will not run."),
+            "gone": _("It is no longer in the queue: it ended, or was removed."),
         }.get(pos.status, _("Done."))
     eta = ""
     if pos.status == "waiting" and pos.eta_seconds is not None:

@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   // the statuses after which nothing changes (django_zqueue.tasks.watch.FINAL)
-  var FINAL = ["done", "failed", "cancelled", "expired"];
+  var FINAL = ["done", "failed", "cancelled", "expired", "gone"];
   function watch(box) {
     if (box.dataset.zqWatching) return;
     box.dataset.zqWatching = "1";
