@@ -105,3 +105,21 @@ def test_waited_names() -> None:
     now = ParkedFor("event", "c", None)  # type: ignore[arg-type]
     assert waited_names(recs, now) == ["b", "c"]
     assert waited_names(recs, ParkedFor("sleep", "z", None)) == ["b"]  # type: ignore[arg-type]
+
+
+def test_the_delayed_tab_shows_parked_jobs_own_state(
+    project: dict[str, Any],  # noqa: F811
+) -> None:
+    waiting, sleeping = waiting_job(), sleeping_job()
+    plain = get_queue("default").publish({"task": "later"}, delay=600)
+    c = client_for(make_user("v", "view_queue"))
+    r = c.get(f"{BASE}q/default/", {"state": "delayed"})
+    rows = {row.tag: (row.parked, row.parked_name) for row in r.context["page"].rows}
+    assert rows == {
+        waiting: ("event", "approved"),
+        sleeping: ("sleep", "cool-off"),
+        plain: ("", ""),
+    }
+    html = r.content.decode()
+    assert "waiting for event approved, at most until" in html
+    assert "sleeping (cool-off) until" in html

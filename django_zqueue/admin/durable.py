@@ -15,6 +15,7 @@ the job waits for; to a job parked waiting for an event, a name it does not wait
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Protocol
 
 from django.contrib import messages
@@ -24,7 +25,7 @@ from django.utils.translation import gettext as _
 from ..exceptions import InvalidArgument, SignalRefused
 from ..queue import Queue, get_queue
 from ..queue.durable_calls import DurableRecord, ParkedFor, durable_records, parked
-from . import audit
+from . import audit, dashboard
 
 #: the longest payload the form takes, in characters (the queue's own bound is larger)
 MAX_FORM_PAYLOAD = 65_536
@@ -61,6 +62,17 @@ def parked_now(q: Queue, tag: str, records: list[DurableRecord]) -> ParkedFor | 
     """What job ``tag`` is parked for; None when it is not (or keeps no durable records:
     no read then)."""
     return parked(q, tag) if records else None
+
+
+def with_parked(q: Queue, page: dashboard.Page) -> dashboard.Page:
+    """A page of the Delayed tab whose parked durable jobs say what they are parked for
+    (one more round trip: ``parked`` of each row)."""
+    found = q.engine.durable.parked_many([r.tag for r in page.rows if not r.gone])
+    rows = [
+        replace(r, parked=p.kind, parked_name=p.name) if (p := found.get(r.tag)) else r
+        for r in page.rows
+    ]
+    return replace(page, rows=rows)
 
 
 def _typo(q: Queue, tag: str, name: str) -> list[str] | None:

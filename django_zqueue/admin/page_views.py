@@ -147,7 +147,10 @@ class QueuePages(QueueAdminBase):
             hist = admin_history.read(q, request, per_page, payload, more)
         if hist is not None:
             return hist.page, None, filters.Filter(), hist
-        return (*admin_paging.listing(q, state, request, per_page, payload), None)
+        pg, sc, flt = admin_paging.listing(q, state, request, per_page, payload)
+        if state == "delayed" and pg.rows:  # a parked durable job shows its own state
+            pg = admin_durable.with_parked(q, pg)
+        return pg, sc, flt, None
 
     def _tabs(self, queue: str, pg: dashboard.Page) -> list[dict[str, Any]]:
         """The tabs of the queue page, one per state, with their counts."""
