@@ -170,3 +170,35 @@ def test_the_finished_tab_finds_a_job_of_three_hours_ago_by_an_argument(
     assert r.context["history"] is None and 'name="args"' not in r.content.decode()
     r = payload_viewer.get(url, {"state": "finished", "args": "x" * 1001})
     assert r.status_code == 200 and "search needs a text" in r.content.decode()
+
+
+def test_an_arguments_text_pages_its_matches_newest_first(make_queue: QueueFactory) -> None:
+    """With a text, the state's set is searched by search.lua, then the other filters;
+    ``offset`` counts matches."""
+    q = make_queue("pages", keep_finished=10_000)
+    tags = q.publish_many(
+        [
+            {"task": "t.even" if i % 2 == 0 else "t.odd", "kwargs": {"lang": "en"}}
+            for i in range(120)
+        ]
+    )
+    for m in q.claim(120)[0]:
+        q.ack(m, None)
+    flt = FinishedFilter(text='"lang": "en"')
+    seen: list[str] = []
+    offset = 0
+    for _ in range(5):
+        got = read_finished_filtered(q.engine, flt, "succeeded", 50, offset, budget_s=60)
+        seen += [j.tag for j in got.jobs]
+        if not got.more:
+            break
+        offset = got.next_offset
+    assert len(seen) == 120 == len(set(seen)) and set(seen) == set(tags)
+    ended = [
+        j.ended_ms
+        for j in read_finished_filtered(q.engine, flt, "succeeded", 120, budget_s=60).jobs
+    ]
+    assert ended == sorted(ended, reverse=True)
+    both = FinishedFilter(task="t.even", text='"lang":"en"')
+    got = read_finished_filtered(q.engine, both, None, 1000, budget_s=60)
+    assert {j.tag for j in got.jobs} == set(tags[0::2]) and not got.more

@@ -10,8 +10,12 @@ partitions: :data:`~.finished.MAX_ENDED_MERGED`, the deepest a merged page reach
 about :data:`BUDGET_S` seconds. Its result says how many jobs it looked at and whether
 more remain (``next_offset`` goes on).
 
-The arguments are matched as :mod:`.search` matches them (``"user_id": 4242`` whatever
-the spacing; the field form ``user_id:4242``), here in Python on the decoded body.
+With an arguments text (``"user_id": 4242`` whatever the spacing; the field form
+``user_id:4242``, as :mod:`.search` reads it) the walk is ``search.lua``'s instead: the
+state's whole set (every ended state's when none is named) searched in Redis, about 5 µs
+a job, within the same budget, at most :data:`MAX_TEXT_MATCHES` matches; the other
+filters then apply to the matches, newest first, and ``offset`` counts matches.
+:func:`text_matcher` is the same test in Python, on a decoded body.
 """
 
 from __future__ import annotations
@@ -24,8 +28,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InvalidArgument
-from .finished import MAX_ENDED_MERGED, FinishedJob, check_finished_state, read_finished
-from .search import STRUCTURAL, field_of, parse
+from .finished import (
+    FINISHED_STATES,
+    MAX_ENDED_MERGED,
+    FinishedJob,
+    check_finished_state,
+    finished_job,
+    read_finished,
+)
+from .search import MAX_MATCHES, STRUCTURAL, SearchMatch, field_of, parse, search
 
 if TYPE_CHECKING:
     from .source import Readable
@@ -38,6 +49,8 @@ MAX_LOOKED = 100_000
 BUDGET_S = 1.0
 #: longest task or error filter text
 MAX_FILTER_TEXT = 200
+#: most matches of an arguments text one filtered read collects before its other filters
+MAX_TEXT_MATCHES = 10_000
 
 
 def _spacing_regex(text: str) -> re.Pattern[str]:
@@ -178,10 +191,13 @@ class FilteredFinished:
     looked: int
     offset: int
     more: bool
+    #: where the next read starts: the ended job walked next; with an arguments text
+    #: (found by ``search.lua``), the number of matches already shown
+    next_at: int | None = None
 
     @property
     def next_offset(self) -> int:
-        return self.offset + self.looked
+        return self.offset + self.looked if self.next_at is None else self.next_at
 
 
 def read_finished_filtered(
@@ -199,6 +215,8 @@ def read_finished_filtered(
     check_finished_state(state)
     if not 1 <= limit <= 1000 or offset < 0:
         raise InvalidArgument("limit must be in [1, 1000] and offset >= 0")
+    if flt.text:
+        return _by_text(q, flt, state, limit, offset, budget_s)
     merged = state is None or q.reads.partitions > 1
     most = MAX_ENDED_MERGED if merged else MAX_LOOKED
     if max_looked is not None:
@@ -226,3 +244,48 @@ def read_finished_filtered(
         if time.monotonic() >= end:
             break
     return FilteredFinished(found, looked, offset, at < total)
+
+
+def _by_text(
+    q: Readable, flt: FinishedFilter, state: str | None, limit: int, offset: int, budget_s: float
+) -> FilteredFinished:
+    """With an arguments text: the state's whole set searched by ``search.lua`` (about
+    5 µs a job, in steps of 1,000), at most :data:`MAX_TEXT_MATCHES` matches, then the
+    other filters on them, newest first; ``offset`` counts matches."""
+    end = time.monotonic() + budget_s
+    matches: list[SearchMatch] = []
+    looked, complete = 0, True
+    for name in FINISHED_STATES if state is None else (state,):
+        cursor = None
+        while complete:
+            left = max(0.0, end - time.monotonic())
+            got = search(q, flt.text, name, MAX_MATCHES, cursor, budget_s=left)
+            matches += got.matches
+            looked += got.looked
+            if got.done:
+                break
+            cursor = got.cursor
+            complete = time.monotonic() < end and len(matches) < MAX_TEXT_MATCHES
+    entries = sorted(
+        ((m.tag, m.state, m.score, m.shard) for m in matches),
+        key=lambda e: (-e[2], e[0].encode("utf-8")),
+    )
+    entries = [
+        e
+        for e in entries
+        if (flt.since_ms is None or e[2] >= flt.since_ms)
+        and (flt.until_ms is None or e[2] <= flt.until_ms)
+    ]
+    keeps = flt.keeper()
+    kept: list[FinishedJob] = []
+    want = offset + limit + 1
+    for lo in range(0, len(entries), PAGE):
+        chunk = entries[lo : lo + PAGE]
+        found = q.reads.ended_hashes(chunk, bool(flt.error))
+        jobs = [finished_job(e, h) for e, h in zip(chunk, found, strict=True)]
+        kept += [j for j in jobs if not j.gone and keeps(j)]
+        if len(kept) >= want:
+            break
+    page = kept[offset : offset + limit]
+    more = not complete or len(kept) > offset + limit
+    return FilteredFinished(page, looked, offset, more, offset + len(page))
