@@ -48,7 +48,7 @@ def test_the_ready_tab_of_an_aging_queue_and_its_pause_and_resume(
     listed = [row.tag for row in r.context["page"].rows]
     assert sorted(listed) == sorted(tags) and [q.rank(t) for t in listed] == [0, 1, 2, 3, 4]
     for op in ("pause", "resume"):
-        r = c.post(f"{BASE}q/reports/pause/", {"op": op}, follow=True)
+        r = c.post(f"{BASE}q/reports/pause/", {"op": op, "confirm": "yes"}, follow=True)
         assert r.status_code == 200 and r.redirect_chain[-1][0].endswith("/q/reports/")
     assert not q.is_paused()
     assert c.get(f"{BASE}q/reports/job/", {"id": tags[0]}).status_code == 200

@@ -123,3 +123,5 @@ def test_every_page_shows_only_translated_words_and_data(
     assert messages and all(m.startswith("⟦") for m in messages)
     r = superuser.post(f"{BASE}q/default/pause/", {"op": "pause"}, follow=True)
     assert visible_words(r.content.decode(), data) == []
+    r = superuser.post(f"{BASE}q/default/pause/", {"op": "pause", "confirm": "yes"}, follow=True)
+    assert visible_words(r.content.decode(), data) == []

@@ -262,7 +262,10 @@ def test_pause_and_resume_a_queue_from_its_page(
     page = c.get(f"{BASE}q/default/").content.decode()
     assert "Pause queue" in page and "Paused:" not in page
     assert c.get(f"{BASE}q/default/pause/").status_code == 405
-    r = c.post(f"{BASE}q/default/pause/", {"op": "pause"})
+    r = c.post(f"{BASE}q/default/pause/", {"op": "pause"})  # asks first
+    assert r.status_code == 200 and "Pause queue default?" in r.content.decode()
+    assert not q.is_paused()
+    r = c.post(f"{BASE}q/default/pause/", {"op": "pause", "confirm": "yes"})
     assert r.status_code == 302 and q.is_paused()
     page = c.get(f"{BASE}q/default/").content.decode()
     assert "Resume queue" in page and "Paused:" in page

@@ -85,7 +85,9 @@ def test_done_and_scheduled(default: Queue) -> None:
     default.delete(gone)
     c = Client()
     assert get(c, Job(id=later, queue_name="default").position_url())[1]["status"] == "scheduled"
-    assert get(c, Job(id=gone, queue_name="default").position_url())[1]["status"] == "done"
+    body = get(c, Job(id=gone, queue_name="default").position_url())[1]
+    assert body["status"] == "gone"  # deleted: never ran, so not "Done."
+    assert body["text"] == "It is no longer in the queue: it ended, or was removed."
 
 
 def test_eta_only_while_a_worker_is_live(default: Queue) -> None:

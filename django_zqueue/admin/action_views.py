@@ -25,7 +25,7 @@ from .. import conf
 from ..conf.bounds import ordering_key_problem
 from ..queue import Queue
 from ..web import humanize
-from . import actions, dashboard
+from . import actions, audit, dashboard
 from .base import MissingPermission, QueueAdminBase
 from .bulk import Across
 
@@ -77,7 +77,9 @@ class QueueActions(QueueAdminBase):
         if found.confirm and (tags or across) and request.POST.get("confirm") != "yes":
             what = actions.counted(found.what, len(tags))
             if across is not None:
-                what = across.what(found, q.read.listing(across.state, 1, 1).counts[across.state])
+                tally = across.tally(q) if across.flt.active else None
+                total = q.read.listing(across.state, 1, 1).counts[across.state]
+                what = across.what(found, total, tally)
             ctx = self._context(
                 request,
                 found.title % {"what": what},
@@ -99,10 +101,13 @@ class QueueActions(QueueAdminBase):
                 return HttpResponseBadRequest(f"{found.value} must be an integer in [{lo}, {hi}]")
             args = (int(raw),)
         if across is not None:
-            good, text = across.run(q, found)
+            good, text, done = across.run(q, found)
+            audit.acted(request, queue, found.name, done, None)
             (messages.success if good else messages.warning)(request, text)
             return self._back(request, queue, across.state)
         done = sum(found.run(q, t, *args) for t in tags)
+        if tags:
+            audit.acted(request, queue, found.name, done, len(tags))
         for good, text in actions.outcome(found, done, len(tags)):
             (messages.success if good else messages.warning)(request, text)
         return self._back(request, queue, found.states[0])
@@ -112,14 +117,35 @@ class QueueActions(QueueAdminBase):
         """Pause (``op=pause``) or resume (``op=resume``) a queue (:meth:`Queue.pause`)."""
         q = self._require_actions(request, queue, "manage_jobs")
         op = request.POST.get("op")
+        if op == "pause" and request.POST.get("confirm") != "yes":
+            ready = humanize.count(q.counts()["ready"])
+            ctx = self._context(
+                request,
+                _("Pause queue %(queue)s?") % {"queue": queue},
+                (queue, self.url("queue", queue)),
+                (_("pause"), None),
+                question=_(
+                    "Pause queue %(queue)s? Its %(n)s ready jobs wait, and no worker is "
+                    "handed any of its jobs until it is resumed; jobs already running finish."
+                )
+                % {"queue": queue, "n": ready},
+                tags=[],
+                across=[("op", "pause")],
+                action_url=self.url("pause", queue),
+                next="",
+                back_url=self.url("queue", queue),
+            )
+            return TemplateResponse(request, "admin/django_zqueue/action_confirm.html", ctx)
         if op == "pause":
             q.pause()
+            audit.log(request, queue, "pause", "the queue")
             messages.success(
                 request,
                 _("Queue %(queue)s paused: workers take none of its jobs.") % {"queue": queue},
             )
         elif op == "resume":
             q.resume()
+            audit.log(request, queue, "resume", "the queue")
             messages.success(request, _("Queue %(queue)s resumed.") % {"queue": queue})
         else:
             return HttpResponseBadRequest("op must be pause or resume")
@@ -160,6 +186,7 @@ class QueueActions(QueueAdminBase):
             )
             return TemplateResponse(request, "admin/django_zqueue/purge_confirm.html", ctx)
         n = q.purge_dead()
+        audit.log(request, queue, "purge", f"{audit.jobs(n)} (every dead letter)")
         text = ngettext(
             "Purged %(n)s dead letter of %(queue)s.", "Purged %(n)s dead letters of %(queue)s.", n
         )

@@ -12,6 +12,7 @@ filter (``task``, ``error``); the action runs on every such job with
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,24 @@ REFUSED = ngettext_lazy(
 MORE = gettext_lazy(
     "More jobs match than one request acts on (%(most)s): run the action again to go on."
 )
+#: a filtered confirmation counts the matches for at most this long (seconds) ...
+COUNT_BUDGET_S = 1.0
+#: ... and reads the tab this many jobs at a time
+COUNT_PAGE = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The jobs of a tab that a filter keeps, counted before an action asks: ``matched``
+    among the first ``read`` of the tab's ``total``; ``complete`` when every job was read."""
+
+    matched: int
+    read: int
+    total: int
+
+    @property
+    def complete(self) -> bool:
+        return self.read >= self.total
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +101,25 @@ class Across:
             flt = filters.Filter(flt.task, "")
         return cls(state, flt)
 
-    def what(self, action: actions.Action, total: int) -> str:
-        """The jobs, in a question: "all 1,234 dead letters", or with a filter "every
-        dead letter whose task contains "x"" (counts are known only without one)."""
+    def tally(self, q: Queue, budget_s: float = COUNT_BUDGET_S) -> Tally:
+        """Count the jobs the filter keeps, reading the tab in pages of
+        :data:`COUNT_PAGE` for about ``budget_s`` seconds (at least one page, at most as
+        many pages as one request acts on jobs)."""
+        end = time.monotonic() + budget_s
+        matched = read = total = 0
+        for number in range(1, MOST_PER_REQUEST // COUNT_PAGE + 2):
+            listing = q.read.listing(self.state, number, COUNT_PAGE, errors=bool(self.flt.error))
+            total = listing.counts[self.state]
+            matched += sum(1 for j in listing.jobs if j.record is not None and self.flt.matches(j))
+            read += len(listing.jobs)
+            if len(listing.jobs) < COUNT_PAGE or time.monotonic() >= end:
+                break
+        return Tally(matched, read, total)
+
+    def what(self, action: actions.Action, total: int, tally: Tally | None = None) -> str:
+        """The jobs, in a question: "all 1,234 dead letters", or with a filter "the 37
+        jobs of the tab (of 1,234) whose task contains "x"" (``tally``: the matches
+        counted; "at least 37" when it could not read them all)."""
         if not self.flt.active:
             return _("all %(what)s") % {"what": actions.counted(action.what, total)}
         parts = []
@@ -92,10 +127,42 @@ class Across:
             parts.append(_("whose task contains “%(t)s”") % {"t": self.flt.task})
         if self.flt.error:
             parts.append(_("whose last error contains “%(t)s”") % {"t": self.flt.error})
-        return _("every job of the tab (of %(n)s) %(which)s") % {
-            "n": count(total),
-            "which": _(" and ").join(parts),
-        }
+        which = _(" and ").join(parts)
+        if tally is None:
+            return _("every job of the tab (of %(n)s) %(which)s") % {
+                "n": count(total),
+                "which": which,
+            }
+        if tally.complete:
+            text = ngettext_lazy(
+                "the %(m)s job of the tab (of %(n)s) %(which)s",
+                "the %(m)s jobs of the tab (of %(n)s) %(which)s",
+                "num",
+            )
+            return str(
+                text
+                % {
+                    "num": tally.matched,
+                    "m": count(tally.matched),
+                    "n": count(tally.total),
+                    "which": which,
+                }
+            )
+        text = ngettext_lazy(
+            "at least %(m)s job of the tab (of %(n)s) %(which)s (counted in the first %(read)s)",
+            "at least %(m)s jobs of the tab (of %(n)s) %(which)s (counted in the first %(read)s)",
+            "num",
+        )
+        return str(
+            text
+            % {
+                "num": tally.matched,
+                "m": count(tally.matched),
+                "n": count(tally.total),
+                "which": which,
+                "read": count(tally.read),
+            }
+        )
 
     def fields(self) -> list[tuple[str, str]]:
         """The hidden fields that carry it through a confirmation page."""
@@ -106,8 +173,8 @@ class Across:
             out.append(("error", self.flt.error))
         return out
 
-    def run(self, q: Queue, action: actions.Action) -> tuple[bool, str]:
-        """Run ``action`` on every job; (success, the message)."""
+    def run(self, q: Queue, action: actions.Action) -> tuple[bool, str, int]:
+        """Run ``action`` on every job; (success, the message, the jobs acted on)."""
         assert action.bulk is not None
         match = self.flt.matches if self.flt.active else None
         got = q.act_on_all(action.bulk, self.state, match, most=MOST_PER_REQUEST)
@@ -118,4 +185,4 @@ class Across:
             text.append(actions.counted(REFUSED, got.refused))
         if got.more:
             text.append(str(MORE % {"most": count(MOST_PER_REQUEST)}))
-        return bool(got.done) and not got.more, " ".join(text)
+        return bool(got.done) and not got.more, " ".join(text), got.done

@@ -18,11 +18,13 @@ from ..web import humanize
 class Line:
     name: str
     css: str  # class of the SVG element: zq-line-<css>
-    points: str  # SVG polyline points, "x,y x,y ..."
+    points: str  # SVG polyline points, "x,y x,y ..." (every sample)
     dots: list[tuple[str, str]]  # (cx, cy) of each sample
     latest: int | None
     #: (cx, cy, text) of each sample, for the value shown on hover ("14:03 UTC: 47")
     samples: list[tuple[str, str, str]] = field(default_factory=list)
+    #: the polylines drawn: runs of consecutive samples, broken where a minute has none
+    segments: list[str] = field(default_factory=list)
 
     @property
     def latest_text(self) -> str:
@@ -164,6 +166,13 @@ def _line(
     """One series as a polyline, its samples with their hover text, and the legend's
     value at ``latest_index`` (or the last sample before it)."""
     pts = [frame.xy(i, v) for i, v in enumerate(values) if v is not None]
+    runs: list[list[tuple[str, str]]] = [[]]
+    for i, v in enumerate(values):
+        if v is None:
+            if runs[-1]:
+                runs.append([])
+        else:
+            runs[-1].append(frame.xy(i, v))
     present = [v for v in list(values)[: latest_index + 1 or None] if v is not None]
     texts = [
         _("%(when)s: %(name)s %(value)s")
@@ -178,6 +187,7 @@ def _line(
         dots=pts if dots else [],
         latest=present[-1] if present else None,
         samples=[(x, y, t) for (x, y), t in zip(pts, texts, strict=True)],
+        segments=[" ".join(f"{x},{y}" for x, y in run) for run in runs if run],
     )
 
 
@@ -194,10 +204,10 @@ def line_chart(
     log: bool | None = None,
 ) -> Chart:
     """Polylines for ``series`` of (name, css class, values), one value per minute; a
-    None value is a gap that the line bridges (no sample that minute). The legend shows
-    each series' value at ``latest_index`` (or the last sample before it). Each sample
-    has its value for hovering, after its ``labels`` entry (the minute) when given. The
-    y axis is logarithmic with ``log``; None chooses it (:func:`wants_log`)."""
+    None value is a gap: no sample that minute, the line broken there, never a zero.
+    The legend shows each series' value at ``latest_index`` (or the last sample before
+    it). Each sample has its value for hovering, after its ``labels`` entry (the minute)
+    when given. The y axis is logarithmic with ``log``; None chooses it (:func:`wants_log`)."""
     n = max((len(v) for _, _, v in series), default=0)
     peak = max((x for _, _, vs in series for x in vs if x is not None), default=0)
     frame = _frame(width, height, n, peak, wants_log(series) if log is None else log)

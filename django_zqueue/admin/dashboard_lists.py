@@ -61,6 +61,8 @@ class JobRow:
     now_ms: int = 0
     ended_at: datetime | None = None  # finished (state: how it ended): when
     duration_ms: int | None = None  # finished: its last run's time
+    parked: str = ""  # delayed: "sleep" or "event", a durable job parked (see parked_name)
+    parked_name: str = ""  # delayed: the durable sleep's or the awaited event's name
 
     @property
     def quoted_tag(self) -> str:

@@ -17,6 +17,8 @@ from ..queue.durable_calls import durable_records
 from ..web import humanize
 from ..worker import taskstats
 from . import dashboard, display, filters, workers_page
+from . import durable as admin_durable
+from . import history as admin_history
 from . import paging as admin_paging
 from . import search as admin_search
 from .base import MissingPermission, QueueAdminBase, configured_queues
@@ -79,7 +81,7 @@ class QueuePages(QueueAdminBase):
         q = self._queue(queue)
         state, per_page = admin_paging.page_params(request)
         perms = self._perms(request)
-        pg, sc, flt = admin_paging.listing(q, state, request, per_page, perms["payload"])
+        pg, sc, flt, hist = self._listing(request, q, state, per_page, perms["payload"])
         link, scan_link = admin_paging.queue_links(self.url, queue, state, per_page, flt, pg.ended)
         ctx = self._context(
             request,
@@ -88,9 +90,9 @@ class QueuePages(QueueAdminBase):
             queue=queue,
             page=pg,
             tabs=self._tabs(queue, pg),
-            pages=[] if sc else admin_paging.page_links(pg, link),
-            prev_url=link(pg.number - 1) if pg.number > 1 and not sc else None,
-            next_url=link(pg.number + 1) if pg.number < pg.pages and not sc else None,
+            pages=[] if sc or hist else admin_paging.page_links(pg, link),
+            prev_url=link(pg.number - 1) if pg.number > 1 and not (sc or hist) else None,
+            next_url=link(pg.number + 1) if pg.number < pg.pages and not (sc or hist) else None,
             per_page_choices=admin_paging.per_page_choices(
                 lambda n: self.url("queue", queue, state=state, ended=pg.ended, per_page=n),
                 per_page,
@@ -108,6 +110,8 @@ class QueuePages(QueueAdminBase):
             if state == "finished"
             else None,
             tasks=display.task_rows(taskstats.read(q)),
+            history=hist,
+            spans=list(admin_history.SPANS),
             scan=sc,
             filter=flt,
             scan_window=filters.WINDOW,
@@ -131,6 +135,25 @@ class QueuePages(QueueAdminBase):
             here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
+
+    def _listing(
+        self, request: HttpRequest, q: Queue, state: str, per_page: int, payload: bool
+    ) -> tuple[dashboard.Page, filters.Scan | None, filters.Filter, admin_history.History | None]:
+        """The queue view's listing (:func:`~.paging.listing`), or the Finished tab
+        filtered (task, error, arguments, since: :mod:`.history`) with its read."""
+
+        def more(**query: Any) -> str:
+            return self.url("queue", q.name, state=state, **query)
+
+        hist = None
+        if state == "finished":
+            hist = admin_history.read(q, request, per_page, payload, more)
+        if hist is not None:
+            return hist.page, None, filters.Filter(), hist
+        pg, sc, flt = admin_paging.listing(q, state, request, per_page, payload)
+        if state == "delayed" and pg.rows:  # a parked durable job shows its own state
+            pg = admin_durable.with_parked(q, pg)
+        return pg, sc, flt, None
 
     def _tabs(self, queue: str, pg: dashboard.Page) -> list[dict[str, Any]]:
         """The tabs of the queue page, one per state, with their counts."""
@@ -170,6 +193,8 @@ class QueuePages(QueueAdminBase):
         ended = None
         if state_tab in dashboard.ENDED and state_tab != "dead":  # the Finished tab's filter
             state_tab, ended = "finished", state_tab
+        steps = durable_records(q, tag)  # a durable task's steps (docs/durable.md)
+        parked = admin_durable.parked_now(q, tag, steps)
         ctx = self._context(
             request,
             _("Job %(tag)s") % {"tag": tag},
@@ -177,6 +202,8 @@ class QueuePages(QueueAdminBase):
             (tag, None),
             queue=queue,
             job=detail,
+            parked=parked,
+            waits=admin_durable.waited_names(steps, parked),
             arguments_html=display.arguments_html(
                 detail.info.body, display.model_link(self.admin_site)
             )
@@ -187,7 +214,7 @@ class QueuePages(QueueAdminBase):
             state_url=self.url("queue", queue, state=state_tab, ended=ended),
             job_actions=self._actions(request, queue, detail.info.state),
             links=self._links(q, tag),
-            durable=durable_records(q, tag),  # a durable task's steps (docs/durable.md)
+            durable=steps,
             # what it said, per attempt (docs/admin.md, "Job logs"): with its arguments' permission
             job_log=q.read.log(tag) if perms["payload"] else None,
             signal_url=self.url("signal", queue) if perms["pause"] else None,

@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from .. import conf
 from ..exceptions import InvalidArgument
 from ..tasks import registry, schedules
+from . import audit
 
 
 class QueueAdmin(Protocol):
@@ -110,6 +111,7 @@ def do(admin: QueueAdmin, request: HttpRequest) -> HttpResponse:
     except InvalidArgument as exc:
         messages.error(request, str(exc))
     else:
+        audit.log(request, f"schedule {name}", op, "the schedule")
         messages.success(request, text)
     return back
 
@@ -142,6 +144,8 @@ def add(admin: QueueAdmin, request: HttpRequest) -> HttpResponse:
         if hasattr(request, "session"):
             request.session["zq_schedule_form"] = form
     else:
+        when = _when(entry)
+        audit.log(request, f"schedule {entry.name}", "add", f"{entry.task} {when} on {entry.queue}")
         messages.success(request, _("Schedule %(name)s added.") % {"name": entry.name})
     return HttpResponseRedirect(admin.url("schedules"))
 

@@ -10,6 +10,7 @@ cursor is the next page's link, so a search as deep as the queue goes is a few c
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 from django.http import HttpRequest, HttpResponse
@@ -20,9 +21,12 @@ from django.utils.translation import gettext_lazy
 from ..exceptions import InvalidArgument
 from ..queue import Queue
 from ..web import humanize
+from .dashboard_text import task_name
 
 #: matches listed on one page
 PER_PAGE = 50
+#: the arguments shown in a row, at most this many characters
+ARGS_CHARS = 160
 #: the states one may search, as the state tabs name them
 STATE_LABELS = {
     "ready": gettext_lazy("ready"),
@@ -30,7 +34,21 @@ STATE_LABELS = {
     "waiting": gettext_lazy("waiting"),
     "leased": gettext_lazy("in flight"),
     "dead": gettext_lazy("dead letters"),
+    "succeeded": gettext_lazy("succeeded"),
+    "cancelled": gettext_lazy("cancelled"),
+    "expired": gettext_lazy("expired"),
 }
+
+
+def args_line(body: Any) -> str:
+    """A job's arguments on one line, as the job page spaces them (``"user_id": 4242``):
+    a task's ``args`` and ``kwargs``, else the body; cut at :data:`ARGS_CHARS`."""
+    if isinstance(body, dict) and "task" in body:
+        shown: Any = {k: v for k, v in body.items() if k != "task"}
+    else:
+        shown = body
+    line = shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False, default=str)
+    return line[:ARGS_CHARS] + ("…" if len(line) > ARGS_CHARS else "")
 
 
 class QueueAdmin(Protocol):
@@ -57,14 +75,22 @@ def page(admin: QueueAdmin, request: HttpRequest, q: Queue) -> HttpResponse:
             result = q.read.search(text, state, PER_PAGE, cursor)
         except InvalidArgument as exc:
             error = str(exc)
-    rows = [
-        {
-            "m": m,
-            "url": admin.url("job", q.name, id=m.tag),
-            "rank": humanize.count(m.rank),
-        }
-        for m in (result.matches if result else [])
-    ]
+    matches = result.matches if result else []
+    infos = {i.tag: i for i in q.read.infos([(m.tag, m.shard) for m in matches])}
+    rows = []
+    for m in matches:
+        info = infos.get(m.tag)  # None: gone since it was found
+        body = info.body if info is not None else None
+        rows.append(
+            {
+                "m": m,
+                "url": admin.url("job", q.name, id=m.tag),
+                "rank": humanize.count(m.rank),
+                "task": task_name(body) or "",
+                "args": args_line(body) if info is not None else "",
+                "gone": info is None,
+            }
+        )
     more = None
     if result is not None and result.cursor is not None:
         more = admin.url("find", q.name, state=state, text=text, cursor=result.cursor)

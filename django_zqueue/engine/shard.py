@@ -175,16 +175,25 @@ class Shard:
         after: tuple[str, str] | None,
         steps: int,
         limit: int,
+        *,
+        pattern: bool = False,
+        field: tuple[str, str] | None = None,
     ) -> Call[SearchStep]:
         """One step of a search of this shard's sorted set ``set_name`` (``ready``,
-        ``delayed``, ``leased``, ``dead``, ``wait``) for ``needle`` in the jobs' bodies
-        and tags: at most ``steps`` entries after the cursor ``after`` (score text,
-        member; None: from the start), at most ``limit`` matches."""
+        ``delayed``, ``leased``, ``dead``, ``wait``; the ended ``finished``, ``cancels``,
+        ``expired``) for ``needle`` in the jobs' bodies and tags (a Lua pattern with
+        ``pattern``), or a body whose ``field`` (path, value) holds the value: at most
+        ``steps`` entries after the cursor ``after`` (score text, member; None: from the
+        start), at most ``limit`` matches."""
         k = self.keys
         key = getattr(k, set_name)
+        kept = set_name in ("finished", "cancels")  # their records are the history's
         cursor = ("", "") if after is None else after
-        args = (needle, *cursor, steps, limit)
-        return Call("search", (key, k.meta, k.body), args, read_search_step)
+        path, value = field if field is not None else ("", "")
+        kind, kept_arg = "p" if pattern else "", "1" if kept else "0"
+        args = (needle, *cursor, steps, limit, kind, path, value, kept_arg)
+        records = k.history if kept else k.meta
+        return Call("search", (key, records, k.body), args, read_search_step)
 
     def run_now(self, tag: str, below: float | None) -> Call[MoveReply]:
         k, p = self.keys, self.policy

@@ -3,12 +3,15 @@ counters and listings, read through :mod:`django_zqueue.read` (``queue.read``)."
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from ..engine.reads.lookup import decode_result
 from ..engine.records import JobInfo, validate
+from ..exceptions import InvalidArgument
 from ..read import QueueReader
+from ..read.finished_filter import FinishedFilter
 from .base import QueueBase
 
 __all__ = ["Lookup", "decode_result"]
@@ -88,12 +91,43 @@ class Lookup(QueueBase):
         """Dead jobs, most recent first, with their last error (one page)."""
         return self.read.dead_letters(offset, limit)
 
-    def finished(self, limit: int = 50, offset: int = 0, state: str | None = None) -> list[JobInfo]:
+    def finished(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        state: str | None = None,
+        *,
+        task: str = "",
+        error: str = "",
+        text: str = "",
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[JobInfo]:
         """Jobs that ended, newest first (one page): ``succeeded`` and ``cancelled`` ones
         kept in the history of finished jobs (options ``keep_finished``,
         ``finished_ttl``), ``dead`` letters and ``expired`` jobs; ``state`` lists one of
         them (None: all four, merged: then ``offset + limit`` is at most 2,000). Each is
         a :class:`JobInfo` with its record and body (no kept result: :meth:`info` reads
-        it), dead and expired ones with their last error. Two round trips."""
+        it), dead and expired ones with their last error. Two round trips.
+
+        Filtered by ``task`` (a substring of the task name), ``error`` (of the last
+        error), ``text`` (the arguments, as ``read.search`` reads them: ``"user_id":
+        4242`` whatever the spacing, or ``user_id:4242``) and when the job ended
+        (``since``/``until``, aware datetimes, inclusive): the ``limit`` newest matches
+        among the jobs walked from the ``offset``-th ended one, in pages of 200, for
+        about a second (``queue.read.finished_matching`` says how far it went)."""
+        flt = FinishedFilter(task, error, text, _ms(since, "since"), _ms(until, "until"))
+        if flt.active:
+            found = self.read.finished_matching(flt, state, limit, offset)
+            return [job.info(self.name) for job in found.jobs]
         page = self.read.finished(state, offset, limit)
         return [job.info(self.name) for job in page.jobs if not job.gone]
+
+
+def _ms(when: datetime | None, what: str) -> float | None:
+    """``when`` as ms since the epoch; InvalidArgument for a naive datetime."""
+    if when is None:
+        return None
+    if not isinstance(when, datetime) or when.tzinfo is None:
+        raise InvalidArgument(f"{what} must be an aware datetime, got {when!r}")
+    return when.timestamp() * 1000

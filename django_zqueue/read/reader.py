@@ -10,6 +10,7 @@ from ..engine.reads import Entry, check_state
 from ..engine.records import JobInfo, validate
 from ..exceptions import InvalidArgument
 from .finished import FinishedPage, read_finished
+from .finished_filter import FilteredFinished, FinishedFilter, read_finished_filtered
 from .groups import GroupFigures, group_figures
 from .jobs import MAX_MERGED, JobReading, Listing, read_job, read_listing
 from .links import JobLinks, Progress, read_links, read_progress
@@ -101,6 +102,14 @@ class QueueReader:
         ``live``: the other states' counts too). Two round trips."""
         return read_finished(self.queue, state, offset, limit, errors=errors, live=live)
 
+    def finished_matching(
+        self, flt: FinishedFilter, state: str | None = None, limit: int = 50, offset: int = 0
+    ) -> FilteredFinished:
+        """The jobs that ended that ``flt`` keeps (task, error, arguments, time range),
+        newest first, walked from the ``offset``-th ended job in bounded pages
+        (:func:`~.finished_filter.read_finished_filtered`)."""
+        return read_finished_filtered(self.queue, flt, state, limit, offset)
+
     def info(self, tag: str, *, with_body: bool = True) -> JobInfo | None:
         """Everything known about one job, its rank in the whole queue (see
         :meth:`Queue.info <django_zqueue.queue.Queue.info>`)."""
@@ -151,8 +160,10 @@ class QueueReader:
     def search(
         self, text: str, state: str = "ready", limit: int = 50, cursor: str | None = None
     ) -> SearchResult:
-        """The jobs of ``state`` whose arguments (body), task name or id hold ``text``, a
-        plain case-sensitive substring, walked in bounded steps from ``cursor``
+        """The jobs of ``state`` (the finished ``succeeded``, ``cancelled``, ``expired``
+        too) whose arguments (body), task name or id hold ``text``, case-sensitive,
+        whatever JSON's spacing, or match its field form (``user_id:4242``), walked in
+        bounded steps from ``cursor``
         (:func:`~.search.search`): at most 1,000 jobs per step, 1,000 steps or about one
         second per call; ``result.cursor`` continues."""
         return search(self.queue, text, state, limit, cursor)

@@ -57,6 +57,15 @@ def _definition(raw: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def every_text(interval: Any) -> str:
+    """An interval schedule as people say it: ``every 300 s`` (not ``300.0``)."""
+    try:
+        seconds = f"{float(interval):g}"
+    except (TypeError, ValueError):
+        seconds = str(interval)
+    return f"every {seconds} s"
+
+
 def _row(queue: str, defs: Definitions, firing: Firing, state: str | None) -> ScheduleRow:
     name, nxt, job = firing
     definition = _definition(defs[name.encode()])
@@ -65,7 +74,7 @@ def _row(queue: str, defs: Definitions, firing: Firing, state: str | None) -> Sc
         name=name,
         queue=queue,
         task=definition.get("task", ""),
-        every=definition.get("cron") or f"every {definition.get('interval')} s",
+        every=definition.get("cron") or every_text(definition.get("interval")),
         paused=bool(definition.get("paused")),
         source="runtime" if definition.get("source") == "runtime" else "code",
         next_at=from_ms(nxt) if nxt is not None else None,

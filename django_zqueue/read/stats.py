@@ -3,7 +3,9 @@
 The stats hash (``{p:q}:stats``) holds the lifetime counters (``enqueued``, ``acked``,
 ``run_ms``, ...) and a 64-slot ring of per-minute figures: slot ``i`` holds the minute it
 counts (``m<i>``) and one field per series (``e<i>``, ``a<i>``, ...). A slot whose minute
-is not the one asked for is stale (64 minutes old or more) and counts as zero.
+is not the one asked for is stale (64 minutes old or more) and counts as zero. A slot's
+depth (``r<i>``) is sampled (by a scan and by each publish), not counted: a minute with no
+sample has none, a gap on a chart, never a zero.
 
 The workers hash (``{p:q}:workers``) maps a worker id to its registration, JSON
 ``{threads, seen, host, pid}``; a registration not seen lately is a dead worker's.
@@ -48,7 +50,8 @@ def counters(fields: Mapping[str, int]) -> dict[str, int]:
 def merge_stats(parts: Sequence[Mapping[str, int]]) -> dict[str, int]:
     """Decoded stats hashes of several shards as one: lifetime counters summed field by
     field, and each slot of the minute ring summed over the shards whose slot holds the
-    newest minute. One shard's hash is returned as it is."""
+    newest minute; a minute's depth only when every shard sampled it (a partial sum
+    would draw a queue emptier than it is). One shard's hash is returned as it is."""
     if len(parts) == 1:
         return dict(parts[0])
     fields: dict[str, int] = {}
@@ -68,6 +71,8 @@ def merge_stats(parts: Sequence[Mapping[str, int]]) -> dict[str, int]:
                 key = f"{short}{slot}"
                 if key in part:
                     fields[key] = fields.get(key, 0) + part[key]
+        if any(part.get(f"m{slot}") != minute or f"r{slot}" not in part for part in parts):
+            fields.pop(f"r{slot}", None)  # a shard took no sample: the sum would be too low
     return fields
 
 

@@ -31,6 +31,7 @@ from django.core import signing
 from django.urls import reverse
 
 from .. import read
+from ..engine.keys import partition_of
 from ..engine.records import Progress, decode_json
 from ..engine.scripts import MAX_POSITIONS, Standing
 from ..exceptions import InvalidArgument
@@ -59,7 +60,7 @@ STATUS = {
 }
 #: the statuses after which nothing changes: the widget stops asking (``expired``: a
 #: job dropped unrun past its deadline, shown like a cancelled one)
-FINAL = ("done", "failed", "cancelled", "expired")
+FINAL = ("done", "failed", "cancelled", "expired", "gone")
 #: tokens longer than this are refused before they are checked
 MAX_TOKEN_CHARS = 400
 
@@ -114,7 +115,8 @@ def position_url(queue: str, tag: str, *, user: Any = None, max_age: int = DEFAU
 @dataclass(frozen=True, slots=True)
 class Position:
     """Where a job stands, as a person may see it: ``status`` (waiting, scheduled, running,
-    failed, done, cancelled, expired), ``rank`` (0 = next; None unless waiting),
+    failed, done, cancelled, expired; gone: in no set and not in the history of finished
+    jobs, so not known to have run), ``rank`` (0 = next; None unless waiting),
     ``eta_seconds`` (None when unknown or no worker is live), ``read_at`` (this process'
     monotonic clock), and while running the ``progress`` (0-100) and its note as the job
     reports them (``Queue.touch``), when it does."""
@@ -171,6 +173,7 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
     workers = read.live_threads_now(tail[-1])
     ranks = _global_ranks(q, standings)
     cancelled = q.engine.results.were_cancelled([st.tag for st in standings if not st.state])
+    kept = _kept(q, [st.tag for st in standings if not st.state and st.tag not in cancelled])
     parked = _parked(q, [st.tag for st in standings if st.state == "delayed"])
     mean = read.mean_run_ms(acked, run_ms)
     now = time.monotonic()
@@ -179,6 +182,8 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
         rank = ranks.get(st.tag)
         eta = None if rank is None or not workers else read.eta_seconds(rank, mean, workers)
         status = "cancelled" if st.tag in cancelled else STATUS[st.state]
+        if not st.state and status == "done" and st.tag not in kept:
+            status = "gone"  # in no set and not in the history: it may never have run
         done = reported.get(st.tag) if status == "running" else None
         percent = None if done is None or done.value is None else round(done.value * 100)
         note = done.note if done is not None else None
@@ -188,6 +193,16 @@ def read_positions(q: Queue, tags: list[str]) -> dict[str, Position]:
         until = park.until.timestamp() if park is not None else None
         out[st.tag] = Position(status, rank, eta, now, percent, note, until)
     return out
+
+
+def _kept(q: Queue, tags: list[str]) -> set[str]:
+    """Which of ``tags`` (jobs in no set, not cancelled) the history of finished jobs
+    holds: they succeeded. One more round trip, only when there are such jobs."""
+    if not tags:
+        return set()
+    shards = q.engine.reads.partitions
+    entries = [(tag, partition_of(tag, shards)) for tag in tags]
+    return {i.tag for i in q.engine.reads.infos(entries, with_body=False)}
 
 
 def _parked(q: Queue, tags: list[str]) -> dict[str, ParkedFor]:

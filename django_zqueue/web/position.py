@@ -29,7 +29,7 @@ from django.views.decorators.http import require_GET
 
 from ..exceptions import QueueUnavailable, UnknownQueue
 from ..tasks.watch import Position, Target, read_token, watch_of
-from .humanize import duration
+from .humanize import count, duration
 
 #: seconds a long-poll waits for a change before answering with the same version
 LONG_POLL = 25.0
@@ -42,7 +42,8 @@ def describe(pos: Position) -> tuple[str, str]:
         line = (
             _("Next in line.")
             if n == 0
-            else ngettext("%(n)d job ahead of yours.", "%(n)d jobs ahead of yours.", n) % {"n": n}
+            else ngettext("%(n)s job ahead of yours.", "%(n)s jobs ahead of yours.", n)
+            % {"n": count(n)}
         )
     elif pos.status == "running" and pos.progress is not None:
         line = _("Running now: %(percent)d%% done.") % {"percent": pos.progress}
@@ -60,6 +61,7 @@ def describe(pos: Position) -> tuple[str, str]:
             "failed": _("It could not be completed."),
             "cancelled": _("Cancelled: it will not run."),
             "expired": _("Expired: it was not run in time, and will not run."),
+            "gone": _("It is no longer in the queue: it ended, or was removed."),
         }.get(pos.status, _("Done."))
     eta = ""
     if pos.status == "waiting" and pos.eta_seconds is not None:

@@ -1,12 +1,13 @@
 -- _series.lua: per-minute counters for the last hour, kept in the stats HASH as a ring
 -- of 64 slots: field 'm<slot>' holds the minute a slot counts for; 'e' enqueued, 'a'
 -- acked, 'f' failed, 'd' dead, 'r' ready depth (last sample), 't' run ms. A slot is
--- reset when reused, so the ring never grows. bump adds to a counter, sample_depth
--- records the ready depth; neither raises (a stats key of the wrong type or a field that
+-- reset when reused, so the ring never grows: its counters to 0, its depth removed (a
+-- minute with no sample has no depth, never 0). bump adds to a counter, sample_depth
+-- records the ready depth (ZCARD, O(1)); neither raises (a stats key of the wrong type or a field that
 -- is not a number loses the sample: see _count.lua).
 --@include count
 
-local SERIES = {'e', 'a', 'f', 'd', 'r', 't'}
+local SERIES = {'e', 'a', 'f', 'd', 't'} -- the counters; 'r' is sampled, not counted
 local function series_slot(stats, now)
   local minute = math.floor(now / 60000)
   local slot = minute % 64
@@ -18,6 +19,7 @@ local function series_slot(stats, now)
       fields[#fields + 1] = 0
     end
     redis.call('HSET', stats, unpack(fields))
+    redis.call('HDEL', stats, 'r' .. slot)
   end
   return slot
 end

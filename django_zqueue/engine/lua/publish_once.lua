@@ -143,5 +143,6 @@ if gstale then
 end
 count_stat(k.stats, 'enqueued', 1)
 bump(k.stats, 'e', 1, now)
+sample_depth(k.stats, k.ready, now) -- the depth of a minute with no scan too
 notify(k.notify, 1, cap)
 return {'new'}

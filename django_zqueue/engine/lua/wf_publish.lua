@@ -184,6 +184,7 @@ end
 index_expiry(k, entries)
 count_stat(k.stats, 'enqueued', n)
 bump(k.stats, 'e', n, now)
+sample_depth(k.stats, k.ready, now) -- the depth of a minute with no scan too
 if #queued + #later > 0 then
   notify(k.notify, #queued + #later, cap)
 end

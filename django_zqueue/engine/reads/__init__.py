@@ -160,11 +160,19 @@ class Reads:
         after: tuple[str, str] | None,
         steps: int,
         limit: int,
+        *,
+        pattern: bool = False,
+        field: tuple[str, str] | None = None,
     ) -> SearchStep:
         """One ``search.lua`` call on shard ``shard``: at most ``steps`` jobs of its set
-        ``set_name`` looked at after the cursor ``after``, at most ``limit`` matches."""
+        ``set_name`` looked at after the cursor ``after``, at most ``limit`` matches;
+        ``needle`` a Lua pattern with ``pattern``, ``field`` a (path, value) that also
+        matches (:meth:`Shard.search <django_zqueue.engine.shard.Shard.search>`)."""
         e = self._engine
-        return e.run(e._shards[shard].search(set_name, needle, after, steps, limit))
+        call = e._shards[shard].search(
+            set_name, needle, after, steps, limit, pattern=pattern, field=field
+        )
+        return e.run(call)
 
     # ---------------------------------------------------------------- ended jobs
 

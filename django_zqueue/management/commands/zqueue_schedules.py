@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ...exceptions import InvalidArgument
+from ...read.schedules import every_text
 from ...tasks import schedules
 from ...tasks.schedules import Scheduler
 from ..errors import redis_errors
@@ -119,7 +120,7 @@ class Command(BaseCommand):
 
     def _list(self) -> None:
         for row in Scheduler().listing():
-            every = row["cron"] or f"every {row['interval']} s"
+            every = row["cron"] or every_text(row["interval"])
             self.stdout.write(
                 f"{row['name']}  queue={row['queue']}  task={row['task']}  {every}  "
                 f"{'PAUSED' if row['paused'] else 'next=' + _when(row['next_ms'])}  "

@@ -5,7 +5,7 @@
 (function () {
   "use strict";
   // the statuses after which nothing changes (django_zqueue.tasks.watch.FINAL)
-  var FINAL = ["done", "failed", "cancelled", "expired"];
+  var FINAL = ["done", "failed", "cancelled", "expired", "gone"];
   function watch(box) {
     if (box.dataset.zqWatching) return;
     box.dataset.zqWatching = "1";
@@ -20,7 +20,7 @@
       if (bar) {
         var known = typeof p.progress === "number";
         bar.hidden = !known;
-        if (known) { bar.value = p.progress; bar.textContent = p.progress + "%"; }
+        if (known) bar.value = p.progress; // the text line says the percentage: no "60% 60%"
       }
     }
     function over(status) { return FINAL.indexOf(status) >= 0; }
