@@ -69,6 +69,7 @@ from .positions import Positions
 from .protocol import WireProtocol
 from .reads import Reads
 from .results import Results
+from .sandbox import Sandbox
 from .sets import Sets
 from .shard import Shard
 from .stats import Stats
@@ -99,6 +100,7 @@ __all__ = [
     "Positions",
     "Reads",
     "Results",
+    "Sandbox",
     "Sets",
     "Shard",
     "Stats",
@@ -156,3 +158,5 @@ class Engine(Core):
         self.durable = Durable(self)
         #: the publishing of workflows (:class:`~.flow_publish.FlowPublish`)
         self.flow_publish = FlowPublish(self)
+        #: test-only verbs: a prefix wiped, delayed jobs made due (:class:`~.sandbox.Sandbox`)
+        self.sandbox = Sandbox(self)

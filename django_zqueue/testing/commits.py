@@ -1,0 +1,48 @@
+"""A test's transaction, seen as the commits it stands for (docs/testing.md).
+
+Django's ``TestCase`` (and pytest-django's ``db``) wraps each test in a transaction that
+is rolled back at its end: an ``on_commit`` callback registered in the test never runs,
+so a job enqueued inside ``transaction.atomic()`` (the default, ``ENQUEUE_ON_COMMIT``)
+would never be sent. Here, whenever the test's code stands at the top level of its test
+transaction (inside no atomic block of its own), the callbacks still registered belong
+to blocks that ended without rolling back, which in production would have committed:
+:func:`run_committed` runs them then, in order, as Django's commit does (a robust one's
+exception logged; a savepoint rolled back has discarded its own already). The helpers
+call it before they read or run the queues."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import connections
+
+log = logging.getLogger("django_zqueue.testing")
+
+
+def _test_level_only(conn: object) -> bool:
+    """Whether every open atomic block of ``conn`` is one of Django's test case's."""
+    blocks = getattr(conn, "atomic_blocks", [])
+    return all(getattr(block, "_from_testcase", False) for block in blocks)
+
+
+def run_committed() -> int:
+    """Run the on-commit callbacks of the blocks that ended in the test's transaction
+    (see the module's docstring); returns how many ran. Outside a test transaction, or
+    inside an atomic block of the test's own, nothing runs."""
+    ran = 0
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block or not conn.run_on_commit or not _test_level_only(conn):
+            continue
+        hooks: list[Any] = conn.run_on_commit
+        conn.run_on_commit = []
+        for _, func, robust in hooks:  # (savepoint ids, callback, robust)
+            ran += 1
+            if not robust:
+                func()
+                continue
+            try:
+                func()
+            except Exception as exc:
+                log.error("Error calling %s in on_commit() (%s).", func, exc, exc_info=True)
+    return ran
