@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -442,3 +443,47 @@ def test_a_deleted_model_fails_the_job_as_in_production(zqueue: ZQueueTest) -> N
     u.delete()
     summary = zqueue.drain(raise_errors=False)
     assert summary.dead == 1 and t.LOG == []
+
+
+# ------------------------------------------------------------------ Django's Tasks framework
+
+
+@pytest.fixture
+def ft() -> object:
+    from django_zqueue.tasks.django_tasks.compat import AVAILABLE
+
+    if not AVAILABLE:
+        pytest.skip("no django.tasks and no django-tasks")
+    from testproject.demo import framework_tasks
+
+    return framework_tasks
+
+
+def test_django_tasks_are_enqueued_and_asserted(zqueue: ZQueueTest, ft: Any) -> None:
+    ft.add.enqueue(2, 3)
+    (job,) = zqueue.enqueued(ft.add)
+    assert (job.task, job.args, job.django_task) == (ft.add.module_path, (2, 3), True)
+    zqueue.assert_enqueued(ft.add, args=[2, 3], count=1)
+    zqueue.assert_not_enqueued(ft.add, args=[3, 2])
+
+
+def test_django_tasks_drain_through_the_backend(zqueue: ZQueueTest, ft: Any) -> None:
+    result = ft.add.enqueue(2, 3)
+    shouted = ft.shout.enqueue("hi")
+    summary = zqueue.drain()
+    assert summary.succeeded == 2
+    assert ft.add.get_result(result.id).return_value == 5
+    assert ft.shout.get_result(shouted.id).return_value == "HI"
+
+
+def test_a_failing_django_task_raises_its_exception(zqueue: ZQueueTest, ft: Any) -> None:
+    ft.fails.enqueue("framework error")
+    with pytest.raises(ValueError, match="framework error"):
+        zqueue.drain()
+
+
+def test_a_failing_django_task_ends_as_in_production(zqueue: ZQueueTest, ft: Any) -> None:
+    result = ft.fails_first.enqueue()  # the backend's MAX_RETRIES: 0, no retry
+    summary = zqueue.drain(raise_errors=False)
+    assert (summary.failed, summary.dead, summary.succeeded) == (1, 1, 0)
+    assert ft.fails_first.get_result(result.id).status.name == "FAILED"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..exceptions import InvalidArgument
 from .durable import Durable
 from .redis.connection import unavailable_as_error
 
@@ -36,6 +37,7 @@ class Sandbox:
         """Delete every key of this engine's prefix (every queue under it, its schedules,
         workflows and durable records), at most ``limit``; returns how many were
         deleted. Never FLUSHDB: only keys named ``{<prefix>:...``."""
+        _check(limit)
         e = self._engine
         match = "{%s:*" % e.prefix  # noqa: UP031 - braces are literal here
         deleted = 0
@@ -57,6 +59,7 @@ class Sandbox:
         a retry's backoff, a durable sleep (its wake time recorded as passed, so the
         run goes on past it). A job waiting for a durable event stays parked. Returns
         how many jobs were made due; the next claim promotes them."""
+        _check(limit)
         e = self._engine
         moved = 0
         with unavailable_as_error():
@@ -79,3 +82,8 @@ class Sandbox:
                 pipe.execute()
                 moved += len(due)
         return moved
+
+
+def _check(limit: object) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"limit must be a positive int, got {limit!r}")
