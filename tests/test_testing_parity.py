@@ -487,3 +487,18 @@ def test_a_failing_django_task_ends_as_in_production(zqueue: ZQueueTest, ft: Any
     summary = zqueue.drain(raise_errors=False)
     assert (summary.failed, summary.dead, summary.succeeded) == (1, 1, 0)
     assert ft.fails_first.get_result(result.id).status.name == "FAILED"
+
+
+def test_the_transactional_outbox_is_relayed(zqueue: ZQueueTest) -> None:
+    from django.conf import settings
+
+    with override_settings(ZQUEUE={**settings.ZQUEUE, "OUTBOX": True}):
+        from django_zqueue.tasks.outbox import OutboxEntry
+
+        with transaction.atomic():
+            t.add.enqueue(6, 7)
+        assert OutboxEntry.objects.count() == 1
+        zqueue.assert_enqueued(t.add, args=[6, 7])
+        assert OutboxEntry.objects.count() == 0
+        zqueue.drain()
+    assert t.LOG == [("add", 6, 7)]

@@ -8,7 +8,9 @@ transaction (inside no atomic block of its own), the callbacks still registered 
 to blocks that ended without rolling back, which in production would have committed:
 :func:`run_committed` runs them then, in order, as Django's commit does (a robust one's
 exception logged; a savepoint rolled back has discarded its own already). The helpers
-call it before they read or run the queues."""
+call :func:`flush` before they read or run the queues: it also relays the transactional
+outbox (``ZQUEUE["OUTBOX"]``) as the workers' relay would, its rows being visible in the
+test's transaction."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import logging
 from typing import Any
 
 from django.db import connections
+
+from .. import conf
 
 log = logging.getLogger("django_zqueue.testing")
 
@@ -46,3 +50,15 @@ def run_committed() -> int:
             except Exception as exc:
                 log.error("Error calling %s in on_commit() (%s).", func, exc, exc_info=True)
     return ran
+
+
+def flush() -> None:
+    """The test's commits (:func:`run_committed`), then, with ``ZQUEUE["OUTBOX"]`` on
+    and the test at the top level of its transactions, one relay of the outbox."""
+    run_committed()
+    if not conf.get_config().outbox:
+        return
+    if all(_test_level_only(c) for c in connections.all(initialized_only=True)):
+        from ..tasks import outbox
+
+        outbox.relay()

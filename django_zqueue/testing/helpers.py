@@ -20,7 +20,7 @@ from django.test import override_settings
 
 from .. import conf
 from ..queue import Queue, get_queue
-from .commits import run_committed
+from .commits import flush
 from .drain import DrainSummary, drain, one_pass, run_one
 from .jobs import EnqueuedJob, live_jobs, matches, task_name
 from .server import test_redis_url
@@ -94,7 +94,7 @@ class ZQueueTest:
         """The jobs not ended yet (ready, delayed, running) of ``task`` (a ``@task``, a
         Django Tasks task or a name; None: any) on ``queue`` (None: every configured
         queue), each with its task, args, kwargs, queue, state, priority, run-at."""
-        run_committed()
+        flush()
         name = None if task is None else task_name(task)
         jobs = [j for q in self._names(queue) for j in live_jobs(self.queue(q))]
         return [j for j in jobs if name is None or j.task == name]
@@ -186,11 +186,11 @@ class ZQueueTest:
         here, with its own traceback; False: failures go where production sends them
         (a retry, the dead letters)."""
         names = self._names(queue)
-        run_committed()
+        flush()
         if recursive:
             return drain(
                 names,
-                before_pass=run_committed,
+                before_pass=flush,
                 delayed=delayed,
                 raise_errors=raise_errors,
                 max_jobs=max_jobs,
@@ -207,7 +207,7 @@ class ZQueueTest:
         """Run one job now (a ``Job``, an :class:`EnqueuedJob` or a job id with
         ``queue``), through the worker's own path."""
         tag, name = _job_ref(job, queue)
-        run_committed()
+        flush()
         return run_one(self.queue(name), tag, raise_errors)
 
     def signal(self, job: Any, name: str, payload: Any = None, *, queue: str | None = None) -> bool:
