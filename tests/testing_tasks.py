@@ -138,3 +138,9 @@ urlpatterns = [
     path("signup/", signup),
     path("signup-rollback/", signup_rolled_back),
 ]
+
+
+@task
+async def async_double(x: int) -> int:
+    LOG.append(("async", x * 2))
+    return x * 2

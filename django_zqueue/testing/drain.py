@@ -138,6 +138,8 @@ def drain(
             before_pass()
         worker = one_pass(queues, raise_errors, max_jobs - total.ran, deadline, total)
         if time.monotonic() >= deadline or total.ran >= max_jobs:
+            for queue in worker.queues:  # Redis gone: QueueUnavailable, not a timeout
+                queue.total_count()
             raise DrainTimeout(
                 f"drain() stopped after {total.ran} runs and {timeout} s: is a task "
                 "enqueueing itself for ever? (drain(max_jobs=..., timeout=...))"

@@ -51,11 +51,13 @@ class ZQueueTest:
         conf.get_config()  # invalid settings fail here, before the test
         return self
 
-    def stop(self) -> None:
+    def stop(self, *, wipe: bool = True) -> None:
+        """Delete every key of the test's prefix (``wipe``) and put the settings back."""
         if self._override is None:
             return
         try:
-            self.wipe()
+            if wipe:
+                self.wipe()
         finally:
             self._override.disable()
             self._override = None

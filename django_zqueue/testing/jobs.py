@@ -29,7 +29,7 @@ class EnqueuedJob:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     queue: str
-    state: str  # ready, delayed or leased (running)
+    state: str  # ready, delayed, leased (running), or waiting (for its workflow parents)
     priority: int
     run_at: datetime | None  # while delayed: when it is due
     group: str | None
@@ -92,12 +92,17 @@ def from_info(info: JobInfo) -> EnqueuedJob:
 
 
 def live_jobs(queue: Queue) -> list[EnqueuedJob]:
-    """The jobs of ``queue`` that have not ended (ready, delayed, running), in order."""
+    """The jobs of ``queue`` that have not ended (ready, delayed, running, and a
+    workflow's jobs waiting for their parents), in order."""
     out: list[EnqueuedJob] = []
     for state in LIVE_STATES:
         page = queue.read.page(state, 0, LIST_LIMIT)
         infos = queue.read.infos([(tag, p) for tag, _, p in page])
         out.extend(from_info(i) for i in infos)
+    waiting = queue.read.listing("waiting", 1, LIST_LIMIT).jobs
+    if waiting:
+        infos = queue.read.infos([(j.tag, j.shard) for j in waiting])
+        out.extend(from_info(i) for i in infos if i.state == "waiting")
     return out
 
 
