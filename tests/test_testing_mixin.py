@@ -77,3 +77,16 @@ def test_the_package_registers_the_pytest_plugin() -> None:
     points = data["project"]["entry-points"]["pytest11"]
     assert points == {"django_zqueue.testing.plugin": "django_zqueue.testing.plugin"}
     assert callable(plugin.zqueue) and callable(plugin.zqueue_redis_url)
+
+
+def test_a_bad_prefix_fails_at_start_and_leaves_the_settings_alone() -> None:
+    import pytest
+    from django.conf import settings
+
+    from django_zqueue.exceptions import ConfigurationError
+
+    before = settings.ZQUEUE
+    with pytest.raises(ConfigurationError, match=r"E004|E022"):
+        ZQueueTest(redis_url(), prefix="has space").start()
+    assert before == settings.ZQUEUE
+    assert settings.ZQUEUE_TEST_PREFIX is False

@@ -86,15 +86,17 @@ def test_the_test_prefix_goes_when_the_environment_does(site: str) -> None:
     from django.test import utils
 
     with override_settings(ZQUEUE_TEST_PREFIX=True):
-        assert conf.get_config().prefix == f"test_{site}"
+        assert get_queue().engine.prefix == f"test_{site}"
         saved = utils._TestState.saved_data
         del utils._TestState.saved_data
         try:
             assert not testenv.under_test()
             assert conf.get_config().prefix == site
+            assert get_queue().engine.prefix == site  # the cached queue dropped too
         finally:
             utils._TestState.saved_data = saved
         assert conf.get_config().prefix == f"test_{site}"
+        assert get_queue().engine.prefix == f"test_{site}"
 
 
 def test_a_tests_job_never_reaches_the_developers_keys(

@@ -312,14 +312,24 @@ def _cached(testing: bool = False) -> tuple[Config, list[Problem]]:
     return config, found
 
 
+#: whether the last :func:`get_config` ran under a test runner (None: not yet asked)
+_testing: list[bool | None] = [None]
+
+
 def problems() -> list[Problem]:
     return list(_cached(testenv.under_test())[1])
 
 
 def get_config() -> Config:
     """The parsed ``settings.ZQUEUE``; raises ``ConfigurationError`` if it is invalid.
-    Under a test runner its prefix is the tests' own (:mod:`.testenv`)."""
-    config, found = _cached(testenv.under_test())
+    Under a test runner its prefix is the tests' own (:mod:`.testenv`); when the test
+    environment comes or goes, the caches built on the settings are dropped (:func:`reset`)."""
+    testing = testenv.under_test()
+    if _testing[0] is not testing:
+        if _testing[0] is not None:
+            reset()
+        _testing[0] = testing
+    config, found = _cached(testing)
     if found:
         lines = "; ".join(f"{p.id}: {p.msg}" for p in found)
         raise ConfigurationError(f"invalid settings.ZQUEUE: {lines}")

@@ -46,9 +46,14 @@ class ZQueueTest:
         if base.get("REDIS_URL") != url:  # another server: of its own kind
             base.pop("CLUSTER", None)
         value = {**base, "REDIS_URL": url, "PREFIX": self.prefix}
-        self._override = override_settings(ZQUEUE=value, ZQUEUE_TEST_PREFIX=self.prefix)
-        self._override.enable()
-        conf.get_config()  # invalid settings fail here, before the test
+        override = override_settings(ZQUEUE=value, ZQUEUE_TEST_PREFIX=self.prefix)
+        override.enable()
+        try:
+            conf.get_config()  # invalid settings fail here, before the test
+        except Exception:
+            override.disable()
+            raise
+        self._override = override
         return self
 
     def stop(self, *, wipe: bool = True) -> None:
