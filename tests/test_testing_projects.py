@@ -59,19 +59,29 @@ def test_a_dev_worker_never_runs_a_job_of_manage_py_test(
     tmp_path: Path, redis_client: redis.Redis
 ) -> None:
     base = f"zqt-{uuid.uuid4().hex[:10]}"
-    marker = tmp_path / "marker"
+    marker, dev_marker = tmp_path / "marker", tmp_path / "dev-marker"
     where = project.write_project(tmp_path / "site", {"tests.py": project.DJANGO_TESTS})
     env = {"SITE_REDIS_URL": redis_url(), "SITE_PREFIX": base, "MARKER": str(marker)}
+    # a developer's worker, with the project's settings, running all along
+    worker = project.start(where, ["manage.py", "zqueue_worker"], env)
     try:
+        # it is live: it runs a job of the developer's own
+        queue_at(redis_client, base).publish(
+            {"task": "shop.tasks.mark", "args": [str(dev_marker), "dev"], "kwargs": {}}
+        )
+        project.wait_for(dev_marker.exists, worker, what="the dev worker's first job")
         out = project.run(where, ["manage.py", "test", "shop", "-v", "2"], env)
         assert "Ran 2 tests" in out and "OK" in out, out
         assert Path(f"{marker}.mixin").read_text() == "ran in the test"  # the mixin's drain
-        # the job the test left went to the tests' prefix, not the developer's
-        assert queue_at(redis_client, f"test_{base}").counts()["ready"] == 1
-        assert queue_at(redis_client, base).counts()["ready"] == 0
-        # a worker with the project's settings, as a developer runs it
-        project.run(where, ["manage.py", "zqueue_worker", "--burst", "--no-scanner"], env)
+        # the job the test left went to the tests' prefix, which the worker never claims
+        tests = queue_at(redis_client, f"test_{base}")
+        assert tests.counts()["ready"] == 1
+        queue_at(redis_client, base).publish(
+            {"task": "shop.tasks.mark", "args": [str(dev_marker), "after"], "kwargs": {}}
+        )
+        project.wait_for(lambda: dev_marker.read_text() == "after", worker, what="a later job")
         assert not marker.exists()
-        assert queue_at(redis_client, f"test_{base}").counts()["ready"] == 1
+        assert tests.counts() == {**tests.counts(), "ready": 1, "inflight": 0}
     finally:
+        project.stop(worker)
         wipe(redis_client, base, f"test_{base}")

@@ -6,8 +6,11 @@ use the ``zqueue`` fixture (pytest) and the mixin (``manage.py test``)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,19 +223,59 @@ def write_project(where: Path, tests: dict[str, str]) -> Path:
     return where
 
 
-def run(where: Path, args: list[str], env: dict[str, str], timeout: float = 180) -> str:
-    """``python <args>`` in the project, with this tree's django_zqueue; its output
-    (stdout and stderr), or an AssertionError with it when it fails."""
+def environ(where: Path, env: dict[str, str]) -> dict[str, str]:
+    """The environment of a process of the project: this tree's django_zqueue, ``env``."""
     full = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ZQUEUE_"))},
         "PYTHONPATH": os.pathsep.join([str(where), str(ROOT)]),
         **env,
     }
     full.pop("DJANGO_SETTINGS_MODULE", None)
+    return full
+
+
+def start(where: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``python <args>`` in the project, left running (its output in ``where/proc.log``)."""
+    with (where / "proc.log").open("w") as log:
+        return subprocess.Popen(
+            [sys.executable, *args],
+            cwd=where,
+            env=environ(where, env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def wait_for(
+    done: Callable[[], bool], proc: subprocess.Popen[str], what: str, timeout: float = 30
+) -> None:
+    """Until ``done()``, at most ``timeout`` seconds, while ``proc`` runs."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert proc.poll() is None, f"{what}: the process ended ({proc.returncode})"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def run(where: Path, args: list[str], env: dict[str, str], timeout: float = 180) -> str:
+    """``python <args>`` in the project, with this tree's django_zqueue; its output
+    (stdout and stderr), or an AssertionError with it when it fails."""
     done = subprocess.run(
         [sys.executable, *args],
         cwd=where,
-        env=full,
+        env=environ(where, env),
         capture_output=True,
         text=True,
         timeout=timeout,
