@@ -90,3 +90,18 @@ def test_a_bad_prefix_fails_at_start_and_leaves_the_settings_alone() -> None:
         ZQueueTest(redis_url(), prefix="has space").start()
     assert before == settings.ZQUEUE
     assert settings.ZQUEUE_TEST_PREFIX is False
+
+
+def test_drain_leaves_the_tests_connection_alone_without_the_db_mark() -> None:
+    """A test without database access, after one that opened the thread's connection:
+    the worker's checks around each job leave that connection alone (they would ask it,
+    and pytest-django refuses), and the job runs."""
+    from django.db import connection
+
+    with ZQueueTest(redis_url()) as zq:
+        t.LOG.clear()
+        t.add.enqueue(1, 2)
+        opened = connection.connection is not None
+        zq.drain()
+        assert t.LOG == [("add", 1, 2)]
+        assert (connection.connection is not None) == opened

@@ -3,7 +3,8 @@ real worker path (docs/testing.md): a :class:`~django_zqueue.worker.Worker` in b
 mode whose consumer loop (:class:`~django_zqueue.worker.consumer.Consumer`) runs here,
 so claims, the serializer, model loading, signals, acks and nacks, retries, dead
 letters, ``on_failure``, workflow dependents and durable steps all happen as in
-production. Between passes the queues' delayed jobs are made due
+production. Between passes the worker's scanner takes a step (expired jobs, leases lost,
+workflow ends; no periodic schedule fires) and the queues' delayed jobs are made due
 (``engine.sandbox.fast_forward``): a delay, a retry's backoff and a durable sleep take no
 time. No heartbeat runs, so no time limit interrupts a task."""
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..exceptions import JobCancelled, ZQueueError
 from ..queue import Message, Queue
+from ..worker import dbconn
 from ..worker.consumer import Consumer
 from ..worker.outcome import Failure, Outcome, ParkedRun, Success
 from ..worker.runner import Runner
@@ -105,7 +107,8 @@ def run_pass(queues: list[str], raise_errors: bool, max_jobs: int, deadline: flo
     timer.daemon = True
     timer.start()
     try:
-        Consumer(worker).run()
+        with dbconn.callers_connections():  # the test's connections stay the test's
+            Consumer(worker).run()
     finally:
         timer.cancel()
     return worker
@@ -144,8 +147,11 @@ def drain(
                 f"drain() stopped after {total.ran} runs and {timeout} s: is a task "
                 "enqueueing itself for ever? (drain(max_jobs=..., timeout=...))"
             )
+        # the worker's scanner, as its heartbeat runs it: expired jobs, leases lost,
+        # workflow ends no run dispatched (no periodic schedule fires)
+        scanned = worker.embedded_scanner().step().busy
         moved = sum(_fast_forward(q) for q in worker.queues) if delayed else 0
-        if worker.summary.ran == 0 and moved == 0:
+        if worker.summary.ran == 0 and moved == 0 and not scanned:
             return total
     raise DrainTimeout(f"drain() made {MAX_PASSES} passes and jobs are still due")
 
