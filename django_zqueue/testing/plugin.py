@@ -2,16 +2,20 @@
 ``pytest11``), docs/testing.md. It provides the fixture ``zqueue``: the test's own
 queues (:class:`~.helpers.ZQueueTest`), started before the test and wiped after it.
 
-Nothing runs unless a test asks for the fixture: the plugin is safe in any project,
-django_zqueue's own test suite included. Django must be set up (pytest-django)."""
+Nothing runs unless a test asks for the fixture, and loading the plugin imports only the
+package's root (safe before ``django.setup()``): the helpers are imported by the fixture.
+It is safe in any project, django_zqueue's own test suite included. Django must be set
+up (pytest-django)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .helpers import ZQueueTest
+if TYPE_CHECKING:  # imported by the fixture, once Django is set up
+    from .helpers import ZQueueTest
 
 
 @pytest.fixture(scope="session")
@@ -30,5 +34,7 @@ def zqueue(zqueue_redis_url: str) -> Iterator[ZQueueTest]:
     own on the tests' Redis, with ``enqueued``, ``assert_enqueued``,
     ``assert_not_enqueued``, ``expect_enqueued``, ``drain``, ``run`` and ``signal``;
     every key of the prefix is deleted after the test."""
+    from .helpers import ZQueueTest
+
     with ZQueueTest(zqueue_redis_url) as zq:
         yield zq
