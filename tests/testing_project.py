@@ -139,10 +139,12 @@ def test_non_json_argument(zqueue):
 
 
 def test_on_the_embedded_server(zqueue):
+    import os
     from django_zqueue.testing.server import embedded_server
 
     server = embedded_server()
     assert server is not None and zqueue.redis_url == server.url
+    assert os.path.basename(server.binary) == os.environ["EXPECT_BINARY"]
 """
 
 ISOLATION_TESTS = """
