@@ -592,3 +592,19 @@ def test_redis_gone_mid_test_is_an_error_not_a_hang() -> None:
     finally:
         zq.stop(wipe=False)  # (no Redis to wipe)
         server.stop()
+
+
+def test_time_limits_when_asked(zqueue: ZQueueTest) -> None:
+    from django_zqueue.exceptions import JobTimeout
+
+    t.overruns.enqueue()
+    with pytest.raises(JobTimeout):
+        zqueue.drain(time_limits=True)
+    assert t.LOG == []
+    assert get_queue("default").counts()["dead"] == 1  # max_retries=0, as in production
+
+
+def test_no_time_limits_by_default(zqueue: ZQueueTest) -> None:
+    t.overruns_briefly.enqueue()
+    assert zqueue.drain().succeeded == 1
+    assert t.LOG == [("overran",)]

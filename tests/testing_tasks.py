@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -144,3 +145,17 @@ urlpatterns = [
 async def async_double(x: int) -> int:
     LOG.append(("async", x * 2))
     return x * 2
+
+
+@task(timeout=0.2, max_retries=0)
+def overruns() -> None:
+    for _ in range(200):  # 10 s at most: interrupted at its 0.2 s timeout when asked
+        time.sleep(0.05)
+    LOG.append(("overran",))
+
+
+@task(timeout=0.05, max_retries=0)
+def overruns_briefly() -> None:
+    for _ in range(6):  # 0.3 s: past its timeout
+        time.sleep(0.05)
+    LOG.append(("overran",))

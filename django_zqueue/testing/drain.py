@@ -10,6 +10,7 @@ time. No heartbeat runs, so no time limit interrupts a task."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -24,6 +25,8 @@ from ..worker.outcome import Failure, Outcome, ParkedRun, Success
 from ..worker.runner import Runner
 from ..worker.worker import Worker
 
+#: seconds between two beats of the heartbeat of ``drain(time_limits=True)``
+HEARTBEAT = 0.05
 #: most passes of one drain (a pass runs what is ready, then makes delayed jobs due)
 MAX_PASSES = 1000
 
@@ -99,19 +102,39 @@ class _DrainWorker(Worker):
                 self.stopping.set()
 
 
-def run_pass(queues: list[str], raise_errors: bool, max_jobs: int, deadline: float) -> _DrainWorker:
+def run_pass(
+    queues: list[str], raise_errors: bool, max_jobs: int, deadline: float, time_limits: bool = False
+) -> _DrainWorker:
     """One pass: what is ready runs, in this thread, until none is left (or the first
-    failure with ``raise_errors``); the outcomes are sent before it returns."""
+    failure with ``raise_errors``); the outcomes are sent before it returns. With
+    ``time_limits``, a heartbeat thread keeps the leases and interrupts a task past its
+    ``timeout`` (``JobTimeout``), as a worker's does."""
     worker = _DrainWorker(queues, raise_errors, max_jobs)
     timer = threading.Timer(max(0.0, deadline - time.monotonic()), worker.stopping.set)
     timer.daemon = True
     timer.start()
+    done = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(worker, done), daemon=True)
+    if time_limits:
+        beat.start()
     try:
         with dbconn.callers_connections():  # the test's connections stay the test's
             Consumer(worker).run()
     finally:
         timer.cancel()
+        done.set()
+        if time_limits:
+            beat.join(5)
     return worker
+
+
+def _heartbeat(worker: _DrainWorker, done: threading.Event) -> None:
+    """The worker's heartbeat, as far as a test needs it: time limits and leases."""
+    while not done.wait(HEARTBEAT):
+        now = time.monotonic()
+        worker.leases.enforce_timeouts(now)
+        with contextlib.suppress(ZQueueError):  # Redis gone: the pass meets it too
+            worker.leases.beat(now, hand_back=False)
 
 
 def _count_dead(summary: DrainSummary, failures: list[tuple[Queue, str, str]]) -> None:
@@ -128,6 +151,7 @@ def drain(
     max_jobs: int = 10_000,
     timeout: float = 60.0,
     before_pass: Callable[[], object] | None = None,
+    time_limits: bool = False,
 ) -> DrainSummary:
     """Run every waiting job of ``queues`` (see the module's docstring); returns what
     ran. ``delayed``: delayed jobs, retries and durable sleeps are made due and run too.
@@ -139,7 +163,7 @@ def drain(
     for _ in range(MAX_PASSES):
         if before_pass is not None:
             before_pass()
-        worker = one_pass(queues, raise_errors, max_jobs - total.ran, deadline, total)
+        worker = one_pass(queues, raise_errors, max_jobs - total.ran, deadline, total, time_limits)
         if time.monotonic() >= deadline or total.ran >= max_jobs:
             for queue in worker.queues:  # Redis gone: QueueUnavailable, not a timeout
                 queue.total_count()
@@ -157,11 +181,16 @@ def drain(
 
 
 def one_pass(
-    queues: list[str], raise_errors: bool, max_jobs: int, deadline: float, total: DrainSummary
+    queues: list[str],
+    raise_errors: bool,
+    max_jobs: int,
+    deadline: float,
+    total: DrainSummary,
+    time_limits: bool = False,
 ) -> _DrainWorker:
     """One pass of at most ``max_jobs`` runs, added to ``total``; the first error raised
     with ``raise_errors``."""
-    worker = run_pass(queues, raise_errors, max_jobs, deadline)
+    worker = run_pass(queues, raise_errors, max_jobs, deadline, time_limits)
     _merge(total, worker.summary)
     _count_dead(total, worker.failures)
     if raise_errors and worker.summary.errors:
@@ -181,13 +210,15 @@ def _merge(total: DrainSummary, part: DrainSummary) -> None:
     total.errors.extend(part.errors)
 
 
-def run_one(queue: Queue, tag: str, raise_errors: bool = True) -> DrainSummary:
+def run_one(
+    queue: Queue, tag: str, raise_errors: bool = True, time_limits: bool = False
+) -> DrainSummary:
     """Run job ``tag`` of ``queue`` now (moved to the front of its line, then claimed
     and run through the worker path); raises ``LookupError`` when it is not waiting."""
     if not queue.run_now(tag):
         raise LookupError(f"job {tag} is not waiting in queue {queue.name!r}")
     total = DrainSummary()
-    one_pass([queue.name], raise_errors, 1, time.monotonic() + 60.0, total)
+    one_pass([queue.name], raise_errors, 1, time.monotonic() + 60.0, total, time_limits)
     return total
 
 

@@ -184,6 +184,7 @@ class ZQueueTest:
         raise_errors: bool = True,
         max_jobs: int = 10_000,
         timeout: float = 60.0,
+        time_limits: bool = False,
     ) -> DrainSummary:
         """Run every waiting job of ``queue`` (None: every configured queue) in this
         process, through the worker's own path, until none is left; returns what ran
@@ -191,7 +192,8 @@ class ZQueueTest:
         sleeps run at once. ``recursive=False``: one pass, the jobs the pass enqueues
         are left waiting. ``raise_errors``: the first exception a task raises is raised
         here, with its own traceback; False: failures go where production sends them
-        (a retry, the dead letters)."""
+        (a retry, the dead letters). ``time_limits``: a task past its ``timeout`` is
+        interrupted (``JobTimeout``), as by a worker's heartbeat (off: no heartbeat)."""
         names = self._names(queue)
         flush()
         if recursive:
@@ -202,20 +204,29 @@ class ZQueueTest:
                 raise_errors=raise_errors,
                 max_jobs=max_jobs,
                 timeout=timeout,
+                time_limits=time_limits,
             )
         moved = sum(self.queue(n).engine.sandbox.fast_forward() for n in names) if delayed else 0
         waiting = moved + sum(self.queue(name).counts()["ready"] for name in names)
         total = DrainSummary()
         if waiting:
-            one_pass(names, raise_errors, min(waiting, max_jobs), time.monotonic() + timeout, total)
+            deadline = time.monotonic() + timeout
+            one_pass(names, raise_errors, min(waiting, max_jobs), deadline, total, time_limits)
         return total
 
-    def run(self, job: Any, *, queue: str | None = None, raise_errors: bool = True) -> DrainSummary:
+    def run(
+        self,
+        job: Any,
+        *,
+        queue: str | None = None,
+        raise_errors: bool = True,
+        time_limits: bool = False,
+    ) -> DrainSummary:
         """Run one job now (a ``Job``, an :class:`EnqueuedJob` or a job id with
         ``queue``), through the worker's own path."""
         tag, name = _job_ref(job, queue)
         flush()
-        return run_one(self.queue(name), tag, raise_errors)
+        return run_one(self.queue(name), tag, raise_errors, time_limits)
 
     def signal(self, job: Any, name: str, payload: Any = None, *, queue: str | None = None) -> bool:
         """Deliver durable event ``name`` with ``payload`` to ``job`` (see
