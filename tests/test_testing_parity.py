@@ -608,3 +608,9 @@ def test_no_time_limits_by_default(zqueue: ZQueueTest) -> None:
     t.overruns_briefly.enqueue()
     assert zqueue.drain().succeeded == 1
     assert t.LOG == [("overran",)]
+
+
+def test_a_jobs_own_tag_is_its_id(zqueue: ZQueueTest) -> None:
+    t.add.using(tag=lambda a, b: f"sum-{a}-{b}").enqueue(1, 2)
+    (job,) = zqueue.enqueued(t.add)
+    assert job.id == job.tag == "sum-1-2"

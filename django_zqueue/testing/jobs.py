@@ -39,6 +39,11 @@ class EnqueuedJob:
     #: a task of Django's Tasks framework (its arguments travel as plain JSON)
     django_task: bool = False
 
+    @property
+    def tag(self) -> str:
+        """The job's tag in its queue (its id; ``@task(tag=...)`` chooses it)."""
+        return self.id
+
     def __str__(self) -> str:
         call = ", ".join(
             [*(repr(a) for a in self.args), *(f"{k}={v!r}" for k, v in self.kwargs.items())]
