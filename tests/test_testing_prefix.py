@@ -81,9 +81,13 @@ def test_a_bad_test_prefix_is_a_configuration_error(site: str, bad: object) -> N
         assert any(p.id == "E022" for p in conf.problems())
 
 
-def test_the_test_prefix_goes_when_the_environment_does(site: str) -> None:
+def test_the_test_prefix_goes_when_the_environment_does(
+    site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Not under test (a developer's worker, the same settings): the prefix itself."""
     from django.test import utils
+
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
     with override_settings(ZQUEUE_TEST_PREFIX=True):
         assert get_queue().engine.prefix == f"test_{site}"
