@@ -124,3 +124,11 @@ def test_a_bad_limit_is_refused_with_nothing_written(
     with pytest.raises(InvalidArgument, match="limit"):
         q.engine.sandbox.wipe_prefix(limit=limit)  # type: ignore[arg-type]
     assert snapshot(redis_client, prefix) == before
+
+
+def test_jobs_made_due_already_are_not_counted_again(q: Queue) -> None:
+    """A queue that does not claim them (paused) keeps them at 0: a drain stops."""
+    q.publish({"n": 1}, delay=3600)
+    assert q.engine.sandbox.fast_forward() == 1
+    assert q.engine.sandbox.fast_forward() == 0
+    assert q.counts()["delayed"] == 1

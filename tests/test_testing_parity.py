@@ -614,3 +614,13 @@ def test_a_jobs_own_tag_is_its_id(zqueue: ZQueueTest) -> None:
     t.add.using(tag=lambda a, b: f"sum-{a}-{b}").enqueue(1, 2)
     (job,) = zqueue.enqueued(t.add)
     assert job.id == job.tag == "sum-1-2"
+
+
+def test_a_paused_queue_is_not_drained_and_drain_ends(zqueue: ZQueueTest) -> None:
+    get_queue("default").pause()
+    t.add.enqueue(1, 1)
+    t.add.enqueue_in(3600, 2, 2)
+    assert zqueue.drain().ran == 0
+    assert t.LOG == []
+    get_queue("default").resume()
+    assert zqueue.drain().succeeded == 2

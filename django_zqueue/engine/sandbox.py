@@ -65,10 +65,9 @@ class Sandbox:
         with unavailable_as_error():
             for shard in e._shards:
                 k = shard.keys
-                tags = [
-                    t.decode() if isinstance(t, bytes) else str(t)
-                    for t in e._client.zrange(k.delayed, 0, limit - 1)
-                ]
+                # (not those made due already, at 0: a paused queue leaves them there)
+                found = e._client.zrangebyscore(k.delayed, "(0", "+inf", start=0, num=limit)
+                tags = [t.decode() if isinstance(t, bytes) else str(t) for t in found]
                 if not tags:
                     continue
                 parked = Durable(e).parked_many(tags)
