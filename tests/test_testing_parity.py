@@ -624,3 +624,19 @@ def test_a_paused_queue_is_not_drained_and_drain_ends(zqueue: ZQueueTest) -> Non
     assert t.LOG == []
     get_queue("default").resume()
     assert zqueue.drain().succeeded == 2
+
+
+def test_the_tests_own_on_commit_callbacks_are_left_to_django(
+    zqueue: ZQueueTest, django_capture_on_commit_callbacks: Any
+) -> None:
+    ran: list[str] = []
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        with transaction.atomic():
+            transaction.on_commit(lambda: ran.append("mine, first"))
+            t.add.enqueue(8, 8)
+            transaction.on_commit(lambda: ran.append("mine, last"))
+        zqueue.assert_enqueued(t.add, args=[8, 8])  # the job's callback ran here
+        assert ran == []  # the test's own wait for the capture's end
+    assert ran == ["mine, first", "mine, last"]
+    assert len(callbacks) == 3
+    zqueue.assert_enqueued(t.add, args=[8, 8], count=1)  # sent once

@@ -6,11 +6,14 @@ so a job enqueued inside ``transaction.atomic()`` (the default, ``ENQUEUE_ON_COM
 would never be sent. Here, whenever the test's code stands at the top level of its test
 transaction (inside no atomic block of its own), the callbacks still registered belong
 to blocks that ended without rolling back, which in production would have committed:
-:func:`run_committed` runs them then, in order, as Django's commit does (a robust one's
-exception logged; a savepoint rolled back has discarded its own already). The helpers
-call :func:`flush` before they read or run the queues: it also relays the transactional
-outbox (``ZQUEUE["OUTBOX"]``) as the workers' relay would, its rows being visible in the
-test's transaction."""
+:func:`run_committed` runs django_zqueue's own among them then (those that send the
+jobs), in order, as Django's commit does (a savepoint rolled back has discarded its own
+already). Other callbacks are left to Django (and to ``captureOnCommitCallbacks``); a
+callback run here is left in its place as a no-op, so the list Django and
+``captureOnCommitCallbacks`` index keeps its length. The helpers call :func:`flush`
+before they read or run the queues: it also relays the transactional outbox
+(``ZQUEUE["OUTBOX"]``) as the workers' relay would, its rows being visible in the test's
+transaction."""
 
 from __future__ import annotations
 
@@ -30,24 +33,33 @@ def _test_level_only(conn: object) -> bool:
     return all(getattr(block, "_from_testcase", False) for block in blocks)
 
 
+def _ran() -> None:
+    """A callback that ran already (see :func:`run_committed`)."""
+
+
+def _ours(func: Any) -> bool:
+    return str(getattr(func, "__module__", "")).startswith("django_zqueue.")
+
+
 def run_committed() -> int:
-    """Run the on-commit callbacks of the blocks that ended in the test's transaction
-    (see the module's docstring); returns how many ran. Outside a test transaction, or
-    inside an atomic block of the test's own, nothing runs."""
+    """Run django_zqueue's on-commit callbacks of the blocks that ended in the test's
+    transaction (see the module's docstring); returns how many ran. Outside a test
+    transaction, or inside an atomic block of the test's own, nothing runs."""
     ran = 0
     for conn in connections.all(initialized_only=True):
         if not conn.in_atomic_block or not conn.run_on_commit or not _test_level_only(conn):
             continue
         hooks: list[Any] = conn.run_on_commit
-        conn.run_on_commit = []
-        for _, func, robust in hooks:  # (savepoint ids, callback, robust)
-            ran += 1
-            if not robust:
-                func()
+        for i, (sids, func, robust) in enumerate(list(hooks)):  # (savepoint ids, ...)
+            if func is _ran or not _ours(func):
                 continue
+            hooks[i] = (sids, _ran, robust)
+            ran += 1
             try:
                 func()
             except Exception as exc:
+                if not robust:
+                    raise
                 log.error("Error calling %s in on_commit() (%s).", func, exc, exc_info=True)
     return ran
 
