@@ -87,3 +87,7 @@ ZQUEUE = {
         "reports": {"visibility_timeout": 600, "concurrency": 4, "priority_mode": "aging"},
     },
 }
+
+# The suite's tests name their key prefixes themselves (tests/conftest.py): no automatic
+# test prefix (django_zqueue.conf.testenv, docs/testing.md)
+ZQUEUE_TEST_PREFIX = False

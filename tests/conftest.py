@@ -15,6 +15,7 @@ from django_zqueue import conf
 from django_zqueue.conf import queue_options
 from django_zqueue.engine.redis import connection
 from django_zqueue.queue import Queue
+from django_zqueue.testing.plugin import zqueue  # noqa: F401 - the plugin's fixture
 
 from . import redis_server
 from .redis_server import redis_url
@@ -51,6 +52,13 @@ def redis_client() -> redis.Redis:
     config, problems = conf.parse({"REDIS_URL": redis_url()})
     assert not problems, problems
     return connection.make_client(config)
+
+
+@pytest.fixture(scope="session")
+def zqueue_redis_url() -> str:
+    """The plugin's ``zqueue`` fixture on the suite's Redis (a cluster with
+    ZQUEUE_TEST_TOPOLOGY=cluster)."""
+    return redis_url()
 
 
 @pytest.fixture

@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, set[str], str]] = [
             "backends",
             "metrics",
             "periodic",
+            "testing",
             PKG,
         },
         "the admin, the operator's tools (doctor, metrics, checks, commands), what a site "

@@ -36,6 +36,7 @@ COMMANDS = [
     "python manage.py check",
     "python manage.py zqueue_worker -v 2",
     "python manage.py zqueue_doctor",
+    "python manage.py test shop",
 ]
 #: checks of what the tutorial's comments say, run after the block containing the key
 CLAIMS = {
@@ -183,6 +184,17 @@ def test_the_tutorial_runs_end_to_end(tmp_path: Path, prefix: str) -> None:
         if m["event"] == "worker_logging":
             continue  # logged at -v 1 only: tests/test_first_hour.py checks it
         assert real.get(m["event"]) == (m["level"], re.findall(r" (\w+)=", line)), line
+
+    # step 11: the shop's tests pass, with the worker of step 7 gone
+    tested = subprocess.run(
+        [sys.executable, "manage.py", "test", "shop"],
+        cwd=site,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert tested.returncode == 0 and "Ran 2 tests" in tested.stderr, tested.stderr
 
     # and the doctor finds nothing wrong with the tutorial's project
     doctor = run("manage.py", "zqueue_doctor")

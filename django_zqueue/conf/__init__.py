@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -25,6 +25,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from ..exceptions import ConfigurationError
+from . import testenv
 from .bounds import MAX_EXACT as MAX_EXACT  # django_zqueue.conf.MAX_EXACT before 0.2
 from .bounds import is_number
 from .joblogs import JobLogOptions as JobLogOptions
@@ -303,18 +304,38 @@ def _check_schedules(raw: Mapping[str, Any], out: _Collector) -> None:
         )
 
 
-@lru_cache(maxsize=1)
-def _cached() -> tuple[Config, list[Problem]]:
-    return parse(getattr(settings, "ZQUEUE", None))
+@lru_cache(maxsize=2)
+def _cached(testing: bool = False) -> tuple[Config, list[Problem]]:
+    config, found = parse(getattr(settings, "ZQUEUE", None))
+    if testing:  # under a test runner: the queues' own prefix (conf/testenv.py)
+        try:
+            prefix = testenv.prefix_under_test(config.prefix)
+        except ValueError as exc:
+            found = [*found, Problem("E022", str(exc), "See docs/testing.md.")]
+        else:
+            if prefix is not None:
+                config = replace(config, prefix=prefix)
+    return config, found
+
+
+#: whether the last :func:`get_config` ran under a test runner (None: not yet asked)
+_testing: list[bool | None] = [None]
 
 
 def problems() -> list[Problem]:
-    return list(_cached()[1])
+    return list(_cached(testenv.under_test())[1])
 
 
 def get_config() -> Config:
-    """The parsed ``settings.ZQUEUE``; raises ``ConfigurationError`` if it is invalid."""
-    config, found = _cached()
+    """The parsed ``settings.ZQUEUE``; raises ``ConfigurationError`` if it is invalid.
+    Under a test runner its prefix is the tests' own (:mod:`.testenv`); when the test
+    environment comes or goes, the caches built on the settings are dropped (:func:`reset`)."""
+    testing = testenv.under_test()
+    if _testing[0] is not testing:
+        if _testing[0] is not None:
+            reset()
+        _testing[0] = testing
+    config, found = _cached(testing)
     if found:
         lines = "; ".join(f"{p.id}: {p.msg}" for p in found)
         raise ConfigurationError(f"invalid settings.ZQUEUE: {lines}")
@@ -337,5 +358,5 @@ def on_reset(hook: Callable[[], None]) -> None:
 
 @receiver(setting_changed)
 def _setting_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting == "ZQUEUE":
+    if setting in ("ZQUEUE", testenv.SETTING):
         reset()

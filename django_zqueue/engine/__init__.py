@@ -76,6 +76,7 @@ from .positions import Positions
 from .protocol import WireProtocol
 from .reads import Reads
 from .results import Results
+from .sandbox import Sandbox
 from .sets import Sets
 from .shard import Shard
 from .stats import Stats
@@ -106,6 +107,7 @@ __all__ = [
     "Positions",
     "Reads",
     "Results",
+    "Sandbox",
     "Sets",
     "Shard",
     "Stats",
@@ -169,3 +171,5 @@ class Engine(Core):
         self.joblogs = JobLogs(self)
         #: the chunks a job streams to its reader (:class:`~.jobstreams.JobStreams`)
         self.jobstreams = JobStreams(self)
+        #: test-only verbs: a prefix wiped, delayed jobs made due (:class:`~.sandbox.Sandbox`)
+        self.sandbox = Sandbox(self)

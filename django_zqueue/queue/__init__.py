@@ -87,9 +87,9 @@ _queues: dict[str, Queue] = {}
 
 def get_queue(name: str = "default") -> Queue:
     """The configured queue ``name`` (cached until ``settings.ZQUEUE`` changes)."""
+    config = conf.get_config()  # (cached; drops the queues when the test environment flips)
     q = _queues.get(name)
     if q is None:
-        config = conf.get_config()
         if name not in config.queues:
             raise UnknownQueue(name, list(config.queues))
         # no client given: the engine takes the shared client of the current settings

@@ -71,6 +71,26 @@ def consumer() -> Iterator[None]:
         _close_kept()
 
 
+@contextlib.contextmanager
+def callers_connections() -> Iterator[None]:
+    """Around jobs run in a thread that is not a worker's (django_zqueue.testing's
+    ``drain()``, in a test's thread): the connections this thread holds open now are the
+    caller's, left alone by the checks around each job as an atomic block of the caller's
+    is, and never closed here."""
+    before = _callers()
+    opened = {c.alias for c in connections.all(initialized_only=True) if c.connection is not None}
+    _local.callers = before | opened
+    try:
+        yield
+    finally:
+        _local.callers = before
+
+
+def _callers() -> frozenset[str]:
+    callers: frozenset[str] = getattr(_local, "callers", frozenset())
+    return callers
+
+
 def forked() -> None:
     """In a child process forked to run one job: its connections are its own (the parent
     closed its before the fork) and follow Django's rules, not a consumer's."""
@@ -86,10 +106,11 @@ def before_job() -> None:
         return
     outer = []
     still_open = False
+    callers = _callers()
     for conn in connections.all(initialized_only=True):
         if conn.connection is None:
             continue
-        if conn.in_atomic_block:
+        if conn.in_atomic_block or conn.alias in callers:
             outer.append(conn.alias)  # the caller's transaction (a test, an eager run)
         elif _server_closed(conn):
             _close(conn)
@@ -140,8 +161,9 @@ def idle() -> None:
 
 
 def _close_kept() -> None:
+    callers = _callers()
     for conn in connections.all(initialized_only=True):
-        if conn.connection is None or conn.in_atomic_block:
+        if conn.connection is None or conn.in_atomic_block or conn.alias in callers:
             continue
         if conn.settings_dict["CONN_MAX_AGE"] == 0:
             _close(conn)
