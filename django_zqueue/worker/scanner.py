@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import conf
 from ..engine.keys import KEYS_FIX
@@ -40,6 +40,9 @@ from ..engine.redis.outages import (
 from ..events import kv
 from ..exceptions import RedisFull, ScriptError
 from ..queue import Queue
+
+if TYPE_CHECKING:
+    from .health import Vitals
 
 log = logging.getLogger("django_zqueue.scanner")
 
@@ -283,11 +286,18 @@ class Scanner:
                 fields["key"] = ", ".join(keys)
         return fields
 
-    def run(self, stop: threading.Event, interval: float = 1.0) -> None:
-        """Step every ``interval`` seconds until ``stop`` is set, through any outage."""
+    def run(
+        self, stop: threading.Event, interval: float = 1.0, vitals: Vitals | None = None
+    ) -> None:
+        """Step every ``interval`` seconds until ``stop`` is set, through any outage;
+        each turn of the loop ticks ``vitals`` (the health probes', health.py)."""
         log.info(kv(event="scanner_start", scanner=self.name, queues=len(self.queues)))
         next_step = next_relay = time.monotonic()
+        if vitals is not None:
+            vitals.prepared = True
         while not stop.is_set():
+            if vitals is not None:
+                vitals.tick("scanner loop")
             now = time.monotonic()
             if now >= next_step:
                 next_step = now + self.tick(interval, stop)

@@ -24,6 +24,7 @@ from ..exceptions import QueueUnavailable, ZQueueError
 from ..queue import get_queue
 from ..tasks import tracing
 from .consumer import AUTO_PREFETCH_MAX, Consumer
+from .health import DEFAULT_TIMEOUT, Vitals
 from .leases import Leases
 from .outcome import Failure, Outcome, Released
 from .runner import Runner
@@ -73,6 +74,7 @@ class Worker:
         cancel_grace: float = 5.0,
         pool: str = "thread",
         async_concurrency: int = 0,
+        health_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         _check_options(queues, concurrency, prefetch, weights, cancel_grace, pool)
         self.queues = [get_queue(q) for q in queues]
@@ -101,6 +103,8 @@ class Worker:
         self.scheduler: Scheduler | None = None  # once run() starts, with the scanner
         # one redis_lost / redis_back pair per outage, whichever thread sees it first
         self.outage = Outage(log, worker=self.id)
+        #: the liveness facts the health probes read (health.py; ``--health-port``)
+        self.vitals = Vitals(self.outage, health_timeout, stopping=self.stopping)
         #: at most one error line per second for each kind of error (consumer_error,
         #: heartbeat_error), however many threads meet it
         self.errors = Throttle(1.0)
@@ -160,6 +164,7 @@ class Worker:
             )
         )
         self._prepare()
+        self.vitals.prepared = True
         threads = [
             threading.Thread(target=Consumer(self).run, name=f"zqueue-consumer-{i}", daemon=True)
             for i in range(self.concurrency)
@@ -245,6 +250,7 @@ class Worker:
         retry = RetryDelay(base=0.05, cap=2.0)
         while not self._done.is_set():
             now = time.monotonic()
+            self.vitals.beat()  # the probes' "heartbeat not stale" (health.py)
             try:
                 self.leases.enforce_timeouts(now)
             except Exception:
