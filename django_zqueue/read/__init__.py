@@ -25,6 +25,8 @@ walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:
 - :func:`read_links` (``queue.read.links``): a workflow job's parents and dependents;
 - :func:`~.search.search` (``queue.read.search``): the jobs of a state whose arguments
   hold a text, in bounded steps with a cursor;
+- :func:`scale_signals`, :func:`scale_document`: the autoscaling signal of queues (what
+  is claimable now, the completion rate, the threads wanted for a target drain time);
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
@@ -41,6 +43,7 @@ from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_co
 from .links import MAX_LINKED, JobLinks, LinkedJob, read_links
 from .overview import Location, QueueFigures, locate, overview, valid_tag
 from .reader import QueueReader
+from .scale import ScaleSignal, scale_document, scale_signals
 from .schedules import ScheduleRow, schedules
 from .search import SearchMatch, SearchResult
 from .stats import (
@@ -82,6 +85,7 @@ __all__ = [
     "Minute",
     "QueueFigures",
     "QueueReader",
+    "ScaleSignal",
     "ScheduleRow",
     "SearchMatch",
     "SearchResult",
@@ -100,6 +104,8 @@ __all__ = [
     "page_count",
     "read_finished",
     "read_links",
+    "scale_document",
+    "scale_signals",
     "schedules",
     "task_stat_slots",
     "valid_tag",
