@@ -26,6 +26,8 @@ Metrics, each labelled ``queue``::
                                 relayed (by the outbox relay), parked and signalled
                                 (durable tasks)
     zqueue_run_seconds_total    run time reported by acks
+    zqueue_workers_recycled_total  worker processes recycled (--max-jobs-per-child,
+                                --max-memory), counted on each one's first queue
     zqueue_scale_ready          jobs claimable now (in line, queue not paused; not
                                 delayed, parked, waiting for parents or set aside)
     zqueue_scale_completed_per_second  acked and failed runs a second, last 5 minutes
@@ -129,12 +131,7 @@ class ZQueueCollector:
         run = CounterMetricFamily(
             "zqueue_run_seconds", "Run time of acked jobs, as reported.", labels=["queue"]
         )
-        scale = scale_families()
         for f in figures:
-            signal = read.scale.signal_of(f, self.target_seconds)
-            scale["ready"].add_metric([f.name], signal.ready)
-            scale["completed_per_second"].add_metric([f.name], signal.completed_per_second)
-            scale["desired_threads"].add_metric([f.name], signal.desired_threads)
             for state, n in (
                 ("ready", f.ready),
                 ("delayed", f.delayed),
@@ -155,7 +152,7 @@ class ZQueueCollector:
         yield paused
         yield from counters.values()
         yield run
-        yield from scale.values()
+        yield from lifecycle_metrics(figures, self.target_seconds)
         yield from group_metrics([q for q in queues if q.options.fairness == "groups"])
         if conf.get_config().outbox:
             yield outbox_metric()
@@ -164,11 +161,11 @@ class ZQueueCollector:
         return []  # no Redis read at registration time
 
 
-def scale_families() -> dict[str, Any]:
-    """The autoscaling gauges (django_zqueue.read.scale), by the signal's field."""
-    from prometheus_client.core import GaugeMetricFamily
+def lifecycle_metrics(figures: Sequence[read.QueueFigures], target: float) -> Iterator[Metric]:
+    """The autoscaling gauges (django_zqueue.read.scale) and the recycled workers."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-    return {
+    scale = {
         field: GaugeMetricFamily(f"zqueue_scale_{field}", doc, labels=["queue"])
         for field, doc in (
             ("ready", "Jobs claimable now: in line, the queue not paused."),
@@ -176,6 +173,18 @@ def scale_families() -> dict[str, Any]:
             ("desired_threads", "Worker threads that would drain the line in the target."),
         )
     }
+    recycled = CounterMetricFamily(
+        "zqueue_workers_recycled",
+        "Worker processes recycled past their budget (on their first queue).",
+        labels=["queue"],
+    )
+    for f in figures:
+        signal = read.scale.signal_of(f, target)
+        for field, family in scale.items():
+            family.add_metric([f.name], getattr(signal, field))
+        recycled.add_metric([f.name], f.counters.get("recycled", 0))
+    yield from scale.values()
+    yield recycled
 
 
 def outbox_metric() -> Metric:

@@ -178,3 +178,16 @@ def fault_exit(ledger: str, key: str) -> None:
     """Poison: kills its own worker process (dead after max_retries + 1 = 3 leases expire)."""
     _fault_start(ledger, key)
     os._exit(17)
+
+
+_LEAKED: list[bytes] = []  # what ``leak`` keeps: memory a worker process never gets back
+
+
+@task(queue="default", max_retries=0)
+def leak(ledger: str, value: Any, mb: int) -> None:
+    """Keep ``mb`` MiB for the rest of the process (a leaky task: an ORM cache, a big
+    queryset), then append ``value`` and this process's pid to the ledger."""
+    _LEAKED.append(b"\x01" * (mb * 1024 * 1024))
+    _ledger(
+        ledger, f"{value} attempt={current_job().attempt if current_job() else 0} pid={os.getpid()}"
+    )

@@ -110,6 +110,20 @@ class Command(BaseCommand):
             "JobCancelled is raised in it.",
         )
         add_health_arguments(parser)
+        parser.add_argument(
+            "--max-jobs-per-child",
+            type=positive_int,
+            default=None,
+            help="Recycle a worker process after it ran about N jobs (+0 to 10%% jitter): "
+            "it stops as on SIGTERM and the parent starts a fresh one.",
+        )
+        parser.add_argument(
+            "--max-memory",
+            type=positive_int,
+            default=None,
+            metavar="MB",
+            help="Recycle a worker process whose resident memory is past MB MiB after a job.",
+        )
 
     @redis_errors  # --burst with Redis down: one line (a long-running worker rides it out)
     def handle(self, *args: Any, **options: Any) -> None:
@@ -159,6 +173,8 @@ class Command(BaseCommand):
                 pool=options["pool"],
                 async_concurrency=lanes,
                 health_timeout=options["health_timeout"],
+                max_jobs_per_child=options["max_jobs_per_child"],
+                max_memory_mb=options["max_memory"],
             )
 
         run(make, options)
@@ -168,7 +184,8 @@ def run(make: Callable[[], Worker], options: dict[str, Any]) -> None:
     """Run the worker ``make`` makes, in this process or ``--processes`` forked ones, and
     the health probes with ``--health-port`` (the parent answers for its children)."""
     probed = options["health_port"] is not None
-    if options["processes"] > 1:
+    recycled = options["max_jobs_per_child"] is not None or options["max_memory"] is not None
+    if options["processes"] > 1 or recycled:  # a recycled worker needs a parent to replace it
         health = None
         if probed:  # the parent answers for its children (worker/health.py)
             board = Board(options["processes"], options["health_timeout"])
