@@ -219,3 +219,15 @@ class Parked(BaseException):
         super().__init__(field, wake_ms)
         self.field = field
         self.wake_ms = wake_ms
+
+
+class IterationPaused(BaseException):
+    """Ends a run of ``durable.iterate`` between two items (the worker stops, or the run
+    reached its ``max_runtime``): the cursor is recorded and the job is given back to its
+    place in line without using an attempt, to resume after the last item done. A
+    ``BaseException``, so that a task's ``except Exception`` does not stop it."""
+
+    def __init__(self, name: str, position: int) -> None:
+        super().__init__(f"iteration {name!r} paused after {position} items")
+        self.name = name
+        self.position = position

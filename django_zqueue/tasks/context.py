@@ -32,6 +32,14 @@ class JobContext:
     cancelled: bool = field(default=False, repr=False)
     #: the run's durable records (``django_zqueue.tasks.durable``), read at its first durable call
     records: Any = field(default=None, repr=False)
+    #: the worker's stop (a ``threading.Event``), set on SIGTERM: ``durable.iterate``
+    #: stops between items (None outside a worker's thread)
+    stopping: Any = field(default=None, repr=False)
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the worker running the job is stopping (SIGTERM, a recycle)."""
+        return self.stopping is not None and bool(self.stopping.is_set())
 
     @property
     def cancel_requested(self) -> bool:

@@ -7,6 +7,8 @@ Inside a task::
     charge = durable.step("charge", charge_card, order_id)  # runs once, result recorded
     durable.sleep("cool-off", timedelta(hours=1))  # ends the run; runs again in an hour
     answer = durable.wait_for("approved", timeout=86400)  # ends the run until signalled
+    for row in durable.iterate("rows", queryset, checkpoint_every=100):  # a cursor
+        ...
 
 Each run of a job (a retry, a recovery after its worker died, a requeue from the dead
 letters, a wake-up) runs the task from the start: a step recorded by an earlier run
@@ -24,8 +26,10 @@ each step recorded is one more round trip, fenced by the delivery token.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -34,7 +38,15 @@ from ..conf.bounds import MAX_DELAY
 from ..engine.records import validate
 from ..engine.scripts import Call
 from ..engine.scripts.replies import ParkReply, StepReply
-from ..exceptions import Parked, SignalRefused, StaleDelivery, StepError, TimedOut
+from ..exceptions import (
+    IterationPaused,
+    JobCancelled,
+    Parked,
+    SignalRefused,
+    StaleDelivery,
+    StepError,
+    TimedOut,
+)
 from ..queue.durable_calls import MAX_STEPS, ParkedFor, Records, check_name, encode
 from .context import JobContext, current_job
 from .django_tasks.backend import MARKER
@@ -48,6 +60,7 @@ __all__ = [
     "asleep",
     "astep",
     "await_for",
+    "iterate",
     "sleep",
     "step",
     "wait_for",
@@ -286,3 +299,74 @@ async def await_for(name: str, timeout: float | timedelta | None = None) -> Any:
         return todo
     reply = await get_async_queue(ctx.queue.name).engine.run(_park(ctx, *todo))
     return _waited(ctx, run, todo[0], reply)
+
+
+# ------------------------------------------------------------------ iterate
+
+
+def _resume_at(run: Run, prefix: str) -> tuple[int, int]:
+    """The position recorded last under ``prefix`` (0: none) and how many checkpoints."""
+    marks = [int(json.loads(v)) for k, v in run.fields.items() if k.startswith(prefix)]
+    return max(marks, default=0), len(marks)
+
+
+def _rest(iterable: Iterable[T], start: int) -> Iterator[T]:
+    """``iterable`` from item ``start`` on: a slice for a sequence or a queryset (an
+    OFFSET: give it a stable ``order_by``), else the first items read and dropped."""
+    if start and hasattr(iterable, "__getitem__") and hasattr(iterable, "__len__"):
+        return iter(iterable[start:])
+    return itertools.islice(iterable, start, None)
+
+
+def iterate(
+    name: str,
+    iterable: Iterable[T],
+    *,
+    checkpoint_every: int = 100,
+    max_runtime: float | timedelta | None = None,
+) -> Iterator[T]:
+    """Walk ``iterable`` with a cursor that survives a deploy: the position is recorded
+    (a durable record of the job, ``s:<name>#<n>``) every ``checkpoint_every`` items, and
+    a later run of the job starts after the last position recorded.
+
+    Between two items: once the worker is stopping (SIGTERM) or the run has taken
+    ``max_runtime``, the position is recorded and the job is given back to its place in
+    line without using an attempt (it resumes there); a cancel ends the job. A run that
+    dies without a stop (SIGKILL) resumes from the last checkpoint: the items since
+    then come again. Progress (``Job.progress()``) follows the cursor when the iterable
+    has a length. Each checkpoint is one durable record: at most about 1,000 per job."""
+    ctx = _context("iterate")
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
+        raise StepError("checkpoint_every must be an int >= 1")
+    if checkpoint_every < 1:
+        raise StepError("checkpoint_every must be an int >= 1")
+    limit = None if max_runtime is None else _duration_ms(max_runtime, "max_runtime") / 1000
+    run = _sync_run(ctx)
+    prefix = "s:" + run.use(name, "iterate") + "#"
+    position, marks = _resume_at(run, prefix)
+    total = len(iterable) if hasattr(iterable, "__len__") else None  # type: ignore[arg-type]
+    saved, began = position, time.monotonic()
+
+    def save() -> None:
+        nonlocal saved, marks
+        if position == saved:
+            return
+        _room(run)
+        key, data = f"{prefix}{marks + 1}", json.dumps(position)
+        _recorded(ctx, ctx.queue.engine.durable.step(ctx.message, key, data), name)
+        run.fields[key] = data
+        saved, marks = position, marks + 1
+        if total:
+            ctx.progress(min(1.0, position / total), f"{name}: {position}/{total}")
+
+    for item in _rest(iterable, position):
+        yield item
+        position += 1
+        if ctx.cancel_requested:
+            raise JobCancelled(f"job {ctx.id} cancelled during {name!r} at {position}")
+        stop = ctx.stop_requested or (limit is not None and time.monotonic() - began >= limit)
+        if stop or position - saved >= checkpoint_every:
+            save()
+        if stop:
+            raise IterationPaused(name, position)
+    save()

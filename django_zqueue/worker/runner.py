@@ -10,6 +10,7 @@ a request). A job of Django's Tasks framework runs in :mod:`django_zqueue.worker
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from typing import Any
@@ -18,7 +19,7 @@ from .. import signals
 from ..engine.records.links import MAX_PASSED_BYTES, summary
 from ..engine.redis.outages import is_unavailable
 from ..events import kv, log, send
-from ..exceptions import JobCancelled, Parked
+from ..exceptions import IterationPaused, JobCancelled, Parked
 from ..queue import NO_RESULT, Message, Queue, encode_body, passed_ends
 from ..tasks import tracing
 from ..tasks.callcheck import misfit
@@ -31,15 +32,23 @@ from . import django_tasks as backend_runner
 from .coro import run_blocking, span_ended
 from .isolation import run_isolated
 from .leases import Leases
-from .outcome import Failure, Outcome, Success, describe, failed, parked, released
+from .outcome import Failure, Outcome, Released, Success, describe, failed, parked, released
 
 
 class Runner:
     """Runs jobs for worker ``worker_id``; a task's timeout is set on its lease in
     ``leases`` (the heartbeat enforces it)."""
 
-    def __init__(self, worker_id: str, leases: Leases, pool: str = "thread") -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        leases: Leases,
+        pool: str = "thread",
+        stopping: threading.Event | None = None,
+    ) -> None:
         self.worker_id = worker_id
+        #: the worker's stop, which a running job sees (``JobContext.stop_requested``)
+        self.stopping = stopping
         self.leases = leases
         #: "process": every task runs in a child process (else only isolation="process")
         self.pool = pool
@@ -63,7 +72,7 @@ class Runner:
         if isinstance(body, dict) and MARKER in body and isinstance(name, str):
             return backend_runner.run(queue, msg, body, name, self.worker_id)
         task = registered(name) if isinstance(name, str) else None
-        ctx = JobContext(msg, queue, name or "")
+        ctx = JobContext(msg, queue, name or "", stopping=self.stopping)
         if task is None:
             reason = (
                 f"unknown task {name!r}: no task of that name is registered in this worker "
@@ -122,6 +131,8 @@ class Runner:
                 return Failure(describe(exc), 0.0, True, ctx, exc)
             if isinstance(exc, Parked):  # durable sleep or wait: park.lua moved the job
                 return parked(ctx, exc)
+            if isinstance(exc, IterationPaused):  # durable.iterate: back at its place
+                return paused(ctx, exc)
             corrupt = "corrupt record: body: " if isinstance(exc, MalformedPayload) else ""
             error = f"{corrupt}{describe(exc)}\n{traceback.format_exc()}"
             # a rerun cannot help these
@@ -211,3 +222,19 @@ def job_line(event: str, ctx: JobContext, **more: Any) -> str:
         attempt=msg.attempt,
         **more,
     )
+
+
+def paused(ctx: JobContext, exc: IterationPaused) -> Released:
+    """A ``durable.iterate`` run that stopped between items, its cursor recorded: given
+    back (``release.lua``: its place in line, no attempt used); one line."""
+    log.info(
+        kv(
+            event="iteration_paused",
+            queue=ctx.queue.name,
+            job=ctx.message.tag,
+            task=ctx.task_name,
+            name=exc.name,
+            position=exc.position,
+        )
+    )
+    return Released(str(exc), ctx)

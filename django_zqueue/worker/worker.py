@@ -99,7 +99,7 @@ class Worker:
         #: the jobs this worker holds a lease on, and their heartbeat
         self.leases = Leases(self.id, self.queues, concurrency, cancel_grace)
         #: runs one job to its outcome
-        self.runner = Runner(self.id, self.leases, pool)
+        self.runner = Runner(self.id, self.leases, pool, self.stopping)
         self._signals = 0
         self._first_signal = 0.0
         self._done = threading.Event()  # set once running jobs are finished or released

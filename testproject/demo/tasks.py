@@ -191,3 +191,22 @@ def leak(ledger: str, value: Any, mb: int) -> None:
     _ledger(
         ledger, f"{value} attempt={current_job().attempt if current_job() else 0} pid={os.getpid()}"
     )
+
+
+@task(queue="default", max_retries=0)
+def backfill(ledger: str, rows: int, pause_at: int = -1, max_runtime: float | None = None) -> None:
+    """Walk ``rows`` rows with a durable cursor, one ledger line per row (with this run's
+    attempt and pid); ``pause_at``: touch ``<ledger>.at`` once that row is done (a
+    test's cue)."""
+    from django_zqueue import durable
+
+    job = current_job()
+    attempt = job.attempt if job else 0
+    rows_ = durable.iterate("rows", range(rows), checkpoint_every=100, max_runtime=max_runtime)
+    with open(ledger, "a") as f:
+        for row in rows_:
+            f.write(f"{row} attempt={attempt} pid={os.getpid()}\n")
+            f.flush()
+            if row == pause_at:
+                Path(ledger + ".at").touch()
+            time.sleep(0.0005)
