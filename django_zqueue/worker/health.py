@@ -88,8 +88,10 @@ class Vitals:
         since = self.outage.since
         if since is not None and now - since > self.timeout:
             return f"redis unreachable for {now - since:.1f}s"
-        for loop, at in sorted(self.ticks.items()):
-            if loop not in self.in_job and now - at > self.timeout:
+        # copies (one C call each under the GIL): the loops change them meanwhile
+        ticks, in_job = self.ticks.copy(), self.in_job.copy()
+        for loop, at in sorted(ticks.items()):
+            if loop not in in_job and now - at > self.timeout:
                 return f"{loop} has not ticked for {now - at:.1f}s past its wait"
         return None
 
