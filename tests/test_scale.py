@@ -204,3 +204,26 @@ def test_the_gauges_are_in_the_metrics() -> None:
     assert 'zqueue_scale_ready{queue="other"} 0.0' in text
     assert 'zqueue_scale_desired_threads{queue="default"} 1.0' in text
     assert 'zqueue_scale_completed_per_second{queue="default"}' in text
+
+
+def test_redis_down_is_one_line_for_the_command_and_a_503_for_the_view(
+    zqueue_settings: dict[str, Any],
+) -> None:
+    from django_zqueue.engine.redis.embedded import free_port
+
+    down = {
+        **zqueue_settings,
+        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "SOCKET_CONNECT_TIMEOUT": 0.5,
+    }
+    with override_settings(ZQUEUE=down):
+        conf.reset()
+        try:
+            with pytest.raises(CommandError, match="cannot reach Redis"):
+                call_command("zqueue_scale", "--json")
+            request = RequestFactory().get("/scale/", headers={"Authorization": f"Bearer {TOKEN}"})
+            answer = scale_view(token=TOKEN)(request)
+            assert answer.status_code == 503
+            assert json.loads(answer.content)["error"].startswith("redis unreachable")
+        finally:
+            conf.reset()
