@@ -137,3 +137,47 @@ def test_a_child_leaking_past_max_memory_is_replaced_after_its_job_nothing_lost(
 
 def test_the_exit_status_of_a_recycled_worker_is_not_a_clean_stop() -> None:
     assert RECYCLE_EXIT not in (0, 1, 2)
+
+
+@pytest.mark.slow
+def test_two_children_recycled_by_jobs_run_every_job_once(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    q = get_queue("default")
+    for i in range(40):
+        tasks.record.enqueue(str(ledger), i)
+    args = ["--processes", "2", "--max-jobs-per-child", "5", "--prefetch", "3"]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "testproject" / "manage.py"), "zqueue_worker", *args],
+        env=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(lines(ledger)) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            for pid in children(proc.pid):
+                os.kill(pid, signal.SIGKILL)
+            proc.kill()
+            out, _ = proc.communicate(timeout=10)
+            raise AssertionError(f"the worker did not stop on SIGTERM:\n{out}") from None
+    assert proc.returncode == 0, out
+    done = lines(ledger)
+    assert sorted(int(x.split()[0]) for x in done) == list(range(40)), out  # each once
+    assert all("attempt=1" in x for x in done), done
+    per_pid: dict[str, int] = {}
+    for x in done:
+        pid = x.split("pid=")[1]
+        per_pid[pid] = per_pid.get(pid, 0) + 1
+    assert len(per_pid) >= 40 // 5, per_pid  # no process ran more than its 5 jobs
+    assert max(per_pid.values()) <= 5, per_pid
+    assert "reason=max_jobs" in out and "event=child_died" not in out
+    assert q.counts() == {"ready": 0, "delayed": 0, "inflight": 0, "dead": 0}
