@@ -296,15 +296,16 @@ class Scanner:
         if vitals is not None:
             vitals.prepared = True
         while not stop.is_set():
-            if vitals is not None:
-                vitals.tick("scanner loop")
             now = time.monotonic()
             if now >= next_step:
                 next_step = now + self.tick(interval, stop)
                 next_relay = time.monotonic() + self.relay_tick()  # the step relayed
             elif now >= next_relay:
                 next_relay = now + self.relay_tick()
-            stop.wait(max(0.0, min(next_step, next_relay) - time.monotonic()))
+            wait = max(0.0, min(next_step, next_relay) - time.monotonic())
+            if vitals is not None:  # a backoff (up to 30 s) is not a blocked loop
+                vitals.tick("scanner loop", wait)
+            stop.wait(wait)
         self.close()
         log.info(kv(event="scanner_stop", scanner=self.name, steps=self.steps))
 
