@@ -26,6 +26,14 @@ Metrics, each labelled ``queue``::
                                 relayed (by the outbox relay), parked and signalled
                                 (durable tasks)
     zqueue_run_seconds_total    run time reported by acks
+    zqueue_workers_recycled_total  worker processes recycled (--max-jobs-per-child,
+                                --max-memory), counted on each one's first queue
+    zqueue_scale_ready          jobs claimable now (in line, queue not paused; not
+                                delayed, parked, waiting for parents or set aside)
+    zqueue_scale_completed_per_second  acked and failed runs a second, last 5 minutes
+    zqueue_scale_desired_threads       worker threads that would drain the claimable
+                                line within the collector's target_seconds (60 s by
+                                default; django_zqueue.read.scale)
 
 and, for a queue with ``fairness="groups"`` only, the biggest groups without their names
 (a label per group would grow without bound), labelled ``queue`` and ``rank`` (1..5)::
@@ -92,8 +100,10 @@ class ZQueueCollector:
     """A prometheus-client collector of the queues (default: every configured queue,
     looked up at each scrape so settings changes are followed)."""
 
-    def __init__(self, queues: Sequence[Queue] | None = None) -> None:
+    def __init__(self, queues: Sequence[Queue] | None = None, target_seconds: float = 60.0) -> None:
+        read.scale.check_scale_args(target_seconds, 1)
         self._queues = queues
+        self.target_seconds = target_seconds  # of zqueue_scale_desired_threads
 
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -142,12 +152,39 @@ class ZQueueCollector:
         yield paused
         yield from counters.values()
         yield run
+        yield from lifecycle_metrics(figures, self.target_seconds)
         yield from group_metrics([q for q in queues if q.options.fairness == "groups"])
         if conf.get_config().outbox:
             yield outbox_metric()
 
     def describe(self) -> list[Any]:
         return []  # no Redis read at registration time
+
+
+def lifecycle_metrics(figures: Sequence[read.QueueFigures], target: float) -> Iterator[Metric]:
+    """The autoscaling gauges (django_zqueue.read.scale) and the recycled workers."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    scale = {
+        field: GaugeMetricFamily(f"zqueue_scale_{field}", doc, labels=["queue"])
+        for field, doc in (
+            ("ready", "Jobs claimable now: in line, the queue not paused."),
+            ("completed_per_second", "Acked and failed runs a second, last 5 minutes."),
+            ("desired_threads", "Worker threads that would drain the line in the target."),
+        )
+    }
+    recycled = CounterMetricFamily(
+        "zqueue_workers_recycled",
+        "Worker processes recycled past their budget (on their first queue).",
+        labels=["queue"],
+    )
+    for f in figures:
+        signal = read.scale.signal_of(f, target)
+        for field, family in scale.items():
+            family.add_metric([f.name], getattr(signal, field))
+        recycled.add_metric([f.name], f.counters.get("recycled", 0))
+    yield from scale.values()
+    yield recycled
 
 
 def outbox_metric() -> Metric:

@@ -27,6 +27,8 @@ walks a state in script calls of at most 1,000 jobs, within a time budget (:mod:
   hold a text, in bounded steps with a cursor;
 - :func:`~.tasknames.task_names` (``queue.read.task_names``): the task names the
   queued jobs call, with counts, over a bounded sample;
+- :func:`scale_signals`, :func:`scale_document`: the autoscaling signal of queues (what
+  is claimable now, the completion rate, the threads wanted for a target drain time);
 - :mod:`.stats`: the stats hash and its 64-slot minute ring, worker registrations.
 """
 
@@ -43,6 +45,7 @@ from .jobs import MAX_LIMIT, MAX_MERGED, JobReading, ListedJob, Listing, page_co
 from .links import MAX_LINKED, JobLinks, LinkedJob, read_links
 from .overview import Location, QueueFigures, locate, overview, valid_tag
 from .reader import QueueReader
+from .scale import ScaleSignal, scale_document, scale_signals
 from .schedules import ScheduleRow, schedules
 from .search import SearchMatch, SearchResult
 from .stats import (
@@ -85,6 +88,7 @@ __all__ = [
     "Minute",
     "QueueFigures",
     "QueueReader",
+    "ScaleSignal",
     "ScheduleRow",
     "SearchMatch",
     "SearchResult",
@@ -104,6 +108,8 @@ __all__ = [
     "page_count",
     "read_finished",
     "read_links",
+    "scale_document",
+    "scale_signals",
     "schedules",
     "task_names",
     "task_stat_slots",

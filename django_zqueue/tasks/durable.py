@@ -7,6 +7,8 @@ Inside a task::
     charge = durable.step("charge", charge_card, order_id)  # runs once, result recorded
     durable.sleep("cool-off", timedelta(hours=1))  # ends the run; runs again in an hour
     answer = durable.wait_for("approved", timeout=86400)  # ends the run until signalled
+    for row in durable.iterate("rows", queryset, checkpoint_every=100):  # a cursor
+        ...
 
 Each run of a job (a retry, a recovery after its worker died, a requeue from the dead
 letters, a wake-up) runs the task from the start: a step recorded by an earlier run
@@ -350,8 +352,8 @@ def iterate(
     if seconds <= 0:
         raise StepError(f"checkpoint_seconds must be > 0, got {checkpoint_seconds!r}")
     runtime = None if max_runtime is None else validate.seconds(max_runtime, "max_runtime")
-    if runtime is not None and runtime <= 0:
-        raise StepError(f"max_runtime must be > 0 seconds or None, got {max_runtime!r}")
+    if runtime is not None and runtime < 0:
+        raise StepError(f"max_runtime must be >= 0 seconds or None, got {max_runtime!r}")
     if total is None and hasattr(items, "__len__") and not _is_queryset(items):
         total = len(items)  # type: ignore[arg-type]
     run = _sync_run(ctx)

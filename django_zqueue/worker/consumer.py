@@ -12,6 +12,7 @@ How many jobs a claim takes (prefetch) is fixed, or adaptive (:meth:`Consumer.ne
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -39,9 +40,8 @@ from .chunks import ChunkBuffers, run_chunk
 from .outcome import Failure, Outcome, ParkedRun, Released, Success
 
 if TYPE_CHECKING:
-    import threading
-
     from ..engine.redis.outages import Outage
+    from .health import Vitals
     from .leases import Leases
     from .runner import Runner
 
@@ -70,6 +70,7 @@ class Host(Protocol):
     burst: bool
     max_jobs: int | None
     weights: list[float] | None
+    vitals: Vitals  # the liveness facts the health probes read (health.py)
 
     @property
     def lane(self) -> Lane | None: ...
@@ -236,12 +237,18 @@ class Consumer:
 
     def run(self) -> None:
         """Claim and run jobs until the worker stops (or, with ``burst``, runs dry)."""
-        with dbconn.consumer():  # connections kept across back-to-back jobs
-            self._loop()
+        name = threading.current_thread().name
+        try:
+            with dbconn.consumer():  # connections kept across back-to-back jobs
+                self._loop()
+        finally:
+            self.worker.vitals.gone(name)
 
     def _loop(self) -> None:
         w = self.worker
+        name = threading.current_thread().name
         while True:
+            w.vitals.tick(name)  # the probes' "claim loop not blocked" (health.py)
             try:
                 if not self.step():
                     return
@@ -252,6 +259,7 @@ class Consumer:
                     w.outage.failed(exc)  # one line per outage, not per thread or try
                 else:  # a script error or a bug: reported as what it is, with backoff
                     report_error(w, exc, wait)
+                w.vitals.tick(name, wait)  # a backoff is not a blocked loop
                 w.stopping.wait(wait)
 
     def step(self) -> bool:
@@ -283,11 +291,17 @@ class Consumer:
             dbconn.idle()  # no work ready: a connection kept for jobs is closed when idle
             left = self.chunks.seconds_left(time.monotonic())
             wait = min([*hints, 1.0] if left is None else [*hints, 1.0, max(left, 0.01)])
+            w.vitals.tick(threading.current_thread().name, wait)  # (a blocking wait)
             woke = self.wait(wait, budget) if wait > 0 else None
             if woke is None:
                 return True
             queue, msgs = woke  # claimed in the wake-up's own round trip
-        self.run_batch(queue, msgs)
+        name = threading.current_thread().name
+        w.vitals.job(name, True)  # a long job is not a blocked loop
+        try:
+            self.run_batch(queue, msgs)
+        finally:
+            w.vitals.job(name, False)
         self.want = self.next_batch(budget, len(msgs), self.per_job)
         return True
 

@@ -15,15 +15,24 @@ from .consumer import RETRY_RESET_AFTER, report_error
 from .lane_outcomes import LaneOutcomes
 from .lane_runs import LaneRuns
 
+LOOP = "zqueue-aio claims"  # its name in the health probes' lines
+
 
 class LaneClaims(LaneOutcomes, LaneRuns):
     """The claim loop of the event-loop lane."""
 
     async def _claim_loop(self, aqs: dict[str, AsyncQueue]) -> None:
+        try:
+            await self._claims(aqs)
+        finally:
+            self.worker.vitals.gone(LOOP)
+
+    async def _claims(self, aqs: dict[str, AsyncQueue]) -> None:
         w = self.worker
         assert self._freed is not None
         errors, failed_at = 0, 0.0
         while not w.stopping.is_set():
+            w.vitals.tick(LOOP)  # the probes' "claim loop not blocked" (health.py)
             free = self._reserve()
             if free <= 0:
                 if w.max_jobs is not None and w.leases.claimed >= w.max_jobs and not self._tasks:
@@ -53,6 +62,7 @@ class LaneClaims(LaneOutcomes, LaneRuns):
             if wait > 0:
                 if self._tasks:  # a job may end meanwhile: do not block for long
                     wait = min(wait, 0.05)
+                w.vitals.tick(LOOP, wait)  # (a blocking wait)
                 try:
                     await aqs[w.queues[0].name].engine.wait_on(w.wakeups.groups, wait)
                 except Exception as exc:  # Redis gone while idle: ridden out, never the end
@@ -89,6 +99,7 @@ class LaneClaims(LaneOutcomes, LaneRuns):
             w.outage.failed(exc)
         else:
             report_error(w, exc, pause, lane="aio", **where)
+        w.vitals.tick(LOOP, pause)  # a backoff is not a blocked loop
         await asyncio.sleep(pause)
 
     async def _claim(

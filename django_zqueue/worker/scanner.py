@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import conf
 from ..engine.keys import KEYS_FIX
@@ -40,6 +40,9 @@ from ..engine.redis.outages import (
 from ..events import kv
 from ..exceptions import RedisFull, ScriptError
 from ..queue import Queue
+
+if TYPE_CHECKING:
+    from .health import Vitals
 
 log = logging.getLogger("django_zqueue.scanner")
 
@@ -283,10 +286,15 @@ class Scanner:
                 fields["key"] = ", ".join(keys)
         return fields
 
-    def run(self, stop: threading.Event, interval: float = 1.0) -> None:
-        """Step every ``interval`` seconds until ``stop`` is set, through any outage."""
+    def run(
+        self, stop: threading.Event, interval: float = 1.0, vitals: Vitals | None = None
+    ) -> None:
+        """Step every ``interval`` seconds until ``stop`` is set, through any outage;
+        each turn of the loop ticks ``vitals`` (the health probes', health.py)."""
         log.info(kv(event="scanner_start", scanner=self.name, queues=len(self.queues)))
         next_step = next_relay = time.monotonic()
+        if vitals is not None:
+            vitals.prepared = True
         while not stop.is_set():
             now = time.monotonic()
             if now >= next_step:
@@ -294,7 +302,10 @@ class Scanner:
                 next_relay = time.monotonic() + self.relay_tick()  # the step relayed
             elif now >= next_relay:
                 next_relay = now + self.relay_tick()
-            stop.wait(max(0.0, min(next_step, next_relay) - time.monotonic()))
+            wait = max(0.0, min(next_step, next_relay) - time.monotonic())
+            if vitals is not None:  # a backoff (up to 30 s) is not a blocked loop
+                vitals.tick("scanner loop", wait)
+            stop.wait(wait)
         self.close()
         log.info(kv(event="scanner_stop", scanner=self.name, steps=self.steps))
 

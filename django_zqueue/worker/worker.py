@@ -25,8 +25,10 @@ from ..exceptions import QueueUnavailable, ZQueueError
 from ..queue import get_queue
 from ..tasks import joblog, tracing
 from .consumer import AUTO_PREFETCH_MAX, Consumer
+from .health import DEFAULT_TIMEOUT, Vitals
 from .leases import Leases
 from .outcome import Failure, Outcome, Released
+from .recycle import RECYCLED_COUNTER, Budget, Recycler
 from .runner import Runner
 from .scanner import Scanner
 
@@ -74,6 +76,9 @@ class Worker:
         cancel_grace: float = 5.0,
         pool: str = "thread",
         async_concurrency: int = 0,
+        health_timeout: float = DEFAULT_TIMEOUT,
+        max_jobs_per_child: int | None = None,
+        max_memory_mb: float | None = None,
     ) -> None:
         _check_options(queues, concurrency, prefetch, weights, cancel_grace, pool)
         self.queues = [get_queue(q) for q in queues]
@@ -100,8 +105,7 @@ class Worker:
         self._first_signal = 0.0
         self._done = threading.Event()  # set once running jobs are finished or released
         self.scheduler: Scheduler | None = None  # once run() starts, with the scanner
-        # one redis_lost / redis_back pair per outage, whichever thread sees it first
-        self.outage = Outage(log, worker=self.id)
+        self._lifecycle(health_timeout, Budget(max_jobs_per_child, max_memory_mb))
         #: at most one error line per second for each kind of error (consumer_error,
         #: heartbeat_error), however many threads meet it
         self.errors = Throttle(1.0)
@@ -115,6 +119,16 @@ class Worker:
         self.wakeups = self.queues[0].engine.workers.wakeups([q.engine for q in self.queues])
         #: the event-loop lane for ``async def`` tasks (aio.py), or None
         self.lane: AioLane | None = self._lane(async_concurrency)
+
+    def _lifecycle(self, health_timeout: float, budget: Budget) -> None:
+        """The outage log, the probes' facts and the process's budget."""
+        # one redis_lost / redis_back pair per outage, whichever thread sees it first
+        self.outage = Outage(log, worker=self.id)
+        #: the liveness facts the health probes read (health.py; ``--health-port``)
+        self.vitals = Vitals(self.outage, health_timeout, stopping=self.stopping)
+        #: the process's budget (recycle.py): once spent, it stops as on SIGTERM and its
+        #: ``reason`` says why (the parent of ``--processes`` starts another)
+        self.recycler = Recycler(budget, self.stopping, self.id)
 
     def _lane(self, async_concurrency: int) -> AioLane | None:
         """The event-loop lane of ``async_concurrency`` slots (0: none; see aio.py)."""
@@ -163,6 +177,7 @@ class Worker:
         self._prepare()
         # JOB_LOGS["LEVEL"]: the logging records of the jobs go to their logs
         captured = joblog.capture(conf.get_config().job_logs.level)
+        self.vitals.prepared = True
         threads = [
             threading.Thread(target=Consumer(self).run, name=f"zqueue-consumer-{i}", daemon=True)
             for i in range(self.concurrency)
@@ -191,6 +206,9 @@ class Worker:
             self.leases.unregister()
             if captured:
                 joblog.release()
+        if self.recycler.reason is not None:
+            with contextlib.suppress(Exception):  # a counter: not worth failing the stop
+                self.queues[0].engine.stats.incr(RECYCLED_COUNTER, 1)
         log.info(
             kv(event="worker_stop", worker=self.id, processed=self.processed, failed=self.failed)
         )
@@ -235,8 +253,11 @@ class Worker:
             return
         with self._count_lock:
             self.processed += 1
+            processed = self.processed
             if isinstance(outcome, Failure):
                 self.failed += 1
+        if self.recycler.budget.limited:
+            self.recycler.after_job(processed)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -250,6 +271,7 @@ class Worker:
         retry = RetryDelay(base=0.05, cap=2.0)
         while not self._done.is_set():
             now = time.monotonic()
+            self.vitals.beat()  # the probes' "heartbeat not stale" (health.py)
             try:
                 self.leases.enforce_timeouts(now)
             except Exception:

@@ -221,3 +221,35 @@ def fault_ordered(ledger: str, okey: str, seq: int, fail: bool) -> None:
         db.finish(ledger, _fault_start(ledger, f"{okey}:{seq}:fail"))
         raise RuntimeError("first attempt fails")
     db.finish(ledger, _fault_start(ledger, f"{okey}:{seq}"))
+
+
+_LEAKED: list[bytes] = []  # what ``leak`` keeps: memory a worker process never gets back
+
+
+@task(queue="default", max_retries=0)
+def leak(ledger: str, value: Any, mb: int) -> None:
+    """Keep ``mb`` MiB for the rest of the process (a leaky task: an ORM cache, a big
+    queryset), then append ``value`` and this process's pid to the ledger."""
+    _LEAKED.append(b"\x01" * (mb * 1024 * 1024))
+    _ledger(
+        ledger, f"{value} attempt={current_job().attempt if current_job() else 0} pid={os.getpid()}"
+    )
+
+
+@task(queue="default", max_retries=0)
+def backfill(ledger: str, rows: int, pause_at: int = -1, max_runtime: float | None = None) -> None:
+    """Walk ``rows`` rows with a durable cursor, one ledger line per row (with this run's
+    attempt and pid); ``pause_at``: touch ``<ledger>.at`` once that row is done (a
+    test's cue)."""
+    from django_zqueue import durable
+
+    job = current_job()
+    attempt = job.attempt if job else 0
+    rows_ = durable.iterate("rows", range(rows), checkpoint_every=100, max_runtime=max_runtime)
+    with open(ledger, "a") as f:
+        for row in rows_:
+            f.write(f"{row} attempt={attempt} pid={os.getpid()}\n")
+            f.flush()
+            if row == pause_at:
+                Path(ledger + ".at").touch()
+            time.sleep(0.0005)

@@ -23,8 +23,10 @@ from ... import conf
 from ...exceptions import ZQueueError
 from ...queue import get_queue
 from ...tasks.schedules import Scheduler
+from ...worker.health import Probes, Vitals
 from ...worker.scanner import Scanner, StepTotals
 from ..errors import REDIS_ERRORS, redis_errors
+from ..health import add_health_arguments, health_server
 
 
 def _interval(value: str) -> float:
@@ -43,6 +45,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--once", action="store_true", help="One full pass, then exit.")
         parser.add_argument("--queues", default=None, help="Comma-separated (default: all).")
+        add_health_arguments(parser)
 
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
@@ -88,4 +91,10 @@ class Command(BaseCommand):
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
         signal.signal(signal.SIGINT, lambda *a: stop.set())
-        scanner.run(stop, options["interval"])
+        vitals = None
+        if options["health_port"] is not None:
+            # a loop that sleeps ``interval`` between turns is not blocked before 3 of them
+            timeout = max(options["health_timeout"], 3 * options["interval"])
+            vitals = Vitals(scanner.outage, timeout, stopping=stop)
+            health_server(Probes(vitals.live, vitals.ready), options, threaded=True)
+        scanner.run(stop, options["interval"], vitals)

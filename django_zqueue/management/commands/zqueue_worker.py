@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -15,7 +16,9 @@ from ...engine.redis.connection import redis_eviction_warning
 from ...tasks import registry
 from ...worker import Worker, run_processes
 from ...worker.coro import default_async_concurrency
+from ...worker.health import Board, Probes
 from ..errors import redis_errors
+from ..health import add_health_arguments, health_server
 
 
 def positive_int(value: str) -> int:
@@ -106,6 +109,21 @@ class Command(BaseCommand):
             help="Seconds a cancelled running job may take to stop by itself before "
             "JobCancelled is raised in it.",
         )
+        add_health_arguments(parser)
+        parser.add_argument(
+            "--max-jobs-per-child",
+            type=positive_int,
+            default=None,
+            help="Recycle a worker process after it ran about N jobs (+0 to 10%% jitter): "
+            "it stops as on SIGTERM and the parent starts a fresh one.",
+        )
+        parser.add_argument(
+            "--max-memory",
+            type=positive_int,
+            default=None,
+            metavar="MB",
+            help="Recycle a worker process whose resident memory is past MB MiB after a job.",
+        )
 
     @redis_errors  # --burst with Redis down: one line (a long-running worker rides it out)
     def handle(self, *args: Any, **options: Any) -> None:
@@ -154,11 +172,29 @@ class Command(BaseCommand):
                 cancel_grace=options["cancel_grace"],
                 pool=options["pool"],
                 async_concurrency=lanes,
+                health_timeout=options["health_timeout"],
+                max_jobs_per_child=options["max_jobs_per_child"],
+                max_memory_mb=options["max_memory"],
             )
 
-        if options["processes"] > 1:
-            run_processes(options["processes"], make)
-            return
-        worker = make()
-        worker.install_signal_handlers()
-        worker.run()
+        run(make, options)
+
+
+def run(make: Callable[[], Worker], options: dict[str, Any]) -> None:
+    """Run the worker ``make`` makes, in this process or ``--processes`` forked ones, and
+    the health probes with ``--health-port`` (the parent answers for its children)."""
+    probed = options["health_port"] is not None
+    recycled = options["max_jobs_per_child"] is not None or options["max_memory"] is not None
+    if options["processes"] > 1 or recycled:  # a recycled worker needs a parent to replace it
+        health = None
+        if probed:  # the parent answers for its children (worker/health.py)
+            board = Board(options["processes"], options["health_timeout"])
+            server = health_server(Probes(board.live, board.ready), options, threaded=False)
+            health = (server, board)
+        run_processes(options["processes"], make, health)
+        return
+    worker = make()
+    if probed:
+        health_server(Probes(worker.vitals.live, worker.vitals.ready), options, threaded=True)
+    worker.install_signal_handlers()
+    worker.run()
