@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import redis
 from django.core.management.base import CommandError
 
+from .. import conf
 from ..engine.redis.connection import UNAVAILABLE_ERRORS
 from ..exceptions import CorruptKey, QueueUnavailable
 from ..ops.doctor import redis_error_parts
@@ -51,3 +52,14 @@ def redis_errors(handle: Callable[..., R]) -> Callable[..., R]:
             raise CommandError(str(exc)) from exc
 
     return wrapper
+
+
+def configured_queues(option: str | None) -> list[str]:
+    """The queues a command's ``--queues`` option names (comma-separated; None or empty:
+    every configured queue); CommandError naming the unknown ones."""
+    configured = conf.get_config().queues
+    names = [n.strip() for n in option.split(",") if n.strip()] if option else list(configured)
+    unknown = [n for n in names if n not in configured]
+    if unknown:
+        raise CommandError(f"unknown queue(s) {unknown}; configured: {sorted(configured)}")
+    return names

@@ -84,7 +84,8 @@ def allowed(request: HttpRequest, target: Target | None) -> bool:
     return bool(user and user.is_authenticated and str(user.pk) == target.user)
 
 
-def _not_found() -> JsonResponse:
+def not_found() -> JsonResponse:
+    """The reply to a token that names no job this request may see."""
     return JsonResponse(
         {"status": "unknown", "text": _("This position is not available.")}, status=404
     )
@@ -96,7 +97,7 @@ def position_view(request: HttpRequest, token: str) -> JsonResponse:
     """The position of the job ``token`` names, as JSON (long-poll with ``?after=``)."""
     target = read_token(token)
     if target is None or not allowed(request, target):
-        return _not_found()
+        return not_found()
     after = request.GET.get("after") or None
     if after is not None and len(after) > 32:
         after = None
@@ -104,7 +105,7 @@ def position_view(request: HttpRequest, token: str) -> JsonResponse:
         watch = watch_of(target.queue)
         pos = watch.wait(target.tag, after, LONG_POLL if after else 0.0)
     except UnknownQueue:
-        return _not_found()
+        return not_found()
     except QueueUnavailable:
         return JsonResponse(
             {"status": "unavailable", "text": _("Position unavailable; retrying.")}, status=503

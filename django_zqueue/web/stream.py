@@ -31,7 +31,6 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -40,7 +39,7 @@ from ..exceptions import InvalidArgument, QueueUnavailable, UnknownQueue
 from ..queue import get_queue
 from ..tasks.job import Job
 from ..tasks.watch import Watch, read_token, watch_of
-from .position import allowed, payload
+from .position import allowed, not_found, payload
 
 #: seconds one response stays open before the browser connects again
 WINDOW = 25.0
@@ -84,19 +83,13 @@ def events(job: Job, watch: Watch, after: str, window: float | None = None) -> I
             time.sleep(POLL)
 
 
-def _not_found() -> JsonResponse:
-    return JsonResponse(
-        {"status": "unknown", "text": _("This position is not available.")}, status=404
-    )
-
-
 @never_cache
 @require_GET
 def stream_view(request: HttpRequest, token: str) -> HttpResponseBase:
     """The server-sent events of the job ``token`` names (see the module docstring)."""
     target = read_token(token)
     if target is None or not allowed(request, target):
-        return _not_found()
+        return not_found()
     after = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
     try:
         check_cursor(after)
@@ -106,7 +99,7 @@ def stream_view(request: HttpRequest, token: str) -> HttpResponseBase:
         watch = watch_of(target.queue)
         job = Job(target.tag, get_queue(target.queue).name, "")
     except UnknownQueue:
-        return _not_found()
+        return not_found()
     response = StreamingHttpResponse(events(job, watch, after), content_type="text/event-stream")
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response

@@ -8,11 +8,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf
 from ...exceptions import InvalidArgument
 from ...queue import get_queue
 from ...read.scale import DEFAULT_TARGET_SECONDS, scale_document
-from ..errors import redis_errors
+from ..errors import configured_queues, redis_errors
 
 COLUMNS = (
     "ready",
@@ -63,15 +62,7 @@ class Command(BaseCommand):
 
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
-        configured = conf.get_config().queues
-        names = (
-            [n.strip() for n in options["queues"].split(",") if n.strip()]
-            if options["queues"]
-            else list(configured)
-        )
-        unknown = [n for n in names if n not in configured]
-        if unknown:
-            raise CommandError(f"unknown queue(s) {unknown}; configured: {sorted(configured)}")
+        names = configured_queues(options["queues"])
         try:
             doc = scale_document(
                 [get_queue(n).engine for n in names],

@@ -19,13 +19,12 @@ from typing import Any
 import redis
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import conf
 from ...exceptions import ZQueueError
 from ...queue import get_queue
 from ...tasks.schedules import Scheduler
 from ...worker.health import Probes, Vitals
 from ...worker.scanner import Scanner, StepTotals
-from ..errors import REDIS_ERRORS, redis_errors
+from ..errors import REDIS_ERRORS, configured_queues, redis_errors
 from ..health import add_health_arguments, health_server
 
 
@@ -50,15 +49,7 @@ class Command(BaseCommand):
     @redis_errors
     def handle(self, *args: Any, **options: Any) -> None:
         # configuration errors: before the loop, and the only ones that exit non-zero
-        configured = conf.get_config().queues
-        names = (
-            [n.strip() for n in options["queues"].split(",") if n.strip()]
-            if options["queues"]
-            else list(configured)
-        )
-        unknown = [n for n in names if n not in configured]
-        if unknown:
-            raise CommandError(f"unknown queue(s) {unknown}; configured: {sorted(configured)}")
+        names = configured_queues(options["queues"])
         verbose = options["verbosity"] >= 2
         logger = logging.getLogger("django_zqueue")
         logger.setLevel(logging.DEBUG if verbose else logging.INFO)
