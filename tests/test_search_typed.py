@@ -14,6 +14,7 @@ import redis
 from django.test import Client
 
 from django_zqueue import get_queue
+from django_zqueue.conf.bounds import MAX_FIELD_PATH_BYTES, MAX_FIELD_PATH_PARTS
 from django_zqueue.engine.scripts import source
 from django_zqueue.exceptions import InvalidArgument
 from django_zqueue.queue import Queue
@@ -123,7 +124,10 @@ def test_parse() -> None:
     assert field_of("args.0:abc") == ("args.0", "abc")
     assert field_of('user_id: "42"') == ("user_id", "42")
     assert field_of('"user_id": 42') is None and field_of("9x:1") is None
-    assert field_of("a." + ".".join("b" * 16) + ":1") is None  # 17 segments: text only
+    parts = MAX_FIELD_PATH_PARTS
+    assert field_of("a." + ".".join("b" * (parts - 1)) + ":1") is not None
+    assert field_of("a." + ".".join("b" * parts) + ":1") is None  # one part too many: text only
+    assert field_of("a" * (MAX_FIELD_PATH_BYTES + 1) + ":1") is None  # too long: text only
     with pytest.raises(InvalidArgument):
         parse("")
 
@@ -133,7 +137,7 @@ def test_parse() -> None:
     [
         ("x",),  # an unknown kind
         ("p",),  # the text "%" is no pattern Lua reads
-        ("", ".".join("a" * 17), "1"),  # a path of 17 segments
+        ("", ".".join("a" * (MAX_FIELD_PATH_PARTS + 1)), "1"),  # a path of one part too many
         ("", "a" * 201, "1"),  # a path too long
         ("", "...", "1"),  # a path of no segment
         ("", "", "", "2"),  # kept is 0 or 1

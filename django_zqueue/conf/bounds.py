@@ -61,6 +61,10 @@ MAX_GROUP_ADDS = 1_000_000
 #: and the longest text a search looks for, in bytes
 MAX_PAGE = 1000
 MAX_NEEDLE_BYTES = 1000
+#: a search's field form (``user_id:4242``, ``args.0:abc``): the longest path, in bytes,
+#: and the most dot-separated parts it may have
+MAX_FIELD_PATH_BYTES = 200
+MAX_FIELD_PATH_PARTS = 24
 #: most fields a job's durable records may hold (step, park, signal: their max_fields),
 #: and the longest value one of them may be, in bytes (16 MiB)
 MAX_STEP_FIELDS = 10_000
@@ -258,6 +262,8 @@ LUA_CONSTANTS: dict[str, float] = {
     "MAX_GROUP_ADDS": MAX_GROUP_ADDS,
     "MAX_PAGE": MAX_PAGE,
     "MAX_NEEDLE_BYTES": MAX_NEEDLE_BYTES,
+    "MAX_FIELD_PATH_BYTES": MAX_FIELD_PATH_BYTES,
+    "MAX_FIELD_PATH_PARTS": MAX_FIELD_PATH_PARTS,
     "MAX_STEP_FIELDS": MAX_STEP_FIELDS,
     "MAX_VALUE_BYTES": MAX_VALUE_BYTES,
     "MAX_NOTIFY_CAP": MAX_NOTIFY_CAP,

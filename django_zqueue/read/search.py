@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..conf.bounds import MAX_FIELD_PATH_BYTES, MAX_FIELD_PATH_PARTS
 from ..engine.reads import SET_OF, check_state
 from ..engine.reads.finished import ENDED_SET
 from ..exceptions import InvalidArgument
@@ -56,7 +57,9 @@ STRUCTURAL = frozenset(":,[]{}")
 #: Lua's pattern: whatever whitespace
 _FLEX = "%s*"
 #: a field form: a path of names (or list indexes) then ``:`` and a value
-_FIELD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+){0,15}):\s*(\S.*)", re.S)
+_FIELD = re.compile(
+    rf"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+){{0,{MAX_FIELD_PATH_PARTS - 1}}}):\s*(\S.*)", re.S
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +101,7 @@ def field_of(text: str) -> tuple[str, str] | None:
     """The (path, value) of a field form (``user_id:4242``, ``args.0:"abc"``); None when
     ``text`` is not one. A value in double quotes loses them."""
     m = _FIELD.fullmatch(text.strip())
-    if m is None:
+    if m is None or len(m[1]) > MAX_FIELD_PATH_BYTES:
         return None
     value = m[2].strip()
     if len(value) >= 2 and value[0] == value[-1] == '"':

@@ -53,11 +53,11 @@ end
 if #text < 1 or #text > most or not is_int(steps, 1, MAX_PAGE)
   or not is_int(limit, 1, MAX_PAGE) or (ARGV[2] ~= '' and (not after or after ~= after))
   or (kind ~= '' and kind ~= 'p') or (kind == 'p' and not pcall(string.find, '', text))
-  or #path > 200 or #segments > 16 or (path ~= '' and #segments == 0)
+  or #path > MAX_FIELD_PATH_BYTES or #segments > MAX_FIELD_PATH_PARTS or (path ~= '' and #segments == 0)
   or (ARGV[9] and ARGV[9] ~= '' and ARGV[9] ~= '1' and ARGV[9] ~= '0') then
   error('ZQ_BAD_ARGUMENT: search needs a text of 1..' .. MAX_NEEDLE_BYTES
     .. ' bytes (a pattern Lua reads: 1..' .. 8 * MAX_NEEDLE_BYTES .. '), steps and limit'
-    .. ' in [1, ' .. MAX_PAGE .. '], a numeric cursor, a field path of at most 16'
+    .. ' in [1, ' .. MAX_PAGE .. '], a numeric cursor, a field path of at most ' .. MAX_FIELD_PATH_PARTS
     .. ' segments')
 end
 local plain = kind ~= 'p'
