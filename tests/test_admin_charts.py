@@ -1,6 +1,6 @@
 """Charts that never lie: a minute with no depth sample is a gap (never a zero), and the
-depth is sampled from what the queue holds (each publish samples it, not only a worker's
-scan), against a real Redis; the admin pages through Django's test client."""
+depth is sampled from what the queue holds (the first publish of a minute samples it,
+not only a worker's scan), against a real Redis; the admin pages through Django's test client."""
 
 from __future__ import annotations
 

@@ -64,8 +64,7 @@ if ARGV[4] == '1' then
     -- may raise: before its writes
     add_job(k, id, j.body, meta, run_at, now, policy.mode, policy.aging_us)
     count_stat(k.stats, 'enqueued', 1)
-    bump(k.stats, 'e', 1, now)
-    sample_depth(k.stats, k.ready, now) -- the depth of a minute with no scan too
+    bump(k.stats, 'e', 1, now, k.ready) -- a minute begun here: its depth
     notify(k.notify, 1, policy.notify_cap)
   end
   redis.call('HSET', k.sched_last, name, expected .. ' ' .. id)

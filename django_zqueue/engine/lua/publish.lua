@@ -176,8 +176,7 @@ if expiring then
 end
 
 count_stat(k.stats, 'enqueued', n)
-bump(k.stats, 'e', n, now)
-sample_depth(k.stats, k.ready, now) -- the depth of a minute with no scan too
+bump(k.stats, 'e', n, now, k.ready) -- a minute begun here: its depth
 -- Delayed jobs wake consumers too: a sleeping consumer re-reads the earliest run-at.
 notify(k.notify, n, cap)
 return {0}

@@ -142,7 +142,6 @@ if gstale then
   group_index(k, gstale, {gmember})
 end
 count_stat(k.stats, 'enqueued', 1)
-bump(k.stats, 'e', 1, now)
-sample_depth(k.stats, k.ready, now) -- the depth of a minute with no scan too
+bump(k.stats, 'e', 1, now, k.ready) -- a minute begun here: its depth
 notify(k.notify, 1, cap)
 return {'new'}

@@ -183,8 +183,7 @@ for i = 1, n do
 end
 index_expiry(k, entries)
 count_stat(k.stats, 'enqueued', n)
-bump(k.stats, 'e', n, now)
-sample_depth(k.stats, k.ready, now) -- the depth of a minute with no scan too
+bump(k.stats, 'e', n, now, k.ready) -- a minute begun here: its depth
 if #queued + #later > 0 then
   notify(k.notify, #queued + #later, cap)
 end
