@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: the length of one slot of per-task statistics (``{p:q}:tstats:<slot>``)
@@ -53,6 +53,10 @@ class QueueKeys:
     history: str  # HASH id -> kept record of a job in finished or cancels (compact)
     ohold: str  # HASH ordering key -> tag of the job that holds it (lua/_order.lua)
     oaside: str  # ZSET (lex) "key\0order\0score\0id": jobs set aside behind their key
+    #: roles -> their keys, made once per list of roles (:meth:`pick`)
+    _picked: dict[tuple[str, ...], tuple[str, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -133,11 +137,16 @@ class QueueKeys:
     def pick(self, roles: Iterable[str]) -> tuple[str, ...]:
         """The keys of ``roles`` (each a field of :data:`KEY_TYPES`, the one table of
         roles; the key of role ``r`` is ``<tag>:<r>``), in that order: the KEYS a script
-        names by role (:data:`SCRIPT_ROLES`). An unknown role raises KeyError."""
-        unknown = [role for role in roles if role not in KEY_TYPES]
-        if unknown:
-            raise KeyError(f"no key role {unknown[0]!r}")
-        return tuple(getattr(self, role) for role in roles)
+        names by role (:data:`SCRIPT_ROLES`), made once per list of roles. An unknown role
+        raises KeyError."""
+        roles = tuple(roles)
+        picked = self._picked.get(roles)
+        if picked is None:
+            unknown = [role for role in roles if role not in KEY_TYPES]
+            if unknown:
+                raise KeyError(f"no key role {unknown[0]!r}")
+            picked = self._picked[roles] = tuple(getattr(self, role) for role in roles)
+        return picked
 
     def history_keys(self) -> list[str]:
         """The keys of the history of finished jobs, in the order the scripts take them:
