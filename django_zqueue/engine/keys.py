@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 #: the length of one slot of per-task statistics (``{p:q}:tstats:<slot>``)
 TASK_STATS_SLOT_SECONDS = 300
+
+
+#: (tag, roles) -> the keys of those roles (:meth:`QueueKeys.pick`): a key is
+#: ``<tag>:<role>``, so the tag and the roles name them
+_PICKED: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +58,6 @@ class QueueKeys:
     history: str  # HASH id -> kept record of a job in finished or cancels (compact)
     ohold: str  # HASH ordering key -> tag of the job that holds it (lua/_order.lua)
     oaside: str  # ZSET (lex) "key\0order\0score\0id": jobs set aside behind their key
-    #: roles -> their keys, made once per list of roles (:meth:`pick`)
-    _picked: dict[tuple[str, ...], tuple[str, ...]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -140,12 +141,15 @@ class QueueKeys:
         names by role (:data:`SCRIPT_ROLES`), made once per list of roles. An unknown role
         raises KeyError."""
         roles = tuple(roles)
-        picked = self._picked.get(roles)
+        picked = _PICKED.get((self.tag, roles))
         if picked is None:
             unknown = [role for role in roles if role not in KEY_TYPES]
             if unknown:
                 raise KeyError(f"no key role {unknown[0]!r}")
-            picked = self._picked[roles] = tuple(getattr(self, role) for role in roles)
+            picked = tuple(getattr(self, role) for role in roles)
+            if len(_PICKED) >= 10_000:  # (bounded: queues' tags x scripts, a few hundred)
+                _PICKED.clear()
+            _PICKED[(self.tag, roles)] = picked
         return picked
 
     def history_keys(self) -> list[str]:
