@@ -19,6 +19,7 @@ from django_zqueue.queue.durable_calls import durable_records
 from django_zqueue.tasks.context import JobContext, set_current_job
 
 from .conftest import snapshot
+from .test_durable import claim
 
 
 @contextmanager
@@ -32,12 +33,6 @@ def running(
         yield ctx
     finally:
         set_current_job(None)
-
-
-def claim(q: Queue) -> Message:
-    msgs, _ = q.claim(1, "c")
-    assert len(msgs) == 1
-    return msgs[0]
 
 
 def cursor(q: Queue, tag: str, name: str = "rows") -> dict[str, Any] | None:

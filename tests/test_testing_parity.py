@@ -6,7 +6,6 @@ did (tests/testing_tasks.py) and on what Redis holds, never on time."""
 from __future__ import annotations
 
 import importlib.util
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -392,12 +391,12 @@ def test_drain_runs_a_workflow_chain(zqueue: ZQueueTest) -> None:
 
 
 def test_drain_runs_a_chain_with_a_long_durable_sleep_fast(zqueue: ZQueueTest) -> None:
-    started = time.monotonic()
+    """The hour-long sleep is made due, not waited for: one drain parks the middle job
+    once and still runs the chain to its end (its wall time is bench's to measure)."""
     chain(t.first.s(1), t.sleepy.s(), t.last.s()).enqueue()
     summary = zqueue.drain()
     assert t.LOG == [("first", 1), ("sleepy", 2), ("last", 20)]
     assert summary.parked == 1
-    assert time.monotonic() - started < 5.0  # the Done-when's bound, not a timing claim
 
 
 def test_durable_steps_run_once_across_a_sleep(zqueue: ZQueueTest) -> None:
