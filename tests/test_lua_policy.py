@@ -7,23 +7,35 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
 
+import django_zqueue.engine
 from django_zqueue.engine.records import Ack
 from django_zqueue.engine.records.links import FlowJob, Resolution
 from django_zqueue.engine.records.spec import pack_map
 from django_zqueue.engine.scripts import POLICY_FIELDS, Call, Policy, policy_fields, source
 from django_zqueue.engine.scripts.source import helper_order, lua_file
-from django_zqueue.exceptions import ScriptArgumentError
+from django_zqueue.exceptions import QueueFull, ScriptArgumentError
 from django_zqueue.queue import Queue
 
 from .conftest import QueueFactory, snapshot
 
-READ = "\nreturn cjson.encode(read_policy(ARGV[1]))\n"
+#: the fields of a policy as read_policy gives them, as JSON
+READ = """
+local p, out = read_policy(ARGV[1]), {}
+for name in pairs(POLICY_KINDS) do
+  local ok, x = pcall(function() return p[name] end)
+  if ok then
+    out[name] = x
+  end
+end
+return cjson.encode(out)
+"""
 
 
 def _policy_lua() -> str:
@@ -169,3 +181,57 @@ def test_a_field_a_helper_reads_is_sent() -> None:
     assert "keep_finished" in policy_fields("ack", POLICY_FIELDS)
     assert "group_concurrency" in policy_fields("claim_fair", POLICY_FIELDS)
     assert "group_concurrency" not in policy_fields("claim", POLICY_FIELDS)
+
+
+def test_a_policy_kept_by_the_library_is_the_one_sent(make_queue: QueueFactory) -> None:
+    """The library keeps each policy it decoded, by its bytes (``lua/_policy.lua``): two
+    queues with different policies, called in turn, each get their own, past the bound
+    of kept policies (the table is emptied and built again)."""
+    small = make_queue("polkept1", max_length=2)
+    large = make_queue("polkept2", max_length=1000)
+    for q in (small, large):
+        q.publish("x", tag="a")
+        q.publish("x", tag="b")
+    with pytest.raises(QueueFull):
+        small.publish("x", tag="c")
+    large.publish("x", tag="c")  # its own max_length, not the small queue's
+    # more distinct policies than the library keeps: the first still reads as its own
+    others = [make_queue(f"polkept{i}", max_length=10 + i) for i in range(3, 60)]
+    for q in others:
+        q.publish("x", tag="a")
+    with pytest.raises(QueueFull):
+        small.publish("x", tag="d")
+    large.publish("x", tag="d")
+    assert small.counts()["ready"] == 2 and large.counts()["ready"] == 4
+
+
+def test_a_kept_policy_cannot_be_changed(redis_client: redis.Redis) -> None:
+    """Every call shares a kept policy: a script that writes a field of it, one sent or
+    not, raises, and the policy reads unchanged after."""
+    write = "\nlocal p = read_policy(ARGV[1])\np[ARGV[2]] = 1\nreturn 0\n"
+    read = "\nlocal p = read_policy(ARGV[1])\npcall(function() p.max_length = 1 end)\n"
+    packed = pack_map({"max_length": 7})
+    for name in ("max_length", "qps"):
+        with pytest.raises(redis.ResponseError, match="ZQ_BAD_ARGUMENT: the queue policy is"):
+            redis_client.eval(_policy_lua() + write, 0, packed, name)
+    got = redis_client.eval(_policy_lua() + read + "return p.max_length\n", 0, packed)
+    assert got == 7
+
+
+def test_no_script_writes_to_its_policy() -> None:
+    """The policy map is shared by every call (kept by the library): an assignment to a
+    field of it in any script or helper would change the next call's policy. Existing
+    fields would raise at run time (the previous test); this finds one in a script that no
+    test runs down that path."""
+    lua_dir = Path(django_zqueue.engine.__file__).parent / "lua"
+    names = {path.stem for path in lua_dir.glob("*.lua")}
+    found = []
+    for name in sorted(names):
+        text = lua_file(name)
+        holders = set(re.findall(r"local\s+(\w+)\s*=\s*read_policy\(", text))
+        holders |= {h for h in re.findall(r"(\w+)\s*=\s*read_policy\(", text)}
+        holders |= {"policy", "p"} if "read_policy(" in text else set()
+        for h in holders:
+            if re.search(rf"\b{h}\.\w+\s*=[^=]|\b{h}\[[^\]]+\]\s*=[^=]", text):
+                found.append(f"{name}: {h}")
+    assert found == []

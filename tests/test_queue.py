@@ -882,3 +882,25 @@ def test_generated_tags_differ_across_threads_and_a_forked_child() -> None:
     mine = [t for out in got for t in out]
     assert len(child) == 300 and len(set(mine)) == len(mine) == 8000
     assert not set(child) & set(mine)
+
+
+def test_the_wake_up_list_is_filled_to_its_cap_and_never_past_it(q: Queue) -> None:
+    """A publish pushes a token per job up to the cap, less the tokens not yet taken: a
+    list at its cap (no consumer waiting) is only read, and a bulk publish never leaves
+    more than the cap (nothing to trim)."""
+    cap = q.engine.policy.notify_cap
+    client, notify = q.engine._client, q.engine._keys.notify
+    client.delete(notify)
+    q.publish_many(range(3))
+    assert client.llen(notify) == 3
+    q.publish_many(range(cap + 10))
+    assert client.llen(notify) == cap
+    client.lpop(notify, 2)  # two consumers woke
+    q.publish("one")
+    assert client.llen(notify) == cap - 1
+    q.publish_many(range(50))
+    assert client.llen(notify) == cap
+    client.rpush(notify, *["1"] * 4)  # more than the cap, as an older version left it
+    q.publish("x")
+    assert client.llen(notify) == cap + 4  # left as found: consumers take the extra tokens
+    assert q.counts()["ready"] == 3 + cap + 10 + 1 + 50 + 1

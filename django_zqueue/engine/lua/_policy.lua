@@ -9,6 +9,11 @@
 --   mode not a text (the scripts read it before any write, so a bad policy writes
 --   nothing); reading a field the map does not hold raises ZQ_BAD_ARGUMENT too, so a
 --   field the caller did not send is never taken for a nil.
+--   A policy read once is kept, by its bytes, in a table of the library (at most
+--   POLICY_KEPT of them, the table emptied when full): a queue sends the same bytes with
+--   every call of a script, so a call pays one table lookup, not a decode and its checks.
+--   The map is shared by every call of every script: it is read-only (a write raises). Under
+--   EVAL (a Cluster) the table lives for one call and every call decodes.
 local POLICY_KINDS = {mode = 'string', compact = 'boolean', aging_us = 'number',
   notify_cap = 'number', ack_notify = 'number', visibility_ms = 'number',
   concurrency = 'number', qps = 'number', promote_limit = 'number', dead_max = 'number',
@@ -19,8 +24,14 @@ local POLICY_KINDS = {mode = 'string', compact = 'boolean', aging_us = 'number',
 local POLICY_MISSING = {__index = function(_, name)
   error('ZQ_BAD_ARGUMENT: the queue policy sent holds no ' .. tostring(name))
 end}
+local function policy_write()
+  error('ZQ_BAD_ARGUMENT: the queue policy is read-only')
+end
 
-local function read_policy(raw)
+local POLICY_KEPT = 50
+local policy_seen, policy_count = {}, 0
+
+local function decode_policy(raw)
   local ok, p = false, nil
   if type(raw) == 'string' and raw ~= '' then
     ok, p = pcall(cmsgpack.unpack, raw)
@@ -35,5 +46,19 @@ local function read_policy(raw)
         .. (kind == 'number' and 'number >= 0' or (kind or 'known field')))
     end
   end
-  return setmetatable(p, POLICY_MISSING)
+  -- a view of the fields: a read looks them up (a table as __index: no Lua call), a
+  -- write raises, as a read of a field not sent does
+  return setmetatable({}, {__index = setmetatable(p, POLICY_MISSING), __newindex = policy_write})
+end
+
+local function read_policy(raw)
+  local p = policy_seen[raw]
+  if p == nil then
+    p = decode_policy(raw)
+    if policy_count >= POLICY_KEPT then
+      policy_seen, policy_count = {}, 0
+    end
+    policy_seen[raw], policy_count = p, policy_count + 1
+  end
+  return p
 end
