@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from django_zqueue.engine.records import Ack
-from django_zqueue.engine.scripts import entry_arg
+from django_zqueue.engine.records.spec import pack_map
 from django_zqueue.exceptions import InvalidArgument, ScriptArgumentError
 from django_zqueue.queue import Message, Queue
 
@@ -151,19 +151,26 @@ def test_bad_result_ttl_is_refused_before_anything_is_sent(q: Queue) -> None:
     "mutate",
     [
         lambda keys, job: (keys, job[:1]),  # no job
-        lambda keys, job: (keys, [*job[:1], b"x"]),  # a job that is not a map
-        lambda keys, job: (keys, [*job[:1], entry_arg(token=1)]),  # a job without an id
-        lambda keys, job: (keys, job_with(job, token="x")),  # token not a number
-        lambda keys, job: (keys, job_with(job, token=1.5)),  # token not an integer
-        lambda keys, job: (keys, job_with(job, result=7)),  # a result that is not a text
+        lambda keys, job: (keys, [*job[:1], b"x"]),  # columns that are not a map
+        lambda keys, job: (keys, [*job[:1], job[1], job[1]]),  # two column maps
+        lambda keys, job: (keys, cols_with(job, id=None)),  # no id column
+        lambda keys, job: (keys, cols_with(job, token=None)),  # no token column
+        lambda keys, job: (keys, cols_with(job, id=[7])),  # an id that is not a text
+        lambda keys, job: (keys, cols_with(job, id="abc")),  # a column that is not a list
+        lambda keys, job: (keys, cols_with(job, token=["x"])),  # token not a number
+        lambda keys, job: (keys, cols_with(job, token=[1.5])),  # token not an integer
+        lambda keys, job: (keys, cols_with(job, token=[1, 2])),  # a column too long
+        lambda keys, job: (keys, cols_with(job, run_ms=[])),  # a column too short
+        lambda keys, job: (keys, cols_with(job, result=[7])),  # a result that is not a text
+        lambda keys, job: (keys, cols_with(job, ttl_ms=None)),  # results without TTLs
         lambda keys, job: ([*keys[:7], *keys[8:]], job[:2]),  # a result key missing
         lambda keys, job: (keys[:-1], job[:2]),  # a history key missing
         lambda keys, job: (keys, [b"x", job[1]]),  # a policy that is not a map
-        lambda keys, job: (keys, job_with(job, ttl_ms=0)),  # TTL 0
-        lambda keys, job: (keys, job_with(job, ttl_ms=None)),  # a result without a TTL
-        lambda keys, job: (keys, job_with(job, run_ms=1.5)),  # run time not an integer
-        lambda keys, job: (keys, job_with(job, run_ms=-1)),  # run time below 0
-        lambda keys, job: (keys, [*job[:1], *job[1:2] * 101]),  # 101 jobs
+        lambda keys, job: (keys, cols_with(job, ttl_ms=[0])),  # TTL 0
+        lambda keys, job: (keys, cols_with(job, run_ms=[1.5])),  # run time not an integer
+        lambda keys, job: (keys, cols_with(job, run_ms=[-2])),  # run time below -1
+        lambda keys, job: (keys, cols_with(job, run_ms=[False])),  # run time not a number
+        lambda keys, job: (keys, cols_with(job, id=["a"] * 101, token=[1] * 101)),  # 101 jobs
     ],
 )
 def test_malformed_arguments_write_nothing(
@@ -173,21 +180,53 @@ def test_malformed_arguments_write_nothing(
     (m,) = claim(q, 1)
     ack = q.engine.consume.make_ack(m, {"r": 1}, 60, 3)
     call = q.engine._shards[0].ack_many([ack])
-    fields = {"id": m.tag, "token": m.token, "result": ack.result, "ttl_ms": 60_000, "run_ms": 3}
-    assert call.args[1] == entry_arg(**fields)  # the one job's map, by name
-    # the call's args, then the job's fields to change (job_with reads them from the end)
-    keys, args = mutate(list(call.keys), [*call.args, fields])
+    columns = {
+        "id": [m.tag],
+        "token": [m.token],
+        "result": [ack.result],
+        "ttl_ms": [60_000],
+        "run_ms": [3],
+    }
+    assert call.args[1] == pack_map(columns)  # the jobs' columns, by name
+    # the call's args, then the columns to change (cols_with reads them from the end)
+    keys, args = mutate(list(call.keys), [*call.args, columns])
     before = snapshot(redis_client, prefix)
     with pytest.raises(ScriptArgumentError):
         q.engine.run(call._replace(keys=tuple(keys), args=tuple(args)))
     assert snapshot(redis_client, prefix) == before
 
 
-def job_with(job: list[Any], **change: Any) -> list[Any]:
-    """The call's args (``job[:2]``: the policy, the job) with its one job's map made of
-    ``job[2]``'s fields and ``change`` (None: the field left out)."""
-    fields = {**job[2], **change}
-    return [*job[:1], entry_arg(**fields)]
+def cols_with(job: list[Any], **change: Any) -> list[Any]:
+    """The call's args (``job[:2]``: the policy, the jobs) with the jobs' columns made of
+    ``job[2]``'s and ``change`` (None: the column left out)."""
+    columns = {n: v for n, v in {**job[2], **change}.items() if v is not None}
+    return [*job[:1], pack_map(columns)]
+
+
+def test_the_columns_leave_out_what_no_job_has(q: Queue) -> None:
+    """No result and no run time in the batch: the call sends only ids and tokens; a
+    batch that mixes jobs with and without them sends their columns with placeholders
+    ('' and 0 for no result, -1 for a run time not measured), and each job gets its own."""
+    q.publish_many(range(3))
+    a, b, c = claim(q, 3)
+    plain = q.engine._shards[0].ack_many([Ack(a), Ack(b)])
+    assert plain.args[1] == pack_map({"id": [a.tag, b.tag], "token": [a.token, b.token]})
+    mixed = q.engine._shards[0].ack_many([Ack(a), Ack(b, '"r"', 60_000, 4), Ack(c, run_ms=7)])
+    assert mixed.args[1] == pack_map(
+        {
+            "id": [a.tag, b.tag, c.tag],
+            "token": [a.token, b.token, c.token],
+            "result": ["", '"r"', ""],
+            "ttl_ms": [0, 60_000, 0],
+            "run_ms": [-1, 4, 7],
+        }
+    )
+    assert q.engine.run(mixed) == [1, 1, 1]
+    assert q.result(b.tag) == "r"
+    for other in (a, c):
+        with pytest.raises(LookupError):
+            q.result(other.tag)
+    assert q.stats()["run_ms"] == 11
 
 
 def test_worker_flush_uses_one_call_per_shard(q: Queue) -> None:

@@ -26,6 +26,7 @@ from .scripts import (
     Policy,
     SearchStep,
     Standing,
+    ack_columns,
     entry_arg,
     job_arg,
     read_acked,
@@ -110,14 +111,8 @@ class Shard:
         job 1 acked, 0 stale, 2 left to ``ack.lua``."""
         k, p = self.keys, self.policy
         keys = list(k.pick(SCRIPT_ROLES["ack_many"]))
-        args: list[Arg] = [p.packed_for("ack_many")]
-        for a in acks:
-            if a.result:
-                keys.append(k.result(a.msg.tag))
-            ttl = a.result_ttl_ms if a.result else None
-            result = a.result or None
-            tag, token = a.msg.tag, a.msg.token
-            args.append(entry_arg(id=tag, token=token, result=result, ttl_ms=ttl, run_ms=a.run_ms))
+        keys += [k.result(a.msg.tag) for a in acks if a.result]
+        args: list[Arg] = [p.packed_for("ack_many"), ack_columns(acks)]
         if p.keep_finished:  # the history's keys only when kept: none touched otherwise
             keys += k.history_keys()
         return Call("ack_many", tuple(keys), tuple(args), read_codes)

@@ -14,13 +14,16 @@
 --   their history, and that key is left as it was), trim_limit (history entries removed
 --   at most per call, besides the room for this call's jobs; the bound by count,
 --   _history.lua's bound_history: the age bound is scan's)
--- ARGV[2..] one per job (_entry.lua), a MessagePack map read by name: `id`, `token`
---   (the claim's, an integer), `result` (JSON; absent or '' = keep none), `ttl_ms` (the
---   result's TTL, with a result), `run_ms` (its run time; absent = not measured)
+-- ARGV[2] the jobs, one MessagePack map of columns read by name, each a list with one
+--   value per job, in job order (decoded once per call, not once per job): `id`, `token`
+--   (the claim's, an integer); `result` (JSON; '' = keep none) and `ttl_ms` (the
+--   result's TTL; 0 for a job without a result) only when some job keeps a result;
+--   `run_ms` (its run time; -1 = not measured) only when some job's was measured
 -- Raises ZQ_BAD_ARGUMENT (nothing written) when the arguments are malformed: not 1..100
---   jobs, a job that is not such a map or has no id, a token, TTL or run time that is
---   not an integer, or not one result key per job that keeps a result (and the three
---   history keys with a keep_finished > 0), or a policy that is not one (_policy.lua).
+--   jobs, columns that are not such a map or lists of another length, an id that is not
+--   a text, a token, TTL or run time that is not an integer, or not one result key per
+--   job that keeps a result (and the three history keys with a keep_finished > 0), or a
+--   policy that is not one (_policy.lua).
 -- Returns: {r1, r2, ...}, one per job: 1 acked; 0 stale (not leased under this token,
 --   or listed twice in the call): nothing changed for it; 2 not acked here, nothing
 --   changed for it: its record has a field only ack.lua handles (FULL_ACK_FIELDS: `u`,
@@ -53,60 +56,69 @@ local k = key_roles(KEYS, {'leased', 'body', 'meta', 'errors', 'progress', 'stat
 local ROLES = 7 -- the keys before the jobs' result keys
 local FULL_ACK_FIELDS = LEASED_FIRST -- the fields only ack.lua handles (_record.lua)
 
-local HEAD = 1 -- the ARGV before the jobs' own: the policy
-local n = #ARGV - HEAD
 local policy = read_policy(ARGV[1])
 local cap, keep, limit = policy.ack_notify, policy.keep_finished, policy.trim_limit
 local function bad(why)
   error('ZQ_BAD_ARGUMENT: ack_many: ' .. why)
 end
+local cols = #ARGV == 2 and entry(ARGV[2])
+local ids, toks = cols and cols.id, cols and cols.token
+local n = type(ids) == 'table' and #ids or 0
 if n < 1 or n > 100 then
-  bad('needs a policy and 1..100 jobs')
+  bad('needs a policy and the columns of 1..100 jobs')
+end
+local results, ttls, runs = cols.result, cols.ttl_ms, cols.run_ms
+local function column(list, name)
+  if list ~= nil and (type(list) ~= 'table' or #list ~= n) then
+    bad('column ' .. name .. ' must list one value per job (' .. n .. ')')
+  end
+end
+column(toks, 'token')
+column(results, 'result')
+column(ttls, 'ttl_ms')
+column(runs, 'run_ms')
+if toks == nil or (results == nil) ~= (ttls == nil) then
+  bad('needs the columns id and token, and ttl_ms with result')
 end
 local function whole(x) -- an integer a double holds exactly (its '%d' text is its own)
   return is_int(x, -MAX_EXACT, MAX_EXACT)
 end
-local results = 0
--- each job's map, read once: its id, token (a number, and its text: a JSON-layout
--- record's token is read from its text), result ('' = none), TTL and run time
-local jobs = {}
+-- each job's values, checked once: results ('' = none, counted), run times (false: not
+-- measured)
+local kept_results = 0
 for i = 1, n do
-  local j = entry(ARGV[HEAD + i])
-  if not j or type(j.id) ~= 'string' then
-    bad('job ' .. i .. ' is not a map with an id')
+  local id, token = ids[i], toks[i]
+  if type(id) ~= 'string' then
+    bad('id of job ' .. i .. ' is not a text')
   end
-  local token, result, ttl, run = j.token, j.result or '', j.ttl_ms, j.run_ms
   if not whole(token) then
-    bad('token of job ' .. j.id .. ' is not an integer')
+    bad('token of job ' .. id .. ' is not an integer')
   end
-  if type(result) ~= 'string' then
-    bad('result of job ' .. j.id .. ' is not a text')
+  local result = results and results[i]
+  if results and type(result) ~= 'string' then
+    bad('result of job ' .. id .. ' is not a text')
   end
-  if result ~= '' then
-    results = results + 1
+  if result and result ~= '' then
+    kept_results = kept_results + 1
+    local ttl = ttls[i]
     if not whole(ttl) or ttl < 1 then
-      bad('result TTL of job ' .. j.id .. ' must be a positive integer (ms)')
+      bad('result TTL of job ' .. id .. ' must be a positive integer (ms)')
     end
   end
-  if run ~= nil and not (whole(run) and run >= 0) then
-    bad('run time of job ' .. j.id .. ' must be an integer >= 0 (ms) or absent')
+  local run = runs and runs[i]
+  if runs and not (whole(run) and run >= -1) then
+    bad('run time of job ' .. id .. ' must be an integer >= 0 (ms), or -1: not measured')
   end
-  jobs[i] = {id = j.id, tok = token, token = string.format('%d', token), result = result,
-    ttl = result ~= '' and string.format('%d', ttl) or nil, run = run or false} -- false: not measured
 end
 local keeps = keep > 0 -- the history's keys are passed (and not guarded: read, or soft)
 local history = keeps -- and kept: not when one of them holds another type
-if #KEYS ~= ROLES + results + (keeps and 3 or 0) then
+if #KEYS ~= ROLES + kept_results + (keeps and 3 or 0) then
   bad('needs one result key per job that keeps a result, then the 3 history keys with a history')
 end
-local hk = ROLES + results -- the history's keys, by role, when passed
+local hk = ROLES + kept_results -- the history's keys, by role, when passed
 local h = keeps and key_roles({KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3]},
   {'finished', 'cancels', 'history'})
 
-local ids = {}
-for i = 1, n do
-  ids[i] = jobs[i].id
-end
 local metas = redis.call('HMGET', k.meta, unpack(ids))
 local leased = redis.call('ZMSCORE', k.leased, unpack(ids)) -- false: not leased
 -- the key checks (_guard.lua), of the keys this call may write without having read them
@@ -141,7 +153,7 @@ guard_keys(checked)
 -- end recorded in the outbox)? A compact record's fields are unpacked (not its body); a
 -- JSON one is read from its text first, and decoded, as ack.lua does, only when its
 -- token is written otherwise (e.g. as 1.2e+14)
-local function read_ack(raw, token, tok)
+local function read_ack(raw, tok)
   local holds, full = leased_token(raw, tok) -- a record as claim wrote it: not unpacked
   if holds ~= nil then
     return holds, full
@@ -158,7 +170,7 @@ local function read_ack(raw, token, tok)
     end
     return meta.t == tok, false
   end
-  local holds = text_field_is(raw, 't', token)
+  local holds = text_field_is(raw, 't', string.format('%d', tok))
   if not holds then
     local ok, meta = pcall(cjson.decode, raw)
     holds = ok and type(meta) == 'table' and meta.t == tok
@@ -176,17 +188,16 @@ local out, done, seen, kept, heads = {}, {}, {}, {}, {} -- heads: ended_head's m
 -- (an errors hash of another type keeps none: it is not checked, its writes cannot stop
 -- a script)
 local errs = history and soft_value(redis.pcall('HMGET', k.errors, unpack(ids))) or {}
-local to_set = {} -- the kept results: their key's index in KEYS, their job's map
+local to_set = {} -- the kept results: their key's index in KEYS, their job's index
 local run_ms, key = 0, ROLES + 1
 local clock = redis.call('TIME')
 local now = ms_of(clock)
 for i = 1, n do
-  local job = jobs[i]
-  local id = job.id
+  local id = ids[i]
   local raw = metas[i]
   local ok, later, full = false, false, false
   if raw and not seen[id] then
-    ok, full = read_ack(raw, job.token, job.tok)
+    ok, full = read_ack(raw, toks[i])
     ok = ok and leased[i] ~= false
   end
   if ok then
@@ -195,22 +206,26 @@ for i = 1, n do
       ok, later = false, true
     end
   end
-  if job.result ~= '' then
+  local result = results and results[i] or ''
+  if result ~= '' then
     if ok then -- written after the history (its first write)
       to_set[#to_set + 1] = key
-      to_set[#to_set + 1] = job
+      to_set[#to_set + 1] = i
     end
     key = key + 1
   end
   if ok then
     done[#done + 1] = id
-    local run = job.run
+    local run = runs and runs[i]
+    if run == -1 then
+      run = nil
+    end
     if run then
       run_ms = run_ms + run
     end
     if history then -- its record, kept in the history (before the record goes)
       kept[#kept + 1] = id -- HSET's arguments: the id, then its kept record
-      local head = with_errors(ended_head(now, run or nil, heads), errs[i])
+      local head = with_errors(ended_head(now, run, heads), errs[i])
       kept[#kept + 1] = kept_record(raw, head, k.body, id)
     end
     out[i] = 1
@@ -231,8 +246,8 @@ if history then
   end
 end
 for r = 1, #to_set, 2 do
-  local result_key, job = KEYS[to_set[r]], to_set[r + 1]
-  redis.call('SET', result_key, job.result, 'PX', job.ttl)
+  local result_key, i = KEYS[to_set[r]], to_set[r + 1]
+  redis.call('SET', result_key, results[i], 'PX', string.format('%d', ttls[i]))
 end
 redis.call('ZREM', k.leased, unpack(done))
 soft('HDEL', k.body, unpack(done))

@@ -45,7 +45,8 @@ _DOUBLE = struct.Struct(">d")
 
 
 def pack_value(value: object) -> bytes:
-    """One value of a job spec as MessagePack: str, bytes, int (within 64 bits) or float."""
+    """One value of a job spec as MessagePack: str, bytes, int (within 64 bits) or float;
+    or a list of them (a column of ``ack_many``'s jobs)."""
     if isinstance(value, bool):
         return b"\xc3" if value else b"\xc2"
     if isinstance(value, int):
@@ -60,6 +61,10 @@ def pack_value(value: object) -> bytes:
         return _str(value.encode("utf-8"))
     if isinstance(value, bytes):
         return _str(value)
+    if isinstance(value, list):
+        n = len(value)
+        head = bytes((0x90 | n,)) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
+        return head + b"".join(pack_value(x) for x in value)
     raise TypeError(f"a job spec holds str, bytes, int and float, not {type(value).__name__}")
 
 

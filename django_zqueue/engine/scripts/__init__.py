@@ -41,7 +41,7 @@ from ...exceptions import ScriptArgumentError as ScriptArgumentError
 from ...exceptions import ScriptError as ScriptError
 from ...exceptions import SequenceExhausted as SequenceExhausted
 from ...version import __version__
-from ..records import NackResult, NewJob, text
+from ..records import Ack, NackResult, NewJob, text
 from ..records.spec import pack_job, pack_map
 from ..redis.connection import is_out_of_memory
 from .calls import ERRORS as ERRORS
@@ -264,6 +264,23 @@ def entry_arg(**values: Any) -> bytes:
     ``values`` (None left out) that the script reads by name (``lua/_entry.lua``), the
     way a job travels (:func:`job_arg`): no script reads its arguments by stride."""
     return pack_map({name: v for name, v in values.items() if v is not None})
+
+
+def ack_columns(acks: Sequence[Ack]) -> bytes:
+    """The jobs of an ``ack_many.lua`` call as its one argument: a MessagePack map of
+    columns read by name, one value per job in each (decoded once per call): ``id``,
+    ``token``; ``result`` ('' = none) and ``ttl_ms`` (0 without a result) only when some
+    job keeps a result; ``run_ms`` (-1 = not measured) only when some job's was."""
+    columns: dict[str, Any] = {
+        "id": [a.msg.tag for a in acks],
+        "token": [a.msg.token for a in acks],
+    }
+    if any(a.result for a in acks):
+        columns["result"] = [a.result or "" for a in acks]
+        columns["ttl_ms"] = [a.result_ttl_ms if a.result else 0 for a in acks]
+    if any(a.run_ms is not None for a in acks):
+        columns["run_ms"] = [-1 if a.run_ms is None else a.run_ms for a in acks]
+    return pack_map(columns)
 
 
 #: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a
