@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -229,7 +229,7 @@ def test_no_script_writes_to_its_policy() -> None:
     for name in sorted(names):
         text = lua_file(name)
         holders = set(re.findall(r"local\s+(\w+)\s*=\s*read_policy\(", text))
-        holders |= {h for h in re.findall(r"(\w+)\s*=\s*read_policy\(", text)}
+        holders |= set(re.findall(r"(\w+)\s*=\s*read_policy\(", text))
         holders |= {"policy", "p"} if "read_policy(" in text else set()
         for h in holders:
             if re.search(rf"\b{h}\.\w+\s*=[^=]|\b{h}\[[^\]]+\]\s*=[^=]", text):
