@@ -15,7 +15,14 @@ import pytest
 import redis
 from django.test import override_settings
 
-from django_zqueue import DuplicateJob, InvalidArgument, PayloadTooLarge, Queue, QueueUnavailable
+from django_zqueue import (
+    DuplicateJob,
+    InvalidArgument,
+    PayloadTooLarge,
+    Queue,
+    QueueFull,
+    QueueUnavailable,
+)
 from django_zqueue.conf import PRIORITY_BAND, Config, QueueOptions
 from django_zqueue.engine.redis.connection import make_client
 from django_zqueue.engine.scripts import SequenceExhausted
@@ -904,3 +911,48 @@ def test_the_wake_up_list_is_filled_to_its_cap_and_never_past_it(q: Queue) -> No
     q.publish("x")
     assert client.llen(notify) == cap + 4  # left as found: consumers take the extra tokens
     assert q.counts()["ready"] == 3 + cap + 10 + 1 + 50 + 1
+
+
+@pytest.mark.parametrize("mode", ["strict", "aging"])
+def test_one_job_on_a_tag_in_use_writes_nothing_whatever_its_state(
+    make_queue: QueueFactory, redis_client: redis.Redis, prefix: str, mode: str
+) -> None:
+    """One job claims its tag by writing its record (HSETNX, no read before it): a tag in
+    use in any state is refused with that state, its record and every key left as they
+    were, and no sequence number is spent."""
+    q = make_queue(priority_mode=mode, max_retries=0)
+    q.publish("x", tag="dead")
+    q.nack(q.claim(1)[0][0], "boom")  # dead: no retries left
+    q.publish("l", tag="leased")
+    assert q.claim(1)[0][0].tag == "leased"
+    q.publish("r", tag="ready")
+    q.publish("d", tag="delayed", delay=60)
+    assert {t: q.state(t) for t in ("ready", "delayed", "leased", "dead")} == {
+        "ready": "ready",
+        "delayed": "delayed",
+        "leased": "leased",
+        "dead": "dead",
+    }
+    before = snapshot(redis_client, prefix)
+    for tag in ("ready", "delayed", "leased", "dead"):
+        with pytest.raises(DuplicateJob) as err:
+            q.publish("again", tag=tag)
+        assert err.value.states == [tag]
+        with pytest.raises(DuplicateJob):
+            q.publish("again", tag=tag, delay=30, priority=4)
+    assert snapshot(redis_client, prefix) == before
+    q.publish("new", tag="fresh")
+    assert q.state("fresh") == "ready"
+
+
+def test_one_job_on_a_full_queue_writes_nothing(
+    make_queue: QueueFactory, redis_client: redis.Redis, prefix: str
+) -> None:
+    q = make_queue(max_length=2)
+    q.publish("a", tag="a")
+    q.publish("b", tag="b", delay=60)
+    before = snapshot(redis_client, prefix)
+    for tag in ("c", "a"):  # a new tag, and one in use: full either way, nothing written
+        with pytest.raises(QueueFull):
+            q.publish("c", tag=tag)
+    assert snapshot(redis_client, prefix) == before

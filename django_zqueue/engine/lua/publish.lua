@@ -23,7 +23,8 @@
 --          (state: ready | delayed | leased | dead | waiting | expired | batch), nothing
 --          written.
 -- Work: O(n log N), in a constant number of Redis commands (multi-field HMGET, HSET and
---   ZADD) plus up to 4 ZSCOREs per clashing tag; with group_max_length, one ZLEXCOUNT per
+--   ZADD; one job of the compact layout: HSETNX of its record in place of the HMGET and
+--   the HSET) plus up to 4 ZSCOREs per clashing tag; with group_max_length, one ZLEXCOUNT per
 --   group of the call, and for a group past it up to its limit + 1000 index entries read
 --   (4000 in all, _group_room.lua).
 
@@ -69,10 +70,17 @@ for i = 1, n do
   specs[i], records[i], runs[i], ids[i] = j, meta, run_at or false, j.id
 end
 
--- 1. every tag must be free: one HMGET for all, the state only of those in use
-local clash = tags_in_use(k, ids)
-if clash then
-  return clash
+-- 1. every tag must be free. One job of the compact layout (the common call) claims its
+-- tag by writing its record with HSETNX, the first write, after every check (the write
+-- that detects a clash writes nothing then: no read before it); more jobs, one HMGET for
+-- all, then the state only of those in use.
+local alone = n == 1 and gmax == 0 and records[1].b ~= nil
+local written = false -- the one job's record is written (it goes back if a later write fails)
+if not alone then
+  local clash = tags_in_use(k, ids)
+  if clash then
+    return clash
+  end
 end
 check_room(k, max_length, n)
 local gstale, gmembers = nil, {}
@@ -133,12 +141,30 @@ if mode ~= 'strict' then
   checks[#checks + 1] = k.ready
 end
 guard_keys(checks)
+if alone then
+  if redis.call('HSETNX', k.meta, ids[1], metas[2]) == 0 then
+    return {1, ids[1], tag_state(k, ids[1]) or 'unknown'}
+  end
+  written = true
+end
+-- a later write that fails takes the record back, so nothing is written (out of memory
+-- included: the record is the one write before it)
+local function unwrite()
+  if written then
+    redis.call('HDEL', k.meta, ids[1])
+  end
+end
 
 -- 4. ready scores first (a spent sequence raises before anything is written), as
 -- ready_score() would give them job by job, with one counter update
 local scored = nil
 if #queued > 0 then
-  scored = ready_scores(k.ctr, queued, mode, aging_us)
+  local ok
+  ok, scored = pcall(ready_scores, k.ctr, queued, mode, aging_us)
+  if not ok then
+    unwrite()
+    error(scored, 0)
+  end
   if mode == 'strict' then
     local spent = 0 -- the sequence numbers taken (a job with its own score takes none)
     for _, e in ipairs(queued) do
@@ -149,6 +175,7 @@ if #queued > 0 then
       if spent > 0 and redis.call('HINCRBY', k.ctr, 'seq', -spent) == 0 then
         redis.call('HDEL', k.ctr, 'seq')
       end
+      unwrite()
     end)
     scored = nil -- added
   end
@@ -156,7 +183,9 @@ end
 if #bodies > 0 then -- before the records: a wrong type of k.body fails before any job is written
   redis.call('HSET', k.body, unpack(bodies))
 end
-redis.call('HSET', k.meta, unpack(metas))
+if not written then
+  redis.call('HSET', k.meta, unpack(metas))
+end
 if #later > 0 then
   redis.call('ZADD', k.delayed, unpack(later))
 end
