@@ -11,6 +11,8 @@ def prefill(n):
 
 
 P20 = ("--prefetch", "20")
+#: a worker that runs the queued ``tasks.noop`` jobs as an ``async def`` task (atasks.py)
+ASYNC = {"ZQBENCH_TASK_MODULES": "atasks"}
 run_process_variants(
     "zqueue",
     a,
@@ -33,6 +35,22 @@ run_process_variants(
             "workers": 1,
             "cmds": [worker_cmd("--concurrency", "4", *P20)],
             "note": "--concurrency 4 --prefetch 20 (4 consumer threads)",
+            "extra": True,
+        },
+        {
+            "name": "x1-async",
+            "workers": 1,
+            "cmds": [worker_cmd()],
+            "env": ASYNC,
+            "note": "the job as an async def task: the event-loop lane, its default 100 slots",
+            "extra": True,
+        },
+        {
+            "name": "x1-async-c50",
+            "workers": 1,
+            "cmds": [worker_cmd("--async-concurrency", "50")],
+            "env": ASYNC,
+            "note": "async def task, --async-concurrency 50 (as BullMQ's c50)",
             "extra": True,
         },
         {
