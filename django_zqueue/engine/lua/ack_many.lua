@@ -6,8 +6,8 @@
 --   HASH, meta HASH, errors HASH, progress HASH, stats HASH, notify LIST; then KEYS[8..]
 --   the result STRING key of each job that keeps a result, in job order; then, only when the
 --   policy's keep_finished > 0 (the history of finished jobs, _history.lua), its keys by
---   role: finished ZSET, cancels ZSET, history HASH, and optionally logs HASH (the logs
---   of the jobs the history's bound drops go too)
+--   role: finished ZSET, cancels ZSET, history HASH, then the logs HASH (the logs of the
+--   jobs the history's bound drops go too)
 -- ARGV[1] the queue's policy, read by name (_policy.lua): ack_notify (the notify cap on
 --   ack: 0 = don't notify; set when the queue has a concurrency limit), keep_finished
 --   (0: keep no history, and touch none of its keys; the history is an optional write:
@@ -97,9 +97,8 @@ for i = 1, n do
 end
 local keeps = keep > 0 -- the history's keys are passed (and not guarded: read, or soft)
 local history = keeps -- and kept: not when one of them holds another type
-local extra = #KEYS - ROLES - results -- the history's keys: 3, or 4 with the logs HASH
-if (keeps and extra ~= 3 and extra ~= 4) or (not keeps and extra ~= 0) then
-  bad('needs one result key per job that keeps a result, then the history keys with a history')
+if #KEYS ~= ROLES + results + (keeps and 4 or 0) then
+  bad('needs one result key per job that keeps a result, then the 4 history keys with a history')
 end
 local hk = ROLES + results -- the history's keys, by role, when passed
 local h = keeps and key_roles({KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3]},
