@@ -289,3 +289,46 @@ def test_zqueue_job_prints_the_log_by_attempt(logs_on: dict[str, Any]) -> None:
     plain = StringIO()
     call_command("zqueue_job", "default", job.id, stdout=plain)
     assert "log of attempt" not in plain.getvalue()
+
+
+@task(name="tests.joblogs.silent")
+def silent() -> None:
+    log.debug("below the level: not kept")
+
+
+@task(name="tests.joblogs.burst")
+def burst() -> None:
+    for i in range(250):
+        log.info("burst %03d", i)
+
+
+def test_a_job_that_says_nothing_writes_no_log(
+    logs_on: dict[str, Any], redis_client: redis.Redis
+) -> None:
+    job = silent.enqueue()
+    _run()
+    q = get_queue("default")
+    info = q.info(job.id)
+    assert info is not None and info.state == "succeeded"
+    assert not redis_client.exists(q.engine._keys.logs)
+
+
+def test_a_burst_of_lines_is_written_in_batches_all_kept_in_order(
+    logs_on: dict[str, Any],
+) -> None:
+    job = burst.enqueue()
+    _run()
+    got = get_queue("default").read.log(job.id)
+    assert [x.text for x in got.lines] == [f"burst {i:03d}" for i in range(250)]
+
+
+def test_a_log_that_cannot_be_written_never_fails_the_job(
+    logs_on: dict[str, Any], redis_client: redis.Redis
+) -> None:
+    q = get_queue("default")
+    redis_client.set(q.engine._keys.logs, "not a hash")
+    job = burst.enqueue()
+    _run()
+    info = q.info(job.id)
+    assert info is not None and info.state == "succeeded"
+    assert redis_client.get(q.engine._keys.logs) == b"not a hash"
