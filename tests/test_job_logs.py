@@ -1,7 +1,7 @@
 """Job logs: what a job says while it runs (``current_job().log`` and, with
 ``ZQUEUE["JOB_LOGS"]["LEVEL"]``, the ``logging`` records of its runs), kept per attempt
-in one bounded stream per job, read by ``queue.read.log(tag)`` and shown on the admin's
-job page."""
+in the queue's ``logs`` hash (a bounded field per job), read by ``queue.read.log(tag)``
+and shown on the admin's job page."""
 
 from __future__ import annotations
 
@@ -64,6 +64,11 @@ def logs_on(zqueue_settings: dict[str, Any]) -> Iterator[dict[str, Any]]:
     with override_settings(ZQUEUE=value):
         yield value
     conf.reset()
+
+
+def lines_of(attempt: int, texts: list[str]) -> list[tuple[int, int, str, str]]:
+    """``joblogs.append``'s lines: each text said by ``attempt`` at INFO, at ms 1000+i."""
+    return [(attempt, 1000 + i, "INFO", t) for i, t in enumerate(texts)]
 
 
 def _run() -> None:
@@ -140,27 +145,17 @@ def test_a_10_mb_line_is_cut_at_the_cap_with_a_marker(
 def test_10_mb_of_lines_keeps_the_newest_within_the_cap(
     q: Queue, redis_client: redis.Redis
 ) -> None:
-    lines = [("INFO", f"{i:06d} " + "y" * 993) for i in range(10_000)]  # 10 MB
+    lines = lines_of(1, [f"{i:06d} " + "y" * 993 for i in range(10_000)])  # 10 MB
     for start in range(0, 10_000, 1000):
         q.engine.joblogs.append(
-            "big", 1, lines[start : start + 1000], max_lines=1000, max_line_bytes=2000
+            "big", lines[start : start + 1000], max_lines=1000, max_line_bytes=2000
         )
     got = q.read.log("big")
     assert got.dropped == 9000
     assert [x.text[:6] for x in got.lines] == [f"{i:06d}" for i in range(9000, 10_000)]
-    used = sum(
-        redis_client.memory_usage(k) or 0
-        for k in redis_client.scan_iter(match=f"{{{q.engine.prefix}:q}}:log:*")
-    )
+    used = redis_client.memory_usage(q.engine._keys.logs) or 0
     assert 0 < used < 2_000_000  # about 1 MB kept of 10 MB written
-
-
-def test_the_log_expires_with_the_jobs_history(q: Queue, redis_client: redis.Redis) -> None:
-    q.engine.joblogs.append("t", 1, [("INFO", "a")], max_lines=10, max_line_bytes=100)
-    (key,) = list(redis_client.scan_iter(match=f"{{{q.engine.prefix}:q}}:log:*"))
-    ttl = redis_client.pttl(key)
-    o = q.engine.options
-    assert 0 < ttl <= int(max(o.finished_ttl, o.dead_letter_ttl) * 1000) + 86_400_000
+    assert not list(redis_client.scan_iter(match=f"{{{q.engine.prefix}:q}}:log:*"))
 
 
 def test_capture_off_installs_no_handler_and_keeps_explicit_lines(
@@ -268,10 +263,10 @@ def test_the_admin_says_how_many_lines_were_dropped(
 ) -> None:
     q = get_queue("default")
     tag = q.publish({"task": "tests.joblogs.quiet", "args": [], "kwargs": {}})
-    lines = [("INFO", f"{i:06d} " + "y" * 993) for i in range(10_000)]  # 10 MB
+    lines = [f"{i:06d} " + "y" * 993 for i in range(10_000)]  # 10 MB
     for start in range(0, 10_000, 1000):
         q.engine.joblogs.append(
-            tag, 1, lines[start : start + 1000], max_lines=1000, max_line_bytes=2000
+            tag, lines_of(1, lines[start : start + 1000]), max_lines=1000, max_line_bytes=2000
         )
     page = superuser.get(job_url(tag)).content.decode()
     assert "9,000 earlier lines dropped (past the cap)." in page
@@ -294,3 +289,46 @@ def test_zqueue_job_prints_the_log_by_attempt(logs_on: dict[str, Any]) -> None:
     plain = StringIO()
     call_command("zqueue_job", "default", job.id, stdout=plain)
     assert "log of attempt" not in plain.getvalue()
+
+
+@task(name="tests.joblogs.silent")
+def silent() -> None:
+    log.debug("below the level: not kept")
+
+
+@task(name="tests.joblogs.burst")
+def burst() -> None:
+    for i in range(250):
+        log.info("burst %03d", i)
+
+
+def test_a_job_that_says_nothing_writes_no_log(
+    logs_on: dict[str, Any], redis_client: redis.Redis
+) -> None:
+    job = silent.enqueue()
+    _run()
+    q = get_queue("default")
+    info = q.info(job.id)
+    assert info is not None and info.state == "succeeded"
+    assert not redis_client.exists(q.engine._keys.logs)
+
+
+def test_a_burst_of_lines_is_written_in_batches_all_kept_in_order(
+    logs_on: dict[str, Any],
+) -> None:
+    job = burst.enqueue()
+    _run()
+    got = get_queue("default").read.log(job.id)
+    assert [x.text for x in got.lines] == [f"burst {i:03d}" for i in range(250)]
+
+
+def test_a_log_that_cannot_be_written_never_fails_the_job(
+    logs_on: dict[str, Any], redis_client: redis.Redis
+) -> None:
+    q = get_queue("default")
+    redis_client.set(q.engine._keys.logs, "not a hash")
+    job = burst.enqueue()
+    _run()
+    info = q.info(job.id)
+    assert info is not None and info.state == "succeeded"
+    assert redis_client.get(q.engine._keys.logs) == b"not a hash"

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from django_zqueue.engine import schedstore
+from django_zqueue.engine.joblogs import pack_line
 from django_zqueue.engine.records import Ack
 from django_zqueue.engine.records.links import FlowJob, Kid, Ref, Resolution
 from django_zqueue.engine.records.spec import JobSpec
@@ -165,6 +166,9 @@ SCENARIOS: dict[str, Scenario] = {
         q.publish("a", tag="a", delay=60),
         dc.parked_call(q.engine._shards[0], "a"),
     )[-1],
+    "log_append": lambda q: Call(
+        "log_append", (q.engine._keys.logs,), ("a", 10, pack_line(1, 1, "INFO", "x")), list
+    ),
 }
 FAIR = {"claim_fair", "group_check"}
 
@@ -326,7 +330,7 @@ def test_a_counter_that_is_not_a_number_never_stops_a_script_half_way(
 def test_the_scripts_know_the_type_of_every_key() -> None:
     """lua/_guard.lua's KEY_TYPES agrees with keys.KEY_TYPES (the doctor's), and names
     every fixed key but those whose writes cannot stop a script (stats, notify, errors,
-    progress) and paused (only its presence is read)."""
+    progress, logs) and paused (only its presence is read)."""
     import re
     from importlib import resources
 
@@ -340,4 +344,5 @@ def test_the_scripts_know_the_type_of_every_key() -> None:
     assert {k: v for k, v in lua.items() if k in KEY_TYPES} == {
         k: v for k, v in KEY_TYPES.items() if k in lua
     }
-    assert set(KEY_TYPES) - set(lua) == {"stats", "notify", "paused", "errors", "progress"}
+    # logs: its writes are soft (a history trim, a delete or a scan never fails on it)
+    assert set(KEY_TYPES) - set(lua) == {"stats", "notify", "paused", "errors", "progress", "logs"}

@@ -142,7 +142,7 @@ def test_cancel_takes_the_history_s_keys_by_role_too(make_queue: QueueFactory) -
     q = make_queue("rolescancelhist", keep_finished=10)
     call = CALLS["cancel"](q)
     k = q.engine._shards[0].keys
-    assert call.keys[-3:] == (k.finished, k.cancels, k.history)
+    assert call.keys[-4:] == (k.finished, k.cancels, k.history, k.logs)
     assert q.engine.run(call) == 1  # cancelled while waiting
 
 
@@ -166,6 +166,6 @@ def test_ack_many_takes_the_history_by_role_after_the_results(make_queue: QueueF
     k = q.engine._shards[0].keys
     roles = SCRIPT_ROLES["ack_many"]
     assert call.keys[len(roles)] == k.result("a")  # the one kept result
-    assert call.keys[-3:] == (k.finished, k.cancels, k.history)
+    assert call.keys[-4:] == (k.finished, k.cancels, k.history, k.logs)
     assert q.engine.run(call) == [1]
     assert [j.tag for j in q.read.finished().jobs] == ["a"]

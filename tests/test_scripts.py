@@ -297,6 +297,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
     Batch.add = batch_spy  # type: ignore[method-assign]
     try:
         tag = q.publish("x")
+        q.engine.joblogs.append(tag, [(1, 1, "INFO", "x")], max_lines=5, max_line_bytes=100)
         q.state(tag)
         q.info(tag)
         q.engine.run(q.engine._shards[0].positions([tag]))

@@ -56,6 +56,7 @@ class QueueKeys:
     finished: str  # ZSET id -> ms it succeeded: the history of finished jobs (keep_finished)
     cancels: str  # ZSET id -> ms it was cancelled: the history's cancelled jobs
     history: str  # HASH id -> kept record of a job in finished or cancels (compact)
+    logs: str  # HASH id -> the job's log (engine/joblogs.py): dropped with its history entry
     ohold: str  # HASH ordering key -> tag of the job that holds it (lua/_order.lua)
     oaside: str  # ZSET (lex) "key\0order\0score\0id": jobs set aside behind their key
 
@@ -79,9 +80,9 @@ class QueueKeys:
         return f"{self.tag}:steps:{id}"
 
     def log(self, id: str) -> str:
-        """STREAM: the log of job ``id`` (docs/admin.md, "Job logs"): one entry per line,
-        ``a`` attempt, ``l`` level, ``m`` text; capped at ``JOB_LOGS["MAX_LINES"]``
-        (``MAXLEN``), expires with the job's history (TTL renewed at each write)."""
+        """STREAM: the log of job ``id`` in the older layout, still read (its TTL drops
+        it): one entry per line, ``a`` attempt, ``l`` level, ``m`` text. Logs are now
+        written to the queue's ``logs`` HASH (:mod:`django_zqueue.engine.joblogs`)."""
         return f"{self.tag}:log:{id}"
 
     def out(self, id: str) -> str:
@@ -154,8 +155,9 @@ class QueueKeys:
 
     def history_keys(self) -> list[str]:
         """The keys of the history of finished jobs, in the order the scripts take them:
-        ``finished``, ``cancels``, ``history``."""
-        return [self.finished, self.cancels, self.history]
+        ``finished``, ``cancels``, ``history``, then ``logs`` (the jobs' logs, dropped
+        with their history entries)."""
+        return [self.finished, self.cancels, self.history, self.logs]
 
 
 #: the Redis type (a ``TYPE`` reply) of each fixed key of a queue, by its field in
@@ -194,6 +196,7 @@ KEY_TYPES: dict[str, str] = {
     "finished": "zset",
     "cancels": "zset",
     "history": "hash",
+    "logs": "hash",
     "ohold": "hash",
     "oaside": "zset",
 }
@@ -227,9 +230,9 @@ SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
     "claim": (*_CLAIM, "paused", "expiry", "expired", *_WF, "ohold", "oaside", "wait"),
     "claim_fair": (*_CLAIM, *_GROUPS, "paused", "expiry", "expired", *_WF, "gjobs"),
     "nack": LIFECYCLE,
-    "scan": (*LIFECYCLE, "expiry", "expired", *_HISTORY),
+    "scan": (*LIFECYCLE, "expiry", "expired", *_HISTORY, "logs"),
     "cancel": (*_SETS, "body", "meta", "errors", "progress", "stats", "notify", "wait", *_WF),
-    "delete": (*_DELETE, "stats", "wait", *_WF, "expired", "expiry"),
+    "delete": (*_DELETE, "stats", "wait", *_WF, "expired", "expiry", "logs"),
     "requeue_dead": ("dead", "ready", "meta", "ctr", "stats", "notify", "errors", *_WF),
     "info": (*_SETS, "meta", "errors", "progress", "body", "wait", "expired", *_HISTORY),
     "state": ("ready", "delayed", "leased", "dead", "wait", "expired"),
@@ -304,6 +307,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         finished=f"{tag}:finished",
         cancels=f"{tag}:cancels",
         history=f"{tag}:history",
+        logs=f"{tag}:logs",
         ohold=f"{tag}:ohold",
         oaside=f"{tag}:oaside",
     )

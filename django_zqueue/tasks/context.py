@@ -7,6 +7,7 @@ Below the worker and the Django Tasks runner (both set it while a job runs), so 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from contextvars import ContextVar
@@ -14,12 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import conf
+from ..events import kv
 from ..exceptions import InvalidArgument
 from ..queue import Message, Queue
 
 # a context variable: each thread has its own context, and so has each asyncio task (a
 # copy of its creator's), so concurrent coroutines on one loop each see their own job
 _current: ContextVar[JobContext | None] = ContextVar("zqueue_current_job", default=None)
+
+log = logging.getLogger("django_zqueue.worker")
+
+#: a job's log lines are written in batches (:meth:`JobContext.log`): a line said after
+#: this long without a write goes at once, the others with the next such line, at most
+#: this many lines at a time, with :meth:`JobContext.progress`, and at the job's end
+LOG_FLUSH_SECONDS = 1.0
+LOG_FLUSH_LINES = 100
 
 
 @dataclass
@@ -37,6 +47,10 @@ class JobContext:
     records: Any = field(default=None, repr=False)
     #: the worker's stop event (set on SIGTERM or a recycle), when the worker gives one
     stopping: threading.Event | None = field(default=None, repr=False)
+    #: log lines said and not yet written: (attempt, ms, level, text)
+    _log_lines: list[tuple[int, int, str, str]] = field(default_factory=list, repr=False)
+    #: time.monotonic() of the last write of log lines (0: none yet)
+    _log_flushed: float = field(default=0.0, repr=False)
 
     @property
     def stop_requested(self) -> bool:
@@ -63,24 +77,44 @@ class JobContext:
         return self.message.attempt
 
     def progress(self, value: float, note: str = "") -> None:
-        """Record progress (0.0-1.0 and a short note) on the job record; extends the lease."""
+        """Record progress (0.0-1.0 and a short note) on the job record; extends the
+        lease. Log lines said before it are written first."""
+        self.flush_log()
         self.queue.touch(self.message, progress=value, note=note)
 
     def log(self, text: str, level: str = "INFO") -> None:
         """Add a line to this job's log, kept with this attempt (``Queue.read.log(tag)``,
-        the admin's job page): one round trip. Bounded by ``ZQUEUE["JOB_LOGS"]``: a
-        line past ``MAX_LINE_BYTES`` is cut, the oldest lines past ``MAX_LINES`` are
-        dropped, each with a marker."""
+        the admin's job page). Lines are written in batches: a line said after a quiet
+        second at once (one round trip), the ones right after it with the next line a
+        second later, with :meth:`progress`, or when the job ends (before its outcome is
+        recorded): no write for a job that says nothing. Bounded by
+        ``ZQUEUE["JOB_LOGS"]``: a line past ``MAX_LINE_BYTES`` is cut, the oldest lines
+        past ``MAX_LINES`` are dropped, each with a marker."""
         if not isinstance(text, str) or not isinstance(level, str) or not level:
             raise InvalidArgument("log takes a str text and a level name")
+        now = time.monotonic()
+        self._log_lines.append((self.attempt, int(time.time() * 1000), level[:20], text))
+        if now - self._log_flushed >= LOG_FLUSH_SECONDS or len(self._log_lines) >= LOG_FLUSH_LINES:
+            self.flush_log()
+
+    def flush_log(self) -> None:
+        """Write the log lines said and not yet written (one round trip; nothing when
+        there are none). A failed write is logged, and its lines are lost: a log line
+        never fails the job."""
+        lines = self._log_lines
+        if not lines:
+            return
+        self._log_lines = []
+        self._log_flushed = time.monotonic()
         o = conf.get_config().job_logs
-        self.queue.engine.joblogs.append(
-            self.message.tag,
-            self.attempt,
-            [(level[:20], text)],
-            max_lines=o.max_lines,
-            max_line_bytes=o.max_line_bytes,
-        )
+        try:
+            self.queue.engine.joblogs.append(
+                self.message.tag, lines, max_lines=o.max_lines, max_line_bytes=o.max_line_bytes
+            )
+        except Exception as exc:
+            log.warning(
+                kv(event="job_log_not_written", job=self.id, lines=len(lines), error=str(exc)[:200])
+            )
 
     async def alog(self, text: str, level: str = "INFO") -> None:
         """:meth:`log` from an ``async def`` task: its round trip runs in a thread, so
@@ -115,5 +149,10 @@ def current_job() -> JobContext | None:
 
 
 def set_current_job(job: JobContext | None) -> None:
-    """Make ``job`` the one running in this thread (None: no job); for the runners."""
+    """Make ``job`` the one running in this thread (None: no job); for the runners. The
+    job it replaces writes its log lines not yet written (:meth:`JobContext.flush_log`):
+    a runner clears the job when it ends, before its outcome is recorded."""
+    before = _current.get()
+    if before is not None and before is not job and before._log_lines:
+        before.flush_log()
     _current.set(job)

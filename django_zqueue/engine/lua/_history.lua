@@ -28,16 +28,19 @@
 --   `optional` (ack, ack_many: the history is an optional write): a `history` of another
 --   type is not an error: nothing is written, and it returns nil (out of memory still
 --   raises).
--- trim_history(index, history, now, keep, ttl_ms, limit): remove the entries of `index`
---   older than ttl_ms, then the oldest beyond `keep`, at most `limit` in all, with their
---   records. Returns how many were removed and whether more remain to trim. (scan.lua:
+-- trim_history(index, history, now, keep, ttl_ms, limit, logs): remove the entries of
+--   `index` older than ttl_ms, then the oldest beyond `keep`, at most `limit` in all, with
+--   their records and, when `logs` (the queue's logs HASH) is given, their logs. Returns how many were removed and whether more remain to trim. (scan.lua:
 --   the age bound is kept by the scanner's steps.)
--- bound_history(index, history, keep, room, trim, size): the count bound on the write path
+-- drop_logs(logs, ids): the logs of jobs `ids` dropped from the `logs` HASH (nil: not
+--   passed, nothing); soft: a `logs` key of another type is left as it is (the doctor
+--   names it), so a history trim never fails on it.
+-- bound_history(index, history, keep, room, trim, size, logs): the count bound on the write path
 --   (ack, ack_many, cancel), which adds `room` entries: one ZCARD (none when the caller
 --   gives `size`, the entries of `index` after its adds), and only once `index` holds
 --   more than keep + slack (slack = min(trim, keep // 100): about 1% of keep, so that one
 --   job at a time is not trimmed one at a time) the oldest beyond `keep` are removed, at
---   most room + trim. Returns how many.
+--   most room + trim, with their logs (drop_logs). Returns how many.
 -- index_sizes(finished, cancels): the entries of the two indexes, read before a
 --   script's first write instead of checking their types (guard_keys): the size of
 --   `finished` and whether `cancels` is empty (then keep_ended need not take anything out
@@ -130,7 +133,13 @@ local function keep_ended(index, other, history, ids, fields, t, other_empty, op
   return added
 end
 
-local function bound_history(index, history, keep, room, trim, size)
+local function drop_logs(logs, ids)
+  if logs and #ids > 0 then
+    redis.pcall('HDEL', logs, unpack(ids))
+  end
+end
+
+local function bound_history(index, history, keep, room, trim, size, logs)
   local excess = (size or redis.call('ZCARD', index)) - keep
   if excess <= math.min(trim, math.floor(keep / 100)) then
     return 0
@@ -139,10 +148,11 @@ local function bound_history(index, history, keep, room, trim, size)
   local ids = redis.call('ZRANGE', index, 0, last)
   redis.call('ZREMRANGEBYRANK', index, 0, last)
   redis.call('HDEL', history, unpack(ids))
+  drop_logs(logs, ids)
   return #ids
 end
 
-local function trim_history(index, history, now, keep, ttl_ms, limit)
+local function trim_history(index, history, now, keep, ttl_ms, limit, logs)
   local removed, more = 0, false
   if limit < 1 then
     return 0, redis.call('ZCARD', index) > keep
@@ -151,6 +161,7 @@ local function trim_history(index, history, now, keep, ttl_ms, limit)
   if #old > 0 then
     redis.call('ZREM', index, unpack(old))
     redis.call('HDEL', history, unpack(old))
+    drop_logs(logs, old)
     removed = #old
     more = (#old == limit)
   end
@@ -165,6 +176,7 @@ local function trim_history(index, history, now, keep, ttl_ms, limit)
       local ids = redis.call('ZRANGE', index, 0, excess - 1)
       redis.call('ZREMRANGEBYRANK', index, 0, excess - 1)
       redis.call('HDEL', history, unpack(ids))
+      drop_logs(logs, ids)
       removed = removed + #ids
     end
   end

@@ -11,7 +11,8 @@
 --   step records: deleted when the record has `d`); then, passed only when the policy's
 --   keep_finished > 0, the history of finished jobs by role: KEYS[13] finished ZSET,
 --   KEYS[14] cancels ZSET, KEYS[15] history HASH (an optional write: with one of its three keys of another type the job
---   is acked all the same, without its history, and that key is left as it was)
+--   is acked all the same, without its history, and that key is left as it was),
+--   KEYS[16] logs HASH (optional: the logs of the jobs the history's bound drops go too)
 -- ARGV[1] id   ARGV[2] token (from the claim)   ARGV[3] the queue's policy, read by name
 --   (_policy.lua): ack_notify (the notify cap on ack: 0 = don't notify; set when the
 --   queue has a concurrency limit, so a consumer waiting for room wakes), keep_finished
@@ -90,7 +91,8 @@ if history then -- its record, kept in the history (before it goes): the first w
   local added = keep_ended(h.finished, h.cancels, h.history, {id}, {id, kept}, clock,
     cancels_empty, true)
   if added then
-    bound_history(h.finished, h.history, keep, 1, policy.trim_limit, finished_size + added)
+    bound_history(h.finished, h.history, keep, 1, policy.trim_limit, finished_size + added,
+      KEYS[16])
   end
 end
 redis.call('ZREM', k.leased, id)

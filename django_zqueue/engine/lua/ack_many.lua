@@ -6,7 +6,8 @@
 --   HASH, meta HASH, errors HASH, progress HASH, stats HASH, notify LIST; then KEYS[8..]
 --   the result STRING key of each job that keeps a result, in job order; then, only when the
 --   policy's keep_finished > 0 (the history of finished jobs, _history.lua), its keys by
---   role: finished ZSET, cancels ZSET, history HASH
+--   role: finished ZSET, cancels ZSET, history HASH, then the logs HASH (the logs of the
+--   jobs the history's bound drops go too)
 -- ARGV[1] the queue's policy, read by name (_policy.lua): ack_notify (the notify cap on
 --   ack: 0 = don't notify; set when the queue has a concurrency limit), keep_finished
 --   (0: keep no history, and touch none of its keys; the history is an optional write:
@@ -112,8 +113,8 @@ for i = 1, n do
 end
 local keeps = keep > 0 -- the history's keys are passed (and not guarded: read, or soft)
 local history = keeps -- and kept: not when one of them holds another type
-if #KEYS ~= ROLES + kept_results + (keeps and 3 or 0) then
-  bad('needs one result key per job that keeps a result, then the 3 history keys with a history')
+if #KEYS ~= ROLES + kept_results + (keeps and 4 or 0) then
+  bad('needs one result key per job that keeps a result, then the 4 history keys with a history')
 end
 local hk = ROLES + kept_results -- the history's keys, by role, when passed
 local h = keeps and key_roles({KEYS[hk + 1], KEYS[hk + 2], KEYS[hk + 3]},
@@ -242,7 +243,8 @@ if history then
   local added = keep_ended(h.finished, h.cancels, h.history, done, kept, clock,
     cancels_empty, true)
   if added then
-    bound_history(h.finished, h.history, keep, #done, limit, finished_size + added)
+    bound_history(h.finished, h.history, keep, #done, limit, finished_size + added,
+      KEYS[hk + 4])
   end
 end
 for r = 1, #to_set, 2 do

@@ -24,7 +24,8 @@
 --   state, as a bulk action on one state needs)
 -- KEYS[16] finished ZSET  KEYS[17] cancels ZSET  KEYS[18] history HASH (passed only when
 --   the policy's keep_finished > 0: the job is kept in the history of finished jobs,
---   _history.lua; taken by role too)
+--   _history.lua; taken by role too), KEYS[19] logs HASH (optional: the logs of the jobs
+--   the history's bound drops go too)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a TTL out of bounds or a policy that is
 --   not one (_policy.lua).
 -- Returns: 1 cancelled while waiting (ready, delayed, or for its parents); 2 cancelled
@@ -103,7 +104,7 @@ if keep > 0 and h and meta then -- its record, kept in the history (before it go
   local head = with_errors(cmsgpack.pack({fa = rec.at, was = was}), errors)
   local kept = kept_record(raw, head, k.body, id)
   keep_ended(h.cancels, h.finished, h.history, {id}, {id, kept})
-  bound_history(h.cancels, h.history, keep, 1, policy.trim_limit)
+  bound_history(h.cancels, h.history, keep, 1, policy.trim_limit, nil, KEYS[19])
 end
 drop_record(k.body, k.meta, k.errors, k.progress, id)
 redis.call('SET', KEYS[14], cjson.encode(rec), 'PX', ttl)

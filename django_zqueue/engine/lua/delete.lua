@@ -9,8 +9,9 @@
 -- stats HASH  wait ZSET  wf_out ZSET  wf_res HASH
 --   (a waiting job is deleted too; a deleted workflow job leaves an outbox entry, its
 --   end a failure for its dependents: _wf_mark.lua)
--- expired ZSET   expiry ZSET   KEYS[15] steps HASH (this job's durable
---   step records, deleted)
+-- expired ZSET   expiry ZSET   logs HASH (the queue's job logs: this job's is dropped;
+--   soft, a key of another type is left as it is)   KEYS[16] steps HASH (this job's
+--   durable step records, deleted)
 -- ARGV[1] id   ARGV[2] waiting_only (1 = refuse dead jobs too: cancel)
 -- ARGV[3] only (optional: '' any; ready | delayed | dead | waiting | expired: only a job
 --   in that state, as a bulk action on one state needs)
@@ -27,7 +28,7 @@
 --@include keys
 
 local k = key_roles(KEYS, {'ready', 'delayed', 'dead', 'leased', 'body', 'meta', 'errors',
-  'progress', 'stats', 'wait', 'wf_out', 'wf_res', 'expired', 'expiry'})
+  'progress', 'stats', 'wait', 'wf_out', 'wf_res', 'expired', 'expiry', 'logs'})
 
 guard_keys(KEYS)
 
@@ -54,9 +55,10 @@ local meta = parse_record(raw, true)
 if meta and not ended then
   wf_mark(k.wf_out, k.wf_res, id, meta, false, 'deleted', now_ms())
 end
-if KEYS[15] then
-  redis.call('DEL', KEYS[15]) -- its durable step records
+if KEYS[16] then
+  redis.call('DEL', KEYS[16]) -- its durable step records
 end
+redis.pcall('HDEL', k.logs, id) -- its log (soft)
 drop_record(k.body, k.meta, k.errors, k.progress, id)
 count_stat(k.stats, 'deleted', 1)
 return 1

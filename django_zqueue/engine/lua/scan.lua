@@ -16,6 +16,10 @@
 -- finished ZSET  cancels ZSET  history HASH (the history of
 --   finished jobs, _history.lua: trimmed here too, so an idle queue's history still ages
 --   out, and a history switched off empties)
+-- logs HASH (the queue's job logs, engine/joblogs.py: dropped with their history
+--   entries; and, a bounded HSCAN step per call from the cursor in ctr `lcur`, the logs
+--   of jobs with neither a record nor a history entry: acked without a history, dead or
+--   expired ones trimmed, deleted. Soft: a key of another type is left as it is)
 -- ARGV[1] limit (jobs per step and kind, 1..5000)
 -- ARGV[2] the queue's policy, read by name (_policy.lua): mode, aging_us, dead_max,
 --   dead_ttl_ms, notify_cap, keep_finished (0: none kept), finished_ttl_ms
@@ -49,7 +53,7 @@
 
 local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'dead', 'body', 'meta', 'errors',
   'progress', 'ctr', 'stats', 'notify', 'wait', 'wf_out', 'wf_res', 'expiry', 'expired',
-  'finished', 'cancels', 'history'})
+  'finished', 'cancels', 'history', 'logs'})
 
 guard_keys(KEYS)
 
@@ -189,9 +193,29 @@ local trimmed_x, more_x = trim_dead(k.expired, k.body, k.meta, k.errors, k.progr
 -- the history of finished jobs: succeeded, then cancelled ones, `limit` each
 local trimmed_h, more_h = 0, false
 if keep and k.history then
-  local n1, m1 = trim_history(k.finished, k.history, now, keep, keep_ttl, limit)
-  local n2, m2 = trim_history(k.cancels, k.history, now, keep, keep_ttl, limit)
+  local n1, m1 = trim_history(k.finished, k.history, now, keep, keep_ttl, limit, k.logs)
+  local n2, m2 = trim_history(k.cancels, k.history, now, keep, keep_ttl, limit, k.logs)
   trimmed_h, more_h = n1 + n2, m1 or m2
+end
+if k.logs then -- one step of the sweep of logs whose job is gone
+  local cursor = redis.call('HGET', k.ctr, 'lcur') or '0'
+  local page = redis.pcall('HSCAN', k.logs, cursor, 'COUNT', limit)
+  if type(page) == 'table' and not page.err then
+    local gone, fields = {}, page[2]
+    for i = 1, #fields, 2 do
+      local id = fields[i]
+      if redis.call('HEXISTS', k.meta, id) == 0
+        and not (k.history and soft_value(redis.pcall('HEXISTS', k.history, id)) == 1) then
+        gone[#gone + 1] = id
+      end
+    end
+    if #gone > 0 then
+      redis.call('HDEL', k.logs, unpack(gone))
+    end
+    if page[1] ~= cursor then
+      redis.call('HSET', k.ctr, 'lcur', page[1])
+    end
+  end
 end
 local more = 0
 if promoted == limit or #expired == limit or more_dead or more_x or more_h or #lapsing == limit then

@@ -115,6 +115,7 @@ SCRIPT_NAMES = (
     "parked",
     "search",
     "group_check",
+    "log_append",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
