@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -145,6 +146,7 @@ def run_harness(
         env["PEERS"] = " ".join(peers)
     log(f"running {harness / 'run_all.sh'} (PEER_PATH={env['PEER_PATH']}, port {port})")
     t0 = time.monotonic()
+    cpu = PhaseCpu(port)
     with open(log_path, "w") as lf:
         proc = subprocess.Popen(
             ["bash", str(harness / "run_all.sh")],
@@ -157,11 +159,53 @@ def run_harness(
         )
         assert proc.stdout is not None
         for line in proc.stdout:
+            cpu.line(line)
             lf.write(line)
             print("  | " + line.rstrip(), file=sys.stderr, flush=True)
         rc = proc.wait()
+    cpu.line("== end")
     log(f"harness finished rc={rc} in {time.monotonic() - t0:.0f}s")
-    return (harness / "results" / "latest").resolve()
+    run = (harness / "results" / "latest").resolve()
+    (run / "redis_cpu.json").write_text(json.dumps(cpu.phases(), indent=1) + "\n")
+    return run
+
+
+#: a line of run_all.sh that starts a phase: "== <peer> <script>.py (...)", or a later step
+_PHASE = re.compile(
+    r"^== (?:(\S+) (enqueue|latency|process)\.py \(|memory per queued job|end|total)"
+)
+
+
+class PhaseCpu:
+    """The CPU time of the harness's redis-server (its main thread, ``INFO cpu``; so not
+    the wall time of a busy host) read at each line of ``run_all.sh`` that starts a phase:
+    :meth:`phases` gives each (peer, script) the CPU seconds Redis spent in it, every
+    command of every client included (the peer's workers, its prefill, its polling)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.marks: list[tuple[str | None, float]] = []
+
+    def line(self, line: str) -> None:
+        m = _PHASE.match(line)
+        if not m:
+            return
+        label = f"{m.group(1)} {m.group(2)}" if m.group(1) else None
+        try:
+            info = redis.Redis(port=self.port, socket_timeout=5).info("cpu")
+        except redis.RedisError:
+            return
+        main = ("used_cpu_user_main_thread", "used_cpu_sys_main_thread")
+        keys = main if main[0] in info else ("used_cpu_user", "used_cpu_sys")
+        self.marks.append((label, sum(float(info[k]) for k in keys)))
+
+    def phases(self) -> dict[str, float]:
+        """ "<peer> <script>" -> Redis CPU seconds, from one phase line to the next."""
+        return {
+            label: round(after - before, 6)
+            for (label, before), (_, after) in zip(self.marks, self.marks[1:], strict=False)
+            if label is not None
+        }
 
 
 def read_results(run: Path) -> dict[str, Any]:
@@ -179,6 +223,7 @@ def read_results(run: Path) -> dict[str, Any]:
             }
         except (ValueError, KeyError):
             continue
+    cpu = run / "redis_cpu.json"
     rb = run / "ceiling_redis_benchmark.csv"
     env = run / "env.txt"
     return {
@@ -188,6 +233,7 @@ def read_results(run: Path) -> dict[str, Any]:
         "ceiling_redis_benchmark_csv": rb.read_text() if rb.exists() else "",
         "versions": versions,
         "env": env.read_text() if env.exists() else "",
+        "redis_cpu": json.loads(cpu.read_text()) if cpu.exists() else {},
     }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _cost
+
 SELF = "django_zqueue (python -m bench)"
 HARNESS_ZQ = "zqueue"
 
@@ -369,6 +371,10 @@ def render(out: dict[str, Any]) -> tuple[str, str]:
             "ceiling (one redis-py connection): "
             + ", ".join(f"{k} {fmt(v)}/s" for k, v in c.items())
         )
+    cost = _cost.table_rows(out.get("peers") or {})
+    if cost:
+        printed.append("\nRedis cost of a job (Redis CPU, see bench/_cost.py)")
+        printed.append(plain(_cost.HEADERS, cost))
     tr = targets(out)
     printed.append("\n" + plain(["target", "ours", "needed", "", ""], tr))
     md = markdown(out, h, rows, tr)
@@ -410,6 +416,11 @@ def markdown(out: dict[str, Any], h: list[str], rows: list[list[Any]], tr: list[
         "each queue's 20,000-job snapshot RESTOREd into an empty server; last row = "
         "used_memory delta after enqueue_many of N jobs.",
         "",
+        *(
+            ["## Redis cost of a job", "", table(_cost.HEADERS, cost), "", _cost.__doc__ or "", ""]
+            if (cost := _cost.table_rows(out.get("peers") or {}))
+            else []
+        ),
         "## As a share of the Redis ceiling (same server)",
         "",
         table(*fractions(out)),

@@ -7,11 +7,21 @@ callers that already catch those keep working.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.core.exceptions import ImproperlyConfigured
 
 
 class ZQueueError(Exception):
-    """Base class of every django_zqueue error."""
+    """Base class of every django_zqueue error.
+
+    An error that stopped a publish of many jobs cut into several script calls
+    (``publish_many``, ``enqueue_many``, ``Queue.publish_prepared``) tells what it wrote:
+    ``published``, the tags written (in the order given); ``unconfirmed``, the tags sent
+    in a round trip that got no answer (written or not). Both are empty otherwise."""
+
+    published: Sequence[str] = ()
+    unconfirmed: Sequence[str] = ()
 
 
 class ConfigurationError(ZQueueError, ImproperlyConfigured):

@@ -134,6 +134,21 @@ LITERAL_ALLOWED = {
     ("_group_room", "local GROUP_SLACK = 1000"): "entries read past a group's limit: work",
     ("_group_room", "local GROUP_STEP = 1000"): "ids per command (unpack's limit): work",
     ("_group_limits", "local SWEEP_IDLE = 200"): "entries swept per idle poll: work",
+    # 100 is MAX_PUBLISH_JOBS too; these are other bounds of the same value (each call's
+    # own, from the Python side's CLAIM_CHUNK, ACK_CHUNK, RESOLVE_CHUNK), work or time
+    ("_expire", "local EXPIRED_MAX = 100"): "expired jobs moved per call: work",
+    ("_group_limits", "local PARK_MAX = 100"): "jobs set aside per call: work",
+    ("ack_many", "if n < 1 or n > 100 then"): "acks per call (ACK_CHUNK), not publish's",
+    ("claim", "local ORDER_KEYS, ORDER_POLL_MS, ORDER_SWEEP = 8, 100, 2"): "a poll: ms",
+    (
+        "claim",
+        "if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)",
+    ): "jobs leased per call (CLAIM_CHUNK), not publish's",
+    (
+        "claim_fair",
+        "if not is_int(batch, 1, 100) or not is_int(vt, MIN_LEASE_MS, MAX_LEASE_MS)",
+    ): "jobs leased per call (CLAIM_CHUNK), not publish's",
+    ("wf_resolve", "if m < 1 or m > 100 or #KEYS ~= 10 + m then"): "entries (RESOLVE_CHUNK)",
 }
 
 
@@ -191,6 +206,7 @@ def test_no_script_holds_a_bound_as_a_literal() -> None:
         "local ok = w >= 0.001",
         "if n > 10000 then error('x') end",
         "local MAX = 1125899906842624",
+        "if not is_int(n, 1, 100) then",
         "if seq >= 9007199254740992 then",
     ],
 )
@@ -205,7 +221,7 @@ def test_a_literal_bound_is_found(line: str) -> None:
         "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000",
         "error('priority must be in [-1000, 1000]') -- 1000",
         "local GROUP_SLACK = 1000",
-        "if n < 1 or n > 100 then",
+        "if n < 1 or n > 50 then",
     ],
 )
 def test_units_text_and_other_numbers_are_no_bounds(line: str) -> None:

@@ -15,6 +15,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from django_zqueue import conf
+from django_zqueue.conf.bounds import PUBLISH_CALL_BYTES
 from django_zqueue.engine import CLAIM_CHUNK, FAIR_CLAIM_CHUNK, PUBLISH_CHUNK
 from django_zqueue.engine.aio import AsyncEngine
 from django_zqueue.engine.keys import partition_of
@@ -120,16 +121,24 @@ def test_publish_refuses_what_one_call_cannot_hold_and_writes_nothing(
     one_shard = [q.prepare({"x": i}, t) for i, t in enumerate(together)]
     assert len(one_shard) >= 2
     many = [q.prepare({"x": i}) for i in range(PUBLISH_CHUNK + 1)]
+    half = "h" * (PUBLISH_CALL_BYTES // 2)
+    heavy = [q.prepare(half, together[0]), q.prepare(half, together[1])]  # past the bytes
     before = snapshot(redis_client, prefix)
 
     async def refused(ae: AsyncEngine) -> list[bool]:
-        fits = [ae.fits_one_call(mixed), ae.fits_one_call(many), ae.fits_one_call(one_shard)]
-        for jobs in (mixed, many, []):
+        fits = [
+            ae.fits_one_call(mixed),
+            ae.fits_one_call(many),
+            ae.fits_one_call(heavy),
+            ae.fits_one_call(heavy[:1]),
+            ae.fits_one_call(one_shard),
+        ]
+        for jobs in (mixed, many, heavy, []):
             with pytest.raises(InvalidArgument):
                 await ae.publish(jobs)
         return fits
 
-    assert on_engine(q, refused) == [False, False, True]
+    assert on_engine(q, refused) == [False, False, False, True, True]
     assert snapshot(redis_client, prefix) == before
     found = on_engine(q, lambda ae: ae.publish(one_shard))
     assert found == [] and all(q.state(t) == "ready" for t in together)

@@ -71,6 +71,18 @@ MAX_STEP_FIELDS = 10_000
 MAX_VALUE_BYTES = 16 * 2**20
 #: the highest notify cap a call takes (park, signal)
 MAX_NOTIFY_CAP = 1_000_000
+#: the most jobs one ``publish`` (or ``wf_publish``) script call adds, and the most bytes
+#: of bodies the client puts in one call (a job whose body alone is larger goes in a call
+#: of its own): whichever comes first cuts a publish of many jobs into calls that each
+#: stay under 5 ms of Redis time (docs/performance.md, "Publishing many jobs": measured
+#: about 5.5 µs a default job, 14 µs with every option on a fair queue, 5 µs per KiB of
+#: body, so a full call costs 0.5 to 2.2 ms)
+MAX_PUBLISH_JOBS = 100
+PUBLISH_CALL_BYTES = 128 * 1024
+#: script calls sent per round trip by a publish of many jobs: a failure stops the
+#: publish at the end of its round trip, so what was written is known (the exception's
+#: ``published``), and the client never holds more than this many calls' arguments
+PUBLISH_WINDOW = 64
 
 _MAX_DELAY_MS = MAX_DELAY * 1000
 
@@ -267,6 +279,7 @@ LUA_CONSTANTS: dict[str, float] = {
     "MAX_STEP_FIELDS": MAX_STEP_FIELDS,
     "MAX_VALUE_BYTES": MAX_VALUE_BYTES,
     "MAX_NOTIFY_CAP": MAX_NOTIFY_CAP,
+    "MAX_PUBLISH_JOBS": MAX_PUBLISH_JOBS,
 }
 
 

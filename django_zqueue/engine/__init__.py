@@ -66,7 +66,14 @@ from .consume import (
 )
 from .control import Control
 from .durable import Durable
-from .flow import CASCADE_ROUNDS, PUBLISH_CHUNK, RESOLVE_CHUNK, Workflows, use_resolver
+from .flow import (
+    CASCADE_ROUNDS,
+    PUBLISH_CHUNK,
+    RESOLVE_CHUNK,
+    Workflows,
+    cut_calls,
+    use_resolver,
+)
 from .flow_publish import FlowPublish
 from .joblogs import JobLogs
 from .jobstreams import JobStreams
@@ -116,6 +123,7 @@ __all__ = [
     "Workers",
     "Workflows",
     "Writes",
+    "cut_calls",
     "min_hint",
     "score_mode",
     "use_resolver",

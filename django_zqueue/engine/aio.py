@@ -19,7 +19,7 @@ from .ahead import queue_ahead
 from .aiotransport import AsyncClient, AsyncTransport, wait_any
 from .consume import NO_RESULT, ClaimPlan, min_hint
 from .control import CancelledJob, read_cancelled
-from .flow import PUBLISH_CHUNK
+from .flow import PUBLISH_CHUNK, cut_calls
 from .keys import partition_of
 from .reads.lookup import decode_result
 from .records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
@@ -30,6 +30,10 @@ from .scripts.replies import CancelReply, SignalReply
 __all__ = ["AsyncClient", "AsyncEngine", "AsyncTransport", "wait_any"]
 
 
+def _body(job: NewJob) -> bytes:
+    return job.body
+
+
 class AsyncEngine(AsyncTransport):
     """A queue's engine (``sync``) on an asyncio client (``AsyncQueue.engine``): every
     verb is a coroutine. The checks of the arguments are the caller's (the queue's), as
@@ -38,10 +42,11 @@ class AsyncEngine(AsyncTransport):
     # ------------------------------------------------------------------ publishing
 
     def fits_one_call(self, jobs: Sequence[NewJob]) -> bool:
-        """Whether ``jobs`` go in one ``publish`` script call (at most ``PUBLISH_CHUNK``
-        jobs, all of one partition): what :meth:`publish` sends."""
+        """Whether ``jobs`` go in one ``publish`` script call (``cut_calls`` leaves them
+        whole: at most ``PUBLISH_CHUNK`` jobs and ``PUBLISH_CALL_BYTES`` of bodies, or one
+        job; all of one partition): what :meth:`publish` sends."""
         e = self.sync
-        if len(jobs) > PUBLISH_CHUNK:
+        if len(jobs) > PUBLISH_CHUNK or len(cut_calls(jobs, _body)) > 1:
             return False
         return e.partitions == 1 or len({partition_of(j.tag, e.partitions) for j in jobs}) <= 1
 
@@ -49,7 +54,9 @@ class AsyncEngine(AsyncTransport):
         """Add ``jobs`` (:meth:`fits_one_call`) in one script call, all or nothing: the
         clashing ``(tag, state)`` pairs, empty when all were written."""
         if not jobs or not self.fits_one_call(jobs):
-            raise InvalidArgument("publish takes 1 to PUBLISH_CHUNK jobs of one partition")
+            raise InvalidArgument(
+                "publish takes the jobs of one call (cut_calls), of one partition"
+            )
         e = self.sync
         e.layout.ensure()  # I/O only once per queue object, on a partitioned queue
         return await self.run(e._shard_for(jobs[0].tag).publish(jobs))

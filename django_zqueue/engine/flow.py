@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from .. import conf
+from ..conf.bounds import MAX_PUBLISH_JOBS, PUBLISH_CALL_BYTES
 from ..exceptions import InvalidArgument, UnknownQueue, ZQueueError
 from .base import RESOLVER, Core, use_resolver
 from .layout import Layout
@@ -33,16 +35,42 @@ __all__ = [
     "RESOLVE_CHUNK",
     "Flow",
     "Workflows",
+    "cut_calls",
     "use_resolver",
 ]
 
-#: at most this many jobs per publish script call, so one call stays short
-PUBLISH_CHUNK = 100
-#: entries one ``wf_resolve`` call applies, and outbox entries one drain step reads
+#: at most this many jobs per publish script call, so one call stays short (the bound
+#: ``conf.bounds.MAX_PUBLISH_JOBS``; :func:`cut_calls` also cuts by bytes of bodies)
+PUBLISH_CHUNK = MAX_PUBLISH_JOBS
+#: at most this many ``wf_resolve`` entries per call, and outbox entries per drain step
 RESOLVE_CHUNK = 100
 #: cascades (a dependent buried for a failed parent, with dependents of its own) one
 #: dispatch follows; deeper ones are left to the scanner's next drain
 CASCADE_ROUNDS = 20
+
+J = TypeVar("J")
+
+
+def _flow_body(fj: FlowJob) -> bytes:
+    return fj.job.body
+
+
+def cut_calls(jobs: Sequence[J], body: Callable[[J], bytes]) -> list[Sequence[J]]:
+    """``jobs`` (of one shard) cut, in order, into the jobs of each publish script call:
+    at most ``MAX_PUBLISH_JOBS`` jobs and ``PUBLISH_CALL_BYTES`` bytes of bodies
+    (``body``: a job's encoded body) a call, whichever comes first; a job whose body
+    alone is larger goes in a call of its own (conf/bounds.py)."""
+    calls: list[Sequence[J]] = []
+    start, size = 0, 0
+    for i, job in enumerate(jobs):
+        n = len(body(job))
+        if i > start and (i - start == MAX_PUBLISH_JOBS or size + n > PUBLISH_CALL_BYTES):
+            calls.append(jobs[start:i])
+            start, size = i, 0
+        size += n
+    if start < len(jobs):
+        calls.append(jobs[start:])
+    return calls
 
 
 class Workflows:
@@ -81,20 +109,17 @@ class Workflows:
     def flow_calls(
         self, jobs: Sequence[FlowJob]
     ) -> list[tuple[Call[list[tuple[str, str]]], list[str]]]:
-        """The ``wf_publish`` calls of jobs of this queue (per shard, per 100 jobs), each
-        with the tags it writes."""
+        """The ``wf_publish`` calls of jobs of this queue (per shard, cut by
+        :func:`cut_calls`), each with the tags it writes."""
         e = self._engine
         self._layout.ensure()
         groups: dict[int, list[FlowJob]] = {}
         for fj in jobs:
             groups.setdefault(e._shard_for(fj.job.tag).index, []).append(fj)
         return [
-            (
-                e._shards[s].wf_publish(group[i : i + PUBLISH_CHUNK]),
-                [fj.job.tag for fj in group[i : i + PUBLISH_CHUNK]],
-            )
+            (e._shards[s].wf_publish(part), [fj.job.tag for fj in part])
             for s, group in sorted(groups.items())
-            for i in range(0, len(group), PUBLISH_CHUNK)
+            for part in cut_calls(group, _flow_body)
         ]
 
     # ----------------------------------------------------------------- dispatch

@@ -11,15 +11,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..conf.bounds import PUBLISH_WINDOW
 from ..exceptions import DuplicateJob
 from .flow import Workflows
 from .layout import Layout
 from .records.links import FlowJob, Ref
 from .redis.connection import unavailable_as_error
+from .scripts import Call
 from .writes import group_room_or_full, room_or_full
 
 if TYPE_CHECKING:
     from .flow import Flow
+
+
+#: one ``wf_publish`` call of a step
+Step = Call[list[tuple[str, str]]]
 
 
 class FlowPublish:
@@ -58,15 +64,20 @@ class FlowPublish:
         self, groups: Sequence[tuple[FlowPublish, Sequence[FlowJob]]], written: list[Ref]
     ) -> None:
         """Publish jobs of several queues (``groups``: each queue's ``FlowPublish`` and
-        jobs; ``wf_publish`` calls per shard, per 100 jobs) in one round trip. Adds to
-        ``written`` the jobs of each call that wrote its jobs (a call refused on a clash
-        or a full queue wrote nothing), then raises the first failed call's error, or
-        DuplicateJob naming every clash."""
+        jobs; ``wf_publish`` calls per shard, cut by ``engine.flow.cut_calls``) in one
+        round trip per ``PUBLISH_WINDOW`` calls. Adds to ``written`` the jobs of each call
+        that wrote its jobs (a call refused on a clash or a full queue wrote nothing),
+        then raises the first failed call's error, or DuplicateJob naming every clash of
+        its round trip (the round trips after it are not sent)."""
         calls = [
             (w.name, call, tags) for w, jobs in groups for call, tags in w._flow.flow_calls(jobs)
         ]
-        if not calls:
-            return
+        for i in range(0, len(calls), PUBLISH_WINDOW):  # a failed round trip stops here
+            self._send_step(calls[i : i + PUBLISH_WINDOW], written)
+
+    def _send_step(self, calls: Sequence[tuple[str, Step, list[str]]], written: list[Ref]) -> None:
+        """One round trip of :meth:`publish_step`: ``written`` gets the jobs of each call
+        that wrote them; then the first failed call's error, or DuplicateJob."""
         batch = self._engine.batch()
         pending = [batch.add(call) for _, call, _ in calls]
         self._engine.send(batch)

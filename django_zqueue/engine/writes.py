@@ -1,6 +1,7 @@
 """The engine's write verbs for new jobs (``engine.writes``): publishing jobs made by
-``Queue.prepare`` (:class:`~.records.NewJob`), at most ``PUBLISH_CHUNK`` jobs per
-script call, all in one round trip, with the room and clash checks a publish that spans
+``Queue.prepare`` (:class:`~.records.NewJob`), cut into script calls of at most
+``MAX_PUBLISH_JOBS`` jobs and ``PUBLISH_CALL_BYTES`` of bodies (conf/bounds.py), one round
+trip per ``PUBLISH_WINDOW`` calls, with the room and clash checks a publish that spans
 several script calls makes first; and one job under a tag with the debounce and
 unique-for rules of ``publish_once``. The queue (``queue/publish.py``,
 ``queue/once.py``) validates and encodes; it holds no client, sends no command and
@@ -12,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from ..exceptions import DuplicateJob, QueueFull
-from .flow import PUBLISH_CHUNK
+from ..conf.bounds import PUBLISH_WINDOW
+from ..exceptions import DuplicateJob, QueueFull, ZQueueError
+from .flow import PUBLISH_CHUNK, cut_calls
 from .keys import partition_of
 from .layout import Layout
 from .records import NewJob
@@ -70,26 +72,26 @@ def group_room_or_full(counts: Sequence[tuple[Shard, str, int]], engine: Flow) -
         engine.run_all([shard.group_check(list(per.items())) for shard, per in adds.values()])
 
 
-def _published(
-    chunks: Sequence[Sequence[NewJob]],
-    replies: Sequence[list[tuple[str, str]]],
-    tags: list[str],
-) -> list[str]:
-    """``tags``, once every chunk's publish reply says written; else DuplicateJob with
-    the clashes and the tags that the other chunks did write."""
-    published: set[str] = set()
-    clashes: list[tuple[str, str]] = []
-    for chunk, found in zip(chunks, replies, strict=True):
-        if not found:
-            published.update(job.tag for job in chunk)
-        clashes.extend(found)
-    if clashes:
-        raise DuplicateJob(
-            [t for t, _ in clashes],
-            [s for _, s in clashes],
-            [t for t in tags if t in published],
-        )
-    return tags
+def _body(job: NewJob) -> bytes:
+    return job.body
+
+
+def _stopped(
+    exc: BaseException, tags: list[str], written: set[str], unknown: set[str]
+) -> BaseException:
+    """``exc``, the error that stopped a publish of ``tags`` cut into several calls,
+    telling which jobs were written (``published``: answered written; ``unconfirmed``:
+    sent in the round trip that got no answer) and which were not sent."""
+    published = [t for t in tags if t in written]
+    unconfirmed = [t for t in tags if t in unknown]
+    rest = len(tags) - len(published) - len(unconfirmed)
+    if isinstance(exc, ZQueueError):
+        exc.published, exc.unconfirmed = published, unconfirmed
+    exc.add_note(
+        f"publish of {len(tags)} jobs stopped: {len(published)} were written (.published), "
+        f"{len(unconfirmed)} were sent without an answer (.unconfirmed), {rest} were not"
+    )
+    return exc
 
 
 class Writes:
@@ -102,18 +104,24 @@ class Writes:
         self._engine = engine
 
     def publish(self, jobs: Sequence[NewJob]) -> list[str]:
-        """Send jobs made by ``Queue.prepare``: one script call per shard and per
-        ``PUBLISH_CHUNK`` jobs, all in one round trip; their tags in order. A publish
-        that spans several script calls is checked first (tags given by the caller for
-        clashes, then the room of each shard and group); :class:`DuplicateJob` and
-        :class:`QueueFull` say what was written when another client got in between."""
+        """Send jobs made by ``Queue.prepare``: script calls per shard cut by
+        :func:`~.flow.cut_calls` (``MAX_PUBLISH_JOBS`` jobs or ``PUBLISH_CALL_BYTES`` of
+        bodies), one round trip per ``PUBLISH_WINDOW`` calls; their tags in order. A
+        publish that spans several script calls is checked first (tags given by the caller
+        for clashes, then the room of each shard and group). A call that fails stops the
+        publish at the end of its round trip: the error's ``published`` lists the jobs
+        written (:class:`DuplicateJob` and :class:`QueueFull` when another client got in
+        between; any other error too, ``unconfirmed`` the jobs of a round trip that got
+        no answer)."""
         e = self._engine
         if not jobs:
             return []
         Layout(e).ensure()
         if len(jobs) == 1:  # one job, one script call: atomic, no clash precheck
             found = e.run(e._shard_for(jobs[0].tag).publish(jobs))
-            return _published([jobs], [found], [jobs[0].tag]) if found else [jobs[0].tag]
+            if found:
+                raise DuplicateJob([t for t, _ in found], [s for _, s in found])
+            return [jobs[0].tag]
         tags = [j.tag for j in jobs]
         groups: dict[int, list[NewJob]] = {0: list(jobs)}
         if e.partitions > 1:
@@ -121,9 +129,9 @@ class Writes:
             for job in jobs:
                 groups.setdefault(partition_of(job.tag, e.partitions), []).append(job)
         chunks = [
-            (e._shards[p], group[i : i + PUBLISH_CHUNK])
+            (e._shards[p], part)
             for p, group in sorted(groups.items())
-            for i in range(0, len(group), PUBLISH_CHUNK)
+            for part in cut_calls(group, _body)
         ]
         if len(chunks) > 1:  # several calls are not atomic together: check first
             if not all(job.drawn for job in jobs):  # (tags drawn here do not clash)
@@ -132,26 +140,43 @@ class Writes:
             group_room_or_full(
                 [(shard, j.spec.group or "", 1) for shard, chunk in chunks for j in chunk], e
             )
+        written: set[str] = set()
+        for i in range(0, len(chunks), PUBLISH_WINDOW):  # a failed round trip stops here
+            self._send_window(chunks[i : i + PUBLISH_WINDOW], written, tags)
+        return tags
+
+    def _send_window(
+        self, window: Sequence[tuple[Shard, Sequence[NewJob]]], written: set[str], tags: list[str]
+    ) -> None:
+        """One round trip of :meth:`publish`: its calls' jobs join ``written`` (the tags
+        of this publish written so far); a failed call raises its error once the round
+        trip is read, its ``published`` the tags written (in ``tags``' order)."""
+        e = self._engine
         batch = e.batch()
-        pending = [batch.add(shard.publish(chunk)) for shard, chunk in chunks]
-        e.send(batch)
-        replies: list[list[tuple[str, str]]] = []
-        full: QueueFull | None = None
-        for p in pending:
+        pending = [batch.add(shard.publish(chunk)) for shard, chunk in window]
+        try:
+            e.send(batch)
+        except ZQueueError as exc:  # no answer: this round trip's jobs are unknown
+            sent = {job.tag for _, chunk in window for job in chunk}
+            raise _stopped(exc, tags, written, sent) from exc.__cause__
+        clashes: list[tuple[str, str]] = []
+        failed: BaseException | None = None
+        for (_, chunk), p in zip(window, pending, strict=True):
             try:
-                replies.append(p.result())
-            except QueueFull as exc:  # filled by others since the check
-                full = full or exc
-                replies.append([("", "full")])  # not written
-        if full is not None:  # say what was written
-            written = [
-                job.tag
-                for (_, chunk), found in zip(chunks, replies, strict=True)
-                if not found
-                for job in chunk
-            ]
-            raise QueueFull(str(full), written)
-        return _published([chunk for _, chunk in chunks], replies, tags)
+                found = p.result()
+            except Exception as exc:  # QueueFull (filled by others since the check), ...
+                failed = failed or exc
+                continue
+            if not found:
+                written.update(job.tag for job in chunk)
+            clashes.extend(found)
+        if failed is None and not clashes:
+            return
+        published = [t for t in tags if t in written]
+        if clashes:
+            raise DuplicateJob([t for t, _ in clashes], [s for _, s in clashes], published)
+        assert failed is not None
+        raise _stopped(failed, tags, written, set()) from failed.__cause__
 
     def publish_once(self, job: NewJob) -> OnceResult:
         """Send one job whose spec holds its ``debounce_ms`` and ``unique_ms`` rules, in

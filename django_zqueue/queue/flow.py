@@ -181,8 +181,9 @@ def publish_flow(parts: Sequence[tuple[Flows, FlowJob]]) -> list[str]:
 
 
 def _send_step(step: Sequence[tuple[Flows, FlowJob]], written: list[Ref]) -> None:
-    """Send one step's calls in one round trip; add to ``written`` the jobs of each call
-    that wrote its jobs (a call refused on a clash or a full queue wrote nothing)."""
+    """Send one step's calls, one round trip per ``PUBLISH_WINDOW`` calls; add to
+    ``written`` the jobs of each call that wrote its jobs (a call refused on a clash or a
+    full queue wrote nothing)."""
     by_queue: dict[str, tuple[Flows, list[FlowJob]]] = {}
     for q, fj in step:
         by_queue.setdefault(q.name, (q, []))[1].append(fj)

@@ -206,10 +206,11 @@ class Publishing(Once):
         """Add many jobs in one round trip; return their tags in order.
 
         Every body is validated and encoded before anything is sent. Calls of up to
-        100 jobs (of one partition) are all-or-nothing. A longer call is sent as chunks
-        of 100 in one pipeline after the ``tags`` given are checked for clashes, so a
-        :class:`DuplicateJob` writes nothing unless another client published a clashing
-        tag in the meantime (the exception's ``published`` then lists what was written).
+        100 jobs and 128 KiB of bodies (of one partition) are all-or-nothing. A longer
+        call is cut into such script calls (``conf.bounds``), pipelined, after the
+        ``tags`` given are checked for clashes, so a :class:`DuplicateJob` writes nothing
+        unless another client published a clashing tag in the meantime; an error that
+        stops it lists in ``published`` what was written (docs/queue.md).
         Tags drawn by :func:`~django_zqueue.engine.records.new_tag` (no ``tags`` given) are not
         checked first: two of them clash with odds of about n²/2^73, and a chunk that
         meets a clash is refused by its script all the same.
@@ -230,7 +231,7 @@ class Publishing(Once):
         return self.publish_prepared(jobs)
 
     def publish_prepared(self, jobs: Sequence[NewJob]) -> list[str]:
-        """Send jobs made by :meth:`prepare`: one script call per shard and per 100 jobs,
-        all in one round trip. A call that spans several script calls is checked for
-        clashes first."""
+        """Send jobs made by :meth:`prepare`: one script call per shard and per 100 jobs
+        or 128 KiB of bodies, pipelined. A call that spans several script calls is checked
+        for clashes first (see :meth:`publish_many`)."""
         return self.engine.writes.publish(jobs)

@@ -3,11 +3,11 @@
 
 Each set is what one caller prepared (one ``enqueue``): it succeeds or fails on its own,
 as if it had been published alone with :meth:`Queue.publish_prepared`. To save script
-calls, the sets that go to one shard share a ``publish`` call (up to 100 jobs, whole sets
-only); all calls go in one pipeline. ``publish.lua`` writes all of a call's jobs or none,
-so a call refused as a whole (a tag in use, ``max_length`` reached) is sent again one call
-per set, in one more round trip: each set then gets its own answer, and no job of the
-other sets is lost or written twice.
+calls, the sets that go to one shard share a ``publish`` call (up to 100 jobs and
+``PUBLISH_CALL_BYTES`` of bodies, whole sets only); all calls go in one pipeline.
+``publish.lua`` writes all of a call's jobs or none, so a call refused as a whole (a tag
+in use, ``max_length`` reached) is sent again one call per set, in one more round trip:
+each set then gets its own answer, and no job of the other sets is lost or written twice.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..engine import PUBLISH_CHUNK
+from ..conf.bounds import PUBLISH_CALL_BYTES
+from ..engine import PUBLISH_CHUNK, cut_calls
 from ..engine.records import NewJob
 from ..engine.redis.connection import UNAVAILABLE_ERRORS
 from ..engine.scripts import Call, Pending
@@ -35,7 +36,8 @@ _Planned = tuple["Engine", int, list[int]]
 def publish_sets(sets: Sequence[tuple[Queue, Sequence[NewJob]]]) -> list[Outcome]:
     """Publish each ``(queue, jobs)`` set, in order; the outcome of each set.
 
-    A set of at most 100 jobs of one shard joins the shared calls of one round trip; a
+    A set of one call (``cut_calls``: at most 100 jobs and ``PUBLISH_CALL_BYTES`` of
+    bodies, or one job) of one shard joins the shared calls of one round trip; a
     larger set, or one spread over partitions, is sent alone by ``publish_prepared`` at
     its place in the order (the round trips it needs, its tags checked first). A set
     whose queue cannot check its partition layout fails with that error. A connection
@@ -62,9 +64,13 @@ def publish_sets(sets: Sequence[tuple[Queue, Sequence[NewJob]]]) -> list[Outcome
     return outcomes
 
 
+def _body(job: NewJob) -> bytes:
+    return job.body
+
+
 def _shard_of(queue: Queue, jobs: Sequence[NewJob]) -> int | None:
     """The index of the one shard all of ``jobs`` go to, if they fit one call; else None."""
-    if not jobs or len(jobs) > PUBLISH_CHUNK:
+    if not jobs or len(jobs) > PUBLISH_CHUNK or len(cut_calls(jobs, _body)) > 1:
         return None
     sets = queue.engine.sets
     shard = sets.shard_index(jobs[0].tag)
@@ -75,20 +81,22 @@ def _shard_of(queue: Queue, jobs: Sequence[NewJob]) -> int | None:
 
 def _plan(sets: Sequence[tuple[Queue, Sequence[NewJob]]], run: list[int]) -> list[_Planned]:
     """The shared calls of the sets ``run``: per shard, whole sets in order, at most
-    :data:`PUBLISH_CHUNK` jobs a call."""
+    :data:`PUBLISH_CHUNK` jobs and ``PUBLISH_CALL_BYTES`` of bodies a call (a set that
+    alone is larger has a call of its own)."""
     calls: list[_Planned] = []
-    # (id(engine), shard index) -> its call being filled, jobs
-    open_call: dict[tuple[int, int], tuple[_Planned, int]] = {}
+    # (id(engine), shard index) -> its call being filled, its jobs and bytes of bodies
+    open_call: dict[tuple[int, int], tuple[_Planned, int, int]] = {}
     for i in run:
         queue, jobs = sets[i]
         engine = queue.engine
         shard = engine.sets.shard_index(jobs[0].tag)
-        current, size = open_call.get((id(engine), shard), (None, 0))
-        if current is None or size + len(jobs) > PUBLISH_CHUNK:
-            current, size = (engine, shard, []), 0
+        size = sum(len(j.body) for j in jobs)
+        current, count, held = open_call.get((id(engine), shard), (None, 0, 0))
+        if current is None or count + len(jobs) > PUBLISH_CHUNK or held + size > PUBLISH_CALL_BYTES:
+            current, count, held = (engine, shard, []), 0, 0
             calls.append(current)
         current[2].append(i)
-        open_call[(id(engine), shard)] = (current, size + len(jobs))
+        open_call[(id(engine), shard)] = (current, count + len(jobs), held + size)
     return calls
 
 

@@ -26,6 +26,7 @@ local MAX_FIELD_PATH_PARTS = 24
 local MAX_STEP_FIELDS = 10000
 local MAX_VALUE_BYTES = 16777216
 local MAX_NOTIFY_CAP = 1000000
+local MAX_PUBLISH_JOBS = 100
 local function bound(name) -- a table would be built on every call: an if chain is not
   if name == 'priority' then return -1000, 1000, true end
   if name == 'score' then return -9007199254740992, 9007199254740992, false end

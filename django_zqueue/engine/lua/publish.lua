@@ -13,7 +13,7 @@
 --   'aging' | 'fair'), aging_us (µs one priority step is worth), notify_cap, max_length
 --   (most jobs ready + delayed in this shard; 0 = no limit), group_max_length (fair
 --   queues: most jobs of one group ready + delayed; 0 = no limit)
--- ARGV[1 + i] job i, i = 1..n (jobs in this call, 1..100), one MessagePack map (_new_job.lua, django_zqueue/engine/records/spec.py): id,
+-- ARGV[1 + i] job i, i = 1..n (jobs in this call, 1..MAX_PUBLISH_JOBS), one MessagePack map (_new_job.lua, django_zqueue/engine/records/spec.py): id,
 --   body and the options it sets by name (priority, score, delay_ms, run_at_ms,
 --   max_retries, visibility_timeout_ms, group, weight)
 -- Raises ZQ_BAD_ARGUMENT (nothing written) for a job whose fields are out of bounds or
@@ -50,9 +50,9 @@ local mode, aging_us, cap, n = policy.mode, policy.aging_us, policy.notify_cap, 
 -- 0. every job's arguments within bounds (Python checked them; this keeps a bad caller
 -- from writing a record that other scripts would refuse)
 local max_length, gmax = policy.max_length, policy.group_max_length
-if not is_int(n, 1, 100) or not is_int(max_length, 0, MAX_QUEUE_LENGTH)
+if not is_int(n, 1, MAX_PUBLISH_JOBS) or not is_int(max_length, 0, MAX_QUEUE_LENGTH)
     or not is_int(gmax, 0, MAX_GROUP_LENGTH) or (gmax > 0 and mode ~= 'fair') then
-  error('ZQ_BAD_ARGUMENT: publish takes 1..100 jobs, one argument each, max_length 0..'
+  error('ZQ_BAD_ARGUMENT: publish takes 1..' .. MAX_PUBLISH_JOBS .. ' jobs, one argument each, max_length 0..'
     .. MAX_QUEUE_LENGTH .. ', group_max_length 0..' .. MAX_GROUP_LENGTH .. ' (fair mode only)')
 end
 local now = now_ms()

@@ -14,7 +14,7 @@
 --   and group_max_length (as publish.lua; counts the jobs of each group that enter
 --   ready or delayed now; every job of the call is indexed, a waiting one counts once its
 --   parents release it)
--- ARGV[1 + i] job i, i = 1..n (1..100), one MessagePack map as in publish.lua, with three more fields:
+-- ARGV[1 + i] job i, i = 1..n (1..MAX_PUBLISH_JOBS), one MessagePack map as in publish.lua, with three more fields:
 --   need (parents to wait for, 0..10000, absent = 0; > 0: no delay), kids (JSON list of
 --   its dependents [queue, tag, index], absent = none), parents (JSON list of
 --   [queue, tag], absent = none), and opt (its places that take any end of their
@@ -47,10 +47,11 @@ guard_keys({k.ready, k.delayed, k.wait, k.expiry, k.ctr})
 local policy = read_policy(ARGV[1])
 local mode, aging_us, cap, n = policy.mode, policy.aging_us, policy.notify_cap, #ARGV - 1
 local max_length, gmax = policy.max_length, policy.group_max_length
-if not is_int(n, 1, 100) or #KEYS ~= 13 + n
+if not is_int(n, 1, MAX_PUBLISH_JOBS) or #KEYS ~= 13 + n
     or not is_int(max_length, 0, MAX_QUEUE_LENGTH) or not is_int(gmax, 0, MAX_GROUP_LENGTH)
     or (gmax > 0 and mode ~= 'fair') then
-  error('ZQ_BAD_ARGUMENT: wf_publish needs 1..100 jobs, one wf key and one argument each')
+  error('ZQ_BAD_ARGUMENT: wf_publish needs 1..' .. MAX_PUBLISH_JOBS
+    .. ' jobs, one wf key and one argument each')
 end
 local LINKS = {need = true, kids = true, parents = true, opt = true}
 
