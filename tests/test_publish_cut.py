@@ -8,9 +8,7 @@ module (its ``INFO commandstats`` and ``SLOWLOG`` are this test's alone)."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import random
 import uuid
 from collections.abc import Iterator
@@ -79,14 +77,6 @@ def test_cut_keeps_every_job_in_order_within_both_bounds() -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
     s = PrivateRedis(tmp_path_factory.mktemp("redis-cut"))
     assert s.process is not None
-    # SLOWLOG times a call by the wall clock: on a host whose cores are busy the server is
-    # given the first turn (a real-time class, else a higher priority) so that what is
-    # timed is the call's work, not a wait for a core (no gain where neither is allowed)
-    try:
-        os.sched_setscheduler(s.process.pid, os.SCHED_FIFO, os.sched_param(1))
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, s.process.pid, -5)
     yield s
     s.stop()
 
@@ -112,35 +102,28 @@ def _script_calls(client: redis.Redis) -> int:
     return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("fcall", "evalsha"))
 
 
-def test_a_large_enqueue_many_is_cut_and_no_call_reaches_5_ms(
+def test_a_large_enqueue_many_is_cut_into_calls_of_max_publish_jobs(
     server: PrivateRedis, client: redis.Redis
 ) -> None:
-    """50,000 calls of ``enqueue_many``: one script call per MAX_PUBLISH_JOBS jobs, and
-    SLOWLOG at 5000 µs stays empty. SLOWLOG times a command by the wall clock, so a core
-    taken by another process in the middle of one call shows as a slow call: a publish
-    whose slowlog is not empty is tried again, up to 3 times in all (calls that are too
-    long are slow every time; a preemption is not)."""
+    """50,000 calls of ``enqueue_many``: one script call per MAX_PUBLISH_JOBS jobs, every
+    job written once. (How long each call holds Redis is a figure of the benchmarks, not
+    a test: ``python -m bench`` reports the longest script call SLOWLOG saw.)"""
     from testproject.demo import tasks
 
     prefix = f"zqc-{uuid.uuid4().hex[:8]}"
     value = {"REDIS_URL": server.url, "PREFIX": prefix, "QUEUES": {"default": {}}}
-    tries: list[list[tuple[int, bytes]]] = []
     with override_settings(ZQUEUE=value):
         try:
             tasks.add.enqueue(0, 0)  # the layout checked, the library loaded
-            client.config_set("slowlog-log-slower-than", 5000)
-            while len(tries) < 3 and (not tries or tries[-1]):
-                client.slowlog_reset()
-                before = _script_calls(client)
-                jobs = tasks.add.enqueue_many([(i, i) for i in range(50_000)])
-                calls = _script_calls(client) - before
-                assert len(jobs) == 50_000 and len({j.id for j in jobs}) == 50_000
-                assert calls == 50_000 // MAX_PUBLISH_JOBS
-                tries.append([(e["duration"], e["command"][:60]) for e in client.slowlog_get(128)])
+            before = _script_calls(client)
+            jobs = tasks.add.enqueue_many([(i, i) for i in range(50_000)])
+            calls = _script_calls(client) - before
         finally:
-            client.config_set("slowlog-log-slower-than", 10000)
             conf.reset()
-    assert tries[-1] == [], tries
+    assert len(jobs) == 50_000 and len({j.id for j in jobs}) == 50_000
+    assert calls == 50_000 // MAX_PUBLISH_JOBS
+    q = Queue("default", queue_options("default"), prefix=prefix, client=client)
+    assert q.total_count() == 50_001
 
 
 def test_big_bodies_are_cut_by_bytes(client: redis.Redis) -> None:
