@@ -220,3 +220,38 @@ def test_the_workers_page_quiets_and_stops_after_a_confirmation_and_logs_it(
     ]
     r = op.post(f"{BASE}workers/do/", {"op": "stop", "worker": worker.id, "confirm": "yes"})
     assert r.status_code == 302 and LogEntry.objects.count() == 2  # gone: refused, not logged
+
+
+def test_the_workers_reading_has_state_order_task_and_progress(
+    project: dict[str, str],
+) -> None:
+    from django_zqueue.worker.leases import Leases
+
+    q = get_queue("default")
+    leases = Leases("web-1:42:ab12", [q], threads=2)
+    leases.register()
+    # an older worker's entry, without a state: running
+    seen = int(time.time() * 1000)
+    q.engine.workers.register([q.engine], "old:1:aa", json.dumps({"threads": 1, "seen": seen}))
+    q.publish({"task": "app.tasks.report", "args": [1], "kwargs": {}})
+    q.publish("not a task's body")
+    mine = q.claim(2, consumer="web-1:42:ab12")[0]
+    q.touch(mine[0], progress=0.375)
+    q.engine.workers.order("web-1:42:ab12", "quiet")
+    w = {x.id: x for x in read_workers([q.engine]).workers}
+    assert w["old:1:aa"].state == "running" and w["old:1:aa"].order is None
+    me = w["web-1:42:ab12"]
+    assert (me.state, me.order) == ("running", "quiet")  # ordered, not yet done
+    assert sorted((j.task or "", j.progress) for j in me.jobs) == [
+        ("", None),
+        ("app.tasks.report", 0.375),
+    ]
+    leases.set_state("quiet")
+    leases.register()
+    me = next(x for x in read_workers([q.engine]).workers if x.id == "web-1:42:ab12")
+    assert (me.state, me.order) == ("quiet", None)  # done: no longer shown as ordered
+    q.engine.workers.order("web-1:42:ab12", "stop")
+    me = next(x for x in read_workers([q.engine]).workers if x.id == "web-1:42:ab12")
+    assert (me.state, me.order) == ("quiet", "stop")
+    leases.unregister()
+    assert q.engine.workers.orders([q.engine], "web-1:42:ab12") == []
