@@ -3,7 +3,7 @@
 Each action that changes what a queue holds or does — requeue, retry now, delete,
 cancel, run now, set priority (on selected jobs or on every job that matches), purge,
 pause, resume, send an event, a schedule's pause, resume, run now, removal and
-addition, and a worker's quiet and stop — writes one
+addition, a worker's quiet and stop, and the outbox's retry and discard — writes one
 :class:`~django.contrib.admin.models.LogEntry` after it ran: the user, the queue
 (``object_id`` and ``object_repr``; a schedule's changes ``schedule <name>``), and a
 change message that names the action and counts the jobs it acted on: ``requeue: 3
@@ -24,7 +24,13 @@ from django.http import HttpRequest
 from ..models import Queue as QueueModel
 
 #: the log's action flag of each action (any other: a change)
-FLAGS = {"delete": DELETION, "purge": DELETION, "remove": DELETION, "add": ADDITION}
+FLAGS = {
+    "delete": DELETION,
+    "purge": DELETION,
+    "remove": DELETION,
+    "outbox_discard": DELETION,
+    "add": ADDITION,
+}
 #: longest change message kept
 MAX_MESSAGE = 2000
 
