@@ -18,7 +18,8 @@ overview; the other pages come from :meth:`QueueAdmin.get_urls`, each wrapped in
 ``…/q/<queue>/dead/{requeue,delete,purge}/``  dead-letter actions (POST only)
 ``…/metrics/``                              Prometheus text format
 ``…/schedules/``                            periodic schedules; ``do/`` and
-                                            ``add/``: their actions (POST only)
+                                            ``add/``: their actions (POST only);
+                                            ``edit/?name=``: a runtime one's form
 ``…/workers/``                              the workers; ``do/``: quiet or stop
                                             one (POST only, confirmed)
 ==========================================  ===================================
@@ -90,6 +91,9 @@ class QueueAdmin(QueuePages, QueueActions):
             path("schedules/", wrap(self.schedules_view), name=self._name("schedules")),
             path("schedules/do/", wrap(self.schedule_do_view), name=self._name("schedule_do")),
             path("schedules/add/", wrap(self.schedule_add_view), name=self._name("schedule_add")),
+            path(
+                "schedules/edit/", wrap(self.schedule_edit_view), name=self._name("schedule_edit")
+            ),
         ]
 
     def schedules_view(self, request: HttpRequest) -> HttpResponse:
@@ -104,6 +108,10 @@ class QueueAdmin(QueuePages, QueueActions):
     @method_decorator(require_POST)
     def schedule_add_view(self, request: HttpRequest) -> HttpResponse:
         return schedules_page.add(self, request)
+
+    def schedule_edit_view(self, request: HttpRequest) -> HttpResponse:
+        """A runtime schedule's edit form (GET) and its change (POST)."""
+        return schedules_page.edit(self, request)
 
     @method_decorator(require_POST)
     def worker_do_view(self, request: HttpRequest) -> HttpResponse:

@@ -2,7 +2,7 @@
 
 Each action that changes what a queue holds or does — requeue, retry now, delete,
 cancel, run now, set priority (on selected jobs or on every job that matches), purge,
-pause, resume, send an event, a schedule's pause, resume, run now, removal and
+pause, resume, send an event, a schedule's pause, resume, run now, removal, change and
 addition, a worker's quiet and stop, and the outbox's retry and discard — writes one
 :class:`~django.contrib.admin.models.LogEntry` after it ran: the user, the queue
 (``object_id`` and ``object_repr``; a schedule's changes ``schedule <name>``), and a
