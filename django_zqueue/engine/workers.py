@@ -102,14 +102,6 @@ class Workers:
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
 
-    def entry(self, worker: str) -> Any:
-        """``worker``'s registration in this queue's workers hash, as stored (None: not
-        registered); ``QueueUnavailable`` when Redis cannot be reached."""
-        try:
-            return self._engine._client.hget(self._engine._keys.workers, worker)
-        except Exception as exc:
-            raise QueueUnavailable(str(exc)) from exc
-
     def order(self, worker: str, what: str) -> bool:
         """Leave order ``what`` (one of :data:`ORDERS`) for ``worker`` in this queue; a
         ``stop`` replaces a ``quiet``, a ``quiet`` never replaces a ``stop``. True when

@@ -280,13 +280,7 @@ class Worker:
             if now >= next_orders and not self.stopping.is_set():
                 next_orders = now + ORDERS_EVERY
                 self.read_orders()
-            self.leases.set_state(
-                "stopping"
-                if self.stopping.is_set()
-                else "quiet"
-                if self.quiet.is_set()
-                else "running"
-            )
+            self.leases.set_state(self.state)  # registered again at once when it changed
             try:
                 self.leases.enforce_timeouts(now)
             except Exception:
