@@ -255,3 +255,33 @@ def test_the_workers_reading_has_state_order_task_and_progress(
     assert (me.state, me.order) == ("quiet", "stop")
     leases.unregister()
     assert q.engine.workers.orders([q.engine], "web-1:42:ab12") == []
+
+
+def test_a_quiet_order_stops_the_claims_of_the_event_loop_lane_too(
+    project: dict[str, str],
+) -> None:
+    import threading
+
+    from django_zqueue.worker import Worker
+    from testproject.demo import async_tasks
+
+    q = get_queue("default")
+    first = async_tasks.asleep.enqueue(1.0)
+    w = Worker(["default"], async_concurrency=4, scanner=False)
+    runner = threading.Thread(target=w.run, daemon=True)
+    runner.start()
+    try:
+        wait_for(lambda: q.counts()["inflight"] == 1, "the async job started")
+        wait_for(the_worker, "the worker registered")
+        workerctl.send(w.id, "quiet")
+        wait_for(lambda: (x := the_worker()) and x.state == "quiet", "the worker said quiet")
+        later = async_tasks.anoop.enqueue()  # the lane has 3 free slots: it would claim it
+        wait_for(lambda: q.state(first.id) is None, "the running job finished")
+        time.sleep(1.5)  # more than the lane's waits: a claim would have happened by now
+        assert q.state(later.id) == "ready"
+        assert q.counts() == {"ready": 1, "delayed": 0, "inflight": 0, "dead": 0}
+        assert runner.is_alive()  # quiet: idle, not gone
+    finally:
+        w.stop()
+        runner.join(LIMIT)
+    assert not runner.is_alive() and w.processed == 1
