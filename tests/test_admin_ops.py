@@ -198,7 +198,8 @@ def test_workers_page_lists_each_worker_and_the_jobs_it_holds(
     assert page.workers[1].started == "" and page.workers[1].jobs == []
     html = r.content.decode()
     assert f"{BASE}q/default/job/?id={held[0].tag}" in html
-    assert '<span class="zq-state zq-state-dead">gone</span>' in html  # shown uppercase
+    assert '<span class="zq-state zq-state-dead">gone: heartbeat stopped</span>' in html
+    assert '<span class="zq-state zq-state-ready">running</span>' in html
     assert tags[2] not in html  # held by a consumer that is no registered worker
     assert f'href="{BASE}workers/"' in viewer.get(BASE).content.decode()
     assert client_for(make_user("nobody")).get(f"{BASE}workers/").status_code == 403

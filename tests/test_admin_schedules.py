@@ -110,3 +110,54 @@ def test_csrf_is_checked_and_actions_can_be_off(
         assert c.post(f"{PAGE}do/", {"op": "pause", "name": "tidy"}).status_code == 404
     conf.reset()
     assert not schedules.get("tidy").paused
+
+
+def test_a_runtime_schedule_is_edited_from_its_form_checked_as_add_and_logged(
+    project: dict[str, Any],  # noqa: F811
+    redis_client: redis.Redis,
+    prefix: str,
+) -> None:
+    from django.contrib.admin.models import LogEntry
+
+    schedules.add("tidy", RECORD, every=90, args=["l", 1])
+    c = operator()
+    assert f"{PAGE}edit/?name=tidy" in c.get(PAGE).content.decode()
+    form = c.get(f"{PAGE}edit/", {"name": "tidy"}).content.decode()
+    assert 'value="90"' in form and "[&quot;l&quot;, 1]" in form and "checked" in form
+    # refused as add refuses, the form kept, nothing written
+    before = snapshot(redis_client, prefix)
+    for bad, says in [
+        ({"cron": "61 * * * *", "every": ""}, "cron"),
+        ({"cron": "", "every": "90", "args": '{"not": "a list"}'}, "args must be a JSON list"),
+        ({"cron": "", "every": "-1"}, "every"),
+        ({"cron": "0 3 * * *", "every": "60"}, "not both"),
+        ({"cron": "0 3 * * *", "every": "", "timezone": "Mars/Olympus"}, "Mars/Olympus"),
+        ({"cron": "", "every": "90", "args": '["l"]'}, "argument"),  # record needs 2
+    ]:
+        r = c.post(f"{PAGE}edit/", {"name": "tidy", "enabled": "on", **bad})
+        assert r.status_code == 200, bad
+        assert says in r.content.decode(), (bad, says)
+    assert snapshot(redis_client, prefix) == before
+    r = c.post(
+        f"{PAGE}edit/",
+        {"name": "tidy", "cron": "0 3 * * *", "every": "", "args": '["m", 2]', "kwargs": ""},
+    )  # enabled not ticked: paused
+    assert r.status_code == 302
+    e = schedules.get("tidy")
+    assert (e.cron, e.every, e.args, e.paused) == ("0 3 * * *", None, ("m", 2), True)
+    c.post(
+        f"{PAGE}edit/",
+        {"name": "tidy", "cron": "", "every": "30", "args": '["m", 3]', "enabled": "on"},
+    )
+    e = schedules.get("tidy")
+    assert (e.cron, e.every, e.args, e.paused) == (None, 30.0, ("m", 3), False)
+    assert [m.change_message for m in LogEntry.objects.order_by("pk")] == [
+        'change: 0 3 * * *, {"args": ["m", 2], "kwargs": {}}, paused',
+        'change: every 30 s, {"args": ["m", 3], "kwargs": {}}, enabled',
+    ]
+    # a schedule in code is not edited here; a viewer may not edit
+    r = c.get(f"{PAGE}edit/", {"name": HEARTBEAT})
+    assert r.status_code == 302
+    viewer = client_for(make_user("viewer", "view_queue"))
+    assert viewer.post(f"{PAGE}edit/", {"name": "tidy", "every": "5"}).status_code == 403
+    assert schedules.get("tidy").every == 30.0

@@ -61,7 +61,17 @@ def test_a_healthy_queue_has_no_key_problem(q: Queue) -> None:
     assert "ok       keys: queue 'default': every key has its type and values" in lines
 
 
-REPAIRED = ["notify", "workers", "rate", "stats", "progress", "gstarts", "gstarts_prev", "grate"]
+REPAIRED = [
+    "notify",
+    "workers",
+    "wctl",
+    "rate",
+    "stats",
+    "progress",
+    "gstarts",
+    "gstarts_prev",
+    "grate",
+]
 
 
 @pytest.mark.parametrize("field", [*REPAIRED, "paused"])

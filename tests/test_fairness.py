@@ -288,6 +288,36 @@ def test_group_figures_biggest_first_and_bounded(make_queue: QueueFactory) -> No
         q.ack(m)
 
 
+def test_group_figures_count_every_waiting_job_of_each_group_set_aside_too(
+    make_queue: QueueFactory,
+) -> None:
+    """Jobs in several states: in line, set aside by the group's limit (in delayed, not in
+    line), in flight, delayed by their own delay, dead: the waiting count of a group is
+    its jobs in line and set aside, exactly; delayed and dead jobs are not waiting."""
+    q = fair(make_queue, group_concurrency=1)
+    q.publish_many([f"a:{i}" for i in range(5)], group="a")
+    q.publish_many([f"b:{i}" for i in range(3)], group="b")
+    q.publish("c:later", group="c", delay=3600)
+    held = claim_all(q, 10)  # one of a and one of b leased; the others of a, b set aside
+    assert sorted(m.body for m in held) == ["a:0", "b:0"]
+    q.publish_many([f"c:{i}" for i in range(2)], group="c")
+    q.publish("d:dead", group="d")
+    more = claim_all(q, 10)  # c:0 leased, c:1 set aside, d:dead leased
+    assert sorted(m.body for m in more) == ["c:0", "d:dead"]
+    q.nack(next(m for m in more if m.body == "d:dead"), "boom", dead=True)
+    q.publish("c:2", group="c")  # in line: no claim since
+    fig = q.read.groups(top=10)
+    assert fig.exact
+    by = {r.group: (r.waiting, r.ready, r.set_aside, r.inflight) for r in fig.rows}
+    assert by == {"a": (4, 0, 4, 1), "b": (2, 0, 2, 1), "c": (2, 1, 1, 1)}  # d: dead
+    assert [r.group for r in fig.rows] == ["a", "b", "c"]  # the most waiting first
+    assert q.counts() == {"ready": 1, "delayed": 8, "inflight": 3, "dead": 1}
+    small = q.read.groups(top=10, sample=2)  # the first 2 of the 7 set aside
+    assert not small.exact and sum(r.set_aside for r in small.rows) == 2
+    for m in [*held, *(m for m in more if m.body == "c:0")]:
+        q.ack(m)
+
+
 # ---------------------------------------------------------------- bad input
 
 

@@ -376,6 +376,64 @@ def test_the_admin_lists_the_rows_waiting_read_only(settings_on: dict[str, Any])
     assert rows() == [row]
 
 
+def test_the_admin_retries_and_discards_rows_after_a_confirmation_and_logs_it(
+    settings_on: dict[str, Any],
+) -> None:
+    from django.contrib.admin.models import DELETION, LogEntry
+    from django.contrib.auth.models import Permission, User
+    from django.test import Client
+
+    url = "/admin/django_zqueue/outboxentry/"
+    with transaction.atomic():
+        tasks.add.using(queue="other").enqueue(1, 1)
+        tasks.add.using(queue="other").enqueue(2, 2)
+        tasks.add.using(queue="other").enqueue(3, 3)
+    with override_settings(ZQUEUE={**settings_on, "QUEUES": {"default": {}}}):
+        assert outbox.relay().failed == 3  # "other" unknown: all set aside
+    first, second, third = rows()
+    assert all(r.last_error.startswith("UnknownQueue: ") for r in (first, second, third))
+
+    def user(name: str, *codenames: str) -> Client:
+        u = User.objects.create_user(name, f"{name}@example.com", "pw", is_staff=True)
+        for code in codenames:
+            u.user_permissions.add(
+                Permission.objects.get(content_type__app_label="django_zqueue", codename=code)
+            )
+        c = Client()
+        c.force_login(u)
+        return c
+
+    viewer = user("viewer", "view_outboxentry")
+    assert "Retry the selected rows" not in viewer.get(url).content.decode()
+    r = viewer.post(url, {"action": "retry", "_selected_action": [first.id], "confirm": "yes"})
+    assert rows()[0].last_error != ""  # not offered: nothing done
+    op = user("op", "view_outboxentry", "manage_jobs")
+    assert "Retry the selected rows" in op.get(url).content.decode()
+    r = op.post(url, {"action": "retry", "_selected_action": [first.id, second.id]})
+    assert r.status_code == 200 and "next relay step publishes them" in r.content.decode()
+    assert all(x.last_error for x in rows())  # a confirmation first: nothing changed
+    r = op.post(
+        url, {"action": "retry", "_selected_action": [first.id, second.id], "confirm": "yes"}
+    )
+    assert r.status_code == 302
+    assert [bool(x.last_error) for x in rows()] == [False, False, True]
+    assert outbox.relay().published == 2  # the queue is back: published, in order
+    assert ready_args("other") == [[1, 1], [2, 2]]
+    r = op.post(url, {"action": "discard", "_selected_action": [third.id]})
+    assert r.status_code == 200 and "never published" in r.content.decode()
+    assert len(rows()) == 1
+    op.post(url, {"action": "discard", "_selected_action": [third.id], "confirm": "yes"})
+    assert rows() == []
+    logged = [
+        (e.user.username, e.object_id, e.action_flag == DELETION, e.change_message)
+        for e in LogEntry.objects.order_by("pk")
+    ]
+    assert logged == [
+        ("op", "other", False, "outbox_retry: 2 rows"),
+        ("op", "other", True, "outbox_discard: 1 row"),
+    ]
+
+
 def test_metrics_count_the_rows_waiting_and_relayed(settings_on: dict[str, Any]) -> None:
     pytest.importorskip("prometheus_client")
     from django_zqueue.metrics import exposition

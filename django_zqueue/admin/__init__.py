@@ -18,7 +18,10 @@ overview; the other pages come from :meth:`QueueAdmin.get_urls`, each wrapped in
 ``…/q/<queue>/dead/{requeue,delete,purge}/``  dead-letter actions (POST only)
 ``…/metrics/``                              Prometheus text format
 ``…/schedules/``                            periodic schedules; ``do/`` and
-                                            ``add/``: their actions (POST only)
+                                            ``add/``: their actions (POST only);
+                                            ``edit/?name=``: a runtime one's form
+``…/workers/``                              the workers; ``do/``: quiet or stop
+                                            one (POST only, confirmed)
 ==========================================  ===================================
 
 Permissions: ``view_queue`` for every page (403 without it); ``view_payload`` to see
@@ -45,6 +48,7 @@ from . import (
 )
 from . import (
     schedules_page,
+    workers_page,
 )
 from .action_views import MAX_TAGS as MAX_TAGS
 from .action_views import QueueActions
@@ -70,6 +74,7 @@ class QueueAdmin(QueuePages, QueueActions):
             path("search/", wrap(self.search_view), name=self._name("search")),
             path("metrics/", wrap(self.metrics_view), name=self._name("metrics")),
             path("workers/", wrap(self.workers_view), name=self._name("workers")),
+            path("workers/do/", wrap(self.worker_do_view), name=self._name("worker_do")),
             path("q/<str:queue>/", wrap(self.queue_view), name=self._name("queue")),
             path("q/<str:queue>/job/", wrap(self.job_view), name=self._name("job")),
             path("q/<str:queue>/find/", wrap(self.find_view), name=self._name("find")),
@@ -86,6 +91,9 @@ class QueueAdmin(QueuePages, QueueActions):
             path("schedules/", wrap(self.schedules_view), name=self._name("schedules")),
             path("schedules/do/", wrap(self.schedule_do_view), name=self._name("schedule_do")),
             path("schedules/add/", wrap(self.schedule_add_view), name=self._name("schedule_add")),
+            path(
+                "schedules/edit/", wrap(self.schedule_edit_view), name=self._name("schedule_edit")
+            ),
         ]
 
     def schedules_view(self, request: HttpRequest) -> HttpResponse:
@@ -100,6 +108,15 @@ class QueueAdmin(QueuePages, QueueActions):
     @method_decorator(require_POST)
     def schedule_add_view(self, request: HttpRequest) -> HttpResponse:
         return schedules_page.add(self, request)
+
+    def schedule_edit_view(self, request: HttpRequest) -> HttpResponse:
+        """A runtime schedule's edit form (GET) and its change (POST)."""
+        return schedules_page.edit(self, request)
+
+    @method_decorator(require_POST)
+    def worker_do_view(self, request: HttpRequest) -> HttpResponse:
+        """Quiet or stop one worker, after a confirmation (workers_page.py)."""
+        return workers_page.do(self, request)
 
     @method_decorator(require_POST)
     def signal_view(self, request: HttpRequest, queue: str) -> HttpResponse:

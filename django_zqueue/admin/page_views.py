@@ -279,5 +279,12 @@ class QueuePages(QueueAdminBase):
         """Every worker registered in a configured queue, with the jobs it holds."""
         self._require_view(request)
         page = workers_page.workers(configured_queues(), lambda q, tag: self.url("job", q, id=tag))
-        ctx = self._context(request, _("Workers"), (_("workers"), None), page=page)
+        ctx = self._context(
+            request,
+            _("Workers"),
+            (_("workers"), None),
+            page=page,
+            may_order=workers_page.may_order(self.opts.app_label, request),
+            do_url=self.url("worker_do"),
+        )
         return TemplateResponse(request, "admin/django_zqueue/workers.html", ctx)

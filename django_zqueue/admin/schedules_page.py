@@ -1,6 +1,6 @@
 """The admin's schedules page: every periodic schedule (in code and added at run time)
 with its next and last firing, and the operator's buttons: pause, resume, run now,
-remove (runtime schedules only) and a small form to add one.
+edit and remove (runtime schedules only) and a small form to add one.
 
 Reading needs ``view_queue``; every change is a POST (CSRF-checked by the admin), needs
 ``manage_jobs`` and ``ZQUEUE["ADMIN_ACTIONS"]`` (404 when it is False), and goes through
@@ -80,6 +80,7 @@ def page(admin: QueueAdmin, request: HttpRequest) -> HttpResponse:
         may_change=_may_change(admin, request),
         do_url=admin.url("schedule_do"),
         add_url=admin.url("schedule_add"),
+        edit_url=admin.url("schedule_edit"),
         tasks=sorted(registry.all_tasks()),
         queues=list(conf.get_config().queues),
         form=request.session.pop("zq_schedule_form", {}) if hasattr(request, "session") else {},
@@ -176,3 +177,84 @@ def _values(form: dict[str, str]) -> dict[str, Any]:
     if form["timezone"]:
         values["timezone"] = form["timezone"]
     return values
+
+
+#: the fields the edit form changes (``schedules.update``), and ``enabled``
+EDIT_FIELDS = ("cron", "every", "args", "kwargs", "timezone")
+
+
+def _edit_form(e: schedules.ScheduleEntry) -> dict[str, str]:
+    """The edit form's fields, filled from the schedule as stored."""
+    return {
+        "cron": e.cron or "",
+        "every": "" if e.every is None else f"{e.every:g}",
+        "args": json.dumps(list(e.args)),
+        "kwargs": json.dumps(e.kwargs),
+        "timezone": e.timezone or "",
+        "enabled": "" if e.paused else "on",
+    }
+
+
+def _changes(form: dict[str, str]) -> dict[str, Any]:
+    """The keyword arguments of ``schedules.update`` from the edit form: what add's form
+    takes, with empty arguments meaning none, and exactly one of cron and every."""
+    if bool(form["cron"]) == bool(form["every"]):
+        raise InvalidArgument("give either a cron expression or every (seconds), not both")
+    values = _values({**form, "queue": "", "timezone": form["timezone"]})
+    values.setdefault("args", [])
+    values.setdefault("kwargs", {})
+    values.setdefault("timezone", None)
+    return values
+
+
+def edit(admin: QueueAdmin, request: HttpRequest) -> HttpResponse:
+    """A runtime schedule's form (GET ``name``), and its change (POST): timing (cron or
+    every, time zone), arguments and enabled, through ``schedules.update`` (checked as
+    ``add`` checks) and pause/resume; a refusal shows the form again with what was typed
+    and the error, and nothing is written."""
+    _require_change(admin, request)
+    name = (request.POST if request.method == "POST" else request.GET).get("name", "")
+    back = HttpResponseRedirect(admin.url("schedules"))
+    try:
+        entry = schedules.get(name)
+    except InvalidArgument as exc:
+        messages.error(request, str(exc))
+        return back
+    if entry.source != "runtime":
+        messages.error(
+            request,
+            _("Schedule %(name)s is declared in code: change it in the code.") % {"name": name},
+        )
+        return back
+    form = _edit_form(entry)
+    error = None
+    if request.method == "POST":
+        form = {k: request.POST.get(k, "").strip() for k in (*EDIT_FIELDS, "enabled")}
+        try:
+            changed = schedules.update(name, **_changes(form))
+            enabled = form["enabled"] == "on"
+            if enabled and changed.paused:
+                changed = schedules.resume(name)
+            elif not enabled and not changed.paused:
+                changed = schedules.pause(name)
+        except InvalidArgument as exc:
+            error = str(exc)
+        else:
+            when = _when(changed)
+            state = "paused" if changed.paused else "enabled"
+            args = json.dumps({"args": list(changed.args), "kwargs": changed.kwargs})
+            audit.log(request, f"schedule {name}", "change", f"{when}, {args}, {state}")
+            messages.success(request, _("Schedule %(name)s changed.") % {"name": name})
+            return back
+    ctx = admin.context(
+        request,
+        _("Change schedule %(name)s") % {"name": name},
+        (_("schedules"), admin.url("schedules")),
+        (_("change"), None),
+        entry=entry,
+        form=form,
+        error=error,
+        edit_url=admin.url("schedule_edit"),
+        back_url=admin.url("schedules"),
+    )
+    return TemplateResponse(request, "admin/django_zqueue/schedule_edit.html", ctx)

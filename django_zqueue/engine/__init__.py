@@ -29,7 +29,7 @@ its own:
   unblocking one;
 - ``engine.joblogs`` (:class:`~.joblogs.JobLogs`): the lines a job says while it runs;
 - ``engine.jobstreams`` (:class:`~.jobstreams.JobStreams`): the chunks a job streams;
-- ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups and registration;
+- ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups, registration and orders;
 - ``engine.protocol`` (:class:`~.protocol.WireProtocol`): the queue set up for producers
   in other languages;
 - ``engine.results`` (:class:`~.results.Results`), ``engine.stats``
@@ -87,6 +87,7 @@ from .sandbox import Sandbox
 from .sets import Sets
 from .shard import Shard
 from .stats import Stats
+from .workers import ORDERS as WORKER_ORDERS
 from .workers import Wakeups, Workers
 from .writes import Writes
 
@@ -102,6 +103,7 @@ __all__ = [
     "PROMOTE_LIMIT",
     "PUBLISH_CHUNK",
     "RESOLVE_CHUNK",
+    "WORKER_ORDERS",
     "AckReply",
     "ClaimPlan",
     "Claims",

@@ -40,6 +40,7 @@ class Finding:
 DELETABLE = {
     "notify": "wake-up tokens only: idle workers look again within a second",
     "workers": "workers register again within 10 s",
+    "wctl": "the quiet and stop orders not yet read by their workers are forgotten",
     "rate": "the qps token bucket starts full again",
     "stats": "the lifetime counters start again from 0",
     "progress": "running jobs report their progress again",

@@ -35,7 +35,8 @@ class QueueKeys:
     rate: str  # HASH tokens / ts: the qps token bucket
     stats: str  # HASH counters: enqueued, acked, failed, retried, dead, expired, ...
     notify: str  # LIST wake-up tokens for blocked consumers
-    workers: str  # HASH worker id -> JSON {threads, seen, host, pid}: live consumers
+    workers: str  # HASH worker id -> JSON {threads, seen, host, pid, state}: live consumers
+    wctl: str  # HASH worker id -> the order left for it: "quiet" or "stop" (engine/workers.py)
     sched: str  # ZSET periodic schedule name -> next tick, ms (paused ones are absent)
     sched_defs: str  # HASH schedule name -> JSON definition (and "paused")
     sched_last: str  # HASH schedule name -> "tick_ms job_tag" of its last firing
@@ -117,6 +118,7 @@ class QueueKeys:
             *self.lifecycle(),
             self.rate,
             self.workers,
+            self.wctl,
             self.sched,
             self.sched_defs,
             self.sched_last,
@@ -176,6 +178,7 @@ KEY_TYPES: dict[str, str] = {
     "stats": "hash",
     "notify": "list",
     "workers": "hash",
+    "wctl": "hash",
     "sched": "zset",
     "sched_defs": "hash",
     "sched_last": "hash",
@@ -287,6 +290,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         stats=f"{tag}:stats",
         notify=f"{tag}:notify",
         workers=f"{tag}:workers",
+        wctl=f"{tag}:wctl",
         sched=f"{tag}:sched",
         sched_defs=f"{tag}:sched_defs",
         sched_last=f"{tag}:sched_last",

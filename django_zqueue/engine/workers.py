@@ -1,5 +1,7 @@
 """The engine's worker verbs (``engine.workers``): a worker's wake-ups, its registration
-in the workers hashes, and the key-type check behind its error lines."""
+in the workers hashes, the orders left for it (quiet, stop: the ``wctl`` hash of each
+queue, read by the worker every second) and the key-type check behind its error
+lines."""
 
 from __future__ import annotations
 
@@ -36,6 +38,11 @@ class Wakeups:
         """Block up to ``seconds`` for a wake-up token on any list; True if one came
         (:func:`~django_zqueue.engine.redis.connection.wait_any`)."""
         return wait_any(self.client, self.groups, seconds, self.turn)
+
+
+#: the orders an operator may leave for a worker, weakest first: ``quiet`` (claim no more,
+#: finish the running jobs, stay idle), ``stop`` (claim no more, finish them, exit)
+ORDERS = ("quiet", "stop")
 
 
 class Workers:
@@ -83,15 +90,45 @@ class Workers:
         return list(hashes[1::2])
 
     def forget(self, entries: Sequence[tuple[Core, Any]]) -> None:
-        """Delete the workers-hash entries ``(engine, worker id)`` (one round trip, none
-        when there are none); ``QueueUnavailable`` when it fails."""
+        """Delete the workers-hash entries ``(engine, worker id)`` and the orders left
+        for them (one round trip, none when there are none); ``QueueUnavailable`` when it
+        fails."""
         pipe = self._engine._client.pipeline(transaction=False)
         for e, worker in entries:
             pipe.hdel(e._keys.workers, worker)
+            pipe.hdel(e._keys.wctl, worker)
         try:
             pipe.execute()
         except Exception as exc:
             raise QueueUnavailable(str(exc)) from exc
+
+    def order(self, worker: str, what: str) -> bool:
+        """Leave order ``what`` (one of :data:`ORDERS`) for ``worker`` in this queue; a
+        ``stop`` replaces a ``quiet``, a ``quiet`` never replaces a ``stop``. True when
+        the order was written (False: a stop was already left)."""
+        if what not in ORDERS:
+            raise ValueError(f"no worker order {what!r}: one of {', '.join(ORDERS)}")
+        client, key = self._engine._client, self._engine._keys.wctl
+        try:
+            if what == "stop":
+                client.hset(key, worker, what)
+                return True
+            return bool(client.hsetnx(key, worker, what))
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+
+    def orders(self, engines: Sequence[Core], worker: str) -> list[str]:
+        """The orders left for ``worker`` in ``engines`` (queues of this engine's
+        Redis; one round trip), known ones only, strongest last."""
+        pipe = self._engine._client.pipeline(transaction=False)
+        for e in engines:
+            pipe.hget(e._keys.wctl, worker)
+        try:
+            replies = pipe.execute()
+        except Exception as exc:
+            raise QueueUnavailable(str(exc)) from exc
+        found = {r.decode() if isinstance(r, bytes) else r for r in replies}
+        return [o for o in ORDERS if o in found]
 
     def key(self) -> str:
         """The name of the queue's workers hash (for a log line)."""

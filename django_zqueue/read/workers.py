@@ -1,10 +1,12 @@
 """The live workers of a set of queues, from what workers publish: their registration in
-each queue's workers hash (``{threads, seen, host, pid, started}``, every 10 s) and the
+each queue's workers hash (``{threads, seen, host, pid, started, state}``, every 10 s and
+at each change of state), the orders left for them (``wctl``: quiet, stop) and the
 consumer id (``c``) that ``claim`` writes in the record of each job it leases.
 
 Bounded: the in-flight jobs read per queue shard are the :data:`MAX_HELD` nearest to
 their lease deadline. Two round trips per Redis client: ``TIME``, ``HGETALL workers`` and
-``ZRANGE leased`` of each queue, then ``HMGET meta`` of the leased jobs.
+``HGETALL wctl`` and ``ZRANGE leased`` of each queue, then ``HMGET meta`` and ``HMGET
+progress`` of the leased jobs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..engine.reads import Reads
-from ..engine.records import Record, lenient_text
+from ..engine.records import Progress, Record, lenient_text, record_task
 from .stats import WORKER_WITHIN_MS, local_ms
 
 if TYPE_CHECKING:
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 
 #: in-flight jobs read per queue shard
 MAX_HELD = 500
+#: what a worker says it does in its registration
+STATES = ("running", "quiet", "stopping")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,8 @@ class HeldJob:
     tag: str
     started_ms: int | None  # Redis time of the claim
     deadline_ms: int  # lease deadline, Redis time
+    task: str | None = None  # None: a body that is not a task's, or apart from the record
+    progress: float | None = None  # 0.0-1.0, as the job last reported it (None: never)
 
 
 @dataclass(slots=True)
@@ -44,6 +50,9 @@ class WorkerInfo:
     threads: int
     seen_ms: int  # its last heartbeat, on its host's clock
     started_ms: int | None  # when it started, on its host's clock (None: older workers)
+    #: what it says it does: running, quiet (claims no more) or stopping
+    state: str = "running"
+    order: str | None = None  # the order left for it and not done yet: quiet or stop
     queues: list[str] = field(default_factory=list)
     jobs: list[HeldJob] = field(default_factory=list)
 
@@ -86,12 +95,21 @@ def read_workers(queues: Sequence[Readable]) -> WorkersReading:
     for queue in got.queues:
         _register(found, queue.queue, queue.workers)
     for queue in got.queues:
-        for tag, deadline, raw in queue.held:
+        _orders(found, queue.orders)
+        for tag, deadline, raw, done in queue.held:
             record = Record.decode(raw)
             holder = found.get(record.consumer or "") if record else None
             if holder is not None and record is not None:
+                progress = Progress.decode(done)
                 holder.jobs.append(
-                    HeldJob(queue.queue, tag, record.started_at_ms, _deadline(deadline))
+                    HeldJob(
+                        queue.queue,
+                        tag,
+                        record.started_at_ms,
+                        _deadline(deadline),
+                        record_task(raw),
+                        progress.value if progress else None,
+                    )
                 )
     workers = sorted(found.values(), key=lambda w: (-w.seen_ms, w.id))
     return WorkersReading(workers, got.now_ms, got.capped)
@@ -113,5 +131,19 @@ def _register(found: dict[str, WorkerInfo], queue: str, raw: dict[Any, Any]) -> 
                 seen_ms=_int(entry.get("seen")) or 0,
                 started_ms=_int(entry.get("started")),
             )
-        info.seen_ms = max(info.seen_ms, _int(entry.get("seen")) or 0)
+        seen = _int(entry.get("seen")) or 0
+        if seen >= info.seen_ms and entry.get("state") in STATES:
+            info.state = str(entry["state"])  # (the latest registration's)
+        info.seen_ms = max(info.seen_ms, seen)
         info.queues.append(queue)
+
+
+def _orders(found: dict[str, WorkerInfo], raw: dict[Any, Any]) -> None:
+    """The orders left for the workers (``stop`` over ``quiet``), unless done already."""
+    for wid, value in raw.items():
+        info = found.get(lenient_text(wid) or "")
+        order = lenient_text(value)
+        if info is None or order not in ("quiet", "stop") or info.order == "stop":
+            continue
+        done = {"quiet": ("quiet", "stopping"), "stop": ("stopping",)}[order]
+        info.order = None if info.state in done else order

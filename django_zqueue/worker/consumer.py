@@ -65,6 +65,7 @@ class Host(Protocol):
     #: claims of a queue left alone after an error of its own (a key of the wrong type)
     paused: QueueBackoff
     stopping: threading.Event
+    quiet: threading.Event  # a quiet order: claim no more, finish what runs, stay idle
     auto_prefetch: bool
     prefetch: int
     burst: bool
@@ -270,6 +271,8 @@ class Consumer:
             self.chunks.give_back(w.leases)
             self.flush()
             return False
+        if w.quiet.is_set():
+            return self.idle_quiet()
         self.run_chunks()
         budget = self.budget(self.want)
         if budget == 0:
@@ -303,6 +306,18 @@ class Consumer:
         finally:
             w.vitals.job(name, False)
         self.want = self.next_batch(budget, len(msgs), self.per_job)
+        return True
+
+    def idle_quiet(self) -> bool:
+        """A quiet worker's thread: what it holds goes back, its outcomes are sent, and
+        it claims nothing (a ``burst`` run ends)."""
+        w = self.worker
+        self.chunks.give_back(w.leases)
+        self.flush()
+        if w.burst:
+            return False
+        w.vitals.tick(threading.current_thread().name, 1.0)  # (an idle wait)
+        w.stopping.wait(1.0)
         return True
 
     # ------------------------------------------------------------------ claiming
@@ -436,7 +451,7 @@ class Consumer:
         w = self.worker
         w.leases.hold(queue, msgs)
         for n, msg in enumerate(msgs):
-            if w.stopping.is_set():
+            if w.stopping.is_set() or w.quiet.is_set():
                 # give back what this loop holds but has not started
                 for rest in msgs[n:]:
                     w.leases.give_back(queue, rest)

@@ -33,6 +33,11 @@ class LaneClaims(LaneOutcomes, LaneRuns):
         errors, failed_at = 0, 0.0
         while not w.stopping.is_set():
             w.vitals.tick(LOOP)  # the probes' "claim loop not blocked" (health.py)
+            if w.quiet.is_set():  # a quiet order: the running coroutines end, no claim
+                if w.burst and self._idle():
+                    return
+                await self._wait_freed(0.1)
+                continue
             free = self._reserve()
             if free <= 0:
                 if w.max_jobs is not None and w.leases.claimed >= w.max_jobs and not self._tasks:

@@ -96,6 +96,8 @@ class Leases:
         self._next_register = 0.0
         self.errors = Throttle(1.0)  # one line a second for extensions refused
         self.started_ms = int(time.time() * 1000)  # shown on the admin's workers page
+        #: what the worker does, in its registration: running, quiet or stopping
+        self.state = "running"
         #: the writes Redis at maxmemory refuses and the worker goes on without
         self.full = FullNotice(log, worker=worker_id)
 
@@ -207,6 +209,13 @@ class Leases:
             self._next_register = now + REGISTER_EVERY
             reached = True
         return reached
+
+    def set_state(self, state: str) -> None:
+        """The worker's state changed: registered again at the next beat (the workers
+        page shows it within a second, not at the next 10 s registration)."""
+        if state != self.state:
+            self.state = state
+            self._next_register = 0.0
 
     def enforce_timeouts(self, now: float) -> None:
         """Raise JobTimeout in the thread of each job past its task's timeout, and
@@ -362,6 +371,7 @@ class Leases:
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "started": self.started_ms,
+                "state": self.state,
             }
         )
         engine = self.queues[0].engine

@@ -32,6 +32,8 @@ from .recycle import RECYCLED_COUNTER, Budget, Recycler
 from .runner import Runner
 from .scanner import Scanner
 
+ORDERS_EVERY = 1.0  # seconds between two reads of the orders left for the worker (quiet, stop)
+
 if TYPE_CHECKING:
     from ..tasks.schedules import Scheduler
     from .aio import AioLane
@@ -94,6 +96,9 @@ class Worker:
         self.grace = grace
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{random.randrange(16**4):04x}"
         self.stopping = threading.Event()
+        #: set by a ``quiet`` order (manage.py zqueue_worker_ctl, the admin's workers
+        #: page): no more claims, the running jobs finish, the worker stays idle
+        self.quiet = threading.Event()
         self.processed = 0
         self.failed = 0
         self._count_lock = threading.Lock()
@@ -266,12 +271,16 @@ class Worker:
         jobs are finished or given back (through the grace period too). With Redis down,
         the leases are tried again after a growing backoff, and the outage is logged
         once (``redis_lost``, then ``redis_back``), not at every beat."""
-        next_scan = next_relay = 0.0
+        next_scan = next_relay = next_orders = 0.0
         next_try = 0.0  # after a failure: Redis is tried again from then on (backoff)
         retry = RetryDelay(base=0.05, cap=2.0)
         while not self._done.is_set():
             now = time.monotonic()
             self.vitals.beat()  # the probes' "heartbeat not stale" (health.py)
+            if now >= next_orders and not self.stopping.is_set():
+                next_orders = now + ORDERS_EVERY
+                self.read_orders()
+            self.leases.set_state(self.state)  # registered again at once when it changed
             try:
                 self.leases.enforce_timeouts(now)
             except Exception:
@@ -296,6 +305,30 @@ class Worker:
             self._done.wait(0.05)
         if self._scanner is not None:
             self._scanner.close()  # the relay's database connections of this thread
+
+    @property
+    def state(self) -> str:
+        """What the worker does: running, quiet (claims no more) or stopping."""
+        if self.stopping.is_set():
+            return "stopping"
+        return "quiet" if self.quiet.is_set() else "running"
+
+    def read_orders(self) -> None:
+        """Obey the orders left for this worker (``engine.workers.orders``): ``stop`` as
+        SIGTERM, ``quiet`` claims no more (the jobs claimed and not started go back at
+        once). Redis down: read at a later beat."""
+        try:
+            engine = self.queues[0].engine
+            orders = engine.workers.orders([q.engine for q in self.queues], self.id)
+        except Exception:
+            return  # an outage: the leases' calls log it
+        if "stop" in orders:
+            log.info(kv(event="worker_stopping", worker=self.id, order="stop"))
+            self.stopping.set()
+        elif "quiet" in orders and not self.quiet.is_set():
+            log.info(kv(event="worker_quiet", worker=self.id, order="quiet"))
+            self.quiet.set()
+            self.leases.release_held(only_unstarted=True)
 
     def heartbeat_failed(self, exc: BaseException) -> None:
         """A heartbeat's call failed, not for an outage: one line a second at most."""

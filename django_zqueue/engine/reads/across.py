@@ -243,12 +243,14 @@ def _firings(defs: Hash, replies: Replies) -> list[Firing]:
 
 @dataclass(frozen=True, slots=True)
 class QueueWorkers:
-    """A queue's workers hash (as stored) and its jobs in flight nearest to their lease
-    deadline: ``(tag, deadline score, record as stored)``."""
+    """A queue's workers hash (as stored), the orders left for its workers (``wctl``, as
+    stored) and its jobs in flight nearest to their lease deadline: ``(tag, deadline
+    score, record as stored, progress as stored)``."""
 
     queue: str
     workers: Hash
-    held: list[tuple[str, float, Any]]
+    held: list[tuple[str, float, Any, Any]]
+    orders: Hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,9 +261,9 @@ class WorkersRead:
 
 
 def workers_reads(engines: Sequence[EngineBase], most: int) -> WorkersRead:
-    """Two round trips per Redis client: ``TIME``, ``HGETALL workers`` and ``ZRANGE
-    leased`` (``most`` + 1 entries) of each queue shard, then ``HMGET meta`` of the
-    leased jobs (at most ``most`` per shard)."""
+    """Two round trips per Redis client: ``TIME``, ``HGETALL workers``, ``HGETALL wctl``
+    and ``ZRANGE leased`` (``most`` + 1 entries) of each queue shard, then ``HMGET meta``
+    and ``HMGET progress`` of the leased jobs (at most ``most`` per shard)."""
     out: list[QueueWorkers] = []
     now_ms, capped = 0, False
     for group in by_client(engines):
@@ -269,12 +271,14 @@ def workers_reads(engines: Sequence[EngineBase], most: int) -> WorkersRead:
             timed = Timed(group[0]._client, group[0]._keys.workers)
             for e in group:
                 timed.pipe.hgetall(e._keys.workers)
+                timed.pipe.hgetall(e._keys.wctl)
                 for s in e._shards:
                     timed.pipe.zrange(s.keys.leased, 0, most, withscores=True)
             now_ms, replies = timed.execute()
             leased: list[tuple[QueueWorkers, Any, list[tuple[bytes, float]]]] = []
             for e in group:
-                queue = QueueWorkers(e.name, next(replies), [])
+                workers = next(replies)
+                queue = QueueWorkers(e.name, workers, [], next(replies))
                 out.append(queue)
                 for s in e._shards:
                     entries = next(replies)
@@ -282,9 +286,11 @@ def workers_reads(engines: Sequence[EngineBase], most: int) -> WorkersRead:
                     leased.append((queue, s, entries[:most]))
             pipe = group[0]._client.pipeline(transaction=False)
             for _, s, entries in leased:
-                pipe.hmget(s.keys.meta, [text(tag) for tag, _ in entries] or ["-"])
-            metas = pipe.execute()
-        for (queue, _, entries), raws in zip(leased, metas, strict=True):
-            for (tag, deadline), raw in zip(entries, raws, strict=False):
-                queue.held.append((text(tag), float(deadline), raw))
+                tags = [text(tag) for tag, _ in entries] or ["-"]
+                pipe.hmget(s.keys.meta, tags)
+                pipe.hmget(s.keys.progress, tags)
+            got = pipe.execute()
+        for (queue, _, entries), raws, progress in zip(leased, got[::2], got[1::2], strict=True):
+            for (tag, deadline), raw, done in zip(entries, raws, progress, strict=False):
+                queue.held.append((text(tag), float(deadline), raw, done))
     return WorkersRead(out, now_ms, capped)

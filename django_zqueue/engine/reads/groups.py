@@ -5,7 +5,7 @@ the claims of a fair queue."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..records import text
@@ -18,25 +18,36 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class GroupSample:
     """The records (as stored) of the first ``sample`` jobs ready and in flight of each
-    shard; ``exact``: no state of a shard held more than that."""
+    shard, and the groups of the first ``sample`` jobs set aside by their group's limits
+    (``gpark``, whose entries begin with the group); ``exact``: no state of a shard held
+    more than that."""
 
     ready: list[Any]
     inflight: list[Any]
     exact: bool
+    set_aside: list[str] = field(default_factory=list)
 
 
 def group_sample(e: EngineBase, sample: int) -> GroupSample:
-    """Two round trips: ``ZRANGE ready`` and ``ZRANGE leased`` of each shard (one more
-    than ``sample``: is there more?), then ``HMGET meta`` of the jobs listed."""
+    """Two round trips: ``ZRANGE ready``, ``ZRANGE leased`` and ``ZRANGE gpark`` of each
+    shard (one more than ``sample``: is there more?), then ``HMGET meta`` of the jobs
+    listed in line and in flight."""
     ready: list[Any] = []
     inflight: list[Any] = []
+    set_aside: list[str] = []
     exact = True
     with unavailable_as_error():
         pipe = e._client.pipeline(transaction=False)
         for s in e._shards:
             pipe.zrange(s.keys.ready, 0, sample)
             pipe.zrange(s.keys.leased, 0, sample)
+        for s in e._shards:
+            pipe.zrange(s.keys.gpark, 0, sample)
         listed = pipe.execute()
+        for parked in listed[2 * len(e._shards) :]:
+            exact = exact and len(parked) <= sample
+            # an entry is "group\0order\0score\0run-at\0id" (lua/_fair.lua)
+            set_aside.extend(text(m).split("\0", 1)[0] for m in parked[:sample])
         pipe = e._client.pipeline(transaction=False)
         wanted = []
         for i, s in enumerate(e._shards):
@@ -49,7 +60,7 @@ def group_sample(e: EngineBase, sample: int) -> GroupSample:
                     wanted.append(into)
         for into, metas in zip(wanted, pipe.execute(), strict=True):
             into.extend(metas)
-    return GroupSample(ready, inflight, exact)
+    return GroupSample(ready, inflight, exact, set_aside)
 
 
 def group_starts(e: EngineBase, groups: Sequence[str]) -> dict[str, tuple[int, int]]:

@@ -32,7 +32,7 @@ from typing import Any, Literal, NamedTuple
 from ...exceptions import InvalidArgument
 from . import attempts
 from .attempts import AttemptError
-from .codec import loads, read_fields, split_kept
+from .codec import loads, read_fields, split_kept, split_record
 from .spec import DEFAULT_SPEC, JobSpec
 
 #: what a nack did: retried, moved to dead letters, or None for a stale delivery
@@ -449,6 +449,20 @@ def decode_json(raw: bytes | str | None) -> Any:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+def record_task(raw: bytes | str | None) -> str | None:
+    """The task of a job from its stored record (a body ``{"task": name, ...}`` in it);
+    None for a record of the JSON layout (its body is apart), another body, or garbage."""
+    if raw is None:
+        return None
+    try:
+        body = split_record(raw)[1]
+        decoded = None if body is None else loads(body)
+    except ValueError:
+        return None
+    task = decoded.get("task") if isinstance(decoded, dict) else None
+    return task if isinstance(task, str) else None
 
 
 def lenient_text(value: bytes | str | None) -> str | None:
