@@ -111,6 +111,15 @@ class Worker:
         self._done = threading.Event()  # set once running jobs are finished or released
         self.scheduler: Scheduler | None = None  # once run() starts, with the scanner
         self._lifecycle(health_timeout, Budget(max_jobs_per_child, max_memory_mb))
+        self._on_errors()
+        self._scanner: Scanner | None = None  # the embedded scanner (scanner.py)
+        #: the notify lists of every queue, grouped by cluster slot (one BLPOP may only
+        #: name keys of one slot on a Redis Cluster; one group elsewhere)
+        self.wakeups = self.queues[0].engine.workers.wakeups([q.engine for q in self.queues])
+        #: the event-loop lane for ``async def`` tasks (aio.py), or None
+        self.lane: AioLane | None = self._lane(async_concurrency)
+
+    def _on_errors(self) -> None:
         #: at most one error line per second for each kind of error (consumer_error,
         #: heartbeat_error), however many threads meet it
         self.errors = Throttle(1.0)
@@ -118,12 +127,6 @@ class Worker:
         #: (a key of the wrong type), is left alone for a growing while, up to 5 s: the
         #: other queues go on (shared by the consumer threads and the event-loop lane)
         self.paused = QueueBackoff(base=0.1, cap=5.0)
-        self._scanner: Scanner | None = None  # the embedded scanner (scanner.py)
-        #: the notify lists of every queue, grouped by cluster slot (one BLPOP may only
-        #: name keys of one slot on a Redis Cluster; one group elsewhere)
-        self.wakeups = self.queues[0].engine.workers.wakeups([q.engine for q in self.queues])
-        #: the event-loop lane for ``async def`` tasks (aio.py), or None
-        self.lane: AioLane | None = self._lane(async_concurrency)
 
     def _lifecycle(self, health_timeout: float, budget: Budget) -> None:
         """The outage log, the probes' facts and the process's budget."""
