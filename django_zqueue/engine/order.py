@@ -1,6 +1,7 @@
 """The engine's verbs of strict order per key (``engine.order``; docs/job-control.md,
-"Strict order per key"): the keys that hold jobs back (:meth:`Ordering.blocked`) and the
-release of one (:meth:`Ordering.unblock`). The claim rule itself is ``claim.lua``'s
+"Strict order per key"): the keys that hold jobs back (:meth:`Ordering.blocked`), the
+release of one (:meth:`Ordering.unblock`) and a waiting job's place in its key's line
+(:meth:`Ordering.rank`, ``lua/rank_key.lua``). The claim rule itself is ``claim.lua``'s
 (``lua/_order.lua``). An ordering key is refused on a partitioned queue, so these read
 the queue's one shard."""
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..conf.bounds import MAX_PAGE, ordering_key_problem
 from ..exceptions import InvalidArgument
+from .records import validate
 from .redis.connection import unavailable_as_error
 
 if TYPE_CHECKING:
@@ -20,6 +22,9 @@ __all__ = ["BlockedKey", "Ordering"]
 
 #: the states a holder can be read in, by the set that holds it
 _STATES = ("ready", "delayed", "leased", "dead")
+
+#: the most entries of one key :meth:`Ordering.rank` reads in each of oaside and okeyed
+RANK_MOST = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,25 @@ class Ordering:
                 )
             )
         return out
+
+    def rank(self, tag: str) -> int | None:
+        """Job ``tag``'s 0-based place among the waiting jobs of its ordering key, in the
+        order they will run (its key's holder first, then by place in line); None when
+        it is not waiting (running, delayed, ended, no such job). One round trip.
+        ``InvalidArgument`` when the job has no ordering key; ``LookupError`` when the
+        answer is unknown: the job was enqueued before this index existed (or is a dead
+        job of the key requeued after the key went on), or its key has more than
+        ``RANK_MOST`` jobs indexed or set aside."""
+        tag = validate.tag(tag)
+        got = self._core.run(self._core._shard_for(tag).rank_key(tag, RANK_MOST))
+        if got[0] == 0:
+            return got[1]
+        if got[0] == 1:
+            return None
+        if got[0] == 2:
+            raise InvalidArgument(f"job {tag!r} has no ordering key: no rank within a key")
+        why = "it is in no index of its key's jobs" if got[0] == 3 else "its key has too many"
+        raise LookupError(f"the rank of job {tag!r} within its key is unknown: {why}")
 
     def unblock(self, key: str) -> bool:
         """Let key ``key`` go on without its holder: its record of a holder is removed, so

@@ -91,9 +91,11 @@ class Job:
     def queue(self) -> Queue:
         return get_queue(self.queue_name)
 
-    def rank(self) -> int | None:
-        """Position in line (0 = next); None unless waiting ready."""
-        return self.queue.rank(self.id)
+    def rank(self, *, within_key: bool = False) -> int | None:
+        """Position in line (0 = next); None unless waiting ready. ``within_key=True``:
+        the place among the waiting jobs of its own ordering key, in the order they will
+        run (:meth:`Queue.rank <django_zqueue.queue.Queue.rank>`)."""
+        return self.queue.rank(self.id, within_key=within_key)
 
     def score(self) -> float | None:
         return self.queue.score(self.id)

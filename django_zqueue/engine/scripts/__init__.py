@@ -115,6 +115,7 @@ SCRIPT_NAMES = (
     "parked",
     "search",
     "group_check",
+    "rank_key",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)
