@@ -276,7 +276,6 @@ KEYED = (*OPTIONAL_LAST, "rank_key")
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
-
 def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: QueueFactory) -> None:
     """The KEYS listed in the header are exactly the keys scripts.py passes."""
     if name == "claim_fair":
