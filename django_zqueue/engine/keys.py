@@ -91,6 +91,16 @@ class QueueKeys:
         chunk (:mod:`django_zqueue.engine.jobstreams`)."""
         return f"{self.tag}:out:{id}"
 
+    def chunk_call(self, token: str) -> str:
+        """STRING: the JSON list of the jobs of one chunk handler call (with a TTL:
+        :mod:`django_zqueue.engine.chunkcalls`), ``token`` its first job's delivery token."""
+        return f"{self.tag}:chunk:{token}"
+
+    def chunk_of(self, id: str) -> str:
+        """STRING: JSON ``[first tag, token]``: the chunk call that ran job ``id`` last
+        (with a TTL: :mod:`django_zqueue.engine.chunkcalls`)."""
+        return f"{self.tag}:chunkof:{id}"
+
     def task_stats(self, slot: int) -> str:
         """HASH: per-task counts and run-time histogram of one 5-minute slot (expires after
         an hour: :mod:`django_zqueue.worker.taskstats`)."""
