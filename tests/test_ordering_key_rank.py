@@ -268,3 +268,20 @@ def test_random_histories_rank_as_they_run(q: Queue, seed: int) -> None:
         for m in held:
             q.ack(m)
         assert_ranks_match_the_run(q, tags)
+
+
+def test_arank_within_key_from_asyncio(project: dict[str, str]) -> None:
+    from asgiref.sync import async_to_sync
+
+    from django_zqueue.queue import get_queue
+    from django_zqueue.tasks.job import Job
+
+    q = get_queue("default")
+    tags = [publish(q, i, "A") for i in range(3)]
+    (m,) = claim_all(q)  # the first runs: the others are set aside, out of the line
+    jobs = [Job(t, q.name) for t in tags]
+    assert [async_to_sync(j.arank)(within_key=True) for j in jobs] == [None, 0, 1]
+    assert async_to_sync(jobs[1].arank)() is None  # set aside: not in the queue's line
+    with pytest.raises(InvalidArgument, match="has no ordering key"):
+        async_to_sync(Job(q.publish(9), q.name).arank)(within_key=True)
+    q.ack(m)

@@ -17,8 +17,9 @@ from .redis.connection import unavailable_as_error
 
 if TYPE_CHECKING:
     from .base import Core
+    from .scripts import Call
 
-__all__ = ["BlockedKey", "Ordering"]
+__all__ = ["RANK_MOST", "BlockedKey", "Ordering", "read_rank"]
 
 #: the states a holder can be read in, by the set that holds it
 _STATES = ("ready", "delayed", "leased", "dead")
@@ -101,15 +102,12 @@ class Ordering:
         job of the key requeued after the key went on), or its key has more than
         ``RANK_MOST`` jobs indexed or set aside."""
         tag = validate.tag(tag)
-        got = self._core.run(self._core._shard_for(tag).rank_key(tag, RANK_MOST))
-        if got[0] == 0:
-            return got[1]
-        if got[0] == 1:
-            return None
-        if got[0] == 2:
-            raise InvalidArgument(f"job {tag!r} has no ordering key: no rank within a key")
-        why = "it is in no index of its key's jobs" if got[0] == 3 else "its key has too many"
-        raise LookupError(f"the rank of job {tag!r} within its key is unknown: {why}")
+        return read_rank(tag, self._core.run(self.rank_call(tag)))
+
+    def rank_call(self, tag: str) -> Call[list[int]]:
+        """The ``rank_key`` call of :meth:`rank` (its reply read by :func:`read_rank`),
+        for the asyncio client."""
+        return self._core._shard_for(tag).rank_key(tag, RANK_MOST)
 
     def unblock(self, key: str) -> bool:
         """Let key ``key`` go on without its holder: its record of a holder is removed, so
@@ -121,6 +119,18 @@ class Ordering:
             raise InvalidArgument(problem)
         with unavailable_as_error():
             return bool(self._core._client.hdel(self._core._keys.ohold, key))
+
+
+def read_rank(tag: str, got: list[int]) -> int | None:
+    """:meth:`Ordering.rank`'s answer from ``rank_key.lua``'s reply ``got``."""
+    if got[0] == 0:
+        return got[1]
+    if got[0] == 1:
+        return None
+    if got[0] == 2:
+        raise InvalidArgument(f"job {tag!r} has no ordering key: no rank within a key")
+    why = "it is in no index of its key's jobs" if got[0] == 3 else "its key has too many"
+    raise LookupError(f"the rank of job {tag!r} within its key is unknown: {why}")
 
 
 def _bytes(value: bytes | str) -> bytes:

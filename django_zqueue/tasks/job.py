@@ -192,9 +192,9 @@ class Job:
 
         return get_async_queue(self.queue_name)
 
-    async def arank(self) -> int | None:
+    async def arank(self, *, within_key: bool = False) -> int | None:
         """:meth:`rank` from asyncio code."""
-        return await self.aqueue.rank(self.id)
+        return await self.aqueue.rank(self.id, within_key=within_key)
 
     async def ascore(self) -> float | None:
         """:meth:`score` from asyncio code."""
