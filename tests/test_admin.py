@@ -529,6 +529,7 @@ def test_every_page_is_a_few_bounded_read_commands(
         "EXISTS",  # the queue's pause key (read.overview)
         "ZRANGEBYLEX", "ZLEXCOUNT",  # the blocked keys of strict order (engine.order)
         "XINFO STREAM", "XRANGE",  # the job's log (at most JOB_LOGS["MAX_LINES"] lines)
+        "GET",  # a chunk task's call: its job's pointer, then the call (engine.chunkcalls)
     }  # fmt: skip
     for url in [*pages(jobs), f"{BASE}q/default/?per_page=200&page=2"]:
         counter = Commands(monkeypatch)

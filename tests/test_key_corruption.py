@@ -22,7 +22,7 @@ from django_zqueue.engine import schedstore
 from django_zqueue.engine.joblogs import pack_line
 from django_zqueue.engine.records import Ack
 from django_zqueue.engine.records.links import FlowJob, Kid, Ref, Resolution
-from django_zqueue.engine.records.spec import JobSpec
+from django_zqueue.engine.records.spec import JobOptions, JobSpec
 from django_zqueue.engine.scripts import SCRIPT_NAMES, Call
 from django_zqueue.engine.shard import Shard
 from django_zqueue.queue import Queue
@@ -123,6 +123,10 @@ SCENARIOS: dict[str, Scenario] = {
     "info": lambda q: (q.publish("a", tag="a"), q.engine._shards[0].info("a"))[-1],
     "state": lambda q: (q.publish("a", tag="a"), q.engine._shards[0].state("a"))[-1],
     "positions": lambda q: (q.publish("a", tag="a"), q.engine._shards[0].positions(["a"]))[-1],
+    "rank_key": lambda q: (
+        q.publish_prepared([q.prepare("a", "a", options=JobOptions(ordering_key="A"))]),
+        q.engine._shards[0].rank_key("a", 10),
+    )[-1],
     "fire": lambda q: (
         q.engine._client.zadd(q.engine._sched_keys.sched, {"s": 1000}),
         q.engine._shards[0].fire("s", 1000, 2000, q.prepare("tick", "cron:s:1000")),

@@ -55,6 +55,7 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
         q.engine._shards[0].requeue_dead("a"),
     )[-1],
     "info": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].info("a"))[-1],
+    "rank_key": lambda q: (q.publish("x", tag="a"), q.engine._shards[0].rank_key("a", 10))[-1],
     "wf_link": lambda q: (
         q.publish("x", tag="a"),
         q.engine._shards[0].wf_link("a", '["q", "kid", 0]', 10),

@@ -214,6 +214,7 @@ class QueuePages(QueueAdminBase):
             state_url=self.url("queue", queue, state=state_tab, ended=ended),
             job_actions=self._actions(request, queue, detail.info.state),
             links=self._links(q, tag),
+            chunk=self._chunk(q, tag),
             durable=steps,
             # what it said, per attempt (docs/admin.md, "Job logs"): with its arguments' permission
             job_log=q.read.log(tag) if perms["payload"] else None,
@@ -235,6 +236,16 @@ class QueuePages(QueueAdminBase):
             ]
 
         return {"l": links, "parents": rows(links.parents), "children": rows(links.children)}
+
+    def _chunk(self, q: Queue, tag: str) -> list[dict[str, Any]] | None:
+        """A chunk task's job: the jobs of its latest handler call, in the call's order,
+        each linked (this job marked, not linked); None for any other job."""
+        tags = q.read.chunk_members(tag)
+        if tags is None:
+            return None
+        return [
+            {"tag": t, "url": None if t == tag else self.url("job", q.name, id=t)} for t in tags
+        ]
 
     def search_view(self, request: HttpRequest) -> HttpResponse:
         """Find job ``?q=<tag>`` (in ``?queue=<name>``, or in every queue): redirect to its

@@ -29,6 +29,8 @@ its own:
   unblocking one;
 - ``engine.joblogs`` (:class:`~.joblogs.JobLogs`): the lines a job says while it runs;
 - ``engine.jobstreams`` (:class:`~.jobstreams.JobStreams`): the chunks a job streams;
+- ``engine.chunkcalls`` (:class:`~.chunkcalls.ChunkCalls`): the jobs of one chunk
+  task's handler call;
 - ``engine.workers`` (:class:`~.workers.Workers`): a worker's wake-ups, registration and orders;
 - ``engine.protocol`` (:class:`~.protocol.WireProtocol`): the queue set up for producers
   in other languages;
@@ -54,6 +56,7 @@ from .base import (
     Core,
     score_mode,
 )
+from .chunkcalls import ChunkCalls
 from .claims import Claims
 from .consume import (
     ACK_CHUNK,
@@ -179,6 +182,8 @@ class Engine(Core):
         self.order = Ordering(self)
         #: the lines a job says while it runs (:class:`~.joblogs.JobLogs`)
         self.joblogs = JobLogs(self)
+        #: which jobs one chunk task's handler call ran (:class:`~.chunkcalls.ChunkCalls`)
+        self.chunkcalls = ChunkCalls(self)
         #: the chunks a job streams to its reader (:class:`~.jobstreams.JobStreams`)
         self.jobstreams = JobStreams(self)
         #: test-only verbs: a prefix wiped, delayed jobs made due (:class:`~.sandbox.Sandbox`)

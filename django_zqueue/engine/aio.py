@@ -21,8 +21,9 @@ from .consume import NO_RESULT, ClaimPlan, min_hint
 from .control import CancelledJob, read_cancelled
 from .flow import PUBLISH_CHUNK, cut_calls
 from .keys import partition_of
+from .order import read_rank
 from .reads.lookup import decode_result
-from .records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms
+from .records import Claimed, JobInfo, Message, NackResult, NewJob, encode_body, from_ms, validate
 from .redis.connection import UNAVAILABLE_ERRORS
 from .scripts import Calls
 from .scripts.replies import CancelReply, SignalReply
@@ -99,6 +100,12 @@ class AsyncEngine(AsyncTransport):
         except UNAVAILABLE_ERRORS as exc:
             raise QueueUnavailable(f"Redis is unavailable: {exc}") from exc
         return None if s is None else float(s)
+
+    async def rank_within_key(self, tag: str) -> int | None:
+        """:meth:`Ordering.rank <django_zqueue.engine.order.Ordering.rank>`: job ``tag``'s
+        place among the waiting jobs of its ordering key."""
+        tag = validate.tag(tag)
+        return read_rank(tag, await self.run(self.sync.order.rank_call(tag)))
 
     async def state(self, tag: str) -> str | None:
         """ready, delayed, waiting, leased, dead, or None."""

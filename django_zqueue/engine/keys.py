@@ -60,6 +60,7 @@ class QueueKeys:
     logs: str  # HASH id -> the job's log (engine/joblogs.py): dropped with its history entry
     ohold: str  # HASH ordering key -> tag of the job that holds it (lua/_order.lua)
     oaside: str  # ZSET (lex) "key\0order\0score\0id": jobs set aside behind their key
+    okeyed: str  # ZSET (lex) "key\0id": jobs with an ordering key not yet claimed (index)
 
     def result(self, id: str) -> str:
         """STRING: the stored result of finished job ``id`` (kept with a TTL)."""
@@ -91,6 +92,16 @@ class QueueKeys:
         output"): one entry per chunk, field ``c``; capped, with a TTL renewed at each
         chunk (:mod:`django_zqueue.engine.jobstreams`)."""
         return f"{self.tag}:out:{id}"
+
+    def chunk_call(self, token: str) -> str:
+        """STRING: the JSON list of the jobs of one chunk handler call (with a TTL:
+        :mod:`django_zqueue.engine.chunkcalls`), ``token`` its first job's delivery token."""
+        return f"{self.tag}:chunk:{token}"
+
+    def chunk_of(self, id: str) -> str:
+        """STRING: JSON ``[first tag, token]``: the chunk call that ran job ``id`` last
+        (with a TTL: :mod:`django_zqueue.engine.chunkcalls`)."""
+        return f"{self.tag}:chunkof:{id}"
 
     def task_stats(self, slot: int) -> str:
         """HASH: per-task counts and run-time histogram of one 5-minute slot (expires after
@@ -136,6 +147,7 @@ class QueueKeys:
             *self.history_keys(),
             self.ohold,
             self.oaside,
+            self.okeyed,
         ]
 
     def pick(self, roles: Iterable[str]) -> tuple[str, ...]:
@@ -202,6 +214,7 @@ KEY_TYPES: dict[str, str] = {
     "logs": "hash",
     "ohold": "hash",
     "oaside": "zset",
+    "okeyed": "zset",
 }
 
 
@@ -217,6 +230,7 @@ _DELETE = ("ready", "delayed", "dead", "leased", "body", "meta", "errors", "prog
 _GROUPS = ("gstarts", "gstarts_prev", "ginflight", "grate", "gpark", "gwait")
 _PUBLISH: tuple[str, ...] = ("ready", "delayed", "body", "meta", "ctr", "notify", "stats")
 _PUBLISH += ("dead", "leased", "wait", "expiry", "expired", "gjobs")
+_RANK_KEY = ("ready", "wait", "meta", "ohold", "oaside", "okeyed")
 
 #: the roles of the KEYS of each script that names its keys by role, in KEYS order (its
 #: per-job keys, if any, follow them). The script's Lua lists the same roles
@@ -230,7 +244,7 @@ SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
     "publish_once": _PUBLISH,
     "wf_publish": _PUBLISH,
     "fire": (*_PUBLISH[:9], "sched", "sched_last", "expiry", "expired", "sched_defs"),
-    "claim": (*_CLAIM, "paused", "expiry", "expired", *_WF, "ohold", "oaside", "wait"),
+    "claim": (*_CLAIM, "paused", "expiry", "expired", *_WF, "ohold", "oaside", "wait", "okeyed"),
     "claim_fair": (*_CLAIM, *_GROUPS, "paused", "expiry", "expired", *_WF, "gjobs"),
     "nack": LIFECYCLE,
     "scan": (*LIFECYCLE, "expiry", "expired", *_HISTORY, "logs"),
@@ -239,6 +253,7 @@ SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
     "requeue_dead": ("dead", "ready", "meta", "ctr", "stats", "notify", "errors", *_WF),
     "info": (*_SETS, "meta", "errors", "progress", "body", "wait", "expired", *_HISTORY),
     "state": ("ready", "delayed", "leased", "dead", "wait", "expired"),
+    "rank_key": (*_RANK_KEY, "leased", "delayed", "dead"),
     "positions": ("ready", "delayed", "leased", "dead", "wait", "expired"),
     "wf_link": (*_SETS, "wait", "meta"),
     "wf_resolve": ("ready", "wait", "dead", "meta", "errors", "ctr", "stats", "notify", *_WF),
@@ -314,6 +329,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         logs=f"{tag}:logs",
         ohold=f"{tag}:ohold",
         oaside=f"{tag}:oaside",
+        okeyed=f"{tag}:okeyed",
     )
 
 

@@ -67,13 +67,18 @@ class Shard:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         k, p = self.keys, self.policy
         args = (p.packed_for("publish"), *(job_arg(j, None, p.compact) for j in jobs))
-        return Call("publish", k.pick(SCRIPT_ROLES["publish"]), args, read_clashes)
+        keys = k.pick(SCRIPT_ROLES["publish"])
+        if any(j.spec.ordering_key for j in jobs):  # the index of keyed jobs (rank_key.lua)
+            keys = (*keys, k.okeyed)
+        return Call("publish", keys, args, read_clashes)
 
     def publish_once(self, job: NewJob) -> Call[tuple[str, str]]:
         """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns
         ``("new", "")``, ``("replaced", "")`` or ``("clash", state)``."""
         k, p = self.keys, self.policy
         keys = (*k.pick(SCRIPT_ROLES["publish_once"]), k.unique(job.tag))
+        if job.spec.ordering_key:  # the index of keyed jobs (rank_key.lua)
+            keys = (*keys, k.okeyed)
         args = (p.packed_for("publish_once"), job_arg(job, None, p.compact))
         return Call("publish_once", keys, args, read_once)
 
@@ -238,6 +243,13 @@ class Shard:
         None (no such job)."""
         keys = self.keys.pick(SCRIPT_ROLES["state"])
         return Call("state", keys, (tag,), read_state)
+
+    def rank_key(self, tag: str, most: int) -> Call[list[int]]:
+        """``rank_key.lua``: ``[0, rank]`` (waiting, its place in its key's line), ``[1]``
+        not waiting, ``[2]`` no ordering key, ``[3]`` in no index, ``[4]`` the key has
+        more than ``most`` entries."""
+        keys = self.keys.pick(SCRIPT_ROLES["rank_key"])
+        return Call("rank_key", keys, (tag, most), lambda r: [int(x) for x in r])
 
     def positions(self, tags: Sequence[str]) -> Call[list[Standing]]:
         """Where each of ``tags`` stands, in one atomic read (1 to ``MAX_POSITIONS``)."""

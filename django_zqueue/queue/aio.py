@@ -106,8 +106,11 @@ class AsyncQueue:
 
     # ------------------------------------------------------------------ one job
 
-    async def rank(self, tag: str) -> int | None:
-        """:meth:`Queue.rank`: position in line (0 = next), None unless ready."""
+    async def rank(self, tag: str, *, within_key: bool = False) -> int | None:
+        """:meth:`Queue.rank`: position in line (0 = next), None unless ready;
+        ``within_key=True``: the place among the waiting jobs of its ordering key."""
+        if within_key:
+            return await self.engine.rank_within_key(_tag(tag))
         return await self.engine.rank(_tag(tag))
 
     async def score(self, tag: str) -> float | None:

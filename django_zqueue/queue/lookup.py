@@ -25,13 +25,21 @@ class Lookup(QueueBase):
         """Reads of many jobs and of the counters (:class:`~django_zqueue.read.QueueReader`)."""
         return QueueReader(self.engine)
 
-    def rank(self, tag: str) -> int | None:
+    def rank(self, tag: str, *, within_key: bool = False) -> int | None:
         """Position in line: 0 = claimed next. None unless the job is ready.
 
         On a partitioned queue, the exact position in the global order (score, then
         partition, then tag): the job's rank in its partition plus, in every other
         partition, the jobs with a lower score, and those with an equal score in a
-        lower-numbered partition. Two round trips, O(partitions · log N)."""
+        lower-numbered partition. Two round trips, O(partitions · log N).
+
+        ``within_key=True``: the job's place among the waiting jobs of its own ordering
+        key, in the order they will run (set-aside jobs included; docs/job-control.md,
+        "Strict order per key"); None unless it waits; ``InvalidArgument`` for a job
+        without an ordering key, ``LookupError`` when unknown (:meth:`Ordering.rank
+        <django_zqueue.engine.order.Ordering.rank>`)."""
+        if within_key:
+            return self.engine.order.rank(tag)
         return self.engine.reads.rank(validate.tag(tag))
 
     def score(self, tag: str) -> float | None:

@@ -152,6 +152,13 @@ class QueueReader:
         first, and how many of the oldest were dropped past the cap. One round trip."""
         return self.queue.joblogs.read(validate.tag(tag))
 
+    def chunk_members(self, tag: str) -> list[str] | None:
+        """The tags of the jobs a chunk task's handler ran (or runs) in one call with job
+        ``tag``, its latest call (``tag`` among them, in the call's order); None when no
+        call is recorded (not a chunk task's job, not run yet, or expired). Two round
+        trips."""
+        return self.queue.chunkcalls.members(validate.tag(tag))
+
     def task_names(self, sample: int = 1000, skip: Collection[str] = ()) -> TaskNames:
         """The task names the first ``sample`` ready and delayed jobs call, with counts
         (:func:`~.tasknames.task_names`). Four round trips."""

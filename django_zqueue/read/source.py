@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..engine.chunkcalls import ChunkCalls
 from ..engine.joblogs import JobLogs
 from ..engine.reads import Reads
 
@@ -21,3 +22,5 @@ class Readable(Protocol):
     def reads(self) -> Reads: ...
     @property
     def joblogs(self) -> JobLogs: ...
+    @property
+    def chunkcalls(self) -> ChunkCalls: ...

@@ -91,9 +91,11 @@ class Job:
     def queue(self) -> Queue:
         return get_queue(self.queue_name)
 
-    def rank(self) -> int | None:
-        """Position in line (0 = next); None unless waiting ready."""
-        return self.queue.rank(self.id)
+    def rank(self, *, within_key: bool = False) -> int | None:
+        """Position in line (0 = next); None unless waiting ready. ``within_key=True``:
+        the place among the waiting jobs of its own ordering key, in the order they will
+        run (:meth:`Queue.rank <django_zqueue.queue.Queue.rank>`)."""
+        return self.queue.rank(self.id, within_key=within_key)
 
     def score(self) -> float | None:
         return self.queue.score(self.id)
@@ -190,9 +192,9 @@ class Job:
 
         return get_async_queue(self.queue_name)
 
-    async def arank(self) -> int | None:
+    async def arank(self, *, within_key: bool = False) -> int | None:
         """:meth:`rank` from asyncio code."""
-        return await self.aqueue.rank(self.id)
+        return await self.aqueue.rank(self.id, within_key=within_key)
 
     async def ascore(self) -> float | None:
         """:meth:`score` from asyncio code."""

@@ -5,12 +5,14 @@ their items, and each job gets its own outcome (``tasks/chunk.py``)."""
 
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
 from .. import signals
 from ..events import send
+from ..exceptions import ZQueueError
 from ..queue import Message, Queue
 from ..tasks.chunk import ChunkFailed, set_current_chunk
 from ..tasks.context import JobContext
@@ -23,6 +25,8 @@ from .runner import flow_of, succeeded
 if TYPE_CHECKING:
     from .leases import Leases
     from .runner import Runner
+
+log = logging.getLogger("django_zqueue.worker")
 
 #: a chunk task's jobs held by one consumer thread: (queue, task name) -> their messages
 Key = tuple[Queue, str]
@@ -140,6 +144,7 @@ def _call(
         runner.leases.attach(queue, ctx.message, ctx, task.timeout)
         if signals.job_started.receivers:
             send(signals.job_started, sender=task, job=ctx)
+    _record_call(queue, ctxs)
     dbconn.before_job()
     set_current_chunk(ctxs)
     t0 = time.perf_counter()
@@ -167,6 +172,15 @@ def _call(
         succeeded(task, ctx, r, duration, flow_of(ctx.message.body))
         for ctx, r in zip(ctxs, results, strict=True)
     ]
+
+
+def _record_call(queue: Queue, ctxs: list[JobContext]) -> None:
+    """Record which jobs this call runs together, for the admin's job page (one round
+    trip); a failure to record is logged, never the call's."""
+    try:
+        queue.engine.chunkcalls.record(ctxs[0].message.token, [c.id for c in ctxs])
+    except ZQueueError as exc:
+        log.warning("chunk call of %d jobs not recorded: %s", len(ctxs), exc)
 
 
 def _partly(

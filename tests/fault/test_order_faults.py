@@ -1,7 +1,8 @@
 """Strict order per key under faults (docs/job-control.md, "Strict order per key"): real
 workers SIGKILLed every 2-3 s, a Redis restart (AOF always), 3 keys x N jobs with 30%
-failing on their first attempt: per key the ledger shows the jobs run in enqueue order,
-never two at once, and none lost."""
+failing on their first attempt: per key the ledger shows the jobs run in enqueue order
+(the order ``rank(within_key=True)`` gave each job before the workers started), never
+two at once, and none lost."""
 
 from __future__ import annotations
 
@@ -35,11 +36,18 @@ def test_r_order_per_key_survives_kills_and_a_redis_restart(
     rng = random.Random(47)
     fails = {(k, i) for k in KEYS for i in range(n) if rng.random() < 0.3}
     calls = [(f.ledger, k, i, (k, i) in fails) for i in range(n) for k in KEYS]
-    tasks.fault_ordered.using(queue=QUEUE).enqueue_many(calls)
+    jobs = tasks.fault_ordered.using(queue=QUEUE).enqueue_many(calls)
+    q = f.queue()
+    # each job's place in its key's line, before any worker starts: its enqueue order
+    t_rank = time.monotonic()
+    ranked = {
+        f"{k}:{i}": job.rank(within_key=True) for job, (_, k, i, _) in zip(jobs, calls, strict=True)
+    }
+    rank_s = time.monotonic() - t_rank
+    assert ranked == {f"{k}:{i}": i for k in KEYS for i in range(n)}
     args = ("--concurrency", "2")
     for _ in range(workers):
         f.start_worker(*args)
-    q = f.queue()
     expected = [f"{k}:{i}" for k in KEYS for i in range(n)]
     t0 = time.monotonic()
     restarted = False
@@ -66,6 +74,10 @@ def test_r_order_per_key_survives_kills_and_a_redis_restart(
     for key, rs in per_key.items():
         rs.sort(key=lambda r: r.started)
         seqs = [int(r.key.split(":")[1]) for r in rs]
+        # the ledger's run order per key (each job's first start) is the order its ranks
+        # within the key said, taken before the workers started
+        firsts = list(dict.fromkeys(":".join(r.key.split(":")[:2]) for r in rs))
+        assert firsts == sorted(firsts, key=lambda j: ranked[j]), key
         # in enqueue order: a run of job i never starts after a run of a later job
         order_breaks += sum(1 for a, b in itertools.pairwise(seqs) if b < a)
         for a, b in itertools.pairwise(rs):
@@ -76,7 +88,7 @@ def test_r_order_per_key_survives_kills_and_a_redis_restart(
     print(
         f"\nFAULT Rorder keys={len(KEYS)} jobs={len(expected)} failing_first={len(fails)} "
         f"workers={workers} kills={len(f.killed)} runs={len(runs)} "
-        f"order_breaks={order_breaks} overlaps={overlaps} "
+        f"order_breaks={order_breaks} overlaps={overlaps} rank_within_key_s={rank_s:.1f} "
         f"total_s={time.monotonic() - t0:.1f}"
     )
     assert order_breaks == 0

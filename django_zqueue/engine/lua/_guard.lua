@@ -20,7 +20,8 @@ local KEY_TYPES = {ready = 'zset', delayed = 'zset', leased = 'zset', dead = 'zs
   cancels = 'zset', body = 'hash', meta = 'hash', ctr = 'hash', rate = 'hash',
   workers = 'hash', sched_defs = 'hash', sched_last = 'hash', gstarts = 'hash',
   gstarts_prev = 'hash', grate = 'hash', wf_res = 'hash', wf = 'hash', steps = 'hash',
-  proto = 'hash', history = 'hash', cancelled = 'string', ohold = 'hash', oaside = 'zset'}
+  proto = 'hash', history = 'hash', cancelled = 'string', ohold = 'hash', oaside = 'zset',
+  okeyed = 'zset'}
 -- the fields read as numbers, per key name, and whether each must be an integer (added
 -- to with HINCRBY)
 local COUNTERS = {

@@ -16,7 +16,11 @@
 --   (reads only; `held`: this call's holders by key, so a batch takes one job per key).
 -- holder_of(id, m): the name of job `id` (record `m`) as k.ohold holds it.
 -- order_aside(k, entries, now): set {id, key, score} entries aside.
--- order_hold(k, holders): HSET k.ohold key -> holder for the {holder, key} claimed.
+-- order_hold(k, holders): HSET k.ohold key -> holder for the {holder, key, id} claimed,
+--   and their entries out of k.okeyed (the index of keyed jobs not yet claimed, "key\0id",
+--   written by publish.lua / publish_once.lua; rank_key.lua reads it).
+-- order_unindex(k, entries): the {id, record} entries out of k.okeyed (jobs of a key
+--   that end at the claim: expired).
 -- order_release(k, most): look at up to `most` keys with jobs set aside, in turn
 --   (cursor: k.ctr field `ocur`); a key whose holder ended gets its next set-aside job
 --   back in k.ready at its old score, as its new holder (entries whose job is no longer
@@ -24,7 +28,9 @@
 --   with none left is taken out of k.ohold. Returns whether any job is set aside.
 -- order_sweep(k, most): `most` random entries of k.ohold (HRANDFIELD) whose holder ended
 --   and whose key has no job set aside are removed: a key whose last job ended leaves no
---   field behind for long (the claim that ends nothing cannot know it).
+--   field behind for long (the claim that ends nothing cannot know it); and `most` random
+--   entries of k.okeyed (ZRANDMEMBER) whose job is no longer ready, set aside or delayed
+--   (cancelled, deleted: those scripts do not touch the index) are removed.
 -- Work: order_free O(log N) (5 reads at most); order_release O(most * ORDER_STALE_MAX
 --   * log N); order_sweep O(most * log N).
 --@include bounds
@@ -109,11 +115,25 @@ local function order_hold(k, holders)
   if #holders == 0 then
     return
   end
-  local h = {}
+  local h, x = {}, {}
   for _, e in ipairs(holders) do
     h[#h + 1], h[#h + 2] = e[2], e[1]
+    x[#x + 1] = e[2] .. '\0' .. e[3]
   end
   redis.call('HSET', k.ohold, unpack(h))
+  redis.call('ZREM', k.okeyed, unpack(x))
+end
+
+local function order_unindex(k, entries)
+  local x = {}
+  for _, e in ipairs(entries) do
+    if e[2].o then
+      x[#x + 1] = e[2].o .. '\0' .. e[1]
+    end
+  end
+  if #x > 0 then
+    redis.call('ZREM', k.okeyed, unpack(x))
+  end
 end
 
 -- the next set-aside job of key o (first entry: `member`) back in ready, as its holder
@@ -127,6 +147,9 @@ local function order_next(k, o, member)
     redis.call('ZREM', k.oaside, member)
     local m = valid and redis.call('ZSCORE', k.wait, id)
       and parse_record(redis.call('HGET', k.meta, id), true)
+    if valid and not m then -- ended while set aside: out of the index too
+      redis.call('ZREM', k.okeyed, o .. '\0' .. id)
+    end
     if m then
       redis.call('ZREM', k.wait, id)
       redis.call('ZADD', k.ready, score, id)
@@ -179,6 +202,14 @@ local function order_sweep(k, most)
     if not order_alive(k, h, o) and not redis.call('ZRANGEBYLEX', k.oaside, '[' .. o .. '\0',
         '(' .. o .. '\1', 'LIMIT', 0, 1)[1] then
       redis.call('HDEL', k.ohold, o)
+    end
+  end
+  for _, x in ipairs(redis.call('ZRANDMEMBER', k.okeyed, most)) do
+    local cut = string.find(x, '\0', 1, true)
+    local id = cut and string.sub(x, cut + 1)
+    if not (id and (redis.call('ZSCORE', k.ready, id) or redis.call('ZSCORE', k.wait, id)
+        or redis.call('ZSCORE', k.delayed, id))) then
+      redis.call('ZREM', k.okeyed, x)
     end
   end
 end

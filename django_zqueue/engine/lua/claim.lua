@@ -14,7 +14,9 @@
 --   ordering key is held by another live job is set aside, out of ready, into wait and
 --   oaside; a key whose holder ended gets its next job back first, ORDER_KEYS keys
 --   looked at per call; ORDER_SWEEP random keys of ohold whose holder ended and that
---   have nothing set aside are removed per call)
+--   have nothing set aside are removed per call), okeyed ZSET (the index of keyed jobs
+--   not yet claimed, "key\0id": a job's entry goes when it is leased or expires here;
+--   ORDER_SWEEP random entries whose job is no longer waiting are removed per call)
 -- ARGV[1] batch (1..100)
 -- ARGV[2] the queue's policy, read by name (_policy.lua): visibility_ms (its default
 --   lease), concurrency (0 = unlimited), qps (0 = unlimited), promote_limit, mode, aging_us
@@ -54,7 +56,8 @@
 --@include order
 
 local k = key_roles(KEYS, {'ready', 'delayed', 'leased', 'body', 'meta', 'ctr', 'rate', 'stats',
-  'dead', 'errors', 'paused', 'expiry', 'expired', 'wf_out', 'wf_res', 'ohold', 'oaside', 'wait'})
+  'dead', 'errors', 'paused', 'expiry', 'expired', 'wf_out', 'wf_res', 'ohold', 'oaside', 'wait',
+  'okeyed'})
 local ORDER_KEYS, ORDER_POLL_MS, ORDER_SWEEP = 8, 100, 2
 
 -- The key checks (_guard.lua) are made only where a write could meet a key of the wrong
@@ -89,7 +92,7 @@ end
 local now = now_ms()
 promote(k, now, most, mode, aging_us, guard_all)
 local ordered = false
-if redis.call('EXISTS', k.ohold, k.oaside) > 0 then -- (one command on the common path)
+if redis.call('EXISTS', k.ohold, k.oaside, k.okeyed) > 0 then -- (one command on the common path)
   guard_all()
   ordered = order_release(k, ORDER_KEYS)
   order_sweep(k, ORDER_SWEEP)
@@ -159,7 +162,7 @@ if n > 0 then
         aside[#aside + 1] = {id, m.o, page[2 * i]}
       elseif m then
         if m.o then
-          holders[#holders + 1] = {holder_of(id, m), m.o}
+          holders[#holders + 1] = {holder_of(id, m), m.o, id}
         end
         good[#good + 1] = {id, m, bodies[i], page[2 * i], metas[i]}
       else
@@ -219,6 +222,7 @@ if n > 0 then
     end
     bury_corrupt(k, bad, now, nil)
     expire_jobs(k, lapsed, now)
+    order_unindex(k, lapsed)
     order_aside(k, aside, now)
     order_hold(k, holders)
     ordered = ordered or #aside > 0

@@ -8,7 +8,10 @@
 --   parents), expiry ZSET (the expiry of each job that has one), expired ZSET (read only
 --   to name a clash with an expired job), gjobs ZSET (fair queues with group_max_length:
 --   "<group>\0<id>" per job, _group_room.lua; not touched when the policy's
---   group_max_length is 0)
+--   group_max_length is 0); then, only when some job of the call has an ordering key,
+--   KEYS[14] okeyed ZSET (lex; ZQ_BAD_ARGUMENT, nothing written, when it is missing
+--   then): "key\0id" per keyed job, the index of keyed jobs not yet claimed that
+--   rank_key.lua reads (claim.lua trims it)
 -- ARGV[1] the queue's policy, read by name (_policy.lua): mode ('strict' | 'tstrict' |
 --   'aging' | 'fair'), aging_us (µs one priority step is worth), notify_cap, max_length
 --   (most jobs ready + delayed in this shard; 0 = no limit), group_max_length (fair
@@ -101,7 +104,7 @@ if gmax > 0 then -- each group's waiting jobs and the call's, before any write
 end
 
 -- 2. records and where each job goes
-local metas, later, bodies = {}, {}, {}
+local metas, later, bodies, keyed = {}, {}, {}, {}
 local queued = {} -- {id, meta} of jobs ready now, in call order
 local expiring = false -- some job has an expiry
 for i = 1, n do
@@ -114,6 +117,9 @@ for i = 1, n do
   end
   metas[#metas + 1] = id
   metas[#metas + 1] = (encode_record(meta))
+  if meta.o then
+    keyed[#keyed + 1], keyed[#keyed + 2] = 0, meta.o .. '\0' .. id
+  end
   if run_at and run_at > now then
     later[#later + 1] = run_at
     later[#later + 1] = id
@@ -139,6 +145,12 @@ end
 if mode ~= 'strict' then
   checks[#checks + 1] = k.ctr
   checks[#checks + 1] = k.ready
+end
+if #keyed > 0 then
+  if not KEYS[14] then
+    error('ZQ_BAD_ARGUMENT: jobs with an ordering key need KEYS[14] okeyed')
+  end
+  checks[#checks + 1] = KEYS[14]
 end
 guard_keys(checks)
 if alone then
@@ -195,6 +207,9 @@ if scored then
 end
 if gstale then
   group_index(k, gstale, gmembers)
+end
+if #keyed > 0 then
+  redis.call('ZADD', KEYS[14], unpack(keyed))
 end
 if expiring then
   local entries = {}

@@ -15,6 +15,9 @@
 --   leased ZSET, wait ZSET, expiry ZSET (the job's expiry, if it has one), expired ZSET,
 --   gjobs ZSET (not touched when the policy's group_max_length is 0); then
 -- KEYS[14] unique STRING (this tag's reservation)
+-- KEYS[15] okeyed ZSET (lex), only when the job has an ordering key (ZQ_BAD_ARGUMENT,
+--   nothing written, when it is missing then): its entry "key\0id" (the index of keyed
+--   jobs not yet claimed that rank_key.lua reads; claim.lua trims it)
 -- ARGV[1] the queue's policy, read by name (_policy.lua): mode, aging_us, notify_cap,
 --   max_length and group_max_length (below)
 -- ARGV[2] the job, one MessagePack map as in publish.lua, with two more fields:
@@ -97,7 +100,24 @@ if gmax > 0 then
   guard_keys({k.gjobs})
   meta.gl = 1 -- written under the limit: its index entry counts (_group_room.lua)
 end
+-- the job's entry in the index of keyed jobs (KEYS[15]): step 1 checks the key (before
+-- the first write), step 2 writes the entry
+local function index_keyed(step)
+  if not meta.o then
+    return
+  end
+  local okeyed = KEYS[15]
+  if step == 1 then
+    if not okeyed then
+      error('ZQ_BAD_ARGUMENT: a job with an ordering key needs KEYS[15] okeyed')
+    end
+    guard_keys({okeyed})
+  else
+    redis.call('ZADD', okeyed, 0, meta.o .. '\0' .. id)
+  end
+end
 if state ~= nil then -- debounce a waiting job: keep its enqueue time and attempts
+  index_keyed(1)
   local old = parse_record(redis.call('HGET', k.meta, id))
   if old then
     meta.e = tonumber(old.e) or now
@@ -113,6 +133,7 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
   redis.call('HSET', k.meta, id, (encode_record(meta)))
   redis.call('ZADD', k.delayed, run_at, id)
   index_expiry(k, {{id, meta}})
+  index_keyed(2)
   if gmax > 0 then
     group_index(k, {}, {gmember})
   end
@@ -120,6 +141,7 @@ if state ~= nil then -- debounce a waiting job: keep its enqueue time and attemp
   return {'replaced'}
 end
 check_room(k, max_length, 1)
+index_keyed(1)
 local gstale = nil
 if gmax > 0 then
   gstale = check_group_room(k, gmax, {meta.g or ''}, {[meta.g or ''] = 1})
@@ -138,6 +160,7 @@ else
   redis.call('ZADD', k.delayed, run_at, id)
 end
 index_expiry(k, {{id, meta}})
+index_keyed(2)
 if gstale then
   group_index(k, gstale, {gmember})
 end

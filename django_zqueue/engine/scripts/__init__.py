@@ -116,6 +116,7 @@ SCRIPT_NAMES = (
     "search",
     "group_check",
     "log_append",
+    "rank_key",
 )
 
 #: what ``touch.lua`` returns for a delivery that was cancelled (``cancel.lua``)

@@ -38,7 +38,7 @@ LIBRARY_PREFIX = "zqueue_"
 
 #: scripts that write nothing: flagged ``no-writes`` and called with ``FCALL_RO`` (a
 #: replica may answer them; Redis refuses a write from them)
-READ_ONLY = frozenset({"info", "positions", "range_after", "search", "state"})
+READ_ONLY = frozenset({"info", "positions", "range_after", "search", "state", "rank_key"})
 
 #: scripts that free memory, or move a job along without adding one, in a bounded
 #: step: flagged ``allow-oom``, so that workers drain a server at ``maxmemory``
