@@ -3,7 +3,7 @@ handler ran together in one call (docs/tasks.md, "Chunk tasks"), so the admin sh
 member's page with the others of its call.
 
 Two kinds of key, each with a TTL (the longer of the queue's ``finished_ttl`` and
-``dead_letter_ttl``, plus a day: as long as the admin shows the job, as a job's log):
+``dead_letter_ttl``, plus a day: as long as the admin shows the job):
 
 - ``{p:q}:chunk:<token>`` (:meth:`QueueKeys.chunk_call`, in the shard of the call's
   first job): STRING, the JSON list of the call's job tags, in the call's order;
@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .base import Core
-from .joblogs import KEEP_MARGIN_MS
 from .redis.connection import unavailable_as_error
 
+#: the keys of a call outlive the job's history by this margin (ms): a day
+KEEP_MARGIN_MS = 86_400_000
 #: most tags of one call kept (a chunk's ``size`` is at most 1,000: conf)
 MAX_MEMBERS = 1000
 
