@@ -334,7 +334,7 @@ def test_a_counter_that_is_not_a_number_never_stops_a_script_half_way(
 def test_the_scripts_know_the_type_of_every_key() -> None:
     """lua/_guard.lua's KEY_TYPES agrees with keys.KEY_TYPES (the doctor's), and names
     every fixed key but those whose writes cannot stop a script (stats, notify, errors,
-    progress, logs) and paused (only its presence is read)."""
+    progress, logs), paused (only its presence is read) and wctl (no script's)."""
     import re
     from importlib import resources
 
@@ -348,5 +348,15 @@ def test_the_scripts_know_the_type_of_every_key() -> None:
     assert {k: v for k, v in lua.items() if k in KEY_TYPES} == {
         k: v for k, v in KEY_TYPES.items() if k in lua
     }
-    # logs: its writes are soft (a history trim, a delete or a scan never fails on it)
-    assert set(KEY_TYPES) - set(lua) == {"stats", "notify", "paused", "errors", "progress", "logs"}
+    # logs: its writes are soft (a history trim, a delete or a scan never fails on it);
+    # wctl: no script touches it (a worker's orders, read and written by the engine's
+    # pipelines)
+    assert set(KEY_TYPES) - set(lua) == {
+        "stats",
+        "notify",
+        "paused",
+        "errors",
+        "progress",
+        "logs",
+        "wctl",
+    }
