@@ -26,7 +26,7 @@ _STATES = ("ready", "delayed", "leased", "dead")
 
 #: the most entries of one key :meth:`Ordering.rank` reads in each of oaside and okeyed
 #: (its read blocks Redis O(entries): about 4 ms for 1,000)
-RANK_MOST = 2000
+RANK_MOST = 1000
 
 
 @dataclass(frozen=True, slots=True)
