@@ -74,6 +74,8 @@ def pages(redis_client: redis.Redis) -> dict[str, str]:
     default = get_queue("default")
     tag = default.read.listing("ready", 1, 1).jobs[0].tag
     dead = emails.read.listing("dead", 1, 1).jobs[0].tag
+    running = default.read.listing("leased", 1, 1).jobs[0].tag  # with its progress
+    kid = default.publish({"task": "t.kid"}, depends_on=[tag])  # a workflow's tables
     return {
         "overview": BASE,
         "ready": f"{BASE}q/default/",
@@ -86,6 +88,10 @@ def pages(redis_client: redis.Redis) -> dict[str, str]:
         "in flight": f"{BASE}q/default/?state=leased",
         "search": f"{BASE}search/?q=send_receipt",
         "schedules": f"{BASE}schedules/",
+        "waiting": f"{BASE}q/default/?state=waiting",
+        "running job": f"{BASE}q/default/job/?id={running}",
+        "waiting job": f"{BASE}q/default/job/?id={kid}",
+        "arguments contain": f"{BASE}q/default/find/?text=batch",
     }
 
 
@@ -126,6 +132,7 @@ def test_axe_finds_no_serious_or_critical_violation(
                 if violations:
                     found[f"{name} ({theme})"] = violations
     finally:
+        browser.get(f"{admin_login}{BASE}")
         browser.execute_script("localStorage.removeItem('theme')")
     assert not found, "axe found serious or critical violations:\n" + describe(found)
 
