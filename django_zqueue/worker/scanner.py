@@ -110,6 +110,8 @@ class Scanner:
         self.relay_retry = RetryDelay(base=0.25, cap=30.0)
         self.relayed = 0  # outbox rows this scanner published (for tests and operators)
         self.relayed_at_all = False  # whether a relay step ran (opened a connection)
+        #: queue -> the minute (this host's clock) of its last roll-up of the minute ring
+        self.rolled: dict[str, int] = {}
 
     def sync_schedules(self) -> None:
         """Write the schedules to Redis (raises what the write raises)."""
@@ -168,6 +170,11 @@ class Scanner:
             if not r.more or (stop is not None and stop.is_set()):
                 break
         totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
+        minute = int(time.time()) // 60
+        if self.rolled.get(q.name) != minute:  # the 24-hour and 7-day rings, once a minute
+            with self.full.refusing("roll_up"):
+                q.engine.stats.roll_up()
+            self.rolled[q.name] = minute
         with self.full.refusing("workflow_outbox"):  # (it adds jobs: not at maxmemory)
             for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
                 n = q.engine.flow.drain()
