@@ -71,6 +71,7 @@ def pages(redis_client: redis.Redis) -> dict[str, str]:
     emails = get_queue("emails")
     history(emails)  # first: it claims the jobs it publishes
     demo_data(redis_client)
+    get_queue("default").engine.stats.roll_up()  # the 24-hour and 7-day rings
     default = get_queue("default")
     tag = default.read.listing("ready", 1, 1).jobs[0].tag
     dead = emails.read.listing("dead", 1, 1).jobs[0].tag
@@ -79,6 +80,7 @@ def pages(redis_client: redis.Redis) -> dict[str, str]:
     return {
         "overview": BASE,
         "ready": f"{BASE}q/default/",
+        "ready, 7 days": f"{BASE}q/default/?range=7d",
         "dead letters": f"{BASE}q/emails/?state=dead",
         "finished": f"{BASE}q/emails/?state=finished",
         "job": f"{BASE}q/default/job/?id={tag}",
