@@ -5,6 +5,7 @@ a zero), a roll-up run twice writes the same, the keys expire and go with ``clea
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -159,3 +160,18 @@ def test_the_scanner_rolls_up_once_a_minute(q: Queue, redis_client: redis.Redis)
     scanner.step()  # the same minute (this host's clock): not again
     if scanner.rolled[q.name] == int(time.time()) // 60:
         assert not redis_client.exists(q.engine._keys.roll(10))
+
+
+def test_a_corrupt_roll_up_key_never_stops_the_housekeeping(
+    q: Queue, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    redis_client.set(q.engine._keys.roll(10), "not a hash")
+    tag = q.publish("due", delay=0.001)
+    time.sleep(0.01)
+    scanner = Scanner([q])
+    with caplog.at_level(logging.WARNING, logger="django_zqueue"):
+        scanner.tick(0.0)  # the scanner's own loop: isolates a queue's own errors
+    assert q.state(tag) == "ready"  # promoted: the scan ran
+    said = [r.getMessage() for r in caplog.records if "roll_up_failed" in r.getMessage()]
+    assert len(said) == 1 and "WRONGTYPE" in said[0], said
+    assert scanner.paused.wait(q.name) == 0  # the queue is not set aside

@@ -170,17 +170,31 @@ class Scanner:
             if not r.more or (stop is not None and stop.is_set()):
                 break
         totals.queues[q.name] = (moved[0], moved[1], moved[2], moved[3])
-        minute = int(time.time()) // 60
-        if self.rolled.get(q.name) != minute:  # the 24-hour and 7-day rings, once a minute
-            with self.full.refusing("roll_up"):
-                q.engine.stats.roll_up()
-            self.rolled[q.name] = minute
         with self.full.refusing("workflow_outbox"):  # (it adds jobs: not at maxmemory)
             for _ in range(self.max_steps):  # workflow ends a worker did not dispatch
                 n = q.engine.flow.drain()
                 totals.dispatched += n
                 if not n or (stop is not None and stop.is_set()):
                     break
+        self.roll_up(q)
+
+    def roll_up(self, q: Queue) -> None:
+        """Once a minute (this host's clock) per queue, roll its minute ring up into the
+        24-hour and 7-day rings (``engine.stats.roll_up``). Only an outage raises: at
+        maxmemory it is said once (:attr:`full`), another error (a roll-up key of the
+        wrong type) one ``roll_up_failed`` line, and the housekeeping goes on."""
+        minute = int(time.time()) // 60
+        if self.rolled.get(q.name) == minute:
+            return
+        self.rolled[q.name] = minute
+        with self.full.refusing("roll_up"):
+            try:
+                q.engine.stats.roll_up()
+            except Exception as exc:
+                if is_unavailable(exc) or full_refusal(exc):
+                    raise
+                fields = {"scanner": self.name, "queue": q.name, "error": str(exc)[:300]}
+                log.warning(kv(event="roll_up_failed", **fields))
 
     def queue_failed(self, q: Queue, exc: BaseException) -> None:
         """Queue ``q``'s scan failed, not for an outage: left alone for a growing while,
