@@ -129,7 +129,7 @@ def charts(q: Queue, r: Range) -> tuple[Chart, Chart]:
         line_chart(
             _("Jobs waiting (ready)"),
             [(_("ready"), "ready", depth)],
-            dots=r.size == 1,
+            dots=True,  # a lone sample between gaps shows
             labels=labels,
             axis=axis,
             span=span,
