@@ -55,6 +55,7 @@ class Chart:
     empty: bool
     latest_note: str  # what the figures in the legend are
     log: bool = False  # a logarithmic y axis (0, 1, 10, 100, ...)
+    span: str = ""  # the window it shows, in words ("the last hour")
 
 
 def nice_ceiling(value: float) -> int:
@@ -72,13 +73,19 @@ def _fmt(x: float) -> str:
     return f"{x:.1f}"
 
 
-def _xticks(n: int, left: int, right: int) -> list[tuple[str, str]]:
-    """(x, label) of the time axis of ``n`` minutes: every 15 minutes back from now."""
+def _xticks(
+    n: int, left: int, right: int, axis: Sequence[tuple[int, str]] | None = None
+) -> list[tuple[str, str]]:
+    """(x, label) of the time axis of ``n`` samples: ``axis``' (samples back from now,
+    label), by default every 15 minutes back from now (a sample a minute)."""
+    if axis is None:
+        axis = [
+            (b, _("now") if b == 0 else _("-%(n)s min") % {"n": b}) for b in (60, 45, 30, 15, 0)
+        ]
     out = []
-    for back in (60, 45, 30, 15, 0):
+    for back, label in axis:
         if back < n:
             i = n - 1 - back
-            label = _("now") if back == 0 else _("-%(n)s min") % {"n": back}
             out.append((_fmt(left + (right - left) * (i / max(1, n - 1))), label))
     return out
 
@@ -202,12 +209,16 @@ def line_chart(
     height: int = 150,
     labels: Sequence[str] | None = None,
     log: bool | None = None,
+    axis: Sequence[tuple[int, str]] | None = None,
+    span: str | None = None,
 ) -> Chart:
     """Polylines for ``series`` of (name, css class, values), one value per minute; a
     None value is a gap: no sample that minute, the line broken there, never a zero.
     The legend shows each series' value at ``latest_index`` (or the last sample before
     it). Each sample has its value for hovering, after its ``labels`` entry (the minute)
-    when given. The y axis is logarithmic with ``log``; None chooses it (:func:`wants_log`)."""
+    when given. The y axis is logarithmic with ``log``; None chooses it (:func:`wants_log`).
+    ``axis`` marks the time axis ((samples back from now, label), default every 15
+    minutes) and ``span`` names the window (default "the last hour")."""
     n = max((len(v) for _, _, v in series), default=0)
     peak = max((x for _, _, vs in series for x in vs if x is not None), default=0)
     frame = _frame(width, height, n, peak, wants_log(series) if log is None else log)
@@ -225,8 +236,9 @@ def line_chart(
         bottom=frame.bottom,
         lines=lines,
         ticks=_yticks(frame),
-        xticks=_xticks(n, frame.left, frame.right),
+        xticks=_xticks(n, frame.left, frame.right, axis),
         empty=peak == 0,
         latest_note=_("now") if latest_note is None else latest_note,
         log=frame.log,
+        span=_("the last hour") if span is None else span,
     )

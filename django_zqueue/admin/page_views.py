@@ -16,7 +16,7 @@ from ..queue import Queue
 from ..queue.durable_calls import durable_records
 from ..web import humanize
 from ..worker import taskstats
-from . import dashboard, display, filters, workers_page
+from . import chart_ranges, dashboard, display, filters, workers_page
 from . import durable as admin_durable
 from . import history as admin_history
 from . import paging as admin_paging
@@ -83,6 +83,7 @@ class QueuePages(QueueAdminBase):
         perms = self._perms(request)
         pg, sc, flt, hist = self._listing(request, q, state, per_page, perms["payload"])
         link, scan_link = admin_paging.queue_links(self.url, queue, state, per_page, flt, pg.ended)
+        shown = chart_ranges.chosen(request)
         ctx = self._context(
             request,
             _("Queue %(queue)s") % {"queue": queue},
@@ -110,6 +111,14 @@ class QueuePages(QueueAdminBase):
             if state == "finished"
             else None,
             tasks=display.task_rows(taskstats.read(q)),
+            range_charts=chart_ranges.charts(q, shown),
+            ranges=chart_ranges.links(
+                lambda key: (
+                    self.url("queue", queue, state=state, ended=pg.ended, range=key)
+                    + "#zq-range-charts"
+                ),
+                shown,
+            ),
             history=hist,
             spans=list(admin_history.SPANS),
             scan=sc,

@@ -114,6 +114,11 @@ class QueueKeys:
         now = int(now_s) // TASK_STATS_SLOT_SECONDS
         return [self.task_stats(s) for s in range(now - 14, now + 2)]
 
+    def roll(self, minutes: int) -> str:
+        """HASH: the ring of ``minutes``-minute buckets (10 or 60) the scanner rolls the
+        minute ring up into (:mod:`django_zqueue.engine.rollup`); optional, with a TTL."""
+        return f"{self.tag}:roll{minutes}"
+
     def wf(self, id: str) -> str:
         """HASH: workflow links of job ``id``: ``kids`` (its dependents), ``par`` (its
         parents), ``need``, ``got`` and ``r<i>`` (results passed by parent i)."""
@@ -148,6 +153,8 @@ class QueueKeys:
             self.ohold,
             self.oaside,
             self.okeyed,
+            self.roll(10),
+            self.roll(60),
         ]
 
     def pick(self, roles: Iterable[str]) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..engine.joblogs import JobLog
 from ..engine.reads import Entry, check_state
 from ..engine.records import JobInfo, validate
+from ..engine.rollup import RINGS as ROLL_RINGS
 from ..exceptions import InvalidArgument
 from .finished import FinishedPage, read_finished
 from .finished_filter import FilteredFinished, FinishedFilter, read_finished_filtered
@@ -15,7 +16,16 @@ from .groups import GroupFigures, group_figures
 from .jobs import MAX_MERGED, JobReading, Listing, read_job, read_listing
 from .links import JobLinks, Progress, read_links, read_progress
 from .search import SearchResult, search
-from .stats import counters, decode_stats, live_thread_count, local_ms, merge_stats, minute_rows
+from .stats import (
+    Minute,
+    buckets,
+    counters,
+    decode_stats,
+    live_thread_count,
+    local_ms,
+    merge_stats,
+    minute_rows,
+)
 from .tasknames import TaskNames, task_names
 
 if TYPE_CHECKING:
@@ -54,6 +64,16 @@ class QueueReader:
         got = self.queue.reads.minute_reading()
         fields = merge_stats([decode_stats(raw) for raw in got.stats])
         return minute_rows(fields, got.now_ms // 60000, last, got.ready)
+
+    def buckets(self, size: int, last: int) -> list[Minute]:
+        """The last ``last`` buckets of ``size`` minutes (10: up to 150, 60: up to 170),
+        oldest first, from the roll-up rings the scanner writes (:func:`buckets`): one
+        round trip. A bucket no roll-up wrote is a gap (``live`` False)."""
+        if size not in ROLL_RINGS or not 1 <= last <= ROLL_RINGS[size]:
+            raise InvalidArgument("size must be 10 or 60 and last within its ring")
+        got = self.queue.reads.minute_reading(size)
+        fields = merge_stats([decode_stats(raw) for raw in got.stats], ROLL_RINGS[size])
+        return buckets(fields, got.now_ms, size, last, got.ready)
 
     def live_threads(self, within: float = 30.0) -> int:
         """Worker threads serving this queue, as registered by workers seen in the last

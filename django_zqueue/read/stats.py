@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ..engine.records import from_ms, text
+from ..engine.rollup import RINGS as ROLL_RINGS
 from .source import Readable
 
 #: the per-minute series of the stats ring: field prefix -> name
@@ -47,7 +48,7 @@ def counters(fields: Mapping[str, int]) -> dict[str, int]:
     return {name: v for name, v in fields.items() if not name[-1:].isdigit()}
 
 
-def merge_stats(parts: Sequence[Mapping[str, int]]) -> dict[str, int]:
+def merge_stats(parts: Sequence[Mapping[str, int]], ring: int = RING) -> dict[str, int]:
     """Decoded stats hashes of several shards as one: lifetime counters summed field by
     field, and each slot of the minute ring summed over the shards whose slot holds the
     newest minute; a minute's depth only when every shard sampled it (a partial sum
@@ -58,7 +59,7 @@ def merge_stats(parts: Sequence[Mapping[str, int]]) -> dict[str, int]:
     for part in parts:
         for name, v in counters(part).items():
             fields[name] = fields.get(name, 0) + v
-    for slot in range(RING):
+    for slot in range(ring):
         owners = [part for part in parts if f"m{slot}" in part]
         if not owners:
             continue
@@ -107,6 +108,8 @@ class Minute:
     dead: int
     run_ms: int
     ready: int  # depth sampled in that minute (-1: none taken); the current minute: now
+    #: False: a bucket of a roll-up ring no roll-up wrote (a gap, its counts unknown)
+    live: bool = True
 
     @property
     def start(self) -> datetime:
@@ -118,7 +121,8 @@ def minutes(
 ) -> list[Minute]:
     """The last ``last`` minutes, oldest first, from the decoded stats hash (the current
     minute's depth is ``ready_now`` when given)."""
-    return [Minute(**row) for row in minute_rows(fields, now_ms // 60_000, last, ready_now)]
+    rows = minute_rows(fields, now_ms // 60_000, last, ready_now)
+    return [Minute(**row) for row in rows]  # type: ignore[arg-type]
 
 
 def local_ms() -> int:
@@ -167,3 +171,27 @@ def task_stat_slots(q: Readable, first: int, last: int) -> list[dict[bytes, byte
     ``q`` (:mod:`django_zqueue.worker.taskstats` merges them): one round trip, one read a
     slot (:meth:`Reads.task_stat_slots <django_zqueue.engine.reads.Reads.task_stat_slots>`)."""
     return q.reads.task_stat_slots(first, last)
+
+
+def buckets(
+    fields: Mapping[str, int], now_ms: int, size: int, last: int, ready_now: int | None = None
+) -> list[Minute]:
+    """The last ``last`` buckets of ``size`` minutes (10 or 60), oldest first, from a
+    decoded roll-up ring; each row's ``minute`` is its bucket's first minute. A bucket no
+    roll-up wrote is not ``live`` (a gap); the current bucket's depth is ``ready_now``
+    when given."""
+    ring = ROLL_RINGS[size]
+    now = now_ms // 60_000 // size
+    out = []
+    for bucket in range(now - last + 1, now + 1):
+        slot = bucket % ring
+        live = fields.get(f"m{slot}") == bucket
+        row = {
+            name: fields.get(f"{short}{slot}", 0) if live else 0 for short, name in SERIES.items()
+        }
+        if not live or f"r{slot}" not in fields:
+            row["ready"] = -1
+        out.append(Minute(minute=bucket * size, live=live, **row))
+    if ready_now is not None and out:
+        out[-1] = replace(out[-1], ready=ready_now)
+    return out

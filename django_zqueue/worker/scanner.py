@@ -110,6 +110,8 @@ class Scanner:
         self.relay_retry = RetryDelay(base=0.25, cap=30.0)
         self.relayed = 0  # outbox rows this scanner published (for tests and operators)
         self.relayed_at_all = False  # whether a relay step ran (opened a connection)
+        #: queue -> the minute (this host's clock) of its last roll-up of the minute ring
+        self.rolled: dict[str, int] = {}
 
     def sync_schedules(self) -> None:
         """Write the schedules to Redis (raises what the write raises)."""
@@ -174,6 +176,25 @@ class Scanner:
                 totals.dispatched += n
                 if not n or (stop is not None and stop.is_set()):
                     break
+        self.roll_up(q)
+
+    def roll_up(self, q: Queue) -> None:
+        """Once a minute (this host's clock) per queue, roll its minute ring up into the
+        24-hour and 7-day rings (``engine.stats.roll_up``). Only an outage raises: at
+        maxmemory it is said once (:attr:`full`), another error (a roll-up key of the
+        wrong type) one ``roll_up_failed`` line, and the housekeeping goes on."""
+        minute = int(time.time()) // 60
+        if self.rolled.get(q.name) == minute:
+            return
+        self.rolled[q.name] = minute
+        with self.full.refusing("roll_up"):
+            try:
+                q.engine.stats.roll_up()
+            except Exception as exc:
+                if is_unavailable(exc) or full_refusal(exc):
+                    raise
+                fields = {"scanner": self.name, "queue": q.name, "error": str(exc)[:300]}
+                log.warning(kv(event="roll_up_failed", **fields))
 
     def queue_failed(self, q: Queue, exc: BaseException) -> None:
         """Queue ``q``'s scan failed, not for an outage: left alone for a growing while,

@@ -96,9 +96,10 @@ class Reads:
         """Each shard's stats hash, as stored."""
         return counts.stats_hashes(self._engine)
 
-    def minute_reading(self) -> MinuteReading:
-        """Redis time, each shard's stats hash and the jobs ready now."""
-        return counts.minute_reading(self._engine)
+    def minute_reading(self, roll: int | None = None) -> MinuteReading:
+        """Redis time, each shard's stats hash (with ``roll``: its roll-up ring of that
+        many minutes a bucket) and the jobs ready now."""
+        return counts.minute_reading(self._engine, roll)
 
     def workers_hash(self) -> Hash:
         """The queue's workers hash, as stored (worker id -> its registration)."""

@@ -61,10 +61,11 @@ def stats_hashes(e: EngineBase) -> list[Hash]:
     return found
 
 
-def minute_reading(e: EngineBase) -> MinuteReading:
+def minute_reading(e: EngineBase, roll: int | None = None) -> MinuteReading:
     """Redis time, the stats hashes and the ready jobs: one round trip (two on a Redis
     Cluster or a partitioned queue, whose shards may live on several nodes: ``TIME``
-    first)."""
+    first). With ``roll`` (10 or 60), the roll-up rings of that many minutes a bucket
+    (:mod:`django_zqueue.engine.rollup`) instead of the stats hashes."""
     with unavailable_as_error():
         own_time = len(e._shards) == 1 and not is_cluster(e._client)
         now_ms = 0 if own_time else server_time_ms(e._client, e._keys.stats)
@@ -72,7 +73,7 @@ def minute_reading(e: EngineBase) -> MinuteReading:
         if own_time:
             pipe.time()
         for s in e._shards:
-            pipe.hgetall(s.keys.stats)
+            pipe.hgetall(s.keys.stats if roll is None else s.keys.roll(roll))
             pipe.zcard(s.keys.ready)
         replies = pipe.execute()
     if own_time:
