@@ -83,7 +83,6 @@ class QueuePages(QueueAdminBase):
         perms = self._perms(request)
         pg, sc, flt, hist = self._listing(request, q, state, per_page, perms["payload"])
         link, scan_link = admin_paging.queue_links(self.url, queue, state, per_page, flt, pg.ended)
-        shown = chart_ranges.chosen(request)
         ctx = self._context(
             request,
             _("Queue %(queue)s") % {"queue": queue},
@@ -98,27 +97,9 @@ class QueuePages(QueueAdminBase):
                 lambda n: self.url("queue", queue, state=state, ended=pg.ended, per_page=n),
                 per_page,
             ),
-            ended_filters=[
-                {
-                    "state": s,
-                    "label": ENDED_LABELS[s],
-                    "count": n,
-                    "url": self.url("queue", queue, state="finished", ended=s),
-                    "current": s == pg.ended,
-                }
-                for s, n in pg.ended_filters
-            ]
-            if state == "finished"
-            else None,
+            ended_filters=self._ended_filters(queue, pg) if state == "finished" else None,
             tasks=display.task_rows(taskstats.read(q)),
-            range_charts=chart_ranges.charts(q, shown),
-            ranges=chart_ranges.links(
-                lambda key: (
-                    self.url("queue", queue, state=state, ended=pg.ended, range=key)
-                    + "#zq-range-charts"
-                ),
-                shown,
-            ),
+            **self._range_charts(request, q, state, pg),
             history=hist,
             spans=list(admin_history.SPANS),
             scan=sc,
@@ -144,6 +125,35 @@ class QueuePages(QueueAdminBase):
             here=scan_link(sc.window) if sc else link(pg.number),
         )
         return TemplateResponse(request, "admin/django_zqueue/queue.html", ctx)
+
+    def _ended_filters(self, queue: str, pg: dashboard.Page) -> list[dict[str, Any]]:
+        """The Finished tab's filters by how the jobs ended, with their counts."""
+        return [
+            {
+                "state": s,
+                "label": ENDED_LABELS[s],
+                "count": n,
+                "url": self.url("queue", queue, state="finished", ended=s),
+                "current": s == pg.ended,
+            }
+            for s, n in pg.ended_filters
+        ]
+
+    def _range_charts(
+        self, request: HttpRequest, q: Queue, state: str, pg: dashboard.Page
+    ) -> dict[str, Any]:
+        """The Activity charts of the range asked (1 h, 24 h, 7 days) and the switcher."""
+        shown = chart_ranges.chosen(request)
+        return {
+            "range_charts": chart_ranges.charts(q, shown),
+            "ranges": chart_ranges.links(
+                lambda key: (
+                    self.url("queue", q.name, state=state, ended=pg.ended, range=key)
+                    + "#zq-range-charts"
+                ),
+                shown,
+            ),
+        }
 
     def _listing(
         self, request: HttpRequest, q: Queue, state: str, per_page: int, payload: bool
