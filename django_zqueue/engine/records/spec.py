@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import struct
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -62,10 +63,37 @@ def pack_value(value: object) -> bytes:
     if isinstance(value, bytes):
         return _str(value)
     if isinstance(value, list):
-        n = len(value)
-        head = bytes((0x90 | n,)) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
-        return head + b"".join(pack_value(x) for x in value)
+        return _array_header(len(value)) + b"".join(pack_value(x) for x in value)
     raise TypeError(f"a job spec holds str, bytes, int and float, not {type(value).__name__}")
+
+
+def _array_header(n: int) -> bytes:
+    return bytes((0x90 | n,)) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
+
+
+def _int(value: int) -> bytes:
+    if 0 <= value < 128:
+        return bytes((value,))
+    if -32 <= value < 0:
+        return bytes((value & 0xFF,))
+    return b"\xd3" + value.to_bytes(8, "big", signed=True)
+
+
+def pack_texts(values: Sequence[str]) -> bytes:
+    """A MessagePack array of texts (a column of ``ack_many``'s jobs)."""
+    return _array_header(len(values)) + b"".join(_str(v.encode("utf-8")) for v in values)
+
+
+def pack_ints(values: Sequence[int]) -> bytes:
+    """A MessagePack array of integers within 64 bits (a column of ``ack_many``'s jobs)."""
+    return _array_header(len(values)) + b"".join(_int(v) for v in values)
+
+
+def pack_columns(columns: Mapping[str, bytes]) -> bytes:
+    """A MessagePack map of columns already packed (:func:`pack_texts`, :func:`pack_ints`)."""
+    return _map_header(len(columns)) + b"".join(
+        _str(name.encode("ascii")) + packed for name, packed in columns.items()
+    )
 
 
 def _map_header(n: int) -> bytes:

@@ -42,7 +42,7 @@ from ...exceptions import ScriptError as ScriptError
 from ...exceptions import SequenceExhausted as SequenceExhausted
 from ...version import __version__
 from ..records import Ack, NackResult, NewJob, text
-from ..records.spec import pack_job, pack_map
+from ..records.spec import pack_columns, pack_ints, pack_job, pack_map, pack_texts
 from ..redis.connection import is_out_of_memory
 from .calls import ERRORS as ERRORS
 from .calls import Arg as Arg
@@ -272,17 +272,18 @@ def ack_columns(acks: Sequence[Ack]) -> bytes:
     """The jobs of an ``ack_many.lua`` call as its one argument: a MessagePack map of
     columns read by name, one value per job in each (decoded once per call): ``id``,
     ``token``; ``result`` ('' = none) and ``ttl_ms`` (0 without a result) only when some
-    job keeps a result; ``run_ms`` (-1 = not measured) only when some job's was."""
-    columns: dict[str, Any] = {
-        "id": [a.msg.tag for a in acks],
-        "token": [a.msg.token for a in acks],
+    job keeps a result; ``run_ms`` (-1 = not measured) only when some job's was. Each
+    column packed as what it holds (a worker sends one per flush)."""
+    columns = {
+        "id": pack_texts([a.msg.tag for a in acks]),
+        "token": pack_ints([a.msg.token for a in acks]),
     }
     if any(a.result for a in acks):
-        columns["result"] = [a.result or "" for a in acks]
-        columns["ttl_ms"] = [a.result_ttl_ms if a.result else 0 for a in acks]
+        columns["result"] = pack_texts([a.result or "" for a in acks])
+        columns["ttl_ms"] = pack_ints([a.result_ttl_ms if a.result else 0 for a in acks])
     if any(a.run_ms is not None for a in acks):
-        columns["run_ms"] = [-1 if a.run_ms is None else a.run_ms for a in acks]
-    return pack_map(columns)
+        columns["run_ms"] = pack_ints([-1 if a.run_ms is None else a.run_ms for a in acks])
+    return pack_columns(columns)
 
 
 #: how ready scores are made (``publish.lua``): the queue's ``priority_mode``, except that a
