@@ -15,6 +15,7 @@ from django_zqueue.tasks import watch
 pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 from .test_admin_browser import browser, project  # noqa: F401 - fixtures
@@ -35,7 +36,10 @@ def test_500_streamed_chunks_reach_the_page_in_order_across_reconnects(
     browser.delete_all_cookies()
     browser.get(f"{live_server.url}/demo/wait/")
     browser.find_element(By.XPATH, "//button[text()='Start a report']").click()
-    box = browser.find_element(By.CSS_SELECTOR, "[data-zq-position]")
+    # the click posts a form: the widget is on the page it leads to, once that has loaded
+    box = WebDriverWait(browser, 15).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, "[data-zq-position]"))
+    )
     WebDriverWait(browser, 15).until(lambda b: box.get_attribute("data-zq-ahead") == "0")
     mine = default.claim(1)[0][0]
     WebDriverWait(browser, 15).until(lambda b: box.get_attribute("data-zq-status") == "running")
