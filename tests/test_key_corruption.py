@@ -95,6 +95,9 @@ def _scan(q: Queue) -> Call[Any]:
 
 SCENARIOS: dict[str, Scenario] = {
     "publish": lambda q: q.engine._shards[0].publish([q.prepare("x", "x", expires=60)]),
+    "publish_lean": lambda q: q.engine._shards[0].publish(
+        [q.prepare({"task": "t", "args": [1], "kwargs": {"k": 2}}, "x", priority=3)]
+    ),
     "publish_once": lambda q: q.engine._shards[0].publish_once(
         q.prepare("x", "x")._replace(spec=JobSpec(unique_ms=60_000, max_retries=1))
     ),

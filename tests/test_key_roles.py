@@ -22,6 +22,9 @@ from django_zqueue.queue import Queue
 
 from .conftest import QueueFactory, snapshot
 
+#: a body of a task's shape: what the lean publish takes (lua/publish_lean.lua)
+TASK_BODY = {"task": "t", "args": [1], "kwargs": {}}
+
 ROLES_RE = re.compile(r"key_roles\(KEYS, \{([^}]*)\}\)")
 
 
@@ -42,6 +45,7 @@ CALLS: dict[str, Callable[[Queue], Call[Any]]] = {
         q.engine._shards[0].positions(["a", "b"]),
     )[-1],
     "publish": lambda q: q.engine._shards[0].publish([q.prepare("x", tag="p1")]),
+    "publish_lean": lambda q: q.engine._shards[0].publish([q.prepare(TASK_BODY, tag="p1")]),
     "publish_once": lambda q: q.engine._shards[0].publish_once(q.prepare("x", tag="p1")),
     "wf_publish": lambda q: q.engine._shards[0].wf_publish([FlowJob(q.prepare("x", tag="p1"))]),
     "claim": lambda q: (q.publish("x"), q.engine._shards[0].claim(10, "me"))[-1],

@@ -343,6 +343,7 @@ def test_header_key_count_matches_the_call(name: str, q: Queue, make_queue: Queu
         q.engine.run(dc.park_call(q.engine._shards[0], msg, "z:nap", 60_000, 60_000))
         dc.parked(q, durable)
         q.publish_many(["m"] * 101)  # two publish calls: checked first (group_check)
+        q.publish({"task": "t", "args": [], "kwargs": {}})  # publish_lean
         if name in KEYED:  # a job with an ordering key: the index's key too, and its read
             keyed = q.prepare("k", options=JobOptions(ordering_key="A"))
             q.publish_prepared([keyed])

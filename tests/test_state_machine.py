@@ -74,7 +74,16 @@ MAX_RETRIES = 2
 #: caller-given tags; a small pool so that tags clash and are reused after a job is gone
 POOL = ["u0", "u1", "u2", "u3", "u4", "u5"]
 PRIORITIES = st.sampled_from([-1, 0, 0, 1, 5])
-BODIES = st.one_of(st.integers(-5, 5), st.text("ab", max_size=3), st.just({"k": [1, None]}))
+#: the bodies of a task's shape take the lean publish (lua/publish_lean.lua) when the job
+#: sets no option but its retries and priority
+TASK_BODIES = st.builds(
+    lambda args, kwargs: {"task": "t.x", "args": args, "kwargs": kwargs},
+    st.lists(st.integers(-2, 2), max_size=2),
+    st.sampled_from([{}, {}, {"k": "v"}]),
+)
+BODIES = st.one_of(
+    st.integers(-5, 5), st.text("ab", max_size=3), st.just({"k": [1, None]}), TASK_BODIES
+)
 INDEX = st.integers(0, 63)
 #: how a publish says when: the ones that are "now" must land in ready, the rest in delayed
 WHEN = {

@@ -33,7 +33,7 @@ class QueueKeys:
     progress: str  # HASH id -> JSON progress reported by the running job
     ctr: str  # HASH seq / clock / tok: server-side counters
     rate: str  # HASH tokens / ts: the qps token bucket
-    stats: str  # HASH counters: enqueued, acked, failed, retried, dead, expired, ...
+    stats: str  # HASH counters: enqueued (+ en: lean publishes not yet scanned), acked, ...
     notify: str  # LIST wake-up tokens for blocked consumers
     workers: str  # HASH worker id -> JSON {threads, seen, host, pid, state}: live consumers
     wctl: str  # HASH worker id -> the order left for it: "quiet" or "stop" (engine/workers.py)
@@ -237,6 +237,8 @@ _DELETE = ("ready", "delayed", "dead", "leased", "body", "meta", "errors", "prog
 _GROUPS = ("gstarts", "gstarts_prev", "ginflight", "grate", "gpark", "gwait")
 _PUBLISH: tuple[str, ...] = ("ready", "delayed", "body", "meta", "ctr", "notify", "stats")
 _PUBLISH += ("dead", "leased", "wait", "expiry", "expired", "gjobs")
+#: the keys a publish reads only to name the state of a tag in use (``_tag_state.lua``)
+_TAG_STATE = ("delayed", "leased", "dead", "wait", "expired")
 _RANK_KEY = ("ready", "wait", "meta", "ohold", "oaside", "okeyed")
 
 #: the roles of the KEYS of each script that names its keys by role, in KEYS order (its
@@ -248,6 +250,7 @@ SCRIPT_ROLES: dict[str, tuple[str, ...]] = {
     "ack": (*_ACK, *_WF),
     "ack_many": _ACK,
     "publish": _PUBLISH,
+    "publish_lean": ("ready", "meta", "ctr", "notify", "stats", *_TAG_STATE),
     "publish_once": _PUBLISH,
     "wf_publish": _PUBLISH,
     "fire": (*_PUBLISH[:9], "sched", "sched_last", "expiry", "expired", "sched_defs"),

@@ -29,6 +29,7 @@ from .scripts import (
     ack_columns,
     entry_arg,
     job_arg,
+    lean_args,
     read_acked,
     read_as,
     read_clashes,
@@ -66,6 +67,9 @@ class Shard:
     def publish(self, jobs: Sequence[NewJob]) -> Call[list[tuple[str, str]]]:
         """Returns the clashing ``(tag, state)`` pairs; empty: all written."""
         k, p = self.keys, self.policy
+        lean = lean_args(jobs[0], p) if len(jobs) == 1 else None
+        if lean is not None:  # the common job: only the writes its state needs
+            return Call("publish_lean", k.pick(SCRIPT_ROLES["publish_lean"]), lean, read_clashes)
         args = (p.packed_for("publish"), *(job_arg(j, None, p.compact) for j in jobs))
         keys = k.pick(SCRIPT_ROLES["publish"])
         if any(j.spec.ordering_key for j in jobs):  # the index of keyed jobs (rank_key.lua)

@@ -4,8 +4,10 @@ The stats hash (``{p:q}:stats``) holds the lifetime counters (``enqueued``, ``ac
 ``run_ms``, ...) and a 64-slot ring of per-minute figures: slot ``i`` holds the minute it
 counts (``m<i>``) and one field per series (``e<i>``, ``a<i>``, ...). A slot whose minute
 is not the one asked for is stale (64 minutes old or more) and counts as zero. A slot's
-depth (``r<i>``) is sampled (by a scan and by each publish), not counted: a minute with no
-sample has none, a gap on a chart, never a zero.
+depth (``r<i>``) is sampled (by a scan and by the publish that begins a minute), not
+counted: a minute with no sample has none, a gap on a chart, never a zero. Jobs of the
+lean publish (``lua/publish_lean.lua``) wait in ``en`` until the next scan moves them into
+``enqueued`` and its minute; a reading adds them to both meanwhile.
 
 The workers hash (``{p:q}:workers``) maps a worker id to its registration, JSON
 ``{threads, seen, host, pid}``; a registration not seen lately is a dead worker's.
@@ -29,6 +31,8 @@ SERIES = {"e": "enqueued", "a": "acked", "f": "failed", "d": "dead", "t": "run_m
 WORKER_WITHIN_MS = 30_000
 #: the ring's slots
 RING = 64
+#: the field of jobs published since the last scan, not yet in ``enqueued`` and the ring
+PENDING = "en"
 
 
 def decode_stats(raw: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
@@ -43,9 +47,19 @@ def decode_stats(raw: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
     return out
 
 
-def counters(fields: Mapping[str, int]) -> dict[str, int]:
-    """The lifetime counters of a decoded stats hash (the ring's fields left out)."""
+def _lifetime(fields: Mapping[str, int]) -> dict[str, int]:
+    """The fields of a decoded stats hash that are not the ring's, as stored."""
     return {name: v for name, v in fields.items() if not name[-1:].isdigit()}
+
+
+def counters(fields: Mapping[str, int]) -> dict[str, int]:
+    """The lifetime counters of a decoded stats hash (the ring's fields left out; jobs
+    published since the last scan counted in ``enqueued``)."""
+    out = _lifetime(fields)
+    pending = out.pop(PENDING, 0)
+    if pending:
+        out["enqueued"] = out.get("enqueued", 0) + pending
+    return out
 
 
 def merge_stats(parts: Sequence[Mapping[str, int]], ring: int = RING) -> dict[str, int]:
@@ -57,7 +71,7 @@ def merge_stats(parts: Sequence[Mapping[str, int]], ring: int = RING) -> dict[st
         return dict(parts[0])
     fields: dict[str, int] = {}
     for part in parts:
-        for name, v in counters(part).items():
+        for name, v in _lifetime(part).items():
             fields[name] = fields.get(name, 0) + v
     for slot in range(ring):
         owners = [part for part in parts if f"m{slot}" in part]
@@ -94,6 +108,9 @@ def minute_rows(
         out.append(row)
     if ready_now is not None and out:
         out[-1]["ready"] = ready_now
+    pending = fields.get(PENDING, 0)
+    if pending and out and out[-1]["minute"] == now_minute:  # not yet in the ring
+        out[-1]["enqueued"] += pending
     return out
 
 

@@ -47,3 +47,16 @@ local function sample_depth(stats, ready, now)
     raise_oom(pcall(redis.call, 'HSET', stats, 'r' .. slot, redis.call('ZCARD', ready)))
   end
 end
+
+-- take_pending(stats, now): move the count of 'en' (jobs published by publish_lean.lua
+-- since the last call) into 'enqueued' and the 'e' of the minute `now`; never raises
+local function take_pending(stats, now)
+  local ok, n = pcall(redis.call, 'HGET', stats, 'en')
+  n = raise_oom(ok, n) and tonumber(n)
+  if not n or n == 0 or n % 1 ~= 0 then
+    return
+  end
+  raise_oom(pcall(redis.call, 'HINCRBY', stats, 'en', -n))
+  count_stat(stats, 'enqueued', n)
+  bump(stats, 'e', n, now)
+end

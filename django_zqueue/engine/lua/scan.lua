@@ -185,6 +185,7 @@ if #expired > 0 then
 end
 
 sample_depth(k.stats, k.ready, now)
+take_pending(k.stats, now)
 
 local trimmed, more_dead = trim_dead(k.dead, k.body, k.meta, k.errors, k.progress, now,
   dead_max, dead_ttl, limit)

@@ -42,7 +42,14 @@ from ...exceptions import ScriptError as ScriptError
 from ...exceptions import SequenceExhausted as SequenceExhausted
 from ...version import __version__
 from ..records import Ack, NackResult, NewJob, text
-from ..records.spec import pack_columns, pack_ints, pack_job, pack_map, pack_texts
+from ..records.spec import (
+    body_parts,
+    pack_columns,
+    pack_ints,
+    pack_job,
+    pack_map,
+    pack_texts,
+)
 from ..redis.connection import is_out_of_memory
 from .calls import ERRORS as ERRORS
 from .calls import Arg as Arg
@@ -83,6 +90,7 @@ E = TypeVar("E", bound=IntEnum)
 
 SCRIPT_NAMES = (
     "publish",
+    "publish_lean",
     "claim",
     "claim_fair",
     "ack",
@@ -259,6 +267,28 @@ def job_arg(job: NewJob, extra: dict[str, Any] | None = None, compact: bool = Tr
     if not compact:
         extra = {**(extra or {}), **_JSON_LAYOUT}
     return pack_job(job.tag, job.body, job.spec, extra, split=compact)
+
+
+def lean_args(job: NewJob, policy: Policy) -> tuple[Arg, ...] | None:
+    """The arguments of ``publish_lean.lua`` for ``job`` (the queue's policy first), or
+    None when that script does not take it: a queue of another mode, with a length limit,
+    or of the JSON layout; a job that sets an option other than its retries and priority,
+    or whose body is not of a task's shape (:func:`body_parts`)."""
+    spec = job.spec
+    if (
+        spec.count != 1 + (spec.priority != 0)  # max_retries is always given
+        or policy.mode != "strict"
+        or not policy.compact
+        or policy.max_length
+        or policy.group_max_length
+    ):
+        return None
+    cut = body_parts(job.body)
+    if cut is None or not cut[0]:
+        return None
+    kwargs = b"" if cut[2] == b"{}" else cut[2]
+    head = policy.packed_for("publish_lean")
+    return (head, job.tag, spec.max_retries, spec.priority, cut[0], cut[1], kwargs)
 
 
 def entry_arg(**values: Any) -> bytes:
