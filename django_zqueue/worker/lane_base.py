@@ -56,6 +56,7 @@ class LaneBase:
         self.spans = tracing.Switch()
         self._stop_flusher = False
         self._flushing = 0  # outcomes on their way (burst: not done before their replies)
+        self._flushes = 0  # outcome round trips ended (burst: claim again after one)
         #: sync jobs the lane claims run here, at most ``concurrency`` at once
         self._executor = ThreadPoolExecutor(
             worker.concurrency, thread_name_prefix="zqueue-aio-sync"

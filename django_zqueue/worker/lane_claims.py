@@ -45,6 +45,7 @@ class LaneClaims(LaneOutcomes, LaneRuns):
                     return
                 await self._wait_freed(0.1)
                 continue
+            flushes = self._flushes  # an outcome sent after this may put a job back in line
             try:
                 queue, msgs, hints = await self._claim(aqs, free)
                 if msgs or time.monotonic() - failed_at > RETRY_RESET_AFTER:
@@ -59,7 +60,7 @@ class LaneClaims(LaneOutcomes, LaneRuns):
             if queue is not None:
                 continue
             if w.burst and not any(h == 0 for h in hints):
-                if self._idle():
+                if self._idle() and self._flushes == flushes:  # (else: claim once more)
                     return
                 await self._wait_freed(0.1)
                 continue

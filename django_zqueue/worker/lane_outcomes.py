@@ -33,6 +33,7 @@ class LaneOutcomes(LaneBase):
             return await self._send_outcomes(aqs, done, claim)
         finally:
             self._flushing -= 1
+            self._flushes += 1
 
     async def _send_outcomes(
         self,
