@@ -49,9 +49,12 @@ def test_the_ready_tab_of_an_aging_queue_and_pause_resume(
     assert sorted(listed) == sorted(tags) and [reports.rank(t) for t in listed] == [0, 1, 2, 3]
     for button, after in (("Pause queue", "Resume queue"), ("Resume queue", "Pause queue")):
         browser.find_element(By.XPATH, f"//button[text()='{button}']").click()
-        if button == "Pause queue":  # it asks first, saying how many jobs will wait
+        if button == "Pause queue":  # it asks first (a page of its own), saying how many wait
+            found = WebDriverWait(browser, 10).until(
+                lambda b: b.find_elements(By.CSS_SELECTOR, "input[type=submit][value^='Yes']")
+            )
             assert "Its 4 ready jobs wait" in browser.page_source
-            browser.find_element(By.CSS_SELECTOR, "input[type=submit][value^='Yes']").click()
+            found[0].click()
         WebDriverWait(browser, 10).until(
             lambda b, after=after: b.find_elements(By.XPATH, f"//button[text()='{after}']")
         )

@@ -237,8 +237,9 @@ def test_run_now_priority_and_pause_from_the_browser(
     assert q.rank(tags[2]) == 0 and q.info(tags[2]).priority == 9  # type: ignore[union-attr]
 
     browser.find_element(By.XPATH, "//button[text()='Pause queue']").click()
-    # it asks first, saying how many ready jobs will wait
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit][value^='Yes']").click()
+    # it asks first, saying how many ready jobs will wait (on a page of its own: wait for it)
+    yes = "input[type=submit][value^='Yes']"
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.CSS_SELECTOR, yes))[0].click()
     WebDriverWait(browser, 10).until(lambda b: "default paused" in text_of(b, ".messagelist"))
     assert q.is_paused() and q.claim(1) == ([], None)
     browser.find_element(By.XPATH, "//button[text()='Resume queue']").click()
