@@ -147,7 +147,7 @@ def test_d4_a_corrupt_key_of_one_queue_leaves_the_other_at_its_rate(
     fault: Callable[..., Fault], redis_client: redis.Redis, long_run: bool
 ) -> None:
     """Two queues served by the same worker processes; ``{p:default}:ready`` set to a
-    string half-way: the other queue's rate stays near what it was (at least half), each
+    string half-way: the other queue goes on at its rate (at least a quarter of it), each
     of its jobs runs once; the corrupt queue's claims are said, never an outage."""
     seconds = 20.0 if long_run else 6.0
     f = fault()
@@ -179,5 +179,8 @@ def test_d4_a_corrupt_key_of_one_queue_leaves_the_other_at_its_rate(
         f"redis_lost={logs.count('redis_lost')}"
     )
     assert twice == {} and set(runs) == keys
-    assert during >= 0.5 * before, (before, during)
+    # the defect this guards against took the other queue to 0 jobs/s; on a busy 2-core
+    # host (CI: another test process beside these 2 workers) two 3 s windows of a healthy
+    # queue were seen 3x apart, so the bound is a quarter, not a half
+    assert during >= 0.25 * before, (before, during)
     assert "consumer_error" in logs and bad in logs and "redis_lost" not in logs
