@@ -31,8 +31,24 @@ def now() -> float:
 
 
 def connect(path: str) -> sqlite3.Connection:
+    """Open the ledger, switching a new file to WAL mode.
+
+    SQLite answers a journal-mode switch that meets another connection's lock with
+    "database is locked" at once, without waiting out ``timeout``; the mode persists in
+    the file, so it is set only when the file is not in WAL mode yet, retried for up to
+    ten seconds (the suite creates each ledger before its workers start)."""
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                db.close()
+                raise
+            time.sleep(0.05)
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute(SCHEMA)
     return db
