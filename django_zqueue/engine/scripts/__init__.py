@@ -51,6 +51,7 @@ from ..records.spec import (
     pack_texts,
 )
 from ..redis.connection import is_out_of_memory
+from ..redis.direct import direct_for
 from .calls import ERRORS as ERRORS
 from .calls import Arg as Arg
 from .calls import Batch as Batch
@@ -390,6 +391,8 @@ class Scripts:
         self.library = library(SCRIPT_NAMES) if functions and not is_cluster(client) else None
         #: script name -> (command, what it names): ("FCALL", function) or ("EVALSHA", sha)
         self.heads: dict[str, tuple[str, str]] = {name: self._head(name) for name in SCRIPT_NAMES}
+        #: sends one call without redis-py's command path (None: a client that needs it)
+        self.direct = direct_for(client)
 
     def _head(self, name: str) -> tuple[str, str]:
         if self.library is None:
@@ -408,14 +411,15 @@ class Scripts:
         """Send one call; where the server has lost the scripts (Redis ran nothing),
         load them and send it once more."""
         cmd = self.command(call)
+        send = self.client.execute_command if self.direct is None else self.direct.execute
         try:
             try:
-                reply = self.client.execute_command(*cmd)
+                reply = send(*cmd)
             except ResponseError as exc:
                 if not is_missing(exc):
                     raise
                 self.load_all()
-                reply = self.client.execute_command(*self.command(call))
+                reply = send(*self.command(call))
         except ResponseError as exc:
             error = script_error(call.script, exc)
             if error is exc:

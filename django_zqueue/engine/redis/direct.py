@@ -1,0 +1,119 @@
+"""One script call sent straight on a pooled connection, without redis-py's command path.
+
+A script call is one command whose reply needs no parsing callback, yet
+``Redis.execute_command`` spends more client CPU on it than the round trip costs: a
+pool checkout that polls the socket for stray data, a retry object and closures built
+per call, and redis-py's metrics hooks. :class:`Direct` keeps the connections it has
+used in a list of its own (a pop and an append; no lock, no poll) and sends the packed
+command on one of them.
+
+It keeps the client's promises:
+
+* a dropped connection is retried once at once, a timeout never (a timed-out script
+  call may have run), as :func:`.connection.make_client` configures the client;
+* ``READONLY`` (the node became a replica; nothing ran) and every error raised before
+  the command was sent go to the client's own path, which waits and retries;
+* a connection is put back in the list only after its reply was read whole; one that
+  failed is closed and handed back to the pool;
+* after a fork the child never uses the parent's sockets;
+* the client's health check (a PING after 30 idle seconds) still runs.
+
+Only a plain client takes this path (:func:`direct_for`): a Redis Cluster, a Sentinel
+pool, a single-connection client and any other pool class keep ``execute_command``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError
+
+#: the pool classes whose connections :class:`Direct` may hold between calls
+PLAIN_POOLS = (redis.ConnectionPool,)
+
+
+class Direct:
+    """Sends a command on a connection of ``client``'s pool kept between calls."""
+
+    __slots__ = ("client", "idle", "pid", "pool")
+
+    def __init__(self, client: redis.Redis) -> None:
+        #: weak: the table of Directs must not keep its clients alive
+        self.client = weakref.ref(client)
+        self.pool: Any = client.connection_pool
+        #: connections taken from the pool, each idle with no reply pending
+        self.idle: list[Any] = []
+        self.pid = os.getpid()
+
+    def _take(self) -> Any:
+        if self.pid != os.getpid():  # a forked child: the parent's sockets are not ours
+            self.idle = []
+            self.pid = os.getpid()
+        try:
+            return self.idle.pop()
+        except IndexError:
+            return self.pool.get_connection()
+
+    def _drop(self, conn: Any) -> None:
+        conn.disconnect()
+        self.pool.release(conn)
+
+    def execute(self, *args: Any) -> Any:
+        """The reply of command ``args``; a ``ResponseError`` reply is raised."""
+        conn = self._take()
+        try:
+            packed = conn.pack_command(*args)
+        except BaseException:
+            self.idle.append(conn)  # nothing was sent
+            raise
+        for attempt in (0, 1):
+            try:
+                conn.send_packed_command(packed)
+                reply = conn.read_response()
+            except RedisConnectionError:
+                # closed by redis-py already; reconnects on the next send
+                if attempt:
+                    self._drop(conn)
+                    raise
+                continue
+            except ReadOnlyError:
+                self._drop(conn)
+                client: Any = self.client()
+                if client is None:  # unreachable while a caller holds the client
+                    raise
+                return client.execute_command(*args)  # waits for the new primary
+            except redis.ResponseError:
+                self.idle.append(conn)  # the reply was read whole
+                raise
+            except BaseException:
+                self._drop(conn)
+                raise
+            if conn.should_reconnect():  # the server announced a move
+                conn.disconnect()
+            self.idle.append(conn)
+            return reply
+        raise AssertionError("unreachable")
+
+
+#: one Direct per client: the connections it holds are the client's, however many
+#: engines (queues) share that client, and go when the client goes
+_directs: weakref.WeakKeyDictionary[redis.Redis, Direct] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def direct_for(client: Any) -> Direct | None:
+    """The :class:`Direct` of ``client``, or None where its own path must be kept."""
+    if type(client) is not redis.Redis or getattr(client, "connection", None) is not None:
+        return None
+    if type(client.connection_pool) not in PLAIN_POOLS:
+        return None
+    with _lock:
+        direct = _directs.get(client)
+        if direct is None:
+            direct = _directs[client] = Direct(client)
+        return direct

@@ -1,0 +1,195 @@
+"""A script call sent straight on a kept connection (``engine/redis/direct.py``): the
+connection is reused, shared by the queues of one client, survives a killed connection
+and a restarted server with one retry, is never retried after a timeout, stays usable
+after a script's error reply, is not shared with a forked child, and is only taken for
+a plain client."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from django_zqueue.conf import Config, queue_options
+from django_zqueue.engine.redis.connection import make_client
+from django_zqueue.engine.redis.direct import Direct, direct_for
+from django_zqueue.exceptions import CorruptKey, QueueUnavailable
+from django_zqueue.queue import Queue
+
+from . import redis_server
+from .conftest import QueueFactory
+from .redis_private import PrivateRedis
+
+pytestmark = pytest.mark.skipif(
+    redis_server.TOPOLOGY != "standalone", reason="a Cluster or Sentinel client keeps its own path"
+)
+
+
+def _direct(q: Queue) -> Direct:
+    direct = q.engine._scripts.direct
+    assert direct is not None
+    return direct
+
+
+def _client_ids(client: redis.Redis, name: str) -> set[int]:
+    return {c["id"] for c in client.client_list() if c.get("name") == name}
+
+
+def _queue(url: str, prefix: str, **options: object) -> Queue:
+    return Queue(
+        "q", queue_options("q"), prefix=prefix, client=make_client(Config(redis_url=url, **options))
+    )
+
+
+def test_one_connection_carries_the_calls_of_every_queue_of_a_client(
+    make_queue: QueueFactory,
+) -> None:
+    a, b = make_queue("a"), make_queue("b")
+    assert _direct(a) is _direct(b)  # one per client, whatever the number of queues
+    a.publish("x")
+    conn = _direct(a).idle[-1]
+    for i in range(20):
+        (a if i % 2 else b).publish(i)
+    assert _direct(a).idle == [conn]  # sequential calls reuse the one connection
+    assert a.total_count() + b.total_count() == 21
+
+
+def test_a_killed_connection_is_retried_once_and_the_job_written_once(
+    tmp_path: Path, prefix: str
+) -> None:
+    server = PrivateRedis(tmp_path)
+    try:
+        q = _queue(server.url, prefix)
+        q.publish("first")
+        conn = _direct(q).idle[-1]
+        conn.send_command("CLIENT", "SETNAME", "zq-direct-victim")
+        conn.read_response()
+        admin = server.client()
+        (victim,) = _client_ids(admin, "zq-direct-victim")
+        admin.client_kill_filter(_id=victim)
+        tag = q.publish("second")
+        assert q.state(tag) == "ready" and q.total_count() == 2
+        assert _direct(q).idle == [conn] and victim not in _client_ids(admin, "zq-direct-victim")
+    finally:
+        server.stop()
+
+
+def test_a_restarted_server_is_reached_again_and_a_dead_one_reported(
+    tmp_path: Path, prefix: str
+) -> None:
+    server = PrivateRedis(tmp_path)
+    try:
+        q = _queue(server.url, prefix, socket_connect_timeout=1.0)
+        q.publish("before")
+        server.kill()
+        with pytest.raises(QueueUnavailable):
+            q.publish("while down")
+        assert _direct(q).idle == []  # the failed connection went back to the pool, closed
+        server.start()
+        tag = q.publish("after")  # the server lost everything (no persistence)
+        assert q.state(tag) == "ready" and q.total_count() == 1
+    finally:
+        server.stop()
+
+
+def test_a_timed_out_call_is_not_sent_again(tmp_path: Path, prefix: str) -> None:
+    """The call reached Redis and ran after the timeout: it is sent once (a second send
+    of a claim or an ack would run it twice)."""
+    server = PrivateRedis(tmp_path, "--enable-debug-command", "yes")
+    try:
+        q = _queue(server.url, prefix, socket_timeout=0.3)
+        q.publish("warm")  # the library is loaded, the connection open
+        admin = server.client()
+        admin.config_resetstat()
+        busy = threading.Thread(target=lambda: server.client().execute_command("DEBUG", "SLEEP", 1))
+        busy.start()
+        time.sleep(0.1)
+        with pytest.raises(QueueUnavailable, match=r"[Tt]imeout"):
+            q.publish("slow")
+        busy.join()
+        assert _direct(q).idle == []
+        assert admin.info("commandstats")["cmdstat_fcall"]["calls"] == 1
+        assert q.total_count() == 2  # "slow" ran, after the sleep
+    finally:
+        server.stop()
+
+
+def test_an_error_reply_leaves_the_connection_in_use(make_queue: QueueFactory) -> None:
+    q = make_queue()
+    q.publish("x")
+    conn = _direct(q).idle[-1]
+    client = q.engine._client
+    ready = q.engine._keys.ready
+    kept = client.dump(ready)
+    client.delete(ready)
+    client.set(ready, "not a sorted set")
+    try:
+        with pytest.raises(CorruptKey):
+            q.publish("y")
+        assert _direct(q).idle == [conn]
+    finally:
+        client.delete(ready)
+        assert kept is not None
+        client.restore(ready, 0, kept)
+    tag = q.publish("z")
+    assert q.state(tag) == "ready" and _direct(q).idle == [conn]
+
+
+def test_threads_share_connections_without_mixing_replies(make_queue: QueueFactory) -> None:
+    q = make_queue()
+    errors: list[BaseException] = []
+    tags: list[list[str]] = [[] for _ in range(8)]
+
+    def run(i: int) -> None:
+        try:
+            for n in range(100):
+                tags[i].append(q.publish({"t": i, "n": n}))
+                info = q.info(tags[i][-1])
+                assert info is not None and info.body == {"t": i, "n": n}
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert q.total_count() == 800 and len({t for ts in tags for t in ts}) == 800
+    assert 1 <= len(_direct(q).idle) <= 8
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_opens_its_own_connection(make_queue: QueueFactory) -> None:
+    q = make_queue()
+    q.publish("parent")
+    parent_conn = _direct(q).idle[-1]
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 only if it wrote on a socket of its own
+        code = 1
+        try:
+            q.publish("child")
+            code = 0 if _direct(q).idle[-1] is not parent_conn else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    tag = q.publish("parent again")  # the parent's connection was not disturbed
+    assert q.state(tag) == "ready" and q.total_count() == 3 and _direct(q).idle[-1] is parent_conn
+
+
+def test_only_a_plain_client_takes_the_direct_path(redis_client: redis.Redis) -> None:
+    url = redis_server.redis_url()
+
+    class Counting(redis.Redis):
+        pass
+
+    assert direct_for(redis_client) is not None
+    assert direct_for(Counting.from_url(url)) is None
+    assert direct_for(redis.Redis.from_url(url, single_connection_client=True)) is None
+    blocking = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url))
+    assert direct_for(blocking) is None
