@@ -193,3 +193,73 @@ def test_only_a_plain_client_takes_the_direct_path(redis_client: redis.Redis) ->
     assert direct_for(redis.Redis.from_url(url, single_connection_client=True)) is None
     blocking = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url))
     assert direct_for(blocking) is None
+
+
+def test_a_batch_gets_the_replies_of_redis_pys_pipeline(make_queue: QueueFactory) -> None:
+    """Script calls and plain commands (their response callbacks: BLPOP's tuple,
+    HGETALL's dict), error replies in place, read the same with and without the direct
+    path; the connection stays in use after an error reply."""
+    q = make_queue()
+    engine, direct = q.engine, _direct(q)
+    client = engine._client
+    wrong = f"{engine._keys.ready}-not-a-list"
+    client.set(wrong, "x")
+
+    def one_batch() -> list[object]:
+        for n in range(3):
+            q.publish(n)
+        client.rpush(engine._keys.notify, "1")
+        client.hset(f"{engine._keys.ready}-h", mapping={"a": "1"})
+        batch = engine.batch()
+        batch.command("blpop", [engine._keys.notify], timeout=1)
+        batch.command("hgetall", f"{engine._keys.ready}-h")
+        batch.command("lpush", wrong, "y")  # WRONGTYPE
+        batch.add(engine.consume.plan_claim(2, "me").call)
+        replies = engine.send(batch)
+        q.clear()
+        return [r if not isinstance(r, Exception) else type(r).__name__ for r in replies]
+
+    try:
+        ours = one_batch()
+        conn = direct.idle[-1]
+        q.engine._scripts.direct = None
+        theirs = one_batch()
+    finally:
+        q.engine._scripts.direct = direct
+        client.delete(wrong, f"{engine._keys.ready}-h")
+    assert (
+        ours[:3]
+        == theirs[:3]
+        == [(engine._keys.notify.encode(), b"1"), {b"a": b"1"}, "ResponseError"]
+    )
+    assert type(ours[3]) is type(theirs[3]) and len(ours[3]) == len(theirs[3])  # type: ignore[arg-type]
+    assert direct.idle[-1] is conn
+
+
+def test_a_batch_on_a_killed_connection_is_sent_again_once(tmp_path: Path, prefix: str) -> None:
+    server = PrivateRedis(tmp_path)
+    try:
+        q = _queue(server.url, prefix)
+        engine = q.engine
+        batch = engine.batch()
+        batch.command("set", "k", "1")
+        engine.send(batch)
+        conn = _direct(q).idle[-1]
+        conn.send_command("CLIENT", "SETNAME", "zq-batch-victim")
+        conn.read_response()
+        admin = server.client()
+        (victim,) = _client_ids(admin, "zq-batch-victim")
+        admin.client_kill_filter(_id=victim)
+        batch = engine.batch()
+        batch.command("incr", "k")
+        batch.add(engine.consume.plan_claim(1, "me").call)
+        replies = engine.send(batch)
+        assert replies[0] == 2 and admin.get("k") == b"2"  # sent once more, run once
+        server.kill()
+        batch = engine.batch()
+        batch.command("incr", "k")
+        with pytest.raises(QueueUnavailable):
+            engine.send(batch)
+        assert _direct(q).idle == []
+    finally:
+        server.stop()

@@ -1,11 +1,11 @@
-"""One script call sent straight on a pooled connection, without redis-py's command path.
+"""Script calls sent straight on a pooled connection, without redis-py's command path.
 
 A script call is one command whose reply needs no parsing callback, yet
-``Redis.execute_command`` spends more client CPU on it than the round trip costs: a
-pool checkout that polls the socket for stray data, a retry object and closures built
-per call, and redis-py's metrics hooks. :class:`Direct` keeps the connections it has
-used in a list of its own (a pop and an append; no lock, no poll) and sends the packed
-command on one of them.
+``Redis.execute_command`` (and a pipeline's ``execute``) spends more client CPU on it
+than the round trip costs: a pool checkout that polls the socket for stray data, a retry
+object and closures built per call, and redis-py's metrics hooks. :class:`Direct` keeps
+the connections it has used in a list of its own (a pop and an append; no lock, no
+poll) and sends the packed command, or a batch's commands in one write, on one of them.
 
 It keeps the client's promises:
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -97,6 +98,43 @@ class Direct:
                 conn.disconnect()
             self.idle.append(conn)
             return reply
+        raise AssertionError("unreachable")
+
+    def execute_many(self, commands: Sequence[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[Any]:
+        """The replies of ``commands`` (``(args, options)``, as a pipeline queues them),
+        sent in one round trip: each parsed as the client parses it (its response
+        callback), a ``ResponseError`` reply in its place as the exception object (a
+        pipeline's ``execute(raise_on_error=False)``)."""
+        client: Any = self.client()
+        if client is None:  # unreachable while a caller holds the client
+            raise RuntimeError("the client of this connection is gone")
+        conn = self._take()
+        try:
+            packed = conn.pack_commands([args for args, _ in commands])
+        except BaseException:
+            self.idle.append(conn)  # nothing was sent
+            raise
+        for attempt in (0, 1):
+            try:
+                conn.send_packed_command(packed)
+                replies: list[Any] = []
+                for args, options in commands:
+                    try:
+                        replies.append(client.parse_response(conn, args[0], **options))
+                    except redis.ResponseError as exc:
+                        replies.append(exc)
+            except RedisConnectionError:
+                if attempt:
+                    self._drop(conn)
+                    raise
+                continue
+            except BaseException:
+                self._drop(conn)
+                raise
+            if conn.should_reconnect():
+                conn.disconnect()
+            self.idle.append(conn)
+            return replies
         raise AssertionError("unreachable")
 
 

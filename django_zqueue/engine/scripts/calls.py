@@ -39,7 +39,8 @@ Arg: TypeAlias = str | bytes | int | float
 
 class Loader(Protocol):
     """What a :class:`Batch` needs of the scripts it sends: a client, the command that
-    runs a call, and a way to load them all (:class:`~django_zqueue.engine.scripts.Scripts`)."""
+    runs a call, and a way to load them all (:class:`~django_zqueue.engine.scripts.Scripts`);
+    its ``direct`` sender, if it has one, carries the batch instead of the pipeline."""
 
     client: Any
 
@@ -320,7 +321,12 @@ class Batch:
         cluster = is_cluster_pipeline(self.pipe)
         queued = self.pipe._execution_strategy.command_queue if cluster else self.pipe.command_stack
         stack = [_command(c) for c in queued]
-        replies = list(self.pipe.execute(raise_on_error=False))
+        direct = None if cluster else getattr(self.scripts, "direct", None)
+        if direct is None:
+            replies = list(self.pipe.execute(raise_on_error=False))
+        else:  # the same request and replies, without redis-py's pipeline path
+            replies = direct.execute_many(stack)
+            self.pipe.reset()
         missing = [i for i, r in enumerate(replies) if is_missing(r)]
         if missing:
             self.scripts.load_all()
