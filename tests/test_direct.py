@@ -263,3 +263,29 @@ def test_a_batch_on_a_killed_connection_is_sent_again_once(tmp_path: Path, prefi
         assert _direct(q).idle == []
     finally:
         server.stop()
+
+
+def test_a_bounded_pool_gets_its_connections_back(prefix: str) -> None:
+    """The direct path keeps an eighth of a bounded pool idle (at least one): the rest go
+    back to the pool, where plain commands find them."""
+    client = redis.Redis.from_url(redis_server.redis_url(), max_connections=16)
+    q = Queue("q", queue_options("q"), prefix=prefix, client=client)
+    direct = _direct(q)
+    assert direct.keep == 2
+    start = threading.Barrier(6)
+
+    def run() -> None:
+        start.wait(10)
+        for n in range(50):
+            q.publish(n)
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert q.total_count() == 300
+    assert len(direct.idle) <= 2
+    pool = client.connection_pool
+    assert len(pool._in_use_connections) == len(direct.idle)  # the others are available
+    assert [client.ping() for _ in range(3)] == [True] * 3

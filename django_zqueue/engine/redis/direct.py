@@ -14,7 +14,9 @@ It keeps the client's promises:
 * ``READONLY`` (the node became a replica; nothing ran) and every error raised before
   the command was sent go to the client's own path, which waits and retries;
 * a connection is put back in the list only after its reply was read whole; one that
-  failed is closed and handed back to the pool;
+  failed is closed and handed back to the pool; the list keeps at most an eighth of the
+  pool's bound (1 to 8: redis-py's default pool allows 100), the others go back to the
+  pool, so the connections a bounded pool lends to plain commands are not held idle;
 * after a fork the child never uses the parent's sockets;
 * the client's health check (a PING after 30 idle seconds) still runs.
 
@@ -41,7 +43,7 @@ PLAIN_POOLS = (redis.ConnectionPool,)
 class Direct:
     """Sends a command on a connection of ``client``'s pool kept between calls."""
 
-    __slots__ = ("client", "idle", "pid", "pool")
+    __slots__ = ("client", "idle", "keep", "pid", "pool")
 
     def __init__(self, client: redis.Redis) -> None:
         #: weak: the table of Directs must not keep its clients alive
@@ -49,6 +51,9 @@ class Direct:
         self.pool: Any = client.connection_pool
         #: connections taken from the pool, each idle with no reply pending
         self.idle: list[Any] = []
+        #: how many idle connections it keeps (an eighth of the pool's bound, 1 to 8):
+        #: more go back to the pool, so plain commands find the pool as they did
+        self.keep = max(1, min(8, int(getattr(self.pool, "max_connections", 8) or 8) // 8))
         self.pid = os.getpid()
 
     def _take(self) -> Any:
@@ -60,6 +65,13 @@ class Direct:
         except IndexError:
             return self.pool.get_connection()
 
+    def _keep(self, conn: Any) -> None:
+        """Keep ``conn`` (no reply pending) for the next call, or give it back."""
+        if len(self.idle) < self.keep:
+            self.idle.append(conn)
+        else:
+            self.pool.release(conn)
+
     def _drop(self, conn: Any) -> None:
         conn.disconnect()
         self.pool.release(conn)
@@ -70,7 +82,7 @@ class Direct:
         try:
             packed = conn.pack_command(*args)
         except BaseException:
-            self.idle.append(conn)  # nothing was sent
+            self._keep(conn)  # nothing was sent
             raise
         for attempt in (0, 1):
             try:
@@ -89,14 +101,14 @@ class Direct:
                     raise
                 return client.execute_command(*args)  # waits for the new primary
             except redis.ResponseError:
-                self.idle.append(conn)  # the reply was read whole
+                self._keep(conn)  # the reply was read whole
                 raise
             except BaseException:
                 self._drop(conn)
                 raise
             if conn.should_reconnect():  # the server announced a move
                 conn.disconnect()
-            self.idle.append(conn)
+            self._keep(conn)
             return reply
         raise AssertionError("unreachable")
 
@@ -112,7 +124,7 @@ class Direct:
         try:
             packed = conn.pack_commands([args for args, _ in commands])
         except BaseException:
-            self.idle.append(conn)  # nothing was sent
+            self._keep(conn)  # nothing was sent
             raise
         for attempt in (0, 1):
             try:
@@ -133,7 +145,7 @@ class Direct:
                 raise
             if conn.should_reconnect():
                 conn.disconnect()
-            self.idle.append(conn)
+            self._keep(conn)
             return replies
         raise AssertionError("unreachable")
 
