@@ -39,6 +39,18 @@ def _client_ids(client: redis.Redis, name: str) -> set[int]:
     return {c["id"] for c in client.client_list() if c.get("name") == name}
 
 
+def _kill_kept(q: Queue, server: PrivateRedis) -> tuple[object, int]:
+    """Kill, from the server's side, the connection the direct path keeps; returns it and
+    its client id."""
+    conn = _direct(q).idle[-1]
+    conn.send_command("CLIENT", "SETNAME", "zq-direct-victim")
+    conn.read_response()
+    admin = server.client()
+    (victim,) = _client_ids(admin, "zq-direct-victim")
+    admin.client_kill_filter(_id=victim)
+    return conn, victim
+
+
 def _queue(url: str, prefix: str, **options: object) -> Queue:
     return Queue(
         "q", queue_options("q"), prefix=prefix, client=make_client(Config(redis_url=url, **options))
@@ -65,12 +77,8 @@ def test_a_killed_connection_is_retried_once_and_the_job_written_once(
     try:
         q = _queue(server.url, prefix)
         q.publish("first")
-        conn = _direct(q).idle[-1]
-        conn.send_command("CLIENT", "SETNAME", "zq-direct-victim")
-        conn.read_response()
+        conn, victim = _kill_kept(q, server)
         admin = server.client()
-        (victim,) = _client_ids(admin, "zq-direct-victim")
-        admin.client_kill_filter(_id=victim)
         tag = q.publish("second")
         assert q.state(tag) == "ready" and q.total_count() == 2
         assert _direct(q).idle == [conn] and victim not in _client_ids(admin, "zq-direct-victim")
@@ -244,12 +252,8 @@ def test_a_batch_on_a_killed_connection_is_sent_again_once(tmp_path: Path, prefi
         batch = engine.batch()
         batch.command("set", "k", "1")
         engine.send(batch)
-        conn = _direct(q).idle[-1]
-        conn.send_command("CLIENT", "SETNAME", "zq-batch-victim")
-        conn.read_response()
+        _kill_kept(q, server)
         admin = server.client()
-        (victim,) = _client_ids(admin, "zq-batch-victim")
-        admin.client_kill_filter(_id=victim)
         batch = engine.batch()
         batch.command("incr", "k")
         batch.add(engine.consume.plan_claim(1, "me").call)
@@ -289,3 +293,24 @@ def test_a_bounded_pool_gets_its_connections_back(prefix: str) -> None:
     pool = client.connection_pool
     assert len(pool._in_use_connections) == len(direct.idle)  # the others are available
     assert [client.ping() for _ in range(3)] == [True] * 3
+
+
+def test_a_batch_answered_readonly_drops_its_connection(tmp_path: Path, prefix: str) -> None:
+    """A node that became a replica answers a batch's writes READONLY: the replies are
+    returned as they came, and the connection is not kept (after a failover behind one
+    address, a new connection reaches the new primary)."""
+    from .test_bad_input import _pair
+
+    primary, replica = _pair(tmp_path)
+    try:
+        q = _queue(replica.url, prefix)
+        engine = q.engine
+        batch = engine.batch()
+        batch.command("get", "k")
+        batch.command("set", "k", "1")
+        replies = engine.send(batch)
+        assert replies[0] is None and isinstance(replies[1], redis.ReadOnlyError)
+        assert _direct(q).idle == []
+    finally:
+        replica.stop()
+        primary.stop()

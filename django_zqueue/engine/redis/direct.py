@@ -29,12 +29,14 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
+
+T = TypeVar("T")
 
 #: the pool classes whose connections :class:`Direct` may hold between calls
 PLAIN_POOLS = (redis.ConnectionPool,)
@@ -76,18 +78,21 @@ class Direct:
         conn.disconnect()
         self.pool.release(conn)
 
-    def execute(self, *args: Any) -> Any:
-        """The reply of command ``args``; a ``ResponseError`` reply is raised."""
+    def _round_trip(self, pack: Callable[[Any], Any], read: Callable[[Any], T]) -> T:
+        """``read(conn)`` after sending ``pack(conn)`` on a kept connection: sent once
+        more on a dropped connection, never after a timeout; an error reply raised with
+        the connection kept (its reply was read whole), but for ``READONLY`` (a replica:
+        the connection is dropped, a new one reaches the primary)."""
         conn = self._take()
         try:
-            packed = conn.pack_command(*args)
+            packed = pack(conn)
         except BaseException:
             self._keep(conn)  # nothing was sent
             raise
         for attempt in (0, 1):
             try:
                 conn.send_packed_command(packed)
-                reply = conn.read_response()
+                result = read(conn)
             except RedisConnectionError:
                 # closed by redis-py already; reconnects on the next send
                 if attempt:
@@ -96,12 +101,9 @@ class Direct:
                 continue
             except ReadOnlyError:
                 self._drop(conn)
-                client: Any = self.client()
-                if client is None:  # unreachable while a caller holds the client
-                    raise
-                return client.execute_command(*args)  # waits for the new primary
+                raise
             except redis.ResponseError:
-                self._keep(conn)  # the reply was read whole
+                self._keep(conn)
                 raise
             except BaseException:
                 self._drop(conn)
@@ -109,45 +111,60 @@ class Direct:
             if conn.should_reconnect():  # the server announced a move
                 conn.disconnect()
             self._keep(conn)
-            return reply
+            return result
         raise AssertionError("unreachable")
+
+    def execute(self, *args: Any) -> Any:
+        """The reply of command ``args``; a ``ResponseError`` reply is raised; after
+        ``READONLY`` the client's own path sends it (it waits for a new primary)."""
+        try:
+            return self._round_trip(lambda conn: conn.pack_command(*args), _read_one)
+        except ReadOnlyError:
+            client: Any = self.client()
+            if client is None:  # unreachable while a caller holds the client
+                raise
+            return client.execute_command(*args)
 
     def execute_many(self, commands: Sequence[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[Any]:
         """The replies of ``commands`` (``(args, options)``, as a pipeline queues them),
         sent in one round trip: each parsed as the client parses it (its response
         callback), a ``ResponseError`` reply in its place as the exception object (a
-        pipeline's ``execute(raise_on_error=False)``)."""
+        pipeline's ``execute(raise_on_error=False)``). A ``READONLY`` reply among them
+        drops the connection once all are read."""
         client: Any = self.client()
         if client is None:  # unreachable while a caller holds the client
             raise RuntimeError("the client of this connection is gone")
-        conn = self._take()
-        try:
-            packed = conn.pack_commands([args for args, _ in commands])
-        except BaseException:
-            self._keep(conn)  # nothing was sent
-            raise
-        for attempt in (0, 1):
-            try:
-                conn.send_packed_command(packed)
-                replies: list[Any] = []
-                for args, options in commands:
-                    try:
-                        replies.append(client.parse_response(conn, args[0], **options))
-                    except redis.ResponseError as exc:
-                        replies.append(exc)
-            except RedisConnectionError:
-                if attempt:
-                    self._drop(conn)
-                    raise
-                continue
-            except BaseException:
-                self._drop(conn)
-                raise
-            if conn.should_reconnect():
-                conn.disconnect()
-            self._keep(conn)
+        readonly: list[ReadOnlyError] = []
+
+        def read(conn: Any) -> list[Any]:
+            replies: list[Any] = []
+            for args, options in commands:
+                try:
+                    replies.append(client.parse_response(conn, args[0], **options))
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+                    if isinstance(exc, ReadOnlyError):
+                        readonly.append(exc)
+            if readonly:
+                raise _Replica(replies)
             return replies
-        raise AssertionError("unreachable")
+
+        try:
+            return self._round_trip(lambda conn: conn.pack_commands([a for a, _ in commands]), read)
+        except _Replica as replica:
+            return replica.replies
+
+
+def _read_one(conn: Any) -> Any:
+    return conn.read_response()
+
+
+class _Replica(ReadOnlyError):
+    """A batch's replies, one of them ``READONLY``: its connection is dropped."""
+
+    def __init__(self, replies: list[Any]) -> None:
+        super().__init__("READONLY")
+        self.replies = replies
 
 
 #: one Direct per client: the connections it holds are the client's, however many
