@@ -337,6 +337,11 @@ def test_a_corrupt_key_of_one_queue_stops_only_that_queue(
     assert redis_client.type(bad) == b"string"  # left for the operator's repair
 
 
+def _fired(caplog: pytest.LogCaptureFixture) -> int:
+    """How many jobs the worker's scanner fired from schedules so far."""
+    return sum(int(e.split("fired=")[1].split()[0]) for e in _events(caplog, "schedules_fired"))
+
+
 def test_an_ack_refused_by_a_corrupt_key_is_kept_and_the_job_runs_once(
     zqueue_settings: dict[str, Any],
     redis_client: redis.Redis,
@@ -371,13 +376,16 @@ def test_an_ack_refused_by_a_corrupt_key_is_kept_and_the_job_runs_once(
         assert q.counts()["inflight"] == 1
         redis_client.delete(bad)
         deadline = time.monotonic() + 15
-        while q.stats().get("acked", 0) < 2 and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (
+            q.stats().get("acked", 0) < 2 + _fired(caplog) or len(ledger.runs(book)) < 2
+        ):
             time.sleep(0.05)
     finally:
         w.stop()
         runner.join(30)
     assert [r.key for r in ledger.runs(book)] == ["only", "then"]  # each once, in order
-    assert q.stats().get("acked", 0) == 2 and q.counts()["dead"] == 0
+    # (the demo's */10 schedule fires into this queue when the test spans a 10-minute mark)
+    assert 2 <= q.stats().get("acked", 0) <= 2 + _fired(caplog) and q.counts()["dead"] == 0
     assert not _events(caplog, "stale_delivery")
 
 
