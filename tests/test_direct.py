@@ -314,3 +314,31 @@ def test_a_batch_answered_readonly_drops_its_connection(tmp_path: Path, prefix: 
     finally:
         replica.stop()
         primary.stop()
+
+
+def test_an_instrumented_redis_py_keeps_its_own_path(
+    monkeypatch: pytest.MonkeyPatch, prefix: str
+) -> None:
+    """A tracer that wraps redis-py's command path (as OpenTelemetry's redis
+    instrumentation does) sees every call: the direct path is not taken."""
+    import functools
+
+    url = redis_server.redis_url()
+    original = redis.Redis.execute_command
+    seen: list[object] = []
+
+    @functools.wraps(original)
+    def traced(self: redis.Redis, *args: object, **options: object) -> object:
+        seen.append(args[0])
+        return original(self, *args, **options)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", traced)
+    client = redis.Redis.from_url(url)
+    assert direct_for(client) is None
+    q = Queue("q", queue_options("q"), prefix=prefix, client=client)
+    q.publish("x")
+    assert "FCALL" in seen or "EVALSHA" in seen
+    patched = redis.Redis.from_url(url)
+    monkeypatch.undo()
+    patched.execute_command = lambda *a, **o: None  # type: ignore[method-assign]
+    assert direct_for(patched) is None and direct_for(redis.Redis.from_url(url)) is not None

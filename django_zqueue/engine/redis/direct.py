@@ -21,7 +21,9 @@ It keeps the client's promises:
 * the client's health check (a PING after 30 idle seconds) still runs.
 
 Only a plain client takes this path (:func:`direct_for`): a Redis Cluster, a Sentinel
-pool, a single-connection client and any other pool class keep ``execute_command``.
+pool, a single-connection client, any other pool class, and every client while
+something wraps redis-py's command path (a tracer: :func:`instrumented`) keep
+``execute_command``.
 """
 
 from __future__ import annotations
@@ -173,9 +175,23 @@ _directs: weakref.WeakKeyDictionary[redis.Redis, Direct] = weakref.WeakKeyDictio
 _lock = threading.Lock()
 
 
+def instrumented() -> bool:
+    """Whether something wraps redis-py's command path (OpenTelemetry's redis
+    instrumentation, Sentry's, ddtrace: each wraps ``Redis.execute_command`` and the
+    pipeline's ``execute``): then the calls keep that path, so they are traced."""
+    from redis.client import Pipeline
+
+    return any(
+        hasattr(f, "__wrapped__")
+        for f in (redis.Redis.execute_command, Pipeline.execute, Pipeline.execute_command)
+    )
+
+
 def direct_for(client: Any) -> Direct | None:
     """The :class:`Direct` of ``client``, or None where its own path must be kept."""
     if type(client) is not redis.Redis or getattr(client, "connection", None) is not None:
+        return None
+    if "execute_command" in vars(client) or instrumented():  # a patched client, a tracer
         return None
     if type(client.connection_pool) not in PLAIN_POOLS:
         return None
