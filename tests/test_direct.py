@@ -342,3 +342,52 @@ def test_an_instrumented_redis_py_keeps_its_own_path(
     monkeypatch.undo()
     patched.execute_command = lambda *a, **o: None  # type: ignore[method-assign]
     assert direct_for(patched) is None and direct_for(redis.Redis.from_url(url)) is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_another_thread_holds_the_pool_lock_does_not_hang(
+    prefix: str,
+) -> None:
+    """A worker forks an isolated job's child while its heartbeat thread may be inside
+    the pool (holding its lock): the child's first command resets the pool, which takes
+    that lock first. The child gets fresh locks and finishes (a hang is killed at 15 s)."""
+    client = redis.Redis.from_url(redis_server.redis_url())
+    q = Queue("q", queue_options("q"), prefix=prefix, client=client)
+    q.publish("parent")
+    pool: object = client.connection_pool
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pool._lock:  # type: ignore[attr-defined]
+            held.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _direct(q).idle.clear()  # the child's first call goes to the pool
+                q.publish("child")
+                code = 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 15
+        status = None
+        while time.monotonic() < deadline:
+            done_pid, status = os.waitpid(pid, os.WNOHANG)
+            if done_pid:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on a lock held at the fork")
+    finally:
+        done.set()
+        holder.join(10)
+    assert status is not None and os.waitstatus_to_exitcode(status) == 0
+    assert q.total_count() == 2

@@ -13,6 +13,7 @@ each script call, and each transaction, touches one node.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -38,9 +39,25 @@ from redis.sentinel import Sentinel
 from ... import conf
 from ...conf.redis_url import RedisTarget
 from ...exceptions import CorruptKey, QueueUnavailable, RedisFull
+from .direct import renew_locks
 
 _clients: dict[tuple[Any, ...], redis.Redis] = {}
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """Fresh locks in a forked child (:func:`.direct.renew_locks`): this module's, and
+    the pools' of the clients it made."""
+    global _lock
+    _lock = threading.Lock()
+    for client in list(_clients.values()):
+        pool = getattr(client, "connection_pool", None)
+        if pool is not None:
+            renew_locks(pool)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 #: Waits before each retry of a command refused with READONLY (about 3 s in all).
 READONLY_WAITS = (0.1, 0.2, 0.4, 0.8, 1.6)

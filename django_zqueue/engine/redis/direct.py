@@ -175,6 +175,32 @@ _directs: weakref.WeakKeyDictionary[redis.Redis, Direct] = weakref.WeakKeyDictio
 _lock = threading.Lock()
 
 
+def renew_locks(pool: Any) -> None:
+    """In a forked child: fresh locks for ``pool``. Only the forking thread lives on in a
+    child, so a lock another thread of the parent held at the fork is never released, and
+    redis-py's reset of a pool after a fork takes the pool's old lock first: the child's
+    first command would hang for good (seen with a worker's isolated job while its
+    heartbeat thread used the pool)."""
+    for name in ("_lock", "_fork_lock"):
+        old = getattr(pool, name, None)
+        if old is not None:
+            setattr(pool, name, threading.RLock() if isinstance(old, _RLOCK) else threading.Lock())
+
+
+_RLOCK = type(threading.RLock())
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    for client in list(_directs.keys()):
+        renew_locks(client.connection_pool)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def instrumented() -> bool:
     """Whether something wraps redis-py's command path (OpenTelemetry's redis
     instrumentation, Sentry's, ddtrace: each wraps ``Redis.execute_command`` and the
