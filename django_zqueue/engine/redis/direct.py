@@ -11,8 +11,9 @@ It keeps the client's promises:
 
 * a dropped connection is retried once at once, a timeout never (a timed-out script
   call may have run), as :func:`.connection.make_client` configures the client;
-* ``READONLY`` (the node became a replica; nothing ran) and every error raised before
-  the command was sent go to the client's own path, which waits and retries;
+* a single call answered ``READONLY`` (the node became a replica; nothing ran) goes to
+  the client's own path, which waits and retries; a batch's ``READONLY`` reply is
+  returned in its place, as a pipeline returns it, and its connection is dropped;
 * a connection is put back in the list only after its reply was read whole; one that
   failed is closed and handed back to the pool; the list keeps at most an eighth of the
   pool's bound (1 to 8: redis-py's default pool allows 100), the others go back to the
@@ -35,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
+from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
 
@@ -173,6 +175,7 @@ class _Replica(ReadOnlyError):
 #: engines (queues) share that client, and go when the client goes
 _directs: weakref.WeakKeyDictionary[redis.Redis, Direct] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+_RLOCK = type(threading.RLock())
 
 
 def renew_locks(pool: Any) -> None:
@@ -185,9 +188,6 @@ def renew_locks(pool: Any) -> None:
         old = getattr(pool, name, None)
         if old is not None:
             setattr(pool, name, threading.RLock() if isinstance(old, _RLOCK) else threading.Lock())
-
-
-_RLOCK = type(threading.RLock())
 
 
 def _after_fork_in_child() -> None:
@@ -205,8 +205,6 @@ def instrumented() -> bool:
     """Whether something wraps redis-py's command path (OpenTelemetry's redis
     instrumentation, Sentry's, ddtrace: each wraps ``Redis.execute_command`` and the
     pipeline's ``execute``): then the calls keep that path, so they are traced."""
-    from redis.client import Pipeline
-
     return any(
         hasattr(f, "__wrapped__")
         for f in (redis.Redis.execute_command, Pipeline.execute, Pipeline.execute_command)
