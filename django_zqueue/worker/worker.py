@@ -10,12 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import signal
 import socket
 import threading
 import time
 from collections.abc import Sequence
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from .. import conf
@@ -31,6 +29,7 @@ from .outcome import Failure, Outcome, Released
 from .recycle import RECYCLED_COUNTER, Budget, Recycler
 from .runner import Runner
 from .scanner import Scanner
+from .stopsignals import SignalRelay
 
 ORDERS_EVERY = 1.0  # seconds between two reads of the orders left for the worker (quiet, stop)
 
@@ -149,10 +148,11 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
 
     def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        """SIGTERM and SIGINT stop the worker (a second one within the grace: at once);
+        handled on a thread of their own (stopsignals.py), never inside the handler."""
+        SignalRelay(self._on_signal).install()
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def _on_signal(self, signum: int) -> None:
         now = time.monotonic()
         if self._signals and now - self._first_signal < 1.0:
             return  # the same stop delivered twice (terminal + parent, or systemd + parent)

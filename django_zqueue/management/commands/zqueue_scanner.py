@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from typing import Any
@@ -24,6 +23,7 @@ from ...queue import get_queue
 from ...tasks.schedules import Scheduler
 from ...worker.health import Probes, Vitals
 from ...worker.scanner import Scanner, StepTotals
+from ...worker.stopsignals import SignalRelay
 from ..errors import REDIS_ERRORS, configured_queues, redis_errors
 from ..health import add_health_arguments, health_server
 
@@ -80,8 +80,7 @@ class Command(BaseCommand):
                 raise CommandError(f"the pass did not finish: {exc}") from exc
             return
         stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *a: stop.set())
-        signal.signal(signal.SIGINT, lambda *a: stop.set())
+        SignalRelay(lambda signum: stop.set()).install()  # not set inside the handler
         vitals = None
         if options["health_port"] is not None:
             # a loop that sleeps ``interval`` between turns is not blocked before 3 of them
