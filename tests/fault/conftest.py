@@ -144,7 +144,7 @@ def fault(prefix: str, tmp_path: Path) -> Iterator[Callable[..., Fault]]:
 
     def make(url: str | None = None, lease: float = 300.0) -> Fault:
         f = Fault(url or redis_server.redis_url(), prefix, str(tmp_path / "ledger.sqlite3"), lease)
-        ledger.connect(f.ledger).close()  # WAL mode and the table before any worker writes
+        ledger.connect(f.ledger).close()  # the table before any worker writes
         value = {
             "REDIS_URL": f.url,
             "PREFIX": prefix,
