@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis._parsers.encoders import Encoder
+from redis.connection import PythonRespSerializer
 
 from django_zqueue.conf import Config, queue_options
 from django_zqueue.engine.redis.connection import make_client
@@ -391,3 +393,50 @@ def test_a_child_forked_while_another_thread_holds_the_pool_lock_does_not_hang(
         holder.join(10)
     assert status is not None and os.waitstatus_to_exitcode(status) == 0
     assert q.total_count() == 2
+
+
+PACKED_ARGS = [
+    ("FCALL", "f", 2, "{p}:a", "{p}:b", b"\x00\xff", "é€", 0, -7, 1.5, 2**62),
+    ("CLIENT SETNAME", "x"),  # a name of two words: redis-py splits it
+    ("SET", memoryview(b"view"), bytearray(b"array")),  # views: bytes first
+    (b"GET", "k"),
+]
+
+
+@pytest.mark.parametrize("args", PACKED_ARGS, ids=["fcall", "two-words", "views", "bytes-name"])
+def test_a_command_is_packed_byte_for_byte_as_redis_py_packs_it(
+    redis_client: redis.Redis, args: tuple[object, ...]
+) -> None:
+    direct = Direct(redis_client)
+    conn = redis_client.connection_pool.get_connection()
+    try:
+        ours = direct._pack(conn, args)
+        theirs = conn.pack_command(*args)
+    finally:
+        redis_client.connection_pool.release(conn)
+    as_bytes = ours if isinstance(ours, bytes) else b"".join(ours)
+    assert as_bytes == b"".join(theirs)
+
+
+def test_an_argument_redis_py_refuses_is_refused_with_its_error(make_queue: QueueFactory) -> None:
+    q = make_queue()
+    with pytest.raises(redis.DataError):
+        _direct(q).execute("SET", f"{q.engine._keys.ready}:x", True)
+    assert _direct(q).execute("PING") == b"PONG"  # the connection kept is still in step
+
+
+def test_a_packer_of_the_users_packs_every_call() -> None:
+    packed: list[tuple[object, ...]] = []
+
+    class Recording(PythonRespSerializer):
+        def pack(self, *args: object) -> list[bytes]:
+            packed.append(args)
+            return super().pack(*args)  # type: ignore[no-any-return]
+
+    client = redis.Redis.from_url(
+        redis_server.redis_url(),
+        command_packer=Recording(6000, Encoder("utf-8", "strict", False).encode),
+    )
+    direct = Direct(client)
+    assert direct.execute("ECHO", "hello") == b"hello"
+    assert ("ECHO", "hello") in packed

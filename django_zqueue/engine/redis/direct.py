@@ -39,6 +39,10 @@ import redis
 from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
+from redis.utils import HIREDIS_AVAILABLE
+
+if HIREDIS_AVAILABLE:
+    from hiredis import pack_command as hiredis_pack
 
 T = TypeVar("T")
 
@@ -49,7 +53,7 @@ PLAIN_POOLS = (redis.ConnectionPool,)
 class Direct:
     """Sends a command on a connection of ``client``'s pool kept between calls."""
 
-    __slots__ = ("client", "idle", "keep", "pid", "pool")
+    __slots__ = ("client", "idle", "keep", "packs_with_hiredis", "pid", "pool")
 
     def __init__(self, client: redis.Redis) -> None:
         #: weak: the table of Directs must not keep its clients alive
@@ -61,6 +65,21 @@ class Direct:
         #: more go back to the pool, so plain commands find the pool as they did
         self.keep = max(1, min(8, int(getattr(self.pool, "max_connections", 8) or 8) // 8))
         self.pid = os.getpid()
+        #: redis-py packs with hiredis too here (installed, no packer of the user's)
+        self.packs_with_hiredis = HIREDIS_AVAILABLE and not self.pool.connection_kwargs.get(
+            "command_packer"
+        )
+
+    def _pack(self, conn: Any, args: tuple[Any, ...]) -> Any:
+        """``args`` as RESP bytes, as ``conn.pack_command(*args)`` packs them: with
+        hiredis, in one C call, without redis-py's pass over every argument (a name of
+        two words, a view or bytearray, a bad type: redis-py's packer, its error)."""
+        if self.packs_with_hiredis and isinstance(args[0], str) and " " not in args[0]:
+            try:
+                return [hiredis_pack(args)]  # send_packed_command takes a list
+            except TypeError:
+                pass
+        return conn.pack_command(*args)
 
     def _take(self) -> Any:
         if self.pid != os.getpid():  # a forked child: the parent's sockets are not ours
@@ -122,7 +141,7 @@ class Direct:
         """The reply of command ``args``; a ``ResponseError`` reply is raised; after
         ``READONLY`` the client's own path sends it (it waits for a new primary)."""
         try:
-            return self._round_trip(lambda conn: conn.pack_command(*args), _read_one)
+            return self._round_trip(lambda conn: self._pack(conn, args), _read_one)
         except ReadOnlyError:
             client: Any = self.client()
             if client is None:  # unreachable while a caller holds the client
