@@ -23,6 +23,11 @@ from .conftest import QUEUE, Fault, wait_for
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
+#: each job's run: 2,000-4,000 of them take a worker of two threads 10-20 s, which leaves
+#: the worker started once the server is full time to start and take its share on a
+#: loaded machine (at 2 ms a job, the first worker had drained all before it started)
+JOB_SECONDS = 0.01
+
 #: the lines a worker must never log here: a refusal it goes on without is ``redis_full``
 BAD_EVENTS = ("consumer_error", "heartbeat_error", "scan_error", "redis_lost", "ack_failed")
 
@@ -43,7 +48,7 @@ def fill(f: Fault, producers: int, chunk: int, stop_after: float) -> tuple[list[
             keys = [f"{p}-{i + j}" for j in range(chunk)]
             i += chunk
             try:
-                run.enqueue_many([(f.ledger, k, 0.002) for k in keys])
+                run.enqueue_many([(f.ledger, k, JOB_SECONDS) for k in keys])
             except RedisFull:
                 with lock:
                     refused[0] += 1
