@@ -3,8 +3,9 @@
 Python runs a handler in the main thread between two bytecodes, including inside
 ``Event.wait()`` while that thread holds the event's lock; a handler calling
 ``event.set()`` there waits for ever (a worker logged ``worker_stopping`` and never
-stopped, CI). Each test makes that moment on purpose in a child process, bounded by a
-timeout: the child hangs if a handler takes the lock.
+stopped, CI). The first test makes that moment on purpose in a child process, bounded by
+a timeout (the child hangs if the handler takes the lock); the others check the relay that
+takes the work out of the handler.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from django_zqueue.worker.stopsignals import SignalRelay
 # the child holds the event's lock, is signalled, and only then lets the lock go
 WORKER_CHILD = textwrap.dedent(
     """
-    import os, signal, sys, time
+    import os, signal, sys
     import django
     django.setup()
     from django_zqueue.worker.worker import Worker
