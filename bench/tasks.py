@@ -58,6 +58,38 @@ def noop(t: float = 0.0) -> None:
         r.incr(done)
 
 
+#: the running totals of :func:`timed_noop` in this process: jobs, their own wall and CPU
+#: time, and the process's clocks at the first job's start (``python -m bench.job_share``)
+_split: dict[str, Any] = {}
+
+
+@task(name="zqbench.timed_noop")
+def timed_noop() -> None:
+    """The benchmark's job (:func:`noop` with ``t == 0``: one INCR) that also times itself:
+    after each 500th job its process's totals go to ``{prefix}:bench:split`` (jobs, the
+    jobs' own wall and CPU time, the process's wall and CPU time since its first job
+    started), so ``python -m bench.job_share`` can tell a worker's time for its jobs from
+    its time for itself."""
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
+    if not _split:
+        _split.update(n=0, wall=0.0, cpu=0.0, since=(wall0, time.process_time()))
+    noop()
+    _split["wall"] += time.perf_counter() - wall0
+    _split["cpu"] += time.thread_time() - cpu0
+    _split["n"] += 1
+    if _split["n"] % 500 == 0:
+        since_wall, since_cpu = _split["since"]
+        totals = {
+            "jobs": _split["n"],
+            "job_wall": _split["wall"],
+            "job_cpu": _split["cpu"],
+            "span_wall": time.perf_counter() - since_wall,
+            "span_cpu": time.process_time() - since_cpu,
+        }
+        done = counter_keys(os.environ.get("ZQUEUE_PREFIX", "zq"))[0]
+        _client().hset(done.replace(":done", ":split"), mapping=totals)
+
+
 @task(name="zqbench.member")
 def member(i: int = 0) -> int:
     """A workflow member: counts itself done and returns ``i`` (passed on)."""
