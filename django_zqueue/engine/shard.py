@@ -69,12 +69,18 @@ class Shard:
         k, p = self.keys, self.policy
         lean = lean_args(jobs[0], p) if len(jobs) == 1 else None
         if lean is not None:  # the common job: only the writes its state needs
-            return Call("publish_lean", k.pick(SCRIPT_ROLES["publish_lean"]), lean, read_clashes)
+            return self.publish_lean(lean)
         args = (p.packed_for("publish"), *(job_arg(j, None, p.compact) for j in jobs))
         keys = k.pick(SCRIPT_ROLES["publish"])
         if any(j.spec.ordering_key for j in jobs):  # the index of keyed jobs (rank_key.lua)
             keys = (*keys, k.okeyed)
         return Call("publish", keys, args, read_clashes)
+
+    def publish_lean(self, args: tuple[Arg, ...]) -> Call[list[tuple[str, str]]]:
+        """``publish_lean.lua`` with its arguments (:func:`lean_args`): the clashing
+        ``(tag, state)`` pair, or none."""
+        keys = self.keys.pick(SCRIPT_ROLES["publish_lean"])
+        return Call("publish_lean", keys, args, read_clashes)
 
     def publish_once(self, job: NewJob) -> Call[tuple[str, str]]:
         """The job's spec holds its ``debounce_ms`` and ``unique_ms``. Returns

@@ -18,8 +18,11 @@ from ..exceptions import DuplicateJob, QueueFull, ZQueueError
 from .flow import PUBLISH_CHUNK, cut_calls
 from .keys import partition_of
 from .layout import Layout
+from .lean import LeanPublish
 from .records import NewJob
+from .records.spec import JobSpec
 from .redis.connection import unavailable_as_error
+from .scripts import takes_lean
 from .shard import Shard
 
 if TYPE_CHECKING:
@@ -144,6 +147,17 @@ class Writes:
         for i in range(0, len(chunks), PUBLISH_WINDOW):  # a failed round trip stops here
             self._send_window(chunks[i : i + PUBLISH_WINDOW], written, tags)
         return tags
+
+    def lean(self, spec: JobSpec, limit: int) -> LeanPublish | None:
+        """The publish of one job of ``spec`` whose body may hold ``limit`` bytes, made
+        once (:class:`~.lean.LeanPublish`: what :meth:`publish` sends for such a job
+        alone); None where :meth:`publish` must choose each job's script: a partitioned
+        queue (the shard is the tag's), or a queue or spec ``publish_lean.lua`` does not
+        take (:func:`~.scripts.takes_lean`)."""
+        e = self._engine
+        if e.partitions != 1 or not takes_lean(spec, e._shards[0].policy):
+            return None
+        return LeanPublish(e, e._shards[0], spec, limit)
 
     def _send_window(
         self, window: Sequence[tuple[Shard, Sequence[NewJob]]], written: set[str], tags: list[str]

@@ -37,7 +37,7 @@ from ..engine.records.links import OptionalParent
 from ..engine.records.spec import JobOptions
 from ..exceptions import InvalidArgument
 from ..queue import NewJob, Queue, get_queue
-from . import oncommit, registry, tracing
+from . import lean, oncommit, registry, tracing
 from .callcheck import check_call
 from .chunk import Chunk, check_chunk, check_item
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
@@ -419,11 +419,24 @@ class Task(Generic[P, R]):
         ``expires=`` (seconds or a timedelta from now, or an aware datetime; default: the
         task's ``expires``): a job not started by then never starts and ends in the state
         ``expired``."""
+        if not kwargs.keys() & lean.CALL_OPTIONS:  # the common call (tasks/lean.py)
+            job = lean.enqueue(self, self._lean_plan(), args, kwargs)
+            if job is not None:
+                return job
         parents, options = (
             self._depends_on(kwargs),
             self._call_options(kwargs),
         )
         return self._submit([(args, kwargs)], options, parents)[0]
+
+    def _lean_plan(self) -> lean.Plan:
+        """This task's lean publish in its queue as now configured, made once per queue
+        object (settings that change make a new one)."""
+        queue = self.queue
+        plan: lean.Plan | None = self.__dict__.get("_lean")
+        if plan is None or plan.queue is not queue:
+            plan = self.__dict__["_lean"] = lean.plan(self, queue)
+        return plan
 
     def enqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run ``delay`` seconds (or a timedelta) from now."""

@@ -70,6 +70,11 @@ def _live() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
+def sending() -> bool:
+    """Whether an enqueue now gets a producer span (:func:`start_send` makes one)."""
+    return ENABLED and _live()
+
+
 def _tracer() -> Tracer:
     from opentelemetry import trace
 

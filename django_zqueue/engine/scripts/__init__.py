@@ -43,6 +43,7 @@ from ...exceptions import SequenceExhausted as SequenceExhausted
 from ...version import __version__
 from ..records import Ack, NackResult, NewJob, text
 from ..records.spec import (
+    JobSpec,
     body_parts,
     pack_columns,
     pack_ints,
@@ -270,26 +271,40 @@ def job_arg(job: NewJob, extra: dict[str, Any] | None = None, compact: bool = Tr
     return pack_job(job.tag, job.body, job.spec, extra, split=compact)
 
 
-def lean_args(job: NewJob, policy: Policy) -> tuple[Arg, ...] | None:
-    """The arguments of ``publish_lean.lua`` for ``job`` (the queue's policy first), or
-    None when that script does not take it: a queue of another mode, with a length limit,
-    or of the JSON layout; a job that sets an option other than its retries and priority,
-    or whose body is not of a task's shape (:func:`body_parts`)."""
-    spec = job.spec
-    if (
-        spec.count != 1 + (spec.priority != 0)  # max_retries is always given
-        or policy.mode != "strict"
-        or not policy.compact
-        or policy.max_length
-        or policy.group_max_length
-    ):
-        return None
-    cut = body_parts(job.body)
+def takes_lean(spec: JobSpec, policy: Policy) -> bool:
+    """Whether ``publish_lean.lua`` takes a job of ``spec`` in a queue of ``policy`` (its
+    body aside, :func:`lean_body`): a strict queue of the compact layout without a length
+    limit, a job that sets no option but its retries and priority."""
+    return (
+        spec.count == 1 + (spec.priority != 0)  # max_retries is always given
+        and policy.mode == "strict"
+        and policy.compact
+        and not policy.max_length
+        and not policy.group_max_length
+    )
+
+
+def lean_body(body: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """The task, args and kwargs texts ``publish_lean.lua`` takes for a job's ``body``
+    (kwargs ``b""`` for ``{}``), or None for a body not of a task's shape
+    (:func:`body_parts`)."""
+    cut = body_parts(body)
     if cut is None or not cut[0]:
         return None
-    kwargs = b"" if cut[2] == b"{}" else cut[2]
+    return cut[0], cut[1], b"" if cut[2] == b"{}" else cut[2]
+
+
+def lean_args(job: NewJob, policy: Policy) -> tuple[Arg, ...] | None:
+    """The arguments of ``publish_lean.lua`` for ``job`` (the queue's policy first), or
+    None when that script does not take it (:func:`takes_lean`, :func:`lean_body`)."""
+    spec = job.spec
+    if not takes_lean(spec, policy):
+        return None
+    texts = lean_body(job.body)
+    if texts is None:
+        return None
     head = policy.packed_for("publish_lean")
-    return (head, job.tag, spec.max_retries, spec.priority, cut[0], cut[1], kwargs)
+    return (head, job.tag, spec.max_retries, spec.priority, *texts)
 
 
 def entry_arg(**values: Any) -> bytes:
