@@ -98,7 +98,7 @@ def test_a_plain_call_writes_what_the_general_path_writes(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> None:
-    plan = anything._lean_plan()
+    plan = anything._lean.plan()
     job = lean.enqueue(anything, plan, args, dict(kwargs))
     body = encode_body({"task": anything.name, "args": list(args), "kwargs": kwargs})
     if len(body) > BODY_PARTS_MAX:  # (the full publish's: the general path takes it)
@@ -118,7 +118,7 @@ def test_the_enqueue_of_a_plain_task_takes_it_and_keeps_the_line(
 ) -> None:
     jobs = [two.enqueue(1), urgent.enqueue(2), two.enqueue(3, b="x")]
     for t in (two, urgent):
-        assert t._lean_plan().send is not None
+        assert t._lean.plan().send is not None
     q = get_queue("default")
     assert q.rank(jobs[1].id) == 0  # priority 7 first, then in order of enqueue
     assert [q.rank(jobs[0].id), q.rank(jobs[2].id)] == [1, 2]
@@ -131,7 +131,7 @@ def test_the_enqueue_of_a_plain_task_takes_it_and_keeps_the_line(
 def test_a_task_whose_jobs_need_more_has_no_lean_publish(
     zqueue_settings: dict[str, Any], t: Any
 ) -> None:
-    assert t._lean_plan().send is None
+    assert t._lean.plan().send is None
     job = t.enqueue(1)  # the general path: its options apply
     assert get_queue("default").info(job.id) is not None
 
@@ -144,7 +144,7 @@ def test_a_queue_the_lean_publish_does_not_take(
 ) -> None:
     value = {**zqueue_settings, "QUEUES": {"default": options}}
     with override_settings(ZQUEUE=value):
-        assert two._lean_plan().send is None
+        assert two._lean.plan().send is None
         job = two.enqueue(1)
         assert get_queue("default").state(job.id) == "ready"
     conf.reset()
@@ -154,7 +154,7 @@ def test_a_call_that_does_not_bind_is_the_general_paths_error(
     zqueue_settings: dict[str, Any], redis_client: redis.Redis, prefix: str
 ) -> None:
     before = snapshot(redis_client, prefix)
-    assert lean.enqueue(two, two._lean_plan(), (), {"c": 1}) is None
+    assert lean.enqueue(two, two._lean.plan(), (), {"c": 1}) is None
     with pytest.raises(TypeError, match=r"tests\.lean\.two.*nothing was enqueued"):
         two.enqueue(c=1)  # type: ignore[call-arg]
     assert snapshot(redis_client, prefix) == before
@@ -165,7 +165,7 @@ def test_a_body_over_the_queue_limit_is_refused_by_the_general_path(
 ) -> None:
     value = {**zqueue_settings, "QUEUES": {"default": {"max_payload_bytes": 64}}}
     with override_settings(ZQUEUE=value):
-        assert lean.enqueue(two, two._lean_plan(), (1, "x" * 64), {}) is None
+        assert lean.enqueue(two, two._lean.plan(), (1, "x" * 64), {}) is None
         with pytest.raises(PayloadTooLarge):
             two.enqueue(1, "x" * 64)
         assert snapshot(redis_client, prefix) == {}
@@ -173,7 +173,7 @@ def test_a_body_over_the_queue_limit_is_refused_by_the_general_path(
 
 
 def test_a_long_body_goes_through_the_full_publish(zqueue_settings: dict[str, Any]) -> None:
-    plan = two._lean_plan()
+    plan = two._lean.plan()
     assert lean.enqueue(two, plan, (1, "y" * 600), {}) is None  # (not of the lean shape)
     job = two.enqueue(1, "y" * 600)
     info = get_queue("default").info(job.id)
@@ -195,7 +195,7 @@ def test_a_tag_in_use_is_a_clash_that_writes_nothing(
     zqueue_settings: dict[str, Any], redis_client: redis.Redis, prefix: str
 ) -> None:
     job = two.enqueue(1)
-    send = two._lean_plan().send
+    send = two._lean.plan().send
     assert send is not None
     before = snapshot(redis_client, prefix)
     body = encode_body({"task": two.name, "args": [2], "kwargs": {}})

@@ -25,7 +25,7 @@ from .callcheck import check_call
 from .job import Job
 from .serializer import encode_call
 
-__all__ = ["CALL_OPTIONS", "Plan", "enqueue", "plan"]
+__all__ = ["CALL_OPTIONS", "Plan", "Slot", "enqueue", "make_plan"]
 
 
 class LeanTask(Protocol):
@@ -49,6 +49,8 @@ class LeanTask(Protocol):
     def on_commit(self) -> bool | None: ...
     @property
     def using_db(self) -> str | None: ...
+    @property
+    def queue(self) -> Queue: ...
 
 
 #: the keyword arguments an enqueue takes as the job's options (when the task's function
@@ -65,7 +67,7 @@ class Plan:
     send: LeanPublish | None
 
 
-def plan(task: LeanTask, queue: Queue) -> Plan:
+def make_plan(task: LeanTask, queue: Queue) -> Plan:
     """The lean publish of ``task``'s jobs in ``queue``: none for a chunk task, a task
     whose tag, group or ordering key comes with each call, one with debounce or
     unique_for, or options or a queue the lean publish does not take."""
@@ -109,3 +111,29 @@ def enqueue(
     if not send(tag, body):
         return None
     return Job(tag, plan.queue.name, task.name)
+
+
+class Slot:
+    """A task's lean publish (``Task._lean``), made for its queue as now configured and
+    made again when the settings give a new queue object."""
+
+    __slots__ = ("_plan", "_task")
+
+    def __init__(self, task: LeanTask) -> None:
+        self._task = task
+        self._plan: Plan | None = None
+
+    def plan(self) -> Plan:
+        """The plan for the task's queue as now configured (made again for a new one)."""
+        queue = self._task.queue
+        plan = self._plan
+        if plan is None or plan.queue is not queue:
+            plan = self._plan = make_plan(self._task, queue)
+        return plan
+
+    def enqueue(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Job | None:
+        """:func:`enqueue` of a call that gives no option (:data:`CALL_OPTIONS`); None
+        where the general path takes the call."""
+        if kwargs.keys() & CALL_OPTIONS:
+            return None
+        return enqueue(self._task, self.plan(), args, kwargs)

@@ -381,10 +381,7 @@ class Task(Generic[P, R]):
         Published at once: async code holds no open transaction (Django's
         ``transaction.atomic`` is sync-only), so there is no commit to wait for.
         ``depends_on`` as in :meth:`enqueue`."""
-        parents, options = (
-            self._depends_on(kwargs),
-            self._call_options(kwargs),
-        )
+        parents, options = self._depends_on(kwargs), self._call_options(kwargs)
         return (await self._asubmit([(args, kwargs)], options, parents))[0]
 
     async def aenqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
@@ -419,24 +416,15 @@ class Task(Generic[P, R]):
         ``expires=`` (seconds or a timedelta from now, or an aware datetime; default: the
         task's ``expires``): a job not started by then never starts and ends in the state
         ``expired``."""
-        if not kwargs.keys() & lean.CALL_OPTIONS:  # the common call (tasks/lean.py)
-            job = lean.enqueue(self, self._lean_plan(), args, kwargs)
-            if job is not None:
-                return job
-        parents, options = (
-            self._depends_on(kwargs),
-            self._call_options(kwargs),
-        )
+        job = self._lean.enqueue(args, kwargs)  # a plain call (tasks/lean.py)
+        if job is not None:
+            return job
+        parents, options = self._depends_on(kwargs), self._call_options(kwargs)
         return self._submit([(args, kwargs)], options, parents)[0]
 
-    def _lean_plan(self) -> lean.Plan:
-        """This task's lean publish in its queue as now configured, made once per queue
-        object (settings that change make a new one)."""
-        queue = self.queue
-        plan: lean.Plan | None = self.__dict__.get("_lean")
-        if plan is None or plan.queue is not queue:
-            plan = self.__dict__["_lean"] = lean.plan(self, queue)
-        return plan
+    @functools.cached_property
+    def _lean(self) -> lean.Slot:
+        return lean.Slot(self)  # (made once per task object, as is_async)
 
     def enqueue_in(self, delay: float | timedelta, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Like :meth:`enqueue`, to run ``delay`` seconds (or a timedelta) from now."""
