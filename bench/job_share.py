@@ -57,7 +57,7 @@ def drain(url: str, n: int, args: tuple[str, ...]) -> dict[str, float]:
     """Publish ``n`` timed jobs, drain them with one burst worker: the split per job."""
     import redis
 
-    from bench.tasks import counter_keys, timed_noop
+    from bench.tasks import counter_keys, split_key, timed_noop
     from django_zqueue import get_queue
 
     from ._redis import commandstats
@@ -66,7 +66,7 @@ def drain(url: str, n: int, args: tuple[str, ...]) -> dict[str, float]:
     queue = get_queue("default")
     queue.clear()
     done, _ = counter_keys(PREFIX)
-    split = done.replace(":done", ":split")
+    split = split_key(PREFIX)
     client.delete(done, split)
     for i in range(0, n, 1000):
         timed_noop.enqueue_many([()] * min(1000, n - i))

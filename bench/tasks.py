@@ -33,6 +33,11 @@ def counter_keys(prefix: str) -> tuple[str, str]:
     return f"{{{prefix}}}:bench:done", f"{{{prefix}}}:bench:lat"
 
 
+def split_key(prefix: str) -> str:
+    """The totals of :func:`timed_noop` of a run with ZQUEUE_PREFIX ``prefix``."""
+    return f"{{{prefix}}}:bench:split"
+
+
 def _client() -> redis.Redis:
     """One connection per process (fork-safe), like benchlib's job connection."""
     pid = os.getpid()
@@ -86,8 +91,7 @@ def timed_noop() -> None:
             "span_wall": time.perf_counter() - since_wall,
             "span_cpu": time.process_time() - since_cpu,
         }
-        done = counter_keys(os.environ.get("ZQUEUE_PREFIX", "zq"))[0]
-        _client().hset(done.replace(":done", ":split"), mapping=totals)
+        _client().hset(split_key(os.environ.get("ZQUEUE_PREFIX", "zq")), mapping=totals)
 
 
 @task(name="zqbench.member")

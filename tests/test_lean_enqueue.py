@@ -19,6 +19,7 @@ from django_zqueue.engine.records.codec import unpack_one
 from django_zqueue.engine.records.spec import BODY_PARTS_MAX
 from django_zqueue.exceptions import DuplicateJob, PayloadTooLarge, QueueFull
 from django_zqueue.tasks import lean
+from django_zqueue.tasks.options import call_body
 
 from .conftest import snapshot
 
@@ -100,7 +101,7 @@ def test_a_plain_call_writes_what_the_general_path_writes(
 ) -> None:
     plan = anything._lean.plan()
     job = lean.enqueue(anything, plan, args, dict(kwargs))
-    body = encode_body({"task": anything.name, "args": list(args), "kwargs": kwargs})
+    body = encode_body(call_body(anything.name, args, kwargs))
     if len(body) > BODY_PARTS_MAX:  # (the full publish's: the general path takes it)
         assert job is None
         return
@@ -109,7 +110,7 @@ def test_a_plain_call_writes_what_the_general_path_writes(
     assert _record(redis_client, job.id) == _record(redis_client, other)
     a, b = get_queue("default").info(job.id), get_queue("default").info(other)
     assert a is not None and b is not None
-    assert (a.state, a.body) == (b.state, b.body) == ("ready", b.body)
+    assert a.state == b.state == "ready" and a.body == b.body
     assert a.body["args"] == list(args) and a.body["kwargs"] == kwargs
 
 

@@ -28,14 +28,14 @@ class LeanPublish:
     tag and encoded body. The call sends what ``Writes.publish`` would send for that job
     alone, and raises what it raises."""
 
-    __slots__ = ("_engine", "_head", "_limit", "_shard", "_tail")
+    __slots__ = ("_engine", "_limit", "_max_retries", "_policy", "_priority", "_shard")
 
     def __init__(self, engine: Flow, shard: Shard, spec: JobSpec, limit: int) -> None:
         self._engine = engine
         self._shard = shard
-        self._head = (shard.policy.packed_for("publish_lean"),)
+        self._policy = shard.policy.packed_for("publish_lean")
         self._limit = limit
-        self._tail = (spec.max_retries, spec.priority)
+        self._max_retries, self._priority = spec.max_retries, spec.priority
 
     def __call__(self, tag: str, body: bytes) -> bool:
         """Publish the job ``tag`` of ``body`` (``encode_body``'s bytes, as
@@ -50,7 +50,8 @@ class LeanPublish:
             return False
         e = self._engine
         Layout(e).ensure()
-        found = e.run(self._shard.publish_lean((*self._head, tag, *self._tail, *texts)))
+        args = (self._policy, tag, self._max_retries, self._priority, *texts)
+        found = e.run(self._shard.publish_lean(args))
         if found:
             raise DuplicateJob([t for t, _ in found], [s for _, s in found])
         return True

@@ -23,7 +23,7 @@ from ..queue import Queue
 from . import tracing
 from .callcheck import check_call
 from .job import Job
-from .serializer import encode_call
+from .options import call_body
 
 __all__ = ["CALL_OPTIONS", "Plan", "Slot", "enqueue", "make_plan"]
 
@@ -106,7 +106,7 @@ def enqueue(
         check_call(task.name, task.func, args, kwargs)
     except TypeError:
         return None
-    body = encode_body({"task": task.name, **encode_call(args, dict(kwargs))})
+    body = encode_body(call_body(task.name, args, kwargs))  # (Task._body's)
     tag = new_tag()
     if not send(tag, body):
         return None

@@ -16,6 +16,7 @@ from ..conf.bounds import MAX_DELAY, check_job_options, ordering_key_problem
 from ..conf.fairness import group_problem
 from ..engine.records.spec import JobOptions
 from ..exceptions import InvalidArgument
+from .serializer import encode_call
 
 #: the job options (:class:`JobOptions`' fields) that ``@task(...)`` and :meth:`Task.using`
 #: take by name (``score``, ``delay`` and ``run_at`` are a call's own, never a task's;
@@ -156,3 +157,9 @@ def keyed(
             raise InvalidArgument(f"task {task_name!r}: ordering_key function: {problem}")
         options = dataclasses.replace(options, ordering_key=cast(str, key))
     return options
+
+
+def call_body(task: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of a job of task ``task`` called with ``args`` and ``kwargs``: its name,
+    then :func:`~.serializer.encode_call`'s arguments (what a worker decodes)."""
+    return {"task": task, **encode_call(args, dict(kwargs))}

@@ -41,9 +41,18 @@ from . import lean, oncommit, registry, tracing
 from .callcheck import check_call
 from .chunk import Chunk, check_chunk, check_item
 from .job import Job as Job  # the handle enqueue returns (here too: its first home)
-from .options import TASK_OPTIONS, by_call, call_of, keyed, of_call, seconds, taken, task_options
+from .options import (
+    TASK_OPTIONS,
+    by_call,
+    call_body,
+    call_of,
+    keyed,
+    of_call,
+    seconds,
+    taken,
+    task_options,
+)
 from .schedules import Schedule, declare
-from .serializer import encode_call
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -154,7 +163,7 @@ class Task(Generic[P, R]):
     # ------------------------------------------------------------------ enqueueing
 
     def _body(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        return {"task": self.name, **encode_call(args, dict(kwargs))}
+        return call_body(self.name, args, kwargs)
 
     def _call_options(
         self,
