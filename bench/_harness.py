@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from ._redis import start_private, used_memory
+from ._redis import start_private, steady_memory, used_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_HARNESS = ROOT.parent / "shared" / "bench"
@@ -240,7 +240,10 @@ def read_results(run: Path) -> dict[str, Any]:
 def snapshot_memory(state_dir: Path, n: int, log_path: Path) -> dict[str, dict[str, float]]:
     """Redis memory per queued job for every peer: the queue each peer's own enqueue left
     (the harness's DUMP snapshot of ``n`` single-call enqueues), RESTOREd one at a time
-    into an empty private server; used_memory delta / n."""
+    into an empty private server; used_memory delta / n once the server's memory is
+    steady (``bytes_per_job``), and read at once after the RESTOREs, as the harness's
+    own memory line reads it (``bytes_per_job_at_once``: it also counts what a RESTORE
+    of a big key holds for a moment, about the size of its payload)."""
     snaps = sorted(state_dir.glob(f"*-{n}.snap"))
     if not snaps:
         return {}
@@ -261,8 +264,13 @@ def snapshot_memory(state_dir: Path, n: int, log_path: Path) -> dict[str, dict[s
                     if v is not None:
                         p.restore(k, ttl if ttl and ttl > 0 else 0, v)
                 p.execute()
-            after = used_memory(r)
-            out[peer] = {"bytes_per_job": (after - before) / n, "keys": len(items)}
+            at_once = used_memory(r)
+            after = steady_memory(r)
+            out[peer] = {
+                "bytes_per_job": (after - before) / n,
+                "bytes_per_job_at_once": (at_once - before) / n,
+                "keys": len(items),
+            }
             r.flushdb()
     finally:
         server.stop()

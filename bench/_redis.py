@@ -120,6 +120,22 @@ def used_memory(client: redis.Redis) -> int:
     return int(client.info("memory")["used_memory"])
 
 
+def steady_memory(client: redis.Redis, timeout: float = 5.0, step: float = 0.25) -> int:
+    """used_memory once it stops moving (two readings ``step`` s apart within 4 KiB, or
+    ``timeout`` s): right after a RESTORE of a big key the server still holds about the
+    size of its payload for a moment (a 1 MB hash: about 1 MB more for a few hundred ms),
+    which is no part of what the restored data keeps."""
+    last = used_memory(client)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(step)
+        now = used_memory(client)
+        if abs(now - last) < 4096:
+            return now
+        last = now
+    return last
+
+
 def settled_memory(client: redis.Redis, timeout: float = 30.0) -> int:
     """used_memory once background (UNLINK) frees are done: a delta taken while a big
     key is still being freed would be too small."""
@@ -171,6 +187,17 @@ def usec_per_call(
     c0, u0 = before.get(cmd, (0, 0))
     c1, u1 = after.get(cmd, (0, 0))
     return (u1 - u0) / (c1 - c0) if c1 > c0 else None
+
+
+#: the commands a script call is counted under in INFO commandstats
+SCRIPT_COMMANDS = ("fcall", "evalsha")
+
+
+def script_usec(stats: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """Calls and µs of Redis time of the script calls in ``commandstats``' reply (the
+    commands the scripts run inside are counted in the script's time, and apart)."""
+    got = [stats.get(cmd, (0, 0)) for cmd in SCRIPT_COMMANDS]
+    return sum(c for c, _ in got), sum(u for _, u in got)
 
 
 def loadavg() -> str:

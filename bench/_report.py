@@ -204,6 +204,24 @@ def fractions(out: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return headers, rows
 
 
+def script_time_line(out: dict[str, Any]) -> str:
+    """Redis's own time for our scripts (INFO commandstats) in this command's run: one
+    publish call, and the worker's script calls per job each drain variant did; '' when
+    not measured."""
+    pub = (out.get("enqueue") or {}).get("single_redis_us")
+    drains = [
+        f"{p['variant']} {fmt(p['scripts_redis_us_per_job'], 1)}"
+        for p in out.get("process") or []
+        if p.get("scripts_redis_us_per_job") is not None
+    ]
+    if pub is None and not drains:
+        return ""
+    return (
+        f"Redis time of our scripts (INFO commandstats): one-call publish {fmt(pub, 1)} µs; "
+        f"claim + ack and the rest per job drained: {', '.join(drains) or '-'} µs"
+    )
+
+
 # ----------------------------------------------------------------------- targets
 
 
@@ -325,6 +343,38 @@ def targets(out: dict[str, Any]) -> list[list[Any]]:
         True,
         "ms",
     )
+    # beside BullMQ, the peer with our guarantees (Lua scripts, priorities, a kept history)
+    bull = peers.get("bullmq") or {}
+    row(
+        f"enqueue single ≥ 1.2x BullMQ's [{src}]",
+        ours.get("single"),
+        1.2 * bull["single"] if bull.get("single") else None,
+        False,
+        "jobs/s",
+    )
+    row(
+        f"processing, 1 process, best variant ≥ BullMQ's best [{src}]",
+        (ours.get("best1") or {}).get("rate_steady"),
+        (bull.get("best1") or {}).get("rate_steady"),
+        False,
+        "jobs/s",
+    )
+    ours_cost = _cost.per_job(out.get("peers") or {}).get("zqueue") or {}
+    for key, what in (("publish_us", "publish"), ("claim_ack_us", "claim + ack")):
+        row(
+            f"Redis CPU per {what} ≤ 12 µs (the whole phase / its jobs) [harness]",
+            ours_cost.get(key),
+            12.0,
+            True,
+            "µs",
+        )
+    row(
+        "Redis memory per queued job ≤ 200 B (RESTORE, steady) [harness snapshot]",
+        (ours_h or {}).get("memory"),
+        200.0,
+        True,
+        "B",
+    )
     incr = (c or {}).get("seq INCR")
     for key, label in (("1w", "1 process"), ("2w", "2 processes")):
         row(
@@ -365,6 +415,8 @@ def render(out: dict[str, Any]) -> tuple[str, str]:
     sc = out.get("script_calls") or {}
     if sc:
         printed.append(f"longest script call (SLOWLOG): {fmt(sc.get('max_script_ms'), 2)} ms")
+    if redis_time := script_time_line(out):
+        printed.append(redis_time)
     c = out.get("ceiling_py") or {}
     if c:
         printed.append(
@@ -413,7 +465,8 @@ def markdown(out: dict[str, Any], h: list[str], rows: list[list[Any]], tr: list[
         "`*` = time-boxed before the queue drained (rate over the time box). Peers and "
         "`django_zqueue (harness)` come from the shared harness in this same run; the last "
         "row is this command's own measurement. Redis B/job: peers and the harness row = "
-        "each queue's 20,000-job snapshot RESTOREd into an empty server; last row = "
+        "each queue's 20,000-job snapshot RESTOREd into an empty server, used_memory once "
+        "steady (the harness's own memory line reads it at once); last row = "
         "used_memory delta after enqueue_many of N jobs.",
         "",
         *(
@@ -515,6 +568,7 @@ def markdown(out: dict[str, Any], h: list[str], rows: list[list[Any]], tr: list[
             f"longest script call {fmt(sc.get('max_script_ms'), 2)} ms; longest other command "
             f"{fmt(sc.get('max_other_command_ms'), 2)} ms.",
             "",
+            *([line, ""] if (line := script_time_line(out)) else []),
             table(
                 [
                     "script",

@@ -196,7 +196,13 @@ class Bench:
     def enqueue(self, n: int) -> dict[str, Any]:
         """Enqueue n jobs one call each, then n with enqueue_many (chunks of 1000); also
         the Redis memory per queued job after the bulk enqueue (used_memory delta / n)."""
-        from ._redis import seq_evalsha_rate, seq_fcall_rate, settled_memory
+        from ._redis import (
+            commandstats,
+            script_usec,
+            seq_evalsha_rate,
+            seq_fcall_rate,
+            settled_memory,
+        )
 
         # the ceiling of the command our scripts are sent with (FCALL, or EVALSHA)
         functions = self.queue.engine._scripts.library is not None
@@ -207,10 +213,12 @@ class Bench:
         self.reset()
         ceil_key = f"{{{self.prefix}}}:ceil:paired"
         ceiling_before = seq_rate(self.client, ceil_key)
+        calls0, usec0 = script_usec(commandstats(self.client))
         t0 = time.perf_counter()
         for _ in range(n):
             self.noop.enqueue(0.0)
         single = n / (time.perf_counter() - t0)
+        calls1, usec1 = script_usec(commandstats(self.client))
         ceiling_after = seq_rate(self.client, ceil_key)
         queued_single = self.queue.total_count()
         self.reset()
@@ -223,6 +231,9 @@ class Bench:
         return {
             "n": n,
             "single_per_s": single,
+            # Redis time of one publish script call (INFO commandstats; Redis's own time,
+            # not its reading and writing of the sockets)
+            "single_redis_us": (usec1 - usec0) / (calls1 - calls0) if calls1 > calls0 else None,
             "paired_seq_script_per_s": (ceiling_before + ceiling_after) / 2,
             "paired_seq_script_before_after": [ceiling_before, ceiling_after],
             "paired_seq_script_command": "FCALL" if functions else "EVALSHA",
@@ -238,8 +249,11 @@ class Bench:
         self.reset()
         self.fill(n)
         assert self.queue.total_count() == n
+        from ._redis import commandstats, script_usec
+
         t_start = time.time()
         m0, r0, s0 = machine_busy(), pid_cpu(self.redis_pid), sum(os.times()[:2])
+        _, usec0 = script_usec(commandstats(self.client))
         procs = self.spawn(cmds, f"process-{name}")
         cpu: dict[str, float] = {}
         try:
@@ -256,6 +270,7 @@ class Bench:
             cpu["everything_else"] = cpu["machine"] - known
         finally:
             self.kill(procs)
+        _, usec1 = script_usec(commandstats(self.client))
         res: dict[str, Any] = {
             "variant": name,
             "processes": sum(
@@ -266,6 +281,9 @@ class Bench:
             "done": w["c"],
             "drained": w["drained"],
             "cpu_cores": cpu,
+            # Redis time of the worker's script calls per job done (claims, acks, its
+            # heartbeats and scans; INFO commandstats)
+            "scripts_redis_us_per_job": (usec1 - usec0) / w["c"] if w["c"] else None,
         }
         el = w["t_last"] - t_start
         if w["t_first"] is None or w["c"] - (w["c_first"] or 0) < 10:

@@ -10,13 +10,14 @@ Starts a private ``redis-server`` (nothing else on it) and, under its own prefix
   call, with a run time), once with ``keep_finished = n`` and once with 0; the
   ``used_memory`` difference after the server settles, divided by ``n``, is the memory
   of one kept job (its record in ``history``, its entry in ``finished``);
-- **ack cost**: ``--rounds`` rounds of 100 jobs published and claimed, then acked with
-  one ``ack_many`` call (the worker's flush), and of one job acked with ``ack.lua``: the
-  Redis time of the ack call (``INFO commandstats``, reset before it) and its round trip
-  as the client sees it, p50 and p95, for ``keep_finished`` 0 (off), 10,000,000 (a
-  history still filling: nothing to trim) and 10,000 with a full history (calls trim:
-  an ``ack_many`` of 100 about as many as it adds, one ``ack`` in 100 about 100), the
-  three taking turns round by round.
+- **ack cost**: ``--rounds`` rounds of 100 jobs published, claimed in one ``claim`` call,
+  then acked with one ``ack_many`` call (the worker's flush), and of one job acked with
+  ``ack.lua``: the Redis time of the claim and of the ack call (``INFO commandstats``,
+  reset before each; the script calls, FCALL or EVALSHA) and the ack's round trip as the
+  client sees it, p50 and p95, then the claim and the ack per job of a batch of 100;
+  for ``keep_finished`` 0 (off), 10,000,000 (a history still filling: nothing to trim)
+  and 10,000 with a full history (calls trim: an ``ack_many`` of 100 about as many as it
+  adds, one ``ack`` in 100 about 100), the three taking turns round by round.
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ import json
 import statistics
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import redis
 
-from ._redis import start_private, used_memory
+from ._redis import commandstats, script_usec, start_private, used_memory
+
+T = TypeVar("T")
 
 BODY = {"task": "bench.tasks.noop", "args": [0.0], "kwargs": {}}
 CONSUMER = "bench-host:12345:abcd"
@@ -90,11 +94,6 @@ def memory(client: redis.Redis, n: int) -> dict[str, Any]:
     return out
 
 
-def redis_usec(client: redis.Redis) -> tuple[int, int]:
-    stats = client.info("commandstats").get("cmdstat_evalsha", {})
-    return int(stats.get("calls", 0)), int(stats.get("usec", 0))
-
-
 SETTINGS = (("off", 0, False), ("filling", 10_000_000, False), ("full (trims)", 10_000, True))
 
 
@@ -112,26 +111,33 @@ def ack_cost(client: redis.Redis, rounds: int) -> list[dict[str, Any]]:
             run_through(q, keep + 1000)  # the history is full: calls trim
         queues.append((label, keep, q))
     times: dict[str, dict[str, list[float]]] = {
-        label: {"many_us": [], "many_rt": [], "one_us": [], "one_rt": []} for label, *_ in SETTINGS
+        label: {k: [] for k in ("claim_us", "claim_rt", "many_us", "many_rt", "one_us", "one_rt")}
+        for label, *_ in SETTINGS
     }
 
-    def timed(label: str, kind: str, q: Any, call: Any) -> None:
+    def timed(label: str, kind: str, call: Callable[[], T]) -> T:
         client.config_resetstat()
         t = time.perf_counter()
-        q.engine.run(call)
+        got = call()
         times[label][f"{kind}_rt"].append((time.perf_counter() - t) * 1e6)
-        times[label][f"{kind}_us"].append(redis_usec(client)[1])
+        times[label][f"{kind}_us"].append(script_usec(commandstats(client))[1])
+        return got
 
-    for _ in range(rounds):  # the worker's flush: 100 acks in one call
+    for _ in range(rounds):  # a worker's batch: 100 jobs claimed, then acked in one call
         for label, _keep, q in queues:
             q.publish_many([BODY] * 100)
-            msgs, _ = q.claim(100, consumer=CONSUMER)
-            timed(label, "many", q, q.engine._shards[0].ack_many([Ack(m, run_ms=3) for m in msgs]))
+            msgs, _ = timed(label, "claim", lambda q=q: q.claim(100, consumer=CONSUMER))
+            acks = q.engine._shards[0].ack_many([Ack(m, run_ms=3) for m in msgs])
+            timed(label, "many", lambda q=q, acks=acks: q.engine.run(acks))
     for _ in range(rounds):  # Queue.ack: one job a call
         for label, _keep, q in queues:
             q.publish(BODY)
             msg = q.get(consumer=CONSUMER)
-            timed(label, "one", q, q.engine.consume.ack_call(msg, run_ms=3))
+            timed(
+                label,
+                "one",
+                lambda q=q, msg=msg: q.engine.run(q.engine.consume.ack_call(msg, run_ms=3)),
+            )
 
     def figures(v: list[float]) -> dict[str, float]:
         return {"p50": round(statistics.median(v), 1), "p95": round(pct(v, 0.95), 1)}
@@ -144,6 +150,7 @@ def ack_cost(client: redis.Redis, rounds: int) -> list[dict[str, Any]]:
                 "keep_finished": keep,
                 "history": label,
                 "kept_at_end": int(client.zcard(q.engine._keys.finished)),
+                "claim_100_redis_us": figures(t["claim_us"]),
                 "ack_many_100_redis_us": figures(t["many_us"]),
                 "ack_many_100_round_trip_us": figures(t["many_rt"]),
                 "ack_redis_us": figures(t["one_us"]),
@@ -195,6 +202,11 @@ def main() -> None:
             f"{r['history']:16} {many['p50']:>11} (p95 {many['p95']:>6}) "
             f"{many_rt['p50']:>9} {one['p50']:>9} (p95 {one['p95']:>5}) {one_rt['p50']:>9}"
         )
+    print("a batch of 100: Redis µs per job (p50 of the calls / 100)")
+    print(f"{'history':16} {'claim':>8} {'ack_many':>9} {'claim + ack':>12}")
+    for r in out["ack"]:
+        claim, many = r["claim_100_redis_us"]["p50"] / 100, r["ack_many_100_redis_us"]["p50"] / 100
+        print(f"{r['history']:16} {claim:>8.2f} {many:>9.2f} {claim + many:>12.2f}")
 
 
 if __name__ == "__main__":
