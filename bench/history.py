@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import redis
@@ -126,18 +127,14 @@ def ack_cost(client: redis.Redis, rounds: int) -> list[dict[str, Any]]:
     for _ in range(rounds):  # a worker's batch: 100 jobs claimed, then acked in one call
         for label, _keep, q in queues:
             q.publish_many([BODY] * 100)
-            msgs, _ = timed(label, "claim", lambda q=q: q.claim(100, consumer=CONSUMER))
+            msgs, _ = timed(label, "claim", partial(q.claim, 100, consumer=CONSUMER))
             acks = q.engine._shards[0].ack_many([Ack(m, run_ms=3) for m in msgs])
-            timed(label, "many", lambda q=q, acks=acks: q.engine.run(acks))
+            timed(label, "many", partial(q.engine.run, acks))
     for _ in range(rounds):  # Queue.ack: one job a call
         for label, _keep, q in queues:
             q.publish(BODY)
             msg = q.get(consumer=CONSUMER)
-            timed(
-                label,
-                "one",
-                lambda q=q, msg=msg: q.engine.run(q.engine.consume.ack_call(msg, run_ms=3)),
-            )
+            timed(label, "one", partial(q.engine.run, q.engine.consume.ack_call(msg, run_ms=3)))
 
     def figures(v: list[float]) -> dict[str, float]:
         return {"p50": round(statistics.median(v), 1), "p95": round(pct(v, 0.95), 1)}
