@@ -189,8 +189,9 @@ def usec_per_call(
     return (u1 - u0) / (c1 - c0) if c1 > c0 else None
 
 
-#: the commands a script call is counted under in INFO commandstats
-SCRIPT_COMMANDS = ("fcall", "evalsha")
+#: the commands a script call is counted under in INFO commandstats (FCALL_RO: the
+#: read-only functions; EVALSHA: a server without Functions)
+SCRIPT_COMMANDS = ("fcall", "fcall_ro", "evalsha")
 
 
 def script_usec(stats: dict[str, tuple[int, int]]) -> tuple[int, int]:

@@ -44,9 +44,6 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "prefetch 20": ("--prefetch", "20"),
     "4 threads, prefetch 20": ("--concurrency", "4", "--prefetch", "20"),
 }
-#: the script calls a worker makes (FCALL_RO and EVALSHA counted too: a server without
-#: Functions)
-SCRIPT_COMMANDS = ("fcall", "fcall_ro", "evalsha")
 
 
 def log(*a: Any) -> None:
@@ -60,7 +57,7 @@ def drain(url: str, n: int, args: tuple[str, ...]) -> dict[str, float]:
     from bench.tasks import counter_keys, split_key, timed_noop
     from django_zqueue import get_queue
 
-    from ._redis import commandstats
+    from ._redis import commandstats, script_usec
 
     client = redis.Redis.from_url(url)
     queue = get_queue("default")
@@ -81,7 +78,7 @@ def drain(url: str, n: int, args: tuple[str, ...]) -> dict[str, float]:
     jobs = totals.get("jobs", 0.0)
     if jobs != n or int(client.get(done) or 0) != n:
         raise SystemExit(f"drained {client.get(done)!r} of {n} jobs (totals {totals})")
-    script_usec = sum(stats.get(c, (0, 0))[1] for c in SCRIPT_COMMANDS)
+    scripts_usec = script_usec(stats)[1]
     us = 1e6 / n
     overlapping = "--concurrency" in args
     nan = float("nan")
@@ -93,7 +90,7 @@ def drain(url: str, n: int, args: tuple[str, ...]) -> dict[str, float]:
         "cpu_us": totals["span_cpu"] * us,
         "job_cpu_us": totals["job_cpu"] * us,
         "worker_cpu_us": (totals["span_cpu"] - totals["job_cpu"]) * us,
-        "scripts_us": script_usec / n,
+        "scripts_us": scripts_usec / n,
     }
 
 
